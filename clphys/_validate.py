@@ -1,0 +1,61 @@
+"""Argument checks shared by every public function: raise ValueError/TypeError
+naming the parameter and what is allowed, before any device work."""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+
+def integer(name: str, value, minimum=None, maximum=None) -> int:
+    if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)):
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    value = int(value)
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {value}")
+    return value
+
+
+def real(name: str, value, minimum=None, maximum=None, *, strict_min=False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
+        raise TypeError(f"{name} must be a real number, got {value!r}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value}")
+    if minimum is not None and (value <= minimum if strict_min else value < minimum):
+        raise ValueError(f"{name} must be {'>' if strict_min else '>='} {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {value}")
+    return value
+
+
+def choice(name: str, value, allowed):
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}; got {value!r}")
+    return value
+
+
+def seed(value) -> int:
+    return integer("seed", value, 0, 2**64 - 1)
+
+
+def finite_array(name: str, values, ndim=None, dtype=None) -> np.ndarray:
+    """A NumPy copy-free view of `values`; NaN/inf reported with their position."""
+    arr = np.asarray(values, dtype=dtype)
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must be real numbers, got dtype {arr.dtype}")
+    if ndim is not None and arr.ndim != ndim:
+        raise ValueError(f"{name} must be {ndim}-D, got shape {arr.shape}")
+    if arr.dtype.kind == "f":
+        bad = ~np.isfinite(arr)
+        if bad.any():
+            where = np.argwhere(bad)
+            first = tuple(int(i) for i in where[0])
+            pos = first[0] if len(first) == 1 else first
+            raise ValueError(f"{name} has {len(where)} non-finite value(s) (NaN or inf); "
+                             f"the first is {arr[first]} at index {pos}")
+    return arr

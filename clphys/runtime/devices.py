@@ -1,0 +1,333 @@
+"""Device discovery, selection and the per-device context, queue and program cache.
+
+Selection rules (README "Choosing a device"):
+
+* ``device=`` argument of a public function: a spec string, a :class:`Device`
+  or a ``pyopencl.Device``;
+* otherwise the innermost ``with clphys.device(...)`` block;
+* otherwise ``CLPHYS_DEVICE``, then ``PYOPENCL_CTX``;
+* otherwise the first GPU, then the first CPU.
+
+A spec is PyOpenCL's ``platform:device`` syntax. Each part is an index or a
+case-insensitive substring; the device part also matches the device type
+(``cpu``, ``gpu``, ``accelerator``). A single part that names no platform is
+tried against device names (``CLPHYS_DEVICE=H100``). The Oclgrind simulator
+is never picked automatically (it is a checking tool, hundreds of times
+slower); name it explicitly (``CLPHYS_DEVICE=oclgrind``).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import glob
+import hashlib
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+import pyopencl as cl
+
+from ..errors import DeviceError
+
+__all__ = ["DeviceFacts", "Device", "devices", "device", "current_device",
+           "resolve_device", "nvidia_icd_hint", "fake_facts"]
+
+SIMULATOR_PLATFORMS = ("oclgrind",)
+
+
+@dataclass(frozen=True)
+class DeviceFacts:
+    """What templates may branch on. Frozen and hashable; never a device name.
+
+    ``vendor`` is one of ``nvidia``, ``amd``, ``intel``, ``apple``, ``pocl``,
+    ``oclgrind``, ``other``. ``wg_multiple`` is the preferred work-group size
+    multiple (warp or wavefront width). ``cache_id`` identifies the compiler
+    target (platform, device, driver) for the program cache.
+    """
+    vendor: str
+    is_gpu: bool
+    fp64: bool
+    max_work_group: int
+    wg_multiple: int
+    local_mem: int
+    compute_units: int
+    global_mem: int
+    max_alloc: int
+    cache_id: str
+    name: str = ""
+    platform: str = ""
+    driver: str = ""
+    index: str = ""        # "platform:device" indices, usable as a spec
+
+
+def fake_facts(vendor: str, fp64: bool = True) -> DeviceFacts:
+    """Facts of a typical device of `vendor`, for rendering without a device."""
+    table = {  # is_gpu, max_wg, wg_multiple, local_mem, compute units
+        "nvidia": (True, 1024, 32, 48 * 1024, 132),
+        "amd": (True, 256, 64, 64 * 1024, 104),
+        "intel": (True, 512, 16, 64 * 1024, 96),
+        "pocl": (False, 4096, 8, 512 * 1024, 2),
+        "oclgrind": (False, 1024, 1, 32 * 1024, 1),
+    }
+    if vendor not in table:
+        raise ValueError(f"fake_facts: vendor must be one of {sorted(table)}, got {vendor!r}")
+    is_gpu, wg, mult, lmem, cus = table[vendor]
+    return DeviceFacts(vendor=vendor, is_gpu=is_gpu, fp64=fp64, max_work_group=wg,
+                       wg_multiple=mult, local_mem=lmem, compute_units=cus,
+                       global_mem=16 << 30, max_alloc=4 << 30,
+                       cache_id=f"fake-{vendor}-{int(fp64)}", name=f"fake {vendor}",
+                       platform=f"fake {vendor}")
+
+
+def _vendor(platform: cl.Platform, dev: cl.Device) -> str:
+    text = f"{platform.name} {platform.vendor} {dev.vendor}".lower()
+    for key, names in (("oclgrind", ("oclgrind",)), ("pocl", ("portable computing", "pocl")),
+                       ("nvidia", ("nvidia",)), ("amd", ("advanced micro", "amd")),
+                       ("intel", ("intel",)), ("apple", ("apple",))):
+        if any(n in text for n in names):
+            return key
+    return "other"
+
+
+def _is_simulator(platform: cl.Platform) -> bool:
+    return any(s in platform.name.lower() for s in SIMULATOR_PLATFORMS)
+
+
+def _is_gpu(platform: cl.Platform, dev: cl.Device) -> bool:
+    # Oclgrind reports every type bit at once; it is not a GPU.
+    return not _is_simulator(platform) and bool(dev.type & cl.device_type.GPU)
+
+
+def _is_cpu(platform: cl.Platform, dev: cl.Device) -> bool:
+    return not _is_simulator(platform) and bool(dev.type & cl.device_type.CPU)
+
+
+def _wg_multiple(dev: cl.Device, ctx: cl.Context | None) -> int:
+    for attr in ("warp_size_nv", "wavefront_width_amd"):
+        try:
+            return int(getattr(dev, attr))
+        except (cl.Error, AttributeError):
+            pass
+    try:
+        ctx = ctx or cl.Context([dev])
+        prg = cl.Program(ctx, "__kernel void probe(__global int *x) { x[0] = 0; }").build()
+        return int(prg.probe.get_work_group_info(
+            cl.kernel_work_group_info.PREFERRED_WORK_GROUP_SIZE_MULTIPLE, dev))
+    except cl.Error:
+        return 1
+
+
+def _facts(platform: cl.Platform, dev: cl.Device, index: str, ctx=None) -> DeviceFacts:
+    fp64 = "cl_khr_fp64" in dev.extensions or bool(getattr(dev, "double_fp_config", 0))
+    ident = f"{platform.name}|{platform.version}|{dev.name}|{dev.driver_version}|{dev.version}"
+    return DeviceFacts(
+        vendor=_vendor(platform, dev), is_gpu=_is_gpu(platform, dev), fp64=fp64,
+        max_work_group=int(dev.max_work_group_size), wg_multiple=_wg_multiple(dev, ctx),
+        local_mem=int(dev.local_mem_size), compute_units=int(dev.max_compute_units),
+        global_mem=int(dev.global_mem_size), max_alloc=int(dev.max_mem_alloc_size),
+        cache_id=hashlib.sha256(ident.encode()).hexdigest()[:16],
+        name=dev.name.strip(), platform=platform.name.strip(),
+        driver=str(dev.driver_version).strip(), index=index)
+
+
+def _platforms():
+    try:
+        return cl.get_platforms()
+    except cl.Error:       # the ICD loader found no platform at all
+        return []
+
+
+def _inventory():
+    """[(platform index, platform, device index, device)] for everything visible."""
+    out = []
+    for pi, p in enumerate(_platforms()):
+        try:
+            devs = p.get_devices()
+        except cl.Error:
+            devs = []
+        out.extend((pi, p, di, d) for di, d in enumerate(devs))
+    return out
+
+
+def _describe_inventory(inv) -> str:
+    if not inv:
+        return "  (no OpenCL platform is visible)" + nvidia_icd_hint(prefix="\n  ")
+    lines = [f"  {pi}:{di}  {p.name.strip()} | {d.name.strip()} "
+             f"[{cl.device_type.to_string(d.type)}]" for pi, p, di, d in inv]
+    return "\n".join(lines)
+
+
+def _match(part: str, index: int, *names: str) -> bool:
+    part = part.strip()
+    if part.isdigit():
+        return int(part) == index
+    return any(part.lower() in n.lower() for n in names)
+
+
+def _select(spec: str):
+    """The (platform, device, index) that `spec` names; DeviceError if none."""
+    if not isinstance(spec, str):
+        raise TypeError(f"device spec must be a string, got {type(spec).__name__}")
+    inv = _inventory()
+    parts = spec.split(":")
+    if len(parts) > 2 or not spec.strip():
+        raise ValueError(f"device spec {spec!r}: expected 'platform', 'platform:device' "
+                         "or ':device' (each an index or a name substring)")
+    pspec, dspec = parts[0], (parts[1] if len(parts) == 2 else "")
+
+    def type_names(d):
+        return cl.device_type.to_string(d.type).lower()
+
+    hits = [(p, d, f"{pi}:{di}") for pi, p, di, d in inv
+            if (not pspec.strip() or _match(pspec, pi, p.name, p.vendor))
+            and (not dspec.strip() or _match(dspec, di, d.name, type_names(d)))]
+    if not hits and pspec.strip() and not dspec.strip() and not pspec.strip().isdigit():
+        hits = [(p, d, f"{pi}:{di}") for pi, p, di, d in inv if _match(pspec, di, d.name)]
+    if not hits:
+        raise DeviceError(f"no OpenCL device matches {spec!r}. Visible devices "
+                          f"(platform:device):\n{_describe_inventory(inv)}")
+    return hits[0]
+
+
+def _default_choice():
+    for var in ("CLPHYS_DEVICE", "PYOPENCL_CTX"):
+        spec = os.environ.get(var, "").strip()
+        if spec:
+            try:
+                return _select(spec)
+            except (DeviceError, ValueError) as exc:
+                raise DeviceError(f"{var}={spec!r}: {exc}") from None
+    inv = _inventory()
+    for test in (_is_gpu, _is_cpu):
+        for pi, p, di, d in inv:
+            if test(p, d):
+                return p, d, f"{pi}:{di}"
+    raise DeviceError("no OpenCL GPU or CPU device found. Visible devices:\n"
+                      + _describe_inventory(inv)
+                      + "\nInstall PoCL for the CPU: pip install 'clphys[pocl]'")
+
+
+class Device:
+    """One OpenCL device with its own context, in-order queue and program cache.
+
+    Obtain it with :func:`clphys.device`; a ``with`` block makes it the default.
+    Devices are shared: asking twice for the same device gives the same object.
+    """
+
+    def __init__(self, platform: cl.Platform, cl_device: cl.Device, index: str):
+        self.platform = platform
+        self.cl_device = cl_device
+        self.context = cl.Context([cl_device])
+        self.queue = cl.CommandQueue(self.context)
+        self.facts = _facts(platform, cl_device, index, self.context)
+        self.programs = {}      # (source hash, options) -> built program, see render.py
+        self._tokens = []
+
+    @property
+    def name(self) -> str:
+        return self.facts.name
+
+    def build(self, template: str, options=(), **params):
+        """Render `template` for this device with `params`, build it once, return
+        the program (kernels as attributes)."""
+        from .render import build
+        return build(self, template, options=options, **params)
+
+    def __enter__(self):
+        self._tokens.append(_current.set(self))
+        return self
+
+    def __exit__(self, *exc):
+        _current.reset(self._tokens.pop())
+        return False
+
+    def __repr__(self):
+        return f"<clphys.Device {self.facts.index} {self.facts.platform} | {self.name}>"
+
+
+_current: contextvars.ContextVar[Device | None] = contextvars.ContextVar("clphys_device", default=None)
+_by_id: dict[int, Device] = {}
+
+
+def _device_for(platform, cl_device, index) -> Device:
+    key = cl_device.int_ptr
+    if key not in _by_id:
+        try:
+            _by_id[key] = Device(platform, cl_device, index)
+        except cl.Error as exc:
+            raise DeviceError(f"cannot open {cl_device.name.strip()}: {exc}") from None
+    return _by_id[key]
+
+
+def device(spec=None) -> Device:
+    """The device named by `spec` (see module doc); ``None`` applies the defaults.
+
+    Use as ``with clphys.device("nvidia"):`` to make it the default inside the
+    block, or keep the returned object and pass it as ``device=``.
+    """
+    if isinstance(spec, Device):
+        return spec
+    if isinstance(spec, cl.Device):
+        return _device_for(spec.platform, spec, "")
+    if spec is None:
+        return _device_for(*_default_choice())
+    return _device_for(*_select(spec))
+
+
+def resolve_device(dev=None) -> Device:
+    """What every public function calls on its ``device=`` argument."""
+    if dev is None and _current.get() is not None:
+        return _current.get()
+    return device(dev)
+
+
+def current_device() -> Device:
+    """The device a public function would use now with ``device=None``."""
+    return resolve_device(None)
+
+
+def devices(include_simulators: bool = True) -> list[DeviceFacts]:
+    """Facts of every visible device (opens no context except to probe the
+    preferred work-group multiple where the driver does not report it)."""
+    return [_facts(p, d, f"{pi}:{di}") for pi, p, di, d in _inventory()
+            if include_simulators or not _is_simulator(p)]
+
+
+def test_devices() -> list[str]:
+    """Specs of the devices the test suite runs on: ``CLPHYS_TEST_DEVICES``
+    (``;``-separated specs) or every visible device except simulators."""
+    env = os.environ.get("CLPHYS_TEST_DEVICES", "").strip()
+    if env:
+        return [s.strip() for s in env.split(";") if s.strip()]
+    return [f"{pi}:{di}" for pi, p, di, d in _inventory() if not _is_simulator(p)]
+
+
+def nvidia_icd_hint(prefix: str = "") -> str:
+    """If NVIDIA's OpenCL driver library is installed but no ICD file names it,
+    the one-line fix; else an empty string."""
+    lib = None
+    try:
+        out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, timeout=10).stdout
+        for line in out.splitlines():
+            if "libnvidia-opencl.so.1" in line and "=>" in line:
+                lib = line.split("=>")[-1].strip()
+                break
+    except (OSError, subprocess.SubprocessError):
+        pass
+    if lib is None:
+        found = glob.glob("/usr/lib*/**/libnvidia-opencl.so.1", recursive=True)
+        lib = found[0] if found else None
+    if lib is None:
+        return ""
+    vendor_dir = os.environ.get("OCL_ICD_VENDORS", "/etc/OpenCL/vendors")
+    for icd in glob.glob(os.path.join(vendor_dir, "*.icd")):
+        try:
+            if "nvidia" in open(icd).read().lower():
+                return ""
+        except OSError:
+            pass
+    sudo = "" if os.geteuid() == 0 or not shutil.which("sudo") else "sudo "
+    return (f"{prefix}NVIDIA's OpenCL driver {lib} is installed but no ICD file in {vendor_dir} "
+            f"names it. Fix:{prefix}  {sudo}mkdir -p {vendor_dir} && echo {lib} | "
+            f"{sudo}tee {vendor_dir}/nvidia.icd")

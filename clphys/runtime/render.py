@@ -1,0 +1,146 @@
+"""Render Mako templates from cl_kernels/ and build them once per device.
+
+* ``render(template, facts, **params)`` -> OpenCL C source (no device needed);
+* ``build(device, template, options=(), **params)`` -> :class:`Program`, cached
+  in memory per device by (cache id, source hash, options) on top of
+  PyOpenCL's disk cache of binaries.
+* ``CLPHYS_KEEP_SOURCE=DIR`` writes every rendered program to DIR.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+
+import pyopencl as cl
+from mako.lookup import TemplateLookup
+
+from ..errors import BuildError, DeviceError
+from .devices import DeviceFacts
+
+__all__ = ["kernel_dir", "render", "build", "Program", "launched_kernels", "template_names"]
+
+
+def kernel_dir() -> Path:
+    """cl_kernels/: installed as package data clphys/cl_kernels, or at the top
+    of a source checkout."""
+    installed = Path(__file__).resolve().parent.parent / "cl_kernels"
+    if installed.is_dir():
+        return installed
+    source = Path(__file__).resolve().parents[2] / "cl_kernels"
+    if source.is_dir():
+        return source
+    raise FileNotFoundError(f"clphys kernels not found in {installed} or {source}")
+
+
+_lookup = None
+
+
+def _get_lookup() -> TemplateLookup:
+    global _lookup
+    if _lookup is None:
+        _lookup = TemplateLookup(directories=[str(kernel_dir())], strict_undefined=True,
+                                 input_encoding="utf-8")
+    return _lookup
+
+
+def template_names() -> list[str]:
+    """Every .cl template, as the path relative to cl_kernels/ used by render()."""
+    root = kernel_dir()
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*.cl"))
+
+
+def render(template: str, facts: DeviceFacts, **params) -> str:
+    """The OpenCL C source of `template` (a path relative to cl_kernels/) for
+    a device with `facts`; `params` are the template's compile-time parameters."""
+    if not isinstance(facts, DeviceFacts):
+        raise TypeError(f"render: facts must be DeviceFacts, got {type(facts).__name__}")
+    tpl = _get_lookup().get_template("/" + template.lstrip("/"))
+    return tpl.render(dev=facts, **params)
+
+
+_launched: set[str] = set()
+
+
+def launched_kernels() -> set[str]:
+    """Names of every kernel launched in this process (for the Oclgrind coverage check)."""
+    return set(_launched)
+
+
+class Kernel:
+    """A built kernel; calling it launches it like a pyopencl.Kernel."""
+
+    __slots__ = ("name", "cl_kernel")
+
+    def __init__(self, name, cl_kernel):
+        self.name, self.cl_kernel = name, cl_kernel
+
+    def __call__(self, queue, global_size, local_size, *args, wait_for=None):
+        _launched.add(self.name)
+        return self.cl_kernel(queue, global_size, local_size, *args, wait_for=wait_for)
+
+    def set_scalar_arg_dtypes(self, dtypes):
+        self.cl_kernel.set_scalar_arg_dtypes(dtypes)
+        return self
+
+
+class Program:
+    """A built program; its kernels are attributes (created once each)."""
+
+    def __init__(self, cl_program: cl.Program, source: str):
+        self.cl_program, self.source = cl_program, source
+        self._kernels = {}
+        self.kernel_names = [k for k in cl_program.get_info(cl.program_info.KERNEL_NAMES).split(";") if k]
+
+    def __getattr__(self, name):
+        if name.startswith("_") or name not in self.kernel_names:
+            raise AttributeError(f"program has no kernel {name!r}; it has {self.kernel_names}")
+        if name not in self._kernels:
+            self._kernels[name] = Kernel(name, getattr(self.cl_program, name))
+        return self._kernels[name]
+
+
+def _keep_source(template: str, source: str, digest: str):
+    keep = os.environ.get("CLPHYS_KEEP_SOURCE")
+    if keep:
+        os.makedirs(keep, exist_ok=True)
+        stem = template.replace("/", "_").removesuffix(".cl")
+        Path(keep, f"{stem}-{digest[:12]}.cl").write_text(source)
+
+
+def _source_excerpt(source: str, log: str, context: int = 4) -> str:
+    lines = source.splitlines()
+    numbers = sorted({int(m) for m in re.findall(r":(\d+):\d+: (?:fatal )?error", log)})
+    if not numbers:
+        return ""
+    out = []
+    for n in numbers[:5]:
+        lo, hi = max(1, n - context), min(len(lines), n + context)
+        out.append("\n".join(f"{'>>' if i == n else '  '}{i:5d}| {lines[i - 1]}"
+                             for i in range(lo, hi + 1)))
+    return "\n...\n".join(out)
+
+
+def build(device, template: str, options=(), **params) -> Program:
+    """Render `template` for `device` and build it, once per (device, source,
+    options)."""
+    source = render(template, device.facts, **params)
+    options = tuple(options)
+    digest = hashlib.sha256(source.encode()).hexdigest()
+    key = (device.facts.cache_id, digest, options)
+    prg = device.programs.get(key)
+    if prg is None:
+        _keep_source(template, source, digest)
+        try:
+            cl_prg = cl.Program(device.context, source).build(options=list(options))
+        except cl.RuntimeError as exc:
+            log = str(exc)
+            raise BuildError(f"building {template} for {device.name} failed "
+                             f"(options {list(options)}):\n{log}\n\nRendered source around "
+                             f"the error:\n{_source_excerpt(source, log)}") from None
+        except cl.Error as exc:
+            raise DeviceError(f"{device.name}: {exc}") from None
+        prg = device.programs[key] = Program(cl_prg, source)
+    return prg
