@@ -5,7 +5,13 @@ vendor's GPU, and on CPUs through PoCL.
     clphys.devices()                      # what is visible
     with clphys.device("nvidia"):         # default device inside the block
         ...
+
+Domains are subpackages, imported on first use: ``clphys.ising``,
+``clphys.timeseries``, ``clphys.sde``; references in ``clphys.exact`` and
+error analysis in ``clphys.stats``.
 """
+
+import importlib
 
 __version__ = "0.1.0"
 
@@ -13,5 +19,14 @@ from .errors import BuildError, ClphysError, DeviceError
 from .runtime import Device, DeviceFacts, current_device, device, devices
 from . import rng
 
+_SUBPACKAGES = ("ising", "timeseries", "sde", "exact", "stats")
+
 __all__ = ["__version__", "BuildError", "ClphysError", "DeviceError", "Device", "DeviceFacts",
-           "current_device", "device", "devices", "rng"]
+           "current_device", "device", "devices", "rng", *_SUBPACKAGES]
+
+
+def __getattr__(name):
+    # Lazy: `import clphys` stays fast and a domain's import errors stay in that domain.
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'clphys' has no attribute {name!r}")

@@ -52,29 +52,34 @@ inline float2 ${prefix}add2(float2 a, float2 b)
 % endif
 % if acc == "compensated":
 ${compensated_add("rs_")}
-${wg_reduce("rs_", A, wg, "return rs_add2(a, b);")}
+${wg_reduce("rs_" + acc + "_", A, wg, "return rs_add2(a, b);")}
 #define RS_ZERO ((float2)(0.0f, 0.0f))
 #define RS_LIFT(v) ((float2)((float)(v), 0.0f))
 % else:
-${wg_reduce("rs_", A, wg, "return a + b;")}
+${wg_reduce("rs_" + acc + "_", A, wg, "return a + b;")}
 #define RS_ZERO ((${A})0)
 #define RS_LIFT(v) ((${A})(v))
 % endif
 
-<%def name="sum_kernel(name, src_t, lift)">
-__kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
-void ${name}(__global const ${src_t} *x, const ulong n, __global ${A} *out)
-{
+<%def name="sum_body(lift)">
     __local ${A} scratch[${wg}];
     const uint lid = get_local_id(0);
     ${A} acc = RS_ZERO;
     for (ulong i = get_global_id(0); i < n; i += get_global_size(0))
-        acc = rs_combine(acc, ${lift}(x[i]));
-    acc = rs_wg_reduce(acc, lid, scratch);
+        acc = rs_${acc}_combine(acc, ${lift}(x[i]));
+    acc = rs_${acc}_wg_reduce(acc, lid, scratch);
     if (lid == 0) out[get_group_id(0)] = acc;
-}
 </%def>
 // Pass 1: each work group sums a grid-strided share of x into one partial.
-${sum_kernel("reduce_sum_partial", in_t, "RS_LIFT")}
+__kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
+void reduce_sum_partial(__global const ${in_t} *x, const ulong n, __global ${A} *out)
+{
+${sum_body("RS_LIFT")}
+}
+
 // Pass 2 (one work group): the partials into out[0].
-${sum_kernel("reduce_sum_finish", A, "")}
+__kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
+void reduce_sum_finish(__global const ${A} *x, const ulong n, __global ${A} *out)
+{
+${sum_body("")}
+}

@@ -64,21 +64,22 @@ def render(template: str, facts: DeviceFacts, **params) -> str:
 _launched: set[str] = set()
 
 
-def launched_kernels() -> set[str]:
-    """Names of every kernel launched in this process (for the Oclgrind coverage check)."""
+def launched_kernels() -> set[tuple[str, str]]:
+    """(device vendor, kernel name) of every kernel launched in this process
+    (for the test suite's Oclgrind coverage check)."""
     return set(_launched)
 
 
 class Kernel:
     """A built kernel; calling it launches it like a pyopencl.Kernel."""
 
-    __slots__ = ("name", "cl_kernel")
+    __slots__ = ("name", "cl_kernel", "_tag")
 
-    def __init__(self, name, cl_kernel):
-        self.name, self.cl_kernel = name, cl_kernel
+    def __init__(self, name, cl_kernel, vendor):
+        self.name, self.cl_kernel, self._tag = name, cl_kernel, (vendor, name)
 
     def __call__(self, queue, global_size, local_size, *args, wait_for=None):
-        _launched.add(self.name)
+        _launched.add(self._tag)
         return self.cl_kernel(queue, global_size, local_size, *args, wait_for=wait_for)
 
     def set_scalar_arg_dtypes(self, dtypes):
@@ -89,8 +90,8 @@ class Kernel:
 class Program:
     """A built program; its kernels are attributes (created once each)."""
 
-    def __init__(self, cl_program: cl.Program, source: str):
-        self.cl_program, self.source = cl_program, source
+    def __init__(self, cl_program: cl.Program, source: str, vendor: str = ""):
+        self.cl_program, self.source, self.vendor = cl_program, source, vendor
         self._kernels = {}
         self.kernel_names = [k for k in cl_program.get_info(cl.program_info.KERNEL_NAMES).split(";") if k]
 
@@ -98,7 +99,7 @@ class Program:
         if name.startswith("_") or name not in self.kernel_names:
             raise AttributeError(f"program has no kernel {name!r}; it has {self.kernel_names}")
         if name not in self._kernels:
-            self._kernels[name] = Kernel(name, getattr(self.cl_program, name))
+            self._kernels[name] = Kernel(name, getattr(self.cl_program, name), self.vendor)
         return self._kernels[name]
 
 
@@ -142,5 +143,5 @@ def build(device, template: str, options=(), **params) -> Program:
                              f"the error:\n{_source_excerpt(source, log)}") from None
         except cl.Error as exc:
             raise DeviceError(f"{device.name}: {exc}") from None
-        prg = device.programs[key] = Program(cl_prg, source)
+        prg = device.programs[key] = Program(cl_prg, source, device.facts.vendor)
     return prg

