@@ -1,0 +1,29 @@
+## Accumulators for long sums of float terms: float64 where the device has it,
+## compensated float32 (TwoSum pairs, ~48-bit significand) where not.
+## accumulator(prefix, acc) with acc in {"double", "compensated"} emits
+##     ${prefix}acc_t                          the accumulator type
+##     ${prefix}ZERO                           its zero
+##     ${prefix}acc_t ${prefix}fold(${prefix}acc_t s, float x)    s + x
+##     ${prefix}acc_t ${prefix}add(${prefix}acc_t a, ${prefix}acc_t b)
+<%namespace name="red" file="/common/reduce.cl"/>
+<%def name="accumulator(prefix, acc)">
+<%
+    if acc not in ("double", "compensated"):
+        raise ValueError("accumulator: acc must be 'double' or 'compensated', got %r" % (acc,))
+    if acc == "double" and not dev.fp64:
+        raise ValueError("accumulator: acc='double' on a device without fp64")
+%>
+% if acc == "double":
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+typedef double ${prefix}acc_t;
+#define ${prefix}ZERO 0.0
+inline double ${prefix}fold(double s, float x) { return s + (double)x; }
+inline double ${prefix}add(double a, double b) { return a + b; }
+% else:
+${red.compensated_add(prefix)}
+typedef float2 ${prefix}acc_t;
+#define ${prefix}ZERO ((float2)(0.0f, 0.0f))
+inline float2 ${prefix}fold(float2 s, float x) { return ${prefix}add2(s, (float2)(x, 0.0f)); }
+inline float2 ${prefix}add(float2 a, float2 b) { return ${prefix}add2(a, b); }
+% endif
+</%def>

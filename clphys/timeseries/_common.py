@@ -1,0 +1,69 @@
+"""Input checks and device-side representations shared by the time-series functions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyopencl.array as cla
+
+from .. import _validate
+
+MAX_LENGTH = 2**31 - 1          # kernels index the series with 32-bit integers
+
+
+def series(name: str, values, min_len: int, why: str) -> np.ndarray:
+    """A finite 1-D float64 copy of `values` (array-like of real numbers) with at
+    least `min_len` points; `why` says where the minimum comes from."""
+    if isinstance(values, (str, bytes)):
+        raise TypeError(f"{name} must be a 1-D array-like of real numbers, got a string")
+    arr = _validate.finite_array(name, values, ndim=1)
+    if arr.size < min_len:
+        raise ValueError(f"{name} needs at least {min_len} points ({why}), got {arr.size}")
+    if arr.size > MAX_LENGTH:
+        raise ValueError(f"{name} may have at most {MAX_LENGTH} points, got {arr.size}")
+    return arr.astype(np.float64)
+
+
+def float_pairs(p: np.ndarray) -> np.ndarray:
+    """(n, 2) float32 (hi, lo) with hi + lo = p - p[0] to about 2^-48 relative:
+    kernels subtract a nearby element in this form and keep float32 accuracy
+    relative to local differences, whatever the series' offset."""
+    d = p - p[0]
+    hi = d.astype(np.float32)
+    lo = (d - hi.astype(np.float64)).astype(np.float32)
+    return np.ascontiguousarray(np.stack([hi, lo], axis=1))
+
+
+def accumulator(dev, forced=None) -> str:
+    """'double' on devices with fp64, else 'compensated'; `forced` picks one
+    (tests use it to cover the float32 path on fp64 devices)."""
+    if forced is None:
+        return "double" if dev.facts.fp64 else "compensated"
+    _validate.choice("_accumulate", forced, ("double", "compensated"))
+    if forced == "double" and not dev.facts.fp64:
+        raise ValueError(f"_accumulate='double' needs fp64, which {dev.name} lacks")
+    return forced
+
+
+ACC_DTYPE = {"double": np.dtype(np.float64),
+             "compensated": np.dtype([("hi", np.float32), ("lo", np.float32)])}
+
+
+def acc_to_float64(a: np.ndarray) -> np.ndarray:
+    """Accumulator values read back from the device as float64."""
+    if a.dtype.names:
+        return a["hi"].astype(np.float64) + a["lo"].astype(np.float64)
+    return a.astype(np.float64)
+
+
+def zeros(dev, shape, dtype) -> cla.Array:
+    """A zeroed device array, written from the host: Oclgrind's uninitialised-value
+    checker flags reads of buffers that only another program's kernel wrote."""
+    return cla.to_device(dev.queue, np.zeros(shape, dtype))
+
+
+def pow2_at_least(n: int) -> int:
+    return 1 << max(0, (int(n) - 1).bit_length())
+
+
+def pow2_at_most(n: int) -> int:
+    return 1 << (max(1, int(n)).bit_length() - 1)

@@ -1,0 +1,230 @@
+"""Hurst exponent H(Δt) and autocorrelation ρ(Δt) from sums over overlapping pairs.
+
+Both need, for every lag l = 1 .. max_lag, one sum over the T - l pairs
+(t, t + l); cl_kernels/timeseries/pairs.cl forms them in one pass over the
+series with local-memory tiles (see there).  Pair terms are float32, summed
+in float32 over short runs of `run` terms and folded into float64 (devices
+with fp64) or compensated float32 (TwoSum pairs) accumulators.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.array as cla
+
+from .. import _validate
+from ..runtime import resolve_device
+from . import _common
+
+__all__ = ["HurstResult", "AutocorrelationResult", "PairTuning", "hurst", "autocorrelation"]
+
+
+@dataclass(frozen=True, eq=False)
+class HurstResult:
+    """S_q(Δt) and the local Hurst exponent H(Δt) at lags = 1 .. max_lag.
+
+    H[0] (Δt = 1) is NaN: the local slope needs the previous lag.  H is also
+    NaN where S is 0 at Δt or Δt - 1 (a constant stretch)."""
+    lags: np.ndarray
+    S: np.ndarray
+    H: np.ndarray
+    q: float
+
+
+@dataclass(frozen=True, eq=False)
+class AutocorrelationResult:
+    """ρ(Δt) at lags = 0 .. max_lag (ρ(0) = 1); `stationary` says which form."""
+    lags: np.ndarray
+    rho: np.ndarray
+    stationary: bool
+
+
+@dataclass(frozen=True)
+class PairTuning:
+    """Code shape of pairs.cl: work-group size, lags per work item, t values per
+    local-memory tile, t values per float32 run; `groups` work groups share the
+    tiles (None: a few per compute unit)."""
+    wg: int
+    lpi: int
+    chunk: int
+    run: int = 32
+    groups: int | None = None
+
+
+def default_tuning(facts, nlags: int) -> PairTuning:
+    if facts.is_gpu:
+        lpi, lo, hi, chunk = 8, max(32, facts.wg_multiple), 256, 1024
+    else:
+        lpi, lo, hi, chunk = 8, 8, 64, 512
+    lpi = max(1, min(lpi, -(-nlags // lo)))
+    wg = min(max(_common.pow2_at_least(-(-nlags // lpi)), lo), hi, facts.max_work_group)
+    while chunk > 32 and 4 * (2 * chunk + wg * lpi) > facts.local_mem // 2:
+        chunk //= 2
+    return PairTuning(wg=wg, lpi=lpi, chunk=chunk, run=min(32, chunk))
+
+
+class PairSums:
+    """Σ_t f(x(t), x(t + l)) over t + l < n for l = lag0 .. lag0 + nlags - 1, as
+    float64, on one device.  Buffers and programs are made once; `run` only
+    enqueues kernels (the benchmark times it apart from the upload)."""
+
+    def __init__(self, dev, n, nlags, pair, value, lag0=1, accumulate=None, tuning=None):
+        self.dev, self.n, self.nlags, self.lag0 = dev, n, nlags, lag0
+        self.acc = _common.accumulator(dev, accumulate)
+        t = tuning or default_tuning(dev.facts, nlags)
+        if t.wg > dev.facts.max_work_group:
+            raise ValueError(f"work-group size {t.wg} exceeds {dev.name}'s {dev.facts.max_work_group}")
+        self.tuning = t
+        self.prg = dev.build("timeseries/pairs.cl", pair=pair, value=value, acc=self.acc,
+                             wg=t.wg, lpi=t.lpi, chunk=t.chunk, run=t.run)
+        lag_blocks = -(-nlags // (t.wg * t.lpi))
+        self.nchunks = -(-(n - lag0) // t.chunk)
+        per_cu = 16 if dev.facts.is_gpu else 4
+        groups = t.groups or max(1, -(-per_cu * dev.facts.compute_units // lag_blocks))
+        self.groups = max(1, min(groups, self.nchunks))
+        self.global_size = (lag_blocks * t.wg, self.groups)
+        dtype = _common.ACC_DTYPE[self.acc]
+        self.partial = _common.zeros(dev, self.groups * nlags, dtype)
+        self.out = _common.zeros(dev, nlags, dtype)
+
+    def run(self, x: cla.Array, q: float = 1.0):
+        queue, t = self.dev.queue, self.tuning
+        self.prg.ts_pair_sums(queue, self.global_size, (t.wg, 1), x.data, np.uint32(self.n),
+                              np.uint32(self.lag0), np.uint32(self.nlags), np.uint32(self.nchunks),
+                              np.float32(q), self.partial.data)
+        fin = 64
+        self.prg.ts_pair_finish(queue, (-(-self.nlags // fin) * fin,), (fin,), self.partial.data,
+                                np.uint32(self.groups), np.uint32(self.nlags), self.out.data)
+
+    def result(self) -> np.ndarray:
+        return _common.acc_to_float64(self.out.get())
+
+
+def _device_array(dev, host: np.ndarray) -> cla.Array:
+    try:
+        return cla.to_device(dev.queue, host)
+    except cl.MemoryError:
+        from ..errors import DeviceError
+        raise DeviceError(f"{dev.name}: out of memory for {host.nbytes} bytes of series") from None
+
+
+def _max_lag(max_lag) -> int:
+    return _validate.integer("max_lag", max_lag, 1, _common.MAX_LENGTH - 2)
+
+
+def hurst(p, max_lag=256, q=1.0, device=None, *, _accumulate=None, _tuning=None) -> HurstResult:
+    """Hurst exponent of the series p(t), t = 0 .. T-1, from its q-th order
+    structure function.
+
+        S_q(Δt) = ⟨|p(t + Δt) - p(t)|^q⟩^(1/q),   Δt = 1 .. max_lag,
+
+    the average running over all T - Δt values of t with t + Δt ≤ T - 1, and
+    the local exponent between consecutive lags
+
+        H(Δt) = [log S(Δt) - log S(Δt-1)] / [log Δt - log(Δt-1)],   Δt ≥ 2.
+
+    A random walk gives H = 1/2, a persistent (trending) series H > 1/2, an
+    anti-persistent one H < 1/2; p(t) = t gives S(Δt) = Δt and H = 1.
+
+    p: 1-D real array-like (any float or int dtype, e.g. a pandas Series), at
+    least max_lag + 2 points, all finite.  q > 0 (q = 1 and q = 2 take fast
+    paths; S_2^2 is the mean squared displacement).  Returns
+    :class:`HurstResult` (lags, S, H, q); H[0] is NaN (no slope at Δt = 1).
+
+    Accuracy: differences are formed in float32 relative to a nearby element
+    of the series (so a large offset costs nothing), summed in float32 over
+    runs of 32 and accumulated in float64 (compensated float32 on devices
+    without fp64): S agrees with a float64 NumPy computation to ~1e-7.
+    """
+    max_lag = _max_lag(max_lag)
+    p = _common.series("p", p, max_lag + 2, f"max_lag + 2 with max_lag = {max_lag}")
+    q = _validate.real("q", q, 0.0, strict_min=True)
+    dev = resolve_device(device)
+    pair = "absdiff" if q == 1.0 else "sqdiff" if q == 2.0 else "powdiff"
+    plan = PairSums(dev, p.size, max_lag, pair, "float2", lag0=1, accumulate=_accumulate,
+                    tuning=_tuning)
+    plan.run(_device_array(dev, _common.float_pairs(p)), q)
+    lags = np.arange(1, max_lag + 1)
+    mean = plan.result() / (p.size - lags)
+    S = mean ** (1.0 / q)
+    return HurstResult(lags=lags, S=S, H=local_slope(lags, S), q=q)
+
+
+def local_slope(lags: np.ndarray, S: np.ndarray) -> np.ndarray:
+    """H(Δt) = Δ log S / Δ log Δt between consecutive lags; NaN at the first
+    lag and where S is not positive."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logS = np.where(S > 0, np.log(np.where(S > 0, S, 1.0)), np.nan)
+        H = np.full(S.shape, np.nan)
+        H[1:] = np.diff(logS) / np.diff(np.log(lags.astype(np.float64)))
+    return H
+
+
+def autocorrelation(x, max_lag=256, stationary=False, device=None, *, _accumulate=None,
+                    _tuning=None) -> AutocorrelationResult:
+    """Autocorrelation ρ(Δt), Δt = 0 .. max_lag, of the series x(t), t = 0 .. T-1
+    (normally price changes, not prices).
+
+    General form (default): over the N = T - Δt overlapping pairs (x(t), x(t + Δt)),
+
+        ρ(Δt) = (⟨x(t) x(t+Δt)⟩ - ⟨x(t)⟩⟨x(t+Δt)⟩) / (σ_t σ_{t+Δt}),
+
+    where ⟨x(t)⟩, σ_t are the mean and standard deviation of x(0 .. N-1) and
+    ⟨x(t+Δt)⟩, σ_{t+Δt} those of x(Δt .. T-1) (population, 1/N).
+    ``stationary=True``: (⟨x(t) x(t+Δt)⟩ - ⟨x⟩²) / (⟨x²⟩ - ⟨x⟩²) with the
+    moments of the whole series and the pair average over the same N pairs.
+    ρ(0) = 1.  A lag where a window has zero variance gives NaN.
+
+    x: 1-D real array-like, at least max_lag + 2 points, finite, not constant.
+    Returns :class:`AutocorrelationResult` (lags, rho, stationary).
+
+    Accuracy: x is centred on its mean in float64 and rounded to float32; the
+    cross sums Σ x(t) x(t+Δt) are the device's work (float32 products, runs of
+    32 in float32, then float64 or compensated float32); the window means and
+    variances come from float64 prefix sums on the host.
+    """
+    max_lag = _max_lag(max_lag)
+    x = _common.series("x", x, max_lag + 2, f"max_lag + 2 with max_lag = {max_lag}")
+    if not isinstance(stationary, (bool, np.bool_)):
+        raise TypeError(f"stationary must be True or False, got {stationary!r}")
+    if np.all(x == x[0]):
+        raise ValueError("x is constant: its autocorrelation is undefined")
+    dev = resolve_device(device)
+    c = x.mean()
+    xc = x - c
+    plan = PairSums(dev, x.size, max_lag, "product", "float", lag0=1, accumulate=_accumulate,
+                    tuning=_tuning)
+    plan.run(_device_array(dev, xc.astype(np.float32)))
+    cross = np.concatenate([[np.dot(xc, xc)], plan.result()])
+    return AutocorrelationResult(lags=np.arange(max_lag + 1),
+                                 rho=rho_from_sums(xc, c, cross, stationary),
+                                 stationary=bool(stationary))
+
+
+def rho_from_sums(xc: np.ndarray, c: float, cross: np.ndarray, stationary: bool) -> np.ndarray:
+    """ρ(Δt) for Δt = 0 .. len(cross)-1 of x = c + xc from the cross sums
+    Σ_t xc(t) xc(t+Δt) and float64 prefix sums of xc for the window moments.
+    Only the stationary form depends on the offset c, through
+    ⟨x x_Δt⟩ - ⟨x⟩² = ⟨xc xc_Δt⟩ + c (⟨xc(t)⟩ + ⟨xc(t+Δt)⟩ - 2⟨xc⟩) - ⟨xc⟩²."""
+    n, k = xc.size, cross.size
+    N = n - np.arange(k)
+    head1 = np.concatenate([[0.0], np.cumsum(xc[:k - 1])])           # Σ xc[:Δt]
+    head2 = np.concatenate([[0.0], np.cumsum(xc[:k - 1] ** 2)])
+    tail1 = np.concatenate([[0.0], np.cumsum(xc[::-1][:k - 1])])     # Σ xc[T-Δt:]
+    tail2 = np.concatenate([[0.0], np.cumsum(xc[::-1][:k - 1] ** 2)])
+    s1, s2 = xc.sum(), np.dot(xc, xc)
+    ma, mb = (s1 - tail1) / N, (s1 - head1) / N     # means of x(t) and x(t + Δt), minus c
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if stationary:
+            m = s1 / n
+            rho = (cross / N + c * (ma + mb - 2 * m) - m * m) / (s2 / n - m * m)
+        else:
+            va = (s2 - tail2) / N - ma * ma
+            vb = (s2 - head2) / N - mb * mb
+            rho = np.where((va > 0) & (vb > 0), (cross / N - ma * mb) / np.sqrt(va * vb), np.nan)
+    rho[0] = 1.0
+    return rho

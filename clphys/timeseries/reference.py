@@ -1,0 +1,126 @@
+"""Slow float64 NumPy references that follow the definitions in the docstrings of
+:func:`clphys.timeseries.hurst`, :func:`~clphys.timeseries.autocorrelation` and
+:func:`~clphys.timeseries.pattern_conformity` term by term.  The tests compare
+the device results with them; the benchmark uses the first two as its CPU
+baseline.  Indices are 0-based: p(t), t = 0 .. T-1.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["hurst_numpy", "autocorrelation_numpy", "pattern_conformity_numpy",
+           "pattern_conformity_loops"]
+
+
+def hurst_numpy(p, max_lag, q=1.0, lags=None):
+    """(S, H) at Δt = 1 .. max_lag (or only S at the given `lags`)."""
+    p = np.asarray(p, dtype=np.float64)
+    use = np.arange(1, max_lag + 1) if lags is None else np.asarray(lags)
+    S = np.array([np.mean(np.abs(p[k:] - p[:-k]) ** q) ** (1.0 / q) for k in use])
+    if lags is not None:
+        return S
+    H = np.full(max_lag, np.nan)
+    H[1:] = np.diff(np.log(S)) / np.diff(np.log(use.astype(np.float64)))
+    return S, H
+
+
+def autocorrelation_numpy(x, max_lag, stationary=False, lags=None):
+    """ρ(Δt) at Δt = 0 .. max_lag (or at the given `lags`)."""
+    x = np.asarray(x, dtype=np.float64)
+    use = np.arange(max_lag + 1) if lags is None else np.asarray(lags)
+    out = []
+    for k in use:
+        a, b = x[:x.size - k], x[k:]
+        if stationary:
+            m = x.mean()
+            out.append((np.mean(a * b) - m * m) / (np.mean(x * x) - m * m))
+        else:
+            out.append((np.mean(a * b) - a.mean() * b.mean()) / (a.std() * b.std()))
+    return np.array(out)
+
+
+def _zero_count():
+    return {"num": 0.0, "den": 0.0}
+
+
+def pattern_conformity_loops(p, max_past, max_future, chi, max_history):
+    """Ξ, ξ, denominator, skipped current windows, skipped historical windows
+    by explicit loops over t̂, τ, θ (tiny series only)."""
+    p = np.asarray(p, dtype=np.float64)
+    T = p.size
+    num = np.zeros((max_future, max_past))
+    den = np.zeros((max_future, max_past))
+    skip_cur = np.zeros(max_past, dtype=np.int64)
+    skip_hist = np.zeros(max_past, dtype=np.int64)
+    for m in range(1, max_past + 1):
+        for th in range(m, T):
+            cur = p[th - m:th]
+            lo, hi = cur.min(), cur.max()
+            if hi == lo:
+                skip_cur[m - 1] += 1
+                continue
+            cn = lambda t: (p[t] - lo) / (hi - lo)          # noqa: E731
+            for tau in range(1, min(max_history, th - m) + 1):
+                hist = p[th - tau - m:th - tau]
+                hlo, hhi = hist.min(), hist.max()
+                if hhi == hlo:
+                    skip_hist[m - 1] += 1
+                    continue
+                hn = lambda t: (p[t] - hlo) / (hhi - hlo)   # noqa: E731
+                Q = sum((cn(th - theta) - hn(th - tau - theta)) ** 2
+                        for theta in range(1, m + 1)) / m
+                w = np.exp(-chi * Q)
+                for f in range(1, max_future + 1):
+                    if th > T - f:
+                        continue
+                    omega = (cn(th - 1 + f) - cn(th - 1)) * (hn(th - tau - 1 + f) - cn(th - 1))
+                    num[f - 1, m - 1] += np.sign(omega) * w
+                    den[f - 1, m - 1] += abs(np.sign(omega)) * w
+    with np.errstate(invalid="ignore", divide="ignore"):
+        xi = num / den
+    return xi, num, den, skip_cur, skip_hist
+
+
+def pattern_conformity_numpy(p, max_past, max_future, chi, max_history):
+    """Same as :func:`pattern_conformity_loops`, vectorised over τ and θ for
+    each (t̂, Δt⁻): usable up to T of a few thousand."""
+    p = np.asarray(p, dtype=np.float64)
+    T = p.size
+    num = np.zeros((max_future, max_past))
+    den = np.zeros((max_future, max_past))
+    skip_cur = np.zeros(max_past, dtype=np.int64)
+    skip_hist = np.zeros(max_past, dtype=np.int64)
+    f = np.arange(1, max_future + 1)
+    for m in range(1, max_past + 1):
+        theta = np.arange(1, m + 1)
+        for th in range(m, T):
+            cur = p[th - theta]                      # p(t̂ - θ), θ = 1 .. m
+            lo, hi = cur.min(), cur.max()
+            if hi == lo:
+                skip_cur[m - 1] += 1
+                continue
+            ntau = min(max_history, th - m)
+            if ntau < 1:
+                continue
+            tau = np.arange(1, ntau + 1)
+            hist = p[th - tau[:, None] - theta[None, :]]          # (τ, θ)
+            hlo, hhi = hist.min(axis=1), hist.max(axis=1)
+            ok = hhi > hlo
+            skip_hist[m - 1] += np.count_nonzero(~ok)
+            tau, hist, hlo, hhi = tau[ok], hist[ok], hlo[ok], hhi[ok]
+            cn = (cur - lo) / (hi - lo)
+            hn = (hist - hlo[:, None]) / (hhi - hlo)[:, None]
+            Q = np.sum((cn[None, :] - hn) ** 2, axis=1) / m
+            w = np.exp(-chi * Q)
+            fv = f[f <= T - th]
+            c_last = (p[th - 1] - lo) / (hi - lo)
+            a = (p[th - 1 + fv] - lo) / (hi - lo) - c_last                     # (f,)
+            hf = p[th - tau[:, None] - 1 + fv[None, :]]                          # (τ, f)
+            b = (hf - hlo[:, None]) / (hhi - hlo)[:, None] - c_last
+            s = np.sign(a[None, :] * b)
+            num[fv - 1, m - 1] += s.T @ w
+            den[fv - 1, m - 1] += np.abs(s).T @ w
+    with np.errstate(invalid="ignore", divide="ignore"):
+        xi = num / den
+    return xi, num, den, skip_cur, skip_hist
