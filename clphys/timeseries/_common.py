@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pyopencl as cl
 import pyopencl.array as cla
 
 from .. import _validate
+from ..errors import DeviceError
 
 MAX_LENGTH = 2**31 - 1          # kernels index the series with 32-bit integers
 
@@ -53,6 +55,13 @@ def acc_to_float64(a: np.ndarray) -> np.ndarray:
     if a.dtype.names:
         return a["hi"].astype(np.float64) + a["lo"].astype(np.float64)
     return a.astype(np.float64)
+
+
+def device_array(dev, host: np.ndarray) -> cla.Array:
+    try:
+        return cla.to_device(dev.queue, host)
+    except cl.MemoryError:
+        raise DeviceError(f"{dev.name}: out of device memory for {host.nbytes} bytes") from None
 
 
 def zeros(dev, shape, dtype) -> cla.Array:

@@ -13,7 +13,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import pyopencl as cl
 import pyopencl.array as cla
 
 from .. import _validate
@@ -104,14 +103,6 @@ class PairSums:
         return _common.acc_to_float64(self.out.get())
 
 
-def _device_array(dev, host: np.ndarray) -> cla.Array:
-    try:
-        return cla.to_device(dev.queue, host)
-    except cl.MemoryError:
-        from ..errors import DeviceError
-        raise DeviceError(f"{dev.name}: out of memory for {host.nbytes} bytes of series") from None
-
-
 def _max_lag(max_lag) -> int:
     return _validate.integer("max_lag", max_lag, 1, _common.MAX_LENGTH - 2)
 
@@ -147,7 +138,7 @@ def hurst(p, max_lag=256, q=1.0, device=None, *, _accumulate=None, _tuning=None)
     pair = "absdiff" if q == 1.0 else "sqdiff" if q == 2.0 else "powdiff"
     plan = PairSums(dev, p.size, max_lag, pair, "float2", lag0=1, accumulate=_accumulate,
                     tuning=_tuning)
-    plan.run(_device_array(dev, _common.float_pairs(p)), q)
+    plan.run(_common.device_array(dev, _common.float_pairs(p)), q)
     lags = np.arange(1, max_lag + 1)
     mean = plan.result() / (p.size - lags)
     S = mean ** (1.0 / q)
@@ -198,7 +189,7 @@ def autocorrelation(x, max_lag=256, stationary=False, device=None, *, _accumulat
     xc = x - c
     plan = PairSums(dev, x.size, max_lag, "product", "float", lag0=1, accumulate=_accumulate,
                     tuning=_tuning)
-    plan.run(_device_array(dev, xc.astype(np.float32)))
+    plan.run(_common.device_array(dev, xc.astype(np.float32)))
     cross = np.concatenate([[np.dot(xc, xc)], plan.result()])
     return AutocorrelationResult(lags=np.arange(max_lag + 1),
                                  rho=rho_from_sums(xc, c, cross, stationary),

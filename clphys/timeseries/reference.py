@@ -7,7 +7,11 @@ baseline.  Indices are 0-based: p(t), t = 0 .. T-1.
 
 from __future__ import annotations
 
+from collections import namedtuple
+
 import numpy as np
+
+PatternSums = namedtuple("PatternSums", "Xi xi norm skipped_current skipped_history pairs")
 
 __all__ = ["hurst_numpy", "autocorrelation_numpy", "pattern_conformity_numpy",
            "pattern_conformity_loops"]
@@ -40,19 +44,16 @@ def autocorrelation_numpy(x, max_lag, stationary=False, lags=None):
     return np.array(out)
 
 
-def _zero_count():
-    return {"num": 0.0, "den": 0.0}
-
-
 def pattern_conformity_loops(p, max_past, max_future, chi, max_history):
-    """Ξ, ξ, denominator, skipped current windows, skipped historical windows
-    by explicit loops over t̂, τ, θ (tiny series only)."""
+    """:class:`PatternSums` (fields as in PatternConformity) by explicit loops
+    over t̂, τ, θ (tiny series only)."""
     p = np.asarray(p, dtype=np.float64)
     T = p.size
     num = np.zeros((max_future, max_past))
     den = np.zeros((max_future, max_past))
     skip_cur = np.zeros(max_past, dtype=np.int64)
     skip_hist = np.zeros(max_past, dtype=np.int64)
+    pairs = np.zeros(max_past, dtype=np.int64)
     for m in range(1, max_past + 1):
         for th in range(m, T):
             cur = p[th - m:th]
@@ -67,6 +68,7 @@ def pattern_conformity_loops(p, max_past, max_future, chi, max_history):
                 if hhi == hlo:
                     skip_hist[m - 1] += 1
                     continue
+                pairs[m - 1] += 1
                 hn = lambda t: (p[t] - hlo) / (hhi - hlo)   # noqa: E731
                 Q = sum((cn(th - theta) - hn(th - tau - theta)) ** 2
                         for theta in range(1, m + 1)) / m
@@ -78,8 +80,8 @@ def pattern_conformity_loops(p, max_past, max_future, chi, max_history):
                     num[f - 1, m - 1] += np.sign(omega) * w
                     den[f - 1, m - 1] += abs(np.sign(omega)) * w
     with np.errstate(invalid="ignore", divide="ignore"):
-        xi = num / den
-    return xi, num, den, skip_cur, skip_hist
+        Xi = num / den
+    return PatternSums(Xi, num, den, skip_cur, skip_hist, pairs)
 
 
 def pattern_conformity_numpy(p, max_past, max_future, chi, max_history):
@@ -91,6 +93,7 @@ def pattern_conformity_numpy(p, max_past, max_future, chi, max_history):
     den = np.zeros((max_future, max_past))
     skip_cur = np.zeros(max_past, dtype=np.int64)
     skip_hist = np.zeros(max_past, dtype=np.int64)
+    pairs = np.zeros(max_past, dtype=np.int64)
     f = np.arange(1, max_future + 1)
     for m in range(1, max_past + 1):
         theta = np.arange(1, m + 1)
@@ -109,6 +112,7 @@ def pattern_conformity_numpy(p, max_past, max_future, chi, max_history):
             ok = hhi > hlo
             skip_hist[m - 1] += np.count_nonzero(~ok)
             tau, hist, hlo, hhi = tau[ok], hist[ok], hlo[ok], hhi[ok]
+            pairs[m - 1] += tau.size
             cn = (cur - lo) / (hi - lo)
             hn = (hist - hlo[:, None]) / (hhi - hlo)[:, None]
             Q = np.sum((cn[None, :] - hn) ** 2, axis=1) / m
@@ -122,5 +126,5 @@ def pattern_conformity_numpy(p, max_past, max_future, chi, max_history):
             num[fv - 1, m - 1] += s.T @ w
             den[fv - 1, m - 1] += np.abs(s).T @ w
     with np.errstate(invalid="ignore", divide="ignore"):
-        xi = num / den
-    return xi, num, den, skip_cur, skip_hist
+        Xi = num / den
+    return PatternSums(Xi, num, den, skip_cur, skip_hist, pairs)

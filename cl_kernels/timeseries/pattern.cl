@@ -1,0 +1,156 @@
+## Pattern conformity (Preis, Paul, Schneider, EPL 82, 68005 (2008)); the exact
+## conventions are in clphys.timeseries.pattern_conformity's docstring.
+##
+## params: wg     work-group size: wg consecutive current times t^ share one Δt⁻ = m
+##         tb     lags τ per local-memory tile
+##         maxp, maxf   max_past and max_future (they size the unrolled register arrays)
+##         acc    "double" | "compensated" (see acc.cl)
+##
+## Work item (t^, m), t^ = t_lo + global id 0, m = group id 1 + 1: normalises its current
+## window once (registers), then runs over τ = 1 .. min(max_hist, t^ - m) through tiles of
+## the series in local memory.  Per τ: the historical window's range, Q, one exp, and for
+## every Δt⁺ the sign of the historical continuation against the current last value.  It
+## sums sgn·w and |sgn|·w in float32 over one tile, folds them into its own accumulators in
+## local memory, and at the end the group adds its sums into partial[slot][m-1][cell] (one
+## writer per slot: launches over successive t^ ranges reuse the slots).  cell f-1 holds
+## Σ sgn(ω) e^{-χQ}, cell maxf+f-1 holds Σ |sgn(ω)| e^{-χQ}; counts[slot][m-1] = (current
+## windows with zero range, historical windows with zero range).
+<%namespace name="accns" file="/timeseries/acc.cl"/>
+<%
+    if wg < 1 or tb < 1 or maxp < 1 or maxf < 1:
+        raise ValueError("pattern.cl: wg, tb, maxp, maxf must be >= 1")
+    P = "pc_" + acc[0] + "_"          # helper names carry the accumulator variant
+    tile_len = wg + tb + maxp + maxf
+    TH = range(1, maxp + 1)           # θ
+    F = range(1, maxf + 1)            # Δt⁺
+%>
+// Sign decisions compare two rounded products; a fused multiply-add would round one only.
+#pragma OPENCL FP_CONTRACT OFF
+${accns.accumulator(P, acc)}
+
+// x - o for (hi, lo) float pairs: float32 accuracy relative to the local difference.
+inline float pc_val(float2 x, float2 o) { return (x.x - o.x) + (x.y - o.y); }
+
+__kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
+void ts_pc_sweep(__global const float2 *p, const uint n, const uint t_lo, const uint t_hi,
+                 const uint max_hist, const float chi,
+                 __global ${P}acc_t *partial, __global ulong *counts)
+{
+    __local float tile[${tile_len}];
+    __local ${P}acc_t lacc[${2 * maxf * wg}];
+    __local uint lcnt[${3 * wg}];
+    const uint lid = get_local_id(0);
+    const uint slot = get_group_id(0);
+    const uint m = get_group_id(1) + 1;
+    const uint A = t_lo + slot * ${wg}u;           // first t^ of the group
+    const uint th = A + lid;
+    const bool active = th < t_hi && th >= m;
+
+    // Current window p(t^ - θ), θ = 1 .. m, relative to c1 = p(t^ - 1).
+    const float2 o = p[active ? th - 1 : 0];
+% for t in TH:
+    float c${t} = 0.0f;
+% endfor
+    float lc = 0.0f, hc = 0.0f;
+    uint ilo = 1, ihi = 1;                        // θ of the window's minimum and maximum
+    if (active) {
+% for t in TH[1:]:
+        if (m >= ${t}u) {
+            c${t} = pc_val(p[th - ${t}u], o);
+            if (c${t} < lc) { lc = c${t}; ilo = ${t}u; }
+            if (c${t} > hc) { hc = c${t}; ihi = ${t}u; }
+        }
+% endfor
+    }
+    const float rc = hc - lc;
+    const bool ok = active && rc > 0.0f;
+    const float rcs = ok ? rc : 1.0f;
+% for t in TH:
+    c${t} = (c${t} - lc) / rcs;                  // normalised to [0, 1]
+% endfor
+    // sgn of p̃(t^-1+Δt⁺) - p̃(t^-1); 0 where t^-1+Δt⁺ is past the end
+% for f in F:
+    const float sa${f} = (ok && th + ${f - 1}u < n) ? sign(pc_val(p[th + ${f - 1}u], o)) : 0.0f;
+% endfor
+    const float chim = chi / (float)m;
+    const uint tau_max = ok ? min(max_hist, th - m) : 0u;
+    const uint last = min(A + ${wg}u, t_hi) - 1u;  // the group's last t^
+    const uint g_tau = last > m ? min(max_hist, last - m) : 0u;
+
+% for f in F:
+    lacc[${f - 1}u * ${wg}u + lid] = ${P}ZERO;
+    lacc[${maxf + f - 1}u * ${wg}u + lid] = ${P}ZERO;
+% endfor
+    uint skip_hist = 0;
+
+    for (uint t0 = 1; t0 <= g_tau; t0 += ${tb}u) {
+        // tile[i] = p(base + i) - p(offset): every window of t^ in the group, τ in [t0, t0 + tb)
+        const int base = (int)A - (int)t0 - ${tb - 1 + maxp};
+        const float2 ot = p[clamp((int)A - (int)t0, 0, (int)n - 1)];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (uint i = lid; i < ${tile_len}u; i += ${wg}u) {
+            const int k = base + (int)i;
+            tile[i] = (k >= 0 && k < (int)n) ? pc_val(p[k], ot) : 0.0f;
+        }
+        // p(t^-1) - p_low and the range of the current window in the tile's frame, so that
+        // the same elements give the same floats: ω = 0 exactly where the windows share their
+        // extremes and the continuation is p(t^-1) itself (overlapping windows)
+        const float lct = ok ? pc_val(p[th - ilo], ot) : 0.0f;
+        const float rct = ok ? pc_val(p[th - ihi], ot) - lct : 0.0f;
+        const float c1lt = ok ? pc_val(p[th - 1u], ot) - lct : 0.0f;
+        barrier(CLK_LOCAL_MEM_FENCE);
+% for f in F:
+        float num${f} = 0.0f, den${f} = 0.0f;
+% endfor
+        const uint kend = tau_max >= t0 ? min(${tb}u, tau_max + 1u - t0) : 0u;
+        for (uint k = 0; k < kend; ++k) {
+            const int i0 = (int)th - (int)(t0 + k) - base;     // tile index of p(t^ - τ)
+            const float h1 = tile[i0 - 1];
+            float lh = h1, hh = h1;
+% for t in TH[1:]:
+            float h${t} = 0.0f;
+            if (m >= ${t}u) { h${t} = tile[i0 - ${t}]; lh = min(lh, h${t}); hh = max(hh, h${t}); }
+% endfor
+            const float rh = hh - lh;
+            if (rh > 0.0f) {
+                const float irh = 1.0f / rh;
+                float d = c1 - (h1 - lh) * irh;
+                float s = d * d;
+% for t in TH[1:]:
+                if (m >= ${t}u) { d = c${t} - (h${t} - lh) * irh; s += d * d; }
+% endfor
+                const float w = exp(-chim * s);
+                const float K = c1lt * rh;
+% for f in F:
+                {
+                    const float b = (tile[i0 + ${f - 1}] - lh) * rct - K;
+                    num${f} += b > 0.0f ? w : (b < 0.0f ? -w : 0.0f);
+                    den${f} += b != 0.0f ? w : 0.0f;
+                }
+% endfor
+            } else {
+                ++skip_hist;
+            }
+        }
+% for f in F:
+        lacc[${f - 1}u * ${wg}u + lid] = ${P}fold(lacc[${f - 1}u * ${wg}u + lid], sa${f} * num${f});
+        lacc[${maxf + f - 1}u * ${wg}u + lid] = ${P}fold(lacc[${maxf + f - 1}u * ${wg}u + lid], fabs(sa${f}) * den${f});
+% endfor
+    }
+
+    lcnt[lid] = active && !ok ? 1u : 0u;
+    lcnt[${wg}u + lid] = skip_hist;
+    lcnt[${2 * wg}u + lid] = tau_max - skip_hist;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const size_t row = (size_t)slot * ${maxp}u + (m - 1);
+    for (uint cell = lid; cell < ${2 * maxf}u; cell += ${wg}u) {
+        ${P}acc_t s = ${P}ZERO;
+        for (uint i = 0; i < ${wg}u; ++i) s = ${P}add(s, lacc[cell * ${wg}u + i]);
+        partial[row * ${2 * maxf}u + cell] = ${P}add(partial[row * ${2 * maxf}u + cell], s);
+    }
+    for (uint k = lid; k < 3u; k += ${wg}u) {
+        ulong s = 0;
+        for (uint i = 0; i < ${wg}u; ++i) s += lcnt[k * ${wg}u + i];
+        counts[row * 3u + k] += s;
+    }
+}

@@ -1,0 +1,82 @@
+"""The anti-correlated random walk (ACRW) of Preis, Virnau, Paul, Schneider,
+New J. Phys. 11, 093024 (2009), generated on the device from Philox."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyopencl.array as cla
+
+from .. import _validate
+from ..rng import philox_numpy, seed_key
+from ..runtime import resolve_device
+from . import _common
+
+__all__ = ["acrw", "acrw_numpy", "acrw_thresholds"]
+
+MAX_N = 2**31 - 1
+COUNTER_TAG = 0x41435257          # "ACRW": third counter word, keeps the stream apart
+BLOCK = 1024                      # steps per work item
+
+
+def _args(n, phi, seed):
+    n = _validate.integer("n", n, 1, MAX_N)
+    phi = _validate.real("phi", phi, 0.0, 0.5)
+    return n, phi, _validate.seed(seed)
+
+
+def acrw_thresholds(phi: float) -> tuple[int, int]:
+    """Integer thresholds on a uint32 word x: step +1 if x < thr1, -1 if
+    thr1 <= x < thr2, 0 otherwise; P(+1) = P(-1) = thr1 / 2^32 = round(φ 2^32) / 2^32."""
+    thr1 = int(round(_validate.real("phi", phi, 0.0, 0.5) * 2.0**32))
+    return thr1, 2 * thr1
+
+
+def acrw(n, phi, seed=0, device=None) -> np.ndarray:
+    """n points p(0 .. n-1) of the anti-correlated random walk, as int64.
+
+    p(t) = a(t) + b(t): a(0) = 0 and a(t+1) = a(t) + ξ_t with ξ_t = +1 or -1
+    with probability φ each and 0 with probability 1 - 2φ; b(t) ∈ {0, 1} with
+    probability 1/2 each; all draws independent.  The increments have
+    ρ(1) = -1/(2(1 + 4φ)), ρ(k ≥ 2) = 0, and ⟨(p(t+Δt) - p(t))²⟩ = 2φΔt + 1/2
+    (clphys.exact.timeseries); φ = 0.044 mimics the Bund future's ρ(1) ≈ -0.425.
+
+    Random numbers: step t uses philox4x32-10 with counter (t mod 2^32,
+    t div 2^32, 0x41435257, 0) and the key of `seed` (clphys.rng.seed_key);
+    word 0 against integer thresholds gives ξ_t (φ is rounded to a multiple of
+    2^-32), the top bit of word 1 gives b(t).  The series is therefore the same
+    on every device, and :func:`acrw_numpy` reproduces it bit for bit.
+
+    n: 1 .. 2^31 - 1; phi in [0, 1/2]; seed: 0 .. 2^64 - 1.
+    """
+    n, phi, seed = _args(n, phi, seed)
+    dev = resolve_device(device)
+    k0, k1 = seed_key(seed)
+    thr1, thr2 = acrw_thresholds(phi)
+    prg = dev.build("timeseries/acrw.cl")
+    nblocks = -(-n // BLOCK)
+    gsize = -(-nblocks // 64) * 64
+    queue = dev.queue
+    common = (np.uint64(n), np.uint32(BLOCK), np.uint32(k0), np.uint32(k1), np.uint64(thr1),
+              np.uint64(thr2))
+    sums = cla.empty(queue, nblocks, np.int32)
+    prg.ts_acrw_block_sums(queue, (gsize,), (64,), *common, sums.data, np.uint32(nblocks))
+    offsets = np.zeros(nblocks, dtype=np.int64)
+    np.cumsum(sums.get()[:-1], out=offsets[1:])
+    out = cla.empty(queue, n, np.int32)
+    prg.ts_acrw_fill(queue, (gsize,), (64,), *common,
+                     _common.device_array(dev, offsets.astype(np.int32)).data,
+                     np.uint32(nblocks), out.data)
+    return out.get().astype(np.int64)
+
+
+def acrw_numpy(n, phi, seed=0) -> np.ndarray:
+    """NumPy twin of :func:`acrw` (same int64 values), from clphys.rng.philox_numpy."""
+    n, phi, seed = _args(n, phi, seed)
+    thr1, thr2 = acrw_thresholds(phi)
+    i = np.arange(n, dtype=np.uint64)
+    ctr = np.stack([i & np.uint64(0xFFFFFFFF), i >> np.uint64(32),
+                    np.full(n, COUNTER_TAG, np.uint64), np.zeros(n, np.uint64)], axis=1)
+    w = philox_numpy(ctr, seed_key(seed)).astype(np.int64)
+    xi = np.where(w[:, 0] < thr1, 1, np.where(w[:, 0] < thr2, -1, 0))
+    a = np.concatenate([[0], np.cumsum(xi[:-1])])
+    return a + (w[:, 1] >> 31)
