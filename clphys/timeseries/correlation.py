@@ -173,7 +173,7 @@ def autocorrelation(x, max_lag=256, stationary=False, device=None, *, _accumulat
     x: 1-D real array-like, at least max_lag + 2 points, finite, not constant.
     Returns :class:`AutocorrelationResult` (lags, rho, stationary).
 
-    Accuracy: x is centred on its mean in float64 and rounded to float32; the
+    Accuracy: x is centred near its mean in float64 and rounded to float32; the
     cross sums Σ x(t) x(t+Δt) are the device's work (float32 products, runs of
     32 in float32, then float64 or compensated float32); the window means and
     variances come from float64 prefix sums on the host.
@@ -185,7 +185,11 @@ def autocorrelation(x, max_lag=256, stationary=False, device=None, *, _accumulat
     if np.all(x == x[0]):
         raise ValueError("x is constant: its autocorrelation is undefined")
     dev = resolve_device(device)
-    c = x.mean()
+    # Centre on the mean rounded to a power of two near σ: |mean - c| <= σ/2 keeps the
+    # cancellation mild, and series on a binary grid (integers, half ticks) stay on it,
+    # so their float32 values and small products are exact (no per-value rounding bias).
+    step = 2.0 ** math.floor(math.log2(x.std()))
+    c = round(x.mean() / step) * step
     xc = x - c
     plan = PairSums(dev, x.size, max_lag, "product", "float", lag0=1, accumulate=_accumulate,
                     tuning=_tuning)

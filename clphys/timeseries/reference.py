@@ -40,7 +40,8 @@ def autocorrelation_numpy(x, max_lag, stationary=False, lags=None):
             m = x.mean()
             out.append((np.mean(a * b) - m * m) / (np.mean(x * x) - m * m))
         else:
-            out.append((np.mean(a * b) - a.mean() * b.mean()) / (a.std() * b.std()))
+            with np.errstate(invalid="ignore", divide="ignore"):    # NaN for a constant window
+                out.append((np.mean(a * b) - a.mean() * b.mean()) / (a.std() * b.std()))
     return np.array(out)
 
 

@@ -1,0 +1,227 @@
+"""Hurst S(Δt), H(Δt) and autocorrelation ρ(Δt) against float64 NumPy references,
+exact cases, bad input, template rendering, and every pairs.cl kernel on Oclgrind."""
+
+import math
+
+import numpy as np
+import pytest
+
+import clphys
+from clphys.runtime import fake_facts, render
+from clphys.timeseries import acrw_numpy, autocorrelation, hurst
+from clphys.timeseries.correlation import PairTuning
+from clphys.timeseries.reference import autocorrelation_numpy, hurst_numpy
+
+ACCUMULATORS = ["double", "compensated"]
+
+
+def random_walk(n, seed, offset=0.0):
+    return offset + np.cumsum(np.random.default_rng(seed).standard_normal(n))
+
+
+def series(kind, n, seed=1):
+    """Price-like series of the three kinds the issue names."""
+    if kind == "walk":
+        return random_walk(n, seed, offset=1e4)
+    if kind == "acrw":
+        return acrw_numpy(n, 0.044, seed=seed)
+    return 3.0 + np.random.default_rng(seed).standard_normal(n)     # white noise
+
+
+def acc_for(dev, acc):
+    if acc == "double" and not dev.facts.fp64:
+        pytest.skip(f"{dev.name} has no fp64")
+    return acc
+
+
+def assert_close(actual, expected, rtol, atol=0.0):
+    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol)
+
+
+# ---------------------------------------------------------------- references
+
+@pytest.mark.parametrize("acc", ACCUMULATORS)
+@pytest.mark.parametrize("kind", ["walk", "acrw", "noise"])
+def test_reference_1e5(device, kind, acc):
+    """The issue's accuracy: 1e-6 relative at T = 10^5 (non-power-of-two T)."""
+    acc = acc_for(device, acc)
+    p = series(kind, 100_003)
+    S, H = hurst_numpy(p, 48)
+    r = hurst(p, 48, device=device, _accumulate=acc)
+    assert_close(r.S, S, rtol=1e-6)
+    assert_close(r.H[1:], H[1:], rtol=0, atol=1e-5)      # H: differences of logs of S
+    assert np.isnan(r.H[0]) and np.array_equal(r.lags, np.arange(1, 49))
+    for x in (np.diff(p), p):          # price changes, and the prices themselves
+        for stationary in (False, True):
+            rho = autocorrelation(x, 48, stationary=stationary, device=device,
+                                  _accumulate=acc).rho
+            assert_close(rho, autocorrelation_numpy(x, 48, stationary), rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("n", [34, 35, 47, 301])
+def test_short_series_and_tails(device, n):
+    """T just above max_lag + 1, and lengths that leave partial tiles."""
+    p = random_walk(n, n)
+    x = np.random.default_rng(n).standard_normal(n) + 0.3      # price changes
+    tuning = PairTuning(wg=4, lpi=3, chunk=16, run=4)
+    for t in (None, tuning):
+        r = hurst(p, 32, device=device, _tuning=t)
+        assert_close(r.S, hurst_numpy(p, 32)[0], rtol=1e-6)
+        for stationary in (False, True):
+            rho = autocorrelation(x, 32, stationary=stationary, device=device, _tuning=t).rho
+            # a few pairs per lag: float32 rounding is not averaged away
+            assert_close(rho, autocorrelation_numpy(x, 32, stationary), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("tuning", [PairTuning(wg=8, lpi=1, chunk=64, run=8),
+                                    PairTuning(wg=4, lpi=5, chunk=32, run=16, groups=3),
+                                    PairTuning(wg=16, lpi=2, chunk=128, run=32, groups=1)])
+def test_tunings_agree(device, tuning):
+    """Several lag blocks, several tile groups, lag counts not a multiple of wg * lpi."""
+    p = series("acrw", 5_001, seed=3)
+    r = hurst(p, 77, device=device, _tuning=tuning)
+    assert_close(r.S, hurst_numpy(p, 77)[0], rtol=1e-6)
+    rho = autocorrelation(np.diff(p), 77, device=device, _tuning=tuning).rho
+    assert_close(rho, autocorrelation_numpy(np.diff(p), 77), rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("q", [0.5, 2.0, 3.7])
+def test_other_q(device, q):
+    p = random_walk(20_011, 5)
+    for acc in ACCUMULATORS:
+        acc = acc if acc == "compensated" or device.facts.fp64 else "compensated"
+        r = hurst(p, 20, q=q, device=device, _accumulate=acc)
+        assert_close(r.S, hurst_numpy(p, 20, q=q)[0], rtol=2e-6)
+        assert r.q == q
+
+
+def test_input_types(device):
+    """Integers, float32, lists and objects with __array__ (pandas) give the same."""
+    p = acrw_numpy(1_000, 0.1, seed=2)
+    want = hurst_numpy(p, 10)[0]
+
+    class SeriesLike:                       # what pandas.Series offers NumPy
+        def __array__(self, dtype=None, copy=None):
+            return p.astype(dtype or np.int64)
+
+    for x in (p, p.astype(np.int32), p.astype(np.float32), p.tolist(), SeriesLike()):
+        assert_close(hurst(x, 10, device=device).S, want, rtol=1e-6)
+    x = np.diff(p).astype(np.float32)
+    assert_close(autocorrelation(x, 10, device=device).rho,
+                 autocorrelation_numpy(x, 10), rtol=1e-6, atol=1e-8)
+
+
+# ---------------------------------------------------------------- exact cases
+
+def test_linear_series_has_H_one(device):
+    p = np.arange(4_000) * 0.25 + 1e6
+    r = hurst(p, 100, device=device)
+    assert_close(r.S, 0.25 * r.lags, rtol=1e-7)
+    assert_close(r.H[1:], 1.0, rtol=1e-6)
+
+
+def test_random_walk_H_one_half(device):
+    """Gaussian steps: S_1(Δt) = sqrt(2Δt/π) exactly in expectation, so H = 1/2 at
+    every lag; the fitted slope over Δt = 1..64 has a statistical error ~0.003."""
+    p = random_walk(300_007, 11)
+    r = hurst(p, 64, device=device)
+    slope = np.polyfit(np.log(r.lags), np.log(r.S), 1)[0]
+    assert abs(slope - 0.5) < 0.015
+    assert_close(r.S[0], math.sqrt(2 / math.pi), rtol=0.01)
+    assert abs(np.nanmean(r.H[1:]) - 0.5) < 0.02
+
+
+def test_constant_series(device):
+    """S = 0 everywhere and H undefined; the autocorrelation refuses."""
+    r = hurst(np.full(50, 7.0), 5, device=device)
+    assert np.all(r.S == 0) and np.all(np.isnan(r.H))
+    with pytest.raises(ValueError, match="constant"):
+        autocorrelation(np.full(50, 7.0), 5, device=device)
+
+
+def test_rho_zero_is_one_and_windows(device):
+    """General form: a window of zero variance gives NaN, not a division error."""
+    x = np.concatenate([np.zeros(10), [1.0, -1.0]])
+    rho = autocorrelation(x, 10, device=device).rho
+    assert rho[0] == 1.0
+    assert np.isnan(rho[10])          # x(0..1) is constant
+    assert_close(rho[:10], autocorrelation_numpy(x, 9), rtol=1e-6, atol=1e-8)
+
+
+# ---------------------------------------------------------------- bad input
+
+BAD_HURST = [
+    (dict(p=np.arange(11.0), max_lag=10), ValueError, "at least 12 points"),
+    (dict(p=np.array([0, 1, np.nan, 3, 4.0]), max_lag=2), ValueError, "index 2"),
+    (dict(p=np.array([0, 1, 2, 3, np.inf]), max_lag=2), ValueError, "index 4"),
+    (dict(p=np.zeros((5, 5)), max_lag=2), ValueError, "1-D"),
+    (dict(p=np.arange(10.0), max_lag=0), ValueError, "max_lag must be >= 1"),
+    (dict(p=np.arange(10.0), max_lag=2.5), TypeError, "max_lag must be an integer"),
+    (dict(p=np.arange(10.0), max_lag=2, q=0.0), ValueError, "q must be > 0"),
+    (dict(p=np.arange(10.0), max_lag=2, q=-1), ValueError, "q must be > 0"),
+    (dict(p=np.arange(10.0), max_lag=2, q=float("nan")), ValueError, "q must be finite"),
+    (dict(p="1 2 3 4 5", max_lag=2), TypeError, "string"),
+    (dict(p=np.arange(10) * 1j, max_lag=2), TypeError, "real numbers"),
+]
+
+
+@pytest.mark.parametrize("kwargs, exc, match", BAD_HURST)
+def test_hurst_bad_input(kwargs, exc, match):
+    # raised before any device work: the device spec is never looked at
+    with pytest.raises(exc, match=match):
+        hurst(device="no-such-device", **kwargs)
+
+
+@pytest.mark.parametrize("kwargs, exc, match", [
+    (dict(x=np.arange(6.0), max_lag=5), ValueError, "at least 7 points"),
+    (dict(x=[1.0, 2.0, float("nan"), 0.0], max_lag=1), ValueError, "index 2"),
+    (dict(x=np.ones((3, 4)), max_lag=1), ValueError, "1-D"),
+    (dict(x=np.arange(9.0), max_lag=0), ValueError, "max_lag"),
+    (dict(x=np.arange(9.0), max_lag=2, stationary="yes"), TypeError, "stationary"),
+    (dict(x=np.ones(9), max_lag=2), ValueError, "constant"),
+])
+def test_autocorrelation_bad_input(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        autocorrelation(device="no-such-device", **kwargs)
+
+
+# ---------------------------------------------------------------- templates and Oclgrind
+
+@pytest.mark.parametrize("vendor", ["nvidia", "amd", "pocl"])
+@pytest.mark.parametrize("fp64", [True, False])
+def test_templates_render(vendor, fp64):
+    facts = fake_facts(vendor, fp64)
+    acc = "double" if fp64 else "compensated"
+    for pair in ("absdiff", "sqdiff", "powdiff", "product"):
+        for value in ("float2", "float"):
+            src = render("timeseries/pairs.cl", facts, pair=pair, value=value, acc=acc, wg=128,
+                         lpi=8, chunk=1024, run=32)
+            assert "ts_pair_sums" in src and "ts_pair_finish" in src
+            assert ("double" in src) == fp64
+    src = render("timeseries/pattern.cl", facts, wg=64, tb=128, maxp=20, maxf=20, acc=acc)
+    assert "ts_pc_sweep" in src and ("double" in src) == fp64
+    assert "ts_acrw_fill" in render("timeseries/acrw.cl", facts)
+    if not fp64:
+        with pytest.raises(ValueError, match="fp64"):
+            render("timeseries/pairs.cl", facts, pair="product", value="float", acc="double",
+                   wg=8, lpi=1, chunk=8, run=8)
+
+
+@pytest.mark.oclgrind
+def test_pair_kernels_oclgrind(oclgrind):
+    """Masked and unmasked tiles, two lag blocks, two tile groups, both accumulators."""
+    p = random_walk(61, 4)
+    t = PairTuning(wg=4, lpi=3, chunk=8, run=4, groups=2)
+    for acc in ACCUMULATORS:
+        assert_close(hurst(p, 13, device=oclgrind, _accumulate=acc, _tuning=t).S,
+                     hurst_numpy(p, 13)[0], rtol=1e-6)
+    assert_close(hurst(p, 5, q=1.5, device=oclgrind, _tuning=t).S,
+                 hurst_numpy(p, 5, q=1.5)[0], rtol=1e-6)
+    assert_close(autocorrelation(p, 13, device=oclgrind, _tuning=t).rho,
+                 autocorrelation_numpy(p, 13), rtol=1e-6, atol=1e-8)
+
+
+def test_default_device_used():
+    with clphys.device(clphys.runtime.test_devices()[0]):
+        r = hurst(np.arange(10.0), 3)
+    assert_close(r.S, [1, 2, 3], rtol=1e-7)
