@@ -198,8 +198,10 @@ def test_templates_render(vendor, fp64):
                          lpi=8, chunk=1024, run=32)
             assert "ts_pair_sums" in src and "ts_pair_finish" in src
             assert ("double" in src) == fp64
-    src = render("timeseries/pattern.cl", facts, wg=64, tb=128, maxp=20, maxf=20, acc=acc)
-    assert "ts_pc_sweep" in src and ("double" in src) == fp64
+    for exp in ("exp", "native_exp"):
+        src = render("timeseries/pattern.cl", facts, wg=64, tb=128, maxp=20, maxf=20, acc=acc,
+                     exp=exp)
+        assert "ts_pc_sweep" in src and ("double" in src) == fp64 and f"{exp}(-chim" in src
     assert "ts_acrw_fill" in render("timeseries/acrw.cl", facts)
     if not fp64:
         with pytest.raises(ValueError, match="fp64"):

@@ -53,8 +53,8 @@ def test_against_reference(device, kind, acc):
     p = series(kind, 1_237, seed=3)
     ref = pattern_conformity_numpy(p, 6, 5, 100.0, 150)
     check(pattern_conformity(p, 6, 5, 100.0, 150, device=device, _accumulate=acc), ref)
-    # several launches and tiles, partial work groups, the launch slots reused
-    tuning = PatternTuning(wg=8, tb=16, launch_pairs=40_000)
+    # several launches and tiles, partial work groups, the launch slots reused, native_exp
+    tuning = PatternTuning(wg=8, tb=16, launch_pairs=40_000, exp="native_exp")
     check(pattern_conformity(p, 6, 5, 100.0, 150, device=device, _accumulate=acc,
                              _tuning=tuning), ref)
 

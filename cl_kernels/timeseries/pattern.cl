@@ -5,6 +5,7 @@
 ##         tb     lags τ per local-memory tile
 ##         maxp, maxf   max_past and max_future (they size the unrolled register arrays)
 ##         acc    "double" | "compensated" (see acc.cl)
+##         exp    "exp" | "native_exp": the function for e^{-χQ}
 ##
 ## Work item (t^, m), t^ = t_lo + global id 0, m = group id 1 + 1: normalises its current
 ## window once (registers), then runs over τ = 1 .. min(max_hist, t^ - m) through tiles of
@@ -19,6 +20,8 @@
 <%
     if wg < 1 or tb < 1 or maxp < 1 or maxf < 1:
         raise ValueError("pattern.cl: wg, tb, maxp, maxf must be >= 1")
+    if exp not in ("exp", "native_exp"):
+        raise ValueError("pattern.cl: exp must be 'exp' or 'native_exp', got %r" % (exp,))
     P = "pc_" + acc[0] + "_"          # helper names carry the accumulator variant
     tile_len = wg + tb + maxp + maxf
     TH = range(1, maxp + 1)           # θ
@@ -119,7 +122,7 @@ void ts_pc_sweep(__global const float2 *p, const uint n, const uint t_lo, const 
 % for t in TH[1:]:
                 if (m >= ${t}u) { d = c${t} - (h${t} - lh) * irh; s += d * d; }
 % endfor
-                const float w = exp(-chim * s);
+                const float w = ${exp}(-chim * s);
                 const float K = c1lt * rh;
 % for f in F:
                 {

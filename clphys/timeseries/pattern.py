@@ -37,11 +37,13 @@ class PatternConformity:
 
 @dataclass(frozen=True)
 class PatternTuning:
-    """Code shape of pattern.cl: work-group size and lags τ per local-memory tile;
+    """Code shape of pattern.cl: work-group size, lags τ per local-memory tile,
+    the exponential ("exp" or the faster, less accurate "native_exp");
     `launch_pairs`: about how many (t̂, Δt⁻, τ) triples one launch covers."""
     wg: int
     tb: int
     launch_pairs: int | None = None
+    exp: str = "exp"
 
 
 def default_tuning(facts, max_future: int) -> PatternTuning:
@@ -112,7 +114,7 @@ def pattern_conformity(p, max_past=20, max_future=20, chi=100.0, max_history=163
     acc = _common.accumulator(dev, _accumulate)
     t = _tuning or default_tuning(dev.facts, max_future)
     prg = dev.build("timeseries/pattern.cl", wg=t.wg, tb=t.tb, maxp=max_past, maxf=max_future,
-                    acc=acc)
+                    acc=acc, exp=t.exp)
     T = p.size
     per_t = max_past * min(max_history, T)
     target = t.launch_pairs or (2**32 if dev.facts.is_gpu else 2**24)
