@@ -2,8 +2,8 @@
 
 * ``device``: every device in ``CLPHYS_TEST_DEVICES`` (``;``-separated specs),
   default every visible device except simulators. Ids are device names.
-* ``oclgrind``: the Oclgrind simulator with data-race, uninitialised-memory
-  and API checks on; any report it logs during the test fails the test.
+* ``oclgrind``: the Oclgrind simulator with data-race and uninitialised-memory
+  checks on (and its built-in out-of-bounds checks); any report it logs during the test fails the test.
   Run every kernel once through it at a small size.
 * ``fp64`` marker / ``require_fp64(dev)``: skip where the device lacks doubles.
 
@@ -20,7 +20,6 @@ from pathlib import Path
 _OCLGRIND_LOG = Path(tempfile.mkdtemp(prefix="clphys-oclgrind-")) / "oclgrind.log"
 os.environ.setdefault("OCLGRIND_DATA_RACES", "1")
 os.environ.setdefault("OCLGRIND_UNINITIALIZED", "1")
-os.environ.setdefault("OCLGRIND_CHECK_API", "1")
 os.environ["OCLGRIND_LOG"] = str(_OCLGRIND_LOG)
 
 import pytest  # noqa: E402

@@ -113,7 +113,10 @@ def _keep_source(template: str, source: str, digest: str):
 
 def _source_excerpt(source: str, log: str, context: int = 4) -> str:
     lines = source.splitlines()
-    numbers = sorted({int(m) for m in re.findall(r":(\d+):\d+: (?:fatal )?error", log)})
+    # clang ("f.cl:3:12: error: ..."), PoCL ("error: f.cl:3:12: ...") and
+    # NVIDIA ("<kernel>:3:12: error: ...") all put line:column after a colon.
+    numbers = sorted({int(m) for line in log.splitlines() if "error" in line
+                      for m in re.findall(r":(\d+):\d+:", line)})
     if not numbers:
         return ""
     out = []
@@ -135,7 +138,13 @@ def build(device, template: str, options=(), **params) -> Program:
     if prg is None:
         _keep_source(template, source, digest)
         try:
-            cl_prg = cl.Program(device.context, source).build(options=list(options))
+            if device.facts.vendor == "oclgrind":
+                # Oclgrind instruments only programs built from source: one loaded
+                # from PyOpenCL's binary cache gives false uninitialised-value reports.
+                cl_prg = cl.Program(cl._cl._Program(device.context, source))
+            else:
+                cl_prg = cl.Program(device.context, source)
+            cl_prg.build(options=list(options))
         except cl.RuntimeError as exc:
             log = str(exc)
             raise BuildError(f"building {template} for {device.name} failed "
