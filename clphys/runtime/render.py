@@ -129,7 +129,12 @@ def _source_excerpt(source: str, log: str, context: int = 4) -> str:
 
 def build(device, template: str, options=(), **params) -> Program:
     """Render `template` for `device` and build it, once per (device, source,
-    options)."""
+    options).
+
+    Build every program an object needs before allocating the buffers its
+    kernels write: Oclgrind forgets kernel writes to buffers allocated before a
+    later program build and then reports their reads as uninitialised.
+    """
     source = render(template, device.facts, **params)
     options = tuple(options)
     digest = hashlib.sha256(source.encode()).hexdigest()
