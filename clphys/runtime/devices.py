@@ -113,6 +113,8 @@ def _wg_multiple(dev: cl.Device, ctx: cl.Context | None) -> int:
                 return int(getattr(dev, attr))
             except (cl.Error, AttributeError):
                 pass
+    if _is_simulator(dev.platform):
+        return 1
     try:
         ctx = ctx or cl.Context([dev])
         prg = cl.Program(ctx, "__kernel void probe(__global int *x) { x[0] = 0; }").build()

@@ -80,7 +80,12 @@ class Kernel:
 
     def __call__(self, queue, global_size, local_size, *args, wait_for=None):
         _launched.add(self._tag)
-        return self.cl_kernel(queue, global_size, local_size, *args, wait_for=wait_for)
+        event = self.cl_kernel(queue, global_size, local_size, *args, wait_for=wait_for)
+        if self._tag[0] == "oclgrind":
+            # Run each kernel before the next is enqueued: with queued launches
+            # Oclgrind's uninitialised-value checker lost writes (false reports).
+            event.wait()
+        return event
 
     def set_scalar_arg_dtypes(self, dtypes):
         self.cl_kernel.set_scalar_arg_dtypes(dtypes)
@@ -130,10 +135,6 @@ def _source_excerpt(source: str, log: str, context: int = 4) -> str:
 def build(device, template: str, options=(), **params) -> Program:
     """Render `template` for `device` and build it, once per (device, source,
     options).
-
-    Build every program an object needs before allocating the buffers its
-    kernels write: Oclgrind forgets kernel writes to buffers allocated before a
-    later program build and then reports their reads as uninitialised.
     """
     source = render(template, device.facts, **params)
     options = tuple(options)
