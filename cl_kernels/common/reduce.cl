@@ -46,6 +46,8 @@ inline float2 ${prefix}add2(float2 a, float2 b)
 <%
     # accumulator type per accumulation mode
     A = {"long": "long", "ulong": "ulong", "double": "double", "compensated": "float2"}[acc]
+    if "double" in (acc, in_t) and not dev.fp64:
+        raise ValueError("reduce.cl: double needs a device with fp64")
 %>
 % if acc == "double":
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable

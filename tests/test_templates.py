@@ -1,0 +1,44 @@
+"""Every template renders without a device, for fake NVIDIA, AMD and PoCL
+facts with fp64 on and off; the result has balanced braces and literal
+kernel names."""
+
+import itertools
+import re
+
+import pytest
+
+from clphys.runtime import fake_facts, render, template_names
+
+# template -> parameter sets covering its variants. Library templates (only
+# <%def>s) render to nothing on their own and are exercised through the
+# templates that import them.
+RENDER_CASES = {
+    "common/prelude.cl": [{}],
+    "common/reduce.cl": [dict(in_t=t, acc=a, wg=wg) for t, a, wg in
+                         [("float", "double", 256), ("float", "compensated", 64),
+                          ("int", "long", 128), ("uint", "ulong", 1)]],
+    "rng/philox.cl": [{}], "rng/lcg.cl": [{}], "rng/xorshift.cl": [{}], "rng/normal.cl": [{}],
+    "rng/generate.cl": [dict(generator=g) for g in ("philox", "lcg", "halfbit-lcg", "xorshift32")],
+}
+
+FACTS = [fake_facts(v, fp64) for v, fp64 in itertools.product(("nvidia", "amd", "pocl"), (True, False))]
+
+
+def test_every_template_has_cases():
+    missing = sorted(set(template_names()) - set(RENDER_CASES))
+    assert not missing, f"add render cases for {missing} to RENDER_CASES"
+
+
+@pytest.mark.parametrize("facts", FACTS, ids=lambda f: f.cache_id)
+@pytest.mark.parametrize("template", sorted(RENDER_CASES))
+def test_renders(template, facts):
+    for params in RENDER_CASES[template]:
+        if params.get("acc") == "double" and not facts.fp64:
+            with pytest.raises(ValueError, match="fp64"):
+                render(template, facts, **params)
+            continue
+        src = render(template, facts, **params)
+        assert src.count("{") == src.count("}"), f"{template} {params}: unbalanced braces"
+        assert "${" not in src and "<%" not in src
+        for name in re.findall(r"__kernel\s+(?:__attribute__\s*\(\(.*?\)\)\s*)?void\s+(\S+)\s*\(", src, re.S):
+            assert re.fullmatch(r"\w+", name), f"kernel name {name!r} is not literal"
