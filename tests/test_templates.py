@@ -19,6 +19,13 @@ RENDER_CASES = {
                           ("int", "long", 128), ("uint", "ulong", 1)]],
     "rng/philox.cl": [{}], "rng/lcg.cl": [{}], "rng/xorshift.cl": [{}], "rng/normal.cl": [{}],
     "rng/generate.cl": [dict(generator=g) for g in ("philox", "lcg", "halfbit-lcg", "xorshift32")],
+    "timeseries/acc.cl": [{}],
+    "timeseries/pairs.cl": [dict(pair=p, value=v, acc=a, wg=128, lpi=8, chunk=1024, run=32)
+                            for p in ("absdiff", "sqdiff", "powdiff", "product")
+                            for v in ("float2", "float") for a in ("double", "compensated")],
+    "timeseries/pattern.cl": [dict(wg=64, tb=128, maxp=20, maxf=20, acc=a, exp=e)
+                              for a in ("double", "compensated") for e in ("exp", "native_exp")],
+    "timeseries/acrw.cl": [{}],
 }
 
 FACTS = [fake_facts(v, fp64) for v, fp64 in itertools.product(("nvidia", "amd", "pocl"), (True, False))]
