@@ -87,8 +87,8 @@ class PairSums:
         self.groups = max(1, min(groups, self.nchunks))
         self.global_size = (lag_blocks * t.wg, self.groups)
         dtype = _common.ACC_DTYPE[self.acc]
-        self.partial = _common.zeros(dev, self.groups * nlags, dtype)
-        self.out = _common.zeros(dev, nlags, dtype)
+        self.partial = cla.empty(dev.queue, self.groups * nlags, dtype)
+        self.out = cla.empty(dev.queue, nlags, dtype)
 
     def run(self, x: cla.Array, q: float = 1.0):
         queue, t = self.dev.queue, self.tuning
