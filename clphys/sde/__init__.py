@@ -5,6 +5,9 @@ models (:mod:`clphys.sde.models`), the Josephson junction helper
 
 from . import models
 from .ensemble import Ensemble, EnsembleState, RunResult
+from .junction import JosephsonResult, josephson
 from .model import Model
+from .oscillators import Kuramoto, KuramotoResult, kuramoto
 
-__all__ = ["Model", "Ensemble", "EnsembleState", "RunResult", "models"]
+__all__ = ["Model", "Ensemble", "EnsembleState", "RunResult", "models", "josephson",
+           "JosephsonResult", "kuramoto", "Kuramoto", "KuramotoResult"]

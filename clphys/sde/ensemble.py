@@ -27,7 +27,8 @@ import pyopencl.array as cla
 from .. import _validate as check
 from ..progress import Progress
 from ..rng import chained_seeds, seed_key
-from ..runtime import resolve_device, work_group_size
+from ..runtime import resolve_device
+from ..runtime import work_group_size as _wg_size
 from . import expr as _expr
 from .model import Model
 
@@ -353,7 +354,7 @@ class Ensemble:
             "sde/ensemble.cl", options=options, real=real, model=self.model.render_spec(real),
             gparams=gp, sparams=[p for p in self.model.parameters if p not in gp],
             scheme=self.scheme, rng=self.rng, wg=self.work_group_size,
-            wgf=work_group_size(self.device.facts, 64), obs=list(obs), hist=list(hist),
+            wgf=_wg_size(self.device.facts, 64), obs=list(obs), hist=list(hist),
             tag=self.model.tag)
 
     # ------------------------------------------------------------ queries
@@ -485,13 +486,12 @@ class Ensemble:
                if n_record and n_samples else dummy)
         # time at each launch start, modulo the drive period, computed in float64
         starts = self._step + np.cumsum([0] + [k for k, _ in launches[:-1]])
-        t0 = starts[:, None] * self.dt
+        t0 = np.broadcast_to(starts[:, None] * self.dt, (len(starts), self.n_grid))
         if self._periods is not None:
             tinfo = np.stack([np.mod(t0, self._periods[None, :]),
                               np.broadcast_to(self._periods, t0.shape)], axis=1)
         else:
-            tinfo = np.stack([np.broadcast_to(t0, (len(starts), self.n_grid)),
-                              np.zeros((len(starts), self.n_grid))], axis=1)
+            tinfo = np.stack([t0, np.zeros_like(t0)], axis=1)
         tinfo_dev = cla.to_device(q, np.ascontiguousarray(tinfo, dtype=self._real))
         k0, k1 = seed_key(self.seed)
         ns = len(self.model.noise_sources)
@@ -512,7 +512,7 @@ class Ensemble:
                                 rec.data, np.uint32(n_record), np.uint32(max(slot, 0)))
                 self._step += k
                 if observe and obs:
-                    wgf = work_group_size(dev.facts, 64)
+                    wgf = _wg_size(dev.facts, 64)
                     prg.sde_moments(q, (self.n_grid * len(obs) * wgf,), (wgf,), partials.data,
                                         np.uint32(self._groups_per_grid), np.uint32(len(obs)),
                                         np.uint32(self.n_grid), np.uint32(slot), moments.data)
@@ -564,4 +564,4 @@ class Ensemble:
 
 def work_group_size_default(facts, n_paths: int) -> int:
     """256 paths per work group, fewer (a power of two) for small ensembles."""
-    return work_group_size(facts, min(256, _next_pow2(n_paths)))
+    return _wg_size(facts, min(256, _next_pow2(n_paths)))
