@@ -141,6 +141,8 @@ def check(where: str, text, names: dict[str, str], allow_t=True, unwrap=None) ->
                 raise ValueError(f"{where}: unbalanced ')' in {text!r}")
         elif tok == "," and depth == 0:
             raise ValueError(f"{where}: ',' outside a function call in {text!r}")
+        elif tok in ("/", "*") and nxt in ("/", "*"):
+            raise ValueError(f"{where}: unexpected character {nxt!r} after {tok!r} (no comments) in {text!r}")
         if kind in ("num", "name") and i + 1 < len(toks) and toks[i + 1][0] in ("num", "name"):
             raise ValueError(f"{where}: missing operator between {tok!r} and {nxt!r} in {text!r}")
     if depth != 0:
