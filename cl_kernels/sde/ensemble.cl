@@ -14,7 +14,8 @@
 ##   wg, wgf    work-group sizes of sde_advance and sde_moments (powers of two)
 ##   obs        rendered observable expressions (unwrap(v) -> sde_uw_<v index>)
 ##   hist       [(rendered expression, bins)]
-##   tag        model hash, part of helper names (programs of different models differ)
+##   tag        hash of the program variant: helper and type names carry it, since Oclgrind's
+##              checker mixes up same-named helpers of different programs
 <%namespace name="common" file="/common/prelude.cl"/>
 <%namespace name="red" file="/common/reduce.cl"/>
 <%namespace name="philox" file="/rng/philox.cl"/>
@@ -28,8 +29,8 @@
     acc = "double" if dev.fp64 else "float"
     nv = len(model["vars"])
     ns = model["n_sources"]
-    P = "sde_%s_%s_%s_" % (tag, real, acc)          # helper prefix: carries the variant
-    MOM = "sde_mom_%s" % acc
+    P = "sde_%s_" % tag                 # helper prefix: carries the variant
+    MOM = "sde_mom_%s" % tag
     per = dict(model["periodic"])
     hist_off, total_bins = [], 0
     for _e, b in hist:
@@ -74,15 +75,18 @@ ${red.wg_reduce(P + "fin_", MOM, wgf, chan)}
 // Draws one standard normal, index sde_j of this path's sequence.
 % if rng == "philox":
 // Gaussian j is component j % 4 of the Box-Muller pairs of philox((path, j / 4, 0), key).
+// The block is rotated so that .x is the next Gaussian (Oclgrind miscomputes a ?: chain
+// picking a component).
 #define SDE_DRAW(out) do { \
     const ulong sde_b_ = sde_j >> 2; \
     if (sde_b_ != sde_blk) { \
         const uint4 sde_w_ = ${P}philox((uint4)((uint)sde_i, (uint)sde_b_, (uint)(sde_b_ >> 32), 0u), sde_key); \
         sde_buf = (float4)(${P}box_muller(sde_w_.x, sde_w_.y), ${P}box_muller(sde_w_.z, sde_w_.w)); \
         sde_blk = sde_b_; \
+        for (uint sde_r_ = (uint)sde_j & 3u; sde_r_; --sde_r_) sde_buf = sde_buf.yzwx; \
     } \
-    const uint sde_c_ = (uint)sde_j & 3u; \
-    out = (real_t)(sde_c_ == 0u ? sde_buf.x : sde_c_ == 1u ? sde_buf.y : sde_c_ == 2u ? sde_buf.z : sde_buf.w); \
+    out = (real_t)sde_buf.x; \
+    sde_buf = sde_buf.yzwx; \
     ++sde_j; \
 } while (0)
 % else:
@@ -124,7 +128,8 @@ void sde_advance(__global real_t *sde_state, __global int *sde_laps,
     const uint sde_lid = get_local_id(0);
     const uint sde_grp = get_group_id(0);
     const uint sde_g = sde_grp / sde_groups_per_grid;
-    const uint sde_p = (sde_grp % sde_groups_per_grid) * ${wg}u + sde_lid;
+    // (the remainder written out: Oclgrind cannot check the 'freeze' LLVM adds to / % pairs)
+    const uint sde_p = (sde_grp - sde_g * sde_groups_per_grid) * ${wg}u + sde_lid;
     const int sde_active = sde_p < sde_n_paths;
     const ulong sde_n_total = (ulong)sde_n_grid * sde_n_paths;
     const ulong sde_i = (ulong)sde_g * sde_n_paths + sde_p;
@@ -292,7 +297,8 @@ void sde_moments(__global const ${MOM} *partials, const uint groups_per_grid, co
     __local ${MOM} scratch[${wgf}];
     const uint lid = get_local_id(0);
     const uint q = get_group_id(0);          // = g * n_obs + k
-    const uint g = q / n_obs, k = q % n_obs;
+    const uint g = q / n_obs;
+    const uint k = q - g * n_obs;             // not q % n_obs: see sde_advance
     ${MOM} m;
     m.n = (acc_t)0;
     m.mean = (acc_t)0;

@@ -14,6 +14,9 @@
 ## oscillator i takes component i % 4 of the Box-Muller pairs of
 ## philox((i / 4, step, step >> 32, 2), key), in every kernel variant.
 ##
+## sin and cos, not sincos: Oclgrind's checker cannot follow sincos' private pointer (compilers
+## fuse the pair anyway). Pairs live in scalar buffers through vload2/vstore2: Oclgrind
+## reports stores of 2-vector literals through vector pointers as uninitialised.
 ## params: real, coupling, omega_array (omega per oscillator or one scalar), wg (update,
 ##         sums and pairs work-group size = tile length), wgf (finish work-group size)
 <%namespace name="common" file="/common/prelude.cl"/>
@@ -24,7 +27,9 @@
     if coupling not in ("mean-field", "uniform", "matrix"):
         raise ValueError("kuramoto.cl: coupling must be mean-field, uniform or matrix, got %r" % (coupling,))
     acc = "double" if dev.fp64 else "float"
-    P = "kur_%s_%s_" % (real, acc)
+    # helper names carry the variant (Oclgrind's checker mixes up same-named helpers of
+    # different programs)
+    P = "kur_%s_%s_%s_%d_%d_%d_" % (real, acc, coupling.replace("-", ""), int(omega_array), wg, wgf)
     mf = coupling == "mean-field"
 %>
 ${common.prelude(real=real)}
@@ -48,56 +53,54 @@ inline real_t ${P}wrap(const real_t th) { return th - KUR_TWO_PI * floor(th * (r
 
 // Partial (sum sin, sum cos) of theta over a grid-strided share, per work group.
 __kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
-void kuramoto_sums(__global const real_t *theta, const uint n, __global acc2_t *partials)
+void kuramoto_sums(__global const real_t *theta, const uint n, __global acc_t *partials)
 {
     __local acc2_t scratch[${wg}];
     acc2_t s = (acc2_t)(0, 0);
     for (uint i = get_global_id(0); i < n; i += get_global_size(0)) {
-        real_t c;
-        const real_t si = sincos(theta[i], &c);
-        s += (acc2_t)(si, c);
+        const real_t th = theta[i];
+        s += (acc2_t)(sin(th), cos(th));
     }
     s = ${P}wg_wg_reduce(s, get_local_id(0), scratch);
-    if (get_local_id(0) == 0) partials[get_group_id(0)] = s;
+    if (get_local_id(0) == 0) vstore2(s, get_group_id(0), partials);
 }
 
 // One work group: the partials' total into out[0], and into history[slot] if slot >= 0.
 __kernel __attribute__((reqd_work_group_size(${wgf}, 1, 1)))
-void kuramoto_sums_finish(__global const acc2_t *partials, const uint groups, __global acc2_t *out,
-                          __global acc2_t *history, const int slot)
+void kuramoto_sums_finish(__global const acc_t *partials, const uint groups, __global acc_t *out,
+                          __global acc_t *history, const int slot)
 {
     __local acc2_t scratch[${wgf}];
     acc2_t s = (acc2_t)(0, 0);
-    for (uint r = get_local_id(0); r < groups; r += ${wgf}u) s += partials[r];
+    for (uint r = get_local_id(0); r < groups; r += ${wgf}u) s += vload2(r, partials);
     s = ${P}fin_wg_reduce(s, get_local_id(0), scratch);
     if (get_local_id(0) == 0) {
-        out[0] = s;
-        if (slot >= 0) history[slot] = s;
+        vstore2(s, 0, out);
+        if (slot >= 0) vstore2(s, slot, history);
     }
 }
 
 // (sin, cos) of every phase.
-__kernel void kuramoto_sincos(__global const real_t *theta, const uint n, __global real2_t *sc)
+__kernel void kuramoto_sincos(__global const real_t *theta, const uint n, __global real_t *sc)
 {
     const uint i = get_global_id(0);
     if (i >= n) return;
-    real_t c;
-    const real_t s = sincos(theta[i], &c);
-    sc[i] = (real2_t)(s, c);
+    const real_t th = theta[i];
+    vstore2((real2_t)(sin(th), cos(th)), i, sc);
 }
 
 // Slice p = get_global_id(1) of the j range: field[p * n + i] = (sum_j K_ij s_j, sum_j K_ij c_j)
 // over j in [p * chunk, min(n, (p + 1) * chunk)), through tiles of ${wg} (s_j, c_j) in local memory.
 __kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
-void kuramoto_pairs(__global const real2_t *sc, __global const real_t *Kt, const uint n,
-                    const uint chunk, __global real2_t *field)
+void kuramoto_pairs(__global const real_t *sc, __global const real_t *Kt, const uint n,
+                    const uint chunk, __global real_t *field)
 {
     __local real2_t tile[${wg}];
     const uint i = get_global_id(0), lid = get_local_id(0), p = get_global_id(1);
     const uint j_begin = p * chunk, j_end = min(n, j_begin + chunk);
     real_t a0 = 0, b0 = 0, a1 = 0, b1 = 0;      // two chains each for latency hiding
     for (uint j0 = j_begin; j0 < j_end; j0 += ${wg}u) {
-        tile[lid] = j0 + lid < j_end ? sc[j0 + lid] : (real2_t)(0, 0);
+        vstore2(j0 + lid < j_end ? vload2(j0 + lid, sc) : (real2_t)(0, 0), lid, (__local real_t *)tile);
         barrier(CLK_LOCAL_MEM_FENCE);
 % if coupling == "uniform":
         #pragma unroll 8
@@ -124,25 +127,25 @@ void kuramoto_pairs(__global const real2_t *sc, __global const real_t *Kt, const
 % endif
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    if (i < n) field[(ulong)p * n + i] = (real2_t)(a0 + a1, b0 + b1);
+    if (i < n) vstore2((real2_t)(a0 + a1, b0 + b1), (ulong)p * n + i, field);
 }
 
 <%def name="update_args()">
 __global real_t *theta, __global const real_t *omega_arr, const uint n,
                       const real_t omega0, const real_t inv_gamma, const real_t coef, const real_t dt,
                       const real_t amp, const ulong step, const uint k0, const uint k1,
-                      __global const acc2_t *sums0, __global const acc2_t *sums1,
-                      __global const real2_t *field, const uint n_slices,
-                      __global real2_t *sc, __global real_t *drift0, __global acc2_t *partials\
+                      __global const acc_t *sums0, __global const acc_t *sums1,
+                      __global const real_t *field, const uint n_slices,
+                      __global real_t *sc, __global real_t *drift0, __global acc_t *partials\
 </%def>
 ## The body of the update kernels: kind is euler | predict | correct. Oscillators
 ## 4q .. 4q+3 of q = get_global_id(0).
 <%def name="update_body(kind)">
 % if mf:
     __local acc2_t scratch[${wg}];
-    const real_t S0 = (real_t)sums0[0].x, C0 = (real_t)sums0[0].y;
+    const real_t S0 = (real_t)sums0[0], C0 = (real_t)sums0[1];
 %   if kind == "correct":
-    const real_t S1 = (real_t)sums1[0].x, C1 = (real_t)sums1[0].y;
+    const real_t S1 = (real_t)sums1[0], C1 = (real_t)sums1[1];
 %   endif
     acc2_t part = (acc2_t)(0, 0);
 % endif
@@ -160,17 +163,15 @@ __global real_t *theta, __global const real_t *omega_arr, const uint n,
 % endif
         const real_t w = amp * (real_t)zs[c];
 % if mf:
-        real_t s, co;
-        s = sincos(th, &co);
+        const real_t s = sin(th), co = cos(th);
         const real_t a0 = inv_gamma * (om + coef * (co * S0 - s * C0));
 % else:
-        real2_t f = field[i];
-        for (uint p = 1; p < n_slices; ++p) f += field[(ulong)p * n + i];
+        real2_t f = vload2(i, field);
+        for (uint p = 1; p < n_slices; ++p) f += vload2((ulong)p * n + i, field);
 %   if kind == "correct":
         const real_t a0 = drift0[i];
 %   else:
-        real_t s, co;
-        s = sincos(th, &co);
+        const real_t s = sin(th), co = cos(th);
         const real_t a0 = inv_gamma * (om + coef * (co * f.x - s * f.y));
 %   endif
 % endif
@@ -180,8 +181,7 @@ __global real_t *theta, __global const real_t *omega_arr, const uint n,
         const real_t th1 = th + a0 * dt + w;          // the predictor, not stored
 % else:
         const real_t ty = th + a0 * dt + w;           // the same predictor again (same Gaussian)
-        real_t ts, tc;
-        ts = sincos(ty, &tc);
+        const real_t ts = sin(ty), tc = cos(ty);
 %   if mf:
         const real_t a1 = inv_gamma * (om + coef * (tc * S1 - ts * C1));
 %   else:
@@ -192,12 +192,11 @@ __global real_t *theta, __global const real_t *omega_arr, const uint n,
 % if kind != "predict":
         theta[i] = th1;
 % endif
-        real_t s1, c1;
-        s1 = sincos(th1, &c1);
+        const real_t s1 = sin(th1), c1 = cos(th1);
 % if mf:
         part += (acc2_t)(s1, c1);
 % else:
-        sc[i] = (real2_t)(s1, c1);
+        vstore2((real2_t)(s1, c1), i, sc);
 %   if kind == "predict":
         drift0[i] = a0;
 %   endif
@@ -205,7 +204,7 @@ __global real_t *theta, __global const real_t *omega_arr, const uint n,
     }
 % if mf:
     part = ${P}wg_wg_reduce(part, get_local_id(0), scratch);
-    if (get_local_id(0) == 0) partials[get_group_id(0)] = part;
+    if (get_local_id(0) == 0) vstore2(part, get_group_id(0), partials);
 % endif
 </%def>
 

@@ -16,6 +16,7 @@ words.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -38,6 +39,12 @@ SCHEMES = ("srk2", "euler")
 RNGS = ("philox", "xorshift32")
 DTYPES = ("float32", "float64")
 MAX_HIST_BINS = 4096
+
+
+def zeros(queue, shape, dtype):
+    """A device array of zeros written from the host (Oclgrind's uninitialised-
+    memory check does not count clEnqueueFillBuffer as a write)."""
+    return cla.to_device(queue, np.zeros(shape, dtype))
 
 
 def _next_pow2(n: int) -> int:
@@ -308,14 +315,14 @@ class Ensemble:
     def _alloc(self):
         q = self.device.queue
         nv = len(self.model.variables)
-        self._state = cla.zeros(q, (nv, self.n_total), self._real)
-        self._laps = cla.zeros(q, (max(self._nper, 1), self.n_total if self._nper else 1), np.int32)
+        self._state = zeros(q, (nv, self.n_total), self._real)
+        self._laps = zeros(q, (max(self._nper, 1), self.n_total if self._nper else 1), np.int32)
         if self.rng == "xorshift32":
             self._xs = cla.to_device(q, chained_seeds(self.n_total, self.seed))
-            self._spare = cla.zeros(q, self.n_total, np.float32)
+            self._spare = zeros(q, self.n_total, np.float32)
         else:
-            self._xs = cla.zeros(q, 1, np.uint32)
-            self._spare = cla.zeros(q, 1, np.float32)
+            self._xs = zeros(q, 1, np.uint32)
+            self._spare = zeros(q, 1, np.float32)
         gp = self._grid_params()
         table = np.array([np.broadcast_to(self._values[p], (self.n_grid,)) for p in gp],
                          dtype=self._real).reshape(len(gp), self.n_grid)
@@ -350,12 +357,12 @@ class Ensemble:
         if self.fast_math:
             options.append("-cl-fast-relaxed-math")
         gp = self._grid_params()
-        return self.device.build(
-            "sde/ensemble.cl", options=options, real=real, model=self.model.render_spec(real),
-            gparams=gp, sparams=[p for p in self.model.parameters if p not in gp],
-            scheme=self.scheme, rng=self.rng, wg=self.work_group_size,
-            wgf=_wg_size(self.device.facts, 64), obs=list(obs), hist=list(hist),
-            tag=self.model.tag)
+        params = dict(real=real, model=self.model.render_spec(real), gparams=gp,
+                      sparams=[p for p in self.model.parameters if p not in gp], scheme=self.scheme,
+                      rng=self.rng, wg=self.work_group_size, wgf=_wg_size(self.device.facts, 64),
+                      obs=list(obs), hist=list(hist))
+        tag = hashlib.sha1(repr(sorted(params.items())).encode()).hexdigest()[:10]
+        return self.device.build("sde/ensemble.cl", options=options, tag=tag, **params)
 
     # ------------------------------------------------------------ queries
     @property
@@ -392,7 +399,7 @@ class Ensemble:
         """Start counting the laps of periodic variables from zero, so that
         unwrap(x) measures the displacement from now on."""
         if self._nper:
-            self._laps.fill(0)
+            cl.enqueue_copy(self.device.queue, self._laps.data, np.zeros(self._laps.shape, np.int32))
             self.device.queue.finish()
 
     # ------------------------------------------------------------ running
@@ -477,10 +484,10 @@ class Ensemble:
                            "times": len(launches) * 2 * self.n_grid * self._real.itemsize},
                      f"this run ({n_samples} samples)")
         prg = self._program(obs, hist)
-        dummy = cla.zeros(q, 1, np.uint32)
-        partials = cla.empty(q, n_groups * len(obs) * mom.itemsize, np.uint8) if obs else dummy
+        dummy = zeros(q, 1, np.uint32)
+        partials = zeros(q, n_groups * len(obs) * mom.itemsize, np.uint8) if obs else dummy
         moments = cla.empty(q, (max(n_samples, 1), self.n_grid, len(obs), 2), acc) if obs else dummy
-        hist_dev = cla.zeros(q, max(total_bins * self.n_grid, 1), np.uint32)
+        hist_dev = zeros(q, max(total_bins * self.n_grid, 1), np.uint32)
         hist_rng = cla.to_device(q, np.array(hist_range or [0.0], dtype=self._real))
         rec = (cla.empty(q, (n_samples, self.n_grid, n_record, len(self.model.variables)), self._real)
                if n_record and n_samples else dummy)
@@ -520,7 +527,7 @@ class Ensemble:
                     since_flush += 1
                     if since_flush == flush_every:
                         hist_total += hist_dev.get().astype(np.uint64)
-                        hist_dev.fill(0)
+                        cl.enqueue_copy(q, hist_dev.data, np.zeros(hist_dev.shape, np.uint32))
                         since_flush = 0
                 bar.update(k)
         q.finish()
