@@ -161,6 +161,14 @@ class Kuramoto:
         self._field = zeros(q, 2 * self.slices * n if pairs else 1, real)
         self._drift = zeros(q, n if pairs else 1, real)
         self._step = 0
+        self._wgf = _wg_size(dev.facts, 64)
+        k0, k1 = seed_key(self.seed)
+        self._c = {"n": np.uint32(n), "n_sum": np.uint32(self._n_sum), "n_upd": np.uint32(self._n_upd),
+                   "inv_gamma": real.type(1.0 / self.gamma), "dt": real.type(self.dt),
+                   "amp": real.type(math.sqrt(2.0 * self.kT * self.dt / self.gamma)),
+                   "k0": np.uint32(k0), "k1": np.uint32(k1), "slices": np.uint32(self.slices),
+                   "chunk": np.uint32(-(-(-(-n // self.slices)) // wg) * wg)}
+        self._args = {}
         self._sums_of_theta(self._sums0, None, -1)
         if pairs:
             self._prg.kuramoto_sincos(q, (n,), None, self._theta.data, np.uint32(n), self._sc.data)
@@ -185,34 +193,47 @@ class Kuramoto:
         """Current phases in [0, 2 pi)."""
         return np.mod(self._theta.get().astype(np.float64), 2 * np.pi)
 
+    def _launch(self, name, gsize, lsize, *args):
+        """Enqueue kernel `name`; within a run only the arguments that changed
+        since its last launch are set again (a step then costs a few
+        microseconds of host time, not a full argument list per kernel)."""
+        k = getattr(self._prg, name)
+        cur = self._args.get(name)
+        if cur is None:
+            k(self.device.queue, gsize, lsize, *args)      # the first launch sets every argument
+            self._args[name] = list(args)
+            return
+        for i, a in enumerate(args):
+            b = cur[i]
+            if a is not b and not (isinstance(a, np.generic) and type(a) is type(b) and a == b):
+                k.cl_kernel.set_arg(i, a)
+                cur[i] = a
+        cl.enqueue_nd_range_kernel(self.device.queue, k.cl_kernel, gsize, lsize)
+
     def _sums_of_theta(self, out, history, slot):
-        q, wg = self.device.queue, self.work_group_size
-        self._prg.kuramoto_sums(q, (self._n_sum * wg,), (wg,), self._theta.data, np.uint32(self.n),
-                                self._partials.data)
-        self._finish(self._n_sum, out, history, slot)
+        wg = self.work_group_size
+        self._launch("kuramoto_sums", (self._n_sum * wg,), (wg,), self._theta.data, self._c["n"],
+                     self._partials.data)
+        self._finish(self._c["n_sum"], out, history, slot)
 
     def _finish(self, groups, out, history, slot):
-        wgf = _wg_size(self.device.facts, 64)
+        wgf = self._wgf
         hist = history if history is not None else out
-        self._prg.kuramoto_sums_finish(self.device.queue, (wgf,), (wgf,), self._partials.data,
-                                       np.uint32(groups), out.data, hist.data, np.int32(slot))
+        self._launch("kuramoto_sums_finish", (wgf,), (wgf,), self._partials.data, groups, out.data,
+                     hist.data, np.int32(slot))
 
-    def _update(self, kind, sums1=None):
-        q, wg, r = self.device.queue, self.work_group_size, self._real
-        amp = math.sqrt(2.0 * self.kT * self.dt / self.gamma)
-        k0, k1 = seed_key(self.seed)
-        getattr(self._prg, "kuramoto_" + kind)(
-            q, (self._n_upd * wg,), (wg,), self._theta.data, self._omega.data, np.uint32(self.n),
-            self._omega0, r.type(1.0 / self.gamma), self._coef, r.type(self.dt), r.type(amp),
-            np.uint64(self._step), np.uint32(k0), np.uint32(k1), self._sums0.data,
-            (sums1 or self._sums1).data, self._field.data, np.uint32(self.slices), self._sc.data,
-            self._drift.data, self._partials.data)
+    def _update(self, kind):
+        c, wg = self._c, self.work_group_size
+        self._launch("kuramoto_" + kind, (self._n_upd * wg,), (wg,), self._theta.data,
+                     self._omega.data, c["n"], self._omega0, c["inv_gamma"], self._coef, c["dt"],
+                     c["amp"], np.uint64(self._step), c["k0"], c["k1"], self._sums0.data,
+                     self._sums1.data, self._field.data, c["slices"], self._sc.data,
+                     self._drift.data, self._partials.data)
 
     def _pairs(self):
-        q, wg, n = self.device.queue, self.work_group_size, self.n
-        chunk = -(-(-(-n // self.slices)) // wg) * wg
-        self._prg.kuramoto_pairs(q, (-(-n // wg) * wg, self.slices), (wg, 1), self._sc.data,
-                                 self._Kt.data, np.uint32(n), np.uint32(chunk), self._field.data)
+        wg, n = self.work_group_size, self.n
+        self._launch("kuramoto_pairs", (-(-n // wg) * wg, self.slices), (wg, 1), self._sc.data,
+                     self._Kt.data, self._c["n"], self._c["chunk"], self._field.data)
 
     def _one_step(self, history, slot):
         mf = self.kernel == "mean-field"
@@ -221,9 +242,9 @@ class Kuramoto:
                 self._update("euler")
             else:
                 self._update("predict")
-                self._finish(self._n_upd, self._sums1, None, -1)
+                self._finish(self._c["n_upd"], self._sums1, None, -1)
                 self._update("correct")
-            self._finish(self._n_upd, self._sums0, history, slot)
+            self._finish(self._c["n_upd"], self._sums0, history, slot)
         else:
             self._pairs()
             if self.scheme == "euler":
@@ -255,6 +276,7 @@ class Kuramoto:
             marks.append(steps)
         q = self.device.queue
         history = zeros(q, (len(marks) + 1, 2), self._acc)
+        self._args = {}          # another instance may have set the shared kernels' arguments
         self._sums_of_theta(self._sums0, history, 0)
         start = self._step
         slot_of = {m: k + 1 for k, m in enumerate(marks)}
