@@ -56,10 +56,10 @@ __kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
 void kuramoto_sums(__global const real_t *theta, const uint n, __global acc_t *partials)
 {
     __local acc2_t scratch[${wg}];
-    acc2_t s = (acc2_t)(0, 0);
+    acc2_t s = (acc2_t)((acc_t)0, (acc_t)0);
     for (uint i = get_global_id(0); i < n; i += get_global_size(0)) {
         const real_t th = theta[i];
-        s += (acc2_t)(sin(th), cos(th));
+        s += (acc2_t)((acc_t)sin(th), (acc_t)cos(th));
     }
     s = ${P}wg_wg_reduce(s, get_local_id(0), scratch);
     if (get_local_id(0) == 0) vstore2(s, get_group_id(0), partials);
@@ -71,7 +71,7 @@ void kuramoto_sums_finish(__global const acc_t *partials, const uint groups, __g
                           __global acc_t *history, const int slot)
 {
     __local acc2_t scratch[${wgf}];
-    acc2_t s = (acc2_t)(0, 0);
+    acc2_t s = (acc2_t)((acc_t)0, (acc_t)0);
     for (uint r = get_local_id(0); r < groups; r += ${wgf}u) s += vload2(r, partials);
     s = ${P}fin_wg_reduce(s, get_local_id(0), scratch);
     if (get_local_id(0) == 0) {
@@ -100,7 +100,7 @@ void kuramoto_pairs(__global const real_t *sc, __global const real_t *Kt, const 
     const uint j_begin = p * chunk, j_end = min(n, j_begin + chunk);
     real_t a0 = 0, b0 = 0, a1 = 0, b1 = 0;      // two chains each for latency hiding
     for (uint j0 = j_begin; j0 < j_end; j0 += ${wg}u) {
-        vstore2(j0 + lid < j_end ? vload2(j0 + lid, sc) : (real2_t)(0, 0), lid, (__local real_t *)tile);
+        vstore2(j0 + lid < j_end ? vload2(j0 + lid, sc) : (real2_t)((real_t)0, (real_t)0), lid, (__local real_t *)tile);
         barrier(CLK_LOCAL_MEM_FENCE);
 % if coupling == "uniform":
         #pragma unroll 8
@@ -147,7 +147,7 @@ __global real_t *theta, __global const real_t *omega_arr, const uint n,
 %   if kind == "correct":
     const real_t S1 = (real_t)sums1[0], C1 = (real_t)sums1[1];
 %   endif
-    acc2_t part = (acc2_t)(0, 0);
+    acc2_t part = (acc2_t)((acc_t)0, (acc_t)0);
 % endif
     const uint q = get_global_id(0);
     const float4 z4 = 4 * q < n ? ${P}normals(q, step, (uint2)(k0, k1)) : (float4)(0.0f);
@@ -194,7 +194,7 @@ __global real_t *theta, __global const real_t *omega_arr, const uint n,
 % endif
         const real_t s1 = sin(th1), c1 = cos(th1);
 % if mf:
-        part += (acc2_t)(s1, c1);
+        part += (acc2_t)((acc_t)s1, (acc_t)c1);
 % else:
         vstore2((real2_t)(s1, c1), i, sc);
 %   if kind == "predict":

@@ -139,7 +139,7 @@ class Kuramoto:
         q = dev.queue
         self._prg = dev.build("sde/kuramoto.cl", options=self._options(), real=self._cl_real,
                               coupling=self._coupling, omega_array=bool(om.ndim), wg=wg,
-                              wgf=_wg_size(dev.facts, 64))
+                              wgf=_wg_size(dev.facts, 256))
         if isinstance(initial, str):
             th = (np.zeros(n) if initial == "sync" else
                   np.random.default_rng(self.seed).uniform(0.0, 2 * np.pi, n))
@@ -161,7 +161,7 @@ class Kuramoto:
         self._field = zeros(q, 2 * self.slices * n if pairs else 1, real)
         self._drift = zeros(q, n if pairs else 1, real)
         self._step = 0
-        self._wgf = _wg_size(dev.facts, 64)
+        self._wgf = _wg_size(dev.facts, 256)
         k0, k1 = seed_key(self.seed)
         self._c = {"n": np.uint32(n), "n_sum": np.uint32(self._n_sum), "n_upd": np.uint32(self._n_upd),
                    "inv_gamma": real.type(1.0 / self.gamma), "dt": real.type(self.dt),
