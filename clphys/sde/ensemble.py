@@ -425,28 +425,7 @@ class Ensemble:
         """
         n_steps = self._steps_for(t_end, steps)
         M = n_steps if sample_every is None else check.integer("sample_every", sample_every, 1)
-        obs_names = list(self.model.variables) if observables is None else observables
-        if isinstance(obs_names, str) or not hasattr(obs_names, "__iter__"):
-            raise TypeError(f"observables must be a list of expressions, got {observables!r}")
-        obs_names = list(obs_names)
-        real = "double" if self.dtype == "float64" else "float"
-        rename = {("unwrap", v): f"sde_uw_{self.model.variables.index(v)}" for v in self.model.periodic}
-        obs = [_expr.render(self.model.check_observable(o), real, rename) for o in obs_names]
-        histograms = {} if histograms is None else histograms
-        if not isinstance(histograms, Mapping):
-            raise TypeError("histograms must be a mapping {expression: (bins, low, high)}")
-        hist, hist_range, hist_names = [], [], []
-        for h, spec in histograms.items():
-            if not (isinstance(spec, (tuple, list)) and len(spec) == 3):
-                raise ValueError(f"histograms[{h!r}] must be (bins, low, high), got {spec!r}")
-            bins = check.integer(f"histograms[{h!r}] bins", spec[0], 1, MAX_HIST_BINS)
-            lo = check.real(f"histograms[{h!r}] low", spec[1])
-            hi = check.real(f"histograms[{h!r}] high", spec[2])
-            if hi <= lo:
-                raise ValueError(f"histograms[{h!r}]: low must be < high, got {lo}, {hi}")
-            hist.append((_expr.render(self.model.check_observable(h), real, rename), bins))
-            hist_range += [lo, hi]
-            hist_names.append(h)
+        obs_names, obs, hist_names, hist, hist_range = self._recording(observables, histograms)
         n_record = check.integer("record_paths", record_paths, 0, self.n_paths)
         total_bins = sum(b for _, b in hist)
         wg = self.work_group_size
@@ -454,15 +433,17 @@ class Ensemble:
         if local > self.device.facts.local_mem:
             raise ValueError(f"histograms need {4 * total_bins} bytes of local memory per work group; "
                              f"{self.device.name} has {self.device.facts.local_mem}: use fewer bins")
+        if steps_per_launch is None:
+            spl = max(1, (2**28 if self.device.facts.is_gpu else 2**24) // self.n_total)
+        else:
+            spl = check.integer("steps_per_launch", steps_per_launch, 1)
 
-        # sample points (steps from now) and launches
-        marks = list(range(M, n_steps + 1, M))
-        if (obs or hist or n_record) and (not marks or marks[-1] != n_steps):
-            marks.append(n_steps)
-        if not (obs or hist or n_record):
-            marks = []
-        default_spl = max(1, (2**28 if self.device.facts.is_gpu else 2**24) // self.n_total)
-        spl = default_spl if steps_per_launch is None else check.integer("steps_per_launch", steps_per_launch, 1)
+        # samples (in steps from now): every M steps and at the end, if anything is recorded
+        marks = []
+        if obs or hist or n_record:
+            marks = list(range(M, n_steps + 1, M))
+            if not marks or marks[-1] != n_steps:
+                marks.append(n_steps)
         launches, done = [], 0          # (steps, sample slot or -1)
         for stop in sorted(set(marks) | {n_steps}):
             while done < stop:
@@ -521,8 +502,8 @@ class Ensemble:
                 if observe and obs:
                     wgf = _wg_size(dev.facts, 64)
                     prg.sde_moments(q, (self.n_grid * len(obs) * wgf,), (wgf,), partials.data,
-                                        np.uint32(self._groups_per_grid), np.uint32(len(obs)),
-                                        np.uint32(self.n_grid), np.uint32(slot), moments.data)
+                                    np.uint32(self._groups_per_grid), np.uint32(len(obs)),
+                                    np.uint32(self.n_grid), np.uint32(slot), moments.data)
                 if observe and hist:
                     since_flush += 1
                     if since_flush == flush_every:
@@ -554,6 +535,31 @@ class Ensemble:
             for j, v in enumerate(self.model.variables):
                 paths[v] = r[..., j].astype(np.float64).reshape(shp + (n_record,))
         return RunResult(times, mean, var, self.n_paths, self.grid_shape, hists, edges, paths)
+
+    def _recording(self, observables, histograms):
+        """Checked and rendered observables and histograms of a run."""
+        obs_names = list(self.model.variables) if observables is None else observables
+        if isinstance(obs_names, str) or not hasattr(obs_names, "__iter__"):
+            raise TypeError(f"observables must be a list of expressions, got {observables!r}")
+        obs_names = list(obs_names)
+        real = "double" if self.dtype == "float64" else "float"
+        rename = {("unwrap", v): f"sde_uw_{self.model.variables.index(v)}" for v in self.model.periodic}
+        obs = [_expr.render(self.model.check_observable(o), real, rename) for o in obs_names]
+        histograms = {} if histograms is None else histograms
+        if not isinstance(histograms, Mapping):
+            raise TypeError("histograms must be a mapping {expression: (bins, low, high)}")
+        hist, hist_range = [], []
+        for h, spec in histograms.items():
+            if not (isinstance(spec, (tuple, list)) and len(spec) == 3):
+                raise ValueError(f"histograms[{h!r}] must be (bins, low, high), got {spec!r}")
+            bins = check.integer(f"histograms[{h!r}] bins", spec[0], 1, MAX_HIST_BINS)
+            lo = check.real(f"histograms[{h!r}] low", spec[1])
+            hi = check.real(f"histograms[{h!r}] high", spec[2])
+            if hi <= lo:
+                raise ValueError(f"histograms[{h!r}]: low must be < high, got {lo}, {hi}")
+            hist.append((_expr.render(self.model.check_observable(h), real, rename), bins))
+            hist_range += [lo, hi]
+        return obs_names, obs, list(histograms), hist, hist_range
 
     def _steps_for(self, t_end, steps):
         if (t_end is None) == (steps is None):
