@@ -11,7 +11,8 @@ Figures:
 * Josephson (clphys.sde.models.JOSEPHSON, the 2010 paper's parameters,
   dt = 0.01 * 2 pi / omega): steps/s = paths x steps / time, for 2^16..2^22
   paths, with and without fast_math; at the largest size also work-group
-  sizes x steps per launch, xorshift32, Euler and float64.
+  sizes x steps per launch, xorshift32, Euler, float64, cospi(2x) for
+  cos(2 pi x), and the drive inline instead of a carried forcing.
 * Kuramoto mean-field (K/N coupling, SRK2): oscillator-steps/s at N = 2^24,
   per work-group size.
 * Kuramoto all-pairs: pair interactions/s = N^2 x coupling evaluations
@@ -92,9 +93,18 @@ class Bench:
 # the same model with cospi(2x) for cos(2 pi x): exact range reduction, may be cheaper
 JOSEPHSON_COSPI = Model(
     variables=["x", "v"],
-    drift={"x": "v", "v": "-gamma*v - 2*M_PI_F*cospi(2*x) + a*cos(omega*t) + f"},
+    drift={"x": "v", "v": "-gamma*v - 2*M_PI_F*cospi(2*x) + drive + f"},
     noise={"v": "sqrt(2*gamma*kT)"}, parameters=["gamma", "a", "omega", "f", "kT"],
+    forcing={"drive": "a*cos(omega*t)"},
     periodic={"x": 1.0}, drive_period="2*M_PI/omega", name="josephson_cospi")
+
+
+# the drive written inline: two cos(omega t) per SRK2 step instead of one carried forcing
+JOSEPHSON_INLINE = Model(
+    variables=["x", "v"],
+    drift={"x": "v", "v": "-gamma*v - 2*M_PI_F*cos(2*M_PI_F*x) + a*cos(omega*t) + f"},
+    noise={"v": "sqrt(2*gamma*kT)"}, parameters=["gamma", "a", "omega", "f", "kT"],
+    periodic={"x": 1.0}, drive_period="2*M_PI/omega", name="josephson_inline")
 
 
 def josephson_rate(b, n, fast, wg=None, spl=None, rng="philox", dtype="float32", scheme="srk2",
@@ -126,7 +136,9 @@ def bench_josephson(b):
                        f"steps_per_launch={spl or 'auto'}")
     for label, kw in (("xorshift32", dict(rng="xorshift32")), ("euler", dict(scheme="euler")),
                       ("float64", dict(dtype="float64")), ("cospi(2x) model", dict(model=JOSEPHSON_COSPI)),
-                      ("cospi(2x) model fast_math", dict(model=JOSEPHSON_COSPI, fast=True))):
+                      ("cospi(2x) model fast_math", dict(model=JOSEPHSON_COSPI, fast=True)),
+                      ("inline drive", dict(model=JOSEPHSON_INLINE)),
+                      ("inline drive fast_math", dict(model=JOSEPHSON_INLINE, fast=True))):
         if label == "float64" and not b.dev.facts.fp64:
             continue
         fast = kw.pop("fast", False)

@@ -54,6 +54,27 @@ def test_device_matches_numpy_twin(device, rng, scheme):
     assert ens.t == pytest.approx(13 * dt)
 
 
+def test_forcing_equals_inline_time_dependence(device):
+    """A forcing is evaluated once per step and carried over; the result is
+    the same as writing the time dependence into the drift."""
+    forced = Model(["x", "v"], {"x": "v", "v": "-gamma*v - sin(x) + F"}, {"v": "s"},
+                   ["gamma", "s", "a", "w"], forcing={"F": "a*cos(w*t)"}, drive_period="2*M_PI/w")
+    inline = Model(["x", "v"], {"x": "v", "v": "-gamma*v - sin(x) + a*cos(w*t)"}, {"v": "s"},
+                   ["gamma", "s", "a", "w"], drive_period="2*M_PI/w")
+    out = []
+    for m in (forced, inline):
+        for scheme in ("srk2", "euler"):
+            ens = Ensemble(m, 16, {"gamma": 0.5, "s": 0.3, "a": [0.7, 1.5], "w": 2.0}, 0.05,
+                           scheme=scheme, seed=2, device=device)
+            ens.run(steps=30, observables=[], steps_per_launch=7)
+            out.append(ens.values()["x"])
+    assert np.allclose(out[0], out[2], atol=1e-6) and np.allclose(out[1], out[3], atol=1e-6)
+    assert not np.allclose(out[0], out[1], atol=1e-3)       # the schemes do differ
+    ens = Ensemble(forced, 4, {"gamma": 0.5, "s": 0.3, "a": 0.7, "w": 2.0}, 0.05, device=device)
+    r = ens.run(steps=10, observables=["F", "a*cos(w*t)"])
+    assert r.mean["F"] == pytest.approx(r.mean["a*cos(w*t)"]) and r.mean["F"][0] == pytest.approx(0.7 * np.cos(1.0))
+
+
 def test_integrate_reference_runs():
     """The NumPy integrator used by the benchmark: Euler on dv = -v dt is (1 - dt)^n."""
     x = integrate(lambda x, t: -x, np.ones((1, 3)), np.zeros((1, 1)), 0.1, 10,

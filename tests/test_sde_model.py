@@ -23,8 +23,10 @@ def test_builtin_models_describe_themselves():
     assert m.periodic == {"x": 1.0}
     assert m.drive_periods({"omega": np.array([2 * np.pi, np.pi])}) == pytest.approx([1.0, 2.0])
     assert models.BROWNIAN.drive_periods({"D": 1.0}) is None
+    assert m.forcing == {"drive": "a*cos(omega*t)"}
     assert m == Model(["x", "v"], dict(zip(("x", "v"), m.drift)), {"v": "sqrt(2*gamma*kT)"},
-                      m.parameters, periodic={"x": 1.0}, drive_period="2*M_PI/omega")
+                      m.parameters, periodic={"x": 1.0}, drive_period="2*M_PI/omega",
+                      forcing={"drive": "a*cos(omega*t)"})
     assert hash(m) != hash(models.FREE_PARTICLE) and len(m.tag) == 8
 
 
@@ -93,6 +95,10 @@ def test_expressions_accept_c_arithmetic():
     (dict(drive_period="x"), "unknown name 'x'"),
     (dict(drive_period=math.nan), "not finite"),
     (dict(name=""), "non-empty"),
+    (dict(forcing={"F": "x"}), "unknown name 'x'"),
+    (dict(forcing={"c": "t"}), "already a variable or parameter"),
+    (dict(forcing={"cos": "t"}), "reserved"),
+    (dict(forcing="t"), "mapping"),
 ])
 def test_bad_models(kwargs, what):
     base = dict(variables=["x"], drift={"x": "-c*x"}, parameters=["c"])

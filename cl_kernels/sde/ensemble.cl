@@ -6,7 +6,7 @@
 ##
 ## params:
 ##   real       "float" | "double" (real_t)
-##   model      Model.render_spec(real): vars, drift, noise, n_sources, periodic, has_period
+##   model      Model.render_spec(real): vars, drift, forcing, noise, n_sources, periodic, has_period
 ##   gparams    parameters read per grid point from gpar[k * n_grid + g]
 ##   sparams    parameters passed as kernel scalars sde_p_<name>
 ##   scheme     "srk2" (Heun, same Gaussian in both stages) | "euler"
@@ -47,6 +47,18 @@ ${normal.uniform_normal(P)}
 ${xorshift.xorshift32(P)}
 % endif
 
+## The forcings at time `tv` into `dst`<k>.
+<%def name="forcing_block(dst, tv)">
+% if model["forcing"]:
+        {
+            const real_t t = ${tv};
+%   for k, (name, e) in enumerate(model["forcing"]):
+            ${dst}${k} = (real_t)${e};
+%   endfor
+        }
+% endif
+</%def>
+
 ## Chan et al.'s pairwise update of (count, mean, sum of squared deviations):
 ## no cancellation even when the mean is large against the spread.
 <%
@@ -59,11 +71,14 @@ ${red.wg_reduce(P + "adv_", MOM, wg, chan)}
 ${red.wg_reduce(P + "fin_", MOM, wgf, chan)}
 
 ## The drift of every variable at the state held in registers `src`<v>, time `tv`,
-## into `dst`<v>; user names live only inside the block.
-<%def name="drift_block(src, dst, tv)">
+## forcings `fv`<k>, into `dst`<v>; user names live only inside the block.
+<%def name="drift_block(src, dst, tv, fv)">
         {
 % for k, v in enumerate(model["vars"]):
             const real_t ${v} = ${src}${k};
+% endfor
+% for k, (name, e) in enumerate(model["forcing"]):
+            const real_t ${name} = ${fv}${k};
 % endfor
             const real_t t = ${tv};
 % for k, d in enumerate(model["drift"]):
@@ -166,6 +181,11 @@ void sde_advance(__global real_t *sde_state, __global int *sde_laps,
         uint sde_xs = sde_xs_state[sde_i];
         float sde_spare = sde_xs_spare[sde_i];
 % endif
+        // forcings are evaluated once per time: at t1 for the corrector, then carried to the next step
+% for k in range(len(model["forcing"])):
+        real_t sde_f${k}, sde_g${k};
+% endfor
+${forcing_block("sde_f", "sde_t")}
         for (uint sde_n = 0; sde_n < sde_n_steps; ++sde_n) {
 % for s in range(ns):
             real_t sde_z${s};
@@ -178,11 +198,12 @@ void sde_advance(__global real_t *sde_state, __global int *sde_laps,
 % for k in range(nv):
             real_t sde_a${k};
 % endfor
-${drift_block("sde_x", "sde_a", "sde_t")}
+${drift_block("sde_x", "sde_a", "sde_t", "sde_f")}
             real_t sde_t1 = sde_t + sde_dt;
 % if model["has_period"]:
             if (sde_t1 >= sde_T) sde_t1 -= sde_T;
 % endif
+${forcing_block("sde_g", "sde_t1")}
 % if scheme == "euler":
 %   for k in range(nv):
             sde_x${k} += sde_a${k} * sde_dt + sde_w${k};
@@ -192,12 +213,15 @@ ${drift_block("sde_x", "sde_a", "sde_t")}
             const real_t sde_y${k} = sde_x${k} + sde_a${k} * sde_dt + sde_w${k};
             real_t sde_c${k};
 %   endfor
-${drift_block("sde_y", "sde_c", "sde_t1")}
+${drift_block("sde_y", "sde_c", "sde_t1", "sde_g")}
 %   for k in range(nv):
             sde_x${k} += (real_t)0.5 * sde_dt * (sde_a${k} + sde_c${k}) + sde_w${k};
 %   endfor
 % endif
             sde_t = sde_t1;
+% for k in range(len(model["forcing"])):
+            sde_f${k} = sde_g${k};
+% endfor
 % for vi, L in model["periodic"]:
             {   // keep x in [0, L), count the laps
                 const real_t sde_q = floor(sde_x${vi} * (real_t)${repr(1.0 / L)});
@@ -230,6 +254,9 @@ ${drift_block("sde_y", "sde_c", "sde_t1")}
             const real_t ${v} = sde_x${k};
 %   endfor
             const real_t t = sde_t;
+%   for k, (name, e) in enumerate(model["forcing"]):
+            const real_t ${name} = (real_t)${e};
+%   endfor
 %   for vi, L in model["periodic"]:
             const acc_t sde_uw_${vi} = (acc_t)sde_lap${vi} * (acc_t)${repr(L)} + (acc_t)sde_x${vi};
 %   endfor

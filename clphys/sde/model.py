@@ -40,6 +40,11 @@ class Model:
         ``{variable: period}`` (or a list of variables, period 1): the kernel
         keeps the variable in [0, period) and counts the laps, so
         ``unwrap(x)`` in observables is the displacement.
+    forcing
+        ``{name: expression}`` of the parameters and ``t`` only (a
+        time-dependent force), usable by name in the drift and observables.
+        SRK2 needs the drift at t and t + dt; the kernel evaluates each forcing
+        once per step and carries it to the next step instead of twice.
     drive_period
         expression of the parameters (evaluated on the host, real division)
         giving the period of the explicit time dependence; time is then kept
@@ -57,7 +62,7 @@ class Model:
     """
 
     def __init__(self, variables, drift, noise=None, parameters=(), periodic=None,
-                 drive_period=None, name="model"):
+                 drive_period=None, forcing=None, name="model"):
         if isinstance(variables, str) or not hasattr(variables, "__iter__"):
             raise TypeError(f"variables must be a list of names, got {variables!r}")
         self.variables = tuple(_expr.check_name("variable", v) for v in variables)
@@ -77,9 +82,21 @@ class Model:
             raise ValueError(f"name must be a non-empty string, got {name!r}")
         self.name = name
 
+        pknown = {p: "parameter" for p in self.parameters}
+        forcing = {} if forcing is None else forcing
+        if not isinstance(forcing, Mapping):
+            raise TypeError(f"forcing must be a mapping {{name: expression}}, got {type(forcing).__name__}")
+        self.forcing = {}
+        for fname, text in forcing.items():
+            _expr.check_name("forcing", fname)
+            if fname in self.variables or fname in self.parameters:
+                raise ValueError(f"forcing name {fname!r} is already a variable or parameter")
+            self.forcing[fname] = _expr.as_text(f"forcing {fname!r}", text)
+        self._forcing_toks = tuple(_expr.check(f"forcing {k!r}", v, pknown)
+                                   for k, v in self.forcing.items())
         known = {v: "variable" for v in self.variables}
         known.update({p: "parameter" for p in self.parameters})
-        pknown = {p: "parameter" for p in self.parameters}
+        known.update({f: "forcing" for f in self.forcing})
 
         if not isinstance(drift, Mapping):
             raise TypeError(f"drift must be a mapping {{variable: expression}}, got {type(drift).__name__}")
@@ -139,7 +156,7 @@ class Model:
 
     # ---------------------------------------------------------------- helpers
     def _key(self):
-        return (self.variables, self.drift, self.parameters,
+        return (self.variables, self.drift, self.parameters, tuple(self.forcing.items()),
                 tuple((vi, si, " ".join(t for _, t in toks)) for vi, si, toks in self._noise),
                 self.noise_sources, tuple(self.periodic.items()), self.drive_period)
 
@@ -164,6 +181,7 @@ class Model:
         unwrap(periodic variable))."""
         known = {v: "variable" for v in self.variables}
         known.update({p: "parameter" for p in self.parameters})
+        known.update({f: "forcing" for f in self.forcing})
         return _expr.check(f"observable {text!r}", text, known, unwrap=tuple(self.periodic))
 
     def drive_periods(self, values: dict):
@@ -178,6 +196,7 @@ class Model:
         return {
             "vars": list(self.variables),
             "drift": [_expr.render(t, real) for t in self._drift_toks],
+            "forcing": [(k, _expr.render(t, real)) for k, t in zip(self.forcing, self._forcing_toks)],
             "noise": [(vi, si, _expr.render(t, real)) for vi, si, t in self._noise],
             "n_sources": len(self.noise_sources),
             "periodic": [(self.variables.index(v), L) for v, L in self.periodic.items()],

@@ -12,8 +12,9 @@ JOSEPHSON
     the Stewart-McCumber model of a Josephson junction (Brownian particle in
     a rocked, tilted washboard): x'' + gamma x' = -V'(x) + a cos(omega t) + f
     + sqrt(2 gamma kT) xi(t), V(x) = sin(2 pi x), so V'(x) = 2 pi cos(2 pi x);
-    x periodic (period 1), time kept modulo 2 pi / omega; parameters gamma,
-    a, omega, f, kT. (Januszewski and Kostur, Comput. Phys. Commun. 181, 183
+    x periodic (period 1), time kept modulo 2 pi / omega; the drive
+    a cos(omega t) is a forcing (one cos per step); parameters gamma, a,
+    omega, f, kT. (Januszewski and Kostur, Comput. Phys. Commun. 181, 183
     (2010); Machura et al., Phys. Rev. Lett. 98, 040601 (2007).)
 
 The Kuramoto model has kernels of its own: :func:`clphys.sde.kuramoto`.
@@ -38,7 +39,8 @@ OVERDAMPED_WASHBOARD = Model(
 
 JOSEPHSON = Model(
     variables=["x", "v"],
-    drift={"x": "v", "v": "-gamma*v - 2*M_PI_F*cos(2*M_PI_F*x) + a*cos(omega*t) + f"},
+    drift={"x": "v", "v": "-gamma*v - 2*M_PI_F*cos(2*M_PI_F*x) + drive + f"},
     noise={"v": "sqrt(2*gamma*kT)"},
     parameters=["gamma", "a", "omega", "f", "kT"],
+    forcing={"drive": "a*cos(omega*t)"},
     periodic={"x": 1.0}, drive_period="2*M_PI/omega", name="josephson")
