@@ -1,0 +1,173 @@
+"""``clphys sde ...``: the Josephson junction and the Kuramoto model from the
+command line.
+
+    clphys sde josephson --a 4.0:4.4:100 --paths 1024 --periods 2000 --plot v_of_a.png
+    clphys sde kuramoto --n 65536 --coupling 4 --noise 1 --plot r.png
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+
+def parse_values(text: str):
+    """'4.2' -> 4.2; 'lo:hi:n' -> n points from lo to hi; 'a,b,c' -> an array."""
+    try:
+        if ":" in text:
+            parts = text.split(":")
+            if len(parts) != 3:
+                raise ValueError
+            lo, hi, n = float(parts[0]), float(parts[1]), int(parts[2])
+            if n < 1:
+                raise ValueError
+            return np.linspace(lo, hi, n)
+        if "," in text:
+            return np.array([float(v) for v in text.split(",")])
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected a number, LOW:HIGH:COUNT or a comma-separated list") from None
+
+
+def add_parsers(sub):
+    p = sub.add_parser("sde", help="stochastic differential equations (Josephson junction, Kuramoto)",
+                       description="Ensembles of stochastic differential equations on the device.")
+    p.set_defaults(func=lambda args: p.print_help() or 2)
+    models = p.add_subparsers(dest="sde_model", metavar="MODEL")
+
+    j = models.add_parser("josephson", help="mean velocity of the driven Josephson junction",
+                          description="<<v>> of x'' + gamma x' = -2 pi cos(2 pi x) + a cos(omega t) + f "
+                                      "+ sqrt(2 gamma kT) xi. Values: a number, LOW:HIGH:COUNT or a list.")
+    j.add_argument("--a", type=parse_values, default=4.2, help="drive amplitude (default 4.2)")
+    j.add_argument("--f", type=parse_values, default=0.1, help="bias force (default 0.1)")
+    j.add_argument("--kT", type=parse_values, default=0.001, help="temperature (default 0.001)")
+    j.add_argument("--gamma", type=parse_values, default=0.9, help="friction (default 0.9)")
+    j.add_argument("--omega", type=float, default=4.9, help="drive frequency (default 4.9)")
+    j.add_argument("--paths", type=int, default=1024, help="realizations per grid point (default 1024)")
+    j.add_argument("--periods", type=int, default=2000, help="drive periods simulated (default 2000)")
+    j.add_argument("--transient", type=int, default=None, help="periods discarded (default: a quarter)")
+    j.add_argument("--steps-per-period", type=int, default=100, help="time steps per period (default 100)")
+    j.add_argument("--bins", type=int, default=100, help="bins of the x mod 1 density (default 100)")
+    _common(j)
+    j.set_defaults(func=cmd_josephson)
+
+    k = models.add_parser("kuramoto", help="order parameter r(t) of noisy Kuramoto oscillators",
+                          description="gamma dtheta_i = (omega + (K/N) sum_j sin(theta_j - theta_i)) dt "
+                                      "+ sqrt(2 gamma kT) dW_i")
+    k.add_argument("--n", type=int, default=65536, help="oscillators (default 65536)")
+    k.add_argument("--coupling", type=float, default=4.0, help="K (default 4)")
+    k.add_argument("--noise", type=float, default=1.0, help="kT, the noise temperature (default 1)")
+    k.add_argument("--gamma", type=float, default=1.0, help="friction (default 1)")
+    k.add_argument("--omega", type=float, default=0.0, help="natural frequency of all oscillators (default 0)")
+    k.add_argument("--dt", type=float, default=0.01, help="time step (default 0.01)")
+    k.add_argument("--t-end", type=float, default=20.0, help="time to run to (default 20)")
+    k.add_argument("--sample-every", type=int, default=10, help="steps between samples of r (default 10)")
+    k.add_argument("--kernel", choices=("auto", "mean-field", "all-pairs"), default="auto")
+    _common(k, rng=False)
+    k.set_defaults(func=cmd_kuramoto)
+
+
+def _common(p, rng=True):
+    p.add_argument("--scheme", choices=("srk2", "euler"), default="srk2")
+    if rng:
+        p.add_argument("--rng", choices=("philox", "xorshift32"), default="philox")
+        p.add_argument("--fast-math", action="store_true", help="build with -cl-fast-relaxed-math")
+    p.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default=None, help="device spec (default: CLPHYS_DEVICE or the first GPU)")
+    p.add_argument("--plot", metavar="FILE", default=None, help="write a plot to FILE")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def cmd_josephson(args) -> int:
+    from .junction import josephson
+    res = josephson(args.a, f=args.f, kT=args.kT, gamma=args.gamma, omega=args.omega,
+                    n_paths=args.paths, periods=args.periods, transient=args.transient,
+                    steps_per_period=args.steps_per_period, density_bins=args.bins,
+                    scheme=args.scheme, rng=args.rng, seed=args.seed, dtype=args.dtype,
+                    fast_math=args.fast_math, progress=not args.quiet, device=args.device)
+    names = ["a", "f", "kT", "gamma"]
+    swept = [n for n in names if np.ndim(getattr(args, n)) == 1]
+    print("  ".join(f"{n:>10}" for n in swept + ["<<v>>", "error"]))
+    for idx in np.ndindex(*res.v.shape):
+        vals = [res.grid[n][idx] for n in swept] + [res.v[idx], res.v_err[idx]]
+        print("  ".join(f"{x:10.5g}" for x in vals))
+    if args.plot:
+        _plot_josephson(res, swept, args)
+    return 0
+
+
+def _plot_josephson(res, swept, args):
+    from ..plotting import pyplot
+    plt = pyplot()
+    if len(swept) > 1:
+        raise ValueError("--plot needs at most one swept parameter (a LOW:HIGH:COUNT range)")
+    rows = 2 if res.density is not None else 1
+    fig, axes = plt.subplots(rows, 1, figsize=(6, 3.2 * rows), squeeze=False, sharex=bool(swept))
+    ax = axes[0, 0]
+    title = (f"gamma={args.gamma}, omega={args.omega}, f={args.f}, kT={args.kT}, "
+             f"{res.n_paths} paths, {res.periods} periods")
+    if swept:
+        x = res.grid[swept[0]]
+        ax.errorbar(x, res.v, yerr=res.v_err, fmt=".-", ms=3, lw=0.8)
+        ax.axhline(0.0, color="0.6", lw=0.5)
+        ax.set_ylabel(r"$\langle\langle v\rangle\rangle$")
+        if rows == 2:
+            d = axes[1, 0]
+            half = 0.5 * (x[-1] - x[0]) / max(len(x) - 1, 1)
+            d.imshow(res.density.T, origin="lower", aspect="auto", cmap="magma",
+                     extent=(x[0] - half, x[-1] + half, res.edges[0], res.edges[-1]))
+            d.set_ylabel("x mod 1 (at t = nT)")
+        axes[-1, 0].set_xlabel(swept[0])
+    else:
+        ax.set_title(f"<<v>> = {float(res.v):.5g} ± {float(res.v_err):.2g}", fontsize=9)
+        if res.density is not None:
+            mid = 0.5 * (res.edges[1:] + res.edges[:-1])
+            ax.plot(mid, res.density)
+            ax.set_xlabel("x mod 1 (at t = nT)")
+            ax.set_ylabel("density")
+    fig.suptitle(title, fontsize=8)
+    fig.tight_layout()
+    fig.savefig(args.plot, dpi=120)
+    plt.close(fig)
+    print(f"wrote {args.plot}")
+
+
+def cmd_kuramoto(args) -> int:
+    from ..exact import kuramoto_order_parameter
+    from .oscillators import kuramoto
+    res = kuramoto(args.n, args.coupling, kT=args.noise, gamma=args.gamma, omega=args.omega,
+                   t_end=args.t_end, dt=args.dt, sample_every=args.sample_every, kernel=args.kernel,
+                   scheme=args.scheme, seed=args.seed, dtype=args.dtype,
+                   progress=not args.quiet, device=args.device)
+    late = res.r[len(res.r) // 2:]
+    exact = None
+    if args.noise > 0:
+        # identical oscillators: the frame rotating at omega gives the omega = 0 problem, with
+        # K and kT both divided by gamma (only K/kT matters for r)
+        exact = float(kuramoto_order_parameter(args.coupling, args.noise))
+    print(f"N = {args.n}, K = {args.coupling}, kT = {args.noise}, gamma = {args.gamma}, "
+          f"kernel = {res.kernel}")
+    for t, r in zip(res.times[::max(1, len(res.times) // 10)], res.r[::max(1, len(res.r) // 10)]):
+        print(f"  t = {t:9.4g}   r = {r:.5f}")
+    print(f"<r> over the second half: {late.mean():.5f} ± {late.std() / np.sqrt(len(late)):.1g} "
+          f"(naive error); N -> inf: {exact if exact is None else round(exact, 5)}")
+    if args.plot:
+        from ..plotting import pyplot
+        plt = pyplot()
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        ax.plot(res.times, res.r, lw=0.8, label="simulation")
+        if exact is not None:
+            ax.axhline(exact, color="k", ls="--", lw=0.8, label=r"$N\to\infty$")
+        ax.set_xlabel("t")
+        ax.set_ylabel("r")
+        ax.set_ylim(0, 1)
+        ax.set_title(f"N={args.n}, K={args.coupling}, kT={args.noise}", fontsize=9)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(args.plot, dpi=120)
+        plt.close(fig)
+        print(f"wrote {args.plot}")
+    return 0

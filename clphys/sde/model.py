@@ -1,0 +1,204 @@
+"""A stochastic differential equation with additive noise, described by data:
+
+    dX_v = a_v(X, t; p) dt + sum_s b_{v,s}(p) dW_s
+
+for state variables v, drift expressions a_v in OpenCL C, independent Wiener
+processes W_s (noise sources) and noise strengths b_{v,s} that depend on the
+parameters p only (additive noise).  The ensemble kernels are generated from
+it; see :class:`clphys.sde.Ensemble`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping
+
+from . import expr as _expr
+
+__all__ = ["Model"]
+
+
+class Model:
+    """A declarative SDE model.
+
+    variables
+        names of the state variables, e.g. ``["x", "v"]``.
+    drift
+        ``{variable: expression}`` in OpenCL C using variables, parameters,
+        ``t``, OpenCL math built-ins and constants (``M_PI_F``...); missing
+        variables have zero drift.
+    noise
+        ``{variable: strength}`` (an independent Wiener process of its own,
+        named like the variable) or ``{variable: {source: strength}}`` where
+        variables naming the same source share it. Strengths are expressions
+        of the parameters only (additive noise).
+    parameters
+        names of the parameters; an :class:`Ensemble` gives each a scalar or
+        an array (a sweep).
+    periodic
+        ``{variable: period}`` (or a list of variables, period 1): the kernel
+        keeps the variable in [0, period) and counts the laps, so
+        ``unwrap(x)`` in observables is the displacement.
+    forcing
+        ``{name: expression}`` of the parameters and ``t`` only (a
+        time-dependent force), usable by name in the drift and observables.
+        SRK2 needs the drift at t and t + dt; the kernel evaluates each forcing
+        once per step and carries it to the next step instead of twice.
+    drive_period
+        expression of the parameters (evaluated on the host, real division)
+        giving the period of the explicit time dependence; time is then kept
+        modulo it, so float32 runs keep resolving dt at t >> dt.
+    name
+        a label for generated sources (``CLPHYS_KEEP_SOURCE``).
+
+    Example (the Stewart-McCumber model of a Josephson junction)::
+
+        Model(variables=["x", "v"],
+              drift={"x": "v", "v": "-gamma*v - 2*M_PI_F*cos(2*M_PI_F*x) + a*cos(omega*t) + f"},
+              noise={"v": "sqrt(2*gamma*kT)"},
+              parameters=["gamma", "a", "omega", "f", "kT"],
+              periodic={"x": 1.0}, drive_period="2*M_PI/omega")
+    """
+
+    def __init__(self, variables, drift, noise=None, parameters=(), periodic=None,
+                 drive_period=None, forcing=None, name="model"):
+        if isinstance(variables, str) or not hasattr(variables, "__iter__"):
+            raise TypeError(f"variables must be a list of names, got {variables!r}")
+        self.variables = tuple(_expr.check_name("variable", v) for v in variables)
+        if not self.variables:
+            raise ValueError("variables must name at least one state variable")
+        if isinstance(parameters, str) or not hasattr(parameters, "__iter__"):
+            raise TypeError(f"parameters must be a list of names, got {parameters!r}")
+        self.parameters = tuple(_expr.check_name("parameter", p) for p in parameters)
+        for what, names in (("variables", self.variables), ("parameters", self.parameters)):
+            dup = sorted({n for n in names if names.count(n) > 1})
+            if dup:
+                raise ValueError(f"{what} contain duplicates: {', '.join(dup)}")
+        both = sorted(set(self.variables) & set(self.parameters))
+        if both:
+            raise ValueError(f"names used as both variable and parameter: {', '.join(both)}")
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"name must be a non-empty string, got {name!r}")
+        self.name = name
+
+        pknown = {p: "parameter" for p in self.parameters}
+        forcing = {} if forcing is None else forcing
+        if not isinstance(forcing, Mapping):
+            raise TypeError(f"forcing must be a mapping {{name: expression}}, got {type(forcing).__name__}")
+        self.forcing = {}
+        for fname, text in forcing.items():
+            _expr.check_name("forcing", fname)
+            if fname in self.variables or fname in self.parameters:
+                raise ValueError(f"forcing name {fname!r} is already a variable or parameter")
+            self.forcing[fname] = _expr.as_text(f"forcing {fname!r}", text)
+        self._forcing_toks = tuple(_expr.check(f"forcing {k!r}", v, pknown)
+                                   for k, v in self.forcing.items())
+        known = {v: "variable" for v in self.variables}
+        known.update({p: "parameter" for p in self.parameters})
+        known.update({f: "forcing" for f in self.forcing})
+
+        if not isinstance(drift, Mapping):
+            raise TypeError(f"drift must be a mapping {{variable: expression}}, got {type(drift).__name__}")
+        self._check_keys("drift", drift)
+        self.drift = tuple(_expr.as_text(f"drift of {v!r}", drift.get(v, "0")) for v in self.variables)
+        self._drift_toks = tuple(_expr.check(f"drift of {v!r}", d, known)
+                                 for v, d in zip(self.variables, self.drift))
+
+        noise = {} if noise is None else noise
+        if not isinstance(noise, Mapping):
+            raise TypeError(f"noise must be a mapping {{variable: strength}}, got {type(noise).__name__}")
+        self._check_keys("noise", noise)
+        sources, entries = [], []
+        for v in self.variables:
+            if v not in noise:
+                continue
+            spec = noise[v]
+            spec = dict(spec) if isinstance(spec, Mapping) else {v: spec}
+            for src, strength in spec.items():
+                _expr.check_name("noise source", src)
+                where = f"noise of {v!r} (source {src!r})"
+                toks = _expr.tokenize(where, strength)
+                for kind, tok in toks:
+                    if kind == "name" and (tok in self.variables or tok == "t"):
+                        raise ValueError(f"{where}: noise must be additive: its strength may depend "
+                                         f"on parameters only, not on {tok!r}")
+                toks = _expr.check(where, strength, pknown, allow_t=False)
+                if src not in sources:
+                    sources.append(src)
+                entries.append((self.variables.index(v), sources.index(src), toks))
+        self.noise_sources = tuple(sources)
+        self._noise = tuple(entries)
+
+        if periodic is None:
+            periodic = {}
+        elif not isinstance(periodic, Mapping):
+            if isinstance(periodic, str):
+                periodic = [periodic]
+            periodic = {v: 1.0 for v in periodic}
+        self._check_keys("periodic", periodic)
+        per = {}
+        for v, L in periodic.items():
+            if isinstance(L, bool) or not isinstance(L, (int, float)) or not math.isfinite(L) or L <= 0:
+                raise ValueError(f"periodic[{v!r}] must be a finite period > 0, got {L!r}")
+            per[v] = float(L)
+        self.periodic = {v: per[v] for v in self.variables if v in per}
+
+        self.drive_period = None if drive_period is None else _expr.as_text("drive_period", drive_period)
+        self._period_toks = None if drive_period is None else _expr.check(
+            "drive_period", drive_period, pknown, allow_t=False)
+
+    def _check_keys(self, what, mapping):
+        bad = [k for k in mapping if k not in self.variables]
+        if bad:
+            raise ValueError(f"{what} names unknown variable(s) {', '.join(map(repr, bad))}; "
+                             f"variables are {', '.join(self.variables)}")
+
+    # ---------------------------------------------------------------- helpers
+    def _key(self):
+        return (self.variables, self.drift, self.parameters, tuple(self.forcing.items()),
+                tuple((vi, si, " ".join(t for _, t in toks)) for vi, si, toks in self._noise),
+                self.noise_sources, tuple(self.periodic.items()), self.drive_period)
+
+    def __eq__(self, other):
+        return isinstance(other, Model) and self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def __repr__(self):
+        return (f"Model(name={self.name!r}, variables={list(self.variables)}, "
+                f"parameters={list(self.parameters)}, noise sources={list(self.noise_sources)}, "
+                f"periodic={self.periodic}, drive_period={self.drive_period!r})")
+
+    @property
+    def tag(self) -> str:
+        """A short hash of the model: part of helper names in the kernels."""
+        return hashlib.sha1(repr(self._key()).encode()).hexdigest()[:8]
+
+    def check_observable(self, text) -> list:
+        """Tokens of an observable expression (variables, parameters, t,
+        unwrap(periodic variable))."""
+        known = {v: "variable" for v in self.variables}
+        known.update({p: "parameter" for p in self.parameters})
+        known.update({f: "forcing" for f in self.forcing})
+        return _expr.check(f"observable {text!r}", text, known, unwrap=tuple(self.periodic))
+
+    def drive_periods(self, values: dict):
+        """The drive period for parameter values (NumPy arrays broadcast
+        together), or None when the model has none."""
+        if self._period_toks is None:
+            return None
+        return _expr.host_eval("drive_period", self._period_toks, values)
+
+    def render_spec(self, real: str) -> dict:
+        """What the kernel templates need: the rendered drift and noise."""
+        return {
+            "vars": list(self.variables),
+            "drift": [_expr.render(t, real) for t in self._drift_toks],
+            "forcing": [(k, _expr.render(t, real)) for k, t in zip(self.forcing, self._forcing_toks)],
+            "noise": [(vi, si, _expr.render(t, real)) for vi, si, t in self._noise],
+            "n_sources": len(self.noise_sources),
+            "periodic": [(self.variables.index(v), L) for v, L in self.periodic.items()],
+            "has_period": self.drive_period is not None,
+        }

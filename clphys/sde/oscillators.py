@@ -1,0 +1,311 @@
+"""The noisy Kuramoto model on the device:
+
+    gamma dtheta_i = (omega_i + sum_j K_ij sin(theta_j - theta_i)) dt + sqrt(2 gamma kT) dW_i,
+
+with the order parameter r e^{i psi} = (1/N) sum_j e^{i theta_j}.
+
+Kernels (cl_kernels/sde/kuramoto.cl):
+
+* ``"mean-field"`` for constant coupling K_ij = K/N: the coupling is
+  K r sin(psi - theta_i), from on-device sums of sin and cos of the phases
+  (O(N) per step);
+* ``"all-pairs"`` for a coupling matrix K_ij (or K/N computed pair by pair):
+  tiles of (sin theta_j, cos theta_j) in local memory, two FMAs per pair
+  (O(N^2) per step).
+
+Every step depends on all phases of the previous one, so each stage is a
+launch: SRK2 (Heun with the same Gaussian in both stages) needs the
+coupling twice per step. Oscillator i at step n uses component i % 4 of the
+Box-Muller pairs of philox((i // 4, n, n >> 32, 2), key(seed)) in every
+kernel, so mean-field and all-pairs runs with one seed see the same noise.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.array as cla
+
+from .. import _validate as check
+from ..progress import Progress
+from ..rng import seed_key
+from ..runtime import resolve_device
+from ..runtime import work_group_size as _wg_size
+from .ensemble import DTYPES, SCHEMES, check_memory, zeros
+
+__all__ = ["Kuramoto", "KuramotoResult", "kuramoto", "KERNELS"]
+
+KERNELS = ("auto", "mean-field", "all-pairs")
+
+
+@dataclass(frozen=True)
+class KuramotoResult:
+    """times (n_samples,), order parameter r and phase psi at those times
+    (the first sample is the start of the run), final phases theta (N,) in
+    [0, 2 pi)."""
+    times: np.ndarray
+    r: np.ndarray
+    psi: np.ndarray
+    theta: np.ndarray
+    kernel: str
+
+
+class Kuramoto:
+    """N coupled phase oscillators with noise (module doc).
+
+    coupling
+        K (a real number: K_ij = K/N) or an (N, N) matrix K_ij.
+    kT, gamma
+        noise temperature (>= 0; D = kT/gamma is the phase diffusion constant
+        of a free oscillator) and friction (> 0).
+    omega
+        natural frequencies: a real number or an (N,) array.
+    kernel
+        ``"auto"`` (mean-field for a scalar K, all-pairs for a matrix),
+        ``"mean-field"`` or ``"all-pairs"``.
+    initial
+        ``"uniform"`` (independent uniform phases from `seed`), ``"sync"``
+        (all zero) or an (N,) array.
+    work_group_size, slices
+        tuning: oscillators per work group (the all-pairs tile length) and
+        the number of slices the all-pairs j range is split into.
+    """
+
+    def __init__(self, n, coupling, *, kT=1.0, gamma=1.0, omega=0.0, dt=0.01, kernel="auto",
+                 scheme="srk2", seed=0, dtype="float32", initial="uniform", work_group_size=None,
+                 slices=None, device=None):
+        self.n = n = check.integer("n", n, 1, 2**31 - 1)
+        K = np.asarray(coupling, dtype=float) if not isinstance(coupling, (bool, str)) else None
+        if K is None or K.ndim not in (0, 2) or (K.ndim == 2 and K.shape != (n, n)):
+            raise ValueError(f"coupling must be a real number K (K_ij = K/N) or an ({n}, {n}) "
+                             f"matrix, got {coupling!r}" if K is None or K.ndim != 2 else
+                             f"coupling matrix must have shape ({n}, {n}), got {K.shape}")
+        check.finite_array("coupling", K)
+        self.kT = check.real("kT", kT, 0.0)
+        self.gamma = check.real("gamma", gamma, 0.0, strict_min=True)
+        om = check.finite_array("omega", omega, dtype=float)
+        if om.ndim not in (0, 1) or (om.ndim == 1 and om.shape != (n,)):
+            raise ValueError(f"omega must be a real number or an array of shape ({n},), got shape {om.shape}")
+        self.dt = check.real("dt", dt, 0.0, strict_min=True)
+        kernel = check.choice("kernel", kernel, KERNELS)
+        if kernel == "auto":
+            kernel = "mean-field" if K.ndim == 0 else "all-pairs"
+        if kernel == "mean-field" and K.ndim == 2:
+            raise ValueError("kernel='mean-field' needs a constant coupling K (a number); "
+                             "use kernel='all-pairs' for a matrix")
+        self.kernel = kernel
+        self.scheme = check.choice("scheme", scheme, SCHEMES)
+        self.seed = check.seed(seed)
+        self.dtype = check.choice("dtype", dtype, DTYPES)
+        if isinstance(initial, str):
+            check.choice("initial", initial, ("uniform", "sync"))
+        else:
+            initial = check.finite_array("initial", initial, dtype=float)
+            if initial.shape != (n,):
+                raise ValueError(f"initial must be 'uniform', 'sync' or an array of shape ({n},), "
+                                 f"got shape {initial.shape}")
+        self.device = dev = resolve_device(device)
+        if self.dtype == "float64" and not dev.facts.fp64:
+            raise ValueError(f"dtype='float64' needs fp64, which {dev.name} lacks; use 'float32'")
+        if work_group_size is None:
+            wg = work_group_size_default(dev.facts, n)
+        else:
+            wg = check.integer("work_group_size", work_group_size, 2, dev.facts.max_work_group)
+            if wg & (wg - 1):
+                raise ValueError(f"work_group_size must be a power of two, got {wg}")
+        self.work_group_size = wg
+        if slices is None:
+            groups = -(-n // wg)
+            want = -(-4 * dev.facts.compute_units // groups) if dev.facts.is_gpu else 1
+            slices = 1 << max(0, min(16, want) - 1).bit_length()
+        self.slices = check.integer("slices", slices, 1, max(1, -(-n // wg)))
+
+        real = np.dtype(self.dtype)
+        self._real = real
+        self._acc = np.dtype(np.float64 if dev.facts.fp64 else np.float32)   # (S, C) pairs: shape (k, 2)
+        pairs = kernel == "all-pairs"
+        self._coupling = "mean-field" if not pairs else ("uniform" if K.ndim == 0 else "matrix")
+        rs = real.itemsize
+        need = {"theta": n * rs, "omega": n * rs if om.ndim else 0}
+        if pairs:
+            need.update({"sin_cos": 2 * n * rs, "field": 2 * self.slices * n * rs, "drift": n * rs})
+            if K.ndim == 2:
+                need["K"] = n * n * rs
+        check_memory(dev, need, f"a Kuramoto system of N = {n}")
+
+        q = dev.queue
+        self._prg = dev.build("sde/kuramoto.cl", options=self._options(), real=self._cl_real,
+                              coupling=self._coupling, omega_array=bool(om.ndim), wg=wg,
+                              wgf=_wg_size(dev.facts, 256))
+        if isinstance(initial, str):
+            th = (np.zeros(n) if initial == "sync" else
+                  np.random.default_rng(self.seed).uniform(0.0, 2 * np.pi, n))
+        else:
+            th = np.mod(initial, 2 * np.pi)
+        self._theta = cla.to_device(q, th.astype(real))
+        self._omega = cla.to_device(q, om.astype(real)) if om.ndim else zeros(q, 1, real)
+        self._omega0 = real.type(0.0 if om.ndim else float(om))
+        self._K = float(K) if K.ndim == 0 else None
+        self._coef = real.type(self._K / n if K.ndim == 0 else 1.0)
+        self._Kt = (cla.to_device(q, np.ascontiguousarray(K.T, dtype=real)) if K.ndim == 2
+                    else zeros(q, 1, real))
+        self._n_upd = -(-(-(-n // 4)) // wg)               # update work groups
+        self._n_sum = min(-(-n // wg), 4 * wg)              # kuramoto_sums work groups
+        self._partials = zeros(q, (max(self._n_upd, self._n_sum), 2), self._acc)
+        self._sums0 = zeros(q, (1, 2), self._acc)
+        self._sums1 = zeros(q, (1, 2), self._acc)
+        self._sc = zeros(q, 2 * n if pairs else 1, real)
+        self._field = zeros(q, 2 * self.slices * n if pairs else 1, real)
+        self._drift = zeros(q, n if pairs else 1, real)
+        self._step = 0
+        self._wgf = _wg_size(dev.facts, 256)
+        k0, k1 = seed_key(self.seed)
+        self._c = {"n": np.uint32(n), "n_sum": np.uint32(self._n_sum), "n_upd": np.uint32(self._n_upd),
+                   "inv_gamma": real.type(1.0 / self.gamma), "dt": real.type(self.dt),
+                   "amp": real.type(math.sqrt(2.0 * self.kT * self.dt / self.gamma)),
+                   "k0": np.uint32(k0), "k1": np.uint32(k1), "slices": np.uint32(self.slices),
+                   "chunk": np.uint32(-(-(-(-n // self.slices)) // wg) * wg)}
+        self._args = {}
+        self._sums_of_theta(self._sums0, None, -1)
+        if pairs:
+            self._prg.kuramoto_sincos(q, (n,), None, self._theta.data, np.uint32(n), self._sc.data)
+
+    @property
+    def _cl_real(self):
+        return "double" if self.dtype == "float64" else "float"
+
+    def _options(self):
+        return [] if self.dtype == "float64" else ["-cl-single-precision-constant"]
+
+    @property
+    def step(self) -> int:
+        return self._step
+
+    @property
+    def t(self) -> float:
+        return self._step * self.dt
+
+    @property
+    def theta(self) -> np.ndarray:
+        """Current phases in [0, 2 pi)."""
+        return np.mod(self._theta.get().astype(np.float64), 2 * np.pi)
+
+    def _launch(self, name, gsize, lsize, *args):
+        """Enqueue kernel `name`; within a run only the arguments that changed
+        since its last launch are set again (a step then costs a few
+        microseconds of host time, not a full argument list per kernel)."""
+        k = getattr(self._prg, name)
+        cur = self._args.get(name)
+        if cur is None:
+            k(self.device.queue, gsize, lsize, *args)      # the first launch sets every argument
+            self._args[name] = list(args)
+            return
+        for i, a in enumerate(args):
+            b = cur[i]
+            if a is not b and not (isinstance(a, np.generic) and type(a) is type(b) and a == b):
+                k.cl_kernel.set_arg(i, a)
+                cur[i] = a
+        cl.enqueue_nd_range_kernel(self.device.queue, k.cl_kernel, gsize, lsize)
+
+    def _sums_of_theta(self, out, history, slot):
+        wg = self.work_group_size
+        self._launch("kuramoto_sums", (self._n_sum * wg,), (wg,), self._theta.data, self._c["n"],
+                     self._partials.data)
+        self._finish(self._c["n_sum"], out, history, slot)
+
+    def _finish(self, groups, out, history, slot):
+        wgf = self._wgf
+        hist = history if history is not None else out
+        self._launch("kuramoto_sums_finish", (wgf,), (wgf,), self._partials.data, groups, out.data,
+                     hist.data, np.int32(slot))
+
+    def _update(self, kind):
+        c, wg = self._c, self.work_group_size
+        self._launch("kuramoto_" + kind, (self._n_upd * wg,), (wg,), self._theta.data,
+                     self._omega.data, c["n"], self._omega0, c["inv_gamma"], self._coef, c["dt"],
+                     c["amp"], np.uint64(self._step), c["k0"], c["k1"], self._sums0.data,
+                     self._sums1.data, self._field.data, c["slices"], self._sc.data,
+                     self._drift.data, self._partials.data)
+
+    def _pairs(self):
+        wg, n = self.work_group_size, self.n
+        self._launch("kuramoto_pairs", (-(-n // wg) * wg, self.slices), (wg, 1), self._sc.data,
+                     self._Kt.data, self._c["n"], self._c["chunk"], self._field.data)
+
+    def _one_step(self, history, slot):
+        mf = self.kernel == "mean-field"
+        if mf:
+            if self.scheme == "euler":
+                self._update("euler")
+            else:
+                self._update("predict")
+                self._finish(self._c["n_upd"], self._sums1, None, -1)
+                self._update("correct")
+            self._finish(self._c["n_upd"], self._sums0, history, slot)
+        else:
+            self._pairs()
+            if self.scheme == "euler":
+                self._update("euler")
+            else:
+                self._update("predict")
+                self._pairs()
+                self._update("correct")
+            if slot >= 0:
+                self._sums_of_theta(self._sums0, history, slot)
+        self._step += 1
+
+    def run(self, t_end=None, *, steps=None, sample_every=1, progress=None) -> KuramotoResult:
+        """Advance to time `t_end` (or by `steps` steps), recording r and psi
+        at the start and every `sample_every` steps (and at the end)."""
+        if (t_end is None) == (steps is None):
+            raise ValueError("give exactly one of t_end (the time to run to) and steps")
+        if steps is None:
+            t_end = check.real("t_end", t_end)
+            x = (t_end - self.t) / self.dt
+            steps = round(x) if abs(x - round(x)) <= 1e-9 * max(1.0, abs(x)) else math.ceil(x)
+            if steps < 1:
+                raise ValueError(f"t_end must be later than the current time t = {self.t} by at "
+                                 f"least one step dt = {self.dt}, got {t_end}")
+        steps = check.integer("steps", steps, 1)
+        M = check.integer("sample_every", sample_every, 1)
+        marks = list(range(M, steps + 1, M))
+        if not marks or marks[-1] != steps:
+            marks.append(steps)
+        q = self.device.queue
+        history = zeros(q, (len(marks) + 1, 2), self._acc)
+        self._args = {}          # another instance may have set the shared kernels' arguments
+        self._sums_of_theta(self._sums0, history, 0)
+        start = self._step
+        slot_of = {m: k + 1 for k, m in enumerate(marks)}
+        with Progress(steps, progress, label="kuramoto") as bar:
+            for s in range(1, steps + 1):
+                self._one_step(history, slot_of.get(s, -1))
+                if s % 64 == 0 or s == steps:
+                    bar.update(64 if s % 64 == 0 else s % 64)
+        h = history.get().astype(np.float64) / self.n
+        times = (start + np.array([0] + marks)) * self.dt
+        r = np.hypot(h[:, 0], h[:, 1])
+        psi = np.arctan2(h[:, 0], h[:, 1])
+        return KuramotoResult(times, r, psi, self.theta, self.kernel)
+
+
+def work_group_size_default(facts, n: int) -> int:
+    return max(2, _wg_size(facts, min(256, 1 << max(1, (int(n) - 1).bit_length()))))
+
+
+def kuramoto(n, coupling, *, kT=1.0, gamma=1.0, omega=0.0, t_end=10.0, dt=0.01, sample_every=10,
+             kernel="auto", scheme="srk2", seed=0, dtype="float32", initial="uniform",
+             progress=None, device=None) -> KuramotoResult:
+    """Run N noisy Kuramoto oscillators from t = 0 to t_end and return the
+    order parameter r(t) and phase psi(t) (every `sample_every` steps) and
+    the final phases. See :class:`Kuramoto` for the arguments.
+
+    Example: ``kuramoto(65536, 4.0, kT=1.0).r[-1]`` is close to the N -> inf
+    value clphys.exact.kuramoto_order_parameter(4, 1) = 0.8315 (gamma = 1,
+    identical oscillators)."""
+    sim = Kuramoto(n, coupling, kT=kT, gamma=gamma, omega=omega, dt=dt, kernel=kernel,
+                   scheme=scheme, seed=seed, dtype=dtype, initial=initial, device=device)
+    return sim.run(t_end, sample_every=sample_every, progress=progress)
