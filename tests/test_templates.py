@@ -4,6 +4,7 @@ kernel names."""
 
 import itertools
 import re
+from pathlib import Path
 
 import pytest
 
@@ -28,12 +29,22 @@ RENDER_CASES = {
     "timeseries/acrw.cl": [{}],
 }
 
+# Templates whose parameters come from a domain object (e.g. an SDE model's
+# rendered spec) are rendered, over the same fake facts, by the named test file.
+RENDERED_IN = {
+    "sde/ensemble.cl": "test_sde_model.py",
+    "sde/kuramoto.cl": "test_sde_model.py",
+}
+
 FACTS = [fake_facts(v, fp64) for v, fp64 in itertools.product(("nvidia", "amd", "pocl"), (True, False))]
 
 
 def test_every_template_has_cases():
-    missing = sorted(set(template_names()) - set(RENDER_CASES))
+    missing = sorted(set(template_names()) - set(RENDER_CASES) - set(RENDERED_IN))
     assert not missing, f"add render cases for {missing} to RENDER_CASES"
+    here = Path(__file__).parent
+    for template, test_file in RENDERED_IN.items():
+        assert f'render("{template}"' in (here / test_file).read_text(), (template, test_file)
 
 
 @pytest.mark.parametrize("facts", FACTS, ids=lambda f: f.cache_id)
