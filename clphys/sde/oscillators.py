@@ -117,11 +117,13 @@ class Kuramoto:
             if wg & (wg - 1):
                 raise ValueError(f"work_group_size must be a power of two, got {wg}")
         self.work_group_size = wg
+        groups = -(-n // wg)
         if slices is None:
-            groups = -(-n // wg)
+            # enough slices of the j range to give a GPU ~4 groups per compute unit,
+            # but never more slices than there are groups of j
             want = -(-4 * dev.facts.compute_units // groups) if dev.facts.is_gpu else 1
-            slices = 1 << max(0, min(16, want) - 1).bit_length()
-        self.slices = check.integer("slices", slices, 1, max(1, -(-n // wg)))
+            slices = min(1 << max(0, min(16, want) - 1).bit_length(), groups)
+        self.slices = check.integer("slices", slices, 1, groups)
 
         real = np.dtype(self.dtype)
         self._real = real
