@@ -23,7 +23,7 @@ kernel, so mean-field and all-pairs runs with one seed see the same noise.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyopencl as cl
@@ -49,8 +49,14 @@ class KuramotoResult:
     times: np.ndarray
     r: np.ndarray
     psi: np.ndarray
-    theta: np.ndarray
     kernel: str
+    _theta: object = field(repr=False, compare=False)   # device copy of the final phases
+
+    @property
+    def theta(self) -> np.ndarray:
+        # Downloaded only when asked for: a run of a few steps at N = 2^24
+        # would otherwise spend most of its time copying phases to the host.
+        return np.mod(self._theta.get().astype(np.float64), 2 * np.pi)
 
 
 class Kuramoto:
@@ -291,7 +297,7 @@ class Kuramoto:
         times = (start + np.array([0] + marks)) * self.dt
         r = np.hypot(h[:, 0], h[:, 1])
         psi = np.arctan2(h[:, 0], h[:, 1])
-        return KuramotoResult(times, r, psi, self.theta, self.kernel)
+        return KuramotoResult(times, r, psi, self.kernel, self._theta.copy())
 
 
 def work_group_size_default(facts, n: int) -> int:
