@@ -1,0 +1,347 @@
+## The "blocks" (double red-black) 2D Ising Metropolis kernels; see docs/ising_blocks.md.
+##
+## params: W, H  tile width and height in sites (powers of two, 16..256, W*H/64 items)
+##         rng   "halfbit-lcg" or "philox"
+##
+## Storage, one bit per spin (1 = up), tile-major: tile (rep, ty, tx) is the
+## contiguous word range [((rep*nty + ty)*ntx + tx)*TW, +TW).  Inside a tile
+## the sites are split by colour (x + y) & 1 into two planes; plane p holds, for
+## each tile row r, the W/2 sites x = 2i + ((p + r) & 1), i = 0..W/2-1, as a
+## row of W/2 bits (bit i = site i).  Rows follow each other in the tile's bit
+## string: plane-major, then row, LSB first.  Tile origins are even, so a
+## site's colour in the tile is its colour in the lattice.
+##
+## In local memory a plane row is NWR words of BW valid bits (BW = min(32, W/2)),
+## with a halo row above (local row 0) and below (row H+1) in both planes, and
+## the halo columns as one 0/1 word per row (hl: x = -1, hr: x = W).
+##
+## Work item lid owns plane words q = lid + u*IPG (u < P) of BOTH planes: 32
+## sites of each colour, i.e. 64 sites per inner sweep, one half-bit LCG round.
+## Consecutive items touch consecutive local words (no bank conflicts) and
+## consecutive global words (coalesced loads and stores).
+<%namespace name="lcg" file="/rng/lcg.cl"/>
+<%namespace name="philox" file="/rng/philox.cl"/>
+<%namespace name="red" file="/common/reduce.cl"/>
+<%
+    sides = (16, 32, 64, 128, 256)
+    if W not in sides or H not in sides:
+        raise ValueError("blocks.cl: tile sides must be in %r, got %rx%r" % (sides, W, H))
+    if rng not in ("halfbit-lcg", "philox"):
+        raise ValueError("blocks.cl: rng must be 'halfbit-lcg' or 'philox', got %r" % (rng,))
+    HW = W // 2                      # sites of one colour per tile row
+    BW = min(32, HW)                 # valid bits per local word
+    NWR = max(1, HW // 32)           # local words per plane row
+    P = 32 // BW                     # plane words per item and plane
+    IPG = W * H // 64                # work items per tile
+    TW = W * H // 32                 # global words per tile
+    RPW = 32 // HW if HW < 32 else 0 # plane rows per global word (narrow tiles)
+    PLANE = (H + 2) * NWR            # local words per plane (with halo rows)
+    MASK = "0xFFFFFFFFu" if BW == 32 else "0x%Xu" % ((1 << BW) - 1)
+    SWG = 64                         # work-group size of the finishing reduction
+    if IPG > dev.max_work_group:
+        raise ValueError("blocks.cl: a %dx%d tile needs %d work items, the device allows %d"
+                         % (W, H, IPG, dev.max_work_group))
+    pf = "ib%dx%d_" % (W, H)         # helper names carry the variant (Oclgrind, see HELPER_COMMON)
+%>
+% if rng == "philox":
+${philox.philox4x32_10(pf)}
+% else:
+${lcg.halfbit_lcg(pf)}
+% endif
+${red.wg_reduce(pf + "part_", "long2", IPG, "return a + b;")}
+${red.wg_reduce(pf + "fin_", "long2", SWG, "return a + b;")}
+
+#define TW ${TW}u
+#define IPG ${IPG}u
+#define PLANE ${PLANE}u
+#define NWR ${NWR}u
+#define BW ${BW}u
+#define MASK ${MASK}
+
+// Word j of row `row` (= plane * H + r) of the tile at t, BW bits.
+inline uint ${pf}grow(__global const uint *t, uint row, uint j)
+{
+% if RPW:
+    return (t[row / ${RPW}u] >> ((row % ${RPW}u) * ${HW}u)) & MASK;
+% else:
+    return t[row * NWR + j];
+% endif
+}
+
+// Tile plus one-site halo into local memory (the caller puts a barrier after).
+void ${pf}load(__global const uint *spins, ulong self, ulong up, ulong down, ulong left,
+               ulong right, uint lid, __local uint *pl, __local uint *hl, __local uint *hr)
+{
+    __global const uint *t = spins + self;
+    for (uint g = lid; g < TW; g += IPG) {
+% if RPW:
+        const uint w = t[g];
+%   for v in range(RPW):
+        {
+            const uint row = g * ${RPW}u + ${v}u;
+            pl[(row / ${H}u) * PLANE + row % ${H}u + 1u] = (w >> ${v * HW}u) & MASK;
+        }
+%   endfor
+% else:
+        const uint row = g / NWR;
+        pl[(row / ${H}u) * PLANE + (row % ${H}u + 1u) * NWR + g % NWR] = t[g];
+% endif
+    }
+    for (uint q = lid; q < 2u * NWR; q += IPG) {
+        const uint p = q / NWR, j = q % NWR;
+        pl[p * PLANE + j] = ${pf}grow(spins + up, p * ${H}u + ${H - 1}u, j);
+        pl[p * PLANE + ${H + 1}u * NWR + j] = ${pf}grow(spins + down, p * ${H}u, j);
+    }
+    // Column x = W-1 of the left tile has colour (r+1)&1, index W/2-1; column
+    // x = 0 of the right tile has colour r&1, index 0.
+    for (uint r = lid; r < ${H}u; r += IPG) {
+        hl[r] = (${pf}grow(spins + left, ((r + 1u) & 1u) * ${H}u + r, NWR - 1u) >> (BW - 1u)) & 1u;
+        hr[r] = ${pf}grow(spins + right, (r & 1u) * ${H}u + r, 0u) & 1u;
+    }
+}
+
+// Local memory back into the tile (after a barrier).
+void ${pf}store(__global uint *spins, ulong self, uint lid, __local const uint *pl)
+{
+    __global uint *t = spins + self;
+    for (uint g = lid; g < TW; g += IPG) {
+% if RPW:
+        uint w = 0u;
+%   for v in range(RPW):
+        {
+            const uint row = g * ${RPW}u + ${v}u;
+            w |= pl[(row / ${H}u) * PLANE + row % ${H}u + 1u] << ${v * HW}u;
+        }
+%   endfor
+        t[g] = w;
+% else:
+        const uint row = g / NWR;
+        t[g] = pl[(row / ${H}u) * PLANE + (row % ${H}u + 1u) * NWR + g % NWR];
+% endif
+    }
+}
+
+// Neighbours in plane o (the other colour) of the sites of word j in row r of
+// plane 1-o: *up, *down, *same (index i) and the returned shifted word (index
+// i-1 where the row starts with colour 1-o, i.e. the left neighbours, else
+// index i+1, the right neighbours).  off = (colour + r) & 1.
+inline uint ${pf}nbrs(__local const uint *pl, __local const uint *hl, __local const uint *hr,
+                      uint o, uint r, uint j, uint off, uint *up, uint *down, uint *same)
+{
+    __local const uint *row = pl + o * PLANE + (r + 1u) * NWR;
+    const uint s = row[j];
+    *same = s;
+    *up = (row - NWR)[j];
+    *down = (row + NWR)[j];
+% if NWR > 1:
+    const uint cl = j > 0u ? row[j - 1u] >> (BW - 1u) : hl[r];
+    const uint cr = j < NWR - 1u ? row[j + 1u] & 1u : hr[r];
+% else:
+    const uint cl = hl[r], cr = hr[r];
+% endif
+    return off ? (s >> 1) | (cr << (BW - 1u)) : ((s << 1) & MASK) | cl;
+}
+
+<%def name="tile_coords(colour_expr)">
+    const uint lid = get_local_id(0);
+    const uint per = ${colour_expr};
+    const uint g = get_group_id(0);
+    const uint rep = g / per, h = g % per;
+</%def>
+
+<%def name="tile_offsets()">
+    const uint txl = (tx + ntx - 1u) % ntx, txr = (tx + 1u) % ntx;
+    const uint tyu = (ty + nty - 1u) % nty, tyd = (ty + 1u) % nty;
+    const ulong rowbase = (ulong)rep * nty;
+    const ulong tile = (rowbase + ty) * ntx + tx;
+    const ulong self = tile * TW;
+    __local uint pl[2 * PLANE], hl[${H}], hr[${H}];
+    ${pf}load(spins, self, ((rowbase + tyu) * ntx + tx) * TW, ((rowbase + tyd) * ntx + tx) * TW,
+              ((rowbase + ty) * ntx + txl) * TW, ((rowbase + ty) * ntx + txr) * TW,
+              lid, pl, hl, hr);
+</%def>
+
+## One colour pass c of the inner sweep over the item's P words (unrolled).
+## `draw(m)` is a block of code that sets `const uint rnd` for site m (0..31).
+<%def name="pass_body(c, draw)">
+    {
+        uint flips[${P}];
+% for u in range(P):
+        uint k0_${u}, k1_${u}, k2_${u}, dn_${u};
+        {
+            const uint q = lid + ${u * IPG}u, r = q / NWR, j = q % NWR;
+            uint U, D, S;
+            const uint Sh = ${pf}nbrs(pl, hl, hr, ${1 - c}u, r, j, (${c}u + r) & 1u, &U, &D, &S);
+            const uint w = own${c}_${u};
+            // Aligned neighbours per bit, added bitwise into k2 k1 k0 (0..4).
+            const uint aU = ~(w ^ U), aD = ~(w ^ D), aS = ~(w ^ S), aH = ~(w ^ Sh);
+            const uint s1 = aU ^ aD, c1 = aU & aD, s2 = aS ^ aH, c2 = aS & aH;
+            k0_${u} = s1 ^ s2;
+            k1_${u} = c1 ^ c2 ^ (s1 & s2);
+            k2_${u} = c1 & c2;
+            dn_${u} = ~w;
+            flips[${u}] = 0u;
+        }
+% endfor
+% for m in range(32):
+<% u, b = divmod(m, BW) %>
+        {
+${draw(m)}
+            const uint idx = (((dn_${u} >> ${b}u) & 1u) << 3) | (((k2_${u} >> ${b}u) & 1u) << 2)
+                           | (((k1_${u} >> ${b}u) & 1u) << 1) | ((k0_${u} >> ${b}u) & 1u);
+            flips[${u}] |= (uint)(rnd <= thr[idx]) << ${b}u;
+        }
+% endfor
+% for u in range(P):
+        own${c}_${u} ^= flips[${u}];
+        {
+            const uint q = lid + ${u * IPG}u;
+            pl[${c}u * PLANE + (q / NWR + 1u) * NWR + q % NWR] = own${c}_${u};
+        }
+% endfor
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+</%def>
+
+<%def name="sweep_prologue()">
+    __local uint thr[16];
+    for (uint i = lid; i < 10u; i += IPG) thr[(i / 5u) * 8u + i % 5u] = thresholds[rep * 10u + i];
+    barrier(CLK_LOCAL_MEM_FENCE);
+% for c in range(2):
+%   for u in range(P):
+    uint own${c}_${u} = pl[${c}u * PLANE + ((lid + ${u * IPG}u) / NWR + 1u) * NWR + (lid + ${u * IPG}u) % NWR];
+%   endfor
+% endfor
+</%def>
+
+<%def name="halfbit_draw(c)">
+<%def name="draw(m)">
+%   if m % 16 == 0:
+<% s = 2 * c + m // 16 %>
+%     if m:
+%       if c == 0:
+            xn = y;
+%       endif
+%     endif
+            y = x ^ ${pf}HALFBIT_XOR_${s};
+%   endif
+            const uint rnd = ${pf}halfbit_next(&y);
+</%def>
+${pass_body(c, draw)}
+</%def>
+
+<%def name="philox_draw(c)">
+<%def name="draw(m)">
+<% u, b = divmod(m, BW) %>
+%   if b % 4 == 0:
+            r4_${u}_${b // 4} = ${pf}philox((uint4)(qrow_${u} + ${b // 4}u, (uint)pass_${c}, (uint)(pass_${c} >> 32), rep), key);
+%   endif
+            const uint rnd = r4_${u}_${b // 4}.s${b % 4};
+</%def>
+    {
+% for u in range(P):
+%   for v in range(BW // 4):
+        uint4 r4_${u}_${v};
+%   endfor
+% endfor
+${pass_body(c, draw)}
+    }
+</%def>
+
+% if rng == "halfbit-lcg":
+// Tiles of one colour, `inner` red/black sweeps each.  One half-bit LCG state
+// per work item: round t gives sub-streams 0, 1 to the item's 32 sites of
+// colour 0 (site m = 16 s + i) and 2, 3 to its 32 sites of colour 1.
+__kernel __attribute__((reqd_work_group_size(${IPG}, 1, 1)))
+void ising_blocks_sweep_lcg(__global uint *spins, __global uint *states,
+                            __global const uint *thresholds, const uint ntx, const uint nty,
+                            const uint colour, const uint inner)
+{
+${tile_coords("ntx * nty / 2u")}
+    const uint ty = h / (ntx / 2u), tx = 2u * (h % (ntx / 2u)) + ((ty + colour) & 1u);
+${tile_offsets()}
+${sweep_prologue()}
+    const ulong sidx = tile * IPG + lid;
+    uint x = states[sidx];
+    for (uint t = 0; t < inner; ++t) {
+        uint y, xn = 0u;
+${halfbit_draw(0)}
+${halfbit_draw(1)}
+        x = xn;
+    }
+    states[sidx] = x;
+    ${pf}store(spins, self, lid, pl);
+}
+% else:
+// Tiles of one colour, `inner` red/black sweeps each.  The word of the site
+// with compressed index i (= x / 2) in lattice row y, replica rep, pass
+// n = 2 (t0 + t) + colour of the site, is component i % 4 of
+// philox((y * Lx / 8 + i / 4, n mod 2^32, n / 2^32, rep), seed key).
+__kernel __attribute__((reqd_work_group_size(${IPG}, 1, 1)))
+void ising_blocks_sweep_philox(__global uint *spins, __global const uint *thresholds,
+                               const uint ntx, const uint nty, const uint colour,
+                               const uint inner, const ulong t0, const uint key0, const uint key1)
+{
+${tile_coords("ntx * nty / 2u")}
+    const uint ty = h / (ntx / 2u), tx = 2u * (h % (ntx / 2u)) + ((ty + colour) & 1u);
+${tile_offsets()}
+${sweep_prologue()}
+    const uint2 key = (uint2)(key0, key1);
+    const uint quads = ntx * ${HW // 4}u;
+% for u in range(P):
+    const uint qrow_${u} = (ty * ${H}u + (lid + ${u * IPG}u) / NWR) * quads
+                         + (tx * ${HW}u + ((lid + ${u * IPG}u) % NWR) * BW) / 4u;
+% endfor
+    for (uint t = 0; t < inner; ++t) {
+        const ulong pass_0 = 2ul * (t0 + t), pass_1 = pass_0 + 1ul;
+${philox_draw(0)}
+${philox_draw(1)}
+    }
+    ${pf}store(spins, self, lid, pl);
+}
+% endif
+
+// Per tile: (sum over the tile's sites of s (s_right + s_down), sum of s).
+__kernel __attribute__((reqd_work_group_size(${IPG}, 1, 1)))
+void ising_blocks_sums_partial(__global const uint *spins, const uint ntx, const uint nty,
+                               __global long2 *partial)
+{
+${tile_coords("ntx * nty")}
+    const uint ty = h / ntx, tx = h % ntx;
+${tile_offsets()}
+    barrier(CLK_LOCAL_MEM_FENCE);
+    long2 acc = (long2)(0, 0);
+% for c in range(2):
+%   for u in range(P):
+    {
+        const uint q = lid + ${u * IPG}u, r = q / NWR, j = q % NWR;
+        const uint w = pl[${c}u * PLANE + (r + 1u) * NWR + j];
+        uint U, D, S;
+        const uint off = (${c}u + r) & 1u;
+        const uint Sh = ${pf}nbrs(pl, hl, hr, ${1 - c}u, r, j, off, &U, &D, &S);
+        const uint right = off ? Sh : S;        // x + 1: index i+1 if the row starts with the other colour
+        const int aligned = popcount(~(w ^ right) & MASK) + popcount(~(w ^ D) & MASK);
+        acc += (long2)(2 * aligned - 2 * (int)BW, 2 * (int)popcount(w) - (int)BW);
+    }
+%   endfor
+% endfor
+    __local long2 scratch[${IPG}];
+    acc = ${pf}part_wg_reduce(acc, lid, scratch);
+    if (lid == 0u) partial[g] = acc;
+}
+
+// Per replica: the sum of its tiles' partials into out[2 (first + rep) + {0, 1}].
+__kernel __attribute__((reqd_work_group_size(${SWG}, 1, 1)))
+void ising_blocks_sums_finish(__global const long2 *partial, const uint tiles,
+                              __global long *out, const uint first)
+{
+    const uint lid = get_local_id(0), rep = get_group_id(0);
+    long2 acc = (long2)(0, 0);
+    for (uint i = lid; i < tiles; i += ${SWG}u) acc += partial[(ulong)rep * tiles + i];
+    __local long2 scratch[${SWG}];
+    acc = ${pf}fin_wg_reduce(acc, lid, scratch);
+    if (lid == 0u) {
+        out[2ul * (first + rep)] = acc.x;
+        out[2ul * (first + rep) + 1ul] = acc.y;
+    }
+}
