@@ -41,7 +41,7 @@
     if IPG > dev.max_work_group:
         raise ValueError("blocks.cl: a %dx%d tile needs %d work items, the device allows %d"
                          % (W, H, IPG, dev.max_work_group))
-    pf = "ib%dx%d_" % (W, H)         # helper names carry the variant (Oclgrind, see HELPER_COMMON)
+    pf = "ib%dx%d%s_" % (W, H, rng[0])  # helper names carry the variant: Oclgrind mixes up same-named helpers of two programs
 %>
 % if rng == "philox":
 ${philox.philox4x32_10(pf)}
@@ -92,11 +92,12 @@ void ${pf}load(__global const uint *spins, ulong self, ulong up, ulong down, ulo
         pl[p * PLANE + j] = ${pf}grow(spins + up, p * ${H}u + ${H - 1}u, j);
         pl[p * PLANE + ${H + 1}u * NWR + j] = ${pf}grow(spins + down, p * ${H}u, j);
     }
-    // Column x = W-1 of the left tile has colour (r+1)&1, index W/2-1; column
-    // x = 0 of the right tile has colour r&1, index 0.
+    // Column x = W-1 of the left tile has colour (r+1)&1, index W/2-1 (the top
+    // bit of the last word); column x = 0 of the right tile has colour r&1,
+    // index 0 (bit 0 of word 0).  hl keeps it at bit 0, hr at bit BW-1.
     for (uint r = lid; r < ${H}u; r += IPG) {
         hl[r] = (${pf}grow(spins + left, ((r + 1u) & 1u) * ${H}u + r, NWR - 1u) >> (BW - 1u)) & 1u;
-        hr[r] = ${pf}grow(spins + right, (r & 1u) * ${H}u + r, 0u) & 1u;
+        hr[r] = (${pf}grow(spins + right, (r & 1u) * ${H}u + r, 0u) & 1u) << (BW - 1u);
     }
 }
 
@@ -122,31 +123,34 @@ void ${pf}store(__global uint *spins, ulong self, uint lid, __local const uint *
 }
 
 // Neighbours in plane o (the other colour) of the sites of word j in row r of
-// plane 1-o: *up, *down, *same (index i) and the returned shifted word (index
-// i-1 where the row starts with colour 1-o, i.e. the left neighbours, else
-// index i+1, the right neighbours).  off = (colour + r) & 1.
+// plane 1-o: *up, *down, *same (index i) and the returned word of index i-1
+// (left neighbours) if off = (colour + r) & 1 is 0, else of index i+1 (right
+// neighbours).  Rows are bit-interleaved (index i = b NWR + j), so index i-1
+// is word j-1 unshifted, except at j = 0 where it is the last word shifted
+// up with the halo bit; no shifts across words (which compilers turn into
+// funnel shifts that Oclgrind cannot run).
 inline uint ${pf}nbrs(__local const uint *pl, __local const uint *hl, __local const uint *hr,
                       uint o, uint r, uint j, uint off, uint *up, uint *down, uint *same)
 {
     __local const uint *row = pl + o * PLANE + (r + 1u) * NWR;
-    const uint s = row[j];
-    *same = s;
+    *same = row[j];
     *up = (row - NWR)[j];
     *down = (row + NWR)[j];
 % if NWR > 1:
-    const uint cl = j > 0u ? row[j - 1u] >> (BW - 1u) : hl[r];
-    const uint cr = j < NWR - 1u ? row[j + 1u] & 1u : hr[r];
+    const uint left = j > 0u ? row[j - 1u] : ((row[NWR - 1u] << 1) & MASK) | hl[r];
+    const uint right = j < NWR - 1u ? row[j + 1u] : (row[0] >> 1) | hr[r];
 % else:
-    const uint cl = hl[r], cr = hr[r];
+    const uint left = ((row[0] << 1) & MASK) | hl[r];
+    const uint right = (row[0] >> 1) | hr[r];
 % endif
-    return off ? (s >> 1) | (cr << (BW - 1u)) : ((s << 1) & MASK) | cl;
+    return off ? right : left;
 }
 
-<%def name="tile_coords(colour_expr)">
+## Work groups form a 3D range (tile column, tile row, replica): no run-time
+## division (whose div/rem pairs LLVM rewrites with `freeze`, which Oclgrind lacks).
+<%def name="tile_coords()">
     const uint lid = get_local_id(0);
-    const uint per = ${colour_expr};
-    const uint g = get_group_id(0);
-    const uint rep = g / per, h = g % per;
+    const uint ty = get_group_id(1), rep = get_group_id(2);
 </%def>
 
 <%def name="tile_offsets()">
@@ -205,7 +209,7 @@ ${draw(m)}
 
 <%def name="sweep_prologue()">
     __local uint thr[16];
-    for (uint i = lid; i < 10u; i += IPG) thr[(i / 5u) * 8u + i % 5u] = thresholds[rep * 10u + i];
+    for (uint i = lid; i < 10u; i += IPG) thr[i < 5u ? i : i + 3u] = thresholds[rep * 10u + i];
     barrier(CLK_LOCAL_MEM_FENCE);
 % for c in range(2):
 %   for u in range(P):
@@ -257,8 +261,8 @@ void ising_blocks_sweep_lcg(__global uint *spins, __global uint *states,
                             __global const uint *thresholds, const uint ntx, const uint nty,
                             const uint colour, const uint inner)
 {
-${tile_coords("ntx * nty / 2u")}
-    const uint ty = h / (ntx / 2u), tx = 2u * (h % (ntx / 2u)) + ((ty + colour) & 1u);
+${tile_coords()}
+    const uint tx = 2u * get_group_id(0) + ((ty + colour) & 1u);
 ${tile_offsets()}
 ${sweep_prologue()}
     const ulong sidx = tile * IPG + lid;
@@ -282,8 +286,8 @@ void ising_blocks_sweep_philox(__global uint *spins, __global const uint *thresh
                                const uint ntx, const uint nty, const uint colour,
                                const uint inner, const ulong t0, const uint key0, const uint key1)
 {
-${tile_coords("ntx * nty / 2u")}
-    const uint ty = h / (ntx / 2u), tx = 2u * (h % (ntx / 2u)) + ((ty + colour) & 1u);
+${tile_coords()}
+    const uint tx = 2u * get_group_id(0) + ((ty + colour) & 1u);
 ${tile_offsets()}
 ${sweep_prologue()}
     const uint2 key = (uint2)(key0, key1);
@@ -304,10 +308,10 @@ ${philox_draw(1)}
 // Per tile: (sum over the tile's sites of s (s_right + s_down), sum of s).
 __kernel __attribute__((reqd_work_group_size(${IPG}, 1, 1)))
 void ising_blocks_sums_partial(__global const uint *spins, const uint ntx, const uint nty,
-                               __global long2 *partial)
+                               __global long *partial)
 {
-${tile_coords("ntx * nty")}
-    const uint ty = h / ntx, tx = h % ntx;
+${tile_coords()}
+    const uint tx = get_group_id(0);
 ${tile_offsets()}
     barrier(CLK_LOCAL_MEM_FENCE);
     long2 acc = (long2)(0, 0);
@@ -319,7 +323,7 @@ ${tile_offsets()}
         uint U, D, S;
         const uint off = (${c}u + r) & 1u;
         const uint Sh = ${pf}nbrs(pl, hl, hr, ${1 - c}u, r, j, off, &U, &D, &S);
-        const uint right = off ? Sh : S;        // x + 1: index i+1 if the row starts with the other colour
+        const uint right = off ? Sh : S;        // x + 1 has index i+1 where the row starts with the other colour
         const int aligned = popcount(~(w ^ right) & MASK) + popcount(~(w ^ D) & MASK);
         acc += (long2)(2 * aligned - 2 * (int)BW, 2 * (int)popcount(w) - (int)BW);
     }
@@ -327,17 +331,23 @@ ${tile_offsets()}
 % endfor
     __local long2 scratch[${IPG}];
     acc = ${pf}part_wg_reduce(acc, lid, scratch);
-    if (lid == 0u) partial[g] = acc;
+    if (lid == 0u) {
+        partial[2ul * tile] = acc.x;
+        partial[2ul * tile + 1ul] = acc.y;
+    }
 }
 
 // Per replica: the sum of its tiles' partials into out[2 (first + rep) + {0, 1}].
 __kernel __attribute__((reqd_work_group_size(${SWG}, 1, 1)))
-void ising_blocks_sums_finish(__global const long2 *partial, const uint tiles,
+void ising_blocks_sums_finish(__global const long *partial, const uint tiles,
                               __global long *out, const uint first)
 {
     const uint lid = get_local_id(0), rep = get_group_id(0);
     long2 acc = (long2)(0, 0);
-    for (uint i = lid; i < tiles; i += ${SWG}u) acc += partial[(ulong)rep * tiles + i];
+    for (uint i = lid; i < tiles; i += ${SWG}u) {
+        const ulong t = (ulong)rep * tiles + i;
+        acc += (long2)(partial[2ul * t], partial[2ul * t + 1ul]);
+    }
     __local long2 scratch[${SWG}];
     acc = ${pf}fin_wg_reduce(acc, lid, scratch);
     if (lid == 0u) {

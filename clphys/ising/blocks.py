@@ -118,8 +118,11 @@ def _check_tile(shape, tile, max_work_group):
 
 
 def _plane_sites(W, H):
-    """x (2, H, W/2) and y of the site of plane p, row r, index i in a tile."""
-    p, r, i = np.ogrid[:2, :H, :W // 2]
+    """x and y (2, H, W/2) of the site at bit position pos = j BW + b of row r
+    of plane p in a tile: index i = b NWR + j (rows are bit-interleaved)."""
+    g = _geometry(W, H)
+    p, r, pos = np.ogrid[:2, :H, :W // 2]
+    i = (pos % g["BW"]) * g["NWR"] + pos // g["BW"]
     return 2 * i + ((p + r) & 1), np.broadcast_to(r, (2, H, W // 2))
 
 
@@ -204,6 +207,10 @@ class BlocksBackend:
         self._spins = cl.Buffer(ctx, mf.READ_WRITE, nbytes)
         self._thr = cl.Buffer(ctx, mf.READ_ONLY, R * 10 * 4)
         self._partial = cl.Buffer(ctx, mf.READ_WRITE, R * self._tiles * 16)
+        # Written by every sums_into before it is read; zeroed here only because
+        # Oclgrind's uninitialised-value checker loses track of kernel stores
+        # into a buffer that reuses freed memory.
+        cl.enqueue_copy(dev.queue, self._partial, np.zeros(R * self._tiles * 2, np.int64))
         self._out = cl.Buffer(ctx, mf.READ_WRITE, R * 16)
         self._states = None
         if self.rng == "halfbit-lcg":
@@ -237,8 +244,8 @@ class BlocksBackend:
         if self._thr_host is None or not np.array_equal(thr, self._thr_host):
             self._thr_host = thr
             cl.enqueue_copy(q, self._thr, thr, is_blocking=False)
-        groups = self.n_replicas * self._tiles // 2
-        gsize, lsize = (groups * self._ipg,), (self._ipg,)
+        gsize = (self._ntx // 2 * self._ipg, self._nty, self.n_replicas)
+        lsize = (self._ipg, 1, 1)
         ntx, nty, k = np.uint32(self._ntx), np.uint32(self._nty), np.uint32(self.inner_sweeps)
         if self.rng == "halfbit-lcg":
             kern = self._prg.ising_blocks_sweep_lcg
@@ -266,7 +273,7 @@ class BlocksBackend:
         `out`: out[2 (first + r)] = bond sum, out[2 (first + r) + 1] =
         magnetisation of replica r.  No host synchronisation."""
         q, R = self.dev.queue, self.n_replicas
-        self._prg.ising_blocks_sums_partial(q, (R * self._tiles * self._ipg,), (self._ipg,),
+        self._prg.ising_blocks_sums_partial(q, (self._ntx * self._ipg, self._nty, R), (self._ipg, 1, 1),
                                             self._spins, np.uint32(self._ntx),
                                             np.uint32(self._nty), self._partial)
         self._prg.ising_blocks_sums_finish(q, (R * _SUMS_WG,), (_SUMS_WG,), self._partial,
@@ -327,7 +334,15 @@ def _pass_sites(W, H, c):
     u, b = np.divmod(np.arange(32)[None, :], g["BW"])
     q = lid + u * g["IPG"]
     r, j = q // g["NWR"], q % g["NWR"]
-    return r, 2 * (j * g["BW"] + b) + ((c + r) & 1)
+    return r, 2 * (b * g["NWR"] + j) + ((c + r) & 1)
+
+
+def _philox_label(i, W):
+    """Philox site label of lattice compressed index i = x // 2 in a row: the
+    bit position tx W/2 + j BW + b of the site in the tile rows."""
+    g = _geometry(W, W)
+    tx, i = np.divmod(i, W // 2)
+    return tx * (W // 2) + (i % g["NWR"]) * g["BW"] + i // g["NWR"]
 
 
 def reference_sweeps(spins, thresholds, n, *, tile, rng, seed=0, inner_sweeps=1,
@@ -371,10 +386,10 @@ def reference_sweeps(spins, thresholds, n, *, tile, rng, seed=0, inner_sweeps=1,
                         w = words[..., 32 * c:32 * c + 32]
                     else:
                         npass = 2 * (sweep * inner_sweeps + t) + c
-                        i = X // 2
-                        ctr = np.stack(np.broadcast_arrays(Y * (Lx // 8) + i // 4, npass & _M32,
+                        lam = _philox_label(X // 2, W)
+                        ctr = np.stack(np.broadcast_arrays(Y * (Lx // 8) + lam // 4, npass & _M32,
                                                            npass >> 32, Rr), axis=-1)
                         w = philox_numpy(ctr.reshape(-1, 4), key).reshape(*Y.shape, 4)
-                        w = np.take_along_axis(w, (i % 4)[..., None], axis=-1)[..., 0]
+                        w = np.take_along_axis(w, (lam % 4)[..., None], axis=-1)[..., 0]
                     s[Rr, Y, X] = np.where(w.astype(np.uint64) <= limit, -s0, s0)
     return s, states
