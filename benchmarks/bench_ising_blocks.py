@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pyopencl as cl
+import scipy.stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -146,6 +148,23 @@ def _jackknife(f, *cols):
     return full, float(np.sqrt((n - 1) / n * ((loo - loo.mean()) ** 2).sum()))
 
 
+def _bond_series(b, thr, n_meas, batch=100):
+    """Bond sums after each of n_meas sweeps, (n_meas, replicas): the sums go
+    into a device buffer and come back once per `batch` sweeps."""
+    R = b.n_replicas
+    buf = cl.Buffer(b.dev.context, cl.mem_flags.READ_WRITE, batch * R * 16)
+    out = np.empty((n_meas, R))
+    host = np.empty((batch, R, 2), np.int64)
+    for start in range(0, n_meas, batch):
+        n = min(batch, n_meas - start)
+        for t in range(n):
+            b.sweep(1, thr)
+            b.sums_into(buf, t * R)
+        cl.enqueue_copy(b.dev.queue, host, buf)
+        out[start:start + n] = host[:n, :, 0]
+    return out
+
+
 def validate(dev, L=32, temperatures=(2.0, TC_2D, 2.5), inner=(1, 2, 4, 8), replicas=64,
              n_therm=500, n_meas=4000, seed=1):
     """<E>/N and C/N against Kaufman's exact values for each rng and k: one
@@ -160,10 +179,7 @@ def validate(dev, L=32, temperatures=(2.0, TC_2D, 2.5), inner=(1, 2, 4, 8), repl
         for k in inner:
             b = BlocksBackend(dev, (L, L), len(T), rng=rng, seed=seed, inner_sweeps=k)
             b.sweep(n_therm, thr)
-            E = np.empty((n_meas, len(T)))
-            for t in range(n_meas):
-                b.sweep(1, thr)
-                E[t] = -b.sums()[0]
+            E = -_bond_series(b, thr, n_meas)
             for i, temp in enumerate(temperatures):
                 Ei = E[:, i * replicas:(i + 1) * replicas]
                 for name, (v, e), want in (
@@ -183,8 +199,11 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="small sizes (PoCL)")
     ap.add_argument("--validate", action="store_true", help="unbiasedness of inner_sweeps > 1")
     ap.add_argument("--sizes", help="comma-separated L (default: GPU 256,1024,4096,16384)")
-    ap.add_argument("--val-sweeps", type=int, default=4000)
-    ap.add_argument("--val-replicas", type=int, default=64)
+    ap.add_argument("--val-sweeps", type=int, default=4000, help="measured sweeps per run")
+    ap.add_argument("--val-replicas", type=int, default=64, help="replicas per temperature")
+    ap.add_argument("--val-L", type=int, default=32, help="lattice side")
+    ap.add_argument("--val-therm", type=int, default=500, help="thermalisation sweeps")
+    ap.add_argument("--val-inner", default="1,2,4,8", help="comma-separated inner_sweeps")
     ap.add_argument("--json", help="also write all rows to this file")
     args = ap.parse_args(argv)
     dev = clphys.device()
@@ -192,10 +211,19 @@ def main(argv=None):
     rows = correctness_check(dev)
     failed = [r for r in rows if not r["value"]]
     if args.validate:
-        rows += validate(dev, n_meas=args.val_sweeps, replicas=args.val_replicas)
+        val = validate(dev, L=args.val_L, inner=[int(k) for k in args.val_inner.split(",")],
+                       n_therm=args.val_therm, n_meas=args.val_sweeps, replicas=args.val_replicas)
+        rows += val
         table = [f"{'workload':<70} {'metric':>5} {'value':>12} {'error':>10} {'exact':>12} {'z':>6}"]
         table += [f"{r['workload']:<70} {r['metric']:>5} {r['value']:12.6f} {r['error']:10.2e} "
-                  f"{r['exact']:12.6f} {r['z']:+6.2f}" for r in rows if "z" in r]
+                  f"{r['exact']:12.6f} {r['z']:+6.2f}" for r in val]
+        groups = {}
+        for r in val:
+            groups.setdefault(r["workload"].split(" rng=")[1].split(" replicas")[0], []).append(r["z"])
+        for name, z in groups.items():
+            chi2 = float(np.sum(np.square(z)))
+            table.append(f"rng={name}: chi2 = {chi2:.1f} for {len(z)} values, "
+                         f"p = {scipy.stats.chi2.sf(chi2, len(z)):.2f}")
     else:
         gpu = dev.facts.is_gpu and not args.quick
         sizes = ([int(s) for s in args.sizes.split(",")] if args.sizes

@@ -7,13 +7,15 @@
 ## contiguous word range [((rep*nty + ty)*ntx + tx)*TW, +TW).  Inside a tile
 ## the sites are split by colour (x + y) & 1 into two planes; plane p holds, for
 ## each tile row r, the W/2 sites x = 2i + ((p + r) & 1), i = 0..W/2-1, as a
-## row of W/2 bits (bit i = site i).  Rows follow each other in the tile's bit
-## string: plane-major, then row, LSB first.  Tile origins are even, so a
-## site's colour in the tile is its colour in the lattice.
+## row of NWR = max(1, W/64) chunks of BW = min(32, W/2) bits, bit-interleaved:
+## site i is bit b = i / NWR of chunk j = i % NWR.  Rows follow each other in
+## the tile's bit string: plane-major, then row, chunk, bit, LSB first (a chunk
+## is a whole word where BW = 32; narrower rows share words).  Tile origins are
+## even, so a site's colour in the tile is its colour in the lattice.
 ##
-## In local memory a plane row is NWR words of BW valid bits (BW = min(32, W/2)),
-## with a halo row above (local row 0) and below (row H+1) in both planes, and
-## the halo columns as one 0/1 word per row (hl: x = -1, hr: x = W).
+## In local memory a plane row is NWR words (chunks), with a halo row above
+## (local row 0) and below (row H+1) in both planes, and the halo columns as
+## one word per row (hl: x = -1 at bit 0, hr: x = W at bit BW-1).
 ##
 ## Work item lid owns plane words q = lid + u*IPG (u < P) of BOTH planes: 32
 ## sites of each colour, i.e. 64 sites per inner sweep, one half-bit LCG round.

@@ -18,11 +18,13 @@ of a tile owns 32 sites of each colour, i.e. 64 sites per inner sweep.
 Random numbers (``rng=``):
 
 ``"philox"`` (default)
-    The word of a site is component i % 4 of
-    ``philox((y*Lx/8 + i//4, n mod 2^32, n >> 32, replica), seed_key(seed))``,
-    i = x // 2, n = 2 t + colour, t the global inner-sweep number (sweep number
-    * inner_sweeps + inner index).  A pure function of (seed, site, sweep,
-    colour, replica).
+    The word of a site is component l % 4 of
+    ``philox((y*Lx/8 + l//4, n mod 2^32, n >> 32, replica), seed_key(seed))``,
+    n = 2 t + colour, t the global inner-sweep number (sweep number *
+    inner_sweeps + inner index), l the site's label in its row: with
+    i = x // 2 = tx W/2 + i', l = tx W/2 + (i' % NWR) BW + i' // NWR (its bit
+    position in the bit-interleaved tile row, see blocks.cl), a permutation of
+    the row.  A pure function of (seed, site, sweep, colour, replica).
 ``"halfbit-lcg"``
     The paper's generator: one 32-bit LCG state per work item (half a bit per
     site), R*Lx*Ly/64 states seeded by :func:`clphys.rng.chained_seeds`.  Inner
