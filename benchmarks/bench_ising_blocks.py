@@ -10,8 +10,9 @@ Speed is spin flips per ns: one sweep with inner_sweeps = k counts as k
 sweeps' worth (k * Lx * Ly * replicas attempted flips), since each inner sweep
 visits every site once.  Every run first checks the kernels bit for bit
 against the NumPy twin (exit status 1 on a mismatch).  Stage 1 times every
-tile at the largest size; stage 2 times every size, RNG and k with the best
-tile of each RNG.  `bench_blocks(device, sizes, ...)` is the measuring
+tile at the largest size (k = 1), then the site-loop variants (unroll 1, 4)
+with the best tile; stage 2 times every size and k = 1, 2, 4 with the best
+variant of each RNG.  Small lattices run as many replicas in one launch.  `bench_blocks(device, sizes, ...)` is the measuring
 function, reusable from bench_ising.py.
 """
 
@@ -69,10 +70,12 @@ def _time_sweeps(b, thr, min_time, repeats):
 
 
 def bench_blocks(device, sizes, rngs=BlocksBackend.rngs, inner=(1, 2, 4), tiles=None,
-                 fill=1 << 24, min_time=0.1, repeats=5, T=TC_2D):
+                 unrolls=(0,), fill=1 << 24, min_time=0.1, repeats=5, T=TC_2D):
     """Rows {device, workload, metric="flips_per_ns", value, L, replicas, rng,
-    inner_sweeps, tile, sweep_s} for every size x rng x k with the given tile
-    (None: the default tile) or every tile in `tiles` that fits."""
+    inner_sweeps, tile, unroll, sweep_s} for every size x tile x unroll x rng x
+    k; tiles None: the default tile; tiles that do not fit L or the device are
+    skipped.  Lattices start all up: the kernels do the same work for any
+    configuration (no data-dependent branches)."""
     dev = resolve_device(device)
     rows = []
     for L in sizes:
@@ -82,19 +85,19 @@ def bench_blocks(device, sizes, rngs=BlocksBackend.rngs, inner=(1, 2, 4), tiles=
             if tile is not None and (L % (2 * tile[0]) or L % (2 * tile[1])
                                      or tile[0] * tile[1] // 64 > dev.facts.max_work_group):
                 continue
-            for rng in rngs:
-                for k in inner:
-                    b = BlocksBackend(dev, (L, L), R, rng=rng, seed=1, inner_sweeps=k, tile=tile)
-                    b.set_spins(np.where(np.random.default_rng(0).random((R, L, L)) < 0.5, 1, -1)
-                                .astype(np.int8))
-                    sec = _time_sweeps(b, thr, min_time, repeats)
-                    W, H = b.tile
-                    rows.append(dict(device=dev.name, workload=f"blocks 2D L={L} R={R} rng={rng} "
-                                     f"k={k} tile={W}x{H}", metric="flips_per_ns",
-                                     value=k * L * L * R / sec * 1e-9, L=L, replicas=R, rng=rng,
-                                     inner_sweeps=k, tile=f"{W}x{H}", sweep_s=sec))
-                    print(json.dumps(rows[-1]), flush=True)
-                    del b
+            for unroll in unrolls:
+                for rng in rngs:
+                    for k in inner:
+                        b = BlocksBackend(dev, (L, L), R, rng=rng, seed=1, inner_sweeps=k,
+                                          tile=tile, unroll=unroll)
+                        sec = _time_sweeps(b, thr, min_time, repeats)
+                        W, H = b.tile
+                        rows.append(dict(device=dev.name, workload=f"blocks 2D L={L} R={R} rng={rng} "
+                                         f"k={k} tile={W}x{H} unroll={unroll}", metric="flips_per_ns",
+                                         value=k * L * L * R / sec * 1e-9, L=L, replicas=R, rng=rng,
+                                         inner_sweeps=k, tile=(W, H), unroll=unroll, sweep_s=sec))
+                        print(json.dumps(rows[-1]), flush=True)
+                        del b
     return rows
 
 
@@ -226,27 +229,35 @@ def main(argv=None):
                          f"p = {scipy.stats.chi2.sf(chi2, len(z)):.2f}")
     else:
         gpu = dev.facts.is_gpu and not args.quick
-        sizes = ([int(s) for s in args.sizes.split(",")] if args.sizes
+        sizes = ([int(v) for v in args.sizes.split(",")] if args.sizes
                  else [256, 1024, 4096, 16384] if gpu else [64, 256, 1024])
         fill = 1 << 24 if gpu else 1 << 18
-        tiles = GPU_TILES if gpu else CPU_TILES
         reps = 5 if gpu else 3
-        scan = bench_blocks(dev, [max(sizes)], inner=(1, 4), tiles=tiles, fill=fill, repeats=reps)
-        best = {rng: max((r for r in scan if r["rng"] == rng), key=lambda r: r["value"])["tile"]
-                for rng in BlocksBackend.rngs}
+        kw = dict(fill=fill, repeats=reps)
+        # stage 1: tiles (site code written out), then loop variants with the best tile
+        scan = bench_blocks(dev, [max(sizes)], inner=(1,), tiles=GPU_TILES if gpu else CPU_TILES, **kw)
+        best = {}
+        for rng in BlocksBackend.rngs:
+            top = max((r for r in scan if r["rng"] == rng), key=lambda r: r["value"])
+            scan += bench_blocks(dev, [max(sizes)], rngs=(rng,), inner=(1,), tiles=[top["tile"]],
+                                 unrolls=(1, 4), **kw)
+            top = max((r for r in scan if r["rng"] == rng), key=lambda r: r["value"])
+            best[rng] = (top["tile"], top["unroll"])
+        # stage 2: every size and k with the best variant of each rng
         sweep_rows = []
-        for rng, tile in best.items():
-            W, H = (int(v) for v in tile.split("x"))
+        for rng, (tile, unroll) in best.items():
             for L in sizes:
-                t = (W, H) if L % (2 * W) == 0 and L % (2 * H) == 0 else None
-                sweep_rows += bench_blocks(dev, [L], rngs=(rng,), tiles=[t], fill=fill, repeats=reps)
+                fits = L % (2 * tile[0]) == 0 and L % (2 * tile[1]) == 0
+                sweep_rows += bench_blocks(dev, [L], rngs=(rng,), tiles=[tile if fits else None],
+                                           unrolls=(unroll,), **kw)
         base = numpy_baseline(256 if args.quick else 512, sweeps=5)
         rows += scan + sweep_rows + [dict(device="numpy (host CPU)", workload="numpy checkerboard 2D",
                                           metric="flips_per_ns", value=base)]
         print(json.dumps(rows[-1]))
-        table = [f"{'workload':<60} {'flips/ns':>10}"]
-        table += [f"{r['workload']:<60} {r['value']:10.3f}" for r in scan + sweep_rows + rows[-1:]]
-        table.append(f"best tile per rng: {best}")
+        table = [f"{'workload':<66} {'flips/ns':>10}"]
+        table += [f"{r['workload']:<66} {r['value']:10.3f}" for r in scan + sweep_rows + rows[-1:]]
+        table.append("best (tile, unroll) per rng: " + ", ".join(
+            f"{rng}: {t[0]}x{t[1]}, unroll={u}" for rng, (t, u) in best.items()))
     table.append("correctness: " + ("all bit-exact" if not failed else
                                     "MISMATCH in " + ", ".join(r["workload"] for r in failed)))
     if args.json:

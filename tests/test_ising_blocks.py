@@ -55,6 +55,21 @@ def test_matches_numpy_twin(device, rng, tile, shape):
 
 
 @pytest.mark.parametrize("rng", RNGS)
+@pytest.mark.parametrize("unroll", [1, 4])
+def test_site_loop_variants_match_twin(device, rng, unroll):
+    """The `unroll` tuning knob changes the code, not the results."""
+    for tile, shape in (GEOMETRIES[0], GEOMETRIES[2]):
+        Lx, Ly = shape
+        s0 = _random_spins((2, Ly, Lx), 4)
+        thr = _thresholds_pair()
+        b = BlocksBackend(device, shape, 2, rng=rng, seed=3, tile=tile, unroll=unroll)
+        b.set_spins(s0)
+        b.sweep(2, thr)
+        want, _ = reference_sweeps(s0, thr, 2, tile=tile, rng=rng, seed=3)
+        np.testing.assert_array_equal(b.spins(), want)
+
+
+@pytest.mark.parametrize("rng", RNGS)
 def test_state_round_trip(device, rng):
     thr = _thresholds_pair()
     kw = dict(rng=rng, seed=11, inner_sweeps=3)
@@ -79,12 +94,13 @@ def test_state_round_trip(device, rng):
 def test_pocl_and_oclgrind_agree(device, oclgrind):
     """Every kernel on Oclgrind (races, uninitialised reads), same spins and sums."""
     for rng in RNGS:
-        for tile, shape in (GEOMETRIES[0], GEOMETRIES[2]):
+        for (tile, shape), unroll in ((GEOMETRIES[0], 0), (GEOMETRIES[2], 0), (GEOMETRIES[0], 4)):
             Lx, Ly = shape
             s0 = _random_spins((2, Ly, Lx), 3)
             out = []
             for dev in (device, oclgrind):
-                b = BlocksBackend(dev, shape, 2, rng=rng, seed=5, inner_sweeps=2, tile=tile)
+                b = BlocksBackend(dev, shape, 2, rng=rng, seed=5, inner_sweeps=2, tile=tile,
+                                  unroll=unroll)
                 b.set_spins(s0)
                 b.sweep(1, _thresholds_pair())
                 out.append((b.spins(), b.sums()))
@@ -176,6 +192,7 @@ def test_shape_errors_name_the_allowed_sizes(shape):
     (dict(tile="big"), TypeError, "tile"),
     (dict(shape=(512, 512), tile=256), ValueError, "work items"),
     (dict(colour="red"), TypeError, "colour"),
+    (dict(unroll=3), ValueError, "unroll"),
 ])
 def test_bad_arguments_raise_before_device_work(kwargs, exc, match):
     args = dict(shape=(64, 32), n_replicas=2, rng="philox", seed=0)
@@ -218,11 +235,14 @@ def test_template_renders_for_fake_devices(vendor, fp64):
     facts = fake_facts(vendor, fp64)
     for rng, kernel in (("halfbit-lcg", "ising_blocks_sweep_lcg"),
                         ("philox", "ising_blocks_sweep_philox")):
-        for W, H in ((16, 16), (32, 64), (128, 128), (256, 16)):
-            src = render("ising/blocks.cl", facts, W=W, H=H, rng=rng)
+        for (W, H), unroll in (((16, 16), 0), ((32, 64), 2), ((128, 128), 0), ((256, 16), 16)):
+            src = render("ising/blocks.cl", facts, W=W, H=H, rng=rng, unroll=unroll)
             assert f"void {kernel}(" in src and "ising_blocks_sums_finish" in src
             assert f"reqd_work_group_size({W * H // 64}, 1, 1)" in src
+            assert ("#pragma unroll" in src) == bool(unroll)
     with pytest.raises(ValueError, match="work items"):
-        render("ising/blocks.cl", fake_facts("amd", fp64), W=256, H=256, rng="philox")
+        render("ising/blocks.cl", fake_facts("amd", fp64), W=256, H=256, rng="philox", unroll=0)
     with pytest.raises(ValueError, match="tile sides"):
-        render("ising/blocks.cl", facts, W=48, H=16, rng="philox")
+        render("ising/blocks.cl", facts, W=48, H=16, rng="philox", unroll=0)
+    with pytest.raises(ValueError, match="unroll"):
+        render("ising/blocks.cl", facts, W=16, H=16, rng="philox", unroll=3)

@@ -1,7 +1,8 @@
 ## The "blocks" (double red-black) 2D Ising Metropolis kernels; see docs/ising_blocks.md.
 ##
-## params: W, H  tile width and height in sites (powers of two, 16..256, W*H/64 items)
-##         rng   "halfbit-lcg" or "philox"
+## params: W, H    tile width and height in sites (powers of two, 16..256, W*H/64 items)
+##         rng     "halfbit-lcg" or "philox"
+##         unroll  0: the site loop written out; n > 0: a C loop with `#pragma unroll n`
 ##
 ## Storage, one bit per spin (1 = up), tile-major: tile (rep, ty, tx) is the
 ## contiguous word range [((rep*nty + ty)*ntx + tx)*TW, +TW).  Inside a tile
@@ -30,6 +31,8 @@
         raise ValueError("blocks.cl: tile sides must be in %r, got %rx%r" % (sides, W, H))
     if rng not in ("halfbit-lcg", "philox"):
         raise ValueError("blocks.cl: rng must be 'halfbit-lcg' or 'philox', got %r" % (rng,))
+    if unroll not in (0, 1, 2, 4, 8, 16):
+        raise ValueError("blocks.cl: unroll must be 0 (written out) or 1, 2, 4, 8, 16; got %r" % (unroll,))
     HW = W // 2                      # sites of one colour per tile row
     BW = min(32, HW)                 # valid bits per local word
     NWR = max(1, HW // 32)           # local words per plane row
@@ -167,13 +170,13 @@ inline uint ${pf}nbrs(__local const uint *pl, __local const uint *hl, __local co
               lid, pl, hl, hr);
 </%def>
 
-## One colour pass c of the inner sweep over the item's P words (unrolled).
-## `draw(m)` is a block of code that sets `const uint rnd` for site m (0..31).
-<%def name="pass_body(c, draw)">
+## One colour pass c of the inner sweep over the item's P words.  The 32 sites
+## m = 0..31 (word u, bit b = divmod(m, BW)) come in segments of up to 16
+## (one half-bit sub-stream); `sites(u, b0, n, m0)` emits a segment's updates.
+<%def name="pass_body(c, sites)">
     {
-        uint flips[${P}];
 % for u in range(P):
-        uint k0_${u}, k1_${u}, k2_${u}, dn_${u};
+        uint k0_${u}, k1_${u}, k2_${u}, dn_${u}, flips_${u} = 0u;
         {
             const uint q = lid + ${u * IPG}u, r = q / NWR, j = q % NWR;
             uint U, D, S;
@@ -186,20 +189,13 @@ inline uint ${pf}nbrs(__local const uint *pl, __local const uint *hl, __local co
             k1_${u} = c1 ^ c2 ^ (s1 & s2);
             k2_${u} = c1 & c2;
             dn_${u} = ~w;
-            flips[${u}] = 0u;
         }
 % endfor
-% for m in range(32):
-<% u, b = divmod(m, BW) %>
-        {
-${draw(m)}
-            const uint idx = (((dn_${u} >> ${b}u) & 1u) << 3) | (((k2_${u} >> ${b}u) & 1u) << 2)
-                           | (((k1_${u} >> ${b}u) & 1u) << 1) | ((k0_${u} >> ${b}u) & 1u);
-            flips[${u}] |= (uint)(rnd <= thr[idx]) << ${b}u;
-        }
+% for m0 in range(0, 32, min(16, BW)):
+${sites(m0 // BW, m0 % BW, min(16, BW), m0)}
 % endfor
 % for u in range(P):
-        own${c}_${u} ^= flips[${u}];
+        own${c}_${u} ^= flips_${u};
         {
             const uint q = lid + ${u * IPG}u;
             pl[${c}u * PLANE + (q / NWR + 1u) * NWR + q % NWR] = own${c}_${u};
@@ -220,38 +216,62 @@ ${draw(m)}
 % endfor
 </%def>
 
-<%def name="halfbit_draw(c)">
-<%def name="draw(m)">
-%   if m % 16 == 0:
-<% s = 2 * c + m // 16 %>
-%     if m:
-%       if c == 0:
-            xn = y;
-%       endif
-%     endif
-            y = x ^ ${pf}HALFBIT_XOR_${s};
-%   endif
-            const uint rnd = ${pf}halfbit_next(&y);
-</%def>
-${pass_body(c, draw)}
+## Metropolis test of site (word u, bit b) with random word `rnd` (expressions).
+<%def name="site(u, b, rnd)">
+            {
+                const uint b_ = ${b}, rnd_ = ${rnd};
+                const uint idx = (((dn_${u} >> b_) & 1u) << 3) | (((k2_${u} >> b_) & 1u) << 2)
+                               | (((k1_${u} >> b_) & 1u) << 1) | ((k0_${u} >> b_) & 1u);
+                flips_${u} |= (uint)(rnd_ <= thr[idx]) << b_;
+            }
 </%def>
 
-<%def name="philox_draw(c)">
-<%def name="draw(m)">
-<% u, b = divmod(m, BW) %>
-%   if b % 4 == 0:
-            r4_${u}_${b // 4} = ${pf}philox((uint4)(qrow_${u} + ${b // 4}u, (uint)pass_${c}, (uint)(pass_${c} >> 32), rep), key);
+## unroll = 0: every site written out (constant shifts); else a C loop over
+## the segment (halfbit) or its groups of 4 sites (philox) with this unroll hint.
+<%def name="halfbit_pass(c)">
+<%def name="sites(u, b0, n, m0)">
+%   if m0 % 16 == 0:
+%     if m0 == 16 and c == 0:
+        xn = y;
+%     endif
+        y = x ^ ${pf}HALFBIT_XOR_${2 * c + m0 // 16};
 %   endif
-            const uint rnd = r4_${u}_${b // 4}.s${b % 4};
+%   if unroll:
+        #pragma unroll ${unroll}
+        for (uint i = 0; i < ${n}u; ++i)
+${site(u, "%du + i" % b0, pf + "halfbit_next(&y)")}
+%   else:
+%     for i in range(n):
+${site(u, "%du" % (b0 + i), pf + "halfbit_next(&y)")}
+%     endfor
+%   endif
 </%def>
-    {
-% for u in range(P):
-%   for v in range(BW // 4):
-        uint4 r4_${u}_${v};
-%   endfor
-% endfor
-${pass_body(c, draw)}
-    }
+${pass_body(c, sites)}
+</%def>
+
+<%def name="philox_pass(c)">
+<%def name="sites(u, b0, n, m0)">
+<% ctr = "qrow_%d + %du + %%s, (uint)pass_%d, (uint)(pass_%d >> 32), rep" % (u, b0 // 4, c, c) %>
+%   if unroll:
+        #pragma unroll ${unroll}
+        for (uint g = 0; g < ${n // 4}u; ++g) {
+            const uint4 r4 = ${pf}philox((uint4)(${ctr % "g"}), key);
+%     for e in range(4):
+${site(u, "%du + 4u * g" % (b0 + e), "r4.s%d" % e)}
+%     endfor
+        }
+%   else:
+%     for g in range(n // 4):
+        {
+            const uint4 r4 = ${pf}philox((uint4)(${ctr % ("%du" % g)}), key);
+%       for e in range(4):
+${site(u, "%du" % (b0 + 4 * g + e), "r4.s%d" % e)}
+%       endfor
+        }
+%     endfor
+%   endif
+</%def>
+${pass_body(c, sites)}
 </%def>
 
 % if rng == "halfbit-lcg":
@@ -271,8 +291,8 @@ ${sweep_prologue()}
     uint x = states[sidx];
     for (uint t = 0; t < inner; ++t) {
         uint y, xn = 0u;
-${halfbit_draw(0)}
-${halfbit_draw(1)}
+${halfbit_pass(0)}
+${halfbit_pass(1)}
         x = xn;
     }
     states[sidx] = x;
@@ -280,9 +300,10 @@ ${halfbit_draw(1)}
 }
 % else:
 // Tiles of one colour, `inner` red/black sweeps each.  The word of the site
-// with compressed index i (= x / 2) in lattice row y, replica rep, pass
-// n = 2 (t0 + t) + colour of the site, is component i % 4 of
-// philox((y * Lx / 8 + i / 4, n mod 2^32, n / 2^32, rep), seed key).
+// with label l (its bit position in the lattice row of its plane: tx W/2 +
+// j BW + b) in lattice row y, replica rep, pass n = 2 (t0 + t) + colour of
+// the site, is component l % 4 of philox((y Lx/8 + l/4, n mod 2^32, n / 2^32,
+// rep), seed key).
 __kernel __attribute__((reqd_work_group_size(${IPG}, 1, 1)))
 void ising_blocks_sweep_philox(__global uint *spins, __global const uint *thresholds,
                                const uint ntx, const uint nty, const uint colour,
@@ -300,8 +321,8 @@ ${sweep_prologue()}
 % endfor
     for (uint t = 0; t < inner; ++t) {
         const ulong pass_0 = 2ul * (t0 + t), pass_1 = pass_0 + 1ul;
-${philox_draw(0)}
-${philox_draw(1)}
+${philox_pass(0)}
+${philox_pass(1)}
     }
     ${pf}store(spins, self, lid, pl);
 }

@@ -49,9 +49,10 @@ from .. import _validate as check
 from ..rng import _halfbit_rounds, chained_seeds, philox_numpy, seed_key
 from ..runtime import resolve_device
 
-__all__ = ["BlocksBackend", "TILE_SIDES", "default_tile", "reference_sweeps"]
+__all__ = ["BlocksBackend", "TILE_SIDES", "UNROLLS", "default_tile", "reference_sweeps"]
 
 TILE_SIDES = (16, 32, 64, 128, 256)
+UNROLLS = (0, 1, 2, 4, 8, 16)        # 0: site loop written out; n: C loop, `#pragma unroll n`
 _MIN_SIDE = 2 * TILE_SIDES[0]
 _PREFERRED = (256, 128, 64, 32, 16)  # default tile sides, largest first
 _SUMS_WG = 64                       # work-group size of ising_blocks_sums_finish
@@ -177,7 +178,9 @@ class BlocksBackend:
     """Device state and kernels of the "blocks" algorithm for n_replicas
     Lx x Ly lattices (see the module doc).  ``tile``: None (see
     :func:`default_tile`), a side, or (W, H) with sides in TILE_SIDES that leave
-    an even number of tiles per side.  Spins start all up."""
+    an even number of tiles per side.  ``unroll`` (a tuning knob, same
+    results): 0 writes the per-site code out, n > 0 keeps it in a loop with
+    ``#pragma unroll n``.  Spins start all up."""
 
     algorithm = "blocks"
     dims = (2,)
@@ -188,12 +191,13 @@ class BlocksBackend:
         """(Lx, Ly) as ints, or ValueError naming the allowed sides (multiples of 32)."""
         return _check_shape(shape)
 
-    def __init__(self, dev, shape, n_replicas, *, rng, seed, inner_sweeps=1, tile=None):
+    def __init__(self, dev, shape, n_replicas, *, rng, seed, inner_sweeps=1, tile=None, unroll=0):
         self.shape = Lx, Ly = self.check_shape(shape)
         self.n_replicas = R = check.integer("n_replicas", n_replicas, 1, 2**20)
         self.rng = check.choice("rng", rng, self.rngs)
         self.seed = check.seed(seed)
         self.inner_sweeps = check.integer("inner_sweeps", inner_sweeps, 1, 2**16)
+        self.unroll = check.choice("unroll", unroll, UNROLLS)
         self.dev = dev = resolve_device(dev)
         self.tile = W, H = _check_tile(self.shape, tile, dev.facts)
         nbytes = R * Lx * Ly // 8
@@ -208,7 +212,7 @@ class BlocksBackend:
         self._thr_host = None
 
         ctx, mf = dev.context, cl.mem_flags
-        self._prg = dev.build("ising/blocks.cl", W=W, H=H, rng=self.rng)
+        self._prg = dev.build("ising/blocks.cl", W=W, H=H, rng=self.rng, unroll=self.unroll)
         self._spins = cl.Buffer(ctx, mf.READ_WRITE, nbytes)
         self._thr = cl.Buffer(ctx, mf.READ_ONLY, R * 10 * 4)
         self._partial = cl.Buffer(ctx, mf.READ_WRITE, R * self._tiles * 16)
@@ -221,7 +225,7 @@ class BlocksBackend:
         if self.rng == "halfbit-lcg":
             self._states = cl.Buffer(ctx, mf.READ_WRITE, R * Lx * Ly // 64 * 4)
             cl.enqueue_copy(dev.queue, self._states, chained_seeds(R * Lx * Ly // 64, self.seed))
-        self.set_spins(np.ones((R, Ly, Lx), dtype=np.int8))
+        cl.enqueue_copy(dev.queue, self._spins, np.full(nbytes // 4, _M32, dtype=np.uint32))  # all up
 
     # ------------------------------------------------------------ spins
     def set_spins(self, spins):
