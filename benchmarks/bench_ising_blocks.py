@@ -88,9 +88,14 @@ def bench_blocks(device, sizes, rngs=BlocksBackend.rngs, inner=(1, 2, 4), tiles=
             for unroll in unrolls:
                 for rng in rngs:
                     for k in inner:
-                        b = BlocksBackend(dev, (L, L), R, rng=rng, seed=1, inner_sweeps=k,
-                                          tile=tile, unroll=unroll)
-                        sec = _time_sweeps(b, thr, min_time, repeats)
+                        try:
+                            b = BlocksBackend(dev, (L, L), R, rng=rng, seed=1, inner_sweeps=k,
+                                              tile=tile, unroll=unroll)
+                            sec = _time_sweeps(b, thr, min_time, repeats)
+                        except (ValueError, cl.Error, clphys.ClphysError) as exc:
+                            print(f"# skipped L={L} rng={rng} k={k} tile={tile} unroll={unroll}: "
+                                  f"{str(exc).splitlines()[0]}", flush=True)
+                            continue
                         W, H = b.tile
                         rows.append(dict(device=dev.name, workload=f"blocks 2D L={L} R={R} rng={rng} "
                                          f"k={k} tile={W}x{H} unroll={unroll}", metric="flips_per_ns",

@@ -213,6 +213,14 @@ class BlocksBackend:
 
         ctx, mf = dev.context, cl.mem_flags
         self._prg = dev.build("ising/blocks.cl", W=W, H=H, rng=self.rng, unroll=self.unroll)
+        sweep_name = "ising_blocks_sweep_lcg" if self.rng == "halfbit-lcg" else "ising_blocks_sweep_philox"
+        for name in (sweep_name, "ising_blocks_sums_partial"):
+            # Registers can cap a kernel's work group below the device maximum.
+            cap = getattr(self._prg, name).cl_kernel.get_work_group_info(
+                cl.kernel_work_group_info.WORK_GROUP_SIZE, dev.cl_device)
+            if cap < self._ipg:
+                raise ValueError(f"a {W}x{H} tile needs {self._ipg} work items per group; "
+                                 f"{name} allows {cap} on {dev.name}: choose a smaller tile")
         self._spins = cl.Buffer(ctx, mf.READ_WRITE, nbytes)
         self._thr = cl.Buffer(ctx, mf.READ_ONLY, R * 10 * 4)
         self._partial = cl.Buffer(ctx, mf.READ_WRITE, R * self._tiles * 16)
