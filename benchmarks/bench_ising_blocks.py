@@ -243,7 +243,9 @@ def main(argv=None):
         scan = bench_blocks(dev, [max(sizes)], inner=(1,), tiles=GPU_TILES if gpu else CPU_TILES, **kw)
         best = {}
         for rng in BlocksBackend.rngs:
-            top = max((r for r in scan if r["rng"] == rng), key=lambda r: r["value"])
+            top = max((r for r in scan if r["rng"] == rng), key=lambda r: r["value"], default=None)
+            if top is None:
+                continue
             scan += bench_blocks(dev, [max(sizes)], rngs=(rng,), inner=(1,), tiles=[top["tile"]],
                                  unrolls=(1, 4), **kw)
             top = max((r for r in scan if r["rng"] == rng), key=lambda r: r["value"])
