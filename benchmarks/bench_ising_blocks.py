@@ -10,8 +10,8 @@ Speed is spin flips per ns: one sweep with inner_sweeps = k counts as k
 sweeps' worth (k * Lx * Ly * replicas attempted flips), since each inner sweep
 visits every site once.  Every run first checks the kernels bit for bit
 against the NumPy twin (exit status 1 on a mismatch).  Stage 1 times every
-tile at the largest size (k = 1), then the site-loop variants (unroll 1, 4)
-with the best tile; stage 2 times every size and k = 1, 2, 4 with the best
+tile at the largest size (k = 1, device-default unroll), then the other
+site-loop variants with the best tile; stage 2 times every size and k = 1, 2, 4 with the best
 variant of each RNG.  Small lattices run as many replicas in one launch.  `bench_blocks(device, sizes, ...)` is the measuring
 function, reusable from bench_ising.py.
 """
@@ -70,7 +70,7 @@ def _time_sweeps(b, thr, min_time, repeats):
 
 
 def bench_blocks(device, sizes, rngs=BlocksBackend.rngs, inner=(1, 2, 4), tiles=None,
-                 unrolls=(0,), fill=1 << 24, min_time=0.1, repeats=5, T=TC_2D):
+                 unrolls=(None,), fill=1 << 24, min_time=0.1, repeats=5, T=TC_2D):
     """Rows {device, workload, metric="flips_per_ns", value, L, replicas, rng,
     inner_sweeps, tile, unroll, sweep_s} for every size x tile x unroll x rng x
     k; tiles None: the default tile; tiles that do not fit L or the device are
@@ -96,11 +96,11 @@ def bench_blocks(device, sizes, rngs=BlocksBackend.rngs, inner=(1, 2, 4), tiles=
                             print(f"# skipped L={L} rng={rng} k={k} tile={tile} unroll={unroll}: "
                                   f"{str(exc).splitlines()[0]}", flush=True)
                             continue
-                        W, H = b.tile
+                        (W, H), u = b.tile, b.unroll
                         rows.append(dict(device=dev.name, workload=f"blocks 2D L={L} R={R} rng={rng} "
-                                         f"k={k} tile={W}x{H} unroll={unroll}", metric="flips_per_ns",
+                                         f"k={k} tile={W}x{H} unroll={u}", metric="flips_per_ns",
                                          value=k * L * L * R / sec * 1e-9, L=L, replicas=R, rng=rng,
-                                         inner_sweeps=k, tile=(W, H), unroll=unroll, sweep_s=sec))
+                                         inner_sweeps=k, tile=(W, H), unroll=u, sweep_s=sec))
                         print(json.dumps(rows[-1]), flush=True)
                         del b
     return rows
@@ -247,7 +247,7 @@ def main(argv=None):
             if top is None:
                 continue
             scan += bench_blocks(dev, [max(sizes)], rngs=(rng,), inner=(1,), tiles=[top["tile"]],
-                                 unrolls=(1, 4), **kw)
+                                 unrolls=(1, 4) if gpu else (0, 4), **kw)
             top = max((r for r in scan if r["rng"] == rng), key=lambda r: r["value"])
             best[rng] = (top["tile"], top["unroll"])
         # stage 2: every size and k with the best variant of each rng
