@@ -34,6 +34,7 @@ RENDER_CASES = {
 RENDERED_IN = {
     "sde/ensemble.cl": "test_sde_model.py",
     "sde/kuramoto.cl": "test_sde_model.py",
+    "ising/blocks.cl": "test_ising_blocks.py",
 }
 
 FACTS = [fake_facts(v, fp64) for v, fp64 in itertools.product(("nvidia", "amd", "pocl"), (True, False))]
