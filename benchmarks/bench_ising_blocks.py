@@ -134,7 +134,11 @@ def correctness_check(dev):
         for rng in BlocksBackend.rngs:
             s0 = np.where(np.random.default_rng(3).random((R, Ly, Lx)) < 0.5, 1, -1).astype(np.int8)
             thr = np.stack([metropolis_thresholds(2, 2.0 + 0.3 * r, 1.0 - 1.5 * r, 0.1) for r in range(R)])
-            b = BlocksBackend(dev, shape, R, rng=rng, seed=9, inner_sweeps=2, tile=tile)
+            try:
+                b = BlocksBackend(dev, shape, R, rng=rng, seed=9, inner_sweeps=2, tile=tile)
+            except ValueError as exc:     # the kernel's registers cap its work group below the tile's
+                print(f"# check skipped {Lx}x{Ly} tile={tile} rng={rng}: {exc}", flush=True)
+                continue
             b.set_spins(s0)
             b.sweep(2, thr)
             got = b.spins()
