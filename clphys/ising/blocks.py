@@ -219,8 +219,7 @@ class BlocksBackend:
         sweep_name = "ising_blocks_sweep_lcg" if self.rng == "halfbit-lcg" else "ising_blocks_sweep_philox"
         for name in (sweep_name, "ising_blocks_sums_partial"):
             # Registers can cap a kernel's work group below the device maximum.
-            cap = getattr(self._prg, name).cl_kernel.get_work_group_info(
-                cl.kernel_work_group_info.WORK_GROUP_SIZE, dev.cl_device)
+            cap = getattr(self._prg, name).work_group_limit(dev)
             if cap < self._ipg:
                 raise ValueError(f"a {W}x{H} tile needs {self._ipg} work items per group; "
                                  f"{name} allows {cap} on {dev.name}: choose a smaller tile")

@@ -14,6 +14,7 @@ import os
 import re
 from pathlib import Path
 
+import numpy as np
 import pyopencl as cl
 from mako.lookup import TemplateLookup
 
@@ -70,26 +71,50 @@ def launched_kernels() -> set[tuple[str, str]]:
     return set(_launched)
 
 
-class Kernel:
-    """A built kernel; calling it launches it like a pyopencl.Kernel."""
+def _same_arg(a, b) -> bool:
+    # Buffers by identity (the cached reference keeps the old one alive, so an
+    # id cannot be reused); NumPy scalars by type and value.
+    return a is b or (isinstance(a, np.generic) and type(a) is type(b) and a == b)
 
-    __slots__ = ("name", "cl_kernel", "_tag")
+
+class Kernel:
+    """A built kernel; calling it launches it like a pyopencl.Kernel.
+
+    Only the arguments that differ from the previous launch of this kernel
+    are set again: a launch then costs a few microseconds of host time, which
+    is what keeps small lattices and many-launch loops from being host bound.
+    """
+
+    __slots__ = ("name", "cl_kernel", "_tag", "_args")
 
     def __init__(self, name, cl_kernel, vendor):
         self.name, self.cl_kernel, self._tag = name, cl_kernel, (vendor, name)
+        self._args = None
 
     def __call__(self, queue, global_size, local_size, *args, wait_for=None):
         _launched.add(self._tag)
-        event = self.cl_kernel(queue, global_size, local_size, *args, wait_for=wait_for)
+        last = self._args
+        if last is None or len(last) != len(args):
+            self.cl_kernel.set_args(*args)
+            self._args = list(args)
+        else:
+            for i, a in enumerate(args):
+                if not _same_arg(a, last[i]):
+                    self.cl_kernel.set_arg(i, a)
+                    last[i] = a
+        event = cl.enqueue_nd_range_kernel(queue, self.cl_kernel, global_size, local_size,
+                                           wait_for=wait_for)
         if self._tag[0] == "oclgrind":
             # Run each kernel before the next is enqueued: with queued launches
             # Oclgrind's uninitialised-value checker lost writes (false reports).
             event.wait()
         return event
 
-    def set_scalar_arg_dtypes(self, dtypes):
-        self.cl_kernel.set_scalar_arg_dtypes(dtypes)
-        return self
+    def work_group_limit(self, device) -> int:
+        """The largest work group this kernel can run with on `device` (its
+        registers can cap it below the device's maximum)."""
+        return int(self.cl_kernel.get_work_group_info(
+            cl.kernel_work_group_info.WORK_GROUP_SIZE, device.cl_device))
 
 
 class Program:

@@ -176,7 +176,6 @@ class Kuramoto:
                    "amp": real.type(math.sqrt(2.0 * self.kT * self.dt / self.gamma)),
                    "k0": np.uint32(k0), "k1": np.uint32(k1), "slices": np.uint32(self.slices),
                    "chunk": np.uint32(-(-(-(-n // self.slices)) // wg) * wg)}
-        self._args = {}
         self._sums_of_theta(self._sums0, None, -1)
         if pairs:
             self._prg.kuramoto_sincos(q, (n,), None, self._theta.data, np.uint32(n), self._sc.data)
@@ -202,21 +201,7 @@ class Kuramoto:
         return np.mod(self._theta.get().astype(np.float64), 2 * np.pi)
 
     def _launch(self, name, gsize, lsize, *args):
-        """Enqueue kernel `name`; within a run only the arguments that changed
-        since its last launch are set again (a step then costs a few
-        microseconds of host time, not a full argument list per kernel)."""
-        k = getattr(self._prg, name)
-        cur = self._args.get(name)
-        if cur is None:
-            k(self.device.queue, gsize, lsize, *args)      # the first launch sets every argument
-            self._args[name] = list(args)
-            return
-        for i, a in enumerate(args):
-            b = cur[i]
-            if a is not b and not (isinstance(a, np.generic) and type(a) is type(b) and a == b):
-                k.cl_kernel.set_arg(i, a)
-                cur[i] = a
-        cl.enqueue_nd_range_kernel(self.device.queue, k.cl_kernel, gsize, lsize)
+        getattr(self._prg, name)(self.device.queue, gsize, lsize, *args)
 
     def _sums_of_theta(self, out, history, slot):
         wg = self.work_group_size
@@ -284,7 +269,6 @@ class Kuramoto:
             marks.append(steps)
         q = self.device.queue
         history = zeros(q, (len(marks) + 1, 2), self._acc)
-        self._args = {}          # another instance may have set the shared kernels' arguments
         self._sums_of_theta(self._sums0, history, 0)
         start = self._step
         slot_of = {m: k + 1 for k, m in enumerate(marks)}
