@@ -9,7 +9,8 @@ import pytest
 import clphys
 from clphys.runtime import fake_facts, render
 from clphys.timeseries import acrw_numpy, autocorrelation, hurst
-from clphys.timeseries.correlation import PairTuning
+from clphys.timeseries import _transfer
+from clphys.timeseries.correlation import PairSums, PairTuning, auto_pieces
 from clphys.timeseries.reference import autocorrelation_numpy, hurst_numpy
 
 ACCUMULATORS = ["double", "compensated"]
@@ -83,6 +84,64 @@ def test_tunings_agree(device, tuning):
     assert_close(r.S, hurst_numpy(p, 77)[0], rtol=1e-6)
     rho = autocorrelation(np.diff(p), 77, device=device, _tuning=tuning).rho
     assert_close(rho, autocorrelation_numpy(np.diff(p), 77), rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("layout", ["blocked", "float2"])
+def test_tick_prices_with_large_offsets(device, layout):
+    """Prices of 1e4 .. 1e6 on a 1e-2 tick grid: the 4-byte "blocked" layout (float32
+    relative to per-block offsets) keeps 1e-6 relative like the 8-byte (hi, lo) pairs."""
+    rng = np.random.default_rng(8)
+    n = 100_003
+    for offset in (1e4, 1e5, 1e6):
+        for steps in (rng.integers(-3, 4, n), rng.integers(0, 4, n),      # walk, drift
+                      np.diff(acrw_numpy(n + 1, 0.044, seed=4))):
+            p = np.round(offset * 100 + np.cumsum(steps)) / 100
+            r = hurst(p, 40, device=device, _layout=layout,
+                      _tuning=PairTuning(wg=8, lpi=5, chunk=256, run=32, pieces=2))
+            assert_close(r.S, hurst_numpy(p, 40)[0], rtol=1e-6)
+
+
+TRANSFERS = [p + o for p in _transfer.PATHS for o in ("", "+overlap")]
+
+
+def test_transfer_paths_agree_bitwise(device):
+    """Every upload path (pageable/pinned, whole or overlapped with the pieces)
+    gives the same bits; several pieces, a staging slot reused across calls."""
+    p = series("walk", 9_001, seed=6)
+    t = PairTuning(wg=8, lpi=4, chunk=64, run=16, pieces=3)
+    S = hurst_numpy(p, 50)[0]
+    rho = autocorrelation_numpy(np.diff(p), 50)
+    first = None
+    for spec in TRANSFERS:
+        for layout in ("blocked", "float2"):
+            h = hurst(p, 50, device=device, _tuning=t, _layout=layout, _transfer=spec).S
+            assert_close(h, S, rtol=1e-6)
+            if layout == "blocked":
+                a = autocorrelation(np.diff(p), 50, device=device, _tuning=t, _transfer=spec).rho
+                assert_close(a, rho, rtol=1e-6, atol=1e-8)
+                if first is None:
+                    first = (h, a)
+                assert np.array_equal(h, first[0]) and np.array_equal(a, first[1]), spec
+
+
+def test_pieces_and_staging_cache(device):
+    lengths = (10, 2**21, 2**22 - 1, 2**22, 2**24, 2**30)
+    assert [auto_pieces(n) for n in lengths] == [1, 1, 1, 2, 8, 8]
+    plan = PairSums(device, 5_000, 30, "absdiff", "blocked",
+                    tuning=PairTuning(wg=4, lpi=4, chunk=32, run=8, pieces=4))
+    ends = plan.segment_ends()
+    assert plan.pieces == 4 and ends == sorted(ends) and ends[-1] == plan.nbytes
+    assert plan.nbytes == 4 * plan.xoff + 4 * 5_000 and 2 * plan.nblocks <= plan.xoff
+    assert _transfer.capacity(1000) == 4096 and _transfer.capacity(2**20 + 1) == 9 * 2**17
+    _transfer.clear_cache(device)
+    p = random_walk(3_000, 2)
+    for n in (3_000, 2_990, 3_000, 1_000, 200, 2_999):     # similar sizes reuse a slot
+        hurst(p[:n], 10, device=device, _transfer="pinned")
+    free = _transfer._cache(device).free
+    assert 1 <= len(free) <= _transfer.CACHE_SLOTS
+    _transfer.clear_cache(device)
+    assert not _transfer._cache(device).free
+    assert _transfer.default(device, 10).path == "pageable"
 
 
 @pytest.mark.parametrize("q", [0.5, 2.0, 3.7])
@@ -161,6 +220,9 @@ BAD_HURST = [
     (dict(p=np.arange(10.0), max_lag=2, q=-1), ValueError, "q must be > 0"),
     (dict(p=np.arange(10.0), max_lag=2, q=float("nan")), ValueError, "q must be finite"),
     (dict(p="1 2 3 4 5", max_lag=2), TypeError, "string"),
+    (dict(p=np.arange(10.0), max_lag=2, _transfer="dma"), ValueError, "_transfer"),
+    (dict(p=np.arange(10.0), max_lag=2, _transfer="pinned+fast"), ValueError, "overlap"),
+    (dict(p=np.arange(10.0), max_lag=2, _layout="int16"), ValueError, "_layout"),
     (dict(p=np.arange(10) * 1j, max_lag=2), TypeError, "real numbers"),
 ]
 
@@ -193,11 +255,15 @@ def test_templates_render(vendor, fp64):
     facts = fake_facts(vendor, fp64)
     acc = "double" if fp64 else "compensated"
     for pair in ("absdiff", "sqdiff", "powdiff", "product"):
-        for value in ("float2", "float"):
+        for value in ("float2", "float", "blocked"):
             src = render("timeseries/pairs.cl", facts, pair=pair, value=value, acc=acc, wg=128,
-                         lpi=8, chunk=1024, run=32)
+                         lpi=8, chunk=1024, run=32, block=256, rows=16)
             assert "ts_pair_sums" in src and "ts_pair_finish" in src
             assert ("double" in src) == fp64
+            assert ("tab[(k) >> 8u]" in src) == (value == "blocked")
+    with pytest.raises(ValueError, match="block"):
+        render("timeseries/pairs.cl", facts, pair="absdiff", value="blocked", acc=acc, wg=8,
+               lpi=1, chunk=8, run=8, block=100)
     for exp in ("exp", "native_exp"):
         src = render("timeseries/pattern.cl", facts, wg=64, tb=128, maxp=20, maxf=20, acc=acc,
                      exp=exp)
@@ -221,6 +287,15 @@ def test_pair_kernels_oclgrind(oclgrind):
                  hurst_numpy(p, 5, q=1.5)[0], rtol=1e-6)
     assert_close(autocorrelation(p, 13, device=oclgrind, _tuning=t).rho,
                  autocorrelation_numpy(p, 13), rtol=1e-6, atol=1e-8)
+    # pieces (later ones add to the partial sums), overlapped and pinned uploads,
+    # the (hi, lo) layout, and a finishing kernel with several rows
+    t = PairTuning(wg=4, lpi=3, chunk=8, run=4, groups=2, pieces=3)
+    S = hurst_numpy(p, 13)[0]
+    for layout, spec in (("blocked", "pinned+overlap"), ("float2", "pinned-unmap")):
+        assert_close(hurst(p, 13, device=oclgrind, _tuning=t, _layout=layout,
+                           _transfer=spec).S, S, rtol=1e-6)
+    plan = PairSums(oclgrind, 61, 13, "absdiff", "blocked", tuning=t, block=16, rows=4)
+    assert_close(plan.compute(p), S * (61 - np.arange(1, 14)), rtol=1e-6)
 
 
 def test_default_device_used():

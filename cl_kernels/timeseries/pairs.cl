@@ -3,24 +3,41 @@
 ## (clphys.timeseries.hurst and autocorrelation).
 ##
 ## params: pair   "absdiff" |b - a|, "sqdiff" (b - a)^2, "powdiff" |b - a|^q, "product" a b
-##         value  "float2": x holds (hi, lo) float pairs of the series; each tile is read
-##                relative to its first element, so differences keep float32 accuracy
-##                relative to the local excursion; "float": x is used as it is
+##         value  how the series is stored (every tile is read relative to its first
+##                element t0, so differences keep float32 accuracy relative to the local
+##                excursion whatever the series' offset):
+##                "float2": (hi, lo) float pairs of the series, 8 bytes per value;
+##                "blocked": 4 bytes per value: float32 values relative to the first value
+##                of their block of `block` (a power of two) values, after a table of one
+##                (hi, lo) float pair per block (the block's first value minus the
+##                series' first); x points at the table, the values start at x + xoff;
+##                "float": x is used as it is (no origin)
 ##         acc    "double" | "compensated" (see acc.cl)
 ##         wg     work-group size; lpi lags per work item (consecutive, held in a sliding
 ##                register window); chunk: t values per tile; run: t values summed in
 ##                float before they are folded into the accumulator (chunk % run == 0)
+##         rows   (optional, default 1) rows of the finishing kernel's work group
 ##
-## Work group (b, g) owns the lags lag0 + b*wg*lpi + [0, wg*lpi) and the tiles g, g + G, ...
-## of chunk values of t.  A tile keeps x(t0 .. t0 + chunk) and the shifted span
-## x(t0 + L0 .. t0 + L0 + chunk + wg*lpi) in local memory; item i keeps its lpi lags' partial
-## sums in registers.  partial[g][i] are reduced over g by ts_pair_finish.
+## Work group (b, g) owns the lags lag0 + b*wg*lpi + [0, wg*lpi) and the tiles
+## c_begin + g, c_begin + g + G, ... < c_end of chunk values of t.  A tile keeps
+## x(t0 .. t0 + chunk) and the shifted span x(t0 + L0 .. t0 + L0 + chunk + wg*lpi) in local
+## memory; item i keeps its lpi lags' partial sums in registers.  A launch covers one piece
+## [c_begin, c_end) of the tiles, so pieces can start while later parts of the series are
+## still being uploaded; partial[g][i] is written by the first piece and added to by the
+## next ones (launches on one in-order queue), then reduced over g by ts_pair_finish.
 <%namespace name="accns" file="/timeseries/acc.cl"/>
 <%
     if pair not in ("absdiff", "sqdiff", "powdiff", "product"):
         raise ValueError("pairs.cl: unknown pair %r" % (pair,))
-    if value not in ("float2", "float"):
-        raise ValueError("pairs.cl: value must be 'float2' or 'float', got %r" % (value,))
+    if value not in ("float2", "float", "blocked"):
+        raise ValueError("pairs.cl: value must be 'float2', 'blocked' or 'float', got %r"
+                         % (value,))
+    blk = context.get("block", 0)
+    if value == "blocked" and (blk < 1 or blk & (blk - 1)):
+        raise ValueError("pairs.cl: value='blocked' needs block, a power of two")
+    rows = context.get("rows", 1)
+    if rows < 1 or rows & (rows - 1):
+        raise ValueError("pairs.cl: rows must be a power of two")
     if wg < 1 or lpi < 1 or run < 1 or chunk < run or chunk % run:
         raise ValueError("pairs.cl: need wg, lpi, run >= 1 and chunk a multiple of run")
     lg = wg * lpi
@@ -31,10 +48,22 @@ ${accns.accumulator(P, acc)}
 
 % if value == "float2":
 typedef float2 tp_in_t;
-#define TP_VAL(v, o) (((v).x - (o).x) + ((v).y - (o).y))
+#define TP_ORIGIN const float2 o = x[t0];
+#define TP_VAL(k) ((x[k].x - o.x) + (x[k].y - o.y))
+% elif value == "blocked":
+typedef float tp_in_t;
+// value k = xv[k] + table[k / block] (minus the series' first value); relative to t0 it is
+// (xv[k] - xv[t0]) + (table[k / block] - table[t0 / block]), the last term exactly 0 inside
+// t0's block.
+#define TP_ORIGIN __global const float2 *tab = (__global const float2 *)x; \
+                  __global const float *xv = x + xoff; \
+                  const float2 ob = tab[t0 >> ${blk.bit_length() - 1}u]; const float od = xv[t0];
+#define TP_VAL(k) ((xv[k] - od) + ((tab[(k) >> ${blk.bit_length() - 1}u].x - ob.x) \
+                                   + (tab[(k) >> ${blk.bit_length() - 1}u].y - ob.y)))
 % else:
 typedef float tp_in_t;
-#define TP_VAL(v, o) (v)
+#define TP_ORIGIN
+#define TP_VAL(k) (x[k])
 % endif
 
 inline float tp_${pair}(float a, float b, float q)
@@ -95,8 +124,9 @@ inline float tp_${pair}(float a, float b, float q)
 </%def>
 
 __kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
-void ts_pair_sums(__global const tp_in_t *x, const uint n, const uint lag0, const uint nlags,
-                  const uint nchunks, const float q, __global ${P}acc_t *partial)
+void ts_pair_sums(__global const tp_in_t *x, const uint xoff, const uint n, const uint lag0,
+                  const uint nlags, const uint c_begin, const uint c_end, const uint first_piece,
+                  const float q, __global ${P}acc_t *partial)
 {
     __local float ta[${chunk}];
     __local float tb[${chunk + lg}];
@@ -106,15 +136,15 @@ void ts_pair_sums(__global const tp_in_t *x, const uint n, const uint lag0, cons
 % for j in J:
     ${P}acc_t acc${j} = ${P}ZERO;
 % endfor
-    for (uint c = get_group_id(1); c < nchunks; c += get_num_groups(1)) {
+    for (uint c = c_begin + get_group_id(1); c < c_end; c += get_num_groups(1)) {
         const uint t0 = c * ${chunk}u;
-        const tp_in_t o = x[t0];
+        TP_ORIGIN
         barrier(CLK_LOCAL_MEM_FENCE);       // the previous tile is no longer read
         for (uint i = lid; i < ${chunk}u; i += ${wg}u)
-            ta[i] = t0 + i < n ? TP_VAL(x[t0 + i], o) : 0.0f;
+            ta[i] = t0 + i < n ? TP_VAL(t0 + i) : 0.0f;
         for (uint i = lid; i < ${chunk + lg}u; i += ${wg}u) {
             const uint k = t0 + L0 + i;
-            tb[i] = k < n ? TP_VAL(x[k], o) : 0.0f;
+            tb[i] = k < n ? TP_VAL(k) : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         if (t0 + L0 + ${chunk + lg - 1}u <= n)
@@ -124,18 +154,41 @@ ${tile(True)}
     }
     const uint first = L0 - lag0 + me;
     __global ${P}acc_t *out = partial + (size_t)get_group_id(1) * nlags;
+    // every group writes (zeros if it had no tile), so the first piece sets every slot
+    if (first_piece) {
 % for j in J:
-    if (first + ${j}u < nlags) out[first + ${j}u] = acc${j};
+        if (first + ${j}u < nlags) out[first + ${j}u] = acc${j};
 % endfor
+    } else {
+% for j in J:
+        if (first + ${j}u < nlags) out[first + ${j}u] = ${P}add(out[first + ${j}u], acc${j});
+% endfor
+    }
 }
 
-// out[i] = sum over the work groups g < groups of partial[g][i], i < nlags.
-__kernel void ts_pair_finish(__global const ${P}acc_t *partial, const uint groups,
-                             const uint nlags, __global ${P}acc_t *out)
+// out[i] = sum over the work groups g < groups of partial[g][i], i < nlags.  Work group
+// (64, rows): row r adds the slots g = r, r + rows, ...; the rows are then added in a
+// fixed order in local memory.
+__kernel __attribute__((reqd_work_group_size(64, ${rows}, 1)))
+void ts_pair_finish(__global const ${P}acc_t *partial, const uint groups,
+                    const uint nlags, __global ${P}acc_t *out)
 {
     const uint i = get_global_id(0);
-    if (i >= nlags) return;
+    const uint r = get_local_id(1);
     ${P}acc_t s = ${P}ZERO;
-    for (uint g = 0; g < groups; ++g) s = ${P}add(s, partial[(size_t)g * nlags + i]);
-    out[i] = s;
+    if (i < nlags)
+        for (uint g = r; g < groups; g += ${rows}u) s = ${P}add(s, partial[(size_t)g * nlags + i]);
+% if rows > 1:
+    __local ${P}acc_t red[${rows}][64];
+    const uint l = get_local_id(0);
+    red[r][l] = s;
+    barrier(CLK_LOCAL_MEM_FENCE);
+%   for off in [rows >> k for k in range(1, rows.bit_length()) if rows >> k]:
+    if (r < ${off}u) red[r][l] = ${P}add(red[r][l], red[r + ${off}u][l]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+%   endfor
+    if (r == 0 && i < nlags) out[i] = red[0][l];
+% else:
+    if (i < nlags) out[i] = s;
+% endif
 }

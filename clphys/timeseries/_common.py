@@ -22,7 +22,7 @@ def series(name: str, values, min_len: int, why: str) -> np.ndarray:
         raise ValueError(f"{name} needs at least {min_len} points ({why}), got {arr.size}")
     if arr.size > MAX_LENGTH:
         raise ValueError(f"{name} may have at most {MAX_LENGTH} points, got {arr.size}")
-    return arr.astype(np.float64)
+    return arr.astype(np.float64, copy=False)
 
 
 def float_pairs(p: np.ndarray) -> np.ndarray:
@@ -33,6 +33,28 @@ def float_pairs(p: np.ndarray) -> np.ndarray:
     hi = d.astype(np.float32)
     lo = (d - hi.astype(np.float64)).astype(np.float32)
     return np.ascontiguousarray(np.stack([hi, lo], axis=1))
+
+
+def fill_pairs(out: np.ndarray, p: np.ndarray):
+    """float_pairs(p) written into out, an (n, 2) float32 array."""
+    d = p - p[0]
+    out[:, 0] = d
+    out[:, 1] = d - out[:, 0]
+
+
+def fill_blocked(table: np.ndarray, out: np.ndarray, p: np.ndarray, block: int):
+    """The "blocked" layout of pairs.cl: out[t] = float32(p[t] - p[b * block]) with
+    b = t // block, and table[b] = (hi, lo) float32 pair of p[b * block] - p[0].
+    The float64 differences are exact for nearby values, so out keeps float32
+    accuracy relative to the excursion within a block whatever the offset."""
+    n = p.size
+    base = p[::block]
+    fill_pairs(table, base)
+    full = n // block * block
+    np.subtract(p[:full].reshape(-1, block), base[:full // block, None],
+                out=out[:full].reshape(-1, block), casting="same_kind")
+    if full < n:
+        np.subtract(p[full:], base[-1], out=out[full:], casting="same_kind")
 
 
 def accumulator(dev, forced=None) -> str:

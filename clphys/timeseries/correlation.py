@@ -18,6 +18,7 @@ import pyopencl.array as cla
 from .. import _validate
 from ..runtime import resolve_device
 from . import _common
+from . import _transfer as _xfer
 
 __all__ = ["HurstResult", "AutocorrelationResult", "PairTuning", "hurst", "autocorrelation"]
 
@@ -46,12 +47,27 @@ class AutocorrelationResult:
 class PairTuning:
     """Code shape of pairs.cl: work-group size, lags per work item, t values per
     local-memory tile, t values per float32 run; `groups` work groups share the
-    tiles (None: a few per compute unit)."""
+    tiles (None: a few per compute unit); the tiles are processed in `pieces`
+    launches (None: by length, see :func:`auto_pieces`), which can overlap the
+    upload of later parts of the series."""
     wg: int
     lpi: int
     chunk: int
     run: int = 32
     groups: int | None = None
+    pieces: int | None = None
+
+
+BLOCK = 256                   # values per offset block of the "blocked" layout (Hurst)
+PIECE_VALUES = 1 << 21        # about this many values per piece of a long series
+MAX_PIECES = 8
+
+
+def auto_pieces(n: int) -> int:
+    """Launches for a series of n values: one below 2^22 values, then one per
+    2^21 values, at most 8 (2^24 values: 8 pieces of 8 MB each).  A function of
+    n only, so every transfer path gives bit-identical results."""
+    return max(1, min(MAX_PIECES, n // PIECE_VALUES))
 
 
 def default_tuning(facts, nlags: int) -> PairTuning:
@@ -68,46 +84,114 @@ def default_tuning(facts, nlags: int) -> PairTuning:
 
 class PairSums:
     """Σ_t f(x(t), x(t + l)) over t + l < n for l = lag0 .. lag0 + nlags - 1, as
-    float64, on one device.  Buffers and programs are made once; `run` only
-    enqueues kernels (the benchmark times it apart from the upload)."""
+    float64, on one device.  Buffers and programs are made once; `fill` writes the
+    series into a host byte array in the layout of `value` ("float2", "blocked",
+    "float"; see pairs.cl), `segment_ends` says which bytes each launch needs,
+    and `run` only enqueues kernels (the benchmark times it apart from the upload)."""
 
-    def __init__(self, dev, n, nlags, pair, value, lag0=1, accumulate=None, tuning=None):
-        self.dev, self.n, self.nlags, self.lag0 = dev, n, nlags, lag0
+    def __init__(self, dev, n, nlags, pair, value, lag0=1, accumulate=None, tuning=None,
+                 block=BLOCK, rows=None):
+        self.dev, self.n, self.nlags, self.lag0, self.value = dev, n, nlags, lag0, value
         self.acc = _common.accumulator(dev, accumulate)
         t = tuning or default_tuning(dev.facts, nlags)
         if t.wg > dev.facts.max_work_group:
             raise ValueError(f"work-group size {t.wg} exceeds {dev.name}'s {dev.facts.max_work_group}")
         self.tuning = t
-        self.prg = dev.build("timeseries/pairs.cl", pair=pair, value=value, acc=self.acc,
-                             wg=t.wg, lpi=t.lpi, chunk=t.chunk, run=t.run)
-        lag_blocks = -(-nlags // (t.wg * t.lpi))
+        # rows of the finishing kernel: on GPUs 16 x 64 items add the groups' partial sums
+        if rows is None:
+            rows = _common.pow2_at_most(min(16, dev.facts.max_work_group // 64)) \
+                if dev.facts.is_gpu else 1
+        self.rows = rows
+        params = dict(pair=pair, value=value, acc=self.acc, wg=t.wg, lpi=t.lpi, chunk=t.chunk,
+                      run=t.run, rows=self.rows)
+        # layout: "blocked" puts a (hi, lo) float pair per block first, the values after it
+        self.block = block if value == "blocked" else 0
+        if value == "blocked":
+            params["block"] = block
+            self.nblocks = -(-n // block)
+            self.xoff = -(-2 * self.nblocks // 64) * 64          # floats; 256-byte aligned
+            self.elem = 4
+        else:
+            self.nblocks, self.xoff, self.elem = 0, 0, 8 if value == "float2" else 4
+        self.nbytes = 4 * self.xoff + self.elem * n
+        self.prg = dev.build("timeseries/pairs.cl", **params)
+        self.lag_blocks = -(-nlags // (t.wg * t.lpi))
         self.nchunks = -(-(n - lag0) // t.chunk)
+        pieces = max(1, min(t.pieces or auto_pieces(n), self.nchunks))
+        self.bounds = [k * self.nchunks // pieces for k in range(pieces + 1)]
+        per_piece = max(b - a for a, b in zip(self.bounds, self.bounds[1:]))
         per_cu = 16 if dev.facts.is_gpu else 4
-        groups = t.groups or max(1, -(-per_cu * dev.facts.compute_units // lag_blocks))
-        self.groups = max(1, min(groups, self.nchunks))
-        self.global_size = (lag_blocks * t.wg, self.groups)
+        groups = t.groups or max(1, -(-per_cu * dev.facts.compute_units // self.lag_blocks))
+        self.groups = max(1, min(groups, per_piece))
+        self.global_size = (self.lag_blocks * t.wg, self.groups)
         dtype = _common.ACC_DTYPE[self.acc]
         self.partial = cla.empty(dev.queue, self.groups * nlags, dtype)
         self.out = cla.empty(dev.queue, nlags, dtype)
 
-    def run(self, x: cla.Array, q: float = 1.0):
+    @property
+    def pieces(self) -> int:
+        return len(self.bounds) - 1
+
+    def fill(self, host: np.ndarray, values: np.ndarray):
+        """Write the float64 series `values` (n of them) into the byte array `host`
+        (self.nbytes long) in this plan's layout."""
+        f32 = host[:self.nbytes].view(np.float32)
+        if self.value == "blocked":
+            _common.fill_blocked(f32[:2 * self.nblocks].reshape(-1, 2), f32[self.xoff:],
+                                 values, self.block)
+        elif self.value == "float2":
+            _common.fill_pairs(f32.reshape(-1, 2), values)
+        else:
+            f32[:] = values
+
+    def segment_ends(self) -> list[int]:
+        """For each launch, the end of the bytes it reads (from byte 0)."""
+        t = self.tuning
+        reach = self.lag0 + self.lag_blocks * t.wg * t.lpi       # past the last lag block
+        return [4 * self.xoff + self.elem * min(self.n, c * t.chunk + reach)
+                for c in self.bounds[1:]]
+
+    def run(self, x, q: float = 1.0, waits=None):
+        """Enqueue the launches on the series in `x` (a cl.Buffer in this plan's
+        layout); `waits[k]`: events launch k must wait for."""
         queue, t = self.dev.queue, self.tuning
-        self.prg.ts_pair_sums(queue, self.global_size, (t.wg, 1), x.data, np.uint32(self.n),
-                              np.uint32(self.lag0), np.uint32(self.nlags), np.uint32(self.nchunks),
-                              np.float32(q), self.partial.data)
+        for k, (a, b) in enumerate(zip(self.bounds, self.bounds[1:])):
+            self.prg.ts_pair_sums(queue, self.global_size, (t.wg, 1), x, np.uint32(self.xoff),
+                                  np.uint32(self.n), np.uint32(self.lag0),
+                                  np.uint32(self.nlags), np.uint32(a), np.uint32(b),
+                                  np.uint32(k == 0), np.float32(q), self.partial.data,
+                                  wait_for=(waits[k] or None) if waits else None)
+        self.finish()
+
+    def finish(self):
         fin = 64
-        self.prg.ts_pair_finish(queue, (-(-self.nlags // fin) * fin,), (fin,), self.partial.data,
-                                np.uint32(self.groups), np.uint32(self.nlags), self.out.data)
+        self.prg.ts_pair_finish(self.dev.queue, (-(-self.nlags // fin) * fin, self.rows),
+                                (fin, self.rows), self.partial.data, np.uint32(self.groups),
+                                np.uint32(self.nlags), self.out.data)
 
     def result(self) -> np.ndarray:
         return _common.acc_to_float64(self.out.get())
+
+    def compute(self, values: np.ndarray, q: float = 1.0, transfer=None) -> np.ndarray:
+        """Upload `values` (through `transfer`, default by device and size), run,
+        and return the sums."""
+        transfer = _xfer.default(self.dev, self.nbytes) if transfer is None else transfer
+        with _xfer.Staged(self.dev, self.nbytes, transfer) as st:
+            self.fill(st.host, values)
+            self.run(st.buffer, q, st.send(self.segment_ends()))
+            return self.result()
 
 
 def _max_lag(max_lag) -> int:
     return _validate.integer("max_lag", max_lag, 1, _common.MAX_LENGTH - 2)
 
 
-def hurst(p, max_lag=256, q=1.0, device=None, *, _accumulate=None, _tuning=None) -> HurstResult:
+def _transfer_arg(value):
+    return None if value is None else _xfer.parse(value)
+
+
+def hurst(p, max_lag=256, q=1.0, device=None, *, _accumulate=None, _tuning=None,
+          _layout="blocked", _transfer=None) -> HurstResult:
     """Hurst exponent of the series p(t), t = 0 .. T-1, from its q-th order
     structure function.
 
@@ -126,21 +210,25 @@ def hurst(p, max_lag=256, q=1.0, device=None, *, _accumulate=None, _tuning=None)
     paths; S_2^2 is the mean squared displacement).  Returns
     :class:`HurstResult` (lags, S, H, q); H[0] is NaN (no slope at Δt = 1).
 
-    Accuracy: differences are formed in float32 relative to a nearby element
-    of the series (so a large offset costs nothing), summed in float32 over
-    runs of 32 and accumulated in float64 (compensated float32 on devices
-    without fp64): S agrees with a float64 NumPy computation to ~1e-7.
+    Accuracy: the series goes to the device as float32 values relative to the
+    first value of their block of 256 (with a float64-accurate table of the
+    block offsets), and differences are formed in float32 relative to a nearby
+    element (so a large offset costs nothing), summed in float32 over runs of
+    32 and accumulated in float64 (compensated float32 on devices without
+    fp64): S agrees with a float64 NumPy computation to ~1e-7.
     """
     max_lag = _max_lag(max_lag)
     p = _common.series("p", p, max_lag + 2, f"max_lag + 2 with max_lag = {max_lag}")
     q = _validate.real("q", q, 0.0, strict_min=True)
+    _validate.choice("_layout", _layout, ("blocked", "float2"))
+    transfer = _transfer_arg(_transfer)
     dev = resolve_device(device)
     pair = "absdiff" if q == 1.0 else "sqdiff" if q == 2.0 else "powdiff"
-    plan = PairSums(dev, p.size, max_lag, pair, "float2", lag0=1, accumulate=_accumulate,
+    plan = PairSums(dev, p.size, max_lag, pair, _layout, lag0=1, accumulate=_accumulate,
                     tuning=_tuning)
-    plan.run(_common.device_array(dev, _common.float_pairs(p)), q)
+    sums = plan.compute(p, q, transfer)
     lags = np.arange(1, max_lag + 1)
-    mean = plan.result() / (p.size - lags)
+    mean = sums / (p.size - lags)
     S = mean ** (1.0 / q)
     return HurstResult(lags=lags, S=S, H=local_slope(lags, S), q=q)
 
@@ -156,7 +244,7 @@ def local_slope(lags: np.ndarray, S: np.ndarray) -> np.ndarray:
 
 
 def autocorrelation(x, max_lag=256, stationary=False, device=None, *, _accumulate=None,
-                    _tuning=None) -> AutocorrelationResult:
+                    _tuning=None, _transfer=None) -> AutocorrelationResult:
     """Autocorrelation ρ(Δt), Δt = 0 .. max_lag, of the series x(t), t = 0 .. T-1
     (normally price changes, not prices).
 
@@ -184,6 +272,7 @@ def autocorrelation(x, max_lag=256, stationary=False, device=None, *, _accumulat
         raise TypeError(f"stationary must be True or False, got {stationary!r}")
     if np.all(x == x[0]):
         raise ValueError("x is constant: its autocorrelation is undefined")
+    transfer = _transfer_arg(_transfer)
     dev = resolve_device(device)
     # Centre on the mean rounded to a power of two near σ: |mean - c| <= σ/2 keeps the
     # cancellation mild, and series on a binary grid (integers, half ticks) stay on it,
@@ -193,8 +282,7 @@ def autocorrelation(x, max_lag=256, stationary=False, device=None, *, _accumulat
     xc = x - c
     plan = PairSums(dev, x.size, max_lag, "product", "float", lag0=1, accumulate=_accumulate,
                     tuning=_tuning)
-    plan.run(_common.device_array(dev, xc.astype(np.float32)))
-    cross = np.concatenate([[np.dot(xc, xc)], plan.result()])
+    cross = np.concatenate([[np.dot(xc, xc)], plan.compute(xc, transfer=transfer)])
     return AutocorrelationResult(lags=np.arange(max_lag + 1),
                                  rho=rho_from_sums(xc, c, cross, stationary),
                                  stationary=bool(stationary))
