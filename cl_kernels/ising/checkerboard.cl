@@ -1,0 +1,96 @@
+## Checkerboard Metropolis, one int8 per spin, layout (R, Lz, Ly, Lx).
+## One work item per (replica, group of 4 compact sites of the colour): it draws
+## 4 words (one Philox call, or 4 steps of its own LCG/xorshift32 state) and
+## updates those 4 sites. Conventions in clphys/ising/backends.py.
+## params: dim, Lx, Ly, Lz, rng ("philox" | "lcg" | "xorshift32"), wg (None or the
+## work-group size), rwg (work-group size of the sums kernel, a power of two)
+<%namespace name="philox" file="/rng/philox.cl"/>
+<%namespace name="lcg" file="/rng/lcg.cl"/>
+<%namespace name="xorshift" file="/rng/xorshift.cl"/>
+<%namespace name="red" file="/common/reduce.cl"/>
+<%namespace name="ic" file="/ising/common.cl"/>
+<%
+    if rng not in ("philox", "lcg", "xorshift32"):
+        raise ValueError("checkerboard.cl: rng must be philox, lcg or xorshift32, got %r" % (rng,))
+    attr = "__attribute__((reqd_work_group_size(%d, 1, 1)))" % wg if wg else ""
+%>
+${ic.lattice("CB_", dim, Lx, Ly, Lz)}
+% if rng == "philox":
+${philox.philox4x32_10("cb_")}
+${ic.philox_counter("cb_")}
+% elif rng == "lcg":
+${lcg.lcg32("cb_")}
+% else:
+${xorshift.xorshift32("cb_")}
+% endif
+${red.wg_reduce("cbs_", "long2", rwg, "return a + b;")}
+
+// states: (R, 2, G) generator states (unused with Philox).
+__kernel ${attr}
+void ising_cb_sweep(__global char *spins, __global const uint *thr, const uint colour,
+                    const uint R, const uint k0, const uint k1, const uint t_lo,
+                    const uint t_hi, __global uint *states)
+{
+    const size_t t = get_global_id(0);
+    if (t >= (size_t)R * CB_G) return;
+    const uint r = (uint)(t / CB_G), g = (uint)(t % CB_G);
+% if rng == "philox":
+    const uint4 v = cb_philox(cb_counter(g, r, t_lo, t_hi, colour), (uint2)(k0, k1));
+    const uint w[4] = {v.x, v.y, v.z, v.w};
+% else:
+    const size_t si = ((size_t)r * 2u + colour) * CB_G + g;
+    uint st = states[si];
+    uint w[4];
+    for (uint q = 0; q < 4u; ++q) w[q] = cb_${"lcg32" if rng == "lcg" else "xorshift32"}_next(&st);
+    states[si] = st;
+% endif
+    __global char *s = spins + (size_t)r * CB_N;
+    __global const uint *th = thr + r * 2u * CB_NCLS;
+    for (uint q = 0; q < 4u; ++q) {
+        const uint n = 4u * g + q;
+        if (n >= CB_HALF) break;
+        const uint row = n / CB_S, y = row % CB_LY;
+% if dim == 3:
+        const uint z = row / CB_LY;
+% else:
+        const uint z = 0u;
+% endif
+        const uint x = 2u * (n % CB_S) + ((colour + y + z) & 1u);
+        const uint xp = x + 1u == CB_LX ? 0u : x + 1u, xm = x == 0u ? CB_LX - 1u : x - 1u;
+        const uint yp = y + 1u == CB_LY ? 0u : y + 1u, ym = y == 0u ? CB_LY - 1u : y - 1u;
+        const uint base = z * CB_LY * CB_LX;
+        const char me = s[base + y * CB_LX + x];
+        uint k = (s[base + y * CB_LX + xp] == me) + (s[base + y * CB_LX + xm] == me)
+               + (s[base + yp * CB_LX + x] == me) + (s[base + ym * CB_LX + x] == me);
+% if dim == 3:
+        const uint zp = z + 1u == CB_LZ ? 0u : z + 1u, zm = z == 0u ? CB_LZ - 1u : z - 1u;
+        k += (s[(zp * CB_LY + y) * CB_LX + x] == me) + (s[(zm * CB_LY + y) * CB_LX + x] == me);
+% endif
+        if (w[q] <= th[(me < 0 ? CB_NCLS : 0u) + k]) s[base + y * CB_LX + x] = -me;
+    }
+}
+
+// Partial sums per (replica, part): x = sum over bonds s_i s_j, y = sum s_i.
+// Global size R * parts * rwg; group (r, j) strides over the replica's sites.
+__kernel __attribute__((reqd_work_group_size(${rwg}, 1, 1)))
+void ising_cb_sums(__global const char *spins, __global long2 *partial, const uint parts)
+{
+    __local long2 scratch[${rwg}];
+    const uint grp = get_group_id(0), lid = get_local_id(0);
+    const uint r = grp / parts, j = grp % parts;
+    __global const char *s = spins + (size_t)r * CB_N;
+    long2 acc = (long2)(0, 0);
+    for (uint i = j * ${rwg}u + lid; i < CB_N; i += parts * ${rwg}u) {
+        const uint x = i % CB_LX, y = (i / CB_LX) % CB_LY, z = i / (CB_LX * CB_LY);
+        const uint xp = x + 1u == CB_LX ? 0u : x + 1u, yp = y + 1u == CB_LY ? 0u : y + 1u;
+        const int me = s[i];
+        int nb = s[i - x + xp] + s[(z * CB_LY + yp) * CB_LX + x];
+% if dim == 3:
+        const uint zp = z + 1u == CB_LZ ? 0u : z + 1u;
+        nb += s[(zp * CB_LY + y) * CB_LX + x];
+% endif
+        acc += (long2)(me * nb, me);
+    }
+    acc = cbs_wg_reduce(acc, lid, scratch);
+    if (lid == 0u) partial[grp] = acc;
+}

@@ -1,0 +1,3 @@
+def binder_scan(*a, **k): raise NotImplementedError
+class BinderScan: pass
+class Crossing: pass
