@@ -23,7 +23,7 @@ ${lcg.lcg32("cb_")}
 % else:
 ${xorshift.xorshift32("cb_")}
 % endif
-${red.wg_reduce("cbs_", "long2", rwg, "return a + b;")}
+${red.wg_reduce("cbs_", "long", rwg, "return a + b;")}
 
 // states: (R, 2, G) generator states (unused with Philox).
 __kernel ${attr}
@@ -33,7 +33,8 @@ void ising_cb_sweep(__global char *spins, __global const uint *thr, const uint c
 {
     const size_t t = get_global_id(0);
     if (t >= (size_t)R * CB_G) return;
-    const uint r = (uint)(t / CB_G), g = (uint)(t % CB_G);
+    // quotient and remainder as x - q d: Oclgrind cannot check LLVM's div/rem `freeze`
+    const uint r = (uint)(t / CB_G), g = (uint)(t - (size_t)r * CB_G);
 % if rng == "philox":
     const uint4 v = cb_philox(cb_counter(g, r, t_lo, t_hi, colour), (uint2)(k0, k1));
     const uint w[4] = {v.x, v.y, v.z, v.w};
@@ -49,13 +50,8 @@ void ising_cb_sweep(__global char *spins, __global const uint *thr, const uint c
     for (uint q = 0; q < 4u; ++q) {
         const uint n = 4u * g + q;
         if (n >= CB_HALF) break;
-        const uint row = n / CB_S, y = row % CB_LY;
-% if dim == 3:
-        const uint z = row / CB_LY;
-% else:
-        const uint z = 0u;
-% endif
-        const uint x = 2u * (n % CB_S) + ((colour + y + z) & 1u);
+        const uint row = n / CB_S, z = row / CB_LY, y = row - z * CB_LY;
+        const uint x = 2u * (n - row * CB_S) + ((colour + y + z) & 1u);
         const uint xp = x + 1u == CB_LX ? 0u : x + 1u, xm = x == 0u ? CB_LX - 1u : x - 1u;
         const uint yp = y + 1u == CB_LY ? 0u : y + 1u, ym = y == 0u ? CB_LY - 1u : y - 1u;
         const uint base = z * CB_LY * CB_LX;
@@ -70,18 +66,18 @@ void ising_cb_sweep(__global char *spins, __global const uint *thr, const uint c
     }
 }
 
-// Partial sums per (replica, part): x = sum over bonds s_i s_j, y = sum s_i.
-// Global size R * parts * rwg; group (r, j) strides over the replica's sites.
+// Partial sums per (replica, part), as pairs of longs: sum over bonds s_i s_j,
+// sum s_i. Global size R * parts * rwg; group (r, j) strides over the replica's sites.
 __kernel __attribute__((reqd_work_group_size(${rwg}, 1, 1)))
-void ising_cb_sums(__global const char *spins, __global long2 *partial, const uint parts)
+void ising_cb_sums(__global const char *spins, __global long *partial, const uint parts)
 {
-    __local long2 scratch[${rwg}];
+    __local long scratch[${rwg}];
     const uint grp = get_group_id(0), lid = get_local_id(0);
-    const uint r = grp / parts, j = grp % parts;
+    const uint r = grp / parts, j = grp - r * parts;
     __global const char *s = spins + (size_t)r * CB_N;
-    long2 acc = (long2)(0, 0);
+    long bond = 0, mag = 0;
     for (uint i = j * ${rwg}u + lid; i < CB_N; i += parts * ${rwg}u) {
-        const uint x = i % CB_LX, y = (i / CB_LX) % CB_LY, z = i / (CB_LX * CB_LY);
+        const uint zy = i / CB_LX, x = i - zy * CB_LX, z = zy / CB_LY, y = zy - z * CB_LY;
         const uint xp = x + 1u == CB_LX ? 0u : x + 1u, yp = y + 1u == CB_LY ? 0u : y + 1u;
         const int me = s[i];
         int nb = s[i - x + xp] + s[(z * CB_LY + yp) * CB_LX + x];
@@ -89,8 +85,13 @@ void ising_cb_sums(__global const char *spins, __global long2 *partial, const ui
         const uint zp = z + 1u == CB_LZ ? 0u : z + 1u;
         nb += s[(zp * CB_LY + y) * CB_LX + x];
 % endif
-        acc += (long2)(me * nb, me);
+        bond += me * nb;
+        mag += me;
     }
-    acc = cbs_wg_reduce(acc, lid, scratch);
-    if (lid == 0u) partial[grp] = acc;
+    bond = cbs_wg_reduce(bond, lid, scratch);
+    mag = cbs_wg_reduce(mag, lid, scratch);
+    if (lid == 0u) {
+        partial[2 * grp] = bond;
+        partial[2 * grp + 1] = mag;
+    }
 }

@@ -15,17 +15,17 @@ __kernel void ising_init_spins(__global char *out, const uint R, const uint mode
 {
     const size_t t = get_global_id(0);
     if (t >= (size_t)R * 2u * IN_G) return;
-    const uint r = (uint)(t / (2u * IN_G));
-    const uint c = (uint)(t / IN_G) % 2u;
-    const uint g = (uint)(t % IN_G);
+    // t = (2 r + c) G + g; remainders as x - q d (Oclgrind cannot check LLVM's div/rem freeze)
+    const uint rc = (uint)(t / IN_G), g = (uint)(t - (size_t)rc * IN_G);
+    const uint r = rc >> 1, c = rc & 1u;
     const uint4 v = init_philox(init_counter(g, r, 0xFFFFFFFFu, 0x7FFFFFFFu, c), (uint2)(k0, k1));
     const uint w[4] = {v.x, v.y, v.z, v.w};
     __global char *s = out + (size_t)r * IN_N;
     for (uint q = 0; q < 4u; ++q) {
         const uint n = 4u * g + q;
         if (n >= IN_HALF) break;
-        const uint row = n / IN_S, y = row % IN_LY, z = row / IN_LY;
-        const uint x = 2u * (n % IN_S) + ((c + y + z) & 1u);
+        const uint row = n / IN_S, z = row / IN_LY, y = row - z * IN_LY;
+        const uint x = 2u * (n - row * IN_S) + ((c + y + z) & 1u);
         const char v0 = mode == 0u ? ((w[q] >> 31) ? -1 : 1) : (mode == 1u ? 1 : -1);
         s[(row * IN_LX) + x] = v0;
     }

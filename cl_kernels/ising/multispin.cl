@@ -78,7 +78,7 @@ ${ic.philox_lanes("ms_", 8)}
 #define LANE ((uint8)(0u, 1u, 2u, 3u, 4u, 5u, 6u, 7u))
 #define BIT ((uint8)(1u, 1u << 4, 1u << 8, 1u << 12, 1u << 16, 1u << 20, 1u << 24, 1u << 28))
 #define MSB ((uint8)(31u, 27u, 23u, 19u, 15u, 11u, 7u, 3u))
-${red.wg_reduce("mss_", "long2", rwg, "return a + b;")}
+${red.wg_reduce("mss_", "long", rwg, "return a + b;")}
 #define MS_WR ${WR}u
 #define MS_ROWS ${ROWS}u
 #define MS_VALID ${"0x%08Xu" % VALID}
@@ -91,7 +91,9 @@ inline uint ms_horizontal(uint c, uint cm, uint cp, uint odd)
     return odd ? ((c >> 1) | ((c & 1u) << ${NBITS - 1}))
                : (((c << 1) & MS_VALID) | (c >> ${NBITS - 1}));
 % else:
-    return odd ? ((c >> 1) | (cp << 31)) : ((c << 1) | (cm >> 31));
+    // 64-bit shifts rather than (c >> 1) | (cp << 31): LLVM makes funnel shifts of
+    // the latter, which Oclgrind cannot run
+    return odd ? (uint)((upsample(cp, c)) >> 1) : (uint)(upsample(c, cm) >> 31);
 % endif
 }
 
@@ -119,11 +121,13 @@ void ising_ms_sweep(__global uint *own, __global const uint *other, __global con
                     const uint t_lo, const uint t_hi)
 {
     const size_t t = get_global_id(0);
-    if (t >= (size_t)R * MS_ROWS * (MS_WR / ${W}u)) return;
-    const uint r = (uint)(t / (MS_ROWS * (MS_WR / ${W}u)));
-    const uint rem = (uint)(t % (MS_ROWS * (MS_WR / ${W}u)));
-    const uint row = rem / (MS_WR / ${W}u), w0 = (rem % (MS_WR / ${W}u)) * ${W}u;
-    const uint y = row % MS_LY, z = row / MS_LY;
+    // runs per row, per replica; remainders as x - q d (Oclgrind cannot check
+    // the `freeze` of LLVM's div/rem pairing)
+    const uint RPR = MS_WR / ${W}u, IPR = MS_ROWS * RPR;
+    if (t >= (size_t)R * IPR) return;
+    const uint r = (uint)(t / IPR), rem = (uint)(t - (size_t)r * IPR);
+    const uint row = rem / RPR, w0 = (rem - row * RPR) * ${W}u;
+    const uint z = row / MS_LY, y = row - z * MS_LY;
     const uint odd = (colour + y + z) & 1u;
     const uint yp = y + 1u == MS_LY ? 0u : y + 1u, ym = y == 0u ? MS_LY - 1u : y - 1u;
     const size_t rbase = (size_t)r * MS_ROWS;
@@ -193,20 +197,20 @@ void ising_ms_sweep(__global uint *own, __global const uint *other, __global con
 % endif
 }
 
-// Partial sums per (replica, part) over colour-0 words: x = bond sum (every
-// bond has exactly one colour-0 end), y = magnetization of both colours.
+// Partial sums per (replica, part) over colour-0 words, as pairs of longs: bond
+// sum (every bond has exactly one colour-0 end), magnetization of both colours.
 __kernel __attribute__((reqd_work_group_size(${rwg}, 1, 1)))
-void ising_ms_sums(__global const uint *s0, __global const uint *s1, __global long2 *partial,
+void ising_ms_sums(__global const uint *s0, __global const uint *s1, __global long *partial,
                    const uint parts)
 {
-    __local long2 scratch[${rwg}];
+    __local long scratch[${rwg}];
     const uint grp = get_group_id(0), lid = get_local_id(0);
-    const uint r = grp / parts, j = grp % parts;
+    const uint r = grp / parts, j = grp - r * parts;
     const size_t rbase = (size_t)r * MS_ROWS;
-    long2 acc = (long2)(0, 0);
+    long bond = 0, mag = 0;
     for (uint i = j * ${rwg}u + lid; i < MS_ROWS * MS_WR; i += parts * ${rwg}u) {
-        const uint row = i / MS_WR, w = i % MS_WR;
-        const uint y = row % MS_LY, z = row / MS_LY;
+        const uint row = i / MS_WR, w = i - row * MS_WR;
+        const uint z = row / MS_LY, y = row - z * MS_LY;
         const uint yp = y + 1u == MS_LY ? 0u : y + 1u, ym = y == 0u ? MS_LY - 1u : y - 1u;
         __global const uint *oc = s1 + (rbase + row) * MS_WR;
         const uint s = s0[(rbase + row) * MS_WR + w], c = oc[w];
@@ -220,12 +224,15 @@ void ising_ms_sums(__global const uint *s0, __global const uint *s1, __global lo
         unlike += popcount(s ^ s1[(rbase + zm * MS_LY + y) * MS_WR + w])
                 + popcount(s ^ s1[(rbase + zp * MS_LY + y) * MS_WR + w]);
 % endif
-        const long bonds = ${2 * dim * NBITS} - 2 * (long)unlike;
-        const long mag = ${2 * NBITS} - 2 * (long)(popcount(s) + popcount(c));
-        acc += (long2)(bonds, mag);
+        bond += ${2 * dim * NBITS} - 2 * (long)unlike;
+        mag += ${2 * NBITS} - 2 * (long)(popcount(s) + popcount(c));
     }
-    acc = mss_wg_reduce(acc, lid, scratch);
-    if (lid == 0u) partial[grp] = acc;
+    bond = mss_wg_reduce(bond, lid, scratch);
+    mag = mss_wg_reduce(mag, lid, scratch);
+    if (lid == 0u) {
+        partial[2 * grp] = bond;
+        partial[2 * grp + 1] = mag;
+    }
 }
 
 // Natural int8 layout (R, Lz, Ly, Lx) <-> the two colour arrays; one item per word.
@@ -234,11 +241,12 @@ __kernel void ising_ms_pack(__global const char *nat, __global uint *s0, __globa
 {
     const size_t t = get_global_id(0);
     if (t >= (size_t)2u * R * MS_ROWS * MS_WR) return;
-    const uint c = (uint)(t / ((size_t)R * MS_ROWS * MS_WR));
-    const size_t idx = t % ((size_t)R * MS_ROWS * MS_WR);
-    const uint r = (uint)(idx / (MS_ROWS * MS_WR)), row = (uint)(idx / MS_WR % MS_ROWS);
-    const uint w = (uint)(idx % MS_WR);
-    const uint odd = (c + row % MS_LY + row / MS_LY) & 1u;
+    const size_t total = (size_t)R * MS_ROWS * MS_WR;
+    const uint c = t >= total;
+    const size_t idx = t - c * total;
+    const uint r = (uint)(idx / (MS_ROWS * MS_WR));
+    const uint rw = (uint)(idx - (size_t)r * (MS_ROWS * MS_WR)), row = rw / MS_WR, w = rw - row * MS_WR;
+    const uint z = row / MS_LY, odd = (c + (row - z * MS_LY) + z) & 1u;
     __global const char *src = nat + (size_t)r * MS_N + (size_t)row * MS_LX + odd;
     uint word = 0u;
     for (uint b = 0; b < ${NBITS}u; ++b)
@@ -251,11 +259,12 @@ __kernel void ising_ms_unpack(__global const uint *s0, __global const uint *s1,
 {
     const size_t t = get_global_id(0);
     if (t >= (size_t)2u * R * MS_ROWS * MS_WR) return;
-    const uint c = (uint)(t / ((size_t)R * MS_ROWS * MS_WR));
-    const size_t idx = t % ((size_t)R * MS_ROWS * MS_WR);
-    const uint r = (uint)(idx / (MS_ROWS * MS_WR)), row = (uint)(idx / MS_WR % MS_ROWS);
-    const uint w = (uint)(idx % MS_WR);
-    const uint odd = (c + row % MS_LY + row / MS_LY) & 1u;
+    const size_t total = (size_t)R * MS_ROWS * MS_WR;
+    const uint c = t >= total;
+    const size_t idx = t - c * total;
+    const uint r = (uint)(idx / (MS_ROWS * MS_WR));
+    const uint rw = (uint)(idx - (size_t)r * (MS_ROWS * MS_WR)), row = rw / MS_WR, w = rw - row * MS_WR;
+    const uint z = row / MS_LY, odd = (c + (row - z * MS_LY) + z) & 1u;
     __global char *dst = nat + (size_t)r * MS_N + (size_t)row * MS_LX + odd;
     const uint word = (c ? s1 : s0)[idx];
     for (uint b = 0; b < ${NBITS}u; ++b)

@@ -27,13 +27,22 @@ def check_sides(shape, algorithm, rule, ok):
             raise ValueError(f"{algorithm}: L{axis} = {L} is not allowed; allowed sizes: {rule}")
 
 
+def zeroed_buffer(dev, nbytes):
+    """A read-write device buffer zeroed by a host copy. (Oclgrind's
+    uninitialised-value checker can lose kernel writes into a buffer that no
+    host copy ever wrote; clEnqueueFillBuffer does not help.)"""
+    buf = cl.Buffer(dev.context, cl.mem_flags.READ_WRITE, max(1, nbytes))
+    cl.enqueue_copy(dev.queue, buf, np.zeros(max(1, nbytes), np.uint8), is_blocking=True)
+    return buf
+
+
 def enqueue_upload(queue, buf, array):
     """Copy a host array into buf (blocking: the array may be reused at once)."""
     cl.enqueue_copy(queue, buf, np.ascontiguousarray(array), is_blocking=True)
 
 
 class SumsReducer:
-    """Per-replica partials (long2 [R * parts]) and their reduction into a
+    """Per-replica partial pairs (int64 [R * parts][2]) and their reduction into a
     measurement buffer with cl_kernels/ising/sums.cl. `work` is the number of
     loop iterations per replica of the backend's partial-sum kernel."""
 
@@ -41,8 +50,8 @@ class SumsReducer:
         self.dev, self.R = dev, n_replicas
         self.wg = work_group_size(dev.facts, 256)
         self.parts = int(max(1, min(1024, work // (self.wg * 32))))
-        self.partial = cl.Buffer(dev.context, cl.mem_flags.READ_WRITE, 16 * n_replicas * self.parts)
         self.prg = dev.build("ising/sums.cl", wg=self.wg)
+        self.partial = zeroed_buffer(dev, 16 * n_replicas * self.parts)
         self._one = None
 
     def finish(self, buffer, index):

@@ -57,12 +57,12 @@ Class attributes and methods::
         # (bond_sum int64 (R,), magnetization int64 (R,)) reduced on the device;
         # bond_sum = sum over bonds s_i s_j (each bond once), magnetization = sum s_i.
     def measure_into(self, buffer, index)       # OPTIONAL fast path for sample()
-        # buffer: pyopencl Buffer of cl_long2 laid out [measurement][replica]
-        # (x = bond sum, y = magnetization), room for at least index + 1
-        # measurements. Enqueue the reduction writing measurement `index` of
-        # every replica, i.e. long2 element index * R + r. No host sync.
+        # buffer: pyopencl Buffer of int64 laid out [measurement][replica][2]
+        # (bond sum, magnetization), room for at least index + 1 measurements.
+        # Enqueue the reduction writing measurement `index` of every replica,
+        # i.e. longs 2 (index * R + r) and 2 (index * R + r) + 1. No host sync.
         # cl_kernels/ising/sums.cl (kernel ising_sums_finish) reduces per-replica
-        # partials (long2 [r * parts + j]) into that layout; backends may use it.
+        # partial pairs ([r * parts + j][2] longs) into that layout; backends may use it.
         # Without measure_into the ensemble calls sums() once per measurement.
     def get_state(self) -> dict
         # everything besides spins for a bit-exact resume: at least "sweeps"

@@ -14,7 +14,7 @@ import pyopencl as cl
 from .. import _validate
 from .. import rng as _rng
 from . import reference
-from ._device import SumsReducer, check_options, check_sides, enqueue_upload
+from ._device import SumsReducer, check_options, check_sides, enqueue_upload, zeroed_buffer
 
 MAX_SITES = 2**31          # per replica: 32-bit site indices in the kernel
 
@@ -46,11 +46,11 @@ class CheckerboardBackend:
         self.prg = dev.build("ising/checkerboard.cl", dim=self.dim, Lx=shape[0], Ly=shape[1], Lz=Lz,
                              rng=rng, wg=wg, rwg=self.reducer.wg)
         mf = cl.mem_flags
-        self.spins_buf = cl.Buffer(dev.context, mf.READ_WRITE, n_replicas * self.N)
+        self.spins_buf = zeroed_buffer(dev, n_replicas * self.N)
         self.thr_buf = cl.Buffer(dev.context, mf.READ_ONLY, n_replicas * 2 * (2 * self.dim + 1) * 4)
         self._thr = None
         n_states = n_replicas * 2 * self.groups if rng != "philox" else 1
-        self.states_buf = cl.Buffer(dev.context, mf.READ_WRITE, 4 * n_states)
+        self.states_buf = zeroed_buffer(dev, 4 * n_states)
         self.key = _rng.seed_key(seed)
         self.t = 0
         if rng != "philox":
@@ -91,7 +91,7 @@ class CheckerboardBackend:
 
     # ------------------------------------------------------------ observables
     def measure_into(self, buffer, index):
-        """See clphys.ising.backends: long2 (bond, M) at buffer[index * R + r]."""
+        """See clphys.ising.backends: int64 pair (bond, M) of measurement `index`."""
         red = self.reducer
         self.prg.ising_cb_sums(self.dev.queue, (self.R * red.parts * red.wg,), (red.wg,),
                                self.spins_buf, red.partial, np.uint32(red.parts))

@@ -24,12 +24,13 @@ from .. import rng as _rng
 from ..progress import Progress
 from ..runtime import resolve_device
 from . import backends
+from ._device import zeroed_buffer
 from .samples import Samples
 from .thresholds import metropolis_thresholds
 
 STARTS = ("random", "up", "down")
 STATE_FORMAT = "clphys.ising/1"
-_MEASURE_BYTES = 16          # one cl_long2 per replica and measurement
+_MEASURE_BYTES = 16          # two int64 per replica and measurement
 _CHUNK_BYTES = 32 << 20      # device buffer for measurements between read-backs
 
 
@@ -97,7 +98,7 @@ class Ensemble:
         dev, R = self.device, self.n_replicas
         Lz = self.shape[2] if self.dim == 3 else 1
         prg = dev.build("ising/init.cl", dim=self.dim, Lx=self.shape[0], Ly=self.shape[1], Lz=Lz)
-        buf = cl.Buffer(dev.context, cl.mem_flags.READ_WRITE, R * self.n_spins)
+        buf = zeroed_buffer(dev, R * self.n_spins)
         k0, k1 = _rng.seed_key(self.seed)
         items = R * 2 * (-(-(self.n_spins // 2) // 4))
         prg.ising_init_spins(dev.queue, (items,), None, buf, np.uint32(R),

@@ -18,7 +18,7 @@ import pyopencl as cl
 
 from .. import _validate
 from .. import rng as _rng
-from ._device import SumsReducer, check_options, check_sides, enqueue_upload
+from ._device import SumsReducer, check_options, check_sides, enqueue_upload, zeroed_buffer
 
 MAX_SITES = 2**34          # Philox group index n // 4 must fit 32 bits
 ALWAYS = 0xFFFFFFFF
@@ -84,9 +84,8 @@ class MultispinBackend:
         self._programs = {}
         # pack/unpack/sums come from the smallest variant (no slots)
         self.prg = self._program(tuple(range(2 * (2 * self.dim + 1))), ())
-        mf = cl.mem_flags
         nbytes = 4 * n_replicas * self.words
-        self.bufs = [cl.Buffer(dev.context, mf.READ_WRITE, nbytes) for _ in (0, 1)]
+        self.bufs = [zeroed_buffer(dev, nbytes) for _ in (0, 1)]
         self._nat = None
         self._thr_key = None
         self.key = _rng.seed_key(seed)
@@ -100,7 +99,7 @@ class MultispinBackend:
 
     def _natural(self):
         if self._nat is None:
-            self._nat = cl.Buffer(self.dev.context, cl.mem_flags.READ_WRITE, self.R * self.N)
+            self._nat = zeroed_buffer(self.dev, self.R * self.N)
         return self._nat
 
     # ------------------------------------------------------------ spins
@@ -148,7 +147,7 @@ class MultispinBackend:
 
     # ------------------------------------------------------------ observables
     def measure_into(self, buffer, index):
-        """See clphys.ising.backends: long2 (bond, M) at buffer[index * R + r]."""
+        """See clphys.ising.backends: int64 pair (bond, M) of measurement `index`."""
         red = self.reducer
         self.prg.ising_ms_sums(self.dev.queue, (self.R * red.parts * red.wg,), (red.wg,),
                                self.bufs[0], self.bufs[1], red.partial, np.uint32(red.parts))
