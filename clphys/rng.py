@@ -213,13 +213,13 @@ def philox(counters, keys, device=None) -> np.ndarray:
 
 
 def _words_device(dev, n, seed, generator, streams):
-    out = cla.empty(dev.queue, max(n, 1), np.uint32)
     prg = dev.build("rng/generate.cl", generator=generator)
+    states = None if generator == "philox" else cla.to_device(dev.queue, chained_seeds(streams, seed))
+    out = cla.empty(dev.queue, max(n, 1), np.uint32)
     if generator == "philox":
         k0, k1 = seed_key(seed)
         prg.rng_words(dev.queue, (-(-n // 4),), None, out.data, np.uint64(n), np.uint32(k0), np.uint32(k1))
     else:
-        states = cla.to_device(dev.queue, chained_seeds(streams, seed))
         prg.rng_words(dev.queue, (streams,), None, out.data, np.uint64(n), states.data)
     return prg, out
 

@@ -104,11 +104,17 @@ def _is_cpu(platform: cl.Platform, dev: cl.Device) -> bool:
 
 
 def _wg_multiple(dev: cl.Device, ctx: cl.Context | None) -> int:
-    for attr in ("warp_size_nv", "wavefront_width_amd"):
-        try:
-            return int(getattr(dev, attr))
-        except (cl.Error, AttributeError):
-            pass
+    # Vendor queries only where the extension is advertised (asking otherwise is
+    # an API error that Oclgrind's checker reports).
+    for ext, attr in (("cl_nv_device_attribute_query", "warp_size_nv"),
+                      ("cl_amd_device_attribute_query", "wavefront_width_amd")):
+        if ext in dev.extensions:
+            try:
+                return int(getattr(dev, attr))
+            except (cl.Error, AttributeError):
+                pass
+    if _is_simulator(dev.platform):
+        return 1
     try:
         ctx = ctx or cl.Context([dev])
         prg = cl.Program(ctx, "__kernel void probe(__global int *x) { x[0] = 0; }").build()
@@ -303,6 +309,10 @@ def test_devices() -> list[str]:
     return [f"{pi}:{di}" for pi, p, di, d in _inventory() if not _is_simulator(p)]
 
 
+_NVIDIA_LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64",
+                    "/usr/lib", "/usr/local/nvidia/lib64", "/usr/local/nvidia/lib")
+
+
 def nvidia_icd_hint(prefix: str = "") -> str:
     """If NVIDIA's OpenCL driver library is installed but no ICD file names it,
     the one-line fix; else an empty string."""
@@ -315,8 +325,8 @@ def nvidia_icd_hint(prefix: str = "") -> str:
                 break
     except (OSError, subprocess.SubprocessError):
         pass
-    if lib is None:
-        found = glob.glob("/usr/lib*/**/libnvidia-opencl.so.1", recursive=True)
+    if lib is None:      # not in ld's cache: the usual driver directories (no deep search)
+        found = [p for d in _NVIDIA_LIB_DIRS for p in glob.glob(os.path.join(d, "libnvidia-opencl.so.1"))]
         lib = found[0] if found else None
     if lib is None:
         return ""

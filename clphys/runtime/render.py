@@ -80,7 +80,12 @@ class Kernel:
 
     def __call__(self, queue, global_size, local_size, *args, wait_for=None):
         _launched.add(self._tag)
-        return self.cl_kernel(queue, global_size, local_size, *args, wait_for=wait_for)
+        event = self.cl_kernel(queue, global_size, local_size, *args, wait_for=wait_for)
+        if self._tag[0] == "oclgrind":
+            # Run each kernel before the next is enqueued: with queued launches
+            # Oclgrind's uninitialised-value checker lost writes (false reports).
+            event.wait()
+        return event
 
     def set_scalar_arg_dtypes(self, dtypes):
         self.cl_kernel.set_scalar_arg_dtypes(dtypes)
@@ -113,7 +118,10 @@ def _keep_source(template: str, source: str, digest: str):
 
 def _source_excerpt(source: str, log: str, context: int = 4) -> str:
     lines = source.splitlines()
-    numbers = sorted({int(m) for m in re.findall(r":(\d+):\d+: (?:fatal )?error", log)})
+    # clang ("f.cl:3:12: error: ..."), PoCL ("error: f.cl:3:12: ...") and
+    # NVIDIA ("<kernel>:3:12: error: ...") all put line:column after a colon.
+    numbers = sorted({int(m) for line in log.splitlines() if "error" in line
+                      for m in re.findall(r":(\d+):\d+:", line)})
     if not numbers:
         return ""
     out = []
@@ -126,7 +134,8 @@ def _source_excerpt(source: str, log: str, context: int = 4) -> str:
 
 def build(device, template: str, options=(), **params) -> Program:
     """Render `template` for `device` and build it, once per (device, source,
-    options)."""
+    options).
+    """
     source = render(template, device.facts, **params)
     options = tuple(options)
     digest = hashlib.sha256(source.encode()).hexdigest()
@@ -135,7 +144,13 @@ def build(device, template: str, options=(), **params) -> Program:
     if prg is None:
         _keep_source(template, source, digest)
         try:
-            cl_prg = cl.Program(device.context, source).build(options=list(options))
+            if device.facts.vendor == "oclgrind":
+                # Oclgrind instruments only programs built from source: one loaded
+                # from PyOpenCL's binary cache gives false uninitialised-value reports.
+                cl_prg = cl.Program(cl._cl._Program(device.context, source))
+            else:
+                cl_prg = cl.Program(device.context, source)
+            cl_prg.build(options=list(options))
         except cl.RuntimeError as exc:
             log = str(exc)
             raise BuildError(f"building {template} for {device.name} failed "
