@@ -16,8 +16,8 @@
 ## Philox groups of 4 sites (see clphys/ising/backends.py) are exactly 4
 ## consecutive bits of a word, so the 4 words of every call are used.
 ##
-## params: dim, Lx, Ly, Lz, W (words per work item, divides WR), wg (None or the
-## work-group size), slots (tuple of tuples of class ids a*(2 dim+1)+k),
+## params: dim, Lx, Ly, Lz, W (words per work item, divides WR), lanes (Philox
+## counters per vector call, 4 or 8), wg (None or the work-group size), slots (tuple of tuples of class ids a*(2 dim+1)+k),
 ## always (tuple of class ids), rwg (sums work-group size, power of two)
 <%namespace name="philox" file="/rng/philox.cl"/>
 <%namespace name="red" file="/common/reduce.cl"/>
@@ -31,6 +31,8 @@
     NBITS = min(S, 32)
     VALID = (1 << NBITS) - 1
     ROWS = Ly * Lz
+    if lanes not in (4, 8):
+        raise ValueError("multispin.cl: lanes must be 4 or 8, got %r" % (lanes,))
     if W not in (1, 2, 4, 8) or WR % W:
         raise ValueError("multispin.cl: W must be 1, 2, 4 or 8 and divide the %d words per row" % WR)
     NCLS = 2 * dim + 1
@@ -64,7 +66,7 @@
         """Per-lane threshold (uint8) of component j from slot-index planes P0..P{b}
         (lane q reads bit 4q + j), restricted to slots base.."""
         if b < 0:
-            return "(uint8)th%d" % base
+            return "(uint%d)th%d" % (lanes, base)
         lo = select(b - 1, base, j)
         if base + (1 << b) >= D:
             return lo
@@ -73,11 +75,11 @@
 %>
 ${ic.lattice("MS_", dim, Lx, Ly, Lz)}
 ${philox.philox4x32_10("ms_")}
-${ic.philox_lanes("ms_", 8)}
-// lane q <-> Philox group q of a word = bits 4q..4q+3
-#define LANE ((uint8)(0u, 1u, 2u, 3u, 4u, 5u, 6u, 7u))
-#define BIT ((uint8)(1u, 1u << 4, 1u << 8, 1u << 12, 1u << 16, 1u << 20, 1u << 24, 1u << 28))
-#define MSB ((uint8)(31u, 27u, 23u, 19u, 15u, 11u, 7u, 3u))
+${ic.philox_lanes("ms_", lanes)}
+// lane q <-> Philox group q of a batch = bits 4q..4q+3 (batch-relative)
+#define LANE ((uint${lanes})(${", ".join("%du" % q for q in range(lanes))}))
+#define BIT ((uint${lanes})(${", ".join("1u << %d" % (4 * q) for q in range(lanes))}))
+#define MSB ((uint${lanes})(${", ".join("%du" % (31 - 4 * q) for q in range(lanes))}))
 ${red.wg_reduce("mss_", "long", rwg, "return a + b;")}
 #define MS_WR ${WR}u
 #define MS_ROWS ${ROWS}u
@@ -169,22 +171,34 @@ void ising_ms_sweep(__global uint *own, __global const uint *other, __global con
 %     for b in range(NP):
         uint P${b} = ${mask_of(sum((tuple(slots[i]) for i in range(D) if (i >> b) & 1), ()))};
 %     endfor
-        // Lane q of the Philox call is group g0 + q = bits 4q..4q+3 of this word;
-        // component j is bit 4q + j. Lane shifts move bit 4q + j to the MSB (select)
-        // or pick it (accept bits).
+        // Lane q of Philox batch h is group g0 + ${lanes}h + q = bits 4q..4q+3 of
+        // the batch's ${4 * lanes} bits; component j is bit 4q + j. Lane shifts
+        // move that bit to the MSB (select) or pick it (accept bits).
         const uint g0 = row * (MS_S / 4u) + (w0 + ${k}u) * 8u;
-        uint8 vx, vy, vz, vw;
-        ms_philox_lanes((uint8)(g0) + LANE, r, t_lo, t_hi * 2u + colour, key, &vx, &vy, &vz, &vw);
-%     for b in range(NP):
-        const uint8 P${b}v = (uint8)(P${b});
+        uint acc = 0u;
+%     for h in range(8 // lanes):
+%       if 4 * lanes * h < NBITS:
+        {
+            uint${lanes} vx, vy, vz, vw;
+            ms_philox_lanes((uint${lanes})(g0 + ${lanes * h}u) + LANE, r, t_lo, t_hi * 2u + colour, key,
+                            &vx, &vy, &vz, &vw);
+%         for b in range(NP):
+            const uint${lanes} P${b}v = (uint${lanes})(P${b} >> ${4 * lanes * h});
+%         endfor
+            const uint${lanes} accv = (as_uint${lanes}(vx <= ${select(NP - 1, 0, 0)}) & (BIT << 0))
+                                    | (as_uint${lanes}(vy <= ${select(NP - 1, 0, 1)}) & (BIT << 1))
+                                    | (as_uint${lanes}(vz <= ${select(NP - 1, 0, 2)}) & (BIT << 2))
+                                    | (as_uint${lanes}(vw <= ${select(NP - 1, 0, 3)}) & (BIT << 3));
+%         if lanes == 8:
+            const uint4 acc4 = accv.lo | accv.hi;
+            const uint2 acc2 = acc4.lo | acc4.hi;
+%         else:
+            const uint2 acc2 = accv.lo | accv.hi;
+%         endif
+            acc |= (acc2.x | acc2.y) << ${4 * lanes * h};
+        }
+%       endif
 %     endfor
-        uint8 accv = (as_uint8(vx <= ${select(NP - 1, 0, 0)}) & (BIT << 0))
-                   | (as_uint8(vy <= ${select(NP - 1, 0, 1)}) & (BIT << 1))
-                   | (as_uint8(vz <= ${select(NP - 1, 0, 2)}) & (BIT << 2))
-                   | (as_uint8(vw <= ${select(NP - 1, 0, 3)}) & (BIT << 3));
-        const uint4 acc4 = accv.lo | accv.hi;
-        const uint2 acc2 = acc4.lo | acc4.hi;
-        const uint acc = acc2.x | acc2.y;
         flip |= acc;
 %   endif
         ${comp("out_v", k)} = s ^ (flip & MS_VALID);

@@ -9,8 +9,9 @@ inline float ${prefix}u01_open0(uint w) { return (float)((w >> 8) + 1u) * 0x1.0p
 inline float2 ${prefix}box_muller(uint a, uint b)
 {
     const float r = sqrt(-2.0f * log(${prefix}u01_open0(a)));
-    float c;
-    const float s = sincos(6.2831853071795864769f * ${prefix}u01(b), &c);
-    return (float2)(r * c, r * s);
+    // sin and cos rather than sincos(x, &c): compilers fuse them anyway, and
+    // Oclgrind's uninitialised-value checker cannot follow sincos' pointer.
+    const float phi = 6.2831853071795864769f * ${prefix}u01(b);
+    return (float2)(r * cos(phi), r * sin(phi));
 }
 </%def>

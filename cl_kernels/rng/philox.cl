@@ -1,24 +1,25 @@
 ## Philox4x32-10 (Salmon et al., SC'11), counter based: four 32-bit words are a
 ## pure function of a 128-bit counter and a 64-bit key.
 ## Emits: uint4 ${prefix}philox(uint4 ctr, uint2 key)
-## The 64-bit products give hi and lo in one multiply-wide instruction on GPUs.
+## The rounds work on scalars: mul_hi and the plain product map to one
+## multiply-high and one multiply-low instruction on GPUs (as in Random123's
+## OpenCL port), and scalar code keeps Oclgrind's uninitialised-value checker
+## exact (it loses track through chains of vector inserts).
 <%def name="philox4x32_10(prefix)">
-inline uint4 ${prefix}philox_round(uint4 c, uint2 k)
+inline uint4 ${prefix}philox(uint4 ctr, uint2 key)
 {
-    const ulong p0 = (ulong)0xD2511F53u * c.x;
-    const ulong p1 = (ulong)0xCD9E8D57u * c.z;
-    return (uint4)((uint)(p1 >> 32) ^ c.y ^ k.x, (uint)p1,
-                   (uint)(p0 >> 32) ^ c.w ^ k.y, (uint)p0);
-}
-
-inline uint4 ${prefix}philox(uint4 c, uint2 k)
-{
+    uint c0 = ctr.x, c1 = ctr.y, c2 = ctr.z, c3 = ctr.w;
+    uint k0 = key.x, k1 = key.y;
 % for r in range(10):
 %   if r:
-    k += (uint2)(0x9E3779B9u, 0xBB67AE85u);
+    k0 += 0x9E3779B9u; k1 += 0xBB67AE85u;
 %   endif
-    c = ${prefix}philox_round(c, k);
+    {
+        const uint hi0 = mul_hi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
+        const uint hi1 = mul_hi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
+        c0 = hi1 ^ c1 ^ k0; c1 = lo1; c2 = hi0 ^ c3 ^ k1; c3 = lo0;
+    }
 % endfor
-    return c;
+    return (uint4)(c0, c1, c2, c3);
 }
 </%def>

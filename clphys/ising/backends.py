@@ -80,6 +80,9 @@ REGISTRY = {
     "blocks": ("clphys.ising.blocks", "BlocksBackend"),
 }
 DEFAULT_ALGORITHM = "multispin"
+# Algorithms that update colour 0 then colour 1 of the whole lattice with the
+# Philox mapping above: their spins equal clphys.ising.reference's, bit for bit.
+PLAIN_ORDER = ("multispin", "checkerboard")
 KNOWN_RNGS = ("philox", "lcg", "xorshift32", "halfbit-lcg")
 
 _cache: dict[str, object] = {}

@@ -2,8 +2,10 @@
 neighbour counting and one Philox word per spin (cl_kernels/ising/multispin.cl).
 
 Options: ``words_per_item`` (1, 2, 4 or 8 words = 32..256 spins of a row per
-work item; reduced to the largest power of two dividing the words per row) and
-``wg`` (work-group size; None lets the driver choose on CPUs, 128 on GPUs).
+work item; reduced to the largest power of two dividing the words per row),
+``lanes`` (4 or 8 Philox counters per vector call: SIMD width on CPUs,
+independent chains on GPUs) and ``wg`` (work-group size; None lets the driver
+choose on CPUs, 128 on GPUs).
 
 The threshold table is split on the host into classes accepted with certainty
 (threshold 2^32 - 1 in every replica) and slots of classes that share a
@@ -48,7 +50,7 @@ class MultispinBackend:
     algorithm = "multispin"
     dims = (2, 3)
     rngs = ("philox",)
-    options = {"words_per_item": 4, "wg": None}
+    options = {"words_per_item": 4, "lanes": 8, "wg": None}
 
     @classmethod
     def check_shape(cls, shape):
@@ -62,6 +64,7 @@ class MultispinBackend:
     def __init__(self, dev, shape, n_replicas, *, rng, seed, **options):
         opts = check_options(self, options)
         W = _validate.choice("words_per_item", opts["words_per_item"], (1, 2, 4, 8))
+        lanes = _validate.choice("lanes", opts["lanes"], (4, 8))
         wg = opts["wg"]
         if wg is not None:
             wg = _validate.integer("wg", wg, 1, dev.facts.max_work_group)
@@ -80,7 +83,8 @@ class MultispinBackend:
         self.W, self.wg = W, wg
         self.words = self.rows * self.WR          # per colour and replica
         self.reducer = SumsReducer(dev, n_replicas, self.words)
-        self._params = dict(dim=self.dim, Lx=Lx, Ly=Ly, Lz=self.Lz, W=W, wg=wg, rwg=self.reducer.wg)
+        self._params = dict(dim=self.dim, Lx=Lx, Ly=Ly, Lz=self.Lz, W=W, lanes=lanes, wg=wg,
+                            rwg=self.reducer.wg)
         self._programs = {}
         # pack/unpack/sums come from the smallest variant (no slots)
         self.prg = self._program(tuple(range(2 * (2 * self.dim + 1))), ())
