@@ -102,8 +102,9 @@ def _jackknife(full, deleted):
 
 def _root(T, du, window=None):
     """Temperature where du (along T) changes sign: a quadratic fit over the 4
-    points around the sign change (linear with fewer points), the root nearest
-    to the middle of the bracketing interval; returns (root, window used)."""
+    points around the sign change (linear with fewer points, or when the
+    quadratic has no root within a window's width), the root nearest to the
+    middle of the bracketing interval; returns (root, window used)."""
     if window is None:
         s = np.sign(du)
         change = np.nonzero(s[:-1] * s[1:] < 0)[0]
@@ -113,12 +114,15 @@ def _root(T, du, window=None):
         lo = min(max(0, j - 1), max(0, len(T) - 4))
         window = (slice(lo, min(len(T), lo + 4)), 0.5 * (T[j] + T[j + 1]))
     sl, mid = window
-    coef = np.polyfit(T[sl], du[sl], 2 if len(T[sl]) >= 4 else 1)
-    roots = np.roots(coef)
-    roots = roots[np.isreal(roots)].real
-    if roots.size == 0:
-        return math.nan, window
-    return float(roots[np.argmin(np.abs(roots - mid))]), window
+    Tw = T[sl]
+    for deg in ((2, 1) if len(Tw) >= 4 else (1,)):
+        roots = np.roots(np.polyfit(Tw, du[sl], deg))
+        roots = roots[np.isreal(roots)].real
+        # a quadratic without a root near the window falls back to the line
+        roots = roots[np.abs(roots - mid) <= Tw[-1] - Tw[0]]
+        if roots.size:
+            return float(roots[np.argmin(np.abs(roots - mid))]), window
+    return math.nan, window
 
 
 def _sizes(sizes):

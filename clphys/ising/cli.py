@@ -106,10 +106,12 @@ def cmd_binder(args) -> int:
                         ms=3, capsize=2, label=f"L = {L}")
         tc = TC_2D if args.dim == 2 else TC_3D
         ax.axvline(tc, color="k", ls="--", lw=0.8, label=f"Tc = {tc:.4f}")
-        c = scan.crossing
-        if math.isfinite(c.value):
-            ax.axvspan(c.value - c.error, c.value + c.error, color="C3", alpha=0.2,
-                       label=f"crossing {c}")
+        low = np.nanmin(scan.binder - scan.binder_err)
+        for k, c in enumerate(scan.crossings):
+            t = c.temperature
+            if math.isfinite(t.value):
+                ax.errorbar([t.value], [low], xerr=[t.error], fmt="^", color=f"C{k + len(scan.sizes)}",
+                            capsize=3, label=f"crossing L={c.sizes[0]}/{c.sizes[1]}: {t}")
         ax.set_xlabel("T")
         ax.set_ylabel("U4 = 1 - <m^4>/(3<m^2>^2)")
         ax.set_title(f"{args.dim}D Ising Binder cumulant")
