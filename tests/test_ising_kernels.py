@@ -8,7 +8,8 @@ import pytest
 from clphys.ising import Ensemble2D, Ensemble3D, backends
 from clphys.ising import reference as ref
 from clphys.ising.thresholds import metropolis_thresholds
-from clphys.runtime import fake_facts, render
+from clphys.runtime import fake_facts, kernel_dir, launched_kernels, render
+from conftest import _KERNEL_DECL
 
 ALGORITHMS = backends.available()
 ENSEMBLE = {2: Ensemble2D, 3: Ensemble3D}
@@ -135,6 +136,12 @@ def test_oclgrind_runs_every_kernel_and_matches(device, oclgrind):
             out.append((ens.spins(), s.energy, s.magnetization))
         for a, b in zip(*out):
             np.testing.assert_array_equal(a, b, err_msg=f"{alg} {rng} {shape}")
+    ran = {name for vendor, name in launched_kernels() if vendor == "oclgrind"}
+    mine = set()
+    for path in (kernel_dir() / "ising").glob("*.cl"):
+        if path.name != "blocks.cl":
+            mine |= set(_KERNEL_DECL.findall(path.read_text()))
+    assert len(mine) >= 8 and mine <= ran, sorted(mine - ran)
 
 
 # --------------------------------------------------------------- templates

@@ -12,7 +12,6 @@
 <%
     if rng not in ("philox", "lcg", "xorshift32"):
         raise ValueError("checkerboard.cl: rng must be philox, lcg or xorshift32, got %r" % (rng,))
-    attr = "__attribute__((reqd_work_group_size(%d, 1, 1)))" % wg if wg else ""
 %>
 ${ic.lattice("CB_", dim, Lx, Ly, Lz)}
 % if rng == "philox":
@@ -26,10 +25,15 @@ ${xorshift.xorshift32("cb_")}
 ${red.wg_reduce("cbs_", "long", rwg, "return a + b;")}
 
 // states: (R, 2, G) generator states (unused with Philox).
-__kernel ${attr}
-void ising_cb_sweep(__global char *spins, __global const uint *thr, const uint colour,
-                    const uint R, const uint k0, const uint k1, const uint t_lo,
-                    const uint t_hi, __global uint *states)
+<% sweep_args = ("__global char *spins, __global const uint *thr, const uint colour, "
+                  "const uint R, const uint k0, const uint k1, const uint t_lo, "
+                  "const uint t_hi, __global uint *states") %>
+% if wg:
+__kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
+void ising_cb_sweep(${sweep_args})
+% else:
+__kernel void ising_cb_sweep(${sweep_args})
+% endif
 {
     const size_t t = get_global_id(0);
     if (t >= (size_t)R * CB_G) return;

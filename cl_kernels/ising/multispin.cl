@@ -42,7 +42,6 @@
         raise ValueError("multispin.cl: slots and always must partition the %d classes" % (2 * NCLS))
     NP = max(0, (D - 1).bit_length())          # slot-index bit planes
     vec = "" if W == 1 else str(W)
-    attr = "__attribute__((reqd_work_group_size(%d, 1, 1)))" % wg if wg else ""
 
     def eqk(k):
         terms = [("K%d" % b) if (k >> b) & 1 else ("~K%d" % b) for b in range(3)]
@@ -117,10 +116,15 @@ inline uint ms_horizontal(uint c, uint cm, uint cp, uint odd)
 
 // One half-sweep of colour `colour`: own = its words, other = the other colour's.
 // thr: (R, ${D}) per-slot thresholds. One work item per run of ${W} words of a row.
-__kernel ${attr}
-void ising_ms_sweep(__global uint *own, __global const uint *other, __global const uint *thr,
-                    const uint colour, const uint R, const uint k0, const uint k1,
-                    const uint t_lo, const uint t_hi)
+<% sweep_args = ("__global uint *own, __global const uint *other, __global const uint *thr, "
+                  "const uint colour, const uint R, const uint k0, const uint k1, "
+                  "const uint t_lo, const uint t_hi") %>
+% if wg:
+__kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
+void ising_ms_sweep(${sweep_args})
+% else:
+__kernel void ising_ms_sweep(${sweep_args})
+% endif
 {
     const size_t t = get_global_id(0);
     // runs per row, per replica; remainders as x - q d (Oclgrind cannot check
