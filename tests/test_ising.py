@@ -208,6 +208,10 @@ BAD_DEVICE = "no-such-device-anywhere"      # resolving it would raise DeviceErr
     (dict(start="hot"), ValueError, "start must be one of"),
     (dict(seed=-1), ValueError, "seed must be >= 0"),
     (dict(words_per_item=4, tile=128), TypeError, "unknown option.*tile"),
+    (dict(words_per_item=3), ValueError, "words_per_item must be one of"),
+    (dict(lanes=16), ValueError, "lanes must be one of"),
+    (dict(wg=0), ValueError, "wg must be >= 1"),
+    (dict(algorithm="checkerboard", words_per_item=2), TypeError, "accepts: wg"),
 ])
 def test_bad_input_before_device_work(kwargs, exc, match):
     kw = dict(L=64, T=2.0)

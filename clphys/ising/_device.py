@@ -6,18 +6,30 @@ from __future__ import annotations
 import numpy as np
 import pyopencl as cl
 
+from .. import _validate
 from ..runtime import work_group_size
 
 
 def check_options(backend, options):
     """Merge `options` into backend.options (the defaults); TypeError for an
-    unknown name, before any device work."""
+    unknown name, ValueError for a bad work-group size, before any device work."""
     unknown = sorted(set(options) - set(backend.options))
     if unknown:
         allowed = ", ".join(backend.options) or "none"
         raise TypeError(f"algorithm {backend.algorithm!r} got unknown option(s) "
                         f"{', '.join(unknown)}; it accepts: {allowed}")
-    return {**backend.options, **options}
+    opts = {**backend.options, **options}
+    if opts.get("wg") is not None:
+        _validate.integer("wg", opts["wg"], 1)
+    return opts
+
+
+def device_wg(dev, wg, gpu_default=None):
+    """The work-group size to use on dev: wg (<= the device maximum), else
+    gpu_default on GPUs, else None (the driver chooses)."""
+    if wg is not None:
+        return _validate.integer("wg", wg, 1, dev.facts.max_work_group)
+    return min(gpu_default, dev.facts.max_work_group) if gpu_default and dev.facts.is_gpu else None
 
 
 def check_sides(shape, algorithm, rule, ok):

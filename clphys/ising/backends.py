@@ -39,6 +39,11 @@ Class attributes and methods::
     @classmethod
     def check_shape(cls, shape)
         # shape (Lx, Ly[, Lz]) of ints; ValueError naming the allowed sizes.
+    @classmethod
+    def check_options(cls, options) -> dict     # OPTIONAL
+        # the options merged with the defaults; TypeError for an unknown name,
+        # ValueError for a bad value; no device work (the ensemble calls it
+        # before resolving the device).
     def __init__(self, dev, shape, n_replicas, *, rng, seed, **options)
         # dev: clphys Device; rng: one of rngs; seed: int in [0, 2^64).
         # An unknown option is a TypeError raised before any device work.

@@ -14,7 +14,8 @@ import pyopencl as cl
 from .. import _validate
 from .. import rng as _rng
 from . import reference
-from ._device import SumsReducer, check_options, check_sides, enqueue_upload, zeroed_buffer
+from ._device import (SumsReducer, check_options, check_sides, device_wg, enqueue_upload,
+                      zeroed_buffer)
 
 MAX_SITES = 2**31          # per replica: 32-bit site indices in the kernel
 
@@ -31,11 +32,13 @@ class CheckerboardBackend:
         if int(np.prod(shape)) > MAX_SITES:
             raise ValueError(f"checkerboard: at most {MAX_SITES} sites per lattice, got shape {shape}")
 
+    @classmethod
+    def check_options(cls, options):
+        return check_options(cls, options)
+
     def __init__(self, dev, shape, n_replicas, *, rng, seed, **options):
-        opts = check_options(self, options)
-        wg = opts["wg"]
-        if wg is not None:
-            wg = _validate.integer("wg", wg, 1, dev.facts.max_work_group)
+        opts = self.check_options(options)
+        wg = device_wg(dev, opts["wg"])
         self.dev, self.shape, self.R = dev, tuple(shape), n_replicas
         self.rng, self.seed, self.wg = rng, seed, wg
         self.dim = len(shape)

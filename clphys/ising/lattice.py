@@ -24,7 +24,7 @@ from .. import rng as _rng
 from ..progress import Progress
 from ..runtime import resolve_device
 from . import backends
-from ._device import zeroed_buffer
+from ._device import check_options, zeroed_buffer
 from .samples import Samples
 from .thresholds import metropolis_thresholds
 
@@ -77,10 +77,10 @@ class Ensemble:
         seed = _validate.seed(seed)
         _validate.choice("start", start, STARTS)
         backend.check_shape(shape)
-        unknown = sorted(set(options) - set(getattr(backend, "options", options)))
-        if unknown:
-            raise TypeError(f"algorithm {algorithm!r} got unknown option(s) {', '.join(unknown)}; "
-                            f"it accepts: {', '.join(getattr(backend, 'options', ())) or 'none'}")
+        if hasattr(backend, "check_options"):       # optional: option values, no device
+            backend.check_options(options)
+        elif hasattr(backend, "options"):
+            check_options(backend, options)
         self.shape, self.J, self.h = shape, J, h
         self.algorithm, self.rng, self.seed, self.options = algorithm, rng, seed, dict(options)
         self.n_spins = int(np.prod(shape))

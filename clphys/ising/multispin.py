@@ -20,7 +20,8 @@ import pyopencl as cl
 
 from .. import _validate
 from .. import rng as _rng
-from ._device import SumsReducer, check_options, check_sides, enqueue_upload, zeroed_buffer
+from ._device import (SumsReducer, check_options, check_sides, device_wg, enqueue_upload,
+                      zeroed_buffer)
 
 MAX_SITES = 2**34          # Philox group index n // 4 must fit 32 bits
 ALWAYS = 0xFFFFFFFF
@@ -61,15 +62,17 @@ class MultispinBackend:
         if int(np.prod(shape)) > MAX_SITES:
             raise ValueError(f"multispin: at most {MAX_SITES} sites per lattice, got shape {shape}")
 
+    @classmethod
+    def check_options(cls, options):
+        opts = check_options(cls, options)
+        _validate.choice("words_per_item", opts["words_per_item"], (1, 2, 4, 8))
+        _validate.choice("lanes", opts["lanes"], (4, 8))
+        return opts
+
     def __init__(self, dev, shape, n_replicas, *, rng, seed, **options):
-        opts = check_options(self, options)
-        W = _validate.choice("words_per_item", opts["words_per_item"], (1, 2, 4, 8))
-        lanes = _validate.choice("lanes", opts["lanes"], (4, 8))
-        wg = opts["wg"]
-        if wg is not None:
-            wg = _validate.integer("wg", wg, 1, dev.facts.max_work_group)
-        elif dev.facts.is_gpu:
-            wg = min(128, dev.facts.max_work_group)
+        opts = self.check_options(options)
+        W, lanes = opts["words_per_item"], opts["lanes"]
+        wg = device_wg(dev, opts["wg"], gpu_default=128)
         self.dev, self.shape, self.R, self.seed = dev, tuple(shape), n_replicas, seed
         self.dim = len(shape)
         self.N = int(np.prod(shape))
