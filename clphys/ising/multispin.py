@@ -23,7 +23,7 @@ from .. import rng as _rng
 from ._device import (SumsReducer, check_options, check_sides, device_wg, enqueue_upload,
                       zeroed_buffer)
 
-MAX_SITES = 2**34          # Philox group index n // 4 must fit 32 bits
+MAX_SITES = 2**32          # 32-bit compact and in-row site indices in the kernels
 ALWAYS = 0xFFFFFFFF
 
 
