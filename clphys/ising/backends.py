@@ -35,6 +35,8 @@ Class attributes and methods::
     algorithm = "name"            # the algorithm= string
     dims = (2, 3)                 # lattice dimensions supported
     rngs = ("philox", ...)        # accepted rng names, the first is the default
+    options = {"wg": None, ...}   # OPTIONAL: accepted options and their defaults
+                                  # (unknown names are then refused before device work)
 
     @classmethod
     def check_shape(cls, shape)
