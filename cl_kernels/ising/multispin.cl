@@ -1,0 +1,290 @@
+## Multi-spin coded Metropolis: one bit per spin (1 = spin -1), 32 spins per uint.
+## The two colours live in separate arrays; word w of row `row` (row = z*Ly + y)
+## of replica r holds compact sites i = 32 w .. 32 w + 31 (bit b = site 32 w + b)
+## at index (r * ROWS + row) * WR + w. Rows shorter than 32 sites (Lx < 64) use
+## the low S bits of one word. Neighbours of a colour-c site in the other colour:
+## the same bit of the same word in rows y +- 1 (and z +- 1), the same bit of the
+## same word in the own row, and the site i + 1 (row parity p = (c + y + z) % 2
+## odd) or i - 1 (p even): the own-row word shifted by one bit.
+##
+## Aligned-neighbour counts k are bit-sliced (full adders over the 2*dim
+## neighbour words), so one pass of bitwise logic serves 32 spins. Threshold
+## classes (a, k) are grouped on the host: `always` lists the classes accepted
+## with certainty (threshold 2^32 - 1 in every replica), `slots` the groups of
+## classes that share a threshold column; a spin's slot index comes from bit
+## planes and picks its threshold with a few selects, then one compare per spin.
+## Philox groups of 4 sites (see clphys/ising/backends.py) are exactly 4
+## consecutive bits of a word, so the 4 words of every call are used.
+##
+## params: dim, Lx, Ly, Lz, W (words per work item, divides WR), lanes (Philox
+## counters per vector call, 4 or 8), wg (None or the work-group size), slots (tuple of tuples of class ids a*(2 dim+1)+k),
+## always (tuple of class ids), rwg (sums work-group size, power of two)
+<%namespace name="philox" file="/rng/philox.cl"/>
+<%namespace name="red" file="/common/reduce.cl"/>
+<%namespace name="ic" file="/ising/common.cl"/>
+<%
+    S = Lx // 2
+    if S % 4 or (S > 32 and S % 32):
+        raise ValueError("multispin.cl: Lx/2 must be a multiple of 4 up to 32, else of 32; Lx = %d" % Lx)
+    WR = max(1, S // 32)
+    PARTIAL = S < 32
+    NBITS = min(S, 32)
+    VALID = (1 << NBITS) - 1
+    ROWS = Ly * Lz
+    if lanes not in (4, 8):
+        raise ValueError("multispin.cl: lanes must be 4 or 8, got %r" % (lanes,))
+    if W not in (1, 2, 4, 8) or WR % W:
+        raise ValueError("multispin.cl: W must be 1, 2, 4 or 8 and divide the %d words per row" % WR)
+    NCLS = 2 * dim + 1
+    D = len(slots)
+    covered = sorted(sum((tuple(s) for s in slots), ()) + tuple(always))
+    if covered != list(range(2 * NCLS)):
+        raise ValueError("multispin.cl: slots and always must partition the %d classes" % (2 * NCLS))
+    NP = max(0, (D - 1).bit_length())          # slot-index bit planes
+    vec = "" if W == 1 else str(W)
+
+    def eqk(k):
+        terms = [("K%d" % b) if (k >> b) & 1 else ("~K%d" % b) for b in range(3)]
+        return "(" + " & ".join(terms) + ")"
+
+    def mask_of(classes):
+        """Bitwise expression of the spins whose class is in `classes`."""
+        classes = set(classes)
+        parts = []
+        for k in range(NCLS):
+            a0, a1 = k in classes, NCLS + k in classes
+            if a0 and a1:
+                parts.append(eqk(k))
+            elif a0:
+                parts.append("(%s & ~s)" % eqk(k))
+            elif a1:
+                parts.append("(%s & s)" % eqk(k))
+        return " | ".join(parts) if parts else "0u"
+
+    def select(b, base, j):
+        """Per-lane threshold (uint8) of component j from slot-index planes P0..P{b}
+        (lane q reads bit 4q + j), restricted to slots base.."""
+        if b < 0:
+            return "(uint%d)th%d" % (lanes, base)
+        lo = select(b - 1, base, j)
+        if base + (1 << b) >= D:
+            return lo
+        hi = select(b - 1, base + (1 << b), j)
+        return "select(%s, %s, P%dv << (MSB - %du))" % (lo, hi, b, j)
+%>
+${ic.lattice("MS_", dim, Lx, Ly, Lz)}
+${philox.philox4x32_10("ms_")}
+${ic.philox_lanes("ms_", lanes)}
+// lane q <-> Philox group q of a batch = bits 4q..4q+3 (batch-relative)
+#define LANE ((uint${lanes})(${", ".join("%du" % q for q in range(lanes))}))
+#define BIT ((uint${lanes})(${", ".join("1u << %d" % (4 * q) for q in range(lanes))}))
+#define MSB ((uint${lanes})(${", ".join("%du" % (31 - 4 * q) for q in range(lanes))}))
+${red.wg_reduce("mss_", "long", rwg, "return a + b;")}
+#define MS_WR ${WR}u
+#define MS_ROWS ${ROWS}u
+#define MS_VALID ${"0x%08Xu" % VALID}
+
+// The other-colour neighbour at compact site i + 1 (odd) or i - 1 (even parity)
+// of every bit of word c; cm / cp are the row's previous / next words.
+inline uint ms_horizontal(uint c, uint cm, uint cp, uint odd)
+{
+% if PARTIAL:
+    return odd ? ((c >> 1) | ((c & 1u) << ${NBITS - 1}))
+               : (((c << 1) & MS_VALID) | (c >> ${NBITS - 1}));
+% else:
+    // 64-bit shifts rather than (c >> 1) | (cp << 31): LLVM makes funnel shifts of
+    // the latter, which Oclgrind cannot run
+    return odd ? (uint)((upsample(cp, c)) >> 1) : (uint)(upsample(c, cm) >> 31);
+% endif
+}
+
+// Aligned-neighbour count planes K0..K2 of the bits of s.
+#define MS_COUNT(s, n0, n1, n2, n3, n4, n5) \
+% if dim == 2:
+    const uint a0 = ~((s) ^ (n0)), a1 = ~((s) ^ (n1)), a2 = ~((s) ^ (n2)), a3 = ~((s) ^ (n3)); \
+    const uint h0 = a0 ^ a1, c0 = a0 & a1, h1 = a2 ^ a3, c1 = a2 & a3; \
+    const uint K0 = h0 ^ h1, c2 = h0 & h1; \
+    const uint K1 = c0 ^ c1 ^ c2, K2 = c0 & c1;
+% else:
+    const uint a0 = ~((s) ^ (n0)), a1 = ~((s) ^ (n1)), a2 = ~((s) ^ (n2)); \
+    const uint a3 = ~((s) ^ (n3)), a4 = ~((s) ^ (n4)), a5 = ~((s) ^ (n5)); \
+    const uint h0 = a0 ^ a1 ^ a2, c0 = (a0 & a1) | (a2 & (a0 ^ a1)); \
+    const uint h1 = a3 ^ a4 ^ a5, c1 = (a3 & a4) | (a5 & (a3 ^ a4)); \
+    const uint K0 = h0 ^ h1, c2 = h0 & h1; \
+    const uint K1 = c0 ^ c1 ^ c2, K2 = (c0 & c1) | (c2 & (c0 ^ c1));
+% endif
+
+// One half-sweep of colour `colour`: own = its words, other = the other colour's.
+// thr: (R, ${D}) per-slot thresholds. One work item per run of ${W} words of a row.
+<% sweep_args = ("__global uint *own, __global const uint *other, __global const uint *thr, "
+                  "const uint colour, const uint R, const uint k0, const uint k1, "
+                  "const uint t_lo, const uint t_hi") %>
+% if wg:
+__kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
+void ising_ms_sweep(${sweep_args})
+% else:
+__kernel void ising_ms_sweep(${sweep_args})
+% endif
+{
+    const size_t t = get_global_id(0);
+    // runs per row, per replica; remainders as x - q d (Oclgrind cannot check
+    // the `freeze` of LLVM's div/rem pairing)
+    const uint RPR = MS_WR / ${W}u, IPR = MS_ROWS * RPR;
+    if (t >= (size_t)R * IPR) return;
+    const uint r = (uint)(t / IPR), rem = (uint)(t - (size_t)r * IPR);
+    const uint row = rem / RPR, w0 = (rem - row * RPR) * ${W}u;
+    const uint z = row / MS_LY, y = row - z * MS_LY;
+    const uint odd = (colour + y + z) & 1u;
+    const uint yp = y + 1u == MS_LY ? 0u : y + 1u, ym = y == 0u ? MS_LY - 1u : y - 1u;
+    const size_t rbase = (size_t)r * MS_ROWS;
+    __global uint *me = own + (rbase + row) * MS_WR + w0;
+    __global const uint *oc = other + (rbase + row) * MS_WR;
+    const uint${vec} s_v = ${"*me" if W == 1 else "vload%d(0, me)" % W};
+    const uint${vec} c_v = ${"oc[w0]" if W == 1 else "vload%d(0, oc + w0)" % W};
+    const uint${vec} u_v = ${"other[(rbase + z * MS_LY + ym) * MS_WR + w0]" if W == 1 else "vload%d(0, other + (rbase + z * MS_LY + ym) * MS_WR + w0)" % W};
+    const uint${vec} d_v = ${"other[(rbase + z * MS_LY + yp) * MS_WR + w0]" if W == 1 else "vload%d(0, other + (rbase + z * MS_LY + yp) * MS_WR + w0)" % W};
+% if dim == 3:
+    const uint zp = z + 1u == MS_LZ ? 0u : z + 1u, zm = z == 0u ? MS_LZ - 1u : z - 1u;
+    const uint${vec} f_v = ${"other[(rbase + zm * MS_LY + y) * MS_WR + w0]" if W == 1 else "vload%d(0, other + (rbase + zm * MS_LY + y) * MS_WR + w0)" % W};
+    const uint${vec} b_v = ${"other[(rbase + zp * MS_LY + y) * MS_WR + w0]" if W == 1 else "vload%d(0, other + (rbase + zp * MS_LY + y) * MS_WR + w0)" % W};
+% endif
+% if not PARTIAL:
+    const uint prev = oc[w0 == 0u ? MS_WR - 1u : w0 - 1u];
+    const uint next = oc[w0 + ${W}u == MS_WR ? 0u : w0 + ${W}u];
+% endif
+% for i in range(D):
+    const uint th${i} = thr[(size_t)r * ${D}u + ${i}u];
+% endfor
+    const uint2 key = (uint2)(k0, k1);
+    uint${vec} out_v;
+<%
+    comp = (lambda v, k: v) if W == 1 else (lambda v, k: "%s.s%s" % (v, "01234567"[k]))
+%>
+% for k in range(W):
+    {
+        const uint s = ${comp("s_v", k)};
+        const uint c = ${comp("c_v", k)};
+%   if PARTIAL:
+        const uint hn = ms_horizontal(c, 0u, 0u, odd);
+%   else:
+        const uint hn = ms_horizontal(c, ${"prev" if k == 0 else comp("c_v", k - 1)}, ${"next" if k == W - 1 else comp("c_v", k + 1)}, odd);
+%   endif
+        MS_COUNT(s, c, hn, ${comp("u_v", k)}, ${comp("d_v", k)}, ${comp("f_v", k) if dim == 3 else "0u"}, ${comp("b_v", k) if dim == 3 else "0u"})
+        uint flip = ${mask_of(always)};
+%   if D:
+%     for b in range(NP):
+        uint P${b} = ${mask_of(sum((tuple(slots[i]) for i in range(D) if (i >> b) & 1), ()))};
+%     endfor
+        // Lane q of Philox batch h is group g0 + ${lanes}h + q = bits 4q..4q+3 of
+        // the batch's ${4 * lanes} bits; component j is bit 4q + j. Lane shifts
+        // move that bit to the MSB (select) or pick it (accept bits).
+        const uint g0 = row * (MS_S / 4u) + (w0 + ${k}u) * 8u;
+        uint acc = 0u;
+%     for h in range(8 // lanes):
+%       if 4 * lanes * h < NBITS:
+        {
+            uint${lanes} vx, vy, vz, vw;
+            ms_philox_lanes((uint${lanes})(g0 + ${lanes * h}u) + LANE, r, t_lo, t_hi * 2u + colour, key,
+                            &vx, &vy, &vz, &vw);
+%         for b in range(NP):
+            const uint${lanes} P${b}v = (uint${lanes})(P${b} >> ${4 * lanes * h});
+%         endfor
+            const uint${lanes} accv = (as_uint${lanes}(vx <= ${select(NP - 1, 0, 0)}) & (BIT << 0))
+                                    | (as_uint${lanes}(vy <= ${select(NP - 1, 0, 1)}) & (BIT << 1))
+                                    | (as_uint${lanes}(vz <= ${select(NP - 1, 0, 2)}) & (BIT << 2))
+                                    | (as_uint${lanes}(vw <= ${select(NP - 1, 0, 3)}) & (BIT << 3));
+%         if lanes == 8:
+            const uint4 acc4 = accv.lo | accv.hi;
+            const uint2 acc2 = acc4.lo | acc4.hi;
+%         else:
+            const uint2 acc2 = accv.lo | accv.hi;
+%         endif
+            acc |= (acc2.x | acc2.y) << ${4 * lanes * h};
+        }
+%       endif
+%     endfor
+        flip |= acc;
+%   endif
+        ${comp("out_v", k)} = s ^ (flip & MS_VALID);
+    }
+% endfor
+% if W == 1:
+    *me = out_v;
+% else:
+    vstore${W}(out_v, 0, me);
+% endif
+}
+
+// Partial sums per (replica, part) over colour-0 words, as pairs of longs: bond
+// sum (every bond has exactly one colour-0 end), magnetization of both colours.
+__kernel __attribute__((reqd_work_group_size(${rwg}, 1, 1)))
+void ising_ms_sums(__global const uint *s0, __global const uint *s1, __global long *partial,
+                   const uint parts)
+{
+    __local long scratch[${rwg}];
+    const uint grp = get_group_id(0), lid = get_local_id(0);
+    const uint r = grp / parts, j = grp - r * parts;
+    const size_t rbase = (size_t)r * MS_ROWS;
+    long bond = 0, mag = 0;
+    for (uint i = j * ${rwg}u + lid; i < MS_ROWS * MS_WR; i += parts * ${rwg}u) {
+        const uint row = i / MS_WR, w = i - row * MS_WR;
+        const uint z = row / MS_LY, y = row - z * MS_LY;
+        const uint yp = y + 1u == MS_LY ? 0u : y + 1u, ym = y == 0u ? MS_LY - 1u : y - 1u;
+        __global const uint *oc = s1 + (rbase + row) * MS_WR;
+        const uint s = s0[(rbase + row) * MS_WR + w], c = oc[w];
+        const uint hn = ms_horizontal(c, oc[w == 0u ? MS_WR - 1u : w - 1u],
+                                      oc[w + 1u == MS_WR ? 0u : w + 1u], (y + z) & 1u);
+        uint unlike = popcount(s ^ c) + popcount((s ^ hn) & MS_VALID)
+                    + popcount(s ^ s1[(rbase + z * MS_LY + ym) * MS_WR + w])
+                    + popcount(s ^ s1[(rbase + z * MS_LY + yp) * MS_WR + w]);
+% if dim == 3:
+        const uint zp = z + 1u == MS_LZ ? 0u : z + 1u, zm = z == 0u ? MS_LZ - 1u : z - 1u;
+        unlike += popcount(s ^ s1[(rbase + zm * MS_LY + y) * MS_WR + w])
+                + popcount(s ^ s1[(rbase + zp * MS_LY + y) * MS_WR + w]);
+% endif
+        bond += ${2 * dim * NBITS} - 2 * (long)unlike;
+        mag += ${2 * NBITS} - 2 * (long)(popcount(s) + popcount(c));
+    }
+    bond = mss_wg_reduce(bond, lid, scratch);
+    mag = mss_wg_reduce(mag, lid, scratch);
+    if (lid == 0u) {
+        partial[2 * grp] = bond;
+        partial[2 * grp + 1] = mag;
+    }
+}
+
+// Natural int8 layout (R, Lz, Ly, Lx) <-> the two colour arrays; one item per word.
+__kernel void ising_ms_pack(__global const char *nat, __global uint *s0, __global uint *s1,
+                            const uint R)
+{
+    const size_t t = get_global_id(0);
+    if (t >= (size_t)2u * R * MS_ROWS * MS_WR) return;
+    const size_t total = (size_t)R * MS_ROWS * MS_WR;
+    const uint c = t >= total;
+    const size_t idx = t - c * total;
+    const uint r = (uint)(idx / (MS_ROWS * MS_WR));
+    const uint rw = (uint)(idx - (size_t)r * (MS_ROWS * MS_WR)), row = rw / MS_WR, w = rw - row * MS_WR;
+    const uint z = row / MS_LY, odd = (c + (row - z * MS_LY) + z) & 1u;
+    __global const char *src = nat + (size_t)r * MS_N + (size_t)row * MS_LX + odd;
+    uint word = 0u;
+    for (uint b = 0; b < ${NBITS}u; ++b)
+        word |= (uint)(src[2u * (32u * w + b)] < 0) << b;
+    (c ? s1 : s0)[idx] = word;
+}
+
+__kernel void ising_ms_unpack(__global const uint *s0, __global const uint *s1,
+                              __global char *nat, const uint R)
+{
+    const size_t t = get_global_id(0);
+    if (t >= (size_t)2u * R * MS_ROWS * MS_WR) return;
+    const size_t total = (size_t)R * MS_ROWS * MS_WR;
+    const uint c = t >= total;
+    const size_t idx = t - c * total;
+    const uint r = (uint)(idx / (MS_ROWS * MS_WR));
+    const uint rw = (uint)(idx - (size_t)r * (MS_ROWS * MS_WR)), row = rw / MS_WR, w = rw - row * MS_WR;
+    const uint z = row / MS_LY, odd = (c + (row - z * MS_LY) + z) & 1u;
+    __global char *dst = nat + (size_t)r * MS_N + (size_t)row * MS_LX + odd;
+    const uint word = (c ? s1 : s0)[idx];
+    for (uint b = 0; b < ${NBITS}u; ++b)
+        dst[2u * (32u * w + b)] = (word >> b) & 1u ? -1 : 1;
+}

@@ -1,0 +1,133 @@
+"""Registry of Ising kernel designs ("backends") and the interface they share.
+
+``algorithm=`` names a backend. The registry maps each name to (module, class),
+imported lazily, so a backend whose module is absent or fails to import only
+disables that algorithm (:func:`available` lists the ones that load).
+
+Interface every backend class implements
+========================================
+
+Lattice conventions. ``shape`` is (Lx, Ly) or (Lx, Ly, Lz); spin arrays are
+int8 +-1 with layout (R, Ly, Lx) or (R, Lz, Ly, Lx) (R replicas, C order), so
+site (x, y, z) of replica r is ``spins[r, z, y, x]``. Periodic boundaries.
+The colour of a site is (x + y + z) % 2; a full sweep updates colour 0, then
+colour 1. Within a colour, sites are numbered by the *compact index*
+``n = (z * Ly + y) * (Lx // 2) + i`` where ``x = 2 i + ((colour + y + z) % 2)``.
+
+Metropolis rule. A proposed flip of spin s is accepted when its random word w
+(uint32) satisfies ``w <= thr[r, a, k]`` with a = 0 for s = +1 and 1 for s = -1,
+k = number of the 2*dim neighbours equal to s, and ``thr`` the uint32 table of
+:func:`clphys.ising.thresholds.metropolis_thresholds` (per replica r).
+
+Philox counter mapping (rng="philox"). With key (k0, k1) = clphys.rng.seed_key(seed),
+the word of compact site n of colour c in sweep t (0-based, counted per
+ensemble) of replica r is component ``n % 4`` of ::
+
+    philox4x32_10(ctr = (n // 4, r, t mod 2^32, 2 * (t div 2^32) + c), key)
+
+so one Philox call serves the 4 consecutive same-colour sites n = 4g..4g+3.
+Sweep number t = 2^63 - 1 is reserved for the random start (word bit 31 set
+means spin -1), see cl_kernels/ising/init.cl. Every backend that updates colour
+0 then colour 1 with this mapping produces the same spins, bit for bit.
+
+Class attributes and methods::
+
+    algorithm = "name"            # the algorithm= string
+    dims = (2, 3)                 # lattice dimensions supported
+    rngs = ("philox", ...)        # accepted rng names, the first is the default
+    options = {"wg": None, ...}   # OPTIONAL: accepted options and their defaults
+                                  # (unknown names are then refused before device work)
+
+    @classmethod
+    def check_shape(cls, shape)
+        # shape (Lx, Ly[, Lz]) of ints; ValueError naming the allowed sizes.
+    @classmethod
+    def check_options(cls, options) -> dict     # OPTIONAL
+        # the options merged with the defaults; TypeError for an unknown name,
+        # ValueError for a bad value; no device work (the ensemble calls it
+        # before resolving the device).
+    def __init__(self, dev, shape, n_replicas, *, rng, seed, **options)
+        # dev: clphys Device; rng: one of rngs; seed: int in [0, 2^64).
+        # An unknown option is a TypeError raised before any device work.
+        # Builds kernels and allocates; spins are undefined until set.
+    def set_spins(self, spins)
+        # int8 +-1 array (R, *reversed(shape)), C-contiguous, validated by the caller.
+    def set_spins_device(self, buffer)          # OPTIONAL fast path
+        # the same from a pyopencl Buffer of R*N int8 on dev, same layout (random
+        # and uniform starts are made on the device and use this when present).
+    def spins(self)
+        # int8 array (R, *reversed(shape)).
+    def sweep(self, n, thresholds)
+        # enqueue n full sweeps; thresholds uint32 (R, 2, 2*dim+1). The backend
+        # counts its sweeps (the Philox t above). No host synchronisation needed.
+    def sums(self)
+        # (bond_sum int64 (R,), magnetization int64 (R,)) reduced on the device;
+        # bond_sum = sum over bonds s_i s_j (each bond once), magnetization = sum s_i.
+    def measure_into(self, buffer, index)       # OPTIONAL fast path for sample()
+        # buffer: pyopencl Buffer of int64 laid out [measurement][replica][2]
+        # (bond sum, magnetization), room for at least index + 1 measurements.
+        # Enqueue the reduction writing measurement `index` of every replica,
+        # i.e. longs 2 (index * R + r) and 2 (index * R + r) + 1. No host sync.
+        # cl_kernels/ising/sums.cl (kernel ising_sums_finish) reduces per-replica
+        # partial pairs ([r * parts + j][2] longs) into that layout; backends may use it.
+        # Without measure_into the ensemble calls sums() once per measurement.
+    def get_state(self) -> dict
+        # everything besides spins for a bit-exact resume: at least "sweeps"
+        # (int), plus RNG states (NumPy arrays) where the RNG has them.
+    def set_state(self, state)
+"""
+
+from __future__ import annotations
+
+import importlib
+
+REGISTRY = {
+    "multispin": ("clphys.ising.multispin", "MultispinBackend"),
+    "checkerboard": ("clphys.ising.checkerboard", "CheckerboardBackend"),
+    "blocks": ("clphys.ising.blocks", "BlocksBackend"),
+}
+DEFAULT_ALGORITHM = "multispin"
+# Algorithms that update colour 0 then colour 1 of the whole lattice with the
+# Philox mapping above: their spins equal clphys.ising.reference's, bit for bit.
+PLAIN_ORDER = ("multispin", "checkerboard")
+KNOWN_RNGS = ("philox", "lcg", "xorshift32", "halfbit-lcg")
+
+_cache: dict[str, object] = {}
+
+
+def load(name: str):
+    """The backend class of algorithm `name`; ValueError if unknown or not
+    importable (with the reason)."""
+    if name not in REGISTRY:
+        raise ValueError(f"algorithm must be one of {', '.join(map(repr, REGISTRY))}; got {name!r}")
+    if name not in _cache:
+        module, cls = REGISTRY[name]
+        try:
+            _cache[name] = getattr(importlib.import_module(module), cls)
+        except (ImportError, AttributeError) as exc:
+            raise ValueError(f"algorithm {name!r} is not available in this build: {exc}") from None
+    return _cache[name]
+
+
+def available() -> list[str]:
+    """Names of the algorithms whose backend imports, in registry order."""
+    out = []
+    for name in REGISTRY:
+        try:
+            load(name)
+        except ValueError:
+            continue
+        out.append(name)
+    return out
+
+
+def check_rng(backend, rng):
+    """The rng name to use with `backend` (its default when rng is None)."""
+    if rng is None:
+        return backend.rngs[0]
+    if rng not in KNOWN_RNGS:
+        raise ValueError(f"rng must be one of {', '.join(map(repr, KNOWN_RNGS))}; got {rng!r}")
+    if rng not in backend.rngs:
+        raise ValueError(f"algorithm {backend.algorithm!r} accepts rng "
+                         f"{' or '.join(map(repr, backend.rngs))}; got {rng!r}")
+    return rng

@@ -1,0 +1,123 @@
+"""``algorithm="checkerboard"``: one int8 per spin, red/black half-sweeps.
+
+Each work item updates 4 consecutive compact sites of one colour with the 4
+words of one Philox call (or 4 steps of its own generator state for
+rng="lcg" / "xorshift32": one state per (replica, colour, group of 4 sites),
+seeded by clphys.rng.chained_seeds). Kernels: cl_kernels/ising/checkerboard.cl.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyopencl as cl
+
+from .. import _validate
+from .. import rng as _rng
+from . import reference
+from ._device import (SumsReducer, check_options, check_sides, device_wg, enqueue_upload,
+                      zeroed_buffer)
+
+MAX_SITES = 2**31          # per replica: 32-bit site indices in the kernel
+
+
+class CheckerboardBackend:
+    algorithm = "checkerboard"
+    dims = (2, 3)
+    rngs = ("philox", "lcg", "xorshift32")
+    options = {"wg": None}
+
+    @classmethod
+    def check_shape(cls, shape):
+        check_sides(shape, "checkerboard", "every side even and >= 2", lambda L, axis: L >= 2 and L % 2 == 0)
+        if int(np.prod(shape)) > MAX_SITES:
+            raise ValueError(f"checkerboard: at most {MAX_SITES} sites per lattice, got shape {shape}")
+
+    @classmethod
+    def check_options(cls, options):
+        return check_options(cls, options)
+
+    def __init__(self, dev, shape, n_replicas, *, rng, seed, **options):
+        opts = self.check_options(options)
+        wg = device_wg(dev, opts["wg"])
+        self.dev, self.shape, self.R = dev, tuple(shape), n_replicas
+        self.rng, self.seed, self.wg = rng, seed, wg
+        self.dim = len(shape)
+        self.N = int(np.prod(shape))
+        self.groups = -(-(self.N // 2) // 4)
+        Lz = shape[2] if self.dim == 3 else 1
+        self.reducer = SumsReducer(dev, n_replicas, self.N)
+        self.prg = dev.build("ising/checkerboard.cl", dim=self.dim, Lx=shape[0], Ly=shape[1], Lz=Lz,
+                             rng=rng, wg=wg, rwg=self.reducer.wg)
+        mf = cl.mem_flags
+        self.spins_buf = zeroed_buffer(dev, n_replicas * self.N)
+        self.thr_buf = cl.Buffer(dev.context, mf.READ_ONLY, n_replicas * 2 * (2 * self.dim + 1) * 4)
+        self._thr = None
+        n_states = n_replicas * 2 * self.groups if rng != "philox" else 1
+        self.states_buf = zeroed_buffer(dev, 4 * n_states)
+        self.key = _rng.seed_key(seed)
+        self.t = 0
+        if rng != "philox":
+            self._upload(self.states_buf, reference.stateful_states(self.shape, n_replicas, seed))
+
+    def _upload(self, buf, array):
+        enqueue_upload(self.dev.queue, buf, array)
+
+    # ------------------------------------------------------------ spins
+    def set_spins(self, spins):
+        self._upload(self.spins_buf, np.ascontiguousarray(spins, dtype=np.int8))
+
+    def set_spins_device(self, buffer):
+        cl.enqueue_copy(self.dev.queue, self.spins_buf, buffer, byte_count=self.R * self.N)
+
+    def spins(self):
+        out = np.empty((self.R,) + tuple(reversed(self.shape)), dtype=np.int8)
+        cl.enqueue_copy(self.dev.queue, out, self.spins_buf)
+        return out
+
+    # ------------------------------------------------------------ dynamics
+    def sweep(self, n, thresholds):
+        thr = np.ascontiguousarray(thresholds, dtype=np.uint32)
+        if self._thr is None or not np.array_equal(thr, self._thr):
+            self._thr = thr.copy()
+            self._upload(self.thr_buf, self._thr)
+        items = self.R * self.groups
+        local = (self.wg,) if self.wg else None
+        glob = (-(-items // self.wg) * self.wg,) if self.wg else (items,)
+        k = self.prg.ising_cb_sweep
+        for _ in range(n):
+            lo, hi = self.t & 0xFFFFFFFF, self.t >> 32
+            for c in (0, 1):
+                k(self.dev.queue, glob, local, self.spins_buf, self.thr_buf, np.uint32(c),
+                  np.uint32(self.R), np.uint32(self.key[0]), np.uint32(self.key[1]),
+                  np.uint32(lo), np.uint32(hi), self.states_buf)
+            self.t += 1
+
+    # ------------------------------------------------------------ observables
+    def measure_into(self, buffer, index):
+        """See clphys.ising.backends: int64 pair (bond, M) of measurement `index`."""
+        red = self.reducer
+        self.prg.ising_cb_sums(self.dev.queue, (self.R * red.parts * red.wg,), (red.wg,),
+                               self.spins_buf, red.partial, np.uint32(red.parts))
+        red.finish(buffer, index)
+
+    def sums(self):
+        return self.reducer.sums(self.measure_into)
+
+    # ------------------------------------------------------------ checkpoint
+    def get_state(self):
+        state = {"sweeps": self.t}
+        if self.rng != "philox":
+            st = np.empty((self.R, 2, self.groups), dtype=np.uint32)
+            cl.enqueue_copy(self.dev.queue, st, self.states_buf)
+            state["rng_states"] = st
+        return state
+
+    def set_state(self, state):
+        self.t = _validate.integer("state['sweeps']", state["sweeps"], 0, 2**63 - 2)
+        if self.rng != "philox":
+            st = np.asarray(state["rng_states"], dtype=np.uint32)
+            if st.shape != (self.R, 2, self.groups):
+                raise ValueError(f"state['rng_states'] must have shape {(self.R, 2, self.groups)}, "
+                                 f"got {st.shape}")
+            self._upload(self.states_buf, st)
+

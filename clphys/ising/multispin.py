@@ -1,0 +1,171 @@
+"""``algorithm="multispin"``: one bit per spin, 32 spins per word, bitwise
+neighbour counting and one Philox word per spin (cl_kernels/ising/multispin.cl).
+
+Options: ``words_per_item`` (1, 2, 4 or 8 words = 32..256 spins of a row per
+work item; reduced to the largest power of two dividing the words per row),
+``lanes`` (4 or 8 Philox counters per vector call: SIMD width on CPUs,
+independent chains on GPUs) and ``wg`` (work-group size; None lets the driver
+choose on CPUs, 128 on GPUs).
+
+The threshold table is split on the host into classes accepted with certainty
+(threshold 2^32 - 1 in every replica) and slots of classes that share a
+threshold column; the kernel is specialised to that structure, which depends on
+the signs of J and h but not on the temperature, so temperature scans compile once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyopencl as cl
+
+from .. import _validate
+from .. import rng as _rng
+from ._device import (SumsReducer, check_options, check_sides, device_wg, enqueue_upload,
+                      zeroed_buffer)
+
+MAX_SITES = 2**32          # 32-bit compact and in-row site indices in the kernels
+ALWAYS = 0xFFFFFFFF
+
+
+def threshold_structure(thresholds):
+    """(always, slots, per-slot thresholds (R, len(slots))) of a (R, 2, 2*dim+1) table."""
+    thr = np.asarray(thresholds, dtype=np.uint32)
+    cols = thr.reshape(thr.shape[0], -1)
+    always = tuple(c for c in range(cols.shape[1]) if np.all(cols[:, c] == ALWAYS))
+    slots, values = [], []
+    for c in range(cols.shape[1]):
+        if c in always:
+            continue
+        for i, v in enumerate(values):
+            if np.array_equal(v, cols[:, c]):
+                slots[i].append(c)
+                break
+        else:
+            slots.append([c])
+            values.append(cols[:, c])
+    table = np.stack(values, axis=1) if values else np.zeros((cols.shape[0], 1), np.uint32)
+    return always, tuple(tuple(s) for s in slots), np.ascontiguousarray(table)
+
+
+class MultispinBackend:
+    algorithm = "multispin"
+    dims = (2, 3)
+    rngs = ("philox",)
+    options = {"words_per_item": 4, "lanes": 8, "wg": None}
+
+    @classmethod
+    def check_shape(cls, shape):
+        check_sides(shape, "multispin", "Lx a multiple of 8 up to 64, or of 64 beyond; "
+                    "Ly (and Lz) even and >= 2",
+                    lambda L, axis: (L % 8 == 0 and (L <= 64 or L % 64 == 0)) if axis == "x"
+                    else (L >= 2 and L % 2 == 0))
+        if int(np.prod(shape)) > MAX_SITES:
+            raise ValueError(f"multispin: at most {MAX_SITES} sites per lattice, got shape {shape}")
+
+    @classmethod
+    def check_options(cls, options):
+        opts = check_options(cls, options)
+        _validate.choice("words_per_item", opts["words_per_item"], (1, 2, 4, 8))
+        _validate.choice("lanes", opts["lanes"], (4, 8))
+        return opts
+
+    def __init__(self, dev, shape, n_replicas, *, rng, seed, **options):
+        opts = self.check_options(options)
+        W, lanes = opts["words_per_item"], opts["lanes"]
+        wg = device_wg(dev, opts["wg"], gpu_default=128)
+        self.dev, self.shape, self.R, self.seed = dev, tuple(shape), n_replicas, seed
+        self.dim = len(shape)
+        self.N = int(np.prod(shape))
+        Lx, Ly = shape[0], shape[1]
+        self.Lz = shape[2] if self.dim == 3 else 1
+        S = Lx // 2
+        self.WR = max(1, S // 32)
+        self.rows = Ly * self.Lz
+        while self.WR % W:
+            W //= 2
+        self.W, self.wg = W, wg
+        self.words = self.rows * self.WR          # per colour and replica
+        self.reducer = SumsReducer(dev, n_replicas, self.words)
+        self._params = dict(dim=self.dim, Lx=Lx, Ly=Ly, Lz=self.Lz, W=W, lanes=lanes, wg=wg,
+                            rwg=self.reducer.wg)
+        self._programs = {}
+        # pack/unpack/sums come from the smallest variant (no slots)
+        self.prg = self._program(tuple(range(2 * (2 * self.dim + 1))), ())
+        nbytes = 4 * n_replicas * self.words
+        self.bufs = [zeroed_buffer(dev, nbytes) for _ in (0, 1)]
+        self._nat = None
+        self._thr_key = None
+        self.key = _rng.seed_key(seed)
+        self.t = 0
+
+    def _program(self, always, slots):
+        if (always, slots) not in self._programs:
+            self._programs[(always, slots)] = self.dev.build(
+                "ising/multispin.cl", always=always, slots=slots, **self._params)
+        return self._programs[(always, slots)]
+
+    def _natural(self):
+        if self._nat is None:
+            self._nat = zeroed_buffer(self.dev, self.R * self.N)
+        return self._nat
+
+    # ------------------------------------------------------------ spins
+    def set_spins_device(self, buffer):
+        n = 2 * self.R * self.words
+        self.prg.ising_ms_pack(self.dev.queue, (n,), None, buffer, self.bufs[0], self.bufs[1],
+                               np.uint32(self.R))
+
+    def set_spins(self, spins):
+        enqueue_upload(self.dev.queue, self._natural(), np.ascontiguousarray(spins, dtype=np.int8))
+        self.set_spins_device(self._nat)
+
+    def spins(self):
+        n = 2 * self.R * self.words
+        self.prg.ising_ms_unpack(self.dev.queue, (n,), None, self.bufs[0], self.bufs[1],
+                                 self._natural(), np.uint32(self.R))
+        out = np.empty((self.R,) + tuple(reversed(self.shape)), dtype=np.int8)
+        cl.enqueue_copy(self.dev.queue, out, self._nat)
+        return out
+
+    # ------------------------------------------------------------ dynamics
+    def _set_thresholds(self, thresholds):
+        thr = np.ascontiguousarray(thresholds, dtype=np.uint32)
+        key = thr.tobytes()
+        if key != self._thr_key:
+            always, slots, table = threshold_structure(thr)
+            self.sweep_prg = self._program(always, slots)
+            self.thr_buf = cl.Buffer(self.dev.context, cl.mem_flags.READ_ONLY, table.nbytes)
+            enqueue_upload(self.dev.queue, self.thr_buf, table)
+            self._thr_key = key
+
+    def sweep(self, n, thresholds):
+        self._set_thresholds(thresholds)
+        items = self.R * self.words // self.W
+        local = (self.wg,) if self.wg else None
+        glob = (-(-items // self.wg) * self.wg,) if self.wg else (items,)
+        k = self.sweep_prg.ising_ms_sweep
+        q, b = self.dev.queue, self.bufs
+        for _ in range(n):
+            lo, hi = np.uint32(self.t & 0xFFFFFFFF), np.uint32(self.t >> 32)
+            for c in (0, 1):
+                k(q, glob, local, b[c], b[1 - c], self.thr_buf, np.uint32(c), np.uint32(self.R),
+                  np.uint32(self.key[0]), np.uint32(self.key[1]), lo, hi)
+            self.t += 1
+
+    # ------------------------------------------------------------ observables
+    def measure_into(self, buffer, index):
+        """See clphys.ising.backends: int64 pair (bond, M) of measurement `index`."""
+        red = self.reducer
+        self.prg.ising_ms_sums(self.dev.queue, (self.R * red.parts * red.wg,), (red.wg,),
+                               self.bufs[0], self.bufs[1], red.partial, np.uint32(red.parts))
+        red.finish(buffer, index)
+
+    def sums(self):
+        return self.reducer.sums(self.measure_into)
+
+    # ------------------------------------------------------------ checkpoint
+    def get_state(self):
+        return {"sweeps": self.t}
+
+    def set_state(self, state):
+        self.t = _validate.integer("state['sweeps']", state["sweeps"], 0, 2**63 - 2)

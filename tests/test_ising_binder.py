@@ -1,0 +1,74 @@
+"""Binder-cumulant scans: the U4 curves of consecutive sizes cross at the
+known critical temperature (2D exact, 3D Ferrenberg-Xu-Landau), with errors."""
+
+import math
+
+import numpy as np
+import pytest
+
+from clphys.exact import TC_2D, TC_3D
+from clphys.ising import BinderScan, binder_scan
+from clphys.stats import Estimate
+
+
+def _check_crossings(scan, tc, allowance):
+    for c in scan.crossings:
+        t = c.temperature
+        assert math.isfinite(t.value) and 0 < t.error < 0.05, c
+        # small sizes shift the crossing by corrections to scaling: allowance
+        assert abs(t.value - tc) < 3 * t.error + allowance, (c, tc)
+    # the curves are ordered oppositely at the two ends: they cross in between
+    du = scan.binder[1:] - scan.binder[:-1]
+    err = np.hypot(scan.binder_err[1:], scan.binder_err[:-1])
+    assert np.all(du[:, 0] > 2 * err[:, 0]) and np.all(du[:, -1] < -2 * err[:, -1])
+    assert scan.crossing == scan.crossings[-1].temperature
+
+
+def test_binder_crossing_2d(device):
+    scan = binder_scan([8, 16, 32], np.linspace(2.15, 2.40, 6), dim=2, n_therm=500, n_measure=1000,
+                       every=2, replicas=16, seed=3, device=device)
+    _check_crossings(scan, TC_2D, 0.015)
+    assert scan.binder.shape == scan.susceptibility.shape == (3, 6)
+    # susceptibility grows with L near Tc; C/N stays O(1) (log divergence)
+    assert np.all(scan.susceptibility[2, 2:4] > 2 * scan.susceptibility[0, 2:4])
+    assert np.all((scan.specific_heat > 0.5) & (scan.specific_heat < 2.5))
+    text = str(scan)
+    assert "U4 crossing L=8/16" in text and "L=16/32" in text and "Tc = 2.269185" in text
+    assert len(text.splitlines()) == 2 + 18 + 3
+
+
+def test_binder_crossing_3d(device):
+    scan = binder_scan([8, 16], np.linspace(4.42, 4.60, 6), dim=3, n_therm=600, n_measure=600,
+                       every=2, replicas=8, seed=2, device=device)
+    _check_crossings(scan, TC_3D, 0.02)
+    assert "3D" in str(scan) and "Tc = 4.511523" in str(scan)
+
+
+def test_binder_scan_validation():
+    with pytest.raises(ValueError, match="at least 2 lattice sizes"):
+        binder_scan([16], [2.2, 2.3], device="nowhere")
+    with pytest.raises(ValueError, match="at least 2 different sizes"):
+        binder_scan([16, 16], [2.2, 2.3], device="nowhere")
+    with pytest.raises(ValueError, match="Lx = 12 is not allowed"):
+        binder_scan([8, 12], [2.2, 2.3], device="nowhere")
+    with pytest.raises(ValueError, match="at least 2 values"):
+        binder_scan([8, 16], [2.2], device="nowhere")
+    with pytest.raises(ValueError, match="non-finite"):
+        binder_scan([8, 16], [2.2, float("nan")], device="nowhere")
+    with pytest.raises(ValueError, match="n_measure must be >= 32"):
+        binder_scan([8, 16], [2.2, 2.3], n_measure=10, device="nowhere")
+    with pytest.raises(ValueError, match="dim must be one of"):
+        binder_scan([8, 16], [2.2, 2.3], dim=4, device="nowhere")
+    with pytest.raises(ValueError, match="accepts rng"):
+        binder_scan([8, 16], [2.2, 2.3], rng="lcg", device="nowhere")
+
+
+def test_crossing_root_fit():
+    from clphys.ising.binder import _root
+    T = np.linspace(2.0, 2.5, 6)
+    du = 0.3 * (2.27 - T) + 0.5 * (T - 2.27) ** 2          # root at 2.27
+    root, window = _root(T, du)
+    assert root == pytest.approx(2.27, abs=1e-12)
+    assert _root(T, np.ones(6))[0] != _root(T, np.ones(6))[0]      # NaN: no sign change
+    assert str(Estimate(2.2712, 0.0025)) == "2.2712(25)"
+    assert BinderScan.__dataclass_params__.frozen

@@ -1,0 +1,183 @@
+"""Ising kernels bit for bit: device spins against the NumPy twin
+(clphys.ising.reference), algorithms against each other, PoCL against
+Oclgrind; every template renders for fake devices; every kernel runs on Oclgrind."""
+
+import numpy as np
+import pytest
+
+from clphys.ising import Ensemble2D, Ensemble3D, backends
+from clphys.ising import reference as ref
+from clphys.ising.thresholds import metropolis_thresholds
+from clphys.runtime import fake_facts, kernel_dir, launched_kernels, render
+from conftest import _KERNEL_DECL
+
+ALGORITHMS = backends.available()
+ENSEMBLE = {2: Ensemble2D, 3: Ensemble3D}
+
+
+def _thr(dim, temps, J=1.0, h=0.0):
+    return np.stack([metropolis_thresholds(dim, T, J, h) for T in temps])
+
+
+def _run(dev, shape, temps, n, *, algorithm, rng="philox", seed=5, J=1.0, h=0.0, **options):
+    ens = ENSEMBLE[len(shape)](shape, temps, J=J, h=h, algorithm=algorithm, rng=rng, seed=seed,
+                               device=dev, **options)
+    start = ens.spins()
+    ens.sweep(n)
+    return ens, start
+
+
+def _allowed(algorithm, shape):
+    try:
+        backends.load(algorithm).check_shape(shape)
+        return True
+    except ValueError:
+        return False
+
+
+# --------------------------------------------------------------- NumPy twins
+@pytest.mark.parametrize("shape,J,h", [((8, 6), 1.0, 0.0), ((6, 4, 4), 1.0, 0.3),
+                                       ((10, 4), -0.7, -0.4)])
+def test_checkerboard_philox_matches_numpy(device, shape, J, h):
+    temps = [1.8, 2.6, 4.5]
+    ens, start = _run(device, shape, temps, 3, algorithm="checkerboard", J=J, h=h)
+    np.testing.assert_array_equal(start, ref.random_spins(shape, 3, 5))
+    want = ref.checkerboard_sweeps(start, _thr(len(shape), temps, J, h), 3, seed=5)
+    np.testing.assert_array_equal(ens.spins(), want)
+    bond, mag = ens.sums()
+    np.testing.assert_array_equal(np.stack([bond, mag]), np.stack(ref.sums(want)))
+    assert ens._backend.get_state() == {"sweeps": 3}
+
+
+@pytest.mark.parametrize("rng", ["lcg", "xorshift32"])
+def test_checkerboard_stateful_matches_numpy(device, rng):
+    shape, temps = (6, 6), [2.0, 3.0]        # 18 sites per colour: a partial group of 4
+    ens, start = _run(device, shape, temps, 4, algorithm="checkerboard", rng=rng)
+    want, states = ref.checkerboard_sweeps(start, _thr(2, temps), 4, rng=rng,
+                                           states=ref.stateful_states(shape, 2, 5))
+    np.testing.assert_array_equal(ens.spins(), want)
+    np.testing.assert_array_equal(ens.state()["backend"]["rng_states"], states)
+
+
+# --------------------------------------------------------------- across algorithms
+CASES = [((16, 6), 1.0, 0.0), ((128, 4), 1.0, 0.3), ((64, 2), -1.0, 0.0), ((8, 4, 6), 1.0, 0.0),
+         ((128, 2, 4), 0.5, -0.2)]
+
+
+@pytest.mark.parametrize("shape,J,h", CASES)
+def test_algorithms_identical_spins(device, shape, J, h):
+    """Same seed, same update order, same Philox words: same spins bit for bit."""
+    temps = [1.7, 2.4, 4.5]
+    runs = {}
+    for alg in backends.PLAIN_ORDER:
+        if len(shape) not in backends.load(alg).dims or not _allowed(alg, shape):
+            continue
+        ens, start = _run(device, shape, temps, 4, algorithm=alg, J=J, h=h)
+        np.testing.assert_array_equal(start, ref.random_spins(shape, 3, 5))
+        runs[alg] = (ens.spins(), ens.sums())
+    assert "checkerboard" in runs and "multispin" in runs
+    want_spins, want_sums = runs["checkerboard"]
+    np.testing.assert_array_equal(want_spins, ref.checkerboard_sweeps(
+        ref.random_spins(shape, 3, 5), _thr(len(shape), temps, J, h), 4, seed=5))
+    for alg, (spins, sums) in runs.items():
+        np.testing.assert_array_equal(spins, want_spins, err_msg=alg)
+        np.testing.assert_array_equal(np.stack(sums), np.stack(want_sums), err_msg=alg)
+
+
+@pytest.mark.parametrize("W,lanes", [(1, 4), (2, 8), (4, 4), (8, 8)])
+def test_multispin_tuning_variants(device, W, lanes):
+    """Every tuning variant draws the same words: spins do not depend on it."""
+    shape, temps = (512, 4), [2.2, 3.1]
+    ens, start = _run(device, shape, temps, 2, algorithm="multispin", words_per_item=W, lanes=lanes,
+                      wg=8)
+    want = ref.checkerboard_sweeps(start, _thr(2, temps), 2, seed=5)
+    np.testing.assert_array_equal(ens.spins(), want)
+
+
+def test_multispin_set_spins_roundtrip(device):
+    rng = np.random.default_rng(3)
+    for shape in [(24, 4), (192, 2, 2)]:
+        spins = np.where(rng.random((2,) + tuple(reversed(shape))) < 0.5, -1, 1).astype(np.int8)
+        ens = ENSEMBLE[len(shape)](shape, [2.0, 3.0], device=device)
+        ens.set_spins(spins)
+        np.testing.assert_array_equal(ens.spins(), spins)
+        np.testing.assert_array_equal(np.stack(ens.sums()), np.stack(ref.sums(spins)))
+
+
+def test_threshold_structure():
+    from clphys.ising.multispin import threshold_structure
+    thr = _thr(2, [2.0, 3.0])
+    always, slots, table = threshold_structure(thr)
+    assert always == (0, 1, 2, 5, 6, 7)                # k <= 2 for either spin sign
+    assert slots == ((3, 8), (4, 9))                     # k = 3, 4 shared by both signs
+    np.testing.assert_array_equal(table, thr[:, 0, 3:])
+    always, slots, _ = threshold_structure(_thr(3, [4.0], h=0.1))
+    assert len(slots) + len(always) == 14 > len(slots) > 3
+
+
+# --------------------------------------------------------------- devices
+def test_oclgrind_runs_every_kernel_and_matches(device, oclgrind):
+    """Every Ising kernel once on Oclgrind (race and uninitialised checks), with
+    the same spins and sums as on the test device."""
+    cases = [((6, 4), "checkerboard", "philox", {}), ((4, 2, 2), "checkerboard", "lcg", {}),
+             ((8, 2), "checkerboard", "xorshift32", {}),
+             ((16, 2), "multispin", "philox", {}), ((128, 2), "multispin", "philox", {"words_per_item": 2}),
+             ((8, 2, 2), "multispin", "philox", {})]
+    cases += [((128, 2), alg, backends.load(alg).rngs[0], {}) for alg in ALGORITHMS
+              if alg not in ("checkerboard", "multispin") and _allowed(alg, (128, 2))]
+    for shape, alg, rng, opts in cases:
+        out = []
+        for dev in (device, oclgrind):
+            ens = ENSEMBLE[len(shape)](shape, [2.0, 3.5], algorithm=alg, rng=rng, seed=9, h=0.2,
+                                       device=dev, **opts)
+            ens.set_spins(ens.spins())                   # pack / unpack
+            ens.sweep(1)
+            s = ens.sample(1)
+            out.append((ens.spins(), s.energy, s.magnetization))
+        for a, b in zip(*out):
+            np.testing.assert_array_equal(a, b, err_msg=f"{alg} {rng} {shape}")
+    ran = {name for vendor, name in launched_kernels() if vendor == "oclgrind"}
+    mine = set()
+    for path in (kernel_dir() / "ising").glob("*.cl"):
+        if path.name != "blocks.cl":
+            mine |= set(_KERNEL_DECL.findall(path.read_text()))
+    assert len(mine) >= 8 and mine <= ran, sorted(mine - ran)
+
+
+# --------------------------------------------------------------- templates
+def _params(name, dim):
+    lat = dict(dim=dim, Lx=16, Ly=4, Lz=4 if dim == 3 else 1)
+    ncls = 2 * (2 * dim + 1)
+    return {
+        "ising/common.cl": {},
+        "ising/init.cl": lat,
+        "ising/sums.cl": {"wg": 64},
+        "ising/checkerboard.cl": dict(lat, rng="lcg" if dim == 3 else "philox", wg=64, rwg=64),
+        "ising/multispin.cl": dict(lat, W=1, lanes=4 if dim == 3 else 8, wg=None, rwg=64, always=tuple(range(0, ncls, 2)),
+                                   slots=tuple((c,) for c in range(1, ncls, 2))),
+    }[name]
+
+
+@pytest.mark.parametrize("vendor", ["nvidia", "amd", "pocl"])
+@pytest.mark.parametrize("fp64", [True, False])
+def test_templates_render(vendor, fp64):
+    from clphys.runtime import template_names
+    names = [n for n in template_names() if n.startswith("ising/") and n != "ising/blocks.cl"]
+    assert {"ising/checkerboard.cl", "ising/multispin.cl", "ising/init.cl", "ising/sums.cl"} <= set(names)
+    facts = fake_facts(vendor, fp64)
+    for name in names:
+        for dim in (2, 3):
+            src = render(name, facts, **_params(name, dim))
+            assert "${" not in src
+            if name == "ising/multispin.cl":
+                assert "ising_ms_sweep" in src and "ms_philox_lanes" in src
+
+
+def test_template_rejects_bad_params():
+    facts = fake_facts("nvidia")
+    with pytest.raises(ValueError, match="multiple of 4"):
+        render("ising/multispin.cl", facts, **dict(_params("ising/multispin.cl", 2), Lx=12))
+    with pytest.raises(ValueError, match="partition"):
+        render("ising/multispin.cl", facts, **dict(_params("ising/multispin.cl", 2), always=()))
+    with pytest.raises(ValueError, match="rng"):
+        render("ising/checkerboard.cl", facts, **dict(_params("ising/checkerboard.cl", 2), rng="halfbit-lcg"))
