@@ -71,6 +71,16 @@ def launched_kernels() -> set[tuple[str, str]]:
     return set(_launched)
 
 
+def _set_scalar(kernel, index, value):
+    # PyOpenCL's set_arg spends ~6 us on a NumPy scalar; the raw buffer path
+    # that its own generated invokers use takes ~0.1 us.
+    setter = getattr(kernel, "_set_arg_buf", None)
+    if setter is None:
+        kernel.set_arg(index, value)
+    else:
+        setter(index, value)
+
+
 def _same_arg(a, b) -> bool:
     # Buffers by identity (the cached reference keeps the old one alive, so an
     # id cannot be reused); NumPy scalars by type and value.
@@ -100,7 +110,10 @@ class Kernel:
         else:
             for i, a in enumerate(args):
                 if not _same_arg(a, last[i]):
-                    self.cl_kernel.set_arg(i, a)
+                    if isinstance(a, np.generic):
+                        _set_scalar(self.cl_kernel, i, a)
+                    else:
+                        self.cl_kernel.set_arg(i, a)
                     last[i] = a
         event = cl.enqueue_nd_range_kernel(queue, self.cl_kernel, global_size, local_size,
                                            wait_for=wait_for)
