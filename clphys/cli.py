@@ -46,7 +46,9 @@ def cmd_info(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="clphys", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="clphys", description="Statistical physics and econophysics on OpenCL devices "
+        "(any GPU; CPUs through PoCL). Pick the device with --device or CLPHYS_DEVICE.")
     parser.add_argument("--version", action="version", version=f"clphys {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     p = sub.add_parser("info", help="list OpenCL platforms and devices and the one selected")
