@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import clphys  # noqa: E402
 from clphys.exact import TC_2D, finite_lattice  # noqa: E402
-from clphys.ising.blocks import BlocksBackend, default_tile, reference_sweeps  # noqa: E402
+from clphys.ising.blocks import BlocksBackend, reference_sweeps  # noqa: E402
 from clphys.ising.thresholds import metropolis_thresholds  # noqa: E402
 from clphys.runtime import resolve_device  # noqa: E402
 

@@ -17,7 +17,6 @@ import sys
 import time
 
 import numpy as np
-import pyopencl as cl
 import pyopencl.array as cla
 
 import clphys
@@ -93,7 +92,6 @@ def main(argv=None):
             launch = lambda: prg.rng_words(q, (streams,), None, buf.data, np.uint64(n), states.data)
         t = timed(q, launch, args.repeats)
         rows.append((g, "store", streams, n / t))
-        del buf
 
     for g, kind, streams, rate in rows:
         line = {"device": name, "workload": f"{g} {kind} streams={streams}",

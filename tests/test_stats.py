@@ -1,7 +1,6 @@
 """clphys.stats against analytic results for iid Gaussian and AR(1) data."""
 
 import math
-import warnings
 
 import numpy as np
 import pytest

@@ -16,7 +16,6 @@ Physica D 143, 1 (2000); Acebron et al., Rev. Mod. Phys. 77, 137 (2005)).
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 

@@ -7,7 +7,7 @@ import numpy as np
 import pyopencl as cl
 
 from .. import _validate
-from ..runtime import work_group_size
+from ..runtime import work_group_size, zeros
 
 
 def check_options(backend, options):
@@ -40,12 +40,8 @@ def check_sides(shape, algorithm, rule, ok):
 
 
 def zeroed_buffer(dev, nbytes):
-    """A read-write device buffer zeroed by a host copy. (Oclgrind's
-    uninitialised-value checker can lose kernel writes into a buffer that no
-    host copy ever wrote; clEnqueueFillBuffer does not help.)"""
-    buf = cl.Buffer(dev.context, cl.mem_flags.READ_WRITE, max(1, nbytes))
-    cl.enqueue_copy(dev.queue, buf, np.zeros(max(1, nbytes), np.uint8), is_blocking=True)
-    return buf
+    """A read-write device buffer of nbytes zeros (see clphys.runtime.zeros)."""
+    return zeros(dev, max(1, nbytes), np.uint8).data
 
 
 def enqueue_upload(queue, buf, array):

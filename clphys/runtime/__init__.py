@@ -2,9 +2,9 @@
 
 from .devices import (Device, DeviceFacts, current_device, device, devices, fake_facts,
                       nvidia_icd_hint, resolve_device, test_devices)
-from .reduce import reduce_sum, work_group_size
+from .reduce import reduce_sum, work_group_size, zeros
 from .render import Program, build, kernel_dir, launched_kernels, render, template_names
 
 __all__ = ["Device", "DeviceFacts", "current_device", "device", "devices", "fake_facts",
-           "nvidia_icd_hint", "resolve_device", "test_devices", "reduce_sum", "work_group_size",
+           "nvidia_icd_hint", "resolve_device", "test_devices", "reduce_sum", "work_group_size", "zeros",
            "Program", "build", "kernel_dir", "launched_kernels", "render", "template_names"]

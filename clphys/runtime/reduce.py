@@ -1,9 +1,9 @@
-"""``reduce_sum``: the sum of an array on the device, with the shared reduction module."""
+"""``reduce_sum``: the sum of an array on the device, with the shared reduction module;
+``zeros``: a zeroed device array."""
 
 from __future__ import annotations
 
 import numpy as np
-import pyopencl as cl
 import pyopencl.array as cla
 
 from .devices import resolve_device
@@ -64,3 +64,12 @@ def reduce_sum(array, device=None, accumulate=None):
     if acc == "compensated":
         return float(np.float64(r["hi"]) + np.float64(r["lo"]))
     return float(r) if dtype.kind == "f" else int(r)
+
+
+def zeros(device, shape, dtype) -> cla.Array:
+    """A zeroed device array. On Oclgrind the zeros are written from the host:
+    its uninitialised-value checker does not count fills (clEnqueueFillBuffer
+    or PyOpenCL's fill kernel) as writes."""
+    if device.facts.vendor == "oclgrind":
+        return cla.to_device(device.queue, np.zeros(shape, dtype))
+    return cla.zeros(device.queue, shape, dtype)

@@ -28,7 +28,7 @@ import pyopencl.array as cla
 from .. import _validate as check
 from ..progress import Progress
 from ..rng import chained_seeds, seed_key
-from ..runtime import resolve_device
+from ..runtime import resolve_device, zeros
 from ..runtime import work_group_size as _wg_size
 from . import expr as _expr
 from .model import Model
@@ -39,12 +39,6 @@ SCHEMES = ("srk2", "euler")
 RNGS = ("philox", "xorshift32")
 DTYPES = ("float32", "float64")
 MAX_HIST_BINS = 4096
-
-
-def zeros(queue, shape, dtype):
-    """A device array of zeros written from the host (Oclgrind's uninitialised-
-    memory check does not count clEnqueueFillBuffer as a write)."""
-    return cla.to_device(queue, np.zeros(shape, dtype))
 
 
 def _next_pow2(n: int) -> int:
@@ -315,14 +309,14 @@ class Ensemble:
     def _alloc(self):
         q = self.device.queue
         nv = len(self.model.variables)
-        self._state = zeros(q, (nv, self.n_total), self._real)
-        self._laps = zeros(q, (max(self._nper, 1), self.n_total if self._nper else 1), np.int32)
+        self._state = zeros(self.device, (nv, self.n_total), self._real)
+        self._laps = zeros(self.device, (max(self._nper, 1), self.n_total if self._nper else 1), np.int32)
         if self.rng == "xorshift32":
             self._xs = cla.to_device(q, chained_seeds(self.n_total, self.seed))
-            self._spare = zeros(q, self.n_total, np.float32)
+            self._spare = zeros(self.device, self.n_total, np.float32)
         else:
-            self._xs = zeros(q, 1, np.uint32)
-            self._spare = zeros(q, 1, np.float32)
+            self._xs = zeros(self.device, 1, np.uint32)
+            self._spare = zeros(self.device, 1, np.float32)
         gp = self._grid_params()
         table = np.array([np.broadcast_to(self._values[p], (self.n_grid,)) for p in gp],
                          dtype=self._real).reshape(len(gp), self.n_grid)
@@ -465,10 +459,10 @@ class Ensemble:
                            "times": len(launches) * 2 * self.n_grid * self._real.itemsize},
                      f"this run ({n_samples} samples)")
         prg = self._program(obs, hist)
-        dummy = zeros(q, 1, np.uint32)
-        partials = zeros(q, n_groups * len(obs) * mom.itemsize, np.uint8) if obs else dummy
+        dummy = zeros(self.device, 1, np.uint32)
+        partials = zeros(self.device, n_groups * len(obs) * mom.itemsize, np.uint8) if obs else dummy
         moments = cla.empty(q, (max(n_samples, 1), self.n_grid, len(obs), 2), acc) if obs else dummy
-        hist_dev = zeros(q, max(total_bins * self.n_grid, 1), np.uint32)
+        hist_dev = zeros(self.device, max(total_bins * self.n_grid, 1), np.uint32)
         hist_rng = cla.to_device(q, np.array(hist_range or [0.0], dtype=self._real))
         rec = (cla.empty(q, (n_samples, self.n_grid, n_record, len(self.model.variables)), self._real)
                if n_record and n_samples else dummy)

@@ -26,7 +26,6 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-import pyopencl as cl
 import pyopencl.array as cla
 
 from .. import _validate as check
@@ -34,7 +33,8 @@ from ..progress import Progress
 from ..rng import seed_key
 from ..runtime import resolve_device
 from ..runtime import work_group_size as _wg_size
-from .ensemble import DTYPES, SCHEMES, check_memory, zeros
+from ..runtime import zeros
+from .ensemble import DTYPES, SCHEMES, check_memory
 
 __all__ = ["Kuramoto", "KuramotoResult", "kuramoto", "KERNELS"]
 
@@ -154,20 +154,20 @@ class Kuramoto:
         else:
             th = np.mod(initial, 2 * np.pi)
         self._theta = cla.to_device(q, th.astype(real))
-        self._omega = cla.to_device(q, om.astype(real)) if om.ndim else zeros(q, 1, real)
+        self._omega = cla.to_device(q, om.astype(real)) if om.ndim else zeros(dev, 1, real)
         self._omega0 = real.type(0.0 if om.ndim else float(om))
         self._K = float(K) if K.ndim == 0 else None
         self._coef = real.type(self._K / n if K.ndim == 0 else 1.0)
         self._Kt = (cla.to_device(q, np.ascontiguousarray(K.T, dtype=real)) if K.ndim == 2
-                    else zeros(q, 1, real))
+                    else zeros(dev, 1, real))
         self._n_upd = -(-(-(-n // 4)) // wg)               # update work groups
         self._n_sum = min(-(-n // wg), 4 * wg)              # kuramoto_sums work groups
-        self._partials = zeros(q, (max(self._n_upd, self._n_sum), 2), self._acc)
-        self._sums0 = zeros(q, (1, 2), self._acc)
-        self._sums1 = zeros(q, (1, 2), self._acc)
-        self._sc = zeros(q, 2 * n if pairs else 1, real)
-        self._field = zeros(q, 2 * self.slices * n if pairs else 1, real)
-        self._drift = zeros(q, n if pairs else 1, real)
+        self._partials = zeros(dev, (max(self._n_upd, self._n_sum), 2), self._acc)
+        self._sums0 = zeros(dev, (1, 2), self._acc)
+        self._sums1 = zeros(dev, (1, 2), self._acc)
+        self._sc = zeros(dev, 2 * n if pairs else 1, real)
+        self._field = zeros(dev, 2 * self.slices * n if pairs else 1, real)
+        self._drift = zeros(dev, n if pairs else 1, real)
         self._step = 0
         self._wgf = _wg_size(dev.facts, 256)
         k0, k1 = seed_key(self.seed)
@@ -267,8 +267,7 @@ class Kuramoto:
         marks = list(range(M, steps + 1, M))
         if not marks or marks[-1] != steps:
             marks.append(steps)
-        q = self.device.queue
-        history = zeros(q, (len(marks) + 1, 2), self._acc)
+        history = zeros(self.device, (len(marks) + 1, 2), self._acc)
         self._sums_of_theta(self._sums0, history, 0)
         start = self._step
         slot_of = {m: k + 1 for k, m in enumerate(marks)}

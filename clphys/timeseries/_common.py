@@ -86,14 +86,6 @@ def device_array(dev, host: np.ndarray) -> cla.Array:
         raise DeviceError(f"{dev.name}: out of device memory for {host.nbytes} bytes") from None
 
 
-def zeros(dev, shape, dtype) -> cla.Array:
-    """A zeroed device array.  On Oclgrind it is written from the host: its
-    uninitialised-value checker does not see fills done by another program."""
-    if dev.facts.vendor == "oclgrind":
-        return cla.to_device(dev.queue, np.zeros(shape, dtype))
-    return cla.zeros(dev.queue, shape, dtype)
-
-
 def pow2_at_least(n: int) -> int:
     return 1 << max(0, (int(n) - 1).bit_length())
 

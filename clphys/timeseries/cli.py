@@ -12,7 +12,6 @@ optional header line of column names), or '-' for standard input.
 
 from __future__ import annotations
 
-import argparse
 import io
 import sys
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import _validate
 from ..progress import Progress
-from ..runtime import resolve_device
+from ..runtime import resolve_device, zeros
 from . import _common
 
 __all__ = ["PatternConformity", "PatternTuning", "pattern_conformity", "pattern_pairs"]
@@ -123,8 +123,8 @@ def pattern_conformity(p, max_past=20, max_future=20, chi=100.0, max_history=163
     slots = nt // t.wg
     queue = dev.queue
     x = _common.device_array(dev, _common.float_pairs(p))
-    partial = _common.zeros(dev, (slots, max_past, 2 * max_future), _common.ACC_DTYPE[acc])
-    counts = _common.zeros(dev, (slots, max_past, 3), np.uint64)
+    partial = zeros(dev, (slots, max_past, 2 * max_future), _common.ACC_DTYPE[acc])
+    counts = zeros(dev, (slots, max_past, 3), np.uint64)
     with Progress(T - 1, progress, label="pattern conformity") as bar:
         for t_lo in range(1, T, nt):
             t_hi = min(T, t_lo + nt)
