@@ -94,6 +94,31 @@ def test_multispin_tuning_variants(device, W, lanes):
     np.testing.assert_array_equal(ens.spins(), want)
 
 
+@pytest.mark.parametrize("shape,h,W,accept", [((512, 4), 0.0, 4, "select"), ((512, 8), 0.2, 32, "compare"),
+                                               ((16, 6), 0.3, 2, "select"), ((128, 2, 4), -0.2, 1, "select"),
+                                               ((64, 4, 2), 0.0, 2, "compare")])
+def test_multispin_scalar_lanes_matches_numpy(device, shape, h, W, accept):
+    """lanes=1 (the GPU design: scalar Philox, work items walking rows) draws
+    the same words as the twin: full and partial rows, 2D and 3D, h != 0."""
+    temps = [1.9, 2.6, 4.6]
+    ens, start = _run(device, shape, temps, 2, algorithm="multispin", lanes=1, words_per_item=W,
+                      accept=accept, wg=4, h=h)
+    want = ref.checkerboard_sweeps(start, _thr(len(shape), temps, h=h), 2, seed=5)
+    np.testing.assert_array_equal(ens.spins(), want)
+    np.testing.assert_array_equal(np.stack(ens.sums()), np.stack(ref.sums(want)))
+
+
+def test_multispin_options_checked():
+    from clphys.ising.multispin import MultispinBackend as B
+    with pytest.raises(ValueError, match="lanes must be one of"):
+        B.check_options({"lanes": 2})
+    with pytest.raises(ValueError, match="words_per_item must be one of 1, 2, 4, 8;"):
+        B.check_options({"lanes": 4, "words_per_item": 16})
+    with pytest.raises(ValueError, match="accept must be one of"):
+        B.check_options({"accept": "float"})
+    assert B.check_options({"lanes": 1, "words_per_item": 32})["words_per_item"] == 32
+
+
 def test_multispin_set_spins_roundtrip(device):
     rng = np.random.default_rng(3)
     for shape in [(24, 4), (192, 2, 2)]:
@@ -122,7 +147,11 @@ def test_oclgrind_runs_every_kernel_and_matches(device, oclgrind):
     cases = [((6, 4), "checkerboard", "philox", {}), ((4, 2, 2), "checkerboard", "lcg", {}),
              ((8, 2), "checkerboard", "xorshift32", {}),
              ((16, 2), "multispin", "philox", {}), ((128, 2), "multispin", "philox", {"words_per_item": 2}),
-             ((8, 2, 2), "multispin", "philox", {})]
+             ((8, 2, 2), "multispin", "philox", {}),
+             ((16, 2), "multispin", "philox", {"lanes": 1}),
+             ((128, 4), "multispin", "philox",
+              {"lanes": 1, "words_per_item": 2, "accept": "compare"}),
+             ((64, 2, 2), "multispin", "philox", {"lanes": 1, "words_per_item": 2})]
     cases += [((128, 2), alg, backends.load(alg).rngs[0], {}) for alg in ALGORITHMS
               if alg not in ("checkerboard", "multispin") and _allowed(alg, (128, 2))]
     for shape, alg, rng, opts in cases:
@@ -171,12 +200,19 @@ def test_templates_render(vendor, fp64):
             assert "${" not in src
             if name == "ising/multispin.cl":
                 assert "ising_ms_sweep" in src and "ms_philox_lanes" in src
+                for accept in ("select", "compare"):
+                    src = render(name, facts, **dict(_params(name, dim), lanes=1, W=2, accept=accept))
+                    assert "ising_ms_sweep" in src and "ms_philox_lanes" not in src
 
 
 def test_template_rejects_bad_params():
     facts = fake_facts("nvidia")
     with pytest.raises(ValueError, match="multiple of 4"):
         render("ising/multispin.cl", facts, **dict(_params("ising/multispin.cl", 2), Lx=12))
+    with pytest.raises(ValueError, match="lanes must be 1, 4 or 8"):
+        render("ising/multispin.cl", facts, **dict(_params("ising/multispin.cl", 2), lanes=2))
+    with pytest.raises(ValueError, match="accept must be"):
+        render("ising/multispin.cl", facts, **dict(_params("ising/multispin.cl", 2), lanes=1, accept="x"))
     with pytest.raises(ValueError, match="partition"):
         render("ising/multispin.cl", facts, **dict(_params("ising/multispin.cl", 2), always=()))
     with pytest.raises(ValueError, match="rng"):

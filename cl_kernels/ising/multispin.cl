@@ -16,9 +16,22 @@
 ## Philox groups of 4 sites (see clphys/ising/backends.py) are exactly 4
 ## consecutive bits of a word, so the 4 words of every call are used.
 ##
-## params: dim, Lx, Ly, Lz, W (words per work item, divides WR), lanes (Philox
-## counters per vector call, 4 or 8), wg (None or the work-group size), slots (tuple of tuples of class ids a*(2 dim+1)+k),
-## always (tuple of class ids), rwg (sums work-group size, power of two)
+## Two sweep designs (same words, same spins):
+## * lanes = 4 / 8 (CPUs): W consecutive words of a row per work item, Philox
+##   on `lanes` counters at once (SIMD on CPUs);
+## * lanes = 1 (GPUs): scalar Philox calls, each word's 8 calls and 32 decisions
+##   straight-line code; a work item walks W rows down one word column (the
+##   other colour's rows y - 1, y stay in registers), consecutive items take
+##   consecutive words (coalesced). On an H100 every instruction of this
+##   kernel costs about the same (2 cycles per warp, whatever its pipe), and
+##   Philox4x32-10 is about 39 instructions per call (~10 per spin): the
+##   count per word is what matters (docs/ising.md, Speed).
+##
+## params: dim, Lx, Ly, Lz, W (words per work item: divides WR for lanes 4/8,
+## Ly for lanes 1), lanes (1, 4 or 8), wg (None or the work-group size), slots
+## (tuple of tuples of class ids a*(2 dim+1)+k), always (tuple of class ids),
+## rwg (sums work-group size, power of two); optional: accept ("select" or
+## "compare", lanes 1), diag (timing diagnostics, see below)
 <%namespace name="philox" file="/rng/philox.cl"/>
 <%namespace name="red" file="/common/reduce.cl"/>
 <%namespace name="ic" file="/ising/common.cl"/>
@@ -31,10 +44,18 @@
     NBITS = min(S, 32)
     VALID = (1 << NBITS) - 1
     ROWS = Ly * Lz
-    if lanes not in (4, 8):
-        raise ValueError("multispin.cl: lanes must be 4 or 8, got %r" % (lanes,))
-    if W not in (1, 2, 4, 8) or WR % W:
+    if lanes not in (1, 4, 8):
+        raise ValueError("multispin.cl: lanes must be 1, 4 or 8, got %r" % (lanes,))
+    if lanes > 1 and (W not in (1, 2, 4, 8) or WR % W):
         raise ValueError("multispin.cl: W must be 1, 2, 4 or 8 and divide the %d words per row" % WR)
+    if lanes == 1 and W not in (1, 2, 4, 8, 16, 32):
+        raise ValueError("multispin.cl: W must be 1, 2, 4, 8, 16 or 32 with lanes = 1, got %r" % (W,))
+    accept = context.get("accept", "select")
+    if accept not in ("select", "compare"):
+        raise ValueError("multispin.cl: accept must be 'select' or 'compare', got %r" % (accept,))
+    # timing diagnostics, benchmarks only (wrong spins): "hash" (a cheap hash in
+    # place of Philox), "nocompare" (the words XORed instead of compared)
+    diag = context.get("diag", None)
     NCLS = 2 * dim + 1
     D = len(slots)
     covered = sorted(sum((tuple(s) for s in slots), ()) + tuple(always))
@@ -42,6 +63,46 @@
         raise ValueError("multispin.cl: slots and always must partition the %d classes" % (2 * NCLS))
     NP = max(0, (D - 1).bit_length())          # slot-index bit planes
     vec = "" if W == 1 else str(W)
+
+    def accept_code(mode, ind):
+        """C statements of the lanes = 1 accept step of one word (g0, r, key, c3,
+        th<i> in scope): the 8 (NBITS / 4) Philox calls and per-spin decisions,
+        ending in `flip |= ...`. mode: select | compare | nocompare."""
+        out = []
+        if mode == "select":
+            for b in range(NP):
+                out.append("const uint P%d = %s;" % (b, mask_of(sum((tuple(slots[i]) for i in range(D) if (i >> b) & 1), ()))))
+            out.append("uint acc = 0u;")
+        else:
+            out.append("uint %s;" % ", ".join("B%d = 0u" % i for i in range(D)))
+        for q in range(NBITS // 4):
+            out.append("{")
+            out.append("    const uint4 v = ms_philox((uint4)(g0 + %du, r, t_lo, c3), key);" % q)
+            for j, x in enumerate(("v.x", "v.y", "v.z", "v.w")):
+                bit = "0x%08Xu" % (1 << (4 * q + j))
+                if mode == "nocompare":
+                    out.append("    B0 ^= %s << %d;" % (x, 4 * q + j))
+                elif mode == "select":
+                    out.append("    acc |= %s <= %s ? %s : 0u;" % (x, sel1(NP - 1, 0, 4 * q + j), bit))
+                else:
+                    for i in range(D):
+                        out.append("    B%d |= %s <= th%d ? %s : 0u;" % (i, x, i, bit))
+            out.append("}")
+        if mode == "select":
+            out.append("flip |= acc;")
+        else:
+            out.append("flip |= %s;" % " | ".join("((%s) & B%d)" % (mask_of(slots[i]), i) for i in range(D)))
+        return "\n".join(ind + line for line in out)
+
+    def sel1(b, base, bit):
+        """Scalar threshold of the spin at bit `bit`, from slot-index planes P0..P{b}."""
+        if b < 0:
+            return "th%d" % base
+        lo = sel1(b - 1, base, bit)
+        if base + (1 << b) >= D:
+            return lo
+        hi = sel1(b - 1, base + (1 << b), bit)
+        return "((P%d & 0x%08Xu) ? %s : %s)" % (b, 1 << bit, hi, lo)
 
     def eqk(k):
         terms = [("K%d" % b) if (k >> b) & 1 else ("~K%d" % b) for b in range(3)]
@@ -74,14 +135,26 @@
 %>
 ${ic.lattice("MS_", dim, Lx, Ly, Lz)}
 ${philox.philox4x32_10("ms_")}
+% if lanes > 1:
 ${ic.philox_lanes("ms_", lanes)}
 // lane q <-> Philox group q of a batch = bits 4q..4q+3 (batch-relative)
 #define LANE ((uint${lanes})(${", ".join("%du" % q for q in range(lanes))}))
 #define BIT ((uint${lanes})(${", ".join("1u << %d" % (4 * q) for q in range(lanes))}))
 #define MSB ((uint${lanes})(${", ".join("%du" % (31 - 4 * q) for q in range(lanes))}))
+% endif
+% if diag == "hash":
+// TIMING DIAGNOSTIC ONLY (wrong random words): a cheap hash in place of Philox
+inline uint4 ms_cheap(uint4 c, uint2 k)
+{
+    const uint a = (c.x ^ k.x) * 0x9E3779B9u, b = c.y ^ c.z ^ c.w ^ k.y;
+    return (uint4)(a ^ b, a + b, (a >> 7) ^ b, a ^ (b << 5));
+}
+#define ms_philox ms_cheap
+% endif
 ${red.wg_reduce("mss_", "long", rwg, "return a + b;")}
 #define MS_WR ${WR}u
 #define MS_ROWS ${ROWS}u
+#define MS_WPR ${ROWS * WR}u
 #define MS_VALID ${"0x%08Xu" % VALID}
 
 // The other-colour neighbour at compact site i + 1 (odd) or i - 1 (even parity)
@@ -125,6 +198,69 @@ void ising_ms_sweep(${sweep_args})
 % else:
 __kernel void ising_ms_sweep(${sweep_args})
 % endif
+% if lanes == 1:
+{
+    // Work item t: word w = t % WR of the ${W} rows row0 .. row0 + ${W - 1} (one z
+    // plane) of replica r. Consecutive work items take consecutive words of a
+    // row (coalesced); each walks down its rows keeping the other colour's
+    // words of rows y - 1 and y in registers. Per row: one word, whose 8 Philox
+    // calls and 32 accept decisions are straight-line code.
+    // Remainders as x - q d (Oclgrind cannot check the `freeze` of LLVM's div/rem pairing).
+    const uint t = get_global_id(0), BPR = MS_ROWS / ${W}u;
+    if (t >= R * BPR * MS_WR)
+        return;
+    const uint q1 = t / MS_WR, w = t - q1 * MS_WR;
+    const uint r = q1 / BPR, row0 = (q1 - r * BPR) * ${W}u;
+    const uint z = row0 / MS_LY, y0 = row0 - z * MS_LY;
+    __global uint *me = own + (r * MS_ROWS + row0) * MS_WR + w;
+    __global const uint *pl = other + (r * MS_ROWS + z * MS_LY) * MS_WR + w;
+%   if dim == 3:
+    const uint zp = z + 1u == MS_LZ ? 0u : z + 1u, zm = z == 0u ? MS_LZ - 1u : z - 1u;
+    __global const uint *pf = other + (r * MS_ROWS + zm * MS_LY) * MS_WR + w;
+    __global const uint *pb = other + (r * MS_ROWS + zp * MS_LY) * MS_WR + w;
+%   endif
+%   if not PARTIAL:
+    __global const uint *pm = pl + (w == 0u ? (int)MS_WR - 1 : -1);
+    __global const uint *pp = pl + (w + 1u == MS_WR ? 1 - (int)MS_WR : 1);
+    uint g0 = (row0 * MS_WR + w) * 8u;
+%   else:
+    uint g0 = row0 * (MS_S / 4u);
+%   endif
+%   for i in range(D):
+    const uint th${i} = thr[r * ${D}u + ${i}u];
+%   endfor
+    const uint2 key = (uint2)(k0, k1);
+    const uint c3 = t_hi * 2u + colour;
+    uint u = pl[(y0 == 0u ? MS_LY - 1u : y0 - 1u) * MS_WR], c = pl[y0 * MS_WR];
+    uint odd = (colour + y0 + z) & 1u;
+    #pragma unroll 1
+    for (uint k = 0; k < ${W}u; ++k) {
+        const uint y = y0 + k, yd = y + 1u == MS_LY ? 0u : y + 1u;
+        const uint s = me[k * MS_WR], d = pl[yd * MS_WR];
+%   if dim == 3:
+        const uint f = pf[y * MS_WR], b = pb[y * MS_WR];
+%   endif
+%   if PARTIAL:
+        const uint hn = ms_horizontal(c, 0u, 0u, odd);
+%   else:
+        const uint hn = ms_horizontal(c, pm[y * MS_WR], pp[y * MS_WR], odd);
+%   endif
+        MS_COUNT(s, c, hn, u, d, ${"f" if dim == 3 else "0u"}, ${"b" if dim == 3 else "0u"})
+        uint flip = ${mask_of(always)};
+%   if D:
+        // Philox group q = bits 4q..4q+3: one call, its 4 words kept in
+        // registers; per spin one threshold (select: picked by the slot-index
+        // planes P; compare: one packed mask per slot) and one compare.
+${accept_code("nocompare" if diag == "nocompare" else accept, "        ")}
+%   endif
+        me[k * MS_WR] = s ^ (flip & MS_VALID);
+        u = c;
+        c = d;
+        odd ^= 1u;
+        g0 += ${"MS_WR * 8u" if not PARTIAL else "MS_S / 4u"};
+    }
+}
+% else:
 {
     const size_t t = get_global_id(0);
     // runs per row, per replica; remainders as x - q d (Oclgrind cannot check
@@ -214,6 +350,7 @@ __kernel void ising_ms_sweep(${sweep_args})
     vstore${W}(out_v, 0, me);
 % endif
 }
+% endif
 
 // Partial sums per (replica, part) over colour-0 words, as pairs of longs: bond
 // sum (every bond has exactly one colour-0 end), magnetization of both colours.

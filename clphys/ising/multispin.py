@@ -1,11 +1,23 @@
 """``algorithm="multispin"``: one bit per spin, 32 spins per word, bitwise
 neighbour counting and one Philox word per spin (cl_kernels/ising/multispin.cl).
 
-Options: ``words_per_item`` (1, 2, 4 or 8 words = 32..256 spins of a row per
-work item; reduced to the largest power of two dividing the words per row),
-``lanes`` (4 or 8 Philox counters per vector call: SIMD width on CPUs,
-independent chains on GPUs) and ``wg`` (work-group size; None lets the driver
-choose on CPUs, 128 on GPUs).
+Options (None: the device's default, from its DeviceFacts):
+
+* ``lanes``: 4 or 8 Philox counters per vector call (SIMD width on CPUs;
+  default 8 there), or 1: scalar Philox calls, each word's 32 spins in
+  straight-line code with the 4 words of a call kept in registers, and
+  work items that walk down rows, consecutive items on consecutive words
+  (default on GPUs: fewest instructions per spin, coalesced loads);
+* ``words_per_item``: words (32 spins each) per work item, reduced to the
+  largest power of two that fits: with lanes 4/8, 1, 2, 4 or 8 consecutive
+  words of a row (dividing the words per row); with lanes 1, 1 to 32 words
+  of consecutive rows (dividing Ly), one per loop step (default 4, halved on
+  GPUs while the launch would have fewer than ``MIN_GROUPS_PER_CU`` work
+  groups per compute unit);
+* ``accept`` (lanes 1): "select" (default) picks each spin's threshold from
+  slot-index bit planes, then one integer compare; "compare" compares every
+  word with every slot's threshold into one packed mask per slot;
+* ``wg``: work-group size; None lets the driver choose on CPUs, 128 on GPUs.
 
 The threshold table is split on the host into classes accepted with certainty
 (threshold 2^32 - 1 in every replica) and slots of classes that share a
@@ -51,7 +63,12 @@ class MultispinBackend:
     algorithm = "multispin"
     dims = (2, 3)
     rngs = ("philox",)
-    options = {"words_per_item": 4, "lanes": 8, "wg": None}
+    options = {"words_per_item": None, "lanes": None, "accept": "select", "wg": None}
+    # defaults by device kind (DeviceFacts.is_gpu): see the module docstring and
+    # docs/ising.md "Speed" for the measurements behind them
+    GPU_DEFAULTS = {"lanes": 1, "words_per_item": 4}
+    MIN_GROUPS_PER_CU = 6
+    CPU_DEFAULTS = {"lanes": 8, "words_per_item": 4}
 
     @classmethod
     def check_shape(cls, shape):
@@ -65,13 +82,21 @@ class MultispinBackend:
     @classmethod
     def check_options(cls, options):
         opts = check_options(cls, options)
-        _validate.choice("words_per_item", opts["words_per_item"], (1, 2, 4, 8))
-        _validate.choice("lanes", opts["lanes"], (4, 8))
+        if opts["lanes"] is not None:
+            _validate.choice("lanes", opts["lanes"], (1, 4, 8))
+        if opts["words_per_item"] is not None:
+            allowed = (1, 2, 4, 8) if opts["lanes"] in (4, 8) else (1, 2, 4, 8, 16, 32)
+            _validate.choice("words_per_item", opts["words_per_item"], allowed)
+        _validate.choice("accept", opts["accept"], ("select", "compare"))
         return opts
 
     def __init__(self, dev, shape, n_replicas, *, rng, seed, **options):
         opts = self.check_options(options)
-        W, lanes = opts["words_per_item"], opts["lanes"]
+        defaults = self.GPU_DEFAULTS if dev.facts.is_gpu else self.CPU_DEFAULTS
+        lanes = opts["lanes"] if opts["lanes"] is not None else defaults["lanes"]
+        W = opts["words_per_item"] if opts["words_per_item"] is not None else defaults["words_per_item"]
+        if lanes > 1 and W not in (1, 2, 4, 8):
+            raise ValueError(f"words_per_item must be one of 1, 2, 4, 8 with lanes={lanes}; got {W}")
         wg = device_wg(dev, opts["wg"], gpu_default=128)
         self.dev, self.shape, self.R, self.seed = dev, tuple(shape), n_replicas, seed
         self.dim = len(shape)
@@ -81,13 +106,22 @@ class MultispinBackend:
         S = Lx // 2
         self.WR = max(1, S // 32)
         self.rows = Ly * self.Lz
-        while self.WR % W:
+        # lanes 4/8: W consecutive words of a row; lanes 1: W consecutive rows
+        # of a z plane (one word each)
+        while (self.WR if lanes > 1 else Ly) % W:
             W //= 2
-        self.W, self.wg = W, wg
         self.words = self.rows * self.WR          # per colour and replica
+        if opts["words_per_item"] is None and dev.facts.is_gpu:
+            # keep at least MIN_GROUPS_PER_CU work groups per compute unit (the
+            # waves' tail costs more than the per-item setup saved)
+            min_items = self.MIN_GROUPS_PER_CU * dev.facts.compute_units * wg
+            while W > 1 and n_replicas * self.words // W < min_items:
+                W //= 2
+        self.W, self.wg, self.lanes = W, wg, lanes
         self.reducer = SumsReducer(dev, n_replicas, self.words)
         self._params = dict(dim=self.dim, Lx=Lx, Ly=Ly, Lz=self.Lz, W=W, lanes=lanes, wg=wg,
                             rwg=self.reducer.wg)
+        self._accept = opts["accept"]
         self._programs = {}
         # pack/unpack/sums come from the smallest variant (no slots)
         self.prg = self._program(tuple(range(2 * (2 * self.dim + 1))), ())
@@ -100,8 +134,11 @@ class MultispinBackend:
 
     def _program(self, always, slots):
         if (always, slots) not in self._programs:
+            params = dict(self._params)
+            if self.lanes == 1:
+                params["accept"] = self._accept
             self._programs[(always, slots)] = self.dev.build(
-                "ising/multispin.cl", always=always, slots=slots, **self._params)
+                "ising/multispin.cl", always=always, slots=slots, **params)
         return self._programs[(always, slots)]
 
     def _natural(self):
