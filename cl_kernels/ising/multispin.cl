@@ -390,10 +390,9 @@ void ising_ms_sums(__global const uint *s0, __global const uint *s1, __global lo
     }
 }
 
-// Natural int8 layout (R, Lz, Ly, Lx) <-> the two colour arrays; one item per word.
-__kernel void ising_ms_pack(__global const char *nat, __global uint *s0, __global uint *s1,
-                            const uint R)
-{
+## Work item t of pack/unpack: colour c, word idx of that colour, and `row_start`,
+## the offset in the natural layout of the first site of that word.
+<%def name="pack_index()">
     const size_t t = get_global_id(0);
     if (t >= (size_t)2u * R * MS_ROWS * MS_WR) return;
     const size_t total = (size_t)R * MS_ROWS * MS_WR;
@@ -402,7 +401,14 @@ __kernel void ising_ms_pack(__global const char *nat, __global uint *s0, __globa
     const uint r = (uint)(idx / (MS_ROWS * MS_WR));
     const uint rw = (uint)(idx - (size_t)r * (MS_ROWS * MS_WR)), row = rw / MS_WR, w = rw - row * MS_WR;
     const uint z = row / MS_LY, odd = (c + (row - z * MS_LY) + z) & 1u;
-    __global const char *src = nat + (size_t)r * MS_N + (size_t)row * MS_LX + odd;
+    const size_t row_start = (size_t)r * MS_N + (size_t)row * MS_LX + odd;
+</%def>
+// Natural int8 layout (R, Lz, Ly, Lx) <-> the two colour arrays; one item per word.
+__kernel void ising_ms_pack(__global const char *nat, __global uint *s0, __global uint *s1,
+                            const uint R)
+{
+${pack_index()}
+    __global const char *src = nat + row_start;
     uint word = 0u;
     for (uint b = 0; b < ${NBITS}u; ++b)
         word |= (uint)(src[2u * (32u * w + b)] < 0) << b;
@@ -412,15 +418,8 @@ __kernel void ising_ms_pack(__global const char *nat, __global uint *s0, __globa
 __kernel void ising_ms_unpack(__global const uint *s0, __global const uint *s1,
                               __global char *nat, const uint R)
 {
-    const size_t t = get_global_id(0);
-    if (t >= (size_t)2u * R * MS_ROWS * MS_WR) return;
-    const size_t total = (size_t)R * MS_ROWS * MS_WR;
-    const uint c = t >= total;
-    const size_t idx = t - c * total;
-    const uint r = (uint)(idx / (MS_ROWS * MS_WR));
-    const uint rw = (uint)(idx - (size_t)r * (MS_ROWS * MS_WR)), row = rw / MS_WR, w = rw - row * MS_WR;
-    const uint z = row / MS_LY, odd = (c + (row - z * MS_LY) + z) & 1u;
-    __global char *dst = nat + (size_t)r * MS_N + (size_t)row * MS_LX + odd;
+${pack_index()}
+    __global char *dst = nat + row_start;
     const uint word = (c ? s1 : s0)[idx];
     for (uint b = 0; b < ${NBITS}u; ++b)
         dst[2u * (32u * w + b)] = (word >> b) & 1u ? -1 : 1;
