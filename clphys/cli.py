@@ -8,7 +8,9 @@ import importlib
 import sys
 
 from . import __version__
+from ._cli import EXIT_BAD_INPUT, EXIT_INTERRUPTED
 from .errors import ClphysError
+from .runtime.longrun import Interrupted
 
 # Domain modules that contribute subcommands, in help order; missing ones are skipped.
 DOMAINS = ("clphys.ising.cli", "clphys.timeseries.cli", "clphys.sde.cli")
@@ -72,9 +74,33 @@ def main(argv=None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
-    except (ClphysError, ValueError, TypeError, ImportError, OSError) as exc:
+    except Interrupted as exc:
+        print(f"clphys {args.command}: {exc}{'; ' + exc.kept if getattr(exc, 'kept', '') else ''}",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except KeyboardInterrupt:
+        print(f"clphys {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # `clphys acrw ... | head`: the reader left; say nothing more.
+        _silence_stdout()
+        return 0
+    except (ValueError, TypeError, FileNotFoundError, IsADirectoryError, NotADirectoryError,
+            PermissionError) as exc:
+        print(f"clphys {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (ClphysError, ImportError, OSError) as exc:
         print(f"clphys {args.command}: error: {exc}", file=sys.stderr)
         return 1
+
+
+def _silence_stdout():
+    import os
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

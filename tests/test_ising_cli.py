@@ -34,11 +34,11 @@ def test_ising_command_3d_checkerboard_and_plot(device, capsys, tmp_path):
 
 
 def test_ising_command_errors(device, capsys):
-    assert main(["ising", "--size", "12", "--device", _spec(device)]) == 1
+    assert main(["ising", "--size", "12", "--device", _spec(device)]) == 2
     assert "allowed sizes" in capsys.readouterr().err
-    assert main(["ising", "--size", "64", "--temperature", "-1", "--device", _spec(device)]) == 1
+    assert main(["ising", "--size", "64", "--temperature", "-1", "--device", _spec(device)]) == 2
     assert "T must be > 0" in capsys.readouterr().err
-    assert main(["ising", "--sweeps", "-3", "--device", _spec(device)]) == 1
+    assert main(["ising", "--sweeps", "-3", "--device", _spec(device)]) == 2
     assert "--sweeps must be >= 0" in capsys.readouterr().err
 
 
@@ -52,5 +52,5 @@ def test_binder_command(device, capsys, tmp_path):
     assert "Binder scan, 2D, sizes 8, 16" in out and "U4 crossing L=8/16" in out
     assert len([l for l in out.splitlines() if re.match(r"\s+(8|16)\s+2\.", l)]) == 8
     assert png.stat().st_size > 1000
-    assert main(["binder", "--tmin", "2.3", "--tmax", "2.2", "--device", _spec(device)]) == 1
+    assert main(["binder", "--tmin", "2.3", "--tmax", "2.2", "--device", _spec(device)]) == 2
     assert "--tmin must be below --tmax" in capsys.readouterr().err

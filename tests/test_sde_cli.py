@@ -25,9 +25,9 @@ def test_josephson_cli_single_point_and_errors(device, tmp_path, capsys):
     # two swept parameters cannot go into one plot; bad values are refused by argparse
     assert main(["sde", "josephson", "--a", "1,2", "--f", "0,1", "--paths", "4", "--periods", "2",
                  "--steps-per-period", "5", "--quiet", "--plot", str(png),
-                 "--device", device.facts.index]) == 1
+                 "--device", device.facts.index]) == 2
     assert "at most one swept parameter" in capsys.readouterr().err
-    assert main(["sde", "josephson", "--paths", "0", "--device", device.facts.index]) == 1
+    assert main(["sde", "josephson", "--paths", "0", "--device", device.facts.index]) == 2
     with pytest.raises(SystemExit):
         main(["sde", "josephson", "--a", "4:5"])
     assert main(["sde"]) == 2

@@ -79,11 +79,11 @@ def test_read_column(tmp_path):
 def test_errors_are_reported(tmp_path, capsys, dev_arg):
     f = tmp_path / "bad.txt"
     f.write_text("1\n2\nnan\n4\n5\n6\n")
-    assert main(["hurst", str(f), "--max-lag", "2", *dev_arg]) == 1
+    assert main(["hurst", str(f), "--max-lag", "2", *dev_arg]) == 2
     assert "index 2" in capsys.readouterr().err
     f.write_text("1\n2\nabc\n4\n")
-    assert main(["acf", str(f), "--max-lag", "1", *dev_arg]) == 1
+    assert main(["acf", str(f), "--max-lag", "1", *dev_arg]) == 2
     assert "bad.txt" in capsys.readouterr().err
-    assert main(["pc", str(tmp_path / "missing.txt"), *dev_arg]) == 1
-    assert main(["acrw", "10", "--phi", "0.7", *dev_arg]) == 1
+    assert main(["pc", str(tmp_path / "missing.txt"), *dev_arg]) == 2
+    assert main(["acrw", "10", "--phi", "0.7", *dev_arg]) == 2
     assert "phi must be <= 0.5" in capsys.readouterr().err

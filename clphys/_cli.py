@@ -1,0 +1,80 @@
+"""What every ``clphys`` subcommand shares: the progress flags, output files
+checked before any computation, checkpoint/resume flags, and the exit codes.
+
+Exit codes: 0 done; 1 a device or runtime failure; 2 bad input (argparse's
+own usage errors too); 130 interrupted (Ctrl-C), with one line saying what
+was kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from .runtime.files import check_output_path
+
+__all__ = ["add_progress", "progress_arg", "add_device", "add_plot", "add_output",
+           "add_checkpoint", "check_outputs", "require_matplotlib", "EXIT_BAD_INPUT",
+           "EXIT_INTERRUPTED"]
+
+EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
+PLOT_SUFFIXES = (".png", ".pdf", ".svg")
+
+
+def add_progress(p: argparse.ArgumentParser) -> None:
+    """--progress (always show the bar) / --no-progress (never); default: a
+    bar on a terminal for runs longer than a couple of seconds."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--progress", dest="progress", action="store_const", const=True, default=None,
+                   help="always show the progress bar")
+    g.add_argument("--no-progress", dest="progress", action="store_const", const=False,
+                   help="never show the progress bar")
+
+
+def progress_arg(args):
+    return getattr(args, "progress", None)
+
+
+def add_device(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", "-d", default=None,
+                   help="device spec, e.g. 'nvidia' or 'portable:cpu' (default: CLPHYS_DEVICE, "
+                        "then the first usable GPU, then CPU)")
+
+
+def add_plot(p: argparse.ArgumentParser, help_text: str = "also draw a plot into FILE") -> None:
+    p.add_argument("--plot", metavar="FILE", default=None,
+                   help=f"{help_text} (.png, .pdf or .svg; needs matplotlib)")
+
+
+def add_output(p: argparse.ArgumentParser, help_text: str = "write the result to FILE") -> None:
+    p.add_argument("-o", "--output", metavar="FILE", default=None, help=help_text)
+
+
+def add_checkpoint(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--checkpoint", metavar="FILE.npz", default=None,
+                   help="write the run's state to FILE periodically and on Ctrl-C")
+    p.add_argument("--resume", metavar="FILE.npz", default=None,
+                   help="continue the run saved in FILE (bit for bit as if never stopped)")
+
+
+def require_matplotlib() -> None:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise ValueError("--plot needs matplotlib: pip install 'clphys[plot]'") from None
+
+
+def check_outputs(args, output_suffixes=None) -> None:
+    """Check --plot, -o/--output and --checkpoint (whichever the command has)
+    before any computation: the folder exists and is writable, the suffix
+    fits, matplotlib is there for a plot."""
+    plot = getattr(args, "plot", None)
+    if plot is not None:
+        check_output_path(plot, "--plot", PLOT_SUFFIXES)
+        require_matplotlib()
+    out = getattr(args, "output", None)
+    if out is not None and out != "-":
+        check_output_path(out, "--output", output_suffixes)
+    ckpt = getattr(args, "checkpoint", None)
+    if ckpt is not None:
+        check_output_path(ckpt, "--checkpoint", (".npz",))
