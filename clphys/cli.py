@@ -17,19 +17,25 @@ DOMAINS = ("clphys.ising.cli", "clphys.timeseries.cli", "clphys.sde.cli")
 
 
 def cmd_info(args) -> int:
+    """Every visible device, whether clphys can use it (and why not), and what
+    the default selection picks. Exit 1 when nothing usable is selected."""
     import pyopencl as cl
-    from .runtime import devices as list_devices, nvidia_icd_hint, current_device
-    facts = list_devices()
+    from .runtime import current_device, nvidia_icd_hint, survey
+    statuses = survey()
     print(f"clphys {__version__}, pyopencl {cl.VERSION_TEXT}")
-    if not facts:
+    if not statuses:
         print("No OpenCL platform is visible. For the CPU: pip install 'clphys[pocl]'")
     platform = None
-    for f in facts:
+    for st in statuses:
+        f = st.facts
         if f.platform != platform:
             platform = f.platform
             print(f"\nplatform {f.index.split(':')[0]}: {platform}")
-        kind = "GPU" if f.is_gpu else ("simulator" if f.vendor == "oclgrind" else "CPU/other")
+        kind = "simulator" if st.is_simulator else ("GPU" if f.is_gpu else "CPU/other")
+        verdict = ("usable (a checking tool: used only when named)" if st.usable and st.is_simulator
+                   else "usable" if st.usable else f"NOT USABLE: {st.reason}")
         print(f"  device {f.index}: {f.name} [{kind}] driver {f.driver}")
+        print(f"    {verdict}")
         print(f"    vendor={f.vendor} fp64={f.fp64} compute_units={f.compute_units} "
               f"max_work_group={f.max_work_group} wg_multiple={f.wg_multiple}")
         print(f"    local_mem={f.local_mem // 1024} KiB global_mem={f.global_mem / 2**30:.1f} GiB "
@@ -39,7 +45,7 @@ def cmd_info(args) -> int:
         print("\nNote: " + hint)
     try:
         dev = current_device()
-        print(f"\nselected (CLPHYS_DEVICE / PYOPENCL_CTX / first GPU / first CPU): "
+        print(f"\nselected (CLPHYS_DEVICE / PYOPENCL_CTX / first usable GPU / first usable CPU): "
               f"{dev.facts.index} {dev.facts.platform} | {dev.name}")
     except ClphysError as exc:
         print(f"\nno device selected: {exc}")

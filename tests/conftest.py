@@ -1,7 +1,9 @@
 """Test fixtures shared by every test module.
 
-* ``device``: every device in ``CLPHYS_TEST_DEVICES`` (``;``-separated specs),
-  default every visible device except simulators. Ids are device names.
+* ``device``: every device in ``CLPHYS_TEST_DEVICES`` (``;``-separated specs;
+  one that cannot be used fails its tests), default every usable visible
+  device except simulators (the header lists the devices left out and why;
+  with none left, every device test fails with the reason). Ids are device names.
 * ``oclgrind``: the Oclgrind simulator with data-race and uninitialised-memory
   checks on (and its built-in out-of-bounds checks); any report it logs during the test fails the test.
   Run every kernel once through it at a small size.
@@ -30,7 +32,8 @@ import pyopencl.array as cla  # noqa: E402
 import pytest  # noqa: E402
 
 import clphys  # noqa: E402
-from clphys.runtime import kernel_dir, launched_kernels, test_devices  # noqa: E402
+from clphys.runtime import kernel_dir, launched_kernels, survey, test_devices  # noqa: E402
+from clphys.runtime.devices import pocl_fix  # noqa: E402
 from clphys.runtime.devices import devices as _all_facts  # noqa: E402
 
 
@@ -42,12 +45,32 @@ def _device_id(spec: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", f"{f.vendor} {f.name}").strip("-").lower()
 
 
+_NAMED = bool(os.environ.get("CLPHYS_TEST_DEVICES", "").strip())
 _SPECS = test_devices()
+# Devices the default list leaves out, with the reason (printed in the header).
+_SKIPPED = [] if _NAMED else [s for s in survey(include_simulators=False) if not s.usable]
+_NO_DEVICE = "no-usable-device"
 
 
-@pytest.fixture(params=_SPECS, ids=[_device_id(s) for s in _SPECS])
+def pytest_report_header(config):
+    lines = [f"clphys test devices: {', '.join(_SPECS) or 'NONE'}"
+             + (" (CLPHYS_TEST_DEVICES)" if _NAMED else " (every usable non-simulator device)")]
+    lines += [f"clphys skipped device {s.line()}: {s.reason}" for s in _SKIPPED]
+    return lines
+
+
+@pytest.fixture(params=_SPECS or [_NO_DEVICE], ids=[_device_id(s) for s in _SPECS] or [_NO_DEVICE])
 def device(request):
-    return clphys.device(request.param)
+    if request.param == _NO_DEVICE:
+        # No silent pass and no all-skipped run: every device test fails with the reason.
+        skipped = "; ".join(f"{s.line()}: {s.reason}" for s in _SKIPPED) or "no OpenCL device is visible"
+        pytest.fail(f"no usable OpenCL device to test on ({skipped}). Fix: {pocl_fix()}, "
+                    f"or name a device in CLPHYS_TEST_DEVICES.", pytrace=False)
+    try:
+        return clphys.device(request.param)
+    except clphys.DeviceError as exc:
+        # A device named in CLPHYS_TEST_DEVICES that cannot build fails loudly.
+        pytest.fail(f"test device {request.param!r} cannot be used: {exc}", pytrace=False)
 
 
 def require_fp64(dev):

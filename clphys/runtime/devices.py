@@ -12,8 +12,16 @@ A spec is PyOpenCL's ``platform:device`` syntax. Each part is an index or a
 case-insensitive substring; the device part also matches the device type
 (``cpu``, ``gpu``, ``accelerator``). A single part that names no platform is
 tried against device names (``CLPHYS_DEVICE=H100``). The Oclgrind simulator
-is never picked automatically (it is a checking tool, hundreds of times
-slower); name it explicitly (``CLPHYS_DEVICE=oclgrind``).
+is never picked unless its platform is named (it is a checking tool, hundreds
+of times slower): ``CLPHYS_DEVICE=oclgrind``.
+
+A device is *usable* if it builds and runs a trivial program. The probe runs
+lazily, the first time a device is considered (never at import), and its
+verdict is cached per device for the process. The default selection skips
+unusable devices; naming one (a spec that matches only unusable devices, or
+``device=`` with one) raises a :class:`DeviceError` that says what is wrong
+and how to fix it. The common case is the PoCL bundled with pyopencl's wheels,
+whose LLVM does not know CPUs newer than itself ("unknown target CPU").
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import contextvars
 import glob
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -30,8 +39,9 @@ import pyopencl as cl
 
 from ..errors import DeviceError
 
-__all__ = ["DeviceFacts", "Device", "devices", "device", "current_device",
-           "resolve_device", "nvidia_icd_hint", "fake_facts"]
+__all__ = ["DeviceFacts", "Device", "DeviceStatus", "devices", "device", "current_device",
+           "resolve_device", "survey", "test_devices", "default_candidates", "nvidia_icd_hint",
+           "fake_facts", "pocl_fix"]
 
 SIMULATOR_PLATFORMS = ("oclgrind",)
 
@@ -156,11 +166,22 @@ def _inventory():
     return out
 
 
+def _type_name(platform: cl.Platform, dev: cl.Device) -> str:
+    # Oclgrind sets every type bit at once ("ALL | CPU | GPU | ..."): say what it is.
+    if _is_simulator(platform):
+        return "simulator"
+    for bit, name in ((cl.device_type.GPU, "GPU"), (cl.device_type.CPU, "CPU"),
+                      (cl.device_type.ACCELERATOR, "accelerator")):
+        if dev.type & bit:
+            return name
+    return "other"
+
+
 def _describe_inventory(inv) -> str:
     if not inv:
         return "  (no OpenCL platform is visible)" + nvidia_icd_hint(prefix="\n  ")
-    lines = [f"  {pi}:{di}  {p.name.strip()} | {d.name.strip()} "
-             f"[{cl.device_type.to_string(d.type)}]" for pi, p, di, d in inv]
+    lines = [f"  {pi}:{di}  {p.name.strip()} | {d.name.strip()} [{_type_name(p, d)}]"
+             for pi, p, di, d in inv]
     return "\n".join(lines)
 
 
@@ -172,7 +193,9 @@ def _match(part: str, index: int, *names: str) -> bool:
 
 
 def _select(spec: str):
-    """The (platform, device, index) that `spec` names; DeviceError if none."""
+    """[(platform, device, index)] of every device `spec` names, in inventory
+    order; DeviceError if none. A simulator is included only where the spec
+    names it: its platform by name, or the full ``platform:device`` index."""
     if not isinstance(spec, str):
         raise TypeError(f"device spec must be a string, got {type(spec).__name__}")
     inv = _inventory()
@@ -180,40 +203,177 @@ def _select(spec: str):
     if len(parts) > 2 or not spec.strip():
         raise ValueError(f"device spec {spec!r}: expected 'platform', 'platform:device' "
                          "or ':device' (each an index or a name substring)")
-    pspec, dspec = parts[0], (parts[1] if len(parts) == 2 else "")
+    pspec, dspec = parts[0].strip(), (parts[1].strip() if len(parts) == 2 else "")
+    full_index = pspec.isdigit() and dspec.isdigit()
 
-    def type_names(d):
-        return cl.device_type.to_string(d.type).lower()
+    def named_simulator(p, pi):
+        return full_index or (pspec and not pspec.isdigit() and _match(pspec, pi, p.name, p.vendor))
 
     hits = [(p, d, f"{pi}:{di}") for pi, p, di, d in inv
-            if (not pspec.strip() or _match(pspec, pi, p.name, p.vendor))
-            and (not dspec.strip() or _match(dspec, di, d.name, type_names(d)))]
-    if not hits and pspec.strip() and not dspec.strip() and not pspec.strip().isdigit():
-        hits = [(p, d, f"{pi}:{di}") for pi, p, di, d in inv if _match(pspec, di, d.name)]
+            if (not pspec or _match(pspec, pi, p.name, p.vendor))
+            and (not dspec or _match(dspec, di, d.name, _type_name(p, d)))
+            and (not _is_simulator(p) or named_simulator(p, pi))]
+    if not hits and pspec and not dspec and not pspec.isdigit():
+        # One part that names no platform: a device name or type (H100, gpu).
+        hits = [(p, d, f"{pi}:{di}") for pi, p, di, d in inv
+                if not _is_simulator(p) and _match(pspec, di, d.name, _type_name(p, d))]
     if not hits:
-        raise DeviceError(f"no OpenCL device matches {spec!r}. Visible devices "
+        raise DeviceError(f"no OpenCL device matches {spec!r} (the Oclgrind simulator is used only "
+                          f"when named: 'oclgrind' or its full index). Visible devices "
                           f"(platform:device):\n{_describe_inventory(inv)}")
-    return hits[0]
+    return hits
 
 
-def _default_choice():
+# --- usability: can the device build and run a trivial program? ---------------
+
+_PROBE_SOURCE = "__kernel void clphys_probe(__global int *x) { x[get_global_id(0)] = 42; }"
+
+
+def _try_build(device: "Device") -> None:
+    """Build and run a trivial program on `device`; raise on any failure.
+    (The tests replace this function to simulate a device that cannot build.)"""
+    import numpy as np
+    prg = cl.Program(device.context, _PROBE_SOURCE).build()
+    # Kept alive with the device: Oclgrind mixes up the shadow state of a freed
+    # buffer with later ones (false uninitialised-value reports).
+    buf = device._probe_buffer = cl.Buffer(device.context, cl.mem_flags.WRITE_ONLY, 4)
+    prg.clphys_probe(device.queue, (1,), None, buf)
+    out = np.zeros(1, np.int32)
+    cl.enqueue_copy(device.queue, out, buf)
+    if out[0] != 42:
+        raise RuntimeError("the probe kernel ran but did not write its result")
+
+
+def _sudo() -> str:
+    return "" if os.geteuid() == 0 or not shutil.which("sudo") else "sudo "
+
+
+def pocl_fix() -> str:
+    """The one command that gives a CPU device when the bundled PoCL cannot."""
+    return (f"install your distribution's PoCL, which knows newer CPUs: "
+            f"`{_sudo()}apt-get install pocl-opencl-icd` (Debian, Ubuntu) or "
+            f"`conda install -c conda-forge pocl`")
+
+
+
+def _diagnose(exc: BaseException, facts: DeviceFacts) -> tuple[str, bool]:
+    """(one-sentence reason, whether it is the unknown-CPU case) from a probe failure."""
+    log = str(exc)
+    cpu = re.search(r"unknown target CPU '([^']*)'", log) or re.search(
+        r"'([^']*)' is not a recogni[sz]ed processor", log)
+    if cpu:
+        who = f"this PoCL ({facts.driver})" if facts.vendor == "pocl" else "this OpenCL runtime"
+        return (f"the compiler of {who} does not know this CPU: it is older than the processor "
+                f"and asked its LLVM for target CPU '{cpu.group(1)}'", True)
+    lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
+    first = next((ln for ln in lines if "error" in ln.lower()), lines[0] if lines else type(exc).__name__)
+    return f"it cannot build and run a trivial OpenCL program ({first[:200]})", False
+
+
+@dataclass(frozen=True)
+class DeviceStatus:
+    """A visible device, whether clphys can use it, and why not."""
+    facts: DeviceFacts
+    usable: bool
+    reason: str = ""            # one sentence when not usable
+    unknown_cpu: bool = False   # the bundled-PoCL-on-a-new-CPU case (fixed by the distribution's PoCL)
+
+    @property
+    def is_simulator(self) -> bool:
+        return self.facts.vendor == "oclgrind"
+
+    def line(self) -> str:
+        f = self.facts
+        return f"{f.index} {f.platform} | {f.name}"
+
+
+def _status(platform, cl_device, index) -> DeviceStatus:
+    """Open and probe a device once per process (cached on its identity)."""
+    key = cl_device.int_ptr
+    if key not in _verdicts:
+        try:
+            dev = _device_for(platform, cl_device, index)
+        except DeviceError as exc:
+            _verdicts[key] = DeviceStatus(_facts(platform, cl_device, index), False, str(exc))
+            return _verdicts[key]
+        try:
+            _try_build(dev)
+            _verdicts[key] = DeviceStatus(dev.facts, True)
+        except Exception as exc:      # any failure makes the device unusable, with its reason
+            reason, unknown_cpu = _diagnose(exc, dev.facts)
+            _verdicts[key] = DeviceStatus(dev.facts, False, reason, unknown_cpu)
+    return _verdicts[key]
+
+
+_verdicts: dict[int, DeviceStatus] = {}
+
+
+def _unusable_error(statuses: list[DeviceStatus], asked: str) -> DeviceError:
+    """The one DeviceError for "what you asked for cannot run here": what is
+    wrong with each device, the fix, and the devices that do work."""
+    others = [s for s in survey(include_simulators=False) if s.usable]
+    lines = [f"No usable OpenCL device for the {asked}."] if asked.startswith("default") else []
+    for s in statuses:
+        lines.append(f"{s.line()} (driver {s.facts.driver}) cannot be used: {s.reason}.")
+    fixes = []
+    if any(s.unknown_cpu for s in statuses) and not any(not o.facts.is_gpu for o in others):
+        fixes.append(pocl_fix())
+    elif statuses:
+        fixes.append("update or reinstall that device's OpenCL driver")
+    if others:
+        fixes.append("choose a working device with CLPHYS_DEVICE or --device: "
+                     + "; ".join(s.line() for s in others))
+    elif not statuses:
+        fixes.append("install an OpenCL driver: for the CPU, pip install 'clphys[pocl]'"
+                     + nvidia_icd_hint(prefix=" "))
+    lines.append("Fix: " + "; or ".join(fixes) + "."
+                 + ("" if others or not statuses else " No other usable device is visible."))
+    return DeviceError("\n".join(lines))
+
+
+def _first_usable(hits, asked: str):
+    statuses = []
+    for p, d, index in hits:
+        st = _status(p, d, index)
+        if st.usable:
+            return _device_for(p, d, index)
+        statuses.append(st)
+    raise _unusable_error(statuses, asked)
+
+
+def _env_spec():
     for var in ("CLPHYS_DEVICE", "PYOPENCL_CTX"):
         spec = os.environ.get(var, "").strip()
         if spec:
-            try:
-                return _select(spec)
-            except (DeviceError, ValueError) as exc:
-                raise DeviceError(f"{var}={spec!r}: {exc}") from None
-    inv = _inventory()
-    for test in (_is_gpu, _is_cpu):
-        for pi, p, di, d in inv:
-            if test(p, d):
-                return p, d, f"{pi}:{di}"
-    raise DeviceError("no OpenCL GPU or CPU device found. Visible devices:\n"
-                      + _describe_inventory(inv)
-                      + "\nInstall PoCL for the CPU: pip install 'clphys[pocl]'")
+            return var, spec
+    return None, None
 
 
+def default_candidates() -> list:
+    """[(platform, device, index)] the default selection considers, in order:
+    the devices `CLPHYS_DEVICE` / `PYOPENCL_CTX` name, else every GPU, else
+    every CPU (simulators only where named). Not probed."""
+    var, spec = _env_spec()
+    if spec:
+        try:
+            return _select(spec)
+        except (DeviceError, ValueError) as exc:
+            raise DeviceError(f"{var}={spec!r}: {exc}") from None
+    inv = [(p, d, f"{pi}:{di}") for pi, p, di, d in _inventory()]
+    gpus = [h for h in inv if _is_gpu(h[0], h[1])]
+    cpus = [h for h in inv if _is_cpu(h[0], h[1])]
+    return gpus + cpus
+
+
+def _default_choice():
+    var, spec = _env_spec()
+    asked = f"{var}={spec!r}" if spec else "default selection (first usable GPU, then CPU)"
+    hits = default_candidates()
+    if not hits:
+        raise DeviceError("no OpenCL GPU or CPU device found. Visible devices:\n"
+                          + _describe_inventory(_inventory())
+                          + "\nInstall PoCL for the CPU: pip install 'clphys[pocl]'")
+    return _first_usable(hits, asked)
 class Device:
     """One OpenCL device with its own context, in-order queue and program cache.
 
@@ -267,7 +427,9 @@ def _device_for(platform, cl_device, index) -> Device:
 
 
 def device(spec=None) -> Device:
-    """The device named by `spec` (see module doc); ``None`` applies the defaults.
+    """The usable device named by `spec` (see module doc); ``None`` applies the
+    defaults. Among several matches the first usable one is taken; if none is
+    usable, a DeviceError says why and how to fix it.
 
     Use as ``with clphys.device("nvidia"):`` to make it the default inside the
     block, or keep the returned object and pass it as ``device=``.
@@ -275,10 +437,14 @@ def device(spec=None) -> Device:
     if isinstance(spec, Device):
         return spec
     if isinstance(spec, cl.Device):
-        return _device_for(spec.platform, spec, "")
+        return _first_usable([(spec.platform, spec, "")], f"device={spec.name.strip()!r}")
     if spec is None:
-        return _device_for(*_default_choice())
-    return _device_for(*_select(spec))
+        return _default_choice()
+    if isinstance(spec, (int, float)) and not isinstance(spec, bool):
+        raise TypeError(f"device={spec!r}: pass a spec string such as '1:0' (platform:device indices, "
+                        f"as `clphys info` lists them), 'nvidia', 'portable:cpu' or 'H100', a "
+                        f"clphys.Device or a pyopencl.Device")
+    return _first_usable(_select(spec), f"device {spec!r}")
 
 
 def resolve_device(dev=None) -> Device:
@@ -300,13 +466,20 @@ def devices(include_simulators: bool = True) -> list[DeviceFacts]:
             if include_simulators or not _is_simulator(p)]
 
 
+def survey(include_simulators: bool = True) -> list[DeviceStatus]:
+    """Every visible device with its usability verdict (probes each once)."""
+    return [_status(p, d, f"{pi}:{di}") for pi, p, di, d in _inventory()
+            if include_simulators or not _is_simulator(p)]
+
+
 def test_devices() -> list[str]:
     """Specs of the devices the test suite runs on: ``CLPHYS_TEST_DEVICES``
-    (``;``-separated specs) or every visible device except simulators."""
+    (``;``-separated specs, used as given: an unusable one fails its tests),
+    or every usable visible device except simulators."""
     env = os.environ.get("CLPHYS_TEST_DEVICES", "").strip()
     if env:
         return [s.strip() for s in env.split(";") if s.strip()]
-    return [f"{pi}:{di}" for pi, p, di, d in _inventory() if not _is_simulator(p)]
+    return [s.facts.index for s in survey(include_simulators=False) if s.usable]
 
 
 _NVIDIA_LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64",
@@ -337,7 +510,7 @@ def nvidia_icd_hint(prefix: str = "") -> str:
                 return ""
         except OSError:
             pass
-    sudo = "" if os.geteuid() == 0 or not shutil.which("sudo") else "sudo "
+    sudo = _sudo()
     return (f"{prefix}NVIDIA's OpenCL driver {lib} is installed but no ICD file in {vendor_dir} "
             f"names it. Fix:{prefix}  {sudo}mkdir -p {vendor_dir} && echo {lib} | "
             f"{sudo}tee {vendor_dir}/nvidia.icd")

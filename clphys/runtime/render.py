@@ -191,9 +191,12 @@ def build(device, template: str, options=(), **params) -> Program:
             cl_prg.build(options=list(options))
         except cl.RuntimeError as exc:
             log = str(exc)
+            excerpt = _source_excerpt(source, log)
+            where = (f"\n\nRendered source around the error:\n{excerpt}" if excerpt else
+                     "\n\n(The log names no line of the rendered source; CLPHYS_KEEP_SOURCE=DIR "
+                     "writes it to DIR.)")
             raise BuildError(f"building {template} for {device.name} failed "
-                             f"(options {list(options)}):\n{log}\n\nRendered source around "
-                             f"the error:\n{_source_excerpt(source, log)}") from None
+                             f"(options {list(options)}):\n{log}{where}") from None
         except cl.Error as exc:
             raise DeviceError(f"{device.name}: {exc}") from None
         prg = device.programs[key] = Program(cl_prg, source, device.facts.vendor)
