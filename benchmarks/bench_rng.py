@@ -70,7 +70,7 @@ def main(argv=None):
             if g == "philox":
                 k0, k1 = rng.seed_key(1)
                 launch = lambda: prg.rng_checksum(q, (streams,), None, out.data, np.uint32(steps),
-                                                  np.uint32(k0), np.uint32(k1))
+                                                  np.uint32(k0), np.uint32(k1), np.uint64(0))
             else:
                 states = cla.to_device(q, rng.chained_seeds(streams, 1))
                 launch = lambda: prg.rng_checksum(q, (streams,), None, out.data, np.uint32(steps),
@@ -84,7 +84,7 @@ def main(argv=None):
         if g == "philox":
             k0, k1 = rng.seed_key(1)
             launch = lambda: prg.rng_words(q, (n // 4,), None, buf.data, np.uint64(n),
-                                           np.uint32(k0), np.uint32(k1))
+                                           np.uint32(k0), np.uint32(k1), np.uint64(0))
             streams = n // 4
         else:
             streams = stream_opts[-1]

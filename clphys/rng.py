@@ -31,10 +31,11 @@ u1 = ((w >> 8) + 1) * 2^-24 in (0, 1] (never log 0) and angle 2 pi u01.
 from __future__ import annotations
 
 import numpy as np
+import pyopencl as cl
 import pyopencl.array as cla
 
 from . import _validate as check
-from .runtime import resolve_device
+from .runtime import check_host_memory, check_memory, items_that_fit, resolve_device
 
 GENERATORS = ("philox", "lcg", "halfbit-lcg", "xorshift32")
 DEFAULT_STREAMS = 4096
@@ -203,55 +204,108 @@ def philox(counters, keys, device=None) -> np.ndarray:
     if n == 0:
         return np.zeros((0, 4), dtype=np.uint32)
     dev = resolve_device(device)
+    per_block = 16 + 8 + 16                       # counters, keys, result
+    piece = min(n, items_that_fit(dev, per_block, limit=2**31))
+    if piece == 0:
+        check_memory(dev, {"one Philox block": per_block}, "rng.philox")
+    c = np.ascontiguousarray(c, dtype=np.uint32)
     k = np.ascontiguousarray(np.broadcast_to(k.reshape(-1, 2), (n, 2)), dtype=np.uint32)
     prg = dev.build("rng/generate.cl", generator="philox")
-    cd = cla.to_device(dev.queue, np.ascontiguousarray(c, dtype=np.uint32))
-    kd = cla.to_device(dev.queue, k)
-    out = cla.empty(dev.queue, (n, 4), np.uint32)
-    prg.rng_philox_blocks(dev.queue, (n,), None, cd.data, kd.data, out.data, np.uint32(n))
-    return out.get()
+    cd, kd = cla.empty(dev.queue, (piece, 4), np.uint32), cla.empty(dev.queue, (piece, 2), np.uint32)
+    out_d = cla.empty(dev.queue, (piece, 4), np.uint32)
+    out = np.empty((n, 4), dtype=np.uint32)
+    for start in range(0, n, piece):              # pieces where n blocks do not fit the device
+        m = min(piece, n - start)
+        cl.enqueue_copy(dev.queue, cd.data, c[start:start + m])
+        cl.enqueue_copy(dev.queue, kd.data, k[start:start + m])
+        prg.rng_philox_blocks(dev.queue, (m,), None, cd.data, kd.data, out_d.data, np.uint32(m))
+        cl.enqueue_copy(dev.queue, out[start:start + m], out_d.data)
+    return out
 
 
-def _words_device(dev, n, seed, generator, streams):
+def _in_pieces(dev, n, seed, generator, streams, bytes_per_word, what, piece_done):
+    """Generate words [0, n) on `dev` in pieces that fit its memory (each a whole
+    number of steps of every stream, so the words are those of one launch);
+    ``piece_done(prg, start, words, m)`` takes each piece (device array, m words)."""
+    unit = {"philox": 4, "halfbit-lcg": 64 * streams}.get(generator, streams)
+    unit += unit & 1                              # Box-Muller takes words in pairs
+    fixed = 4 * streams if generator != "philox" else 0
+    piece = items_that_fit(dev, bytes_per_word, fixed) // unit * unit
+    if piece == 0:
+        check_memory(dev, {"words of one step": unit * bytes_per_word, "stream states": fixed}, what,
+                     "Use fewer streams.")
+    piece = min(piece, -(-n // unit) * unit)
     prg = dev.build("rng/generate.cl", generator=generator)
     states = None if generator == "philox" else cla.to_device(dev.queue, chained_seeds(streams, seed))
-    out = cla.empty(dev.queue, max(n, 1), np.uint32)
-    if generator == "philox":
-        k0, k1 = seed_key(seed)
-        prg.rng_words(dev.queue, (-(-n // 4),), None, out.data, np.uint64(n), np.uint32(k0), np.uint32(k1))
-    else:
-        prg.rng_words(dev.queue, (streams,), None, out.data, np.uint64(n), states.data)
-    return prg, out
+    k0, k1 = seed_key(seed)
+    words_d = cla.empty(dev.queue, piece, np.uint32)
+    for start in range(0, n, piece):
+        m = min(piece, n - start)
+        if generator == "philox":
+            prg.rng_words(dev.queue, (-(-m // 4),), None, words_d.data, np.uint64(m), np.uint32(k0),
+                          np.uint32(k1), np.uint64(start // 4))
+        else:
+            prg.rng_words(dev.queue, (streams,), None, words_d.data, np.uint64(m), states.data)
+        piece_done(prg, start, words_d, m)
 
 
-def words(n, seed=0, generator="philox", streams=DEFAULT_STREAMS, device=None) -> np.ndarray:
-    """The first n 32-bit words of `generator` computed on the device (uint32)."""
+def _check_generate(n, seed, generator, streams, bytes_per_value, what):
     n, generator = _check_common(n, generator)
     seed = check.seed(seed)
     streams = check.integer("streams", streams, 1, 2**24)
+    check_host_memory(n * bytes_per_value, f"{what}({n})")
+    return n, seed, generator, streams
+
+
+def words(n, seed=0, generator="philox", streams=DEFAULT_STREAMS, device=None) -> np.ndarray:
+    """The first n 32-bit words of `generator` computed on the device (uint32).
+    Runs longer than the device's memory are made in pieces (same words)."""
+    n, seed, generator, streams = _check_generate(n, seed, generator, streams, 4, "rng.words")
+    out = np.empty(n, dtype=np.uint32)
     if n == 0:
-        return np.zeros(0, dtype=np.uint32)
-    _, out = _words_device(resolve_device(device), n, seed, generator, streams)
-    return out.get()[:n]
+        return out
+    dev = resolve_device(device)
+
+    def copy(prg, start, w, m):
+        cl.enqueue_copy(dev.queue, out[start:start + m], w.data)
+
+    _in_pieces(dev, n, seed, generator, streams, 4, "rng.words", copy)
+    return out
 
 
 def uniform(n, seed=0, generator="philox", streams=DEFAULT_STREAMS, device=None) -> np.ndarray:
     """n float32 uniforms in [0, 1) (never 1), identical on every device."""
-    return uniform_from_words(words(n, seed, generator, streams, device))
+    n, seed, generator, streams = _check_generate(n, seed, generator, streams, 4, "rng.uniform")
+    out = np.empty(n, dtype=np.float32)
+    if n == 0:
+        return out
+    dev = resolve_device(device)
+
+    def convert(prg, start, w, m):
+        out[start:start + m] = uniform_from_words(w.get()[:m])
+
+    _in_pieces(dev, n, seed, generator, streams, 4, "rng.uniform", convert)
+    return out
 
 
 def normal(n, seed=0, generator="philox", streams=DEFAULT_STREAMS, device=None) -> np.ndarray:
     """n float32 standard normals by Box-Muller on the device (never log 0)."""
-    n, generator = _check_common(n, generator)
-    seed = check.seed(seed)
-    streams = check.integer("streams", streams, 1, 2**24)
+    n, seed, generator, streams = _check_generate(n, seed, generator, streams, 4, "rng.normal")
+    out = np.empty(n, dtype=np.float32)
     if n == 0:
-        return np.zeros(0, dtype=np.float32)
+        return out
     dev = resolve_device(device)
-    prg, w = _words_device(dev, n + (n & 1), seed, generator, streams)
-    out = cla.empty(dev.queue, n, np.float32)
-    prg.rng_box_muller(dev.queue, (-(-n // 2),), None, w.data, out.data, np.uint64(n))
-    return out.get()
+    z = {}
+
+    def box_muller(prg, start, w, m):
+        if "d" not in z:
+            z["d"] = cla.empty(dev.queue, w.size, np.float32)
+        m_out = min(m, n - start)
+        prg.rng_box_muller(dev.queue, (-(-m // 2),), None, w.data, z["d"].data, np.uint64(m_out))
+        cl.enqueue_copy(dev.queue, out[start:start + m_out], z["d"].data)
+
+    _in_pieces(dev, n + (n & 1), seed, generator, streams, 8, "rng.normal", box_muller)
+    return out
 
 
 def checksum(streams, steps, seed=0, generator="philox", device=None, _out=None):
@@ -263,6 +317,8 @@ def checksum(streams, steps, seed=0, generator="philox", device=None, _out=None)
     steps = check.integer("steps", steps, 0, 2**32 - 1)
     seed = check.seed(seed)
     dev = resolve_device(device)
+    check_memory(dev, {"checksums": 4 * streams, "stream states": 4 * streams}, "rng.checksum",
+                 "Use fewer streams.")
     prg = dev.build("rng/generate.cl", generator=generator)
     out = cla.empty(dev.queue, streams, np.uint32)
     if generator == "philox":

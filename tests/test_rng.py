@@ -1,6 +1,8 @@
 """Random numbers: Random123 known answers, bit-exact device/NumPy twins,
 statistical sanity, and input checks."""
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -160,3 +162,40 @@ def test_bad_input(device):
     with pytest.raises(ValueError, match="seed"):
         rng.uniform(4, seed=-3, device=device)
     assert rng.uniform(0, device=device).shape == (0,)
+
+
+def _small_device(monkeypatch, device, max_alloc, global_mem=None):
+    """Make `device` look small (its facts only: nothing is allocated)."""
+    import dataclasses
+    small = dataclasses.replace(device.facts, max_alloc=max_alloc,
+                                global_mem=global_mem or 4 * max_alloc)
+    monkeypatch.setattr(device, "facts", small)
+
+
+@pytest.mark.parametrize("generator", rng.GENERATORS)
+def test_runs_longer_than_the_device_come_in_pieces(device, monkeypatch, generator):
+    """The same words, uniforms and normals when the device holds only a few
+    thousand words at once (pieces of whole steps of every stream)."""
+    n, streams = 20003, 8
+    ref_w = rng.words(n, 3, generator, streams, device=device)
+    ref_u = rng.uniform(n, 3, generator, streams, device=device)
+    ref_z = rng.normal(n, 3, generator, streams, device=device)
+    counters = np.arange(4 * 999, dtype=np.uint32).reshape(-1, 4)
+    ref_p = rng.philox(counters, np.array([5, 6], np.uint32), device=device)
+    _small_device(monkeypatch, device, max_alloc=16 * 1024)      # 4096 words per piece
+    np.testing.assert_array_equal(rng.words(n, 3, generator, streams, device=device), ref_w)
+    np.testing.assert_array_equal(ref_w, rng.words_numpy(n, 3, generator, streams))
+    np.testing.assert_array_equal(rng.uniform(n, 3, generator, streams, device=device), ref_u)
+    np.testing.assert_array_equal(rng.normal(n, 3, generator, streams, device=device), ref_z)
+    np.testing.assert_array_equal(rng.philox(counters, np.array([5, 6], np.uint32), device=device), ref_p)
+
+
+def test_sizes_beyond_memory_are_refused_before_device_work(device, monkeypatch):
+    _small_device(monkeypatch, device, max_alloc=1024)
+    with pytest.raises(ValueError, match=r"needs .* Use fewer streams"):
+        rng.words(10, 1, "halfbit-lcg", streams=64, device=device)       # one round is 16 KiB
+    with pytest.raises(ValueError, match="Use fewer streams"):
+        rng.checksum(2**20, 1, device=device)
+    monkeypatch.setattr(sys.modules["clphys.runtime.memory"], "available_host_memory", lambda: 2**20)
+    with pytest.raises(ValueError, match=r"rng.uniform\(1000000\) needs 3.81 MiB of host memory"):
+        rng.uniform(10**6, device=device)

@@ -34,12 +34,14 @@ __kernel void rng_philox_blocks(__global const uint4 *ctr, __global const uint2 
     out[4 * i] = r.x; out[4 * i + 1] = r.y; out[4 * i + 2] = r.z; out[4 * i + 3] = r.w;
 }
 
-// Stream 0: word k is component k % 4 of philox((k / 4, 0, 0, 0), key).
-__kernel void rng_words(__global uint *out, const ulong n, const uint k0, const uint k1)
+// Stream 0: word k is component k % 4 of philox((k / 4, 0, 0, 0), key). This
+// launch writes words [4 block0, 4 block0 + n) (a piece of a longer run) to out[0, n).
+__kernel void rng_words(__global uint *out, const ulong n, const uint k0, const uint k1,
+                        const ulong block0)
 {
     const ulong b = get_global_id(0);
     if (4 * b >= n) return;
-    const uint4 r = g_philox((uint4)((uint)b, 0u, 0u, 0u), (uint2)(k0, k1));
+    const uint4 r = g_philox((uint4)((uint)(block0 + b), 0u, 0u, 0u), (uint2)(k0, k1));
     // Scalar stores (a vector store of a built vector trips Oclgrind's checker).
     out[4 * b] = r.x;
     if (4 * b + 1 < n) out[4 * b + 1] = r.y;
@@ -87,6 +89,9 @@ ${lcg.halfbit_lcg("g_")}
 } while (0)
 %   endif
 
+// Writes the next n words of the streams to out[0, n) and leaves each stream's
+// state in states[j], so a long run is made of pieces of whole steps (n a
+// multiple of S, halfbit-lcg of 64 S) with the same words as one launch.
 __kernel void rng_words(__global uint *out, const ulong n, __global uint *states)
 {
     const uint j = get_global_id(0);
@@ -101,6 +106,7 @@ __kernel void rng_words(__global uint *out, const ulong n, __global uint *states
 %   else:
     for (ulong k = j; k < n; k += S) out[k] = ${step}(&x);
 %   endif
+    states[j] = x;
 }
 
 // XOR of the first `steps` words (halfbit-lcg: `steps` rounds of 64) of stream j.

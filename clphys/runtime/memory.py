@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ["check_memory", "items_that_fit", "format_bytes"]
+__all__ = ["check_memory", "check_host_memory", "items_that_fit", "format_bytes"]
 
 # Leave room for the driver, program binaries and the small buffers nobody
 # counts: plan with at most this fraction of the device's global memory.
@@ -65,3 +65,25 @@ def items_that_fit(dev, bytes_per_item: int, fixed_bytes: int = 0, *, largest_pe
     room = int(facts.global_mem * USABLE_FRACTION) - int(fixed_bytes)
     n = max(0, min(room // bytes_per_item, facts.max_alloc // largest))
     return n if limit is None else min(n, int(limit))
+
+
+def available_host_memory() -> int | None:
+    """Bytes of host memory available now (Linux MemAvailable), or None if unknown."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def check_host_memory(nbytes: int, what: str, reduce: str = "") -> None:
+    """ValueError if a result of `nbytes` cannot fit the host's available
+    memory (checked where the OS says; skipped where it does not)."""
+    avail = available_host_memory()
+    if avail is not None and int(nbytes) > avail:
+        raise ValueError(f"{what} needs {format_bytes(nbytes)} of host memory for its result; "
+                         f"{format_bytes(avail)} is available. "
+                         f"{reduce or 'Reduce the size of the run or split it.'}".rstrip())
