@@ -196,6 +196,6 @@ def test_sizes_beyond_memory_are_refused_before_device_work(device, monkeypatch)
         rng.words(10, 1, "halfbit-lcg", streams=64, device=device)       # one round is 16 KiB
     with pytest.raises(ValueError, match="Use fewer streams"):
         rng.checksum(2**20, 1, device=device)
-    monkeypatch.setattr(sys.modules["clphys.runtime.memory"], "available_host_memory", lambda: 2**20)
-    with pytest.raises(ValueError, match=r"rng.uniform\(1000000\) needs 3.81 MiB of host memory"):
+    monkeypatch.setattr(sys.modules["clphys.runtime.memory"], "host_memory", lambda: 2**20)
+    with pytest.raises(ValueError, match=r"rng.uniform\(1000000\) needs 3.81 MiB of host memory for its result; this host has 1 MiB"):
         rng.uniform(10**6, device=device)

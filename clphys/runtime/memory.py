@@ -67,23 +67,27 @@ def items_that_fit(dev, bytes_per_item: int, fixed_bytes: int = 0, *, largest_pe
     return n if limit is None else min(n, int(limit))
 
 
-def available_host_memory() -> int | None:
-    """Bytes of host memory available now (Linux MemAvailable), or None if unknown."""
+def host_memory() -> int | None:
+    """Bytes of host memory and swap (Linux MemTotal + SwapTotal), or None if
+    unknown. The total, not what is free now: some hosts grow their memory as
+    it is used, and the OS may free caches."""
+    total = {}
     try:
         with open("/proc/meminfo") as fh:
             for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
+                key, _, rest = line.partition(":")
+                if key in ("MemTotal", "SwapTotal"):
+                    total[key] = int(rest.split()[0]) * 1024
     except (OSError, ValueError, IndexError):
-        pass
-    return None
+        return None
+    return sum(total.values()) if "MemTotal" in total else None
 
 
 def check_host_memory(nbytes: int, what: str, reduce: str = "") -> None:
-    """ValueError if a result of `nbytes` cannot fit the host's available
-    memory (checked where the OS says; skipped where it does not)."""
-    avail = available_host_memory()
-    if avail is not None and int(nbytes) > avail:
+    """ValueError if a result of `nbytes` cannot fit the host's memory
+    (checked where the OS says; skipped where it does not)."""
+    have = host_memory()
+    if have is not None and int(nbytes) > have:
         raise ValueError(f"{what} needs {format_bytes(nbytes)} of host memory for its result; "
-                         f"{format_bytes(avail)} is available. "
+                         f"this host has {format_bytes(have)} (memory and swap). "
                          f"{reduce or 'Reduce the size of the run or split it.'}".rstrip())
