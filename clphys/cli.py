@@ -18,7 +18,14 @@ DOMAINS = ("clphys.ising.cli", "clphys.timeseries.cli", "clphys.sde.cli")
 
 def cmd_info(args) -> int:
     """Every visible device, whether clphys can use it (and why not), and what
-    the default selection picks. Exit 1 when nothing usable is selected."""
+    the default selection picks (under mpiexec: every rank's device). Exit 1
+    when nothing usable is selected."""
+    from .runtime.mpi import launcher_ranks
+    ranks = launcher_ranks()
+    return _info_one() if ranks is None else _info_under_mpi(ranks)
+
+
+def _info_one() -> int:
     import pyopencl as cl
     from .runtime import current_device, nvidia_icd_hint, survey
     statuses = survey()
@@ -51,6 +58,34 @@ def cmd_info(args) -> int:
         print(f"\nno device selected: {exc}")
         return 1
     return 0
+
+
+def _info_under_mpi(ranks) -> int:
+    """`clphys info` under mpiexec: rank 0 prints the listing once, then every
+    rank's device (gathered through mpi4py; without it, each rank one line)."""
+    import io
+    import contextlib
+    import socket
+    rank, size, local = ranks
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
+        status = _info_one()
+    lines = text.getvalue().splitlines()
+    selected = next((ln for ln in lines if ln.startswith(("selected", "no device selected"))), "")
+    mine = f"rank {rank} of {size} ({socket.gethostname()}, local rank {local}): " + selected.split(": ", 1)[-1]
+    try:
+        from .runtime.mpi import require_mpi4py
+        comm = require_mpi4py().COMM_WORLD
+    except ImportError:
+        print(mine)
+        return status
+    everyone = comm.gather((mine, status), root=0)
+    if comm.Get_rank() == 0:
+        print("\n".join(ln for ln in lines if not ln.startswith("selected")))
+        print(f"\ndevices of the {size} MPI ranks (rank r takes the (local rank mod k)-th usable device):")
+        for line, _ in everyone:
+            print("  " + line)
+    return max(st for _, st in everyone) if comm.Get_rank() == 0 else status
 
 
 def build_parser() -> argparse.ArgumentParser:

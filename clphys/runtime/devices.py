@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import pyopencl as cl
 
 from ..errors import DeviceError
+from .mpi import local_rank, rank_cache_dir
 
 __all__ = ["DeviceFacts", "Device", "DeviceStatus", "devices", "device", "current_device",
            "resolve_device", "survey", "test_devices", "default_candidates", "nvidia_icd_hint",
@@ -342,9 +343,15 @@ def _first_usable(hits, asked: str):
 
 
 def _env_spec():
+    """(variable, spec) of the environment's device choice, or (None, None). A
+    ``;``-separated list in CLPHYS_DEVICE names one device per rank: rank r
+    of an MPI launch takes item (local rank mod n)."""
     for var in ("CLPHYS_DEVICE", "PYOPENCL_CTX"):
         spec = os.environ.get(var, "").strip()
         if spec:
+            specs = [s.strip() for s in spec.split(";") if s.strip()]
+            if len(specs) > 1:
+                spec = specs[(local_rank() or 0) % len(specs)]
             return var, spec
     return None, None
 
@@ -373,7 +380,17 @@ def _default_choice():
         raise DeviceError("no OpenCL GPU or CPU device found. Visible devices:\n"
                           + _describe_inventory(_inventory())
                           + "\nInstall PoCL for the CPU: pip install 'clphys[pocl]'")
-    return _first_usable(hits, asked)
+    local = local_rank()
+    if local is None:
+        return _first_usable(hits, asked)
+    # Under an MPI launcher: rank r takes the (local rank mod k)-th of the k
+    # usable candidates (GPUs where there are any), one device per rank.
+    statuses = [(h, _status(*h)) for h in hits]
+    usable = [h for h, st in statuses if st.usable]
+    pool = [h for h in usable if _is_gpu(h[0], h[1])] or usable
+    if not pool:
+        raise _unusable_error([st for _, st in statuses], asked)
+    return _device_for(*pool[local % len(pool)])
 class Device:
     """One OpenCL device with its own context, in-order queue and program cache.
 
@@ -388,6 +405,7 @@ class Device:
         self.queue = cl.CommandQueue(self.context)
         self.facts = _facts(platform, cl_device, index, self.context)
         self.programs = {}      # (source hash, options) -> built program, see render.py
+        self.cache_dir = rank_cache_dir()   # each MPI rank its own binary cache; else PyOpenCL's
         self._tokens = []
 
     @property

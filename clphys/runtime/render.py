@@ -188,7 +188,10 @@ def build(device, template: str, options=(), **params) -> Program:
                 cl_prg = cl.Program(cl._cl._Program(device.context, source))
             else:
                 cl_prg = cl.Program(device.context, source)
-            cl_prg.build(options=list(options))
+            if device.cache_dir and device.facts.vendor != "oclgrind":
+                cl_prg.build(options=list(options), cache_dir=device.cache_dir)
+            else:
+                cl_prg.build(options=list(options))
         except cl.RuntimeError as exc:
             log = str(exc)
             excerpt = _source_excerpt(source, log)

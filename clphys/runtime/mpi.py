@@ -1,0 +1,135 @@
+"""Several processes, one device each, through MPI (mpi4py).
+
+clphys never starts MPI by itself: a distributed object takes an mpi4py
+communicator (``comm=``). What is shared by every distributed domain lives here:
+
+* :func:`launcher_ranks` -- (rank, size, local rank) from the launcher's
+  environment (mpiexec, mpirun, srun), read without importing MPI, so the
+  default device of a rank can be chosen before anything else runs: rank r
+  takes the (local rank mod k)-th of the k usable devices the default
+  selection considers (``CLPHYS_DEVICE=nvidia`` with 4 ranks on a 4-GPU node:
+  one GPU each), or the (local rank mod n)-th of n ``;``-separated specs in
+  ``CLPHYS_DEVICE`` (an explicit device per rank).
+* :func:`rank_cache_dir` -- each rank's own program cache directory (shared
+  caches slow down or break with many ranks).
+* :func:`agree` -- check, before any collective that could deadlock, that
+  parameters agree on every rank; every rank raises the same ValueError.
+* :func:`all_ok` -- run a check on every rank and raise on every rank if it
+  failed on any (a bad input on one rank is an error everywhere, no hang).
+* :func:`split` -- the contiguous share of n items of one rank.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+
+__all__ = ["launcher_ranks", "local_rank", "rank_cache_dir", "agree", "all_ok", "split",
+           "require_mpi4py", "comm_size_rank"]
+
+# (rank, size, local rank) variables of Open MPI, MPICH/Hydra (and Intel MPI), PMIx, Slurm.
+_RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
+_SIZE_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
+_LOCAL_VARS = ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK", "SLURM_LOCALID")
+
+
+def _env_int(names):
+    for name in names:
+        value = os.environ.get(name, "").strip()
+        if value.isdigit():
+            return int(value)
+    return None
+
+
+def launcher_ranks() -> tuple[int, int, int] | None:
+    """(rank, size, local rank) when this process was started by an MPI
+    launcher with more than one rank, else None."""
+    size = _env_int(_SIZE_VARS)
+    if not size or size < 2:
+        return None
+    rank = _env_int(_RANK_VARS) or 0
+    local = _env_int(_LOCAL_VARS)
+    return rank, size, rank if local is None else local
+
+
+def local_rank() -> int | None:
+    """This process's rank on its node under an MPI launcher, else None."""
+    ranks = launcher_ranks()
+    return None if ranks is None else ranks[2]
+
+
+def rank_cache_dir(base: str | None = None) -> str | None:
+    """A program cache directory of this rank's own (host name and local rank),
+    under an MPI launcher; None otherwise (PyOpenCL's default)."""
+    ranks = launcher_ranks()
+    if ranks is None:
+        return None
+    if base is None:
+        import platformdirs
+        base = os.path.join(platformdirs.user_cache_dir("clphys", "clphys"), "ranks")
+    path = os.path.join(base, f"{socket.gethostname()}-{ranks[2]}")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def require_mpi4py():
+    """The mpi4py.MPI module, or an ImportError that says how to get it."""
+    try:
+        from mpi4py import MPI
+    except ImportError:
+        raise ImportError("this needs mpi4py and an MPI library: pip install 'clphys[mpi]' "
+                          "(mpi4py with MPICH from wheels), or build mpi4py against your cluster's "
+                          "MPI: see README 'Several GPUs and nodes'") from None
+    return MPI
+
+
+def comm_size_rank(comm) -> tuple[int, int]:
+    """(size, rank) of an mpi4py communicator; TypeError for anything else."""
+    if not (hasattr(comm, "Get_size") and hasattr(comm, "Get_rank") and hasattr(comm, "allgather")):
+        raise TypeError(f"comm must be an mpi4py communicator (e.g. MPI.COMM_WORLD), got {comm!r}")
+    return comm.Get_size(), comm.Get_rank()
+
+
+def agree(comm, what: str = "parameters", **params) -> None:
+    """ValueError on every rank unless every rank passed the same `params`
+    (compared as JSON; call it before the first collective of a job)."""
+    mine = json.dumps(params, sort_keys=True, default=repr)
+    everyone = comm.allgather(mine)
+    bad = [r for r, p in enumerate(everyone) if p != everyone[0]]
+    if bad:
+        first = json.loads(everyone[0])
+        other = json.loads(everyone[bad[0]])
+        diff = sorted(k for k in set(first) | set(other) if first.get(k) != other.get(k))
+        raise ValueError(f"{what} differ across MPI ranks (rank 0 vs rank {bad[0]}: "
+                         + ", ".join(f"{k} = {first.get(k)!r} vs {other.get(k)!r}" for k in diff)
+                         + "); every rank must pass the same values")
+
+
+def all_ok(comm, check, *args, **kwargs):
+    """Run ``check(*args, **kwargs)`` on every rank; if it raised on any rank,
+    raise on every rank (the first failing rank's exception type and message),
+    so no rank waits in a collective for one that gave up. Returns the
+    check's result on this rank."""
+    result, error = None, None
+    try:
+        result = check(*args, **kwargs)
+    except (ValueError, TypeError, ImportError, OSError, RuntimeError) as exc:
+        error = (type(exc).__name__, str(exc))
+    errors = comm.allgather(error)
+    for rank, err in enumerate(errors):
+        if err is not None:
+            kind = {"TypeError": TypeError, "ImportError": ImportError, "OSError": OSError}.get(err[0])
+            if kind is None:
+                from ..errors import DeviceError
+                kind = DeviceError if err[0] in ("DeviceError", "RuntimeError") else ValueError
+            raise kind(f"rank {rank}: {err[1]}" if len(errors) > 1 else err[1])
+    return result
+
+
+def split(n: int, size: int, rank: int) -> tuple[int, int]:
+    """(start, count) of rank's contiguous share of n items over size ranks
+    (the first n % size ranks get one more)."""
+    base, extra = divmod(int(n), int(size))
+    start = rank * base + min(rank, extra)
+    return start, base + (rank < extra)
