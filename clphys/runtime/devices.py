@@ -237,7 +237,9 @@ def _try_build(device: "Device") -> None:
     prg = cl.Program(device.context, _PROBE_SOURCE).build()
     # Kept alive with the device: Oclgrind mixes up the shadow state of a freed
     # buffer with later ones (false uninitialised-value reports).
-    buf = device._probe_buffer = cl.Buffer(device.context, cl.mem_flags.WRITE_ONLY, 4)
+    buf = getattr(device, "_probe_buffer", None)
+    if buf is None:
+        buf = device._probe_buffer = cl.Buffer(device.context, cl.mem_flags.WRITE_ONLY, 4)
     prg.clphys_probe(device.queue, (1,), None, buf)
     out = np.zeros(1, np.int32)
     cl.enqueue_copy(device.queue, out, buf)
