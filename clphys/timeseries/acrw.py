@@ -33,6 +33,7 @@ def acrw_thresholds(phi: float) -> tuple[int, int]:
     return thr1, 2 * thr1
 
 
+PIECE_BLOCKS = 1 << 14           # blocks per piece at most (64 MiB of int32 values)
 # The first time-bounded slice covers about this many blocks (then run_sliced adapts it).
 FIRST_SLICE_BLOCKS = {True: 1 << 14, False: 1 << 6}        # by DeviceFacts.is_gpu
 
@@ -64,7 +65,7 @@ def acrw(n, phi, seed=0, device=None, progress=None) -> np.ndarray:
     nblocks = -(-n // BLOCK)
     what = f"an ACRW series of {n} points"
     fixed = {"block sums": 4 * nblocks, "block offsets": 4 * nblocks}
-    piece = items_that_fit(dev, 4 * BLOCK, sum(fixed.values()), limit=nblocks)
+    piece = items_that_fit(dev, 4 * BLOCK, sum(fixed.values()), limit=min(nblocks, PIECE_BLOCKS))
     if piece < 1:
         check_memory(dev, {**fixed, "series piece": 4 * BLOCK}, what, "Reduce n.")
         piece = 1

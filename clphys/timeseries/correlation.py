@@ -172,8 +172,8 @@ class PairSums:
         dev, chunk = self.dev, self.tuning.chunk
         unit = math.lcm(chunk, self.block) // chunk if self.block else 1   # tiles per step
         per_chunk = math.ceil(STAGING_SLACK * (self.window_bytes(0, unit) - self.window_bytes(0, 0)
-                                               + 512) / unit)
-        base = math.ceil(STAGING_SLACK * (self.window_bytes(0, 0) + 512)) + 4096
+                                               + 256) / unit)       # 256: table alignment
+        base = math.ceil(STAGING_SLACK * (self.window_bytes(0, 0) + 256))
         cached = _xfer.cached_bytes(dev)
         fixed = sum(self.fixed.values())
         limit = max(0, (dev.facts.max_alloc - base) // per_chunk)

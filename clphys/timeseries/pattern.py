@@ -140,6 +140,10 @@ def _ticks(s: _common.Series, tick):
         tick = common_tick(p, max(-s.lo, s.hi))
     elif tick is not None:
         tick = _validate.real("tick", tick, 0.0, strict_min=True)
+        absmax = max(-s.lo, s.hi)
+        if tick < TICK_NOISE * math.ulp(absmax):
+            raise ValueError(f"tick = {tick:g} is too small for p: values up to {absmax:g} are "
+                             f"only exact to {math.ulp(absmax):.2g} in float64")
         d = p - p[0]
         r = d / tick
         off = np.abs(r - np.rint(r)) > TICK_TOL
