@@ -4,10 +4,13 @@ time-bounded slices and device-sized windows/pieces that give the same bits."""
 
 import dataclasses
 import importlib
+import os
+import signal
 
 import numpy as np
 import pytest
 
+from clphys.runtime import Interrupted
 from clphys.timeseries import (acrw, acrw_numpy, autocorrelation, correlation, hurst,
                                pattern_conformity)
 from clphys.timeseries import pattern
@@ -291,3 +294,35 @@ def test_sliced_windowed_kernels_oclgrind(oclgrind, monkeypatch):
     monkeypatch.setattr(acrw_module, "PIECE_BLOCKS", 1)
     n = 2 * acrw_module.BLOCK + 5
     np.testing.assert_array_equal(acrw(n, 0.3, seed=8, device=oclgrind), acrw_numpy(n, 0.3, seed=8))
+
+
+def test_progress_counts_slices_and_ctrl_c_stops_between_them(device, monkeypatch):
+    """The progress callback sees completed slices, in order, up to the total; Ctrl-C
+    (a SIGINT while a slice runs) stops the call at the end of that slice with
+    clphys.runtime.Interrupted saying how much was done."""
+    monkeypatch.setattr(correlation, "FIRST_SLICE_PAIRS", {True: 1, False: 1})
+    monkeypatch.setattr(acrw_module, "FIRST_SLICE_BLOCKS", {True: 1, False: 1})
+    monkeypatch.setattr(pattern, "FIRST_SLICE_TRIPLES", {True: 1, False: 1})
+    t = PairTuning(wg=8, lpi=4, chunk=32, run=8)
+    p = walk(20_000, 3)
+    calls = []
+    hurst(p, 40, device=device, _tuning=t, progress=lambda d, n: calls.append((d, n)))
+    assert len(calls) >= 5 and calls[-1] == (625, 625)          # 625 tiles of 32 values
+    assert [d for d, _ in calls] == sorted({d for d, _ in calls})
+
+    def ctrl_c_after(k):
+        def callback(done, total):
+            if done >= k:
+                os.kill(os.getpid(), signal.SIGINT)
+        return callback
+
+    runs = [lambda cb: hurst(p, 40, q=2.5, device=device, _tuning=t, progress=cb),
+            lambda cb: autocorrelation(np.diff(p), 40, device=device, _tuning=t, progress=cb),
+            lambda cb: pattern_conformity(p[:3_000], 4, 3, 10.0, 100, device=device, progress=cb,
+                                          _tuning=PatternTuning(wg=8, tb=16, launch_pairs=2**16)),
+            lambda cb: acrw(50 * acrw_module.BLOCK, 0.1, device=device, progress=cb)]
+    for run in runs:
+        with pytest.raises(Interrupted) as exc:
+            run(ctrl_c_after(3))
+        assert 3 <= exc.value.done < exc.value.total
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

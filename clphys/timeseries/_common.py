@@ -53,7 +53,10 @@ def series(name: str, values, min_len: int, why: str) -> Series:
     has a NaN or inf is searched for its position."""
     if isinstance(values, (str, bytes)):
         raise TypeError(f"{name} must be a 1-D array-like of real numbers, got a string")
-    arr = np.asarray(values)
+    try:
+        arr = np.asarray(values)
+    except (ValueError, TypeError) as exc:        # ragged lists and the like
+        raise TypeError(f"{name} must be a 1-D array-like of real numbers: {exc}") from None
     if arr.dtype.kind not in "iuf":
         raise TypeError(f"{name} must be real numbers, got dtype {arr.dtype}")
     if arr.ndim != 1:

@@ -8,7 +8,7 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 from .. import _validate
-from ..progress import Progress
+from ..progress import Progress, check_progress
 from ..rng import philox_numpy, seed_key
 from ..runtime import check_memory, items_that_fit, resolve_device, run_sliced
 from . import _common
@@ -61,6 +61,7 @@ def acrw(n, phi, seed=0, device=None, progress=None) -> np.ndarray:
     result needs 8 n bytes of host memory.
     """
     n, phi, seed = _args(n, phi, seed)
+    check_progress(progress)
     dev = resolve_device(device)
     nblocks = -(-n // BLOCK)
     what = f"an ACRW series of {n} points"

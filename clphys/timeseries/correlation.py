@@ -17,7 +17,7 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 from .. import _validate
-from ..progress import Progress
+from ..progress import Progress, check_progress
 from ..runtime import check_memory, items_that_fit, resolve_device, run_sliced
 from . import _common
 from . import _transfer as _xfer
@@ -360,6 +360,7 @@ def hurst(p, max_lag=256, q=1.0, device=None, progress=None, *, _accumulate=None
     max_lag = _max_lag(max_lag)
     s = _common.series("p", p, max_lag + 2, f"max_lag + 2 with max_lag = {max_lag}")
     q = _validate.real("q", q, Q_MIN, Q_MAX)
+    check_progress(progress)
     _validate.choice("_layout", _layout, ("blocked", "float2"))
     transfer = _transfer_arg(_transfer)
     dev = resolve_device(device)
@@ -437,6 +438,7 @@ def autocorrelation(x, max_lag=256, stationary=False, device=None, progress=None
     s = _common.series("x", x, max_lag + 2, f"max_lag + 2 with max_lag = {max_lag}")
     if not isinstance(stationary, (bool, np.bool_)):
         raise TypeError(f"stationary must be True or False, got {stationary!r}")
+    check_progress(progress)
     if s.lo == s.hi:
         raise ValueError("x is constant: its autocorrelation is undefined")
     transfer = _transfer_arg(_transfer)

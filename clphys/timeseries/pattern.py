@@ -11,6 +11,7 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 from .. import _validate
+from ..progress import check_progress
 from ..runtime import check_memory, items_that_fit, resolve_device, run_sliced, zeros
 from . import _common
 
@@ -220,6 +221,7 @@ def pattern_conformity(p, max_past=20, max_future=20, chi=100.0, max_history=163
     max_future = _validate.integer("max_future", max_future, 1, MAX_FUTURE)
     chi = _validate.real("chi", chi, 0.0)
     max_history = _validate.integer("max_history", max_history, 1, _common.MAX_LENGTH)
+    check_progress(progress)
     need = max_past + max_future + 1
     s = _common.series("p", p, need, f"max_past + max_future + 1 = {need}")
     values, origin, exp, used_tick = _ticks(s, tick)
