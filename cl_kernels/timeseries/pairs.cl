@@ -137,8 +137,8 @@ inline float tp_${pair}(float a, float b, float q, float s)
 __kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
 void ts_pair_sums(__global const tp_in_t *x, const uint xoff, const uint n, const uint lag0,
                   const uint nlags, const uint c_begin, const uint c_end, const uint c_shift,
-                  const uint fresh, const float q, __global const float *inv,
-                  __global ${P}acc_t *partial)
+                  const uint fresh, const float q, const float scale,
+                  __global const float *inv, __global ${P}acc_t *partial)
 {
     __local float ta[${chunk}];
     __local float tb[${chunk + lg}];
@@ -163,11 +163,12 @@ void ts_pair_sums(__global const tp_in_t *x, const uint xoff, const uint n, cons
         const uint t0 = c * ${chunk}u;
         TP_ORIGIN
         barrier(CLK_LOCAL_MEM_FENCE);       // the previous tile is no longer read
+        // scale: a power of two (exact) that brings the series to unit size
         for (uint i = lid; i < ${chunk}u; i += ${wg}u)
-            ta[i] = t0 + i < n ? TP_VAL(t0 + i) : 0.0f;
+            ta[i] = t0 + i < n ? TP_VAL(t0 + i) * scale : 0.0f;
         for (uint i = lid; i < ${chunk + lg}u; i += ${wg}u) {
             const uint k = t0 + L0 + i;
-            tb[i] = k < n ? TP_VAL(k) : 0.0f;
+            tb[i] = k < n ? TP_VAL(k) * scale : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         if (t0 + L0 + ${chunk + lg - 1}u <= n)

@@ -104,6 +104,13 @@ def fill_blocked(table: np.ndarray, out: np.ndarray, p: np.ndarray, block: int,
     n = p.size
     base = p[::block]
     fill_pairs(table, base, origin, exp)
+    if not exp:                     # one pass: float64 differences straight into float32
+        full = n // block * block
+        np.subtract(p[:full].reshape(-1, block), base[:full // block, None],
+                    out=out[:full].reshape(-1, block), casting="same_kind")
+        if full < n:
+            np.subtract(p[full:], base[-1], out=out[full:], casting="same_kind")
+        return
     step = max(block, FILL_STEP // block * block)
     for a in range(0, n, step):
         b = min(n, a + step)

@@ -229,9 +229,10 @@ class PairSums:
     # -- launches
 
     def launch(self, x, c0: int, a: int, b: int, fresh: bool, q: float = 1.0, window=None,
-               wait_for=None):
+               wait_for=None, scale: float = 1.0):
         """Enqueue the tiles [a, b) of the window that starts at global tile c0, whose
-        values are in `x` (a cl.Buffer in this plan's layout)."""
+        values are in `x` (a cl.Buffer in this plan's layout), multiplied by `scale`
+        (a power of two) as they are read."""
         t = self.tuning
         w0, w1 = window or (0, self.nchunks)
         v0, v1 = self.window_span(w0, w1)
@@ -239,7 +240,7 @@ class PairSums:
                               x, np.uint32(self._xoff(v1 - v0)), np.uint32(v1 - v0),
                               np.uint32(self.lag0), np.uint32(self.nlags), np.uint32(a),
                               np.uint32(b), np.uint32(c0 % self.groups), np.uint32(fresh),
-                              np.float32(q), self.inv.data, self.partial.data,
+                              np.float32(q), np.float32(scale), self.inv.data, self.partial.data,
                               wait_for=wait_for or None)
 
     def run(self, x, q: float = 1.0, waits=None):
@@ -268,6 +269,11 @@ class PairSums:
         and size), run the tiles in time-bounded slices, return the sums.
         `progress` as everywhere, or `bar`: a Progress to count the tiles into."""
         windows = self.windows
+        # float32 differences of the unscaled series are exact to scale while they are
+        # normal and finite (|p| between 2^-70 and 2^120): then the kernel scales them as
+        # it reads them, and the host conversion stays one pass
+        exp, scale = (0, math.ldexp(1.0, exp)) if self.value != "float" and \
+            -120 <= exp <= 70 else (exp, 1.0)
         nbytes = max(self.window_bytes(*w) for w in windows)
         transfer = _xfer.default(self.dev, nbytes) if transfer is None else transfer
         if len(windows) > 1 and transfer.path == "pinned-unmap":
@@ -295,7 +301,7 @@ class PairSums:
                     ends, xoff = state["ends"], self._xoff(self.window_span(c0, c1)[1] - v0)
                     k = next(i for i, e in enumerate(ends) if e >= 4 * xoff + self.elem * need)
                     self.launch(st.buffer, c0, start - c0, end - c0, start == 0, q,
-                                windows[w], state["waits"][k])
+                                windows[w], state["waits"][k], scale)
                     start = end
 
             run_sliced(self.nchunks, advance, self.dev.queue, progress=progress, bar=bar,
