@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import math
 
 import numpy as np
@@ -122,6 +123,28 @@ def fill_blocked(table: np.ndarray, out: np.ndarray, p: np.ndarray, block: int,
         if full < b - a:
             np.ldexp(p[a + full:b] - base[(a + full) // block], exp, out=out[a + full:b],
                      casting="same_kind")
+
+
+def windowed(windows, load, launch):
+    """``advance(start, count)`` for runtime.run_sliced over units that live in
+    windows [(a, b), ...] (consecutive, covering the range) of which one is on
+    the device at a time: load(w) when the work enters window w, then
+    launch(w, start, end) for the part of the slice inside it."""
+    starts = [a for a, _ in windows]
+    current = [None]
+
+    def advance(start, count):
+        stop = start + count
+        while start < stop:
+            w = bisect.bisect_right(starts, start) - 1
+            if current[0] != w:
+                load(w)
+                current[0] = w
+            end = min(stop, windows[w][1])
+            launch(w, start, end)
+            start = end
+
+    return advance
 
 
 def accumulator(dev, forced=None) -> str:

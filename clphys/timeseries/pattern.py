@@ -251,25 +251,19 @@ def pattern_conformity(p, max_past=20, max_future=20, chi=100.0, max_history=163
     x = cla.empty(queue, 2 * max(v1 - v0 for v0, v1 in spans), np.float32)
     partial = zeros(dev, (slots, max_past, 2 * max_future), acc_dtype)
     counts = zeros(dev, (slots, max_past, 3), np.uint64)
-    loaded = [None]
+    def load(w):
+        v0, v1 = spans[w]
+        cl.enqueue_copy(queue, x.data, _common.float_pairs(values[v0:v1], origin, exp))
 
-    def advance(start, count):
-        stop = start + count
-        while start < stop:
-            w = next(i for i, (a, b) in enumerate(windows) if a <= start < b)
-            v0, v1 = spans[w]
-            if loaded[0] != w:
-                host = _common.float_pairs(values[v0:v1], origin, exp)
-                cl.enqueue_copy(queue, x.data, host)
-                loaded[0] = w
-            end = min(stop, windows[w][1])
-            t_lo, t_hi = 1 + start * t.wg, min(T, 1 + end * t.wg)
-            prg.ts_pc_sweep(queue, ((end - start) * t.wg, max_past), (t.wg, 1), x.data,
-                            np.uint32(v0), np.uint32(v1), np.uint32(T), np.uint32(t_lo),
-                            np.uint32(t_hi), np.uint32(start % slots), np.uint32(slots),
-                            np.uint32(max_history), np.float32(chi), partial.data, counts.data)
-            start = end
+    def launch(w, start, end):
+        v0, v1 = spans[w]
+        t_lo, t_hi = 1 + start * t.wg, min(T, 1 + end * t.wg)
+        prg.ts_pc_sweep(queue, ((end - start) * t.wg, max_past), (t.wg, 1), x.data,
+                        np.uint32(v0), np.uint32(v1), np.uint32(T), np.uint32(t_lo),
+                        np.uint32(t_hi), np.uint32(start % slots), np.uint32(slots),
+                        np.uint32(max_history), np.float32(chi), partial.data, counts.data)
 
+    advance = _common.windowed(windows, load, launch)
     first = max(1, FIRST_SLICE_TRIPLES[dev.facts.is_gpu] // (per_t * t.wg))
     run_sliced(units, advance, queue, progress=progress, label="pattern conformity",
                what="groups of current times", first=first, largest=slots)
