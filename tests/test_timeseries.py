@@ -271,6 +271,13 @@ def test_templates_render(vendor, fp64):
                      exp=exp)
         assert "ts_pc_sweep" in src and ("double" in src) == fp64 and f"{exp}(-chim" in src
     assert "ts_acrw_fill" in render("timeseries/acrw.cl", facts)
+    for value in ("float2", "float", "blocked"):
+        src = render("timeseries/pairs.cl", facts, pair="absmax", value=value, acc="max", wg=64,
+                     lpi=4, chunk=256, run=32, block=256)
+        assert "fmax" in src and "double" not in src
+    with pytest.raises(ValueError, match="absmax"):
+        render("timeseries/pairs.cl", facts, pair="absmax", value="float", acc=acc, wg=8, lpi=1,
+               chunk=8, run=8)
     if not fp64:
         with pytest.raises(ValueError, match="fp64"):
             render("timeseries/pairs.cl", facts, pair="product", value="float", acc="double",
