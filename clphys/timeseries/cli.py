@@ -53,7 +53,8 @@ def _first_bad_line(name, rows, delim, index) -> str:
     for lineno, line in rows:
         fields = line.split("#", 1)[0].split(delim)
         if index >= len(fields):
-            return f"{name}, line {lineno}: has {len(fields)} column(s), no column {index}: {line!r}"
+            return (f"{name}, line {lineno}: has {len(fields)} column(s), no column {index}: "
+                    f"{line!r}")
         text = fields[index].strip().strip('"')
         if not _is_number(text):
             return f"{name}, line {lineno}: {text!r} in column {index} is not a number"

@@ -150,8 +150,9 @@ def _ticks(s: _common.Series, tick):
         off = np.abs(r - np.rint(r)) > TICK_TOL
         if off.any():
             i = int(np.argmax(off))
-            raise ValueError(f"p is not on the grid of tick = {tick:g}: p[{i}] - p[0] = {d[i]:.17g} "
-                             f"is {r[i]:.6f} ticks (pass tick=None for real-valued prices)")
+            raise ValueError(f"p is not on the grid of tick = {tick:g}: p[{i}] - p[0] = "
+                             f"{d[i]:.17g} is {r[i]:.6f} ticks (pass tick=None for real-valued "
+                             f"prices)")
         if np.max(np.abs(r)) >= MAX_TICKS:
             raise ValueError(f"tick = {tick:g} is too small for p: p - p[0] spans more than "
                              f"2^48 ticks")
@@ -251,6 +252,7 @@ def pattern_conformity(p, max_past=20, max_future=20, chi=100.0, max_history=163
     x = cla.empty(queue, 2 * max(v1 - v0 for v0, v1 in spans), np.float32)
     partial = zeros(dev, (slots, max_past, 2 * max_future), acc_dtype)
     counts = zeros(dev, (slots, max_past, 3), np.uint64)
+
     def load(w):
         v0, v1 = spans[w]
         cl.enqueue_copy(queue, x.data, _common.float_pairs(values[v0:v1], origin, exp))
