@@ -86,6 +86,7 @@ def fill_pairs(out: np.ndarray, p: np.ndarray, origin: float = None, exp: int = 
 
 
 def float_pairs(p: np.ndarray, origin: float = None, exp: int = 0) -> np.ndarray:
+    """fill_pairs into a new (n, 2) float32 array."""
     out = np.empty((p.size, 2), np.float32)
     fill_pairs(out, p, origin, exp)
     return out
