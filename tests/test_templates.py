@@ -23,7 +23,9 @@ RENDER_CASES = {
     "timeseries/acc.cl": [{}],
     "timeseries/pairs.cl": [dict(pair=p, value=v, acc=a, wg=128, lpi=8, chunk=1024, run=32)
                             for p in ("absdiff", "sqdiff", "powdiff", "product")
-                            for v in ("float2", "float") for a in ("double", "compensated")],
+                            for v in ("float2", "float") for a in ("double", "compensated")]
+                           + [dict(pair="absmax", value=v, acc="max", wg=64, lpi=4, chunk=256,
+                                   run=32) for v in ("float2", "float")],
     "timeseries/pattern.cl": [dict(wg=64, tb=128, maxp=20, maxf=20, acc=a, exp=e)
                               for a in ("double", "compensated") for e in ("exp", "native_exp")],
     "timeseries/acrw.cl": [{}],

@@ -131,7 +131,8 @@ def test_pieces_and_staging_cache(device):
                     tuning=PairTuning(wg=4, lpi=4, chunk=32, run=8, pieces=4))
     ends = plan.segment_ends()
     assert plan.pieces == 4 and ends == sorted(ends) and ends[-1] == plan.nbytes
-    assert plan.nbytes == 4 * plan.xoff + 4 * 5_000 and 2 * plan.nblocks <= plan.xoff
+    xoff = plan._xoff(5_000)
+    assert plan.nbytes == 4 * xoff + 4 * 5_000 and 2 * -(-5_000 // 256) <= xoff
     assert _transfer.capacity(1000) == 4096 and _transfer.capacity(2**20 + 1) == 9 * 2**17
     _transfer.clear_cache(device)
     p = random_walk(3_000, 2)
@@ -216,8 +217,9 @@ BAD_HURST = [
     (dict(p=np.zeros((5, 5)), max_lag=2), ValueError, "1-D"),
     (dict(p=np.arange(10.0), max_lag=0), ValueError, "max_lag must be >= 1"),
     (dict(p=np.arange(10.0), max_lag=2.5), TypeError, "max_lag must be an integer"),
-    (dict(p=np.arange(10.0), max_lag=2, q=0.0), ValueError, "q must be > 0"),
-    (dict(p=np.arange(10.0), max_lag=2, q=-1), ValueError, "q must be > 0"),
+    (dict(p=np.arange(10.0), max_lag=2, q=0.0), ValueError, "q must be >= 0.01"),
+    (dict(p=np.arange(10.0), max_lag=2, q=-1), ValueError, "q must be >= 0.01"),
+    (dict(p=np.arange(10.0), max_lag=2, q=1001), ValueError, "q must be <= 1000"),
     (dict(p=np.arange(10.0), max_lag=2, q=float("nan")), ValueError, "q must be finite"),
     (dict(p="1 2 3 4 5", max_lag=2), TypeError, "string"),
     (dict(p=np.arange(10.0), max_lag=2, _transfer="dma"), ValueError, "_transfer"),
@@ -269,6 +271,13 @@ def test_templates_render(vendor, fp64):
                      exp=exp)
         assert "ts_pc_sweep" in src and ("double" in src) == fp64 and f"{exp}(-chim" in src
     assert "ts_acrw_fill" in render("timeseries/acrw.cl", facts)
+    for value in ("float2", "float", "blocked"):
+        src = render("timeseries/pairs.cl", facts, pair="absmax", value=value, acc="max", wg=64,
+                     lpi=4, chunk=256, run=32, block=256)
+        assert "fmax" in src and "double" not in src
+    with pytest.raises(ValueError, match="absmax"):
+        render("timeseries/pairs.cl", facts, pair="absmax", value="float", acc=acc, wg=8, lpi=1,
+               chunk=8, run=8)
     if not fp64:
         with pytest.raises(ValueError, match="fp64"):
             render("timeseries/pairs.cl", facts, pair="product", value="float", acc="double",

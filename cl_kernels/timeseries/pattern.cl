@@ -7,6 +7,12 @@
 ##         acc    "double" | "compensated" (see acc.cl)
 ##         exp    "exp" | "native_exp": the function for e^{-χQ}
 ##
+## The launch covers t^ in [t_lo, t_hi) with t_lo - 1 a multiple of wg; work group j of it
+## owns wg consecutive t^ and adds into slot (slot0 + j) % nslots, so that a slot receives
+## the same groups in the same order however the t^ range is split into launches (the
+## sums are the same bits).  p holds the series' values [off, w_hi) only (a window of a
+## series too long for the device, or all of it): reads outside give 0 and are never used.
+##
 ## Work item (t^, m), t^ = t_lo + global id 0, m = group id 1 + 1: normalises its current
 ## window once (registers), then runs over τ = 1 .. min(max_hist, t^ - m) through tiles of
 ## the series in local memory.  Per τ: the historical window's range, Q, one exp, and for
@@ -34,8 +40,11 @@ ${accns.accumulator(P, acc)}
 // x - o for (hi, lo) float pairs: float32 accuracy relative to the local difference.
 inline float pc_val(float2 x, float2 o) { return (x.x - o.x) + (x.y - o.y); }
 
+#define P(k) p[(k) - off]                          // the series' value k, k in [off, w_hi)
+
 __kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
-void ts_pc_sweep(__global const float2 *p, const uint n, const uint t_lo, const uint t_hi,
+void ts_pc_sweep(__global const float2 *p, const uint off, const uint w_hi, const uint n,
+                 const uint t_lo, const uint t_hi, const uint slot0, const uint nslots,
                  const uint max_hist, const float chi,
                  __global ${P}acc_t *partial, __global ulong *counts)
 {
@@ -43,14 +52,14 @@ void ts_pc_sweep(__global const float2 *p, const uint n, const uint t_lo, const 
     __local ${P}acc_t lacc[${2 * maxf * wg}];
     __local uint lcnt[${3 * wg}];
     const uint lid = get_local_id(0);
-    const uint slot = get_group_id(0);
+    const uint slot = (slot0 + get_group_id(0)) % nslots;
     const uint m = get_group_id(1) + 1;
-    const uint A = t_lo + slot * ${wg}u;           // first t^ of the group
+    const uint A = t_lo + get_group_id(0) * ${wg}u;    // first t^ of the group
     const uint th = A + lid;
     const bool active = th < t_hi && th >= m;
 
     // Current window p(t^ - θ), θ = 1 .. m, relative to c1 = p(t^ - 1).
-    const float2 o = p[active ? th - 1 : 0];
+    const float2 o = P(active ? th - 1 : off);
 % for t in TH:
     float c${t} = 0.0f;
 % endfor
@@ -59,7 +68,7 @@ void ts_pc_sweep(__global const float2 *p, const uint n, const uint t_lo, const 
     if (active) {
 % for t in TH[1:]:
         if (m >= ${t}u) {
-            c${t} = pc_val(p[th - ${t}u], o);
+            c${t} = pc_val(P(th - ${t}u), o);
             if (c${t} < lc) { lc = c${t}; ilo = ${t}u; }
             if (c${t} > hc) { hc = c${t}; ihi = ${t}u; }
         }
@@ -73,7 +82,7 @@ void ts_pc_sweep(__global const float2 *p, const uint n, const uint t_lo, const 
 % endfor
     // sgn of p̃(t^-1+Δt⁺) - p̃(t^-1); 0 where t^-1+Δt⁺ is past the end
 % for f in F:
-    const float sa${f} = (ok && th + ${f - 1}u < n) ? sign(pc_val(p[th + ${f - 1}u], o)) : 0.0f;
+    const float sa${f} = (ok && th + ${f - 1}u < n) ? sign(pc_val(P(th + ${f - 1}u), o)) : 0.0f;
 % endfor
     const float chim = chi / (float)m;
     const uint tau_max = ok ? min(max_hist, th - m) : 0u;
@@ -89,18 +98,18 @@ void ts_pc_sweep(__global const float2 *p, const uint n, const uint t_lo, const 
     for (uint t0 = 1; t0 <= g_tau; t0 += ${tb}u) {
         // tile[i] = p(base + i) - p(offset): every window of t^ in the group, τ in [t0, t0 + tb)
         const int base = (int)A - (int)t0 - ${tb - 1 + maxp};
-        const float2 ot = p[clamp((int)A - (int)t0, 0, (int)n - 1)];
+        const float2 ot = P(clamp((int)A - (int)t0, (int)off, (int)w_hi - 1));
         barrier(CLK_LOCAL_MEM_FENCE);
         for (uint i = lid; i < ${tile_len}u; i += ${wg}u) {
             const int k = base + (int)i;
-            tile[i] = (k >= 0 && k < (int)n) ? pc_val(p[k], ot) : 0.0f;
+            tile[i] = (k >= (int)off && k < (int)w_hi) ? pc_val(P(k), ot) : 0.0f;
         }
         // p(t^-1) - p_low and the range of the current window in the tile's frame, so that
         // the same elements give the same floats: ω = 0 exactly where the windows share their
         // extremes and the continuation is p(t^-1) itself (overlapping windows)
-        const float lct = ok ? pc_val(p[th - ilo], ot) : 0.0f;
-        const float rct = ok ? pc_val(p[th - ihi], ot) - lct : 0.0f;
-        const float c1lt = ok ? pc_val(p[th - 1u], ot) - lct : 0.0f;
+        const float lct = ok ? pc_val(P(th - ilo), ot) : 0.0f;
+        const float rct = ok ? pc_val(P(th - ihi), ot) - lct : 0.0f;
+        const float c1lt = ok ? pc_val(P(th - 1u), ot) - lct : 0.0f;
         barrier(CLK_LOCAL_MEM_FENCE);
 % for f in F:
         float num${f} = 0.0f, den${f} = 0.0f;

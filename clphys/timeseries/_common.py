@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import bisect
+import math
+
 import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
@@ -12,49 +15,137 @@ from ..errors import DeviceError
 MAX_LENGTH = 2**31 - 1          # kernels index the series with 32-bit integers
 
 
-def series(name: str, values, min_len: int, why: str) -> np.ndarray:
-    """A finite 1-D float64 copy of `values` (array-like of real numbers) with at
-    least `min_len` points; `why` says where the minimum comes from."""
+class Series:
+    """A validated input series: `values` (1-D float64, possibly the caller's own
+    array, never modified), its extremes `lo`, `hi`, and `exp`: the power of two
+    2^exp that brings max |value| into [1/2, 1) (0 for an all-zero series).
+    Kernels see values scaled by 2^exp, so float32 neither overflows nor loses
+    precision to subnormals at any scale of the input; results are scaled back."""
+
+    __slots__ = ("values", "lo", "hi", "exp")
+
+    def __init__(self, values: np.ndarray, lo: float, hi: float):
+        self.values, self.lo, self.hi = values, lo, hi
+        big = max(-lo, hi)
+        self.exp = -math.frexp(big)[1] if big > 0 else 0
+
+    @property
+    def size(self) -> int:
+        return self.values.size
+
+    def scaled(self) -> np.ndarray:
+        """values * 2^exp as a new float64 array (exact unless a value is below
+        2^-1022 of the largest, where it only loses bits that cannot matter)."""
+        return np.ldexp(self.values, self.exp)
+
+    def for_fill(self) -> tuple[np.ndarray, int]:
+        """(array, exp) for the fill functions, which form differences before they
+        scale: values near the float64 limit are scaled first, so that a difference
+        of two of them cannot overflow (an extra pass only for such inputs)."""
+        if self.exp < -1000:
+            return self.scaled(), 0
+        return self.values, self.exp
+
+
+def series(name: str, values, min_len: int, why: str) -> Series:
+    """A finite 1-D real series (array-like of real numbers) with at least
+    `min_len` points; `why` says where the minimum comes from.  Finiteness comes
+    from the extremes (one pass each, no temporary array); only a series that
+    has a NaN or inf is searched for its position."""
     if isinstance(values, (str, bytes)):
         raise TypeError(f"{name} must be a 1-D array-like of real numbers, got a string")
-    arr = _validate.finite_array(name, values, ndim=1)
+    try:
+        arr = np.asarray(values)
+    except (ValueError, TypeError) as exc:        # ragged lists and the like
+        raise TypeError(f"{name} must be a 1-D array-like of real numbers: {exc}") from None
+    if arr.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must be real numbers, got dtype {arr.dtype}")
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
     if arr.size < min_len:
         raise ValueError(f"{name} needs at least {min_len} points ({why}), got {arr.size}")
     if arr.size > MAX_LENGTH:
         raise ValueError(f"{name} may have at most {MAX_LENGTH} points, got {arr.size}")
-    return arr.astype(np.float64, copy=False)
+    arr = arr.astype(np.float64, copy=False)
+    lo, hi = float(arr.min()), float(arr.max())
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        _validate.finite_array(name, arr)           # raises with the first position
+    return Series(arr, lo, hi)
 
 
-def float_pairs(p: np.ndarray) -> np.ndarray:
-    """(n, 2) float32 (hi, lo) with hi + lo = p - p[0] to about 2^-48 relative:
-    kernels subtract a nearby element in this form and keep float32 accuracy
-    relative to local differences, whatever the series' offset."""
-    d = p - p[0]
-    hi = d.astype(np.float32)
-    lo = (d - hi.astype(np.float64)).astype(np.float32)
-    return np.ascontiguousarray(np.stack([hi, lo], axis=1))
-
-
-def fill_pairs(out: np.ndarray, p: np.ndarray):
-    """float_pairs(p) written into out, an (n, 2) float32 array."""
-    d = p - p[0]
+def fill_pairs(out: np.ndarray, p: np.ndarray, origin: float = None, exp: int = 0):
+    """(hi, lo) float32 pairs of (p - origin) * 2^exp into out, an (n, 2) float32
+    array: hi + lo equals the float64 value to about 2^-48 relative, so kernels
+    can subtract a nearby element and keep float32 accuracy relative to local
+    differences, whatever the offset.  origin defaults to p[0]."""
+    d = p - (p[0] if origin is None else origin)
+    if exp:
+        np.ldexp(d, exp, out=d)
     out[:, 0] = d
     out[:, 1] = d - out[:, 0]
 
 
-def fill_blocked(table: np.ndarray, out: np.ndarray, p: np.ndarray, block: int):
-    """The "blocked" layout of pairs.cl: out[t] = float32(p[t] - p[b * block]) with
-    b = t // block, and table[b] = (hi, lo) float32 pair of p[b * block] - p[0].
-    The float64 differences are exact for nearby values, so out keeps float32
-    accuracy relative to the excursion within a block whatever the offset."""
+def float_pairs(p: np.ndarray, origin: float = None, exp: int = 0) -> np.ndarray:
+    """fill_pairs into a new (n, 2) float32 array."""
+    out = np.empty((p.size, 2), np.float32)
+    fill_pairs(out, p, origin, exp)
+    return out
+
+
+FILL_STEP = 1 << 16          # values converted at a time (a float64 temporary in cache)
+
+
+def fill_blocked(table: np.ndarray, out: np.ndarray, p: np.ndarray, block: int,
+                 origin: float = None, exp: int = 0):
+    """The "blocked" layout of pairs.cl: out[t] = float32((p[t] - p[b * block]) * 2^exp)
+    with b = t // block, and table[b] = (hi, lo) float32 pair of
+    (p[b * block] - origin) * 2^exp.  The float64 differences are exact for nearby
+    values, so out keeps float32 accuracy relative to the excursion within a block
+    whatever the offset.  p may be a window of a longer series that starts at a
+    multiple of `block`: with the series' origin the values are the same bits."""
     n = p.size
     base = p[::block]
-    fill_pairs(table, base)
-    full = n // block * block
-    np.subtract(p[:full].reshape(-1, block), base[:full // block, None],
-                out=out[:full].reshape(-1, block), casting="same_kind")
-    if full < n:
-        np.subtract(p[full:], base[-1], out=out[full:], casting="same_kind")
+    fill_pairs(table, base, origin, exp)
+    if not exp:                     # one pass: float64 differences straight into float32
+        full = n // block * block
+        np.subtract(p[:full].reshape(-1, block), base[:full // block, None],
+                    out=out[:full].reshape(-1, block), casting="same_kind")
+        if full < n:
+            np.subtract(p[full:], base[-1], out=out[full:], casting="same_kind")
+        return
+    step = max(block, FILL_STEP // block * block)
+    for a in range(0, n, step):
+        b = min(n, a + step)
+        full = (b - a) // block * block
+        rows = slice(a // block, (a + full) // block)
+        if full:
+            d = np.subtract(p[a:a + full].reshape(-1, block), base[rows, None])
+            np.ldexp(d, exp, out=out[a:a + full].reshape(-1, block), casting="same_kind")
+        if full < b - a:
+            np.ldexp(p[a + full:b] - base[(a + full) // block], exp, out=out[a + full:b],
+                     casting="same_kind")
+
+
+def windowed(windows, load, launch):
+    """``advance(start, count)`` for runtime.run_sliced over units that live in
+    windows [(a, b), ...] (consecutive, covering the range) of which one is on
+    the device at a time: load(w) when the work enters window w, then
+    launch(w, start, end) for the part of the slice inside it."""
+    starts = [a for a, _ in windows]
+    current = [None]
+
+    def advance(start, count):
+        stop = start + count
+        while start < stop:
+            w = bisect.bisect_right(starts, start) - 1
+            if current[0] != w:
+                load(w)
+                current[0] = w
+            end = min(stop, windows[w][1])
+            launch(w, start, end)
+            start = end
+
+    return advance
 
 
 def accumulator(dev, forced=None) -> str:
@@ -69,7 +160,8 @@ def accumulator(dev, forced=None) -> str:
 
 
 ACC_DTYPE = {"double": np.dtype(np.float64),
-             "compensated": np.dtype([("hi", np.float32), ("lo", np.float32)])}
+             "compensated": np.dtype([("hi", np.float32), ("lo", np.float32)]),
+             "max": np.dtype(np.float32)}
 
 
 def acc_to_float64(a: np.ndarray) -> np.ndarray:

@@ -133,7 +133,7 @@ def _cache(dev) -> _DeviceCache:
 
 
 def _take(dev, nbytes: int) -> _Slot:
-    cap = capacity(nbytes)
+    cap = max(int(nbytes), min(capacity(nbytes), dev.facts.max_alloc))
     with _lock:
         c = _cache(dev)
         fits = [s for s in c.free if cap <= s.cap <= 2 * cap]
@@ -153,6 +153,13 @@ def _give_back(dev, slot: _Slot):
         c.free.insert(0, slot)                  # most recently used first
         while len(c.free) > CACHE_SLOTS or sum(s.cap for s in c.free) > CACHE_BYTES:
             c.free.pop().release()
+
+
+def cached_bytes(dev) -> int:
+    """Device memory held by the free staging slots of `dev`."""
+    with _lock:
+        c = _caches.get(dev)
+        return sum(s.cap for s in c.free) if c is not None else 0
 
 
 def clear_cache(dev=None):
@@ -215,12 +222,13 @@ class Staged:
         return self.slot.device.data
 
     def send(self, ends) -> list[list]:
-        """Enqueue the copy of bytes [0, ends[-1]) (ends increasing) and return,
-        for each segment [ends[k-1], ends[k]), the events a kernel reading it
-        must wait for (empty lists when the copy runs on dev.queue)."""
-        ends = [min(int(e), self.nbytes) for e in ends]
-        if any(b < a for a, b in zip(ends, ends[1:])) or ends[-1] != self.nbytes:
-            raise ValueError("segment ends must increase to nbytes")
+        """Enqueue the copy of bytes [0, ends[-1]) (ends increasing, at most
+        nbytes) and return, for each segment [ends[k-1], ends[k]), the events a
+        kernel reading it must wait for (empty lists when the copy runs on
+        dev.queue)."""
+        ends = [int(e) for e in ends]
+        if any(b < a for a, b in zip(ends, ends[1:])) or not 0 < ends[-1] <= self.nbytes:
+            raise ValueError("segment ends must increase up to at most nbytes")
         overlap = self.transfer.overlap
         queue = copy_queue(self.dev) if overlap else self.dev.queue
         dst = self.buffer

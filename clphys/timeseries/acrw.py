@@ -4,11 +4,13 @@ New J. Phys. 11, 093024 (2009), generated on the device from Philox."""
 from __future__ import annotations
 
 import numpy as np
+import pyopencl as cl
 import pyopencl.array as cla
 
 from .. import _validate
+from ..progress import Progress, check_progress
 from ..rng import philox_numpy, seed_key
-from ..runtime import resolve_device
+from ..runtime import check_memory, items_that_fit, resolve_device, run_sliced
 from . import _common
 
 __all__ = ["acrw", "acrw_numpy", "acrw_thresholds"]
@@ -31,7 +33,12 @@ def acrw_thresholds(phi: float) -> tuple[int, int]:
     return thr1, 2 * thr1
 
 
-def acrw(n, phi, seed=0, device=None) -> np.ndarray:
+PIECE_BLOCKS = 1 << 14           # blocks per piece at most (64 MiB of int32 values)
+# The first time-bounded slice covers about this many blocks (then run_sliced adapts it).
+FIRST_SLICE_BLOCKS = {True: 1 << 14, False: 1 << 6}        # by DeviceFacts.is_gpu
+
+
+def acrw(n, phi, seed=0, device=None, progress=None) -> np.ndarray:
     """n points p(0 .. n-1) of the anti-correlated random walk, as int64.
 
     p(t) = a(t) + b(t): a(0) = 0 and a(t+1) = a(t) + ξ_t with ξ_t = +1 or -1
@@ -46,27 +53,56 @@ def acrw(n, phi, seed=0, device=None) -> np.ndarray:
     2^-32), the top bit of word 1 gives b(t).  The series is therefore the same
     on every device, and :func:`acrw_numpy` reproduces it bit for bit.
 
-    n: 1 .. 2^31 - 1; phi in [0, 1/2]; seed: 0 .. 2^64 - 1.
+    n: 1 .. 2^31 - 1; phi in [0, 1/2]; seed: 0 .. 2^64 - 1; progress: None (a
+    bar on a terminal for long runs), True, False or f(done, total).  The work
+    runs in time-bounded slices (Ctrl-C: :class:`clphys.runtime.Interrupted`
+    within about a second) and, when the series does not fit the device, in
+    pieces copied into the result one after the other (the same bits).  The
+    result needs 8 n bytes of host memory.
     """
     n, phi, seed = _args(n, phi, seed)
+    check_progress(progress)
     dev = resolve_device(device)
+    nblocks = -(-n // BLOCK)
+    what = f"an ACRW series of {n} points"
+    fixed = {"block sums": 4 * nblocks, "block offsets": 4 * nblocks}
+    piece = items_that_fit(dev, 4 * BLOCK, sum(fixed.values()), limit=min(nblocks, PIECE_BLOCKS))
+    if piece < 1:
+        check_memory(dev, {**fixed, "series piece": 4 * BLOCK}, what, "Reduce n.")
+        piece = 1
+    out = np.empty(n, np.int64)             # host memory first: a MemoryError costs nothing
     k0, k1 = seed_key(seed)
     thr1, thr2 = acrw_thresholds(phi)
     prg = dev.build("timeseries/acrw.cl")
-    nblocks = -(-n // BLOCK)
-    gsize = -(-nblocks // 64) * 64
     queue = dev.queue
     common = (np.uint64(n), np.uint32(BLOCK), np.uint32(k0), np.uint32(k1), np.uint64(thr1),
               np.uint64(thr2))
     sums = cla.empty(queue, nblocks, np.int32)
-    prg.ts_acrw_block_sums(queue, (gsize,), (64,), *common, sums.data, np.uint32(nblocks))
-    offsets = np.zeros(nblocks, dtype=np.int64)
-    np.cumsum(sums.get()[:-1], out=offsets[1:])
-    out = cla.empty(queue, n, np.int32)
-    prg.ts_acrw_fill(queue, (gsize,), (64,), *common,
-                     _common.device_array(dev, offsets.astype(np.int32)).data,
-                     np.uint32(nblocks), out.data)
-    return out.get().astype(np.int64)
+    buf = cla.empty(queue, piece * BLOCK, np.int32)
+    host = np.empty(piece * BLOCK, np.int32)
+
+    def launch(kernel, j0, count, data, *dest):
+        kernel(queue, (-(-count // 64) * 64,), (64,), *common, data, np.uint32(j0),
+               np.uint32(count), *dest)
+
+    def block_sums(j0, count):
+        launch(prg.ts_acrw_block_sums, j0, count, sums.data)
+
+    def fill(j0, count):
+        launch(prg.ts_acrw_fill, j0, count, offsets.data, buf.data)
+        a, b = j0 * BLOCK, min(n, (j0 + count) * BLOCK)
+        cl.enqueue_copy(queue, host[:b - a], buf.data)      # blocking
+        out[a:b] = host[:b - a]
+
+    first = FIRST_SLICE_BLOCKS[dev.facts.is_gpu]
+    with Progress(2 * nblocks, progress, label="acrw") as bar:
+        run_sliced(nblocks, block_sums, queue, bar=bar, what="blocks (first pass)", first=first)
+        starts = np.zeros(nblocks, dtype=np.int64)
+        np.cumsum(sums.get()[:-1], out=starts[1:])
+        offsets = _common.device_array(dev, starts.astype(np.int32))
+        run_sliced(nblocks, fill, queue, bar=bar, what="blocks (second pass)", first=first,
+                   largest=piece)
+    return out
 
 
 def acrw_numpy(n, phi, seed=0) -> np.ndarray:

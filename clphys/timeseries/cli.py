@@ -1,25 +1,36 @@
 """Subcommands ``clphys hurst | acf | pc | acrw``.
 
     clphys acrw 1000000 --phi 0.044 --seed 1 -o series.txt
+    clphys acrw 1000000 --phi 0.044 --seed 1 --returns -o returns.txt
     clphys hurst series.txt --max-lag 512 --plot hurst.png
+    clphys acf returns.txt --max-lag 20
     clphys acf series.txt --diff --max-lag 20
-    clphys pc series.txt --max-history 4096 --plot pc.png
+    clphys pc series.txt --max-history 512 --plot pc.png
     clphys hurst prices.csv --column Close
 
 FILE is a text or CSV file (',', ';', tab or blank separated; '#' comments; an
-optional header line of column names), or '-' for standard input.
+optional header line of column names), or '-' for standard input.  Output files
+and plots are checked before any work and written under a temporary name that
+is renamed into place, so Ctrl-C (exit status 130) never leaves a partial file.
 """
 
 from __future__ import annotations
 
 import io
 import sys
+import warnings
 
 import numpy as np
+
+from .._cli import add_device, add_output, add_plot, add_progress, check_outputs, progress_arg
+from ..runtime.files import atomic_output
+from ..runtime.longrun import Interrupted
+from .acrw import MAX_N
 
 __all__ = ["add_parsers", "read_column"]
 
 _DELIMITERS = (",", ";", "\t")
+WRITE_LINES = 1 << 16           # integers formatted and written at a time
 
 
 def _is_number(text: str) -> bool:
@@ -30,47 +41,85 @@ def _is_number(text: str) -> bool:
         return False
 
 
+def _data_lines(lines, start):
+    """(line number from 1, text) of the lines from `start` on that hold data:
+    not blank once a '#' comment is cut off (what np.loadtxt reads)."""
+    return [(i + 1, line) for i, line in enumerate(lines[start:], start)
+            if line.split("#", 1)[0].strip()]
+
+
+def _first_bad_line(name, rows, delim, index) -> str:
+    """The message for the first data line whose column `index` is not a number."""
+    for lineno, line in rows:
+        fields = line.split("#", 1)[0].split(delim)
+        if index >= len(fields):
+            return (f"{name}, line {lineno}: has {len(fields)} column(s), no column {index}: "
+                    f"{line!r}")
+        text = fields[index].strip().strip('"')
+        if not _is_number(text):
+            return f"{name}, line {lineno}: {text!r} in column {index} is not a number"
+    return ""
+
+
 def read_column(path: str, column=None) -> np.ndarray:
     """One column of numbers from a text/CSV file as float64.  `column`: a
     0-based index (negative counts from the end) or a header name; may be
-    omitted when the file has one column."""
-    if path == "-":
-        text = sys.stdin.read()
-    else:
-        with open(path, encoding="utf-8-sig") as fh:
-            text = fh.read()
+    omitted when the file has one column.  Errors (a field that is not a
+    number, a missing column, NaN or inf) name the file and its line."""
+    name = "<stdin>" if path == "-" else path
+    try:
+        if path == "-":
+            text = sys.stdin.read()
+        else:
+            with open(path, encoding="utf-8-sig") as fh:
+                text = fh.read()
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{name} is not a UTF-8 text file ({exc.reason} at byte {exc.start})") \
+            from None
     lines = text.splitlines()
     first = next((i for i, line in enumerate(lines)
                   if line.strip() and not line.lstrip().startswith("#")), None)
     if first is None:
-        raise ValueError(f"{path}: no data")
+        raise ValueError(f"{name}: no data")
     delim = next((d for d in _DELIMITERS if d in lines[first]), None)
     fields = [f.strip().strip('"') for f in lines[first].split(delim)]
     header = not all(_is_number(f) for f in fields)
     if column is None:
         if len(fields) > 1:
             names = ", ".join(fields) if header else f"0 .. {len(fields) - 1}"
-            raise ValueError(f"{path} has {len(fields)} columns ({names}): choose one with --column")
+            raise ValueError(f"{name} has {len(fields)} columns ({names}): choose one with --column")
         index = 0
     elif isinstance(column, int) or str(column).lstrip("-").isdigit():
         index = int(column)
         if not -len(fields) <= index < len(fields):
-            raise ValueError(f"--column {index}: {path} has {len(fields)} columns")
+            raise ValueError(f"--column {index}: {name} has {len(fields)} columns")
         index %= len(fields)
     else:
         if not header:
-            raise ValueError(f"--column {column!r}: {path} has no header line; give an index")
+            raise ValueError(f"--column {column!r}: {name} has no header line; give an index")
         matches = [i for i, f in enumerate(fields) if f == column] or \
                   [i for i, f in enumerate(fields) if f.lower() == str(column).lower()]
         if not matches:
             raise ValueError(f"--column {column!r} is not among {', '.join(fields)}")
         index = matches[0]
-    body = "\n".join(lines[first + 1:] if header else lines[first:])
+    start = first + 1 if header else first
+    body = "\n".join(lines[start:])
     try:
-        data = np.loadtxt(io.StringIO(body), delimiter=delim, usecols=[index], comments="#",
-                          ndmin=1, dtype=np.float64)
+        with warnings.catch_warnings():         # "input contained no data": said below
+            warnings.simplefilter("ignore", UserWarning)
+            data = np.loadtxt(io.StringIO(body), delimiter=delim, usecols=[index], comments="#",
+                              ndmin=1, dtype=np.float64)
     except ValueError as exc:
-        raise ValueError(f"{path}: {exc}") from None
+        # the fast reader failed: find the line in Python (only on this path)
+        raise ValueError(_first_bad_line(name, _data_lines(lines, start), delim, index)
+                         or f"{name}: {exc}") from None
+    if data.size == 0:
+        raise ValueError(f"{name}: no data lines" + (" after the header" if header else ""))
+    bad = ~np.isfinite(data)
+    if bad.any():
+        row = int(np.argmax(bad))
+        lineno, line = _data_lines(lines, start)[row]
+        raise ValueError(f"{name}, line {lineno}: {data[row]} is not a finite number: {line!r}")
     return data
 
 
@@ -90,10 +139,17 @@ def _device_name(spec):
     return resolve_device(spec).name
 
 
+def _save_plot(fig, path):
+    with atomic_output(path) as tmp:
+        fig.savefig(tmp, dpi=120)
+    print(f"# plot written to {path}")
+
+
 def cmd_hurst(args) -> int:
     from . import hurst
+    check_outputs(args)
     p = _load(args)
-    r = hurst(p, max_lag=args.max_lag, q=args.q, device=args.device)
+    r = hurst(p, max_lag=args.max_lag, q=args.q, device=args.device, progress=progress_arg(args))
     _header(args, p.size, _device_name(args.device), f", q = {r.q:g}")
     print(f"{'lag':>8} {'S':>16} {'H':>10}")
     for lag, s, h in zip(r.lags, r.S, r.H):
@@ -112,15 +168,16 @@ def cmd_hurst(args) -> int:
         for ax in (a1, a2):
             ax.xaxis.set_major_formatter(ScalarFormatter())
         fig.tight_layout()
-        fig.savefig(args.plot, dpi=120)
-        print(f"# plot written to {args.plot}")
+        _save_plot(fig, args.plot)
     return 0
 
 
 def cmd_acf(args) -> int:
     from . import autocorrelation
+    check_outputs(args)
     x = _load(args)
-    r = autocorrelation(x, max_lag=args.max_lag, stationary=args.stationary, device=args.device)
+    r = autocorrelation(x, max_lag=args.max_lag, stationary=args.stationary, device=args.device,
+                        progress=progress_arg(args))
     form = "stationary" if r.stationary else "general"
     _header(args, x.size, _device_name(args.device),
             f"{' (differences)' if args.diff else ''}, {form} form")
@@ -138,19 +195,31 @@ def cmd_acf(args) -> int:
         ax.set(xlabel="Δt", ylabel="ρ(Δt)", title=f"autocorrelation ({form} form)")
         ax.legend()
         fig.tight_layout()
-        fig.savefig(args.plot, dpi=120)
-        print(f"# plot written to {args.plot}")
+        _save_plot(fig, args.plot)
     return 0
+
+
+def _tick_arg(text: str):
+    """--tick: 'auto', 'none' or a positive number."""
+    if text.lower() in ("auto", "none"):
+        return "auto" if text.lower() == "auto" else None
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"--tick must be 'auto', 'none' or a number, got {text!r}") from None
 
 
 def cmd_pc(args) -> int:
     from . import pattern_conformity
+    check_outputs(args)
+    tick = _tick_arg(args.tick)
     p = _load(args)
     r = pattern_conformity(p, max_past=args.max_past, max_future=args.max_future, chi=args.chi,
                            max_history=args.max_history, device=args.device,
-                           progress=False if args.no_progress else None)
+                           progress=progress_arg(args), tick=tick)
     _header(args, p.size, _device_name(args.device),
-            f", chi = {r.chi:g}, max_history = {r.max_history}")
+            f", chi = {r.chi:g}, max_history = {r.max_history}, "
+            f"tick = {'none (real-valued)' if r.tick is None else f'{r.tick:.17g}'}")
     print("# Xi(Δt+, Δt-): rows Δt+ = 1 ..", r.Xi.shape[0], ", columns Δt- = 1 ..", r.Xi.shape[1])
     print("Δt+\\Δt- " + " ".join(f"{m:8d}" for m in range(1, r.Xi.shape[1] + 1)))
     for f, row in enumerate(r.Xi, start=1):
@@ -171,20 +240,39 @@ def cmd_pc(args) -> int:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         fig.tight_layout()
-        fig.savefig(args.plot, dpi=120)
-        print(f"# plot written to {args.plot}")
+        _save_plot(fig, args.plot)
     return 0
+
+
+def _write_integers(fh, values: np.ndarray):
+    """One integer per line, formatted a block at a time (Ctrl-C is seen between blocks)."""
+    for a in range(0, values.size, WRITE_LINES):
+        fh.write("\n".join(map(str, values[a:a + WRITE_LINES].tolist())) + "\n")
 
 
 def cmd_acrw(args) -> int:
     from . import acrw
-    p = acrw(args.n, args.phi, seed=args.seed, device=args.device)
+    check_outputs(args)
+    if args.returns and args.n >= MAX_N:
+        raise ValueError(f"N must be <= {MAX_N - 1} with --returns, got {args.n}")
+    n = args.n + 1 if args.returns else args.n
+    try:
+        p = acrw(n, args.phi, seed=args.seed, device=args.device, progress=progress_arg(args))
+    except Interrupted as exc:
+        if args.output:
+            exc.kept = f"{args.output} not written"
+        raise
+    values = np.diff(p) if args.returns else p
+    what = "returns p(t+1) - p(t)" if args.returns else "points"
     if args.output:
-        np.savetxt(args.output, p, fmt="%d")
-        print(f"# {args.n} points of the ACRW (phi = {args.phi:g}, seed = {args.seed}) "
+        with atomic_output(args.output) as tmp:
+            with open(tmp, "w") as fh:
+                _write_integers(fh, values)
+        print(f"# {args.n} {what} of the ACRW (phi = {args.phi:g}, seed = {args.seed}) "
               f"written to {args.output}", file=sys.stderr)
     else:
-        np.savetxt(sys.stdout, p, fmt="%d")
+        _write_integers(sys.stdout, values)
+        sys.stdout.flush()
     return 0
 
 
@@ -193,16 +281,16 @@ def add_parsers(sub) -> None:
         p.add_argument("file", metavar="FILE", help=f"{what}: text/CSV file, '-' for stdin")
         p.add_argument("--column", "-c", default=None,
                        help="column index (0-based) or header name; needed for several columns")
-        p.add_argument("--device", "-d", default=None,
-                       help="OpenCL device spec, e.g. 'nvidia' or '1:0' (default: CLPHYS_DEVICE, "
-                            "else the first GPU, else the CPU)")
-        p.add_argument("--plot", metavar="PNG", default=None, help="also draw a plot into PNG")
+        add_device(p)
+        add_plot(p)
+        add_progress(p)
 
     p = sub.add_parser("hurst", help="Hurst exponent H(Δt) of a price series",
                        description="Structure function S_q(Δt) and local Hurst exponent H(Δt).")
     common(p, "prices p(t)")
     p.add_argument("--max-lag", type=int, default=256, help="largest Δt (default 256)")
-    p.add_argument("--q", type=float, default=1.0, help="moment order q > 0 (default 1)")
+    p.add_argument("--q", type=float, default=1.0,
+                   help="moment order q, 0.01 .. 1000 (default 1)")
     p.set_defaults(func=cmd_hurst)
 
     p = sub.add_parser("acf", help="autocorrelation ρ(Δt) of a series",
@@ -210,7 +298,8 @@ def add_parsers(sub) -> None:
     common(p, "values x(t), normally price changes (or prices with --diff)")
     p.add_argument("--max-lag", type=int, default=256, help="largest Δt (default 256)")
     p.add_argument("--stationary", action="store_true",
-                   help="use whole-series moments instead of the overlapping windows'")
+                   help="centre on the whole series' mean (statsmodels' acf) instead of using "
+                        "the overlapping windows' moments")
     p.add_argument("--diff", action="store_true", help="analyse x(t+1) - x(t) (prices in FILE)")
     p.set_defaults(func=cmd_acf)
 
@@ -222,16 +311,21 @@ def add_parsers(sub) -> None:
     p.add_argument("--chi", type=float, default=100.0, help="weight exp(-chi Q) (default 100)")
     p.add_argument("--max-history", type=int, default=16384,
                    help="lags τ searched back (default 16384)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--tick", default="auto",
+                   help="price tick: 'auto' (detect the common tick, default), 'none' "
+                        "(real-valued prices) or a number such as 0.01")
     p.set_defaults(func=cmd_pc)
 
     p = sub.add_parser("acrw", help="write an anti-correlated random walk (synthetic prices)",
                        description="p(t) = a(t) + b(t): a steps ±1 with probability phi each, "
                                    "b in {0, 1} fresh each step; one integer per line.")
-    p.add_argument("n", type=int, metavar="N", help="number of points")
+    p.add_argument("n", type=int, metavar="N", help="number of points (of returns with --returns)")
     p.add_argument("--phi", type=float, default=0.044,
                    help="step probability, 0 .. 1/2 (default 0.044: ρ(1) ≈ -0.425)")
     p.add_argument("--seed", type=int, default=0, help="Philox seed (default 0)")
-    p.add_argument("--output", "-o", default=None, help="file to write (default: stdout)")
-    p.add_argument("--device", "-d", default=None, help="OpenCL device spec")
+    p.add_argument("--returns", action="store_true",
+                   help="write the N price changes p(t+1) - p(t) instead of the prices")
+    add_output(p, "file to write (default: standard output)")
+    add_device(p)
+    add_progress(p)
     p.set_defaults(func=cmd_acrw)

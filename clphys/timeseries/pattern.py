@@ -4,14 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import math
+
 import numpy as np
+import pyopencl as cl
+import pyopencl.array as cla
 
 from .. import _validate
-from ..progress import Progress
-from ..runtime import resolve_device, zeros
+from ..progress import check_progress
+from ..runtime import check_memory, items_that_fit, resolve_device, run_sliced, zeros
 from . import _common
 
-__all__ = ["PatternConformity", "PatternTuning", "pattern_conformity", "pattern_pairs"]
+__all__ = ["PatternConformity", "PatternTuning", "pattern_conformity", "pattern_pairs",
+           "common_tick"]
 
 MAX_PAST = MAX_FUTURE = 64        # they size unrolled register arrays in pattern.cl
 
@@ -24,7 +29,8 @@ class PatternConformity:
     windows all have zero range); skipped_current[Δt⁻ - 1] counts current
     times t̂ whose window had zero range, skipped_history[Δt⁻ - 1] the pairs
     (t̂, τ) skipped for a historical window of zero range; pairs[Δt⁻ - 1] the
-    (t̂, τ) pairs that contributed (those with t̂ ≤ T - 1, i.e. for Δt⁺ = 1)."""
+    (t̂, τ) pairs that contributed (those with t̂ ≤ T - 1, i.e. for Δt⁺ = 1);
+    tick: the price tick the series was worked on in (None: real-valued)."""
     Xi: np.ndarray
     xi: np.ndarray
     norm: np.ndarray
@@ -33,6 +39,7 @@ class PatternConformity:
     pairs: np.ndarray
     chi: float
     max_history: int
+    tick: float | None = None
 
 
 @dataclass(frozen=True)
@@ -67,8 +74,102 @@ def pattern_pairs(T: int, max_past: int, max_history: int) -> int:
     return total
 
 
+# ---------------------------------------------------------------- ticks
+
+TICK_TOL = 2.0**-10           # a value may miss its tick multiple by this much (in ticks)
+TICK_NOISE = 2.0**16          # a tick is at least this many ulps of the largest |p|
+MAX_TICKS = 2.0**48           # (hi, lo) float32 pairs hold integers below this exactly
+
+
+def _on_grid(d: np.ndarray, tick: float) -> bool:
+    r = d / tick
+    k = np.rint(r)
+    return bool(np.all(np.abs(r - k) <= TICK_TOL)) and bool(np.all(np.abs(k) < MAX_TICKS))
+
+
+def _gcd(a: float, b: float, floor: float):
+    """The tolerant greatest common divisor of a, b > 0 (Euclid on the distance to
+    the nearest multiple), or None once a remainder drops below `floor`."""
+    while True:
+        a, b = min(a, b), max(a, b)
+        r = math.fmod(b, a)
+        r = min(r, a - r)
+        if r <= TICK_TOL * a:
+            return a
+        if r < floor:
+            return None
+        a, b = r, a
+
+
+def common_tick(p: np.ndarray, absmax: float):
+    """The largest tick τ with p(t) - p(0) an integer multiple of τ for every t
+    (to 2^-10 of a tick, far above float64 rounding), or None: the tolerant gcd
+    of the price steps, snapped to the nearest power of two or shortest decimal
+    that every value fits (0.01, 0.25, 2^-17, ...)."""
+    floor = TICK_NOISE * math.ulp(absmax)
+    steps = np.abs(np.diff(p))
+    steps = steps[steps > 0]
+    if steps.size == 0 or steps.min() < floor:
+        return None
+    g = float(steps.min())
+    for _ in range(64):
+        r = steps / g
+        bad = np.abs(r - np.rint(r)) > TICK_TOL
+        if not bad.any():
+            break
+        g = _gcd(g, float(steps[np.argmax(bad)]), floor)
+        if g is None:
+            return None
+    else:
+        return None
+    d = p - p[0]
+    span = max(1.0, float(np.max(np.abs(d))) / g)            # the largest multiple of g
+    candidates = [math.ldexp(1.0, round(math.log2(g)))]
+    candidates += [float(f"{g:.{digits}g}") for digits in range(1, 18)]
+    for c in dict.fromkeys(candidates + [g]):                 # in order, without repeats
+        if abs(c - g) <= TICK_TOL * g / span and _on_grid(d, c):
+            return c
+    return None
+
+
+def _ticks(s: _common.Series, tick):
+    """(values, origin, exp, tick used): the series in integer ticks when a tick
+    applies, else the series itself with its power-of-two scale."""
+    p = s.values
+    if isinstance(tick, str):
+        _validate.choice("tick", tick, ("auto",))
+        tick = common_tick(p, max(-s.lo, s.hi))
+    elif tick is not None:
+        tick = _validate.real("tick", tick, 0.0, strict_min=True)
+        absmax = max(-s.lo, s.hi)
+        if tick < TICK_NOISE * math.ulp(absmax):
+            raise ValueError(f"tick = {tick:g} is too small for p: values up to {absmax:g} are "
+                             f"only exact to {math.ulp(absmax):.2g} in float64")
+        d = p - p[0]
+        r = d / tick
+        off = np.abs(r - np.rint(r)) > TICK_TOL
+        if off.any():
+            i = int(np.argmax(off))
+            raise ValueError(f"p is not on the grid of tick = {tick:g}: p[{i}] - p[0] = "
+                             f"{d[i]:.17g} is {r[i]:.6f} ticks (pass tick=None for real-valued "
+                             f"prices)")
+        if np.max(np.abs(r)) >= MAX_TICKS:
+            raise ValueError(f"tick = {tick:g} is too small for p: p - p[0] spans more than "
+                             f"2^48 ticks")
+    if tick is None:
+        values, exp = s.for_fill()
+        return values, values[0], exp, None
+    return np.rint((p - p[0]) / tick), 0.0, 0, tick
+
+
+# ---------------------------------------------------------------- the call
+
+# The first time-bounded slice covers about this many (t̂, τ, Δt⁻) triples.
+FIRST_SLICE_TRIPLES = {True: 1 << 30, False: 1 << 22}      # by DeviceFacts.is_gpu
+
+
 def pattern_conformity(p, max_past=20, max_future=20, chi=100.0, max_history=16384,
-                       device=None, progress=None, *, _accumulate=None,
+                       device=None, progress=None, tick="auto", *, _accumulate=None,
                        _tuning=None) -> PatternConformity:
     """Pattern conformity Ξ_χ(Δt⁺, Δt⁻) of the series p(t), t = 0 .. T-1.
 
@@ -94,46 +195,80 @@ def pattern_conformity(p, max_past=20, max_future=20, chi=100.0, max_history=163
 
     p: 1-D real array-like, finite, at least max_past + max_future + 1 points.
     max_past, max_future: 1 .. 64; chi ≥ 0; max_history ≥ 1.  progress:
-    None (a bar on a terminal for long runs), True, False or f(done, total);
-    the t̂ range is split into launches of bounded length.
+    None (a bar on a terminal for long runs), True, False or f(done, total).
+
+    tick: Ξ is invariant under p → a + b p (b > 0), and ties (ω = 0, windows
+    sharing their extremes) must be decided exactly, so prices are worked on
+    in integer ticks: "auto" (default) finds the largest tick τ that every
+    p(t) - p(0) is a multiple of (0.01 for prices quoted in cents, 1 for
+    integers, 2^-k for float32 data), None treats p as real-valued (then p is
+    scaled by a power of two and ties are decided in float32, like a float64
+    evaluation decides them by rounding), a number uses that tick (ValueError
+    naming the first price off its grid).  The result's `tick` says which was
+    used (None: none).
 
     Accuracy: windows are read in float32 relative to a nearby element (the
     series is sent as float32 (hi, lo) pairs), Q and e^{-χQ} in float32, the
-    signs from exact comparisons of rounded products (exact for integer-valued
-    series below 2^24 in range); sums in float32 per tile of τ, then float64
-    (compensated float32 without fp64).  Ξ matches a float64 NumPy evaluation
-    to ~1e-5.  Returns :class:`PatternConformity`.
+    signs from exact comparisons of rounded products: exact for prices in
+    ticks whose windows span less than 2^12 ticks (beyond, two products that
+    differ by less than their rounding can tie); sums in float32 per tile of
+    τ, then float64 (compensated float32 without fp64).  Ξ matches a float64
+    NumPy evaluation to ~1e-5.  The t̂ range runs in time-bounded slices
+    (Ctrl-C: :class:`clphys.runtime.Interrupted` within about a second), and a
+    series too long for the device in windows; neither changes a bit of the
+    result.  Returns :class:`PatternConformity`.
     """
     max_past = _validate.integer("max_past", max_past, 1, MAX_PAST)
     max_future = _validate.integer("max_future", max_future, 1, MAX_FUTURE)
     chi = _validate.real("chi", chi, 0.0)
     max_history = _validate.integer("max_history", max_history, 1, _common.MAX_LENGTH)
+    check_progress(progress)
     need = max_past + max_future + 1
-    p = _common.series("p", p, need, f"max_past + max_future + 1 = {need}")
+    s = _common.series("p", p, need, f"max_past + max_future + 1 = {need}")
+    values, origin, exp, used_tick = _ticks(s, tick)
     dev = resolve_device(device)
     acc = _common.accumulator(dev, _accumulate)
     t = _tuning or default_tuning(dev.facts, max_future)
-    prg = dev.build("timeseries/pattern.cl", wg=t.wg, tb=t.tb, maxp=max_past, maxf=max_future,
-                    acc=acc, exp=t.exp)
-    T = p.size
+    T = s.size
     per_t = max_past * min(max_history, T)
     target = t.launch_pairs or (2**32 if dev.facts.is_gpu else 2**24)
-    nt = max(t.wg, target // per_t // t.wg * t.wg)
-    nt = min(nt, -(-(T - 1) // t.wg) * t.wg)
-    slots = nt // t.wg
+    units = -(-(T - 1) // t.wg)                     # groups of wg current times t̂
+    acc_dtype = _common.ACC_DTYPE[acc]
+    slot_bytes = max_past * 2 * max_future * acc_dtype.itemsize
+    # a quarter of the device at most for the slots, the rest for the series
+    room = max(1, items_that_fit(dev, slot_bytes + max_past * 3 * 8,
+                                 largest_per_item=slot_bytes) // 4)
+    slots = max(1, min(target // per_t // t.wg, units, room))
+    fixed = {"partial sums": slots * max_past * 2 * max_future * acc_dtype.itemsize,
+             "counts": slots * max_past * 3 * 8}
+    # a window of u units reads the values [t_lo - reach_back, t_hi + max_future)
+    reach_back = max_history + max_past + t.tb + 1
+    windows = _pc_windows(dev, T, t.wg, units, reach_back + t.wg + max_future, fixed,
+                          f"pattern conformity of {T} points with max_history = {max_history}")
+    prg = dev.build("timeseries/pattern.cl", wg=t.wg, tb=t.tb, maxp=max_past, maxf=max_future,
+                    acc=acc, exp=t.exp)
     queue = dev.queue
-    x = _common.device_array(dev, _common.float_pairs(p))
-    partial = zeros(dev, (slots, max_past, 2 * max_future), _common.ACC_DTYPE[acc])
+    spans = [_pc_span(a, b, T, t.wg, reach_back, max_future) for a, b in windows]
+    x = cla.empty(queue, 2 * max(v1 - v0 for v0, v1 in spans), np.float32)
+    partial = zeros(dev, (slots, max_past, 2 * max_future), acc_dtype)
     counts = zeros(dev, (slots, max_past, 3), np.uint64)
-    with Progress(T - 1, progress, label="pattern conformity") as bar:
-        for t_lo in range(1, T, nt):
-            t_hi = min(T, t_lo + nt)
-            groups = -(-(t_hi - t_lo) // t.wg)
-            prg.ts_pc_sweep(queue, (groups * t.wg, max_past), (t.wg, 1), x.data, np.uint32(T),
-                            np.uint32(t_lo), np.uint32(t_hi), np.uint32(max_history),
-                            np.float32(chi), partial.data, counts.data)
-            queue.finish()
-            bar.update(t_hi - t_lo)
+
+    def load(w):
+        v0, v1 = spans[w]
+        cl.enqueue_copy(queue, x.data, _common.float_pairs(values[v0:v1], origin, exp))
+
+    def launch(w, start, end):
+        v0, v1 = spans[w]
+        t_lo, t_hi = 1 + start * t.wg, min(T, 1 + end * t.wg)
+        prg.ts_pc_sweep(queue, ((end - start) * t.wg, max_past), (t.wg, 1), x.data,
+                        np.uint32(v0), np.uint32(v1), np.uint32(T), np.uint32(t_lo),
+                        np.uint32(t_hi), np.uint32(start % slots), np.uint32(slots),
+                        np.uint32(max_history), np.float32(chi), partial.data, counts.data)
+
+    advance = _common.windowed(windows, load, launch)
+    first = max(1, FIRST_SLICE_TRIPLES[dev.facts.is_gpu] // (per_t * t.wg))
+    run_sliced(units, advance, queue, progress=progress, label="pattern conformity",
+               what="groups of current times", first=first, largest=slots)
     sums = _common.acc_to_float64(partial.get()).sum(axis=0)        # (max_past, 2 max_future)
     xi, norm = sums[:, :max_future].T.copy(), sums[:, max_future:].T.copy()
     cnt = counts.get().sum(axis=0).astype(np.int64)
@@ -141,4 +276,24 @@ def pattern_conformity(p, max_past=20, max_future=20, chi=100.0, max_history=163
         Xi = np.where(norm > 0, xi / np.where(norm > 0, norm, 1.0), np.nan)
     return PatternConformity(Xi=Xi, xi=xi, norm=norm, skipped_current=cnt[:, 0],
                              skipped_history=cnt[:, 1], pairs=cnt[:, 2], chi=chi,
-                             max_history=max_history)
+                             max_history=max_history, tick=used_tick)
+
+
+def _pc_span(a: int, b: int, T: int, wg: int, reach_back: int, max_future: int):
+    """The values [v0, v1) that the current times of units [a, b) read."""
+    return max(0, 1 + a * wg - reach_back), min(T, 1 + b * wg + max_future)
+
+
+def _pc_windows(dev, T, wg, units, extra, fixed, what):
+    """Unit ranges whose values fit the device beside the fixed buffers."""
+    per_unit = 8 * wg
+    base = 8 * (extra + 1)
+    limit = max(0, (dev.facts.max_alloc - base) // per_unit)
+    fit = items_that_fit(dev, per_unit, sum(fixed.values()) + base, limit=limit)
+    if fit >= units:
+        return [(0, units)]
+    if fit < 1:
+        check_memory(dev, {**fixed, "series window": base + per_unit}, what,
+                     "Reduce max_history (or max_past, max_future).")
+        fit = 1
+    return [(u, min(u + fit, units)) for u in range(0, units, fit)]

@@ -17,11 +17,18 @@ __all__ = ["hurst_numpy", "autocorrelation_numpy", "pattern_conformity_numpy",
            "pattern_conformity_loops"]
 
 
+def _structure(d, q):
+    """⟨|d|^q⟩^(1/q) as M ⟨(|d|/M)^q⟩^(1/q), M = max |d|: no overflow at any q."""
+    d = np.abs(d)
+    M = d.max()
+    return 0.0 if M == 0 else M * np.mean((d / M) ** q) ** (1.0 / q)
+
+
 def hurst_numpy(p, max_lag, q=1.0, lags=None):
     """(S, H) at Δt = 1 .. max_lag (or only S at the given `lags`)."""
     p = np.asarray(p, dtype=np.float64)
     use = np.arange(1, max_lag + 1) if lags is None else np.asarray(lags)
-    S = np.array([np.mean(np.abs(p[k:] - p[:-k]) ** q) ** (1.0 / q) for k in use])
+    S = np.array([_structure(p[k:] - p[:-k], q) for k in use])
     if lags is not None:
         return S
     H = np.full(max_lag, np.nan)
@@ -33,12 +40,12 @@ def autocorrelation_numpy(x, max_lag, stationary=False, lags=None):
     """ρ(Δt) at Δt = 0 .. max_lag (or at the given `lags`)."""
     x = np.asarray(x, dtype=np.float64)
     use = np.arange(max_lag + 1) if lags is None else np.asarray(lags)
+    xm = x - x.mean()
     out = []
     for k in use:
         a, b = x[:x.size - k], x[k:]
-        if stationary:
-            m = x.mean()
-            out.append((np.mean(a * b) - m * m) / (np.mean(x * x) - m * m))
+        if stationary:          # statsmodels' acf(x, adjusted=False)
+            out.append(np.dot(xm[:x.size - k], xm[k:]) / np.dot(xm, xm))
         else:
             with np.errstate(invalid="ignore", divide="ignore"):    # NaN for a constant window
                 out.append((np.mean(a * b) - a.mean() * b.mean()) / (a.std() * b.std()))

@@ -1,0 +1,328 @@
+"""The time-series estimators at any scale of the data and any q, invariance of the
+autocorrelation under shifts, pattern conformity in integer ticks, and long inputs:
+time-bounded slices and device-sized windows/pieces that give the same bits."""
+
+import dataclasses
+import importlib
+import os
+import signal
+
+import numpy as np
+import pytest
+
+from clphys.runtime import Interrupted
+from clphys.timeseries import (acrw, acrw_numpy, autocorrelation, correlation, hurst,
+                               pattern_conformity)
+from clphys.timeseries import pattern
+from clphys.timeseries.correlation import PairSums, PairTuning
+from clphys.timeseries.pattern import PatternTuning, common_tick
+from clphys.timeseries.reference import (autocorrelation_numpy, hurst_numpy,
+                                         pattern_conformity_numpy)
+
+acrw_module = importlib.import_module("clphys.timeseries.acrw")   # the package exports acrw()
+
+# float64 data from subnormal to near the overflow threshold
+SCALES = [1e-310, 1e-300, 1e-40, 1e-22, 1e19, 1e36, 1e300]
+POWERS_OF_TWO = [-1000, -100, 60, 1000]
+
+
+def walk(n, seed, step=1.0):
+    return np.cumsum(step * np.random.default_rng(seed).standard_normal(n))
+
+
+def ar1(n, phi, seed):
+    e = np.random.default_rng(seed).standard_normal(n)
+    x = np.empty(n)
+    x[0] = e[0] / np.sqrt(1 - phi * phi)
+    for t in range(1, n):
+        x[t] = phi * x[t - 1] + e[t]
+    return x
+
+
+# ---------------------------------------------------------------- Hurst
+
+@pytest.mark.parametrize("q", [0.01, 0.1, 0.5, 3.7, 20, 100, 1000])
+def test_hurst_any_q(device, q):
+    """Steps of about 10: |Δp|^20 overflowed float32 before (S = inf); every allowed q
+    now matches the float64 reference, to 1e-6 relative (1e-6 / q below q = 1: the
+    1/q-th root magnifies the float32 error of the terms)."""
+    p = walk(20_011, 1, step=10.0)
+    r = hurst(p, 30, q=q, device=device)
+    assert np.all(np.isfinite(r.S)) and np.all(np.isfinite(r.H[1:]))
+    np.testing.assert_allclose(r.S, hurst_numpy(p, 30, q=q)[0], rtol=1e-6 * max(1, 1 / q))
+
+
+@pytest.mark.parametrize("q", [1, 2, 20])
+def test_hurst_any_scale(device, q):
+    p = walk(10_007, 2)
+    S = hurst_numpy(p, 20, q=q)[0]
+    for scale in SCALES:
+        np.testing.assert_allclose(hurst(p * scale, 20, q=q, device=device).S / scale, S,
+                                   rtol=1e-6, err_msg=f"scale {scale}")
+    base = hurst(p, 20, q=q, device=device).S
+    for k in POWERS_OF_TWO:            # S(2^k p) = 2^k S(p), bit for bit
+        assert np.array_equal(hurst(np.ldexp(p, k), 20, q=q, device=device).S,
+                              np.ldexp(base, k)), k
+
+
+def test_hurst_near_the_largest_float(device):
+    """Values near the largest float64, of both signs: their differences overflow
+    float64 if formed before scaling."""
+    p = np.array([-1e308, 1e307, -5e307, 0.0, 6e307] * 4)
+    np.testing.assert_allclose(hurst(p, 3, device=device).S / 1e300,
+                               hurst_numpy(p / 1e300, 3)[0], rtol=1e-6)
+
+
+# ---------------------------------------------------------------- autocorrelation
+
+@pytest.mark.parametrize("stationary", [False, True])
+def test_autocorrelation_any_scale(device, stationary):
+    """1e19 gave NaN, 1e-22 a wrong ρ(1) and 1e-310 a math domain error before."""
+    x = ar1(20_000, -0.4, 3)
+    ref = autocorrelation_numpy(x, 6, stationary)
+    for scale in SCALES:
+        rho = autocorrelation(x * scale, 6, stationary=stationary, device=device).rho
+        np.testing.assert_allclose(rho, ref, rtol=0, atol=1e-7, err_msg=f"scale {scale}")
+    base = autocorrelation(x, 6, stationary=stationary, device=device).rho
+    for k in POWERS_OF_TWO:
+        assert np.array_equal(autocorrelation(np.ldexp(x, k), 6, stationary=stationary,
+                                              device=device).rho, base), k
+
+
+def test_autocorrelation_subnormal_input(device):
+    x = np.array([3, -1, 4, -1, -5, 9, -2, 6, -5, 3, 5, -8], dtype=np.float64)
+    for stationary in (False, True):
+        np.testing.assert_allclose(
+            autocorrelation(x * 5e-324, 3, stationary=stationary, device=device).rho,
+            autocorrelation_numpy(x, 3, stationary), atol=1e-7)
+
+
+def test_stationary_autocorrelation_is_shift_invariant(device):
+    """The issue's AR(1) examples: 2000 points shifted by 1000 gave ρ(100) = 12.5, and a
+    shift of 10 biased a 10^5-point series by 1e-3 at lags 10-50.  Centred on the mean,
+    ρ(x + a) = ρ(x) (to float rounding) and |ρ| <= 1 at every lag, as statsmodels' acf."""
+    x = ar1(2_000, 0.9, 4)
+    base = autocorrelation(x, 1_998, stationary=True, device=device).rho
+    np.testing.assert_allclose(base, autocorrelation_numpy(x, 1_998, True), atol=1e-7)
+    assert np.all(np.abs(base) <= 1.0)
+    for shift in (10.0, 1e3, 1e6):
+        rho = autocorrelation(x + shift, 1_998, stationary=True, device=device).rho
+        np.testing.assert_allclose(rho, base, atol=2e-7 if shift < 1e6 else 1e-6)
+        assert np.all(np.abs(rho) <= 1.0)
+    y = ar1(100_000, 0.5, 5)
+    for stationary in (False, True):
+        a = autocorrelation(y, 50, stationary=stationary, device=device).rho
+        b = autocorrelation(y + 10.0, 50, stationary=stationary, device=device).rho
+        assert np.max(np.abs(a - b)) < 1e-7
+    # the general form is a Pearson correlation per lag: |ρ| <= 1 up to the float32
+    # rounding of the products, which the last lags (a few pairs) magnify
+    general = autocorrelation(x + 1e3, 1_998, device=device).rho
+    ref = autocorrelation_numpy(x, 1_998)
+    np.testing.assert_allclose(general[:1_900], ref[:1_900], atol=1e-6)
+    assert np.max(np.abs(general[:1_900])) <= 1.0 and np.max(np.abs(general)) <= 1.0 + 1e-5
+
+
+# ---------------------------------------------------------------- pattern conformity
+
+def check_pc(a, b):
+    """Two pattern-conformity results with the same bits."""
+    for name in ("Xi", "xi", "norm", "skipped_current", "skipped_history", "pairs"):
+        assert np.array_equal(getattr(a, name), getattr(b, name), equal_nan=True), name
+
+
+def test_decimal_ticks_equal_integer_ticks(device):
+    """Prices 100000 + 0.01 k (futures in cents): ties were decided by rounding noise
+    (Ξ off by up to 1.4e-2); in integer ticks they are exact, the result is the same as
+    for k itself, bit for bit, and agrees with the float64 reference on k."""
+    k = acrw_numpy(2_500, 0.044, seed=6)
+    ints = pattern_conformity(k, 6, 5, 100.0, 200, device=device)
+    assert ints.tick == 1.0
+    ref = pattern_conformity_numpy(k, 6, 5, 100.0, 200)
+    ok = ~np.isnan(ref.Xi)
+    np.testing.assert_allclose(ints.Xi[ok], ref.Xi[ok], atol=1e-5)
+    walked = 100_000 + np.cumsum(0.01 * np.diff(k, prepend=0))      # sums of decimal steps
+    for prices in (100_000 + 0.01 * k, np.round(100_000 + 0.01 * k, 2), walked):
+        cents = pattern_conformity(prices, 6, 5, 100.0, 200, device=device)
+        assert cents.tick == 0.01
+        check_pc(cents, ints)
+        explicit = pattern_conformity(prices, 6, 5, 100.0, 200, device=device, tick=0.01)
+        check_pc(explicit, ints)
+
+
+def test_pattern_conformity_any_scale(device):
+    """Integer data at any scale: the tick is the scale and the bits are the same.
+    Real-valued data (tick=None) scaled by powers of two: the same bits; by 1e19 or
+    1e-22 (not exact in binary): within the stated accuracy of the reference."""
+    k = acrw_numpy(800, 0.044, seed=7)
+    base = pattern_conformity(k, 4, 3, 100.0, 100, device=device)
+    for scale in SCALES:
+        r = pattern_conformity(k * scale, 4, 3, 100.0, 100, device=device)
+        assert r.tick == scale
+        check_pc(r, base)
+    p = walk(800, 8)
+    ref = pattern_conformity_numpy(p, 4, 3, 100.0, 100)
+    ok = ~np.isnan(ref.Xi)
+    real = pattern_conformity(p, 4, 3, 100.0, 100, device=device, tick=None)
+    assert real.tick is None
+    np.testing.assert_allclose(real.Xi[ok], ref.Xi[ok], atol=1e-5)
+    for j in POWERS_OF_TWO:
+        check_pc(pattern_conformity(np.ldexp(p, j), 4, 3, 100.0, 100, device=device,
+                                    tick=None), real)
+    for scale in (1e-22, 1e19):
+        r = pattern_conformity(p * scale, 4, 3, 100.0, 100, device=device, tick=None)
+        np.testing.assert_allclose(r.Xi[ok], ref.Xi[ok], atol=1e-5)
+
+
+def test_common_tick():
+    rng = np.random.default_rng(9)
+    steps = rng.integers(-3, 4, 5_000)
+    k = np.cumsum(steps)
+    assert common_tick(100_000 + 0.01 * k, 2e5) == 0.01
+    assert common_tick(2.0 + 0.25 * k, 1e4) == 0.25
+    assert common_tick(100.0 + k / 32, 1e3) == 1 / 32
+    assert common_tick(6.0 * k + 1, 1e5) == 6.0                 # every step a multiple of 6
+    f32 = (64 + np.cumsum(rng.standard_normal(5_000)) * 0.01).astype(np.float32)
+    tick = common_tick(f32.astype(np.float64), 128.0)
+    assert tick is not None and np.log2(tick) == int(np.log2(tick))    # a float32 ulp
+    assert common_tick(walk(5_000, 1), 1e3) is None             # real-valued
+    assert common_tick(np.full(50, 3.0), 3.0) is None           # constant: nothing to find
+    noisy = 100.0 + 0.01 * k + 1e-7 * rng.standard_normal(k.size)
+    assert common_tick(noisy, 200.0) is None
+
+
+@pytest.mark.parametrize("tick, match", [
+    (0.03, r"not on the grid of tick = 0.03: p\[1\] - p\[0\] = 0.0100"),
+    (1e-12, r"tick = 1e-12 is too small for p"),
+    (-0.01, r"tick must be > 0"),
+    (0.0, r"tick must be > 0"),
+    ("cents", r"tick must be one of 'auto'"),
+])
+def test_bad_tick(tick, match):
+    p = 100.0 + 0.01 * np.array([0, 1, 3, 2, 5, 4, 6, 8, 7, 9, 11, 10])
+    with pytest.raises(ValueError, match=match):
+        pattern_conformity(p, 3, 2, 1.0, 5, device="no-such-device", tick=tick)
+
+
+# ---------------------------------------------------------------- slices, windows, pieces
+
+def small_device(monkeypatch, device, global_mem, max_alloc):
+    monkeypatch.setattr(device, "facts", dataclasses.replace(
+        device.facts, global_mem=global_mem, max_alloc=max_alloc))
+
+
+def test_windows_and_slices_give_the_same_bits(device, monkeypatch):
+    """A device too small for the series: it is worked on in windows (the partial sums
+    continue across them), in slices of a tile or two; the sums are the same bits as
+    one launch on the whole series."""
+    p = acrw_numpy(40_001, 0.044, seed=1) + walk(40_001, 2)
+    x = np.diff(p)
+    t = PairTuning(wg=8, lpi=4, chunk=64, run=16)
+    want = [hurst(p, 100, device=device, _tuning=t).S,
+            hurst(p, 100, q=3.0, device=device, _tuning=t).S,
+            autocorrelation(x, 100, device=device, _tuning=t).rho,
+            autocorrelation(x, 100, stationary=True, device=device, _tuning=t).rho]
+    small_device(monkeypatch, device, 600_000, 200_000)
+    monkeypatch.setattr(correlation, "FIRST_SLICE_PAIRS", {True: 1, False: 1})
+    plan = PairSums(device, p.size, 100, "absdiff", "blocked", tuning=t)
+    assert len(plan.windows) >= 2 and plan.windows[1][0] * 64 % 256 == 0
+    got = [hurst(p, 100, device=device, _tuning=t).S,
+           hurst(p, 100, q=3.0, device=device, _tuning=t).S,
+           autocorrelation(x, 100, device=device, _tuning=t).rho,
+           autocorrelation(x, 100, stationary=True, device=device, _tuning=t).rho]
+    for a, b in zip(want, got):
+        assert np.array_equal(a, b)
+
+
+def test_pattern_conformity_windows_same_bits(device, monkeypatch):
+    p = acrw_numpy(3_000, 0.044, seed=2)
+    t = PatternTuning(wg=8, tb=16, launch_pairs=20_000)
+    want = pattern_conformity(p, 6, 5, 100.0, 300, device=device, _tuning=t)
+    small_device(monkeypatch, device, 100_000, 20_000)
+    seen = []
+    windows = pattern._pc_windows
+    monkeypatch.setattr(pattern, "_pc_windows", lambda *a: seen.append(windows(*a)) or seen[-1])
+    check_pc(pattern_conformity(p, 6, 5, 100.0, 300, device=device, _tuning=t), want)
+    assert len(seen[0]) >= 2
+
+
+def test_acrw_in_pieces(device, monkeypatch):
+    n = 20 * acrw_module.BLOCK + 77
+    monkeypatch.setattr(acrw_module, "PIECE_BLOCKS", 3)
+    monkeypatch.setattr(acrw_module, "FIRST_SLICE_BLOCKS", {True: 1, False: 1})
+    calls = []
+    got = acrw(n, 0.044, seed=5, device=device, progress=lambda d, t: calls.append(d))
+    np.testing.assert_array_equal(got, acrw_numpy(n, 0.044, seed=5))
+    assert calls[-1] == 2 * 21 and len(calls) > 8         # two passes over 21 blocks
+    small_device(monkeypatch, device, 64 * 1024, 4 * acrw_module.BLOCK * 2)   # 2 blocks a piece
+    np.testing.assert_array_equal(acrw(n, 0.2, seed=6, device=device), acrw_numpy(n, 0.2, seed=6))
+
+
+def test_too_large_for_the_device_is_refused(device, monkeypatch):
+    """What cannot be split (the lags' partial sums, a window of the history) is
+    refused with the memory it needs, before any device work."""
+    small_device(monkeypatch, device, 100_000, 20_000)
+    with pytest.raises(ValueError, match=r"hurst of 50001 points with max_lag = 20000 needs "
+                                         r".*Reduce max_lag"):
+        hurst(np.arange(50_001.0), 20_000, device=device)
+    with pytest.raises(ValueError, match=r"pattern conformity of 3000 points .* needs .*"
+                                         r"Reduce max_history"):
+        pattern_conformity(np.arange(3_000.0), 20, 20, 1.0, 2_900, device=device)
+    small_device(monkeypatch, device, 10_000, 2_000)
+    with pytest.raises(ValueError, match=r"an ACRW series of 10000000 points needs .*Reduce n"):
+        acrw(10_000_000, 0.1, device=device)
+
+
+@pytest.mark.oclgrind
+def test_sliced_windowed_kernels_oclgrind(oclgrind, monkeypatch):
+    """The partial sums read back at every launch, windows at an offset, the max pass
+    and the per-lag scales, pattern windows and acrw pieces, under Oclgrind's checks."""
+    p = acrw_numpy(2_000, 0.044, seed=3) + walk(2_000, 4)
+    t = PairTuning(wg=4, lpi=2, chunk=16, run=4, groups=3)
+    S1, S3 = hurst_numpy(p, 9)[0], hurst_numpy(p, 9, q=3.0)[0]
+    small_device(monkeypatch, oclgrind, 40_000, 6_000)
+    monkeypatch.setattr(correlation, "FIRST_SLICE_PAIRS", {True: 1, False: 1})
+    assert len(PairSums(oclgrind, 2_000, 9, "absdiff", "blocked", tuning=t).windows) >= 2
+    np.testing.assert_allclose(hurst(p, 9, device=oclgrind, _tuning=t).S, S1, rtol=1e-6)
+    np.testing.assert_allclose(hurst(p, 9, q=3.0, device=oclgrind, _tuning=t).S, S3, rtol=1e-6)
+    np.testing.assert_allclose(autocorrelation(np.diff(p), 9, device=oclgrind, _tuning=t).rho,
+                               autocorrelation_numpy(np.diff(p), 9), atol=1e-7)
+    k = acrw_numpy(120, 0.044, seed=4)
+    ref = pattern_conformity_numpy(k, 3, 2, 50.0, 10)
+    r = pattern_conformity(k, 3, 2, 50.0, 10, device=oclgrind,
+                           _tuning=PatternTuning(wg=4, tb=4, launch_pairs=100))
+    np.testing.assert_allclose(r.Xi[:, 1:], ref.Xi[:, 1:], atol=1e-5)
+    monkeypatch.setattr(acrw_module, "PIECE_BLOCKS", 1)
+    n = 2 * acrw_module.BLOCK + 5
+    np.testing.assert_array_equal(acrw(n, 0.3, seed=8, device=oclgrind), acrw_numpy(n, 0.3, seed=8))
+
+
+def test_progress_counts_slices_and_ctrl_c_stops_between_them(device, monkeypatch):
+    """The progress callback sees completed slices, in order, up to the total; Ctrl-C
+    (a SIGINT while a slice runs) stops the call at the end of that slice with
+    clphys.runtime.Interrupted saying how much was done."""
+    monkeypatch.setattr(correlation, "FIRST_SLICE_PAIRS", {True: 1, False: 1})
+    monkeypatch.setattr(acrw_module, "FIRST_SLICE_BLOCKS", {True: 1, False: 1})
+    monkeypatch.setattr(pattern, "FIRST_SLICE_TRIPLES", {True: 1, False: 1})
+    t = PairTuning(wg=8, lpi=4, chunk=32, run=8)
+    p = walk(20_000, 3)
+    calls = []
+    hurst(p, 40, device=device, _tuning=t, progress=lambda d, n: calls.append((d, n)))
+    assert len(calls) >= 5 and calls[-1] == (625, 625)          # 625 tiles of 32 values
+    assert [d for d, _ in calls] == sorted({d for d, _ in calls})
+
+    def ctrl_c_after(k):
+        def callback(done, total):
+            if done >= k:
+                os.kill(os.getpid(), signal.SIGINT)
+        return callback
+
+    runs = [lambda cb: hurst(p, 40, q=2.5, device=device, _tuning=t, progress=cb),
+            lambda cb: autocorrelation(np.diff(p), 40, device=device, _tuning=t, progress=cb),
+            lambda cb: pattern_conformity(p[:3_000], 4, 3, 10.0, 100, device=device, progress=cb,
+                                          _tuning=PatternTuning(wg=8, tb=16, launch_pairs=2**16)),
+            lambda cb: acrw(50 * acrw_module.BLOCK, 0.1, device=device, progress=cb)]
+    for run in runs:
+        with pytest.raises(Interrupted) as exc:
+            run(ctrl_c_after(3))
+        assert 3 <= exc.value.done < exc.value.total
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
