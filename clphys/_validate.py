@@ -46,6 +46,8 @@ def seed(value) -> int:
 def finite_array(name: str, values, ndim=None, dtype=None) -> np.ndarray:
     """A NumPy copy-free view of `values`; NaN/inf reported with their position."""
     try:
+        if np.iscomplexobj(values):       # a cast to float would drop the imaginary parts
+            raise TypeError
         arr = np.asarray(values, dtype=dtype)
     except (ValueError, TypeError, OverflowError):
         # ragged nesting, strings that are not numbers, objects NumPy cannot convert

@@ -38,7 +38,8 @@ from ..runtime.memory import check_memory
 from . import expr as _expr
 from .model import Model
 
-__all__ = ["Ensemble", "EnsembleState", "RunResult", "SCHEMES", "RNGS", "DTYPES", "TIME_RESYNC"]
+__all__ = ["Ensemble", "EnsembleState", "RunResult", "SCHEMES", "RNGS", "DTYPES", "TIME_RESYNC",
+           "check_fits"]
 
 SCHEMES = ("srk2", "euler")
 RNGS = ("philox", "xorshift32")
@@ -116,6 +117,18 @@ def _validate_values(name, value, zipped=False):
     if arr.ndim == 1 and arr.size == 0:
         raise ValueError(f"{name} is an empty array")
     return arr
+
+
+def check_fits(name, values, real) -> None:
+    """ValueError unless every value survives the cast to the run's real
+    type: nothing may become inf (or a positive dt become 0) silently."""
+    real = np.dtype(real)
+    v = np.abs(np.asarray(values, dtype=np.float64))
+    big = v > np.finfo(real).max
+    if big.any():
+        raise ValueError(f"{name} = {float(np.asarray(values, np.float64)[big].flat[0])!r} does not fit "
+                         f"{real.name} (largest {float(np.finfo(real).max):.3g}); use dtype='float64' "
+                         "or rescale the model")
 
 
 def _encode_params(params: dict) -> list:
@@ -366,6 +379,7 @@ class Ensemble:
         self._real = np.dtype(self.dtype)
         self._acc = np.dtype(np.float64 if dev.facts.fp64 else np.float32)
         self._nper = len(model.periodic)
+        self._check_representable(init)
         check_memory(dev, self._buffer_sizes(),
                      f"an ensemble of {self.n_paths} paths x {self.n_grid} grid points",
                      "Use fewer paths or grid points.")
@@ -374,6 +388,17 @@ class Ensemble:
         self._slice = 1                  # the slice size (steps) the last run settled on
         self._alloc()
         self._set_initial(init)
+
+    def _check_representable(self, init):
+        for p in self.model.parameters:
+            check_fits(f"params[{p!r}]", self._values[p], self._real)
+        check_fits("dt", self.dt, self._real)
+        if self._real.type(self.dt) == 0:
+            raise ValueError(f"dt = {self.dt!r} is 0 in {self.dtype}; use dtype='float64'")
+        if self._periods is not None:
+            check_fits(f"drive_period {self.model.drive_period!r}", self._periods, self._real)
+        for v, val in init.items():
+            check_fits(f"initial[{v!r}]", val[1:] if isinstance(val, tuple) else val, self._real)
 
     def _buffer_sizes(self) -> dict:
         nv, r = len(self.model.variables), self._real.itemsize
@@ -620,6 +645,7 @@ class Ensemble:
         """
         n_steps = self._steps_for(t_end, steps)
         M = n_steps if sample_every is None else check.integer("sample_every", sample_every, 1)
+        M = min(M, n_steps)             # the same samples, and the step arithmetic stays in int64
         obs_names, obs, hist_names, hist, hist_range, disp = self._recording(observables, histograms)
         n_record = check.integer("record_paths", record_paths, 0, self.n_paths)
         total_bins = sum(b for _, b in hist)
@@ -781,6 +807,7 @@ class Ensemble:
             bins = check.integer(f"histograms[{h!r}] bins", spec[0], 1, MAX_HIST_BINS)
             lo = check.real(f"histograms[{h!r}] low", spec[1])
             hi = check.real(f"histograms[{h!r}] high", spec[2])
+            check_fits(f"histograms[{h!r}] range", [lo, hi], self._real)
             if hi <= lo:
                 raise ValueError(f"histograms[{h!r}]: low must be < high, got {lo}, {hi}")
             hist.append((checked(h), bins))
@@ -790,10 +817,14 @@ class Ensemble:
     def _steps_for(self, t_end, steps):
         if (t_end is None) == (steps is None):
             raise ValueError("give exactly one of t_end (the time to run to) and steps")
+        # the Philox counter holds step x noise sources in 64 bits
+        limit = min(2**63 - 1, (2**64 - 1) // max(1, len(self.model.noise_sources))) - self._step
         if steps is not None:
-            return check.integer("steps", steps, 1)
+            return check.integer("steps", steps, 1, limit)
         t_end = check.real("t_end", t_end)
         x = (t_end - self.t) / self.dt
+        if x > limit:
+            raise ValueError(f"t_end = {t_end} is {x:.3g} steps away; at most {limit} steps remain")
         n = round(x) if abs(x - round(x)) <= 1e-9 * max(1.0, abs(x)) else math.ceil(x)
         if n < 1:
             raise ValueError(f"t_end must be later than the current time t = {self.t} by at least "

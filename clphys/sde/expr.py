@@ -155,6 +155,16 @@ def check(where: str, text, names: dict[str, str], allow_t=True, unwrap=None,
             raise ValueError(f"{where}: unexpected character {nxt!r} after {tok!r} (no comments) in {text!r}")
         if kind in ("num", "name") and i + 1 < len(toks) and toks[i + 1][0] in ("num", "name"):
             raise ValueError(f"{where}: missing operator between {tok!r} and {nxt!r} in {text!r}")
+        # an operator, '(' or ',' needs an operand after it
+        if kind == "op" and tok != ")" and nxt in ("", ")", ",", "?", ":"):
+            raise ValueError(f"{where}: an operand is missing after {tok!r} in {text!r}")
+        # an operand ends with a number, a name or ')'; a new one may not follow it
+        # directly, except after a cast's ')' and a function name's '('
+        cast_close = tok == ")" and i >= 2 and toks[i - 1][1] in CASTS and toks[i - 2][1] == "("
+        if ((kind == "num" and nxt == "(")
+                or (tok == ")" and not cast_close and i + 1 < len(toks)
+                    and (toks[i + 1][0] in ("num", "name") or nxt == "("))):
+            raise ValueError(f"{where}: missing operator between {tok!r} and {nxt!r} in {text!r}")
     if depth != 0:
         raise ValueError(f"{where}: unbalanced '(' in {text!r}")
     return toks

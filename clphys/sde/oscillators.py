@@ -40,7 +40,7 @@ from ..runtime.checkpoint import CheckpointError, load_checkpoint, save_checkpoi
 from ..runtime.files import check_output_path
 from ..runtime.longrun import Interrupted, run_sliced
 from ..runtime.memory import check_memory
-from .ensemble import DTYPES, SCHEMES
+from .ensemble import DTYPES, SCHEMES, check_fits
 from .longrun import check_checkpoint_args, checkpointed_run
 
 __all__ = ["Kuramoto", "KuramotoResult", "kuramoto", "KERNELS"]
@@ -95,12 +95,12 @@ class Kuramoto:
                  scheme="srk2", seed=0, dtype="float32", initial="uniform", work_group_size=None,
                  slices=None, device=None):
         self.n = n = check.integer("n", n, 1, 2**31 - 1)
-        K = np.asarray(coupling, dtype=float) if not isinstance(coupling, (bool, str)) else None
+        K = (None if isinstance(coupling, (bool, str))
+             else check.finite_array("coupling", coupling, dtype=float))
         if K is None or K.ndim not in (0, 2) or (K.ndim == 2 and K.shape != (n, n)):
             raise ValueError(f"coupling must be a real number K (K_ij = K/N) or an ({n}, {n}) "
                              f"matrix, got {coupling!r}" if K is None or K.ndim != 2 else
                              f"coupling matrix must have shape ({n}, {n}), got {K.shape}")
-        check.finite_array("coupling", K)
         self.kT = check.real("kT", kT, 0.0)
         self.gamma = check.real("gamma", gamma, 0.0, strict_min=True)
         om = check.finite_array("omega", omega, dtype=float)
@@ -144,6 +144,12 @@ class Kuramoto:
 
         real = np.dtype(self.dtype)
         self._real = real
+        for name, value in (("coupling", K), ("kT", self.kT), ("gamma", self.gamma), ("omega", om),
+                            ("dt", self.dt), ("K/N", K / n), ("1/gamma", 1.0 / self.gamma),
+                            ("sqrt(2 kT dt/gamma)", math.sqrt(2.0 * self.kT * self.dt / self.gamma))):
+            check_fits(name, value, real)
+        if real.type(self.dt) == 0:
+            raise ValueError(f"dt = {self.dt!r} is 0 in {self.dtype}; use dtype='float64'")
         self._acc = np.dtype(np.float64 if dev.facts.fp64 else np.float32)   # (S, C) pairs: shape (k, 2)
         pairs = kernel == "all-pairs"
         self._coupling = "mean-field" if not pairs else ("uniform" if K.ndim == 0 else "matrix")
@@ -288,8 +294,8 @@ class Kuramoto:
             raise ValueError("give exactly one of t_end (the time to run to) and steps")
         if steps is None:
             steps = _steps_to(t_end, self.t, self.dt)
-        steps = check.integer("steps", steps, 1)
-        M = check.integer("sample_every", sample_every, 1)
+        steps = check.integer("steps", steps, 1, 2**63 - 1 - self._step)
+        M = min(check.integer("sample_every", sample_every, 1), steps)     # same samples; int64-safe
         n_marks = steps // M + (steps % M != 0)
         check_memory(self.device, {**self._need, "history": (n_marks + 1) * 2 * self._acc.itemsize},
                      f"this run of N = {self.n} ({n_marks + 1} samples)",
@@ -396,6 +402,8 @@ def _steps_to(t_end, t, dt) -> int:
     """Steps from time t to t_end (t_end within 1e-9 relative of a step counts as it)."""
     t_end = check.real("t_end", t_end)
     x = (t_end - t) / dt
+    if x >= 2**63:
+        raise ValueError(f"t_end = {t_end} is {x:.3g} steps of dt = {dt} away; at most 2^63 - 1")
     steps = round(x) if abs(x - round(x)) <= 1e-9 * max(1.0, abs(x)) else math.ceil(x)
     if steps < 1:
         raise ValueError(f"t_end must be later than the current time t = {t} by at "
@@ -426,7 +434,7 @@ def kuramoto(n, coupling, *, kT=1.0, gamma=1.0, omega=0.0, t_end=10.0, dt=0.01, 
     checkpoint, checkpoint_every = check_checkpoint_args(checkpoint, checkpoint_every)
     dt = check.real("dt", dt, 0.0, strict_min=True)
     steps = _steps_to(t_end, 0.0, dt)
-    M = check.integer("sample_every", sample_every, 1)
+    M = min(check.integer("sample_every", sample_every, 1), steps)
     if resume is not None:
         header, files = load_checkpoint(resume, RUN_CHECKPOINT_KIND)
         samples = {k: files.pop(k, None) for k in ("times", "r", "psi")}
