@@ -282,3 +282,24 @@ def test_unknown_device_is_a_device_error(capsys):
     assert main(KURAMOTO_CLI + ["--device", "no-such-device"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("clphys sde: error: no OpenCL device matches 'no-such-device'") and "Traceback" not in err
+
+
+@pytest.fixture(scope="module")
+def run_checkpoints(tmp_path_factory):
+    """Checkpoints of unfinished Josephson and Kuramoto runs (written after
+    their first chunk)."""
+    d = tmp_path_factory.mktemp("runs")
+    josephson(**{**JOSEPHSON_OK, "checkpoint": d / "j.npz", "checkpoint_every": 0.0})
+    kuramoto(**{**KURAMOTO_OK, "checkpoint": d / "k.npz", "checkpoint_every": 0.0})
+    return {"josephson": d / "j.npz", "kuramoto": d / "k.npz"}
+
+
+@SETTINGS
+@given(which=st.sampled_from(["josephson", "kuramoto"]), data=st.data(), value=BAD)
+def test_resume_with_bad_arguments(run_checkpoints, which, data, value):
+    """Resuming with a malformed argument: a clean error (the other run's
+    description, or the argument's own check), never NumPy's."""
+    ok = JOSEPHSON_OK if which == "josephson" else KURAMOTO_OK
+    name = data.draw(st.sampled_from(sorted(set(ok) - {"resume", "checkpoint", "checkpoint_every"})))
+    fn = josephson if which == "josephson" else kuramoto
+    _assert_clean(lambda: fn(**{**ok, "resume": run_checkpoints[which], name: value}))

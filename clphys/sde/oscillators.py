@@ -359,8 +359,10 @@ class Kuramoto:
         header, files = load_checkpoint(path, CHECKPOINT_KIND)
         return cls.from_checkpoint_parts(header, files, path, device=device)
 
-    @classmethod
-    def from_checkpoint_parts(cls, header, files, path="", *, device=None) -> "Kuramoto":
+    @staticmethod
+    def checkpoint_arguments(header, files, path=""):
+        """(constructor keyword arguments, step) of a loaded checkpoint, every
+        field checked; no device work."""
         f = lambda *a, **k: ckpt.field(header, *a, path=path, **k)      # noqa: E731
         n = f("n", int, minimum=1)
         dtype = f("dtype", str, choices=DTYPES)
@@ -377,23 +379,27 @@ class Kuramoto:
             "omega": (np.float64, (n if omega == "array" else 0,))})
         if not np.isfinite(files["theta"]).all() or not np.isfinite(files["sums"]).all():
             raise CheckpointError(f"checkpoint {path!r}: the phases or their sums are not finite")
-        try:
-            sim = cls(n, files["K"] if coupling == "matrix" else coupling, kT=f("kT", float),
+        kwargs = dict(n=n, coupling=files["K"] if coupling == "matrix" else coupling, kT=f("kT", float),
                       gamma=f("gamma", float), omega=files["omega"] if omega == "array" else omega,
                       dt=f("dt", float), kernel=f("kernel", str, choices=KERNELS[1:]),
                       scheme=f("scheme", str, choices=SCHEMES), seed=f("seed", int, minimum=0),
-                      dtype=dtype, initial="sync", work_group_size=f("work_group_size", int, minimum=2),
-                      slices=f("slices", int, minimum=1), device=device)
-        except CheckpointError:
-            raise
+                      dtype=dtype, work_group_size=f("work_group_size", int, minimum=2),
+                      slices=f("slices", int, minimum=1))
+        return kwargs, f("step", int, minimum=0)
+
+    @classmethod
+    def from_checkpoint_parts(cls, header, files, path="", *, device=None) -> "Kuramoto":
+        kwargs, step = cls.checkpoint_arguments(header, files, path)
+        try:
+            sim = cls(**kwargs, initial="sync", device=device)
         except (TypeError, ValueError) as exc:
             raise CheckpointError(f"checkpoint {path!r}: {exc}") from None
-        q = sim.device.queue
+        q, n = sim.device.queue, sim.n
         cl.enqueue_copy(q, sim._theta.data, np.ascontiguousarray(files["theta"]))
         cl.enqueue_copy(q, sim._sums0.data, files["sums"].astype(sim._acc).reshape(1, 2))
         if sim.kernel == "all-pairs":
             sim._prg.kuramoto_sincos(q, (n,), None, sim._theta.data, np.uint32(n), sim._sc.data)
-        sim._step = f("step", int, minimum=0)
+        sim._step = step
         q.finish()
         return sim
 
@@ -470,41 +476,49 @@ def _initial_tag(initial):
     if isinstance(initial, str):
         return initial
     import hashlib
-    return "sha1:" + hashlib.sha1(np.ascontiguousarray(initial, dtype=np.float64).tobytes()).hexdigest()
+    values = np.ascontiguousarray(check.finite_array("initial", initial, dtype=float))
+    return "sha1:" + hashlib.sha1(values.tobytes()).hexdigest()
+
+
+def _same(a, b) -> bool:
+    """Equal values of equal shapes (numbers or arrays)."""
+    try:
+        return np.shape(a) == np.shape(b) and bool(np.all(np.asarray(a) == np.asarray(b)))
+    except (TypeError, ValueError):
+        return False
 
 
 def _check_resumed(path, header, files, samples, args, steps, M, device):
-    """The Kuramoto system of a run checkpoint, checked to be the run `args`
-    (kuramoto's arguments) describe, with its samples so far."""
+    """The Kuramoto system of a run checkpoint, checked (before any device
+    work) to be the run `args` (kuramoto's arguments) describe, with its
+    samples so far."""
     where = f"checkpoint {os.fspath(path)!r}"
     for k, v in samples.items():
         if v is None:
             raise CheckpointError(f"{where} lacks the array {k!r}")
         if v.dtype != np.float64 or v.ndim != 1:
             raise CheckpointError(f"{where}: array {k!r} is {v.dtype} {v.shape}, expected float64 (k,)")
-    sim = Kuramoto.from_checkpoint_parts(header, files, path, device=device)
-    K = np.asarray(args["coupling"], dtype=float) if not isinstance(args["coupling"], (str, bool)) else None
-    om = np.asarray(args["omega"], dtype=float) if not isinstance(args["omega"], (str, bool)) else None
-    kernel = args["kernel"] if args["kernel"] != "auto" else (
-        "mean-field" if K is not None and K.ndim == 0 else "all-pairs")
-    same_K = K is not None and (np.array_equal(K, sim._K_host) if sim._K_host is not None
-                                else K.ndim == 0 and float(K) == sim._K)
-    same_om = om is not None and om.shape == sim._omega_host.shape and np.array_equal(om, sim._omega_host)
-    want = {"n": (args["n"], sim.n), "coupling": (True, same_K), "kT": (args["kT"], sim.kT),
-            "gamma": (args["gamma"], sim.gamma), "omega": (True, same_om), "dt": (args["dt"], sim.dt),
-            "kernel": (kernel, sim.kernel), "scheme": (args["scheme"], sim.scheme),
-            "seed": (args["seed"], sim.seed), "dtype": (args["dtype"], sim.dtype),
-            **{k: (v, (header.get("run") or {}).get(k)) for k, v in
-               (("t_end", float(args["t_end"])), ("sample_every", M),
-                ("initial", _initial_tag(args["initial"])))}}
-    diff = [f"{k} differs (there {there!r}, here {here!r})" if not isinstance(here, bool) else f"{k} differs"
-            for k, (here, there) in want.items() if here != there]
+    saved, step = Kuramoto.checkpoint_arguments(header, files, path)
+    coupling = (args["coupling"] if isinstance(args["coupling"], (str, bool))
+                else check.finite_array("coupling", args["coupling"], dtype=float))
+    kernel = args["kernel"]
+    if kernel == "auto":
+        kernel = "mean-field" if np.ndim(coupling) == 0 else "all-pairs"
+    run = header.get("run") if isinstance(header.get("run"), dict) else {}
+    here = {**{k: args[k] for k in ("n", "kT", "gamma", "dt", "scheme", "seed", "dtype")},
+            "coupling": coupling, "omega": check.finite_array("omega", args["omega"], dtype=float),
+            "kernel": kernel, "t_end": float(args["t_end"]), "sample_every": M,
+            "initial": _initial_tag(args["initial"])}
+    there = {**saved, **{k: run.get(k) for k in ("t_end", "sample_every", "initial")}}
+    diff = [k + (f" differs (there {there[k]!r}, here {v!r})" if isinstance(v, (int, float, str))
+                 else " differs")
+            for k, v in here.items() if not _same(v, there[k])]
     if diff:
         raise CheckpointError(f"{where} is of another run: {'; '.join(diff)}")
-    if sim.step >= steps:
-        raise CheckpointError(f"{where} is of a finished run (step {sim.step} of {steps})")
-    n_samples = 1 + sim.step // M
+    if step >= steps:
+        raise CheckpointError(f"{where} is of a finished run (step {step} of {steps})")
+    n_samples = 1 + step // M
     if any(v.shape != (n_samples,) for v in samples.values()):
-        raise CheckpointError(f"{where}: {len(samples['r'])} samples recorded at step {sim.step}, "
+        raise CheckpointError(f"{where}: {len(samples['r'])} samples recorded at step {step}, "
                               f"expected {n_samples}")
-    return sim
+    return Kuramoto.from_checkpoint_parts(header, files, path, device=device)
