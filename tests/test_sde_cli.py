@@ -140,12 +140,19 @@ def test_ctrl_c_stops_a_long_run_within_seconds(device, tmp_path, model):
     assert res.stdout == ""
 
 
-def _rate(fn, **kw):
-    """Seconds per unit of fn(units) on this device (after a warm-up)."""
-    fn(**kw)
-    t0 = time.perf_counter()
-    fn(**kw)
-    return time.perf_counter() - t0
+def _size_for(seconds, run, size, cap):
+    """A size for which run(size) takes about `seconds` on this device:
+    grown until a run takes 0.3 s (fixed costs stop dominating), then scaled.
+    Only the test's size depends on the time, never its verdict (Ctrl-C lands
+    ~0.2 s into a run of ~`seconds`)."""
+    run(size)                                   # warm-up: compile
+    while True:
+        t0 = time.perf_counter()
+        run(size)
+        elapsed = time.perf_counter() - t0
+        if elapsed >= 0.3 or size >= cap:
+            return int(min(cap, max(size, size * seconds / elapsed)))
+        size *= 4
 
 
 def test_josephson_resume_after_sigint_is_bit_for_bit(device, tmp_path):
@@ -154,8 +161,7 @@ def test_josephson_resume_after_sigint_is_bit_for_bit(device, tmp_path):
     uninterrupted result bit for bit."""
     from clphys.sde import josephson
     kw = dict(a=[4.0, 4.2], n_paths=64, steps_per_period=40, density_bins=8, seed=2, device=device)
-    per_period = _rate(lambda **k: josephson(periods=16, **kw, **k)) / 16
-    periods = int(min(10**6, max(64, 1.5 / per_period)))
+    periods = _size_for(1.5, lambda p: josephson(periods=p, **kw), 16, 10**7)
     ref = josephson(periods=periods, **kw)
     args = ["sde", "josephson", "--a", "4.0,4.2", "--paths", "64", "--periods", str(periods),
             "--steps-per-period", "40", "--bins", "8", "--seed", "2", "--checkpoint", "ck.npz"]
@@ -173,8 +179,7 @@ def test_josephson_resume_after_sigint_is_bit_for_bit(device, tmp_path):
 def test_kuramoto_resume_after_sigint_is_bit_for_bit(device, tmp_path):
     from clphys.sde import kuramoto
     kw = dict(kT=1.0, dt=0.01, sample_every=10, seed=3, device=device)
-    per_time = _rate(lambda **k: kuramoto(4096, 4.0, t_end=0.5, **kw, **k)) / 0.5
-    t_end = float(min(10**5, max(2.0, round(1.5 / per_time))))
+    t_end = float(_size_for(1.5, lambda t: kuramoto(4096, 4.0, t_end=float(t), **kw), 1, 10**6))
     ref = kuramoto(4096, 4.0, t_end=t_end, **kw)
     args = ["sde", "kuramoto", "--n", "4096", "--t-end", repr(t_end), "--seed", "3", "--checkpoint", "ck.npz"]
     first = interrupt_after(start_cli(args + ["--progress", "-o", "out.txt"], device, cwd=tmp_path),
