@@ -45,7 +45,14 @@ def seed(value) -> int:
 
 def finite_array(name: str, values, ndim=None, dtype=None) -> np.ndarray:
     """A NumPy copy-free view of `values`; NaN/inf reported with their position."""
-    arr = np.asarray(values, dtype=dtype)
+    try:
+        if np.iscomplexobj(values):       # a cast to float would drop the imaginary parts
+            raise TypeError
+        arr = np.asarray(values, dtype=dtype)
+    except (ValueError, TypeError, OverflowError):
+        # ragged nesting, strings that are not numbers, objects NumPy cannot convert
+        raise TypeError(f"{name} must be real numbers (a number or a rectangular array), "
+                        f"got {_short(values)}") from None
     if arr.dtype.kind not in "biuf":
         raise TypeError(f"{name} must be real numbers, got dtype {arr.dtype}")
     if ndim is not None and arr.ndim != ndim:
@@ -59,3 +66,8 @@ def finite_array(name: str, values, ndim=None, dtype=None) -> np.ndarray:
             raise ValueError(f"{name} has {len(where)} non-finite value(s) (NaN or inf); "
                              f"the first is {arr[first]} at index {pos}")
     return arr
+
+
+def _short(value, limit=80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."

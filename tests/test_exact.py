@@ -204,6 +204,16 @@ def test_kuramoto_order_parameter():
     assert r2 == pytest.approx(8 * eps / (2 + eps) ** 3, rel=1e-2)
 
 
+def test_kuramoto_takes_the_simulation_convention():
+    """(K, kT) as in clphys.sde.kuramoto: the old D-named argument is gone (a
+    caller passing D = kT/gamma by keyword gets a TypeError, not a wrong r)."""
+    assert exact.kuramoto_order_parameter(K=4.0, kT=1.0) == exact.kuramoto_order_parameter(8.0, 2.0)
+    with pytest.raises(TypeError):
+        exact.kuramoto_order_parameter(4.0, D=0.4)
+    with pytest.raises(TypeError):
+        exact.kuramoto_subcritical_r2(1.0, D=1.0, N=10)
+
+
 def test_kuramoto_subcritical_r2():
     assert exact.kuramoto_subcritical_r2(0.0, 1.0, 100) == pytest.approx(0.01)
     assert exact.kuramoto_subcritical_r2(1.0, 1.0, 100) == pytest.approx(0.02)
@@ -211,11 +221,11 @@ def test_kuramoto_subcritical_r2():
 
 
 def test_kuramoto_value_errors():
-    with pytest.raises(ValueError, match="D must be > 0"):
+    with pytest.raises(ValueError, match="kT must be > 0"):
         exact.kuramoto_order_parameter(1.0, 0.0)
     with pytest.raises(ValueError, match="K has .*non-finite"):
         exact.kuramoto_order_parameter(float("nan"), 1.0)
-    with pytest.raises(ValueError, match="K must be < 2D"):
+    with pytest.raises(ValueError, match="K must be < 2 kT"):
         exact.kuramoto_subcritical_r2(2.0, 1.0, 10)
     with pytest.raises(ValueError, match="N must be >= 1"):
         exact.kuramoto_subcritical_r2(1.0, 1.0, 0)

@@ -165,7 +165,9 @@ def test_time_is_kept_modulo_the_drive_period(device):
     m = Model(["x"], {"x": "cos(w*t)"}, parameters=["w"], drive_period="2*M_PI/w")
     w, dt = 2.0, np.pi / 2 / 250          # 500 steps per period
     ens = Ensemble(m, 1, {"w": w}, dt, device=device)
-    st = dataclasses.replace(ens.state(), step=10**9 + 125)    # t mod T = T/4: phase pi/2
+    step = 10**9 + 125                                          # t mod T = T/4: phase pi/2
+    st = dataclasses.replace(ens.state(), step=step, origin_step=step,
+                             time=np.array([np.mod(step * dt, np.pi)], np.float32))
     ens = Ensemble.from_state(st, device=device)
     res = ens.run(steps=500, sample_every=125, observables=["x", "t"])
     t = (10**9 + 125 + np.arange(1, 5) * 125) * dt
@@ -275,7 +277,7 @@ def test_bad_input(device, monkeypatch):
     # a grid too large for the device: the message says how large it would be
     big = Model([f"x{i}" for i in range(16)], {}, parameters=["c"])
     n = int(2 * device.facts.global_mem / (16 * 8)) // 1024 + 1
-    with pytest.raises(ValueError, match=r"too large .* needs [0-9.]+ GiB"):
+    with pytest.raises(ValueError, match=r"ensemble of \d+ paths x 1024 grid points needs [0-9.]+ GiB"):
         Ensemble(big, n, {"c": np.ones(1024)}, 0.1, dtype="float32", device=device)
     # float64 where the device has no fp64
     monkeypatch.setattr(device, "facts", dataclasses.replace(device.facts, fp64=False))

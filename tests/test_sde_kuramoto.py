@@ -69,7 +69,7 @@ def test_all_pairs_and_mean_field_agree(device):
 
 
 def test_order_parameter_above_onset(device):
-    """K/D = 4: r = I1(K r/D)/I0(K r/D) = 0.8315 for N -> inf; N = 2048
+    """K/kT = 4: r = I1(K r/kT)/I0(K r/kT) = 0.8315 for N -> inf; N = 2048
     fluctuates by ~0.02 around it with correlation time ~0.5: averaged over
     t in [4, 15] the error is ~0.005."""
     res = kuramoto(2048, 4.0, kT=1.0, t_end=15.0, dt=0.02, sample_every=5, initial="sync",
@@ -80,8 +80,28 @@ def test_order_parameter_above_onset(device):
     assert abs(late.mean() - want) < 0.015
 
 
+def test_order_parameter_with_friction(device):
+    """gamma = 2.5: gamma dtheta = K r sin(psi - theta) dt + sqrt(2 gamma kT) dW
+    has the stationary density exp((K r/kT) cos(theta - psi)) whatever gamma,
+    so r solves r = I1(K r/kT)/I0(K r/kT) with K/kT = 4 (r = 0.8315), not
+    K/D = K gamma/kT = 10 (r = 0.947, what the exact value with D = kT/gamma
+    gave). gamma slows the dynamics 2.5 times: t_end and dt scale with it;
+    the error of the time average is ~0.005 as in the gamma = 1 test."""
+    import scipy.special as sp
+    gamma = 2.5
+    res = kuramoto(2048, 4.0, kT=1.0, gamma=gamma, t_end=15.0 * gamma, dt=0.02 * gamma,
+                   sample_every=5, initial="sync", seed=7, device=device)
+    r = res.r[res.times >= 4.0 * gamma].mean()
+    want = exact.kuramoto_order_parameter(4.0, 1.0)
+    assert abs(r - want) < 0.015, (r, want)
+    assert abs(r - exact.kuramoto_order_parameter(4.0, 1.0 / gamma)) > 0.08
+    # the self-consistency equation itself, at the simulated r
+    x = 4.0 * r / 1.0
+    assert abs(sp.i1e(x) / sp.i0e(x) - r) < 0.015
+
+
 def test_incoherent_below_onset(device):
-    """K < 2D: <r^2> = 1/(N (1 - K/2D)); K = 1, D = 1, N = 1024 gives 2/N.
+    """K < 2 kT: <r^2> = 1/(N (1 - K/2kT)); K = 1, kT = 1, N = 1024 gives 2/N.
     r^2 decorrelates in ~1 time unit: 100 of them give a 10% error; 30% is
     3 sigma. Above onset (K = 2.5) r approaches the nonzero root instead."""
     n = 1024

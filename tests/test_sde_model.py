@@ -138,7 +138,7 @@ def test_parse_values():
 def _ensemble_params(model, real, **kw):
     p = dict(real=real, model=model.render_spec(real), gparams=list(model.parameters[:1]),
              sparams=list(model.parameters[1:]), scheme="srk2", rng="philox", wg=64, wgf=64,
-             obs=["(x)", "(cos(x))"], hist=[("(x)", 10)], tag="t" + model.tag)
+             obs=["(x)", "(cos(x))", "(sde_dp_0)"], hist=[("(x)", 10)], disp=[0], tag="t" + model.tag)
     p.update(kw)
     return p
 

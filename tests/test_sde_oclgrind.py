@@ -18,11 +18,15 @@ def test_ensemble_kernels_on_oclgrind(oclgrind, rng, scheme):
                                          "kT": 0.01},
                    0.0128, rng=rng, scheme=scheme, work_group_size=4,
                    initial={"x": ("uniform", 0, 1), "v": 0.5}, device=oclgrind)
-    res = ens.run(steps=3, sample_every=2, observables=["v", "unwrap(x)"],
+    res = ens.run(steps=3, sample_every=2, observables=["v", "unwrap(x)", "displacement(x)"],
                   histograms={"x": (4, 0.0, 1.0)}, record_paths=2)
     assert res.mean["v"].shape == (2, 2)
     assert res.hist["x"].sum() == 2 * 2 * 5
     assert np.array_equal(res.paths["v"][-1], ens.values()["v"][:, :2])
+    # a second run continues from the time the first left (the carried t buffers)
+    ens.set_origin()
+    res = ens.run(steps=2, observables=["displacement(v)", "t"])
+    assert res.mean["t"][-1] == pytest.approx(np.full(2, 5 * 0.0128), abs=1e-6)
 
 
 def test_kuramoto_kernels_on_oclgrind(oclgrind):

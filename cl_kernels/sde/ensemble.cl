@@ -12,8 +12,15 @@
 ##   scheme     "srk2" (Heun, same Gaussian in both stages) | "euler"
 ##   rng        "philox" | "xorshift32"
 ##   wg, wgf    work-group sizes of sde_advance and sde_moments (powers of two)
-##   obs        rendered observable expressions (unwrap(v) -> sde_uw_<v index>)
+##   obs        rendered observable expressions (unwrap(v) -> sde_uw_<v index>,
+##              displacement(v) -> sde_dp_<v index>)
 ##   hist       [(rendered expression, bins)]
+##   disp       indices of the variables whose displacement the observables use
+##
+## Time: sde_tin[g] is the time (modulo the drive period) at the start of the launch,
+## sde_tout[g] receives it at the end (work item 0 of the grid point), so t follows one
+## float recurrence whatever the launch split; the host rewrites sde_tin from float64 at
+## fixed absolute steps (clphys.sde.ensemble.TIME_RESYNC) so rounding cannot accumulate.
 ##   tag        hash of the program variant: helper and type names carry it, since Oclgrind's
 ##              checker mixes up same-named helpers of different programs
 <%namespace name="common" file="/common/prelude.cl"/>
@@ -122,8 +129,10 @@ ${red.wg_reduce(P + "fin_", MOM, wgf, chan)}
 
 __kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
 void sde_advance(__global real_t *sde_state, __global int *sde_laps,
+                 __global const real_t *sde_origin,
                  __global uint *sde_xs_state, __global float *sde_xs_spare,
-                 __global const real_t *sde_gpar, __global const real_t *sde_tinfo, const uint sde_tslot,
+                 __global const real_t *sde_gpar, __global const real_t *sde_tin,
+                 __global real_t *sde_tout, __global const real_t *sde_period,
                  const uint sde_n_paths, const uint sde_n_grid, const uint sde_groups_per_grid,
                  const real_t sde_dt, const uint sde_n_steps, const ulong sde_j0,
                  const uint sde_k0, const uint sde_k1,
@@ -162,9 +171,9 @@ void sde_advance(__global real_t *sde_state, __global int *sde_laps,
     int sde_lap${vi} = sde_active ? sde_laps[${k}ul * sde_n_total + sde_i] : 0;
 % endfor
     // time at the start of this launch (modulo the drive period) and the period, per grid point
-    real_t sde_t = sde_tinfo[2ul * sde_tslot * sde_n_grid + sde_g];
+    real_t sde_t = sde_tin[sde_g];
 % if model["has_period"]:
-    const real_t sde_T = sde_tinfo[(2ul * sde_tslot + 1) * sde_n_grid + sde_g];
+    const real_t sde_T = sde_period[sde_g];
 % endif
 
     if (sde_active && sde_n_steps > 0u) {
@@ -240,6 +249,7 @@ ${drift_block("sde_y", "sde_c", "sde_t1", "sde_g")}
         sde_xs_state[sde_i] = sde_xs;
         sde_xs_spare[sde_i] = sde_spare;
 % endif
+        if (sde_p == 0u) sde_tout[sde_g] = sde_t;    // every path of g has the same t
     }
 
     if (sde_observe) {
@@ -259,6 +269,11 @@ ${drift_block("sde_y", "sde_c", "sde_t1", "sde_g")}
 %   endfor
 %   for vi, L in model["periodic"]:
             const acc_t sde_uw_${vi} = (acc_t)sde_lap${vi} * (acc_t)${repr(L)} + (acc_t)sde_x${vi};
+%   endfor
+%   for vi in disp:
+<%      laps = " + (acc_t)sde_lap%d * (acc_t)%r" % (vi, per[vi]) if vi in per else "" %>
+            // position now minus position at the origin (laps count from the origin)
+            const acc_t sde_dp_${vi} = ((acc_t)sde_x${vi} - (acc_t)sde_origin[${vi}ul * sde_n_total + sde_i])${laps};
 %   endfor
 %   for k, e in enumerate(obs):
             sde_o${k} = (acc_t)${e};

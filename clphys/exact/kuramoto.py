@@ -1,17 +1,23 @@
 """Mean-field Kuramoto model with noise, and the modified Bessel functions it
 needs (NumPy only).
 
-Model (identical oscillators, gamma = 1, all-to-all coupling K_ij = K/N):
+Model (identical oscillators, all-to-all coupling K_ij = K/N), in the
+convention of :func:`clphys.sde.kuramoto`:
 
-    d theta_i = K r sin(psi - theta_i) dt + sqrt(2 D) dW_i,   D = kT,
+    gamma d theta_i = K r sin(psi - theta_i) dt + sqrt(2 gamma kT) dW_i,
 
-with r e^{i psi} = (1/N) sum_j e^{i theta_j}.  For N -> inf the stationary
-one-oscillator density is prop. to exp((K r / D) cos(theta - psi)), so
+with r e^{i psi} = (1/N) sum_j e^{i theta_j} (k_B = 1). Divided by gamma it
+is d theta = (K/gamma) r sin(psi - theta) dt + sqrt(2 D) dW with the phase
+diffusion constant D = kT/gamma, so for N -> inf the stationary
+one-oscillator density is prop. to exp(((K/gamma) r / D) cos(theta - psi))
+= exp((K r / kT) cos(theta - psi)): gamma drops out, and
 
-    r = I1(K r / D) / I0(K r / D),
+    r = I1(K r / kT) / I0(K r / kT),
 
-which has a nonzero root only for K > K_c = 2D (Sakaguchi 1988; Strogatz,
+which has a nonzero root only for K > K_c = 2 kT (Sakaguchi 1988; Strogatz,
 Physica D 143, 1 (2000); Acebron et al., Rev. Mod. Phys. 77, 137 (2005)).
+The functions here take (K, kT), as the simulation does; with gamma = 1,
+kT = D. (A common frequency omega only rotates psi.)
 """
 
 from __future__ import annotations
@@ -103,19 +109,20 @@ def bessel_ratio_i1_i0(x):
     return _finish((np.sign(xa) * _scaled(xa, 1) / _scaled(xa, 0)).reshape(x.shape), x)
 
 
-def kuramoto_order_parameter(K, D):
+def kuramoto_order_parameter(K, kT):
     """Stationary order parameter r of the noisy mean-field Kuramoto model
     (module docstring) for N -> inf: the root in (0, 1) of
-    r = I1(K r/D) / I0(K r/D) for K > 2D, else 0.  K: any real (scalar or
-    array); D > 0 (scalar).  K/D = 4 gives r = 0.83152...
+    r = I1(K r/kT) / I0(K r/kT) for K > 2 kT, else 0. It depends on K/kT
+    only, for any friction gamma. K: any real (scalar or array); kT > 0
+    (scalar). K/kT = 4 gives r = 0.83152...
 
     Solved by bisection on (0, 1] (to double precision): F(r) = R(a r) - r
-    with a = K/D is > 0 below the root and < 0 above it, since R = I1/I0 is
+    with a = K/kT is > 0 below the root and < 0 above it, since R = I1/I0 is
     concave on r > 0 with slope 1/2 at 0.
     """
     K = _real_array("K", K)
-    D = _validate.real("D", D, minimum=0.0, strict_min=True)
-    a = np.atleast_1d(K / D).astype(float)
+    kT = _validate.real("kT", kT, minimum=0.0, strict_min=True)
+    a = np.atleast_1d(K / kT).astype(float)
     lo, hi = np.zeros_like(a), np.ones_like(a)
     for _ in range(64):
         mid = 0.5 * (lo + hi)
@@ -125,15 +132,16 @@ def kuramoto_order_parameter(K, D):
     return _finish(r.reshape(K.shape), K)
 
 
-def kuramoto_subcritical_r2(K, D, N):
-    """<r^2> = 1 / (N (1 - K/(2D))) in the incoherent phase K < 2D, to
+def kuramoto_subcritical_r2(K, kT, N):
+    """<r^2> = 1 / (N (1 - K/(2 kT))) in the incoherent phase K < 2 kT, to
     leading order in 1/N (linearised fluctuations of the N oscillators'
     first Fourier mode; K = 0 gives the exact 1/N of independent phases).
-    K: real < 2D (scalar or array), D > 0, N >= 1.
+    Like r, it depends on K/kT only. K: real < 2 kT (scalar or array),
+    kT > 0, N >= 1.
     """
     K = _real_array("K", K)
-    D = _validate.real("D", D, minimum=0.0, strict_min=True)
+    kT = _validate.real("kT", kT, minimum=0.0, strict_min=True)
     N = _validate.integer("N", N, minimum=1)
-    if np.any(K >= 2 * D):
-        raise ValueError(f"K must be < 2D = {2 * D} (incoherent phase), got {K.max()}")
-    return _finish(1.0 / (N * (1.0 - K / (2.0 * D))), K)
+    if np.any(K >= 2 * kT):
+        raise ValueError(f"K must be < 2 kT = {2 * kT} (incoherent phase), got {K.max()}")
+    return _finish(1.0 / (N * (1.0 - K / (2.0 * kT))), K)

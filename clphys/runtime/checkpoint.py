@@ -28,7 +28,8 @@ import numpy as np
 
 from .files import atomic_output
 
-__all__ = ["FORMAT", "VERSION", "CheckpointError", "save_checkpoint", "load_checkpoint", "field"]
+__all__ = ["FORMAT", "VERSION", "CheckpointError", "save_checkpoint", "load_checkpoint", "check_arrays",
+           "field"]
 
 FORMAT = "clphys-checkpoint"
 VERSION = 1
@@ -90,21 +91,29 @@ def load_checkpoint(path, kind: str, spec: dict | None = None):
     if header.get("kind") != kind:
         raise CheckpointError(f"checkpoint {path!r} holds a {header.get('kind')!r}, not a {kind!r}")
     if spec is not None:
-        extra = sorted(set(files) - set(spec))
-        if extra:
-            raise CheckpointError(f"checkpoint {path!r} has unexpected arrays {extra}")
-        for name, (dtype, shape) in spec.items():
-            if name not in files:
-                raise CheckpointError(f"checkpoint {path!r} lacks the array {name!r}")
-            arr = files[name]
-            if arr.dtype != np.dtype(dtype):
-                raise CheckpointError(f"checkpoint {path!r}: array {name!r} has dtype {arr.dtype}, "
-                                      f"expected {np.dtype(dtype)}")
-            want = tuple(header_dim(header, d, path) for d in shape)
-            if len(want) != arr.ndim or any(w is not None and w != s for w, s in zip(want, arr.shape)):
-                raise CheckpointError(f"checkpoint {path!r}: array {name!r} has shape {arr.shape}, "
-                                      f"expected {tuple('any' if w is None else w for w in want)}")
+        check_arrays(path, header, files, spec)
     return header, files
+
+
+def check_arrays(path, header: dict, files: dict, spec: dict) -> None:
+    """CheckpointError unless `files` holds exactly the arrays of `spec`
+    ({name: (dtype, shape)}, shapes as in :func:`load_checkpoint`). For
+    objects whose dtypes depend on the header: load with ``spec=None``, read
+    the header, then check."""
+    extra = sorted(set(files) - set(spec))
+    if extra:
+        raise CheckpointError(f"checkpoint {path!r} has unexpected arrays {extra}")
+    for name, (dtype, shape) in spec.items():
+        if name not in files:
+            raise CheckpointError(f"checkpoint {path!r} lacks the array {name!r}")
+        arr = files[name]
+        if arr.dtype != np.dtype(dtype):
+            raise CheckpointError(f"checkpoint {path!r}: array {name!r} has dtype {arr.dtype}, "
+                                  f"expected {np.dtype(dtype)}")
+        want = tuple(header_dim(header, d, path) for d in shape)
+        if len(want) != arr.ndim or any(w is not None and w != s for w, s in zip(want, arr.shape)):
+            raise CheckpointError(f"checkpoint {path!r}: array {name!r} has shape {arr.shape}, "
+                                  f"expected {tuple('any' if w is None else w for w in want)}")
 
 
 def header_dim(header, dim, path=""):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -26,40 +27,34 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 from .. import _validate as check
-from ..progress import Progress
 from ..rng import chained_seeds, seed_key
 from ..runtime import resolve_device, zeros
 from ..runtime import work_group_size as _wg_size
+from ..runtime import checkpoint as ckpt
+from ..runtime.checkpoint import CheckpointError, check_arrays, load_checkpoint, save_checkpoint
+from ..runtime.files import check_output_path
+from ..runtime.longrun import Interrupted, run_sliced
+from ..runtime.memory import check_memory
 from . import expr as _expr
 from .model import Model
 
-__all__ = ["Ensemble", "EnsembleState", "RunResult", "SCHEMES", "RNGS", "DTYPES"]
+__all__ = ["Ensemble", "EnsembleState", "RunResult", "SCHEMES", "RNGS", "DTYPES", "TIME_RESYNC",
+           "check_fits"]
 
 SCHEMES = ("srk2", "euler")
 RNGS = ("philox", "xorshift32")
 DTYPES = ("float32", "float64")
 MAX_HIST_BINS = 4096
+# The kernels carry t from launch to launch in real_t; at absolute steps that are
+# multiples of this the host sets it from float64 (t mod the drive period), so
+# float32 rounding cannot accumulate and results do not depend on how a run is
+# split into launches, slices or resumed runs.
+TIME_RESYNC = 16384
+CHECKPOINT_KIND = "sde-ensemble"
 
 
 def _next_pow2(n: int) -> int:
     return 1 << max(0, (int(n) - 1).bit_length())
-
-
-def _gib(nbytes: float) -> str:
-    return f"{nbytes / 2**30:.3g} GiB"
-
-
-def check_memory(dev, buffers: dict, what: str):
-    """ValueError if the buffers ({name: bytes}) do not fit the device: one
-    above the largest allocation, or all together above global memory."""
-    total = sum(buffers.values())
-    big = max(buffers, key=buffers.get)
-    f = dev.facts
-    if buffers[big] > f.max_alloc or total > f.global_mem:
-        parts = ", ".join(f"{k} {_gib(v)}" for k, v in buffers.items() if v > 2**20)
-        raise ValueError(f"{what} is too large for {dev.name}: it needs {_gib(total)} ({parts}); "
-                         f"the device has {_gib(f.global_mem)} of global memory and allocates at most "
-                         f"{_gib(f.max_alloc)} at once. Use fewer paths or grid points.")
 
 
 def _parse_params(model: Model, params):
@@ -67,7 +62,7 @@ def _parse_params(model: Model, params):
     {name: float or (n_grid,) array}, normalized params)."""
     if not isinstance(params, Mapping):
         raise TypeError(f"params must be a mapping {{parameter: value}}, got {type(params).__name__}")
-    scalars, axes, seen = {}, [], []
+    scalars, axes, seen, normal = {}, [], [], {}
     for key, value in params.items():
         names = key if isinstance(key, tuple) else (key,)
         for n in names:
@@ -87,12 +82,14 @@ def _parse_params(model: Model, params):
                 raise ValueError("params: mismatched parameter array lengths on one axis: "
                                  + ", ".join(f"{n} has {k}" for n, k in lens.items()))
             axes.append((names, arrs))
+            normal[key] = tuple(arrs)
         else:
             arr = _validate_values(f"params[{key!r}]", value)
             if arr.ndim == 0:
-                scalars[key] = float(arr)
+                scalars[key] = normal[key] = float(arr)
             else:
                 axes.append(((key,), [arr]))
+                normal[key] = arr
     missing = [p for p in model.parameters if p not in seen]
     if missing:
         raise ValueError(f"params: no value for {', '.join(map(repr, missing))} "
@@ -105,7 +102,7 @@ def _parse_params(model: Model, params):
         for ax, (names, arrs) in enumerate(axes):
             for n, a in zip(names, arrs):
                 values[n] = a[mesh[ax].ravel()]
-    return axes, shape, n_grid, values
+    return normal, shape, n_grid, values
 
 
 def _validate_values(name, value, zipped=False):
@@ -120,6 +117,47 @@ def _validate_values(name, value, zipped=False):
     if arr.ndim == 1 and arr.size == 0:
         raise ValueError(f"{name} is an empty array")
     return arr
+
+
+def check_fits(name, values, real) -> None:
+    """ValueError unless every value survives the cast to the run's real
+    type: nothing may become inf (or a positive dt become 0) silently."""
+    real = np.dtype(real)
+    v = np.abs(np.asarray(values, dtype=np.float64))
+    big = v > np.finfo(real).max
+    if big.any():
+        raise ValueError(f"{name} = {float(np.asarray(values, np.float64)[big].flat[0])!r} does not fit "
+                         f"{real.name} (largest {float(np.finfo(real).max):.3g}); use dtype='float64' "
+                         "or rescale the model")
+
+
+def _encode_params(params: dict) -> list:
+    """Normalized params as JSON data: [[names], value(s)] in grid-axis order."""
+    out = []
+    for key, value in params.items():
+        if isinstance(key, tuple):
+            out.append([list(key), [np.asarray(a).tolist() for a in value]])
+        else:
+            out.append([[key], value if isinstance(value, float) else np.asarray(value).tolist()])
+    return out
+
+
+def _decode_params(items, where: str) -> dict:
+    if not isinstance(items, list):
+        raise CheckpointError(f"{where}: field 'params' must be a list, got {type(items).__name__}")
+    params = {}
+    for item in items:
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], list) and item[0]
+                and all(isinstance(n, str) for n in item[0])):
+            raise CheckpointError(f"{where}: field 'params' has a malformed entry {item!r}")
+        names, value = item
+        if len(names) == 1:
+            params[names[0]] = value
+        elif isinstance(value, list):
+            params[tuple(names)] = tuple(value)
+        else:
+            raise CheckpointError(f"{where}: field 'params' has a malformed entry {item!r}")
+    return params
 
 
 @dataclass(frozen=True)
@@ -148,10 +186,20 @@ class RunResult:
         return np.sqrt(self.var[name] / self.n_paths)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class EnsembleState:
-    """A checkpoint: :meth:`Ensemble.from_state` resumes it bit for bit."""
-    model: Model
+    """A checkpoint of an :class:`Ensemble`: everything that determines the
+    rest of its run. :meth:`Ensemble.from_state` resumes it bit for bit;
+    :meth:`save` / :meth:`load` store it in a file (npz with a JSON header, no
+    pickle).
+
+    The model is stored as its description (:meth:`Model.describe`), the
+    parameters normalized (scalars as floats, sweeps as float arrays). Every
+    field is checked when the state is made: a state with a negative step, an
+    array of another shape or dtype than its ensemble needs (e.g. a truncated
+    one) raises at once.
+    """
+    model_description: dict
     n_paths: int
     params: dict
     dt: float
@@ -161,10 +209,101 @@ class EnsembleState:
     dtype: str
     fast_math: bool
     step: int
-    values: np.ndarray          # (n_vars, n_total)
+    origin_step: int            # the step of the last set_origin (displacement(x) counts from it)
+    values: np.ndarray          # (n_vars, n_total) of dtype
     laps: np.ndarray            # (n_periodic, n_total) int32
-    xs_state: np.ndarray        # xorshift32 states (or empty)
-    xs_spare: np.ndarray        # xorshift32 spare Gaussians (or empty)
+    origin: np.ndarray          # (n_vars, n_total) of dtype: positions at origin_step
+    time: np.ndarray            # (n_grid,) of dtype: the kernels' t (mod the drive period)
+    xs_state: np.ndarray        # xorshift32 states (n_total,) uint32, or empty
+    xs_spare: np.ndarray        # xorshift32 spare Gaussians (n_total,) float32, or empty
+
+    def __post_init__(self):
+        try:
+            model = Model.from_description(self.model_description)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"model_description: {exc}") from None
+        object.__setattr__(self, "_model", model)
+        n_paths = check.integer("n_paths", self.n_paths, 1)
+        _normal, _shape, n_grid, _v = _parse_params(model, self.params)
+        check.real("dt", self.dt, 0.0, strict_min=True)
+        check.choice("scheme", self.scheme, SCHEMES)
+        check.choice("rng", self.rng, RNGS)
+        check.seed(self.seed)
+        check.choice("dtype", self.dtype, DTYPES)
+        if not isinstance(self.fast_math, bool):
+            raise TypeError(f"fast_math must be True or False, got {self.fast_math!r}")
+        step = check.integer("step", self.step, 0)
+        check.integer("origin_step", self.origin_step, 0, step)
+        n_total = n_paths * n_grid
+        real, nv, nper = np.dtype(self.dtype), len(model.variables), len(model.periodic)
+        n_rng = n_total if self.rng == "xorshift32" else 0
+        for name, dtype, shape in (("values", real, (nv, n_total)), ("laps", np.int32, (nper, n_total)),
+                                   ("origin", real, (nv, n_total)), ("time", real, (n_grid,)),
+                                   ("xs_state", np.uint32, (n_rng,)), ("xs_spare", np.float32, (n_rng,))):
+            arr = getattr(self, name)
+            if not isinstance(arr, np.ndarray):
+                raise TypeError(f"EnsembleState.{name} must be a NumPy array, got {type(arr).__name__}")
+            if arr.dtype != np.dtype(dtype) or arr.shape != shape:
+                raise ValueError(f"EnsembleState.{name} is {arr.dtype} {arr.shape}; an ensemble of "
+                                 f"{n_paths} paths x {n_grid} grid points ({self.dtype}, {self.rng}) "
+                                 f"needs {np.dtype(dtype)} {shape}")
+
+    @property
+    def model(self) -> Model:
+        """The model, rebuilt from its description."""
+        return self._model
+
+    # ---------------------------------------------------------------- files
+    def save(self, path) -> None:
+        """Write the state to `path` (.npz), atomically."""
+        save_checkpoint(path, CHECKPOINT_KIND, *self.checkpoint_parts())
+
+    @classmethod
+    def load(cls, path) -> "EnsembleState":
+        """The state saved at `path`; :class:`clphys.runtime.checkpoint.CheckpointError`
+        (a ValueError) naming whatever is missing, malformed or inconsistent."""
+        header, files = load_checkpoint(path, CHECKPOINT_KIND)
+        return cls.from_checkpoint_parts(header, files, path)
+
+    def checkpoint_parts(self):
+        """(header, arrays) for :func:`clphys.runtime.checkpoint.save_checkpoint`;
+        objects that hold an ensemble (e.g. a Josephson run) add their own."""
+        header = {"model": self.model_description, "n_paths": self.n_paths,
+                  "params": _encode_params(self.params), "dt": self.dt, "scheme": self.scheme,
+                  "rng": self.rng, "seed": self.seed, "dtype": self.dtype,
+                  "fast_math": self.fast_math, "step": self.step, "origin_step": self.origin_step,
+                  "time_resync": TIME_RESYNC, "algorithm": f"sde {self.scheme}", "RNG": self.rng}
+        arrays = {"values": self.values, "laps": self.laps, "origin": self.origin, "time": self.time,
+                  "xs_state": self.xs_state, "xs_spare": self.xs_spare}
+        return header, arrays
+
+    @classmethod
+    def from_checkpoint_parts(cls, header: dict, files: dict, path="") -> "EnsembleState":
+        """The state in a loaded checkpoint (`files` holding exactly its arrays)."""
+        where = f"checkpoint {path!r}"
+        dtype = ckpt.field(header, "dtype", str, choices=DTYPES, path=path)
+        rng = ckpt.field(header, "rng", str, choices=RNGS, path=path)
+        ckpt.field(header, "time_resync", int, choices=(TIME_RESYNC,), path=path)
+        real = np.dtype(dtype)
+        check_arrays(path, header, files, {
+            "values": (real, (None, None)), "laps": (np.int32, (None, None)),
+            "origin": (real, (None, None)), "time": (real, (None,)),
+            "xs_state": (np.uint32, (None,)), "xs_spare": (np.float32, (None,))})
+        model = ckpt.field(header, "model", dict, path=path)
+        params = _decode_params(ckpt.field(header, "params", list, path=path), where)
+        try:
+            return cls(model, ckpt.field(header, "n_paths", int, minimum=1, path=path), params,
+                       ckpt.field(header, "dt", float, path=path),
+                       ckpt.field(header, "scheme", str, choices=SCHEMES, path=path), rng,
+                       ckpt.field(header, "seed", int, minimum=0, path=path), dtype,
+                       ckpt.field(header, "fast_math", bool, path=path),
+                       ckpt.field(header, "step", int, minimum=0, path=path),
+                       ckpt.field(header, "origin_step", int, minimum=0, path=path),
+                       *(files[k] for k in ("values", "laps", "origin", "time", "xs_state", "xs_spare")))
+        except CheckpointError:
+            raise
+        except (TypeError, ValueError) as exc:
+            raise CheckpointError(f"{where}: {exc}") from None
 
 
 class Ensemble:
@@ -191,7 +330,8 @@ class Ensemble:
     initial
         ``{variable: value}``: a scalar, an array broadcastable to
         (*grid_shape, n_paths), or ``("uniform", lo, hi)`` drawn on the device;
-        missing variables start at 0.
+        missing variables start at 0. The initial positions are the origin of
+        ``displacement(x)`` until :meth:`set_origin` moves it.
     work_group_size
         paths per work group (a power of two); default from the device.
     """
@@ -203,8 +343,7 @@ class Ensemble:
             raise TypeError(f"model must be a clphys.sde.Model, got {type(model).__name__}")
         self.model = model
         self.n_paths = check.integer("n_paths", n_paths, 1)
-        self.axes, self.grid_shape, self.n_grid, self._values = _parse_params(model, params)
-        self._params = dict(params)
+        self._params, self.grid_shape, self.n_grid, self._values = _parse_params(model, params)
         self.dt = check.real("dt", dt, 0.0, strict_min=True)
         self.scheme = check.choice("scheme", scheme, SCHEMES)
         self.rng = check.choice("rng", rng, RNGS)
@@ -239,47 +378,90 @@ class Ensemble:
         self._groups_per_grid = -(-self.n_paths // wg)
         self._real = np.dtype(self.dtype)
         self._acc = np.dtype(np.float64 if dev.facts.fp64 else np.float32)
-        nv, nper = len(model.variables), len(model.periodic)
-        self._nper = nper
-        check_memory(dev, {"state": nv * self.n_total * self._real.itemsize,
-                           "laps": nper * self.n_total * 4,
-                           "rng": 8 * self.n_total if self.rng == "xorshift32" else 0},
-                     f"an ensemble of {self.n_paths} paths x {self.n_grid} grid points")
+        self._nper = len(model.periodic)
+        self._check_representable(init)
+        check_memory(dev, self._buffer_sizes(),
+                     f"an ensemble of {self.n_paths} paths x {self.n_grid} grid points",
+                     "Use fewer paths or grid points.")
         self._step = 0
+        self._origin_step = 0
+        self._slice = 1                  # the slice size (steps) the last run settled on
         self._alloc()
         self._set_initial(init)
+
+    def _check_representable(self, init):
+        for p in self.model.parameters:
+            check_fits(f"params[{p!r}]", self._values[p], self._real)
+        check_fits("dt", self.dt, self._real)
+        if self._real.type(self.dt) == 0:
+            raise ValueError(f"dt = {self.dt!r} is 0 in {self.dtype}; use dtype='float64'")
+        if self._periods is not None:
+            check_fits(f"drive_period {self.model.drive_period!r}", self._periods, self._real)
+        for v, val in init.items():
+            check_fits(f"initial[{v!r}]", val[1:] if isinstance(val, tuple) else val, self._real)
+
+    def _buffer_sizes(self) -> dict:
+        nv, r = len(self.model.variables), self._real.itemsize
+        return {"state": nv * self.n_total * r, "origin": nv * self.n_total * r,
+                "laps": self._nper * self.n_total * 4,
+                "rng": 8 * self.n_total if self.rng == "xorshift32" else 0,
+                "parameters": len(self.model.parameters) * self.n_grid * r,
+                "times": 3 * self.n_grid * r}
 
     # ------------------------------------------------------------ set-up
     @classmethod
     def from_state(cls, state, *, work_group_size=None, device=None):
-        """An ensemble continuing exactly where `state` (from :meth:`state`) was."""
+        """An ensemble continuing exactly where `state` (an
+        :class:`EnsembleState` from :meth:`state`, or the path of a file
+        written by :meth:`save`) was."""
+        if isinstance(state, (str, os.PathLike)):
+            state = EnsembleState.load(state)
         if not isinstance(state, EnsembleState):
-            raise TypeError(f"state must be an EnsembleState, got {type(state).__name__}")
+            raise TypeError(f"state must be an EnsembleState or a checkpoint file name, "
+                            f"got {type(state).__name__}")
         ens = cls(state.model, state.n_paths, state.params, state.dt, scheme=state.scheme,
                   rng=state.rng, seed=state.seed, dtype=state.dtype, fast_math=state.fast_math,
                   initial={}, work_group_size=work_group_size, device=device)
-        want = (len(state.model.variables), ens.n_total)
-        if state.values.shape != want or state.laps.shape != (ens._nper, ens.n_total):
-            raise ValueError(f"state arrays have shape {state.values.shape}, expected {want}")
         q = ens.device.queue
-        cl.enqueue_copy(q, ens._state.data, np.ascontiguousarray(state.values, ens._real))
+        cl.enqueue_copy(q, ens._state.data, np.ascontiguousarray(state.values))
+        cl.enqueue_copy(q, ens._origin.data, np.ascontiguousarray(state.origin))
         if ens._nper:
-            cl.enqueue_copy(q, ens._laps.data, np.ascontiguousarray(state.laps, np.int32))
+            cl.enqueue_copy(q, ens._laps.data, np.ascontiguousarray(state.laps))
         if ens.rng == "xorshift32":
-            cl.enqueue_copy(q, ens._xs.data, np.ascontiguousarray(state.xs_state, np.uint32))
-            cl.enqueue_copy(q, ens._spare.data, np.ascontiguousarray(state.xs_spare, np.float32))
-        ens._step = int(state.step)
+            cl.enqueue_copy(q, ens._xs.data, state.xs_state)
+            cl.enqueue_copy(q, ens._spare.data, state.xs_spare)
+        cl.enqueue_copy(q, ens._t[ens._tcur].data, state.time)
+        ens._t_valid = True
+        ens._step, ens._origin_step = state.step, state.origin_step
         q.finish()
         return ens
+
+    @classmethod
+    def load(cls, path, *, model=None, work_group_size=None, device=None):
+        """The ensemble saved by :meth:`save` at `path`. With `model`, the
+        file must hold that model (a CheckpointError says which it holds)."""
+        state = EnsembleState.load(path)
+        if model is not None and state.model != model:
+            raise CheckpointError(f"checkpoint {os.fspath(path)!r} holds the model {state.model!r}, "
+                                  f"not {model!r}")
+        return cls.from_state(state, work_group_size=work_group_size, device=device)
 
     def state(self) -> EnsembleState:
         """A checkpoint of everything that determines the future of the run."""
         xs = self._xs.get() if self.rng == "xorshift32" else np.zeros(0, np.uint32)
         sp = self._spare.get() if self.rng == "xorshift32" else np.zeros(0, np.float32)
-        return EnsembleState(self.model, self.n_paths, dict(self._params), self.dt, self.scheme,
-                             self.rng, self.seed, self.dtype, self.fast_math, self._step,
-                             self._state.get(), self._laps.get() if self._nper else
-                             np.zeros((0, self.n_total), np.int32), xs, sp)
+        laps = self._laps.get() if self._nper else np.zeros((0, self.n_total), np.int32)
+        time = self._t[self._tcur].get() if self._t_valid else self._exact_time(self._step)
+        return EnsembleState(self.model.describe(), self.n_paths, dict(self._params), self.dt,
+                             self.scheme, self.rng, self.seed, self.dtype, self.fast_math, self._step,
+                             self._origin_step, self._state.get(), laps, self._origin.get(), time,
+                             xs, sp)
+
+    def save(self, path) -> None:
+        """Write :meth:`state` to `path` (.npz, atomically); :meth:`load` or
+        :meth:`from_state` resume it bit for bit."""
+        check_output_path(path, "checkpoint", (".npz",))
+        self.state().save(path)
 
     def _check_initial(self, initial):
         initial = {} if initial is None else initial
@@ -310,6 +492,7 @@ class Ensemble:
         q = self.device.queue
         nv = len(self.model.variables)
         self._state = zeros(self.device, (nv, self.n_total), self._real)
+        self._origin = zeros(self.device, (nv, self.n_total), self._real)
         self._laps = zeros(self.device, (max(self._nper, 1), self.n_total if self._nper else 1), np.int32)
         if self.rng == "xorshift32":
             self._xs = cla.to_device(q, chained_seeds(self.n_total, self.seed))
@@ -321,9 +504,21 @@ class Ensemble:
         table = np.array([np.broadcast_to(self._values[p], (self.n_grid,)) for p in gp],
                          dtype=self._real).reshape(len(gp), self.n_grid)
         self._gpar = cla.to_device(q, table if gp else np.zeros(1, self._real))
+        # t at the start of the next launch and at its end (swapped after each launch)
+        self._t = [zeros(self.device, self.n_grid, self._real) for _ in range(2)]
+        self._tcur, self._t_valid = 0, False
+        self._period = cla.to_device(q, (self._periods if self._periods is not None
+                                         else np.ones(self.n_grid)).astype(self._real))
 
     def _grid_params(self):
         return [p for p in self.model.parameters if not np.isscalar(self._values[p])]
+
+    def _exact_time(self, step) -> np.ndarray:
+        """(n_grid,) time at absolute `step`, modulo the drive period, from float64."""
+        t = np.full(self.n_grid, step * self.dt)
+        if self._periods is not None:
+            t = np.mod(t, self._periods)
+        return t.astype(self._real)
 
     def _set_initial(self, init):
         q = self.device.queue
@@ -337,15 +532,15 @@ class Ensemble:
         for k, v in enumerate(self.model.variables):
             val = init.get(v)
             if isinstance(val, tuple):
-                prg = self._program((), ())
+                prg = self._program((), (), ())
                 k0, k1 = seed_key(self.seed)
                 prg.sde_init_uniform(q, (self.n_total,), None, self._state.data,
                                      np.uint64(k * self.n_total), np.uint64(self.n_total),
                                      self._real.type(val[1]), self._real.type(val[2]), np.uint32(k),
                                      np.uint32(k0), np.uint32(k1))
-        q.finish()
+        self.set_origin()
 
-    def _program(self, obs, hist):
+    def _program(self, obs, hist, disp):
         real = "double" if self.dtype == "float64" else "float"
         options = [] if real == "double" else ["-cl-single-precision-constant"]
         if self.fast_math:
@@ -354,7 +549,7 @@ class Ensemble:
         params = dict(real=real, model=self.model.render_spec(real), gparams=gp,
                       sparams=[p for p in self.model.parameters if p not in gp], scheme=self.scheme,
                       rng=self.rng, wg=self.work_group_size, wgf=_wg_size(self.device.facts, 64),
-                      obs=list(obs), hist=list(hist))
+                      obs=list(obs), hist=list(hist), disp=list(disp))
         tag = hashlib.sha1(repr(sorted(params.items())).encode()).hexdigest()[:10]
         return self.device.build("sde/ensemble.cl", options=options, tag=tag, **params)
 
@@ -368,6 +563,16 @@ class Ensemble:
     def t(self) -> float:
         """Current time, step * dt."""
         return self._step * self.dt
+
+    @property
+    def origin_step(self) -> int:
+        """The step at which :meth:`set_origin` was last called (0: the start)."""
+        return self._origin_step
+
+    @property
+    def params(self) -> dict:
+        """The parameters as given, normalized (floats and float arrays)."""
+        return dict(self._params)
 
     @property
     def grid(self) -> dict:
@@ -389,12 +594,22 @@ class Ensemble:
             out[v] = a.reshape(self.grid_shape + (self.n_paths,))
         return out
 
-    def reset_laps(self):
-        """Start counting the laps of periodic variables from zero, so that
-        unwrap(x) measures the displacement from now on."""
+    def set_origin(self):
+        """Make the current state the origin: from now on ``displacement(x)``
+        in observables is x(now) - x(origin) per path (for periodic
+        variables including the laps since), and the laps of periodic
+        variables count from zero, so ``unwrap(x)`` starts in [0, period).
+        The ensemble's initial state is the first origin."""
+        q = self.device.queue
+        cl.enqueue_copy(q, self._origin.data, self._state.data)
         if self._nper:
-            cl.enqueue_copy(self.device.queue, self._laps.data, np.zeros(self._laps.shape, np.int32))
-            self.device.queue.finish()
+            cl.enqueue_copy(q, self._laps.data, np.zeros(self._laps.shape, np.int32))
+        q.finish()
+        self._origin_step = self._step
+
+    def reset_laps(self):
+        """Same as :meth:`set_origin` (its older name)."""
+        self.set_origin()
 
     # ------------------------------------------------------------ running
     def run(self, t_end=None, *, steps=None, sample_every=None, observables=None, histograms=None,
@@ -405,8 +620,9 @@ class Ensemble:
 
         observables
             variable names or expressions (OpenCL C, with the variables,
-            parameters, t and unwrap(periodic variable)); default: the
-            variables. ``[]`` records nothing.
+            parameters, t, unwrap(periodic variable) and
+            displacement(variable)); default: the variables. ``[]`` records
+            nothing.
         histograms
             ``{expression: (bins, low, high)}``: counts of the values in
             [low, high), accumulated over the samples.
@@ -415,11 +631,22 @@ class Ensemble:
             grid point at every sample.
         steps_per_launch
             most steps one kernel launch makes (default: sized from the
-            ensemble and the device).
+            ensemble and the device). Results do not depend on it.
+        progress
+            None, True/False or a callable(done, total) counting completed
+            steps.
+
+        The work is queued in slices of about a quarter second with the
+        queue finished between them, so progress counts completed steps and
+        Ctrl-C stops the run within about a second: it raises
+        :class:`clphys.runtime.Interrupted` with the ensemble at the last
+        completed step (consistent: it can be saved and continued) and the
+        samples recorded so far as ``exc.partial`` (a RunResult).
         """
         n_steps = self._steps_for(t_end, steps)
         M = n_steps if sample_every is None else check.integer("sample_every", sample_every, 1)
-        obs_names, obs, hist_names, hist, hist_range = self._recording(observables, histograms)
+        M = min(M, n_steps)             # the same samples, and the step arithmetic stays in int64
+        obs_names, obs, hist_names, hist, hist_range, disp = self._recording(observables, histograms)
         n_record = check.integer("record_paths", record_paths, 0, self.n_paths)
         total_bins = sum(b for _, b in hist)
         wg = self.work_group_size
@@ -427,118 +654,149 @@ class Ensemble:
         if local > self.device.facts.local_mem:
             raise ValueError(f"histograms need {4 * total_bins} bytes of local memory per work group; "
                              f"{self.device.name} has {self.device.facts.local_mem}: use fewer bins")
-        if steps_per_launch is None:
-            spl = max(1, (2**28 if self.device.facts.is_gpu else 2**24) // self.n_total)
-        else:
-            spl = check.integer("steps_per_launch", steps_per_launch, 1)
-
-        # samples (in steps from now): every M steps and at the end, if anything is recorded
-        marks = []
-        if obs or hist or n_record:
-            marks = list(range(M, n_steps + 1, M))
-            if not marks or marks[-1] != n_steps:
-                marks.append(n_steps)
-        launches, done = [], 0          # (steps, sample slot or -1)
-        for stop in sorted(set(marks) | {n_steps}):
-            while done < stop:
-                k = min(spl, stop - done)
-                done += k
-                launches.append((k, marks.index(done) if done == stop and done in marks else -1))
-        n_samples = len(marks)
-
-        q, dev = self.device.queue, self.device
-        acc = self._acc
+        spl = (self._steps_per_launch_default() if steps_per_launch is None
+               else check.integer("steps_per_launch", steps_per_launch, 1))
+        recording = bool(obs or hist or n_record)
+        # samples every M steps from now and at the end: counted, never listed
+        n_samples = n_steps // M + (n_steps % M != 0) if recording else 0
+        acc, dev, q = self._acc, self.device, self.device.queue
         mom = np.dtype([("n", acc), ("mean", acc), ("m2", acc)])
         n_groups = self._groups_per_grid * self.n_grid
-        check_memory(dev, {"state": self._state.nbytes,
-                           "partials": n_groups * max(len(obs), 1) * mom.itemsize,
-                           "moments": n_samples * self.n_grid * max(len(obs), 1) * 2 * acc.itemsize,
+        nv = len(self.model.variables)
+        check_memory(dev, {**self._buffer_sizes(),
+                           "partials": n_groups * len(obs) * mom.itemsize,
+                           "moments": n_samples * self.n_grid * len(obs) * 2 * acc.itemsize,
                            "histograms": total_bins * self.n_grid * 4,
-                           "paths": n_samples * self.n_grid * n_record * len(self.model.variables)
-                           * self._real.itemsize,
-                           "times": len(launches) * 2 * self.n_grid * self._real.itemsize},
-                     f"this run ({n_samples} samples)")
-        prg = self._program(obs, hist)
-        dummy = zeros(self.device, 1, np.uint32)
-        partials = zeros(self.device, n_groups * len(obs) * mom.itemsize, np.uint8) if obs else dummy
+                           "paths": n_samples * self.n_grid * n_record * nv * self._real.itemsize},
+                     f"this run ({n_samples} samples of {self.n_grid} grid points)",
+                     "Record fewer samples (a larger sample_every), observables or paths.")
+
+        prg = self._program(obs, hist, disp)
+        dummy = zeros(dev, 1, np.uint32)
+        partials = zeros(dev, n_groups * len(obs) * mom.itemsize, np.uint8) if obs else dummy
         moments = cla.empty(q, (max(n_samples, 1), self.n_grid, len(obs), 2), acc) if obs else dummy
-        hist_dev = zeros(self.device, max(total_bins * self.n_grid, 1), np.uint32)
+        hist_dev = zeros(dev, max(total_bins * self.n_grid, 1), np.uint32)
         hist_rng = cla.to_device(q, np.array(hist_range or [0.0], dtype=self._real))
-        rec = (cla.empty(q, (n_samples, self.n_grid, n_record, len(self.model.variables)), self._real)
+        rec = (cla.empty(q, (n_samples, self.n_grid, n_record, nv), self._real)
                if n_record and n_samples else dummy)
-        # time at each launch start, modulo the drive period, computed in float64
-        starts = self._step + np.cumsum([0] + [k for k, _ in launches[:-1]])
-        t0 = np.broadcast_to(starts[:, None] * self.dt, (len(starts), self.n_grid))
-        if self._periods is not None:
-            tinfo = np.stack([np.mod(t0, self._periods[None, :]),
-                              np.broadcast_to(self._periods, t0.shape)], axis=1)
-        else:
-            tinfo = np.stack([t0, np.zeros_like(t0)], axis=1)
-        tinfo_dev = cla.to_device(q, np.ascontiguousarray(tinfo, dtype=self._real))
         k0, k1 = seed_key(self.seed)
         ns = len(self.model.noise_sources)
         scal = [self._real.type(self._values[p]) for p in self.model.parameters if p not in self._grid_params()]
         hist_total = np.zeros(total_bins * self.n_grid, dtype=np.uint64)
-        flush_every = max(1, (2**32 - 1) // self.n_paths)
-        since_flush = 0
+        flush_every = max(1, (2**32 - 1) // self.n_paths)     # samples before uint32 bins could wrap
+        pending_hist = [0]
         gsize = (n_groups * wg,)
-        with Progress(n_steps, progress, label="sde") as bar:
-            for li, (k, slot) in enumerate(launches):
-                observe = slot >= 0
-                prg.sde_advance(q, gsize, (wg,), self._state.data, self._laps.data, self._xs.data,
-                                self._spare.data, self._gpar.data, tinfo_dev.data, np.uint32(li),
-                                np.uint32(self.n_paths), np.uint32(self.n_grid),
-                                np.uint32(self._groups_per_grid), self._real.type(self.dt),
-                                np.uint32(k), np.uint64(self._step * ns), np.uint32(k0), np.uint32(k1),
-                                *scal, np.int32(observe), partials.data, hist_dev.data, hist_rng.data,
-                                rec.data, np.uint32(n_record), np.uint32(max(slot, 0)))
-                self._step += k
-                if observe and obs:
-                    wgf = _wg_size(dev.facts, 64)
-                    prg.sde_moments(q, (self.n_grid * len(obs) * wgf,), (wgf,), partials.data,
-                                    np.uint32(self._groups_per_grid), np.uint32(len(obs)),
-                                    np.uint32(self.n_grid), np.uint32(slot), moments.data)
-                if observe and hist:
-                    since_flush += 1
-                    if since_flush == flush_every:
-                        hist_total += hist_dev.get().astype(np.uint64)
-                        cl.enqueue_copy(q, hist_dev.data, np.zeros(hist_dev.shape, np.uint32))
-                        since_flush = 0
-                bar.update(k)
-        q.finish()
-        times = (self._step - n_steps + np.array(marks, dtype=np.int64)) * self.dt
-        shp = (n_samples,) + self.grid_shape
-        mean, var = {}, {}
-        if obs and n_samples:
-            m = moments.get()
-            for j, name in enumerate(obs_names):
-                mean[name] = m[:, :, j, 0].astype(np.float64).reshape(shp)
-                var[name] = m[:, :, j, 1].astype(np.float64).reshape(shp)
-        hists, edges = {}, {}
-        if hist:
+        wgf = _wg_size(dev.facts, 64)
+        start = self._step
+
+        def launch(k, slot):
+            S = self._step
+            if not self._t_valid or S % TIME_RESYNC == 0:
+                cl.enqueue_copy(q, self._t[self._tcur].data, self._exact_time(S))
+                self._t_valid = True
+            observe = slot >= 0
+            prg.sde_advance(q, gsize, (wg,), self._state.data, self._laps.data, self._origin.data,
+                            self._xs.data, self._spare.data, self._gpar.data,
+                            self._t[self._tcur].data, self._t[1 - self._tcur].data, self._period.data,
+                            np.uint32(self.n_paths), np.uint32(self.n_grid),
+                            np.uint32(self._groups_per_grid), self._real.type(self.dt),
+                            np.uint32(k), np.uint64(S * ns), np.uint32(k0), np.uint32(k1),
+                            *scal, np.int32(observe), partials.data, hist_dev.data, hist_rng.data,
+                            rec.data, np.uint32(n_record), np.uint32(max(slot, 0)))
+            self._tcur ^= 1
+            self._step += k
+            if observe and obs:
+                prg.sde_moments(q, (self.n_grid * len(obs) * wgf,), (wgf,), partials.data,
+                                np.uint32(self._groups_per_grid), np.uint32(len(obs)),
+                                np.uint32(self.n_grid), np.uint32(slot), moments.data)
+            if observe and hist:
+                pending_hist[0] += 1
+                if pending_hist[0] == flush_every:
+                    flush_hist()
+
+        def flush_hist():
+            nonlocal hist_total
             hist_total += hist_dev.get().astype(np.uint64)
-            off = 0
-            for name, (_e, bins), j in zip(hist_names, hist, range(len(hist))):
-                block = hist_total[off * self.n_grid:(off + bins) * self.n_grid]
-                hists[name] = block.reshape(self.grid_shape + (bins,))
-                edges[name] = np.linspace(hist_range[2 * j], hist_range[2 * j + 1], bins + 1)
-                off += bins
-        paths = {}
-        if n_record and n_samples:
-            r = rec.get()
-            for j, v in enumerate(self.model.variables):
-                paths[v] = r[..., j].astype(np.float64).reshape(shp + (n_record,))
-        return RunResult(times, mean, var, self.n_paths, self.grid_shape, hists, edges, paths)
+            cl.enqueue_copy(q, hist_dev.data, np.zeros(hist_dev.shape, np.uint32))
+            pending_hist[0] = 0
+
+        def advance(done, n):
+            """Steps [done, done + n) of this run, in launches that end at the
+            samples, at the time resyncs and after at most spl steps."""
+            self._slice = max(self._slice, n) if done else n
+            s, end = done, done + n
+            while s < end:
+                k = min(end - s, spl, TIME_RESYNC - self._step % TIME_RESYNC)
+                if recording:
+                    k = min(k, M - s % M)
+                e = s + k
+                slot = -1
+                if recording and (e % M == 0 or e == n_steps):
+                    slot = e // M - 1 if e % M == 0 else n_samples - 1
+                launch(k, slot)
+                s = e
+
+        def result():
+            k = n_samples if self._step - start == n_steps else (self._step - start) // M
+            marks = np.minimum(np.arange(1, k + 1, dtype=np.int64) * M, n_steps)
+            times = (start + marks) * self.dt
+            shp = (k,) + self.grid_shape
+            mean, var = {}, {}
+            if obs and k:
+                m = moments.get()[:k]
+                for j, name in enumerate(obs_names):
+                    mean[name] = m[:, :, j, 0].astype(np.float64).reshape(shp)
+                    var[name] = m[:, :, j, 1].astype(np.float64).reshape(shp)
+            hists, edges = {}, {}
+            if hist:
+                flush_hist()
+                off = 0
+                for j, (name, (_e, bins)) in enumerate(zip(hist_names, hist)):
+                    block = hist_total[off * self.n_grid:(off + bins) * self.n_grid]
+                    hists[name] = block.reshape(self.grid_shape + (bins,))
+                    edges[name] = np.linspace(hist_range[2 * j], hist_range[2 * j + 1], bins + 1)
+                    off += bins
+            paths = {}
+            if n_record and k:
+                r = rec.get()[:k]
+                for j, v in enumerate(self.model.variables):
+                    paths[v] = r[..., j].astype(np.float64).reshape(shp + (n_record,))
+            return RunResult(times, mean, var, self.n_paths, self.grid_shape, hists, edges, paths)
+
+        try:
+            run_sliced(n_steps, advance, q, progress=progress, label="sde", what="time steps",
+                       first=self._slice)
+        except Interrupted as exc:
+            exc.partial = result()
+            raise
+        return result()
+
+    def _steps_per_launch_default(self) -> int:
+        # ~2^28 path-steps per launch on GPUs (launch overhead negligible), 2^20 on
+        # CPUs (a launch well under a slice, so Ctrl-C is answered in time)
+        budget = 2**28 if self.device.facts.is_gpu else 2**20
+        return max(1, min(TIME_RESYNC, budget // self.n_total))
 
     def _recording(self, observables, histograms):
-        """Checked and rendered observables and histograms of a run."""
+        """Checked and rendered observables and histograms of a run, and the
+        indices of the variables whose displacement they use."""
         obs_names = list(self.model.variables) if observables is None else observables
         if isinstance(obs_names, str) or not hasattr(obs_names, "__iter__"):
             raise TypeError(f"observables must be a list of expressions, got {observables!r}")
         obs_names = list(obs_names)
         real = "double" if self.dtype == "float64" else "float"
-        rename = {("unwrap", v): f"sde_uw_{self.model.variables.index(v)}" for v in self.model.periodic}
-        obs = [_expr.render(self.model.check_observable(o), real, rename) for o in obs_names]
+        variables = self.model.variables
+        rename = {("unwrap", v): f"sde_uw_{variables.index(v)}" for v in self.model.periodic}
+        rename.update({("displacement", v): f"sde_dp_{k}" for k, v in enumerate(variables)})
+        disp = set()
+
+        def checked(text):
+            toks = self.model.check_observable(text)
+            disp.update(variables.index(toks[i + 2][1]) for i, (kind, tok) in enumerate(toks)
+                        if kind == "name" and tok == "displacement")
+            return _expr.render(toks, real, rename)
+
+        obs = [checked(o) for o in obs_names]
         histograms = {} if histograms is None else histograms
         if not isinstance(histograms, Mapping):
             raise TypeError("histograms must be a mapping {expression: (bins, low, high)}")
@@ -549,19 +807,24 @@ class Ensemble:
             bins = check.integer(f"histograms[{h!r}] bins", spec[0], 1, MAX_HIST_BINS)
             lo = check.real(f"histograms[{h!r}] low", spec[1])
             hi = check.real(f"histograms[{h!r}] high", spec[2])
+            check_fits(f"histograms[{h!r}] range", [lo, hi], self._real)
             if hi <= lo:
                 raise ValueError(f"histograms[{h!r}]: low must be < high, got {lo}, {hi}")
-            hist.append((_expr.render(self.model.check_observable(h), real, rename), bins))
+            hist.append((checked(h), bins))
             hist_range += [lo, hi]
-        return obs_names, obs, list(histograms), hist, hist_range
+        return obs_names, obs, list(histograms), hist, hist_range, sorted(disp)
 
     def _steps_for(self, t_end, steps):
         if (t_end is None) == (steps is None):
             raise ValueError("give exactly one of t_end (the time to run to) and steps")
+        # the Philox counter holds step x noise sources in 64 bits
+        limit = min(2**63 - 1, (2**64 - 1) // max(1, len(self.model.noise_sources))) - self._step
         if steps is not None:
-            return check.integer("steps", steps, 1)
+            return check.integer("steps", steps, 1, limit)
         t_end = check.real("t_end", t_end)
         x = (t_end - self.t) / self.dt
+        if x > limit:
+            raise ValueError(f"t_end = {t_end} is {x:.3g} steps away; at most {limit} steps remain")
         n = round(x) if abs(x - round(x)) <= 1e-9 * max(1.0, abs(x)) else math.ceil(x)
         if n < 1:
             raise ValueError(f"t_end must be later than the current time t = {self.t} by at least "

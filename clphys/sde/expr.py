@@ -42,7 +42,7 @@ auto break case char const continue default do double else enum extern float for
 int long register restrict return short signed sizeof static struct switch typedef union
 unsigned void volatile while bool half size_t ptrdiff_t uchar ushort uint ulong kernel global
 local constant private read_only write_only __kernel __global __local __constant __private
-true false real_t acc_t unwrap dt
+true false real_t acc_t unwrap displacement dt
 """.split())
 
 RESERVED = _C_KEYWORDS | MATH_BUILTINS | CONSTANTS | CASTS | {"t"}
@@ -67,7 +67,7 @@ def check_name(kind: str, name) -> str:
                          "(letters, digits and _, not starting with a digit)")
     if name in RESERVED or name.startswith(_RESERVED_PREFIXES):
         raise ValueError(f"{kind} name {name!r} is reserved (an OpenCL keyword, built-in or "
-                         "constant, 't', 'dt', 'unwrap', or it starts with one of "
+                         "constant, 't', 'dt', 'unwrap', 'displacement', or it starts with one of "
                          f"{', '.join(_RESERVED_PREFIXES)})")
     return name
 
@@ -103,25 +103,35 @@ def tokenize(where: str, text) -> list[tuple[str, str]]:
     return out
 
 
-def check(where: str, text, names: dict[str, str], allow_t=True, unwrap=None) -> list[tuple[str, str]]:
+# Observable-only functions of one variable: unwrap(x) = x + laps * period (the
+# continuous position of a periodic variable); displacement(x) = position now
+# minus position at the ensemble's origin (see Ensemble.set_origin).
+VARIABLE_FUNCTIONS = ("unwrap", "displacement")
+
+
+def check(where: str, text, names: dict[str, str], allow_t=True, unwrap=None,
+          displacement=None) -> list[tuple[str, str]]:
     """Tokens of `text` after checking every identifier against `names`
     ({name: what it is}), ``t`` (if allow_t), the built-ins, constants and
     casts. ``unwrap(v)`` is accepted when `unwrap` (the periodic variables)
-    is not None and v is one of them."""
+    is not None and v is one of them; ``displacement(v)`` likewise for the
+    variables in `displacement`."""
     toks = tokenize(where, text)
+    allowed = {"unwrap": (unwrap, "periodic variable"), "displacement": (displacement, "variable")}
     depth = 0
     for i, (kind, tok) in enumerate(toks):
         nxt = toks[i + 1][1] if i + 1 < len(toks) else ""
         prev = toks[i - 1][1] if i else ""
         if kind == "name":
-            if tok == "unwrap":
-                if unwrap is None:
-                    raise ValueError(f"{where}: unwrap(v) is allowed in observables only")
-                ok = (i + 3 < len(toks) and nxt == "(" and toks[i + 2][1] in unwrap
+            if tok in allowed:
+                vars_ok, what = allowed[tok]
+                if vars_ok is None:
+                    raise ValueError(f"{where}: {tok}(v) is allowed in observables only")
+                ok = (i + 3 < len(toks) and nxt == "(" and toks[i + 2][1] in vars_ok
                       and toks[i + 3][1] == ")")
                 if not ok:
-                    raise ValueError(f"{where}: unwrap(v) takes one periodic variable ("
-                                     + (", ".join(unwrap) or "this model has none") + ")")
+                    raise ValueError(f"{where}: {tok}(v) takes one {what} ("
+                                     + (", ".join(vars_ok) or "this model has none") + ")")
             elif tok in MATH_BUILTINS:
                 if nxt != "(":
                     raise ValueError(f"{where}: {tok} is a function; call it as {tok}(...)")
@@ -145,6 +155,16 @@ def check(where: str, text, names: dict[str, str], allow_t=True, unwrap=None) ->
             raise ValueError(f"{where}: unexpected character {nxt!r} after {tok!r} (no comments) in {text!r}")
         if kind in ("num", "name") and i + 1 < len(toks) and toks[i + 1][0] in ("num", "name"):
             raise ValueError(f"{where}: missing operator between {tok!r} and {nxt!r} in {text!r}")
+        # an operator, '(' or ',' needs an operand after it
+        if kind == "op" and tok != ")" and nxt in ("", ")", ",", "?", ":"):
+            raise ValueError(f"{where}: an operand is missing after {tok!r} in {text!r}")
+        # an operand ends with a number, a name or ')'; a new one may not follow it
+        # directly, except after a cast's ')' and a function name's '('
+        cast_close = tok == ")" and i >= 2 and toks[i - 1][1] in CASTS and toks[i - 2][1] == "("
+        if ((kind == "num" and nxt == "(")
+                or (tok == ")" and not cast_close and i + 1 < len(toks)
+                    and (toks[i + 1][0] in ("num", "name") or nxt == "("))):
+            raise ValueError(f"{where}: missing operator between {tok!r} and {nxt!r} in {text!r}")
     if depth != 0:
         raise ValueError(f"{where}: unbalanced '(' in {text!r}")
     return toks
@@ -167,15 +187,16 @@ def _unknown(where, tok, text, names, allow_t):
 
 def render(toks, real: str, rename=None) -> str:
     """OpenCL C text of checked tokens: float constants become their double
-    twins when real is double, `rename` maps names (e.g. unwrap calls), and
+    twins when real is double, `rename` maps names and the calls
+    (function, variable) of VARIABLE_FUNCTIONS, and
     the whole is parenthesized."""
     rename = rename or {}
     out = []
     i = 0
     while i < len(toks):
         kind, tok = toks[i]
-        if tok == "unwrap" and kind == "name":
-            out.append(rename[("unwrap", toks[i + 2][1])])
+        if tok in VARIABLE_FUNCTIONS and kind == "name":
+            out.append(rename[(tok, toks[i + 2][1])])
             i += 4
             continue
         if kind == "name" and real == "double" and tok in FLOAT_CONSTANTS:

@@ -4,26 +4,31 @@ model, :data:`clphys.sde.models.JOSEPHSON`):
     x'' + gamma x' = -2 pi cos(2 pi x) + a cos(omega t) + f + sqrt(2 gamma kT) xi(t).
 
 <<v>> is the drift of x per unit time, averaged over realizations and over
-the periods after a transient: (<x(t_end)> - <x(t_0)>) / (t_end - t_0) with
-x unwrapped.  Defaults are those of Januszewski and Kostur, Comput. Phys.
-Commun. 181, 183 (2010) (after Machura et al., PRL 98, 040601 (2007)):
-gamma = 0.9, omega = 4.9, f = 0.1, kT = 0.001, a around 4.2, 100 steps per
-drive period (dt = 0.01 * 2 pi / omega), x(0) uniform in [0, 1), v(0)
-uniform in [-2, 2).
+the periods after a transient: the mean over paths of the displacement
+x(t_end) - x(t_0) (x unwrapped, measured per path from its own position at
+t_0) divided by t_end - t_0. Defaults are those of Januszewski and Kostur,
+Comput. Phys. Commun. 181, 183 (2010) (after Machura et al., PRL 98, 040601
+(2007)): gamma = 0.9, omega = 4.9, f = 0.1, kT = 0.001, a around 4.2, 100
+steps per drive period (dt = 0.01 * 2 pi / omega), x(0) uniform in [0, 1),
+v(0) uniform in [-2, 2).
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
 
 from .. import _validate as check
-from ..progress import Progress
-from .ensemble import Ensemble
+from ..runtime.checkpoint import CheckpointError, check_arrays, load_checkpoint
+from .ensemble import Ensemble, EnsembleState, _encode_params
+from .longrun import check_checkpoint_args, checkpointed_run
 from .models import JOSEPHSON
 
 __all__ = ["josephson", "JosephsonResult"]
+
+CHECKPOINT_KIND = "sde-josephson"
 
 
 @dataclass(frozen=True)
@@ -45,52 +50,126 @@ class JosephsonResult:
 
 def josephson(a=4.2, *, gamma=0.9, omega=4.9, f=0.1, kT=0.001, n_paths=1024, periods=2000,
               transient=None, steps_per_period=100, density_bins=0, scheme="srk2", rng="philox",
-              seed=0, dtype="float32", fast_math=False, progress=None, device=None) -> JosephsonResult:
+              seed=0, dtype="float32", fast_math=False, progress=None, device=None,
+              checkpoint=None, checkpoint_every=60.0, resume=None) -> JosephsonResult:
     """<<v>> per grid point; a, f, kT, gamma may be 1-D arrays (a Cartesian
     grid in that order); omega is a number (dt = 2 pi / (omega *
     steps_per_period)). Runs `periods` drive periods and averages over the
-    last periods - transient (default transient: a quarter)."""
+    last periods - transient (default transient: a quarter).
+
+    Work is done in slices of about a quarter second: `progress` counts
+    completed time steps, and Ctrl-C raises :class:`clphys.runtime.Interrupted`
+    within about a second. With `checkpoint` (an .npz path) the run's state
+    is written there every `checkpoint_every` seconds and on Ctrl-C;
+    ``resume=path`` continues such a file (the other arguments must describe
+    the same run) and gives the same result, bit for bit, as a run that was
+    never stopped."""
     omega = check.real("omega", omega, 0.0, strict_min=True)
     n_paths = check.integer("n_paths", n_paths, 1)
     periods = check.integer("periods", periods, 2)
     transient = periods // 4 if transient is None else check.integer("transient", transient, 0, periods - 1)
     spp = check.integer("steps_per_period", steps_per_period, 1)
     bins = check.integer("density_bins", density_bins, 0, 4096)
+    checkpoint, checkpoint_every = check_checkpoint_args(checkpoint, checkpoint_every)
     params = {}
     for name, value in (("a", a), ("f", f), ("kT", kT), ("gamma", gamma)):
         arr = check.finite_array(name, value, dtype=float)
         if arr.ndim > 1:
             raise ValueError(f"{name} must be a number or a 1-D array, got shape {arr.shape}")
+        if arr.size == 0:
+            raise ValueError(f"{name} is an empty array")
         if name in ("kT", "gamma") and np.any(arr < 0 if name == "kT" else arr <= 0):
             raise ValueError(f"{name} must be {'>= 0' if name == 'kT' else '> 0'}, got {arr.min()}")
         params[name] = float(arr) if arr.ndim == 0 else arr
     params["omega"] = omega
     T = 2 * np.pi / omega
     dt = T / spp
-    ens = Ensemble(JOSEPHSON, n_paths, params, dt, scheme=scheme, rng=rng, seed=seed, dtype=dtype,
-                   fast_math=fast_math, initial={"x": ("uniform", 0.0, 1.0), "v": ("uniform", -2.0, 2.0)},
-                   device=device)
     total = periods * spp
-    with Progress(total, progress, label="josephson") as bar:
-        offset = [0]          # steps of the earlier runs
+    if total >= 2**63:
+        raise ValueError(f"periods x steps_per_period = {total} time steps; at most 2^63 - 1")
+    setup = dict(n_paths=n_paths, params=params, dt=dt, scheme=scheme, rng=rng, seed=seed,
+                 dtype=dtype, fast_math=fast_math)
+    plan = {"periods": periods, "transient": transient, "steps_per_period": spp, "density_bins": bins}
+    hist_spec = {"x": (bins, 0.0, 1.0)} if bins else None
+    start = transient * spp          # the step where the measurement (and the displacement) starts
 
-        def report(done, _total):
-            bar.update(offset[0] + done - bar.done)
-        x0 = np.zeros(ens.grid_shape)
-        if transient:
-            r0 = ens.run(steps=transient * spp, observables=["x"], progress=report)
-            x0 = r0.mean["x"][-1]
-            offset[0] = bar.done
-        ens.reset_laps()
-        hist = {"x": (bins, 0.0, 1.0)} if bins else None
-        r = ens.run(steps=(periods - transient) * spp, sample_every=spp, observables=["unwrap(x)"],
-                    histograms=hist, progress=report)
+    if resume is not None:
+        ens, hist_total = _resume(resume, setup, plan, total, device)
+    else:
+        ens = Ensemble(JOSEPHSON, n_paths, params, dt, scheme=scheme, rng=rng, seed=seed, dtype=dtype,
+                       fast_math=fast_math, initial={"x": ("uniform", 0.0, 1.0),
+                                                     "v": ("uniform", -2.0, 2.0)}, device=device)
+        hist_total = np.zeros((ens.n_grid, bins), np.uint64)
+    last = {}
+
+    def advance(n, report):
+        """n more steps, not crossing the start of the measurement; there
+        the displacement starts, and every period boundary after it is a
+        sample (of the displacement and of x for the density)."""
+        if ens.step < start:
+            ens.run(steps=n, observables=[], progress=report)
+            return
+        if ens.origin_step != start:
+            ens.set_origin()
+        record(ens.run(steps=n, sample_every=spp, observables=["displacement(x)"],
+                       histograms=hist_spec, progress=report))
+
+    def record(r):
+        if "x" in r.hist:                 # not in the transient
+            hist_total[...] += r.hist["x"].reshape(ens.n_grid, bins)
+        if r.times.size:
+            last["r"] = r
+
+    def save():
+        header, arrays = ens.state().checkpoint_parts()
+        header["josephson"] = plan
+        arrays["hist"] = hist_total
+        return CHECKPOINT_KIND, header, arrays
+
+    checkpointed_run(ens, total, spp, advance, record, save, progress=progress, label="josephson",
+                     checkpoint=checkpoint, checkpoint_every=checkpoint_every,
+                     boundaries=(start,))
+    r = last["r"]
     span = (periods - transient) * T
-    v = (r.mean["unwrap(x)"][-1] - x0) / span
-    v_err = np.sqrt(r.var["unwrap(x)"][-1] / n_paths) / span
+    v = r.mean["displacement(x)"][-1] / span
+    v_err = np.sqrt(r.var["displacement(x)"][-1] / n_paths) / span
     density = edges = None
     if bins:
-        counts = r.hist["x"].astype(float)
+        counts = hist_total.reshape(ens.grid_shape + (bins,)).astype(float)
         density = counts / np.maximum(counts.sum(axis=-1, keepdims=True), 1) * bins
-        edges = r.hist_edges["x"]
+        edges = np.linspace(0.0, 1.0, bins + 1)
     return JosephsonResult(ens.grid, v, v_err, density, edges, n_paths, periods, transient, dt)
+
+
+def _resume(path, setup, plan, total, device):
+    """The ensemble and histogram of the Josephson run saved at `path`,
+    checked to be the run the arguments describe."""
+    header, files = load_checkpoint(path, CHECKPOINT_KIND)
+    where = f"checkpoint {os.fspath(path)!r}"
+    hist = files.pop("hist", None)
+    state = EnsembleState.from_checkpoint_parts(header, files, path)
+    if state.model != JOSEPHSON:
+        raise CheckpointError(f"{where} holds another model: {state.model!r}")
+    found = {"n_paths": state.n_paths, "params": _encode_params(state.params), "dt": state.dt,
+             "scheme": state.scheme, "rng": state.rng, "seed": state.seed, "dtype": state.dtype,
+             "fast_math": state.fast_math, **(header.get("josephson") or {})}
+    want = {**setup, "params": _encode_params(_normal_params(setup["params"])), **plan}
+    diff = [f"{k} is {found.get(k)!r} there, {v!r} here" for k, v in want.items() if found.get(k) != v]
+    if diff:
+        raise CheckpointError(f"{where} is of another run: {'; '.join(diff)}")
+    if state.step >= total:
+        raise CheckpointError(f"{where} is of a finished run (step {state.step} of {total})")
+    start = plan["transient"] * plan["steps_per_period"]
+    ok = ({start} if state.step > start else {0, start} if state.step == start else {0})
+    if state.origin_step not in ok:
+        raise CheckpointError(f"{where}: its displacement origin (step {state.origin_step}) is neither "
+                              f"the start of the run nor of the measurement (step {start})")
+    if hist is None:
+        raise CheckpointError(f"{where} lacks the array 'hist'")
+    n_grid = state.time.shape[0]
+    check_arrays(path, {}, {"hist": hist}, {"hist": (np.uint64, (n_grid, plan["density_bins"]))})
+    return Ensemble.from_state(state, device=device), hist.copy()
+
+
+def _normal_params(params):
+    return {k: (float(v) if np.ndim(v) == 0 else np.asarray(v, float)) for k, v in params.items()}

@@ -39,7 +39,9 @@ class Model:
     periodic
         ``{variable: period}`` (or a list of variables, period 1): the kernel
         keeps the variable in [0, period) and counts the laps, so
-        ``unwrap(x)`` in observables is the displacement.
+        ``unwrap(x)`` in observables is the continuous position (x plus the
+        laps since the ensemble's origin) and ``displacement(x)`` the
+        distance travelled since the origin (:meth:`Ensemble.set_origin`).
     forcing
         ``{name: expression}`` of the parameters and ``t`` only (a
         time-dependent force), usable by name in the drift and observables.
@@ -110,14 +112,17 @@ class Model:
             raise TypeError(f"noise must be a mapping {{variable: strength}}, got {type(noise).__name__}")
         self._check_keys("noise", noise)
         sources, entries = [], []
+        self.noise = {}
         for v in self.variables:
             if v not in noise:
                 continue
             spec = noise[v]
             spec = dict(spec) if isinstance(spec, Mapping) else {v: spec}
+            self.noise[v] = {}
             for src, strength in spec.items():
                 _expr.check_name("noise source", src)
                 where = f"noise of {v!r} (source {src!r})"
+                self.noise[v][src] = _expr.as_text(where, strength)
                 toks = _expr.tokenize(where, strength)
                 for kind, tok in toks:
                     if kind == "name" and (tok in self.variables or tok == "t"):
@@ -154,6 +159,32 @@ class Model:
             raise ValueError(f"{what} names unknown variable(s) {', '.join(map(repr, bad))}; "
                              f"variables are {', '.join(self.variables)}")
 
+    # ---------------------------------------------------------------- as data
+    def describe(self) -> dict:
+        """The model as plain data (JSON-able): ``Model(**m.describe())``
+        rebuilds it. Checkpoints store this instead of the object."""
+        return {"variables": list(self.variables), "parameters": list(self.parameters),
+                "drift": dict(zip(self.variables, self.drift)),
+                "noise": {v: dict(src) for v, src in self.noise.items()},
+                "periodic": dict(self.periodic), "forcing": dict(self.forcing),
+                "drive_period": self.drive_period, "name": self.name}
+
+    @classmethod
+    def from_description(cls, description) -> "Model":
+        """The model :meth:`describe` gave; ValueError/TypeError naming what
+        is wrong with a malformed description."""
+        if not isinstance(description, Mapping):
+            raise TypeError(f"a model description must be a mapping, got {type(description).__name__}")
+        allowed = {"variables", "parameters", "drift", "noise", "periodic", "forcing",
+                   "drive_period", "name"}
+        unknown = sorted(set(description) - allowed)
+        missing = sorted({"variables", "drift"} - set(description))
+        if unknown or missing:
+            raise ValueError(f"model description: " + "; ".join(
+                ([f"unknown keys {unknown}"] if unknown else [])
+                + ([f"missing keys {missing}"] if missing else [])))
+        return cls(**description)
+
     # ---------------------------------------------------------------- helpers
     def _key(self):
         return (self.variables, self.drift, self.parameters, tuple(self.forcing.items()),
@@ -178,11 +209,12 @@ class Model:
 
     def check_observable(self, text) -> list:
         """Tokens of an observable expression (variables, parameters, t,
-        unwrap(periodic variable))."""
+        unwrap(periodic variable), displacement(variable))."""
         known = {v: "variable" for v in self.variables}
         known.update({p: "parameter" for p in self.parameters})
         known.update({f: "forcing" for f in self.forcing})
-        return _expr.check(f"observable {text!r}", text, known, unwrap=tuple(self.periodic))
+        return _expr.check(f"observable {text!r}", text, known, unwrap=tuple(self.periodic),
+                           displacement=self.variables)
 
     def drive_periods(self, values: dict):
         """The drive period for parameter values (NumPy arrays broadcast

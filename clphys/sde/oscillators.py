@@ -23,22 +23,31 @@ kernel, so mean-field and all-pairs runs with one seed see the same noise.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
+import pyopencl as cl
 import pyopencl.array as cla
 
 from .. import _validate as check
-from ..progress import Progress
 from ..rng import seed_key
+from ..runtime import checkpoint as ckpt
 from ..runtime import resolve_device
 from ..runtime import work_group_size as _wg_size
 from ..runtime import zeros
-from .ensemble import DTYPES, SCHEMES, check_memory
+from ..runtime.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from ..runtime.files import check_output_path
+from ..runtime.longrun import Interrupted, run_sliced
+from ..runtime.memory import check_memory
+from .ensemble import DTYPES, SCHEMES, check_fits
+from .longrun import check_checkpoint_args, checkpointed_run
 
 __all__ = ["Kuramoto", "KuramotoResult", "kuramoto", "KERNELS"]
 
 KERNELS = ("auto", "mean-field", "all-pairs")
+CHECKPOINT_KIND = "sde-kuramoto"
+RUN_CHECKPOINT_KIND = "sde-kuramoto-run"
 
 
 @dataclass(frozen=True)
@@ -65,8 +74,10 @@ class Kuramoto:
     coupling
         K (a real number: K_ij = K/N) or an (N, N) matrix K_ij.
     kT, gamma
-        noise temperature (>= 0; D = kT/gamma is the phase diffusion constant
-        of a free oscillator) and friction (> 0).
+        noise temperature (>= 0) and friction (> 0). Dividing by gamma gives
+        coupling K/gamma and phase diffusion constant D = kT/gamma, so the
+        stationary state depends on K/kT only (gamma sets the time scale):
+        :func:`clphys.exact.kuramoto_order_parameter` takes (K, kT).
     omega
         natural frequencies: a real number or an (N,) array.
     kernel
@@ -84,12 +95,12 @@ class Kuramoto:
                  scheme="srk2", seed=0, dtype="float32", initial="uniform", work_group_size=None,
                  slices=None, device=None):
         self.n = n = check.integer("n", n, 1, 2**31 - 1)
-        K = np.asarray(coupling, dtype=float) if not isinstance(coupling, (bool, str)) else None
+        K = (None if isinstance(coupling, (bool, str))
+             else check.finite_array("coupling", coupling, dtype=float))
         if K is None or K.ndim not in (0, 2) or (K.ndim == 2 and K.shape != (n, n)):
             raise ValueError(f"coupling must be a real number K (K_ij = K/N) or an ({n}, {n}) "
                              f"matrix, got {coupling!r}" if K is None or K.ndim != 2 else
                              f"coupling matrix must have shape ({n}, {n}), got {K.shape}")
-        check.finite_array("coupling", K)
         self.kT = check.real("kT", kT, 0.0)
         self.gamma = check.real("gamma", gamma, 0.0, strict_min=True)
         om = check.finite_array("omega", omega, dtype=float)
@@ -133,6 +144,12 @@ class Kuramoto:
 
         real = np.dtype(self.dtype)
         self._real = real
+        for name, value in (("coupling", K), ("kT", self.kT), ("gamma", self.gamma), ("omega", om),
+                            ("dt", self.dt), ("K/N", K / n), ("1/gamma", 1.0 / self.gamma),
+                            ("sqrt(2 kT dt/gamma)", math.sqrt(2.0 * self.kT * self.dt / self.gamma))):
+            check_fits(name, value, real)
+        if real.type(self.dt) == 0:
+            raise ValueError(f"dt = {self.dt!r} is 0 in {self.dtype}; use dtype='float64'")
         self._acc = np.dtype(np.float64 if dev.facts.fp64 else np.float32)   # (S, C) pairs: shape (k, 2)
         pairs = kernel == "all-pairs"
         self._coupling = "mean-field" if not pairs else ("uniform" if K.ndim == 0 else "matrix")
@@ -142,7 +159,12 @@ class Kuramoto:
             need.update({"sin_cos": 2 * n * rs, "field": 2 * self.slices * n * rs, "drift": n * rs})
             if K.ndim == 2:
                 need["K"] = n * n * rs
-        check_memory(dev, need, f"a Kuramoto system of N = {n}")
+        check_memory(dev, need, f"a Kuramoto system of N = {n}",
+                     "Use fewer oscillators (or a scalar K instead of a matrix).")
+        self._need = need
+        self._K_host = None if K.ndim == 0 else K
+        self._omega_host = om
+        self._slice = 1
 
         q = dev.queue
         self._prg = dev.build("sde/kuramoto.cl", options=self._options(), real=self._cl_real,
@@ -250,37 +272,149 @@ class Kuramoto:
                 self._sums_of_theta(self._sums0, history, slot)
         self._step += 1
 
+    def order_parameter(self):
+        """(r, psi) of the current phases (the mean-field sums the next step
+        uses, so reading them changes nothing)."""
+        if self.kernel != "mean-field":
+            self._sums_of_theta(self._sums0, None, -1)
+        S, C = self._sums0.get().astype(np.float64).ravel() / self.n
+        return float(np.hypot(S, C)), float(np.arctan2(S, C))
+
     def run(self, t_end=None, *, steps=None, sample_every=1, progress=None) -> KuramotoResult:
         """Advance to time `t_end` (or by `steps` steps), recording r and psi
-        at the start and every `sample_every` steps (and at the end)."""
+        at the start and every `sample_every` steps (and at the end).
+
+        Steps are queued in slices of about a quarter second with the queue
+        finished between them: `progress` counts completed steps, and Ctrl-C
+        raises :class:`clphys.runtime.Interrupted` within about a second,
+        with the system at its last completed step and the samples so far
+        as ``exc.partial``. Running in several calls gives the same phases,
+        bit for bit, as one call."""
         if (t_end is None) == (steps is None):
             raise ValueError("give exactly one of t_end (the time to run to) and steps")
         if steps is None:
-            t_end = check.real("t_end", t_end)
-            x = (t_end - self.t) / self.dt
-            steps = round(x) if abs(x - round(x)) <= 1e-9 * max(1.0, abs(x)) else math.ceil(x)
-            if steps < 1:
-                raise ValueError(f"t_end must be later than the current time t = {self.t} by at "
-                                 f"least one step dt = {self.dt}, got {t_end}")
-        steps = check.integer("steps", steps, 1)
-        M = check.integer("sample_every", sample_every, 1)
-        marks = list(range(M, steps + 1, M))
-        if not marks or marks[-1] != steps:
-            marks.append(steps)
-        history = zeros(self.device, (len(marks) + 1, 2), self._acc)
-        self._sums_of_theta(self._sums0, history, 0)
+            steps = _steps_to(t_end, self.t, self.dt)
+        steps = check.integer("steps", steps, 1, 2**63 - 1 - self._step)
+        M = min(check.integer("sample_every", sample_every, 1), steps)     # same samples; int64-safe
+        n_marks = steps // M + (steps % M != 0)
+        check_memory(self.device, {**self._need, "history": (n_marks + 1) * 2 * self._acc.itemsize},
+                     f"this run of N = {self.n} ({n_marks + 1} samples)",
+                     "Record fewer samples (a larger sample_every).")
+        history = zeros(self.device, (n_marks + 1, 2), self._acc)
+        if self.kernel == "mean-field":
+            # the sums of the current phases are already there (and the next step
+            # uses them: recomputing them in another order would change its bits)
+            cl.enqueue_copy(self.device.queue, history.data, self._sums0.data,
+                            byte_count=2 * self._acc.itemsize)
+        else:
+            self._sums_of_theta(self._sums0, history, 0)
         start = self._step
-        slot_of = {m: k + 1 for k, m in enumerate(marks)}
-        with Progress(steps, progress, label="kuramoto") as bar:
-            for s in range(1, steps + 1):
-                self._one_step(history, slot_of.get(s, -1))
-                if s % 64 == 0 or s == steps:
-                    bar.update(64 if s % 64 == 0 else s % 64)
-        h = history.get().astype(np.float64) / self.n
-        times = (start + np.array([0] + marks)) * self.dt
-        r = np.hypot(h[:, 0], h[:, 1])
-        psi = np.arctan2(h[:, 0], h[:, 1])
-        return KuramotoResult(times, r, psi, self.kernel, self._theta.copy())
+
+        def advance(done, n):
+            self._slice = n
+            for s in range(done + 1, done + n + 1):
+                self._one_step(history, s // M if s % M == 0 else (n_marks if s == steps else -1))
+
+        def result():
+            done = self._step - start
+            k = n_marks if done == steps else done // M
+            marks = np.minimum(np.arange(k + 1, dtype=np.int64) * M, steps)
+            h = history.get()[:k + 1].astype(np.float64) / self.n
+            return KuramotoResult((start + marks) * self.dt, np.hypot(h[:, 0], h[:, 1]),
+                                  np.arctan2(h[:, 0], h[:, 1]), self.kernel, self._theta.copy())
+
+        try:
+            run_sliced(steps, advance, self.device.queue, progress=progress, label="kuramoto",
+                       what="time steps", first=self._slice)
+        except Interrupted as exc:
+            exc.partial = result()
+            raise
+        return result()
+
+    # ------------------------------------------------------------ checkpoints
+    def save(self, path) -> None:
+        """Write the system to `path` (.npz with a JSON header, atomically);
+        :meth:`load` continues it bit for bit."""
+        check_output_path(path, "checkpoint", (".npz",))
+        save_checkpoint(path, CHECKPOINT_KIND, *self.checkpoint_parts())
+
+    def checkpoint_parts(self):
+        """(header, arrays) of everything that determines the future."""
+        header = {"n": self.n, "coupling": "matrix" if self._K is None else self._K,
+                  "kT": self.kT, "gamma": self.gamma,
+                  "omega": "array" if self._omega_host.ndim else float(self._omega_host),
+                  "dt": self.dt, "kernel": self.kernel, "scheme": self.scheme, "seed": self.seed,
+                  "dtype": self.dtype, "work_group_size": self.work_group_size, "slices": self.slices,
+                  "step": self._step, "algorithm": f"kuramoto {self.kernel} {self.scheme}",
+                  "RNG": "philox"}
+        arrays = {"theta": self._theta.get(), "sums": self._sums0.get().astype(np.float64).ravel(),
+                  "K": self._K_host if self._K_host is not None else np.zeros((0, 0)),
+                  "omega": self._omega_host if self._omega_host.ndim else np.zeros(0)}
+        return header, arrays
+
+    @classmethod
+    def load(cls, path, *, device=None) -> "Kuramoto":
+        """The system saved by :meth:`save` at `path`; CheckpointError (a
+        ValueError) naming whatever is missing, malformed or inconsistent."""
+        header, files = load_checkpoint(path, CHECKPOINT_KIND)
+        return cls.from_checkpoint_parts(header, files, path, device=device)
+
+    @staticmethod
+    def checkpoint_arguments(header, files, path=""):
+        """(constructor keyword arguments, step) of a loaded checkpoint, every
+        field checked; no device work."""
+        f = lambda *a, **k: ckpt.field(header, *a, path=path, **k)      # noqa: E731
+        n = f("n", int, minimum=1)
+        dtype = f("dtype", str, choices=DTYPES)
+        coupling = f("coupling", (float, str))
+        omega = f("omega", (float, str))
+        if isinstance(coupling, str) and coupling != "matrix":
+            raise CheckpointError(f"checkpoint {path!r}: field 'coupling' = {coupling!r} is not a number "
+                                  "or 'matrix'")
+        if isinstance(omega, str) and omega != "array":
+            raise CheckpointError(f"checkpoint {path!r}: field 'omega' = {omega!r} is not a number or 'array'")
+        kn = n if coupling == "matrix" else 0
+        ckpt.check_arrays(path, header, files, {
+            "theta": (dtype, (n,)), "sums": (np.float64, (2,)), "K": (np.float64, (kn, kn)),
+            "omega": (np.float64, (n if omega == "array" else 0,))})
+        if not np.isfinite(files["theta"]).all() or not np.isfinite(files["sums"]).all():
+            raise CheckpointError(f"checkpoint {path!r}: the phases or their sums are not finite")
+        kwargs = dict(n=n, coupling=files["K"] if coupling == "matrix" else coupling, kT=f("kT", float),
+                      gamma=f("gamma", float), omega=files["omega"] if omega == "array" else omega,
+                      dt=f("dt", float), kernel=f("kernel", str, choices=KERNELS[1:]),
+                      scheme=f("scheme", str, choices=SCHEMES), seed=f("seed", int, minimum=0),
+                      dtype=dtype, work_group_size=f("work_group_size", int, minimum=2),
+                      slices=f("slices", int, minimum=1))
+        return kwargs, f("step", int, minimum=0)
+
+    @classmethod
+    def from_checkpoint_parts(cls, header, files, path="", *, device=None) -> "Kuramoto":
+        kwargs, step = cls.checkpoint_arguments(header, files, path)
+        try:
+            sim = cls(**kwargs, initial="sync", device=device)
+        except (TypeError, ValueError) as exc:
+            raise CheckpointError(f"checkpoint {path!r}: {exc}") from None
+        q, n = sim.device.queue, sim.n
+        cl.enqueue_copy(q, sim._theta.data, np.ascontiguousarray(files["theta"]))
+        cl.enqueue_copy(q, sim._sums0.data, files["sums"].astype(sim._acc).reshape(1, 2))
+        if sim.kernel == "all-pairs":
+            sim._prg.kuramoto_sincos(q, (n,), None, sim._theta.data, np.uint32(n), sim._sc.data)
+        sim._step = step
+        q.finish()
+        return sim
+
+
+def _steps_to(t_end, t, dt) -> int:
+    """Steps from time t to t_end (t_end within 1e-9 relative of a step counts as it)."""
+    t_end = check.real("t_end", t_end)
+    x = (t_end - t) / dt
+    if x >= 2**63:
+        raise ValueError(f"t_end = {t_end} is {x:.3g} steps of dt = {dt} away; at most 2^63 - 1")
+    steps = round(x) if abs(x - round(x)) <= 1e-9 * max(1.0, abs(x)) else math.ceil(x)
+    if steps < 1:
+        raise ValueError(f"t_end must be later than the current time t = {t} by at "
+                         f"least one step dt = {dt}, got {t_end}")
+    return int(steps)
 
 
 def work_group_size_default(facts, n: int) -> int:
@@ -289,14 +423,102 @@ def work_group_size_default(facts, n: int) -> int:
 
 def kuramoto(n, coupling, *, kT=1.0, gamma=1.0, omega=0.0, t_end=10.0, dt=0.01, sample_every=10,
              kernel="auto", scheme="srk2", seed=0, dtype="float32", initial="uniform",
-             progress=None, device=None) -> KuramotoResult:
+             progress=None, device=None, checkpoint=None, checkpoint_every=60.0,
+             resume=None) -> KuramotoResult:
     """Run N noisy Kuramoto oscillators from t = 0 to t_end and return the
     order parameter r(t) and phase psi(t) (every `sample_every` steps) and
     the final phases. See :class:`Kuramoto` for the arguments.
 
+    With `checkpoint` (an .npz path) the run is written there every
+    `checkpoint_every` seconds and on Ctrl-C; ``resume=path`` continues it
+    (the other arguments must describe the same run) with the same result,
+    bit for bit, as a run never stopped.
+
     Example: ``kuramoto(65536, 4.0, kT=1.0).r[-1]`` is close to the N -> inf
-    value clphys.exact.kuramoto_order_parameter(4, 1) = 0.8315 (gamma = 1,
-    identical oscillators)."""
-    sim = Kuramoto(n, coupling, kT=kT, gamma=gamma, omega=omega, dt=dt, kernel=kernel,
-                   scheme=scheme, seed=seed, dtype=dtype, initial=initial, device=device)
-    return sim.run(t_end, sample_every=sample_every, progress=progress)
+    value clphys.exact.kuramoto_order_parameter(4, 1) = 0.8315 (identical
+    oscillators; r depends on K/kT only, whatever gamma)."""
+    checkpoint, checkpoint_every = check_checkpoint_args(checkpoint, checkpoint_every)
+    dt = check.real("dt", dt, 0.0, strict_min=True)
+    steps = _steps_to(t_end, 0.0, dt)
+    M = min(check.integer("sample_every", sample_every, 1), steps)
+    if resume is not None:
+        header, files = load_checkpoint(resume, RUN_CHECKPOINT_KIND)
+        samples = {k: files.pop(k, None) for k in ("times", "r", "psi")}
+        args = dict(n=n, coupling=coupling, kT=kT, gamma=gamma, omega=omega, dt=dt, kernel=kernel,
+                    scheme=scheme, seed=seed, dtype=dtype, t_end=t_end, initial=initial)
+        sim = _check_resumed(resume, header, files, samples, args, steps, M, device)
+    else:
+        sim = Kuramoto(n, coupling, kT=kT, gamma=gamma, omega=omega, dt=dt, kernel=kernel,
+                       scheme=scheme, seed=seed, dtype=dtype, initial=initial, device=device)
+        r0, psi0 = sim.order_parameter()
+        samples = {"times": np.zeros(1), "r": np.array([r0]), "psi": np.array([psi0])}
+    run = {"t_end": float(t_end), "sample_every": M, "initial": _initial_tag(initial)}
+
+    def record(res):
+        for k, v in (("times", res.times), ("r", res.r), ("psi", res.psi)):
+            samples[k] = np.concatenate([samples[k], v[1:]])    # v[0]: the start, already there
+
+    def advance(k, report):
+        record(sim.run(steps=k, sample_every=M, progress=report))
+
+    def save():
+        header, arrays = sim.checkpoint_parts()
+        header["run"] = run
+        return RUN_CHECKPOINT_KIND, header, {**arrays, **samples}
+
+    checkpointed_run(sim, steps, M, advance, record, save, progress=progress, label="kuramoto",
+                     checkpoint=checkpoint, checkpoint_every=checkpoint_every)
+    return KuramotoResult(samples["times"], samples["r"], samples["psi"], sim.kernel, sim._theta.copy())
+
+
+def _initial_tag(initial):
+    """What a checkpoint records of `initial`: the name, or a hash of the array."""
+    if isinstance(initial, str):
+        return initial
+    import hashlib
+    values = np.ascontiguousarray(check.finite_array("initial", initial, dtype=float))
+    return "sha1:" + hashlib.sha1(values.tobytes()).hexdigest()
+
+
+def _same(a, b) -> bool:
+    """Equal values of equal shapes (numbers or arrays)."""
+    try:
+        return np.shape(a) == np.shape(b) and bool(np.all(np.asarray(a) == np.asarray(b)))
+    except (TypeError, ValueError):
+        return False
+
+
+def _check_resumed(path, header, files, samples, args, steps, M, device):
+    """The Kuramoto system of a run checkpoint, checked (before any device
+    work) to be the run `args` (kuramoto's arguments) describe, with its
+    samples so far."""
+    where = f"checkpoint {os.fspath(path)!r}"
+    for k, v in samples.items():
+        if v is None:
+            raise CheckpointError(f"{where} lacks the array {k!r}")
+        if v.dtype != np.float64 or v.ndim != 1:
+            raise CheckpointError(f"{where}: array {k!r} is {v.dtype} {v.shape}, expected float64 (k,)")
+    saved, step = Kuramoto.checkpoint_arguments(header, files, path)
+    coupling = (args["coupling"] if isinstance(args["coupling"], (str, bool))
+                else check.finite_array("coupling", args["coupling"], dtype=float))
+    kernel = args["kernel"]
+    if kernel == "auto":
+        kernel = "mean-field" if np.ndim(coupling) == 0 else "all-pairs"
+    run = header.get("run") if isinstance(header.get("run"), dict) else {}
+    here = {**{k: args[k] for k in ("n", "kT", "gamma", "dt", "scheme", "seed", "dtype")},
+            "coupling": coupling, "omega": check.finite_array("omega", args["omega"], dtype=float),
+            "kernel": kernel, "t_end": float(args["t_end"]), "sample_every": M,
+            "initial": _initial_tag(args["initial"])}
+    there = {**saved, **{k: run.get(k) for k in ("t_end", "sample_every", "initial")}}
+    diff = [k + (f" differs (there {there[k]!r}, here {v!r})" if isinstance(v, (int, float, str))
+                 else " differs")
+            for k, v in here.items() if not _same(v, there[k])]
+    if diff:
+        raise CheckpointError(f"{where} is of another run: {'; '.join(diff)}")
+    if step >= steps:
+        raise CheckpointError(f"{where} is of a finished run (step {step} of {steps})")
+    n_samples = 1 + step // M
+    if any(v.shape != (n_samples,) for v in samples.values()):
+        raise CheckpointError(f"{where}: {len(samples['r'])} samples recorded at step {step}, "
+                              f"expected {n_samples}")
+    return Kuramoto.from_checkpoint_parts(header, files, path, device=device)
