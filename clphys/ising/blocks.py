@@ -191,6 +191,18 @@ class BlocksBackend:
         """(Lx, Ly) as ints, or ValueError naming the allowed sides (multiples of 32)."""
         return _check_shape(shape)
 
+    @classmethod
+    def device_bytes(cls, facts, shape, n_replicas, rng="philox", tile=None, **options) -> dict:
+        """{buffer: bytes} this backend allocates (for the memory check)."""
+        Lx, Ly = _check_shape(shape)
+        W, H = _check_tile((Lx, Ly), tile, facts)
+        need = {"spins (1 bit each)": n_replicas * Lx * Ly // 8,
+                "partial sums": n_replicas * (Lx // W) * (Ly // H) * 16 + n_replicas * 16,
+                "thresholds": n_replicas * 10 * 4}
+        if rng == "halfbit-lcg":
+            need["generator states"] = n_replicas * Lx * Ly // 64 * 4
+        return need
+
     def __init__(self, dev, shape, n_replicas, *, rng, seed, inner_sweeps=1, tile=None, unroll=None):
         self.shape = Lx, Ly = self.check_shape(shape)
         self.n_replicas = R = check.integer("n_replicas", n_replicas, 1, 2**20)

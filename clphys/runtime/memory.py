@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ["check_memory", "items_that_fit", "format_bytes"]
+__all__ = ["check_memory", "items_that_fit", "format_bytes", "check_host_memory", "host_memory"]
 
 # Leave room for the driver, program binaries and the small buffers nobody
 # counts: plan with at most this fraction of the device's global memory.
@@ -65,3 +65,25 @@ def items_that_fit(dev, bytes_per_item: int, fixed_bytes: int = 0, *, largest_pe
     room = int(facts.global_mem * USABLE_FRACTION) - int(fixed_bytes)
     n = max(0, min(room // bytes_per_item, facts.max_alloc // largest))
     return n if limit is None else min(n, int(limit))
+
+
+def host_memory() -> int | None:
+    """Physical memory of this machine in bytes (None where unknown)."""
+    import os
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_host_memory(buffers: Mapping[str, int], what: str, reduce: str = "") -> None:
+    """ValueError unless the host arrays `buffers` ({name: bytes}) together
+    fit USABLE_FRACTION of the machine's physical memory (checked before the
+    work starts, so a run is not killed for memory half-way)."""
+    total = sum(int(v) for v in buffers.values())
+    have = host_memory()
+    if have is None or total <= have * USABLE_FRACTION:
+        return
+    parts = ", ".join(f"{k} {format_bytes(v)}" for k, v in buffers.items())
+    raise ValueError(f"{what} needs {format_bytes(total)} of host memory ({parts}); this machine has "
+                     f"{format_bytes(have)}. {reduce or 'Reduce the size of the run or split it.'}".rstrip())
