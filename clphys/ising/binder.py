@@ -346,13 +346,12 @@ def _reduce(s, fine, tau, drift, drift_var):
     for k in range(e.shape[0]):
         ts = []
         for j, x in enumerate((e[k], am[k])):
-            est = series_estimate(x)
-            t = est.tau_int if math.isfinite(est.tau_int) else math.inf
-            ts.append(t)
-            drift[k, j] = x[n - h:].mean() - x[:h].mean()
-            # each half: variance of its mean 2 tau Var / (n/2); the error
-            # is 0 for a constant series
-            drift_var[k, j] = 2 * (est.error ** 2) * n / h if est.error == est.error else math.inf
+            t = series_estimate(x).tau_int
+            ts.append(t if math.isfinite(t) else math.inf)
+            late = series_estimate(x[n - h:])
+            drift[k, j] = late.value - x[:h].mean()
+            # its variance if the series were stationary: twice the late half's
+            drift_var[k, j] = 2 * late.error ** 2 if late.error == late.error else math.inf
         tau[k] = max(ts)
     return fine
 
