@@ -313,3 +313,36 @@ def series_estimate(x, func=None, c=5.0, window=None) -> SeriesEstimate:
     C = 2.0 * tau * var0 * (1.0 + (2 * W + 1) / n)          # Wolff's bias correction
     tau = C / (2.0 * (var0 + 2.0 * tau * var0 / n))
     return SeriesEstimate(value, math.sqrt(C / n), tau if found else math.nan, n)
+
+
+def mean_estimates(rows, c=5.0):
+    """series_estimate of the mean of each row of a 2-D array (k, n), for
+    many series at once (one batched FFT): (means, errors, tau_ints) arrays;
+    tau_int is NaN where no window was found, errors are NaN for fewer than
+    MIN_SAMPLES samples and 0 for constant rows."""
+    x = _validate.finite_array("rows", rows, ndim=2, dtype=float)
+    c = _validate.real("c", c, minimum=0.0, strict_min=True)
+    k, n = x.shape
+    means = x.mean(axis=1)
+    if n < MIN_SAMPLES:
+        return means, np.full(k, math.nan), np.full(k, math.nan)
+    d = x - means[:, None]
+    var0 = np.mean(d * d, axis=1)
+    nfft = 1 << (2 * n - 1).bit_length()
+    F = np.fft.rfft(d, nfft, axis=1)
+    acf = np.fft.irfft(F * np.conj(F), nfft, axis=1)[:, :n] / np.arange(n, 0, -1)
+    const = acf[:, 0] <= 0
+    rho = acf / np.where(const, 1.0, acf[:, 0])[:, None]
+    tau = 0.5 + np.cumsum(rho[:, 1:max(2, n // 2)], axis=1)
+    W = np.arange(1, tau.shape[1] + 1)
+    ok = W[None, :] >= c * tau
+    found = ok.any(axis=1)
+    i = np.where(found, ok.argmax(axis=1), tau.shape[1] - 1)
+    t = np.maximum(tau[np.arange(k), i], 0.5)
+    Wi = W[i]
+    C = 2.0 * t * var0 * (1.0 + (2 * Wi + 1) / n)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        t = C / (2.0 * (var0 + 2.0 * t * var0 / n))
+    errors = np.where(const, 0.0, np.sqrt(C / n))
+    taus = np.where(const, 0.5, np.where(found, t, math.nan))
+    return means, errors, taus

@@ -88,7 +88,8 @@ def test_spontaneous_magnetization_vs_onsager(device, algorithm):
 
 
 @pytest.mark.parametrize("algorithm", ENUMERABLE)
-@pytest.mark.parametrize("J,h,seed", [(1.0, 0.4, 7), (-1.0, 0.6, 7), (1.0, 0.0, 7), (1.0, 0.0, 8)])
+# seed 2 traps one 4x4 replica (checkerboard), seed 26 one 8x2 replica (multispin)
+@pytest.mark.parametrize("J,h,seed", [(1.0, 0.4, 7), (-1.0, 0.6, 7), (1.0, 0.0, 2), (1.0, 0.0, 26)])
 def test_field_and_antiferromagnet_vs_enumeration(device, algorithm, J, h, seed):
     """h != 0, J < 0 and h = 0 against all 2^16 states of a 4x4 (or 8x2)
     torus, within 4 sigma (replicas as jackknife blocks). Seed-robust: at
@@ -104,6 +105,8 @@ def test_field_and_antiferromagnet_vs_enumeration(device, algorithm, J, h, seed)
         s = ens.sample(200, n_therm=50)
     if h != 0:
         assert not s.trapped.any()
+    elif (algorithm, seed) in (("checkerboard", 2), ("multispin", 26)):
+        assert s.trapped.sum() == 1          # the case that made this test seed-dependent
     ok = ~s.trapped
     E = _replica_stats(s.energy[ok][None], lambda x: x[0])
     M = _replica_stats(s.magnetization[ok][None], lambda x: x[0])

@@ -27,10 +27,9 @@ from ..exact import TC_2D, TC_3D
 from ..progress import Progress
 from ..runtime import Interrupted, resolve_device
 from ..runtime.memory import items_that_fit
-from ..stats import MIN_TAUS, Estimate, TooShortWarning, series_estimate
+from ..stats import MIN_TAUS, Estimate, TooShortWarning, mean_estimates
 from . import backends
-from .lattice import (Ensemble2D, Ensemble3D, _MEASURE_BYTES, _CHUNK_BYTES, _temperatures,
-                      default_therm, device_need)
+from .lattice import Ensemble2D, Ensemble3D, _MEASURE_BYTES, _temperatures, default_therm, device_need
 from .samples import NotEquilibratedWarning
 
 # The defaults of binder_scan and of `clphys binder` (one set, used by both).
@@ -111,6 +110,9 @@ class BinderScan:
                 f"{self.replicas} replicas x {self.n_measure} measurements every {self.every} sweeps, "
                 f"after {self.n_therm} thermalisation sweeps from an ordered start; errors: jackknife "
                 f"over {self.n_blocks} blocks")
+        if max(self.pieces) > 1:
+            head += (f"; run in {'/'.join(map(str, self.pieces))} ensembles per size (what fits the "
+                     f"device and host memory at once)")
         lines = [head, f"{'L':>5} {'T':>9} {'U4':>14} {'chi':>16} {'C':>14} {'|m|':>14} {'tau':>7}"]
         for i, L in enumerate(self.sizes):
             for j, T in enumerate(self.temperatures):
@@ -244,10 +246,11 @@ class _Scaled:
 def _pieces(backend, facts, shape, total, rng, options, n_measure, host_bytes):
     """Replicas per ensemble: all, or as many as fit the device and host memory."""
     one, two = (device_need(backend, facts, shape, r, rng, options) for r in (1, 2))
-    per = sum(two.values()) - sum(one.values())
-    largest = max(two[k] - one[k] for k in one)
-    fixed = sum(one.values()) - per + _CHUNK_BYTES + _MEASURE_BYTES
-    dev_fit = items_that_fit(facts, max(1, per + _MEASURE_BYTES), fixed, largest_per_item=max(1, largest))
+    meas = _MEASURE_BYTES * (n_measure + 1)        # the measurement buffer, per replica (at most)
+    per = sum(two.values()) - sum(one.values()) + meas
+    largest = max(max(two[k] - one[k] for k in one), meas)
+    fixed = sum(one.values()) - per + meas
+    dev_fit = items_that_fit(facts, max(1, per), max(0, fixed), largest_per_item=max(1, largest))
     host_fit = max(1, host_bytes // (_HOST_BYTES_PER_MEASUREMENT * n_measure))
     return max(1, min(total, dev_fit, host_fit))
 
@@ -300,7 +303,7 @@ def binder_scan(sizes, temperatures, dim=2, *, n_therm=None, n_measure=DEFAULTS[
 
     nT, R, nq, M = temps.size, replicas, 5, FINE_BLOCKS
     fine = np.empty((len(sizes), nT * R, nq, M))     # per-replica block means: e, e^2, |m|, m^2, m^4
-    tau = np.empty((len(sizes), nT * R))             # max(tau_int(e), tau_int(|m|)), in measurements
+    tau = np.empty((len(sizes), nT * R, 2))          # tau_int of e and |m|, in measurements
     drift = np.empty((len(sizes), nT * R, 2))        # second half - first half of e, |m|
     drift_var = np.empty((len(sizes), nT * R, 2))
     N = np.array([L**dim for L in sizes], dtype=float)
@@ -343,23 +346,20 @@ def _reduce(s, fine, tau, drift, drift_var):
     size = n // FINE_BLOCKS
     fine[:] = q[..., n - size * FINE_BLOCKS:].reshape(q.shape[:2] + (FINE_BLOCKS, size)).mean(axis=-1)
     h = n // 2
-    for k in range(e.shape[0]):
-        ts = []
-        for j, x in enumerate((e[k], am[k])):
-            t = series_estimate(x).tau_int
-            ts.append(t if math.isfinite(t) else math.inf)
-            late = series_estimate(x[n - h:])
-            drift[k, j] = late.value - x[:h].mean()
-            # its variance if the series were stationary: twice the late half's
-            drift_var[k, j] = 2 * late.error ** 2 if late.error == late.error else math.inf
-        tau[k] = max(ts)
+    for j, x in enumerate((e, am)):
+        _, _, t = mean_estimates(x)
+        tau[:, j] = np.where(np.isfinite(t), t, np.inf)
+        late, late_err, _ = mean_estimates(x[:, n - h:])
+        drift[:, j] = late - x[:, :h].mean(axis=1)
+        # its variance if the series were stationary: twice the late half's
+        drift_var[:, j] = np.where(np.isnan(late_err), np.inf, 2 * late_err**2)
     return fine
 
 
 def _analyse(dim, sizes, temps, n_therm, n_measure, every, R, N, fine, tau, drift, drift_var, pieces):
     nS, nT, nq, M = len(sizes), temps.size, fine.shape[2], fine.shape[3]
     fine = fine.reshape(nS, nT, R, nq, M)
-    tau_LT = tau.reshape(nS, nT, R)
+    tau_LT = tau.max(axis=-1).reshape(nS, nT, R)
     with np.errstate(invalid="ignore"):
         tau_mean = np.where(np.all(np.isfinite(tau_LT), axis=-1), tau_LT.mean(axis=-1), np.inf)
     finite = tau_mean[np.isfinite(tau_mean)]

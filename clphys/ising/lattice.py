@@ -147,6 +147,9 @@ class _Run:
         self.cap = max(2, min(n_measure + 1, _CHUNK_BYTES // (_MEASURE_BYTES * R)))
         self.largest = max(1, (self.cap - 1) * every)        # a slice holds <= cap measurements
         self._buf = None
+        if n_measure and hasattr(ens._backend, "measure_into"):
+            check_memory(ens.device, {**ens._resident, "measurements": _MEASURE_BYTES * R * self.cap},
+                         f"measuring {R} replicas", "use fewer replicas per ensemble")
 
     @property
     def measured(self) -> int:
@@ -247,7 +250,9 @@ class Ensemble:
 
     # ------------------------------------------------------------ set-up
     def _thresholds(self, temps):
-        return np.stack([metropolis_thresholds(self.dim, T, self.J, self.h) for T in temps])
+        uniq, index = np.unique(temps, return_inverse=True)
+        table = np.stack([metropolis_thresholds(self.dim, T, self.J, self.h) for T in uniq])
+        return np.ascontiguousarray(table[index.ravel()])
 
     def _check_memory(self, backend, R):
         facts = self.device.facts
