@@ -41,6 +41,13 @@ def _size(text):
     return vals[0] if len(vals) == 1 else tuple(vals)
 
 
+def _same_size(text, saved):
+    def full(t):
+        v = _size(str(t))
+        return v if isinstance(v, tuple) else (v,) * saved["dim"]
+    return full(text) == full(saved["size"])
+
+
 def _warnings_as_lines(record):
     seen, lines = set(), []
     for w in record:
@@ -108,7 +115,7 @@ def _load_run(path, args, device):
         saved[k] = run_h[k]
     for k in ISING_DEFAULTS:
         given = getattr(args, k)
-        if given is not None and given != saved[k] and not (k == "size" and _size(given) == _size(str(saved[k]))):
+        if given is not None and given != saved[k] and not (k == "size" and _same_size(given, saved)):
             raise ValueError(f"--{k} {given} differs from the run in {path} ({saved[k]}); leave it out "
                              f"to continue that run")
     try:
