@@ -34,7 +34,12 @@ def real(name: str, value, minimum=None, maximum=None, *, strict_min=False) -> f
 
 
 def choice(name: str, value, allowed):
-    if value not in allowed:
+    try:       # an array compares elementwise, an unhashable value may raise: neither is a choice
+        ok = bool(value in allowed) and not (isinstance(value, bool) and not any(
+            isinstance(a, bool) for a in allowed))
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}; got {value!r}")
     return value
 
@@ -43,9 +48,20 @@ def seed(value) -> int:
     return integer("seed", value, 0, 2**64 - 1)
 
 
+def _short(value, limit=60):
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def finite_array(name: str, values, ndim=None, dtype=None) -> np.ndarray:
     """A NumPy copy-free view of `values`; NaN/inf reported with their position."""
-    arr = np.asarray(values, dtype=dtype)
+    try:
+        arr = np.asarray(values)
+        if arr.dtype.kind in "cUSV":       # complex (a cast drops the imaginary part), text, bytes
+            raise TypeError
+        arr = arr.astype(dtype, copy=False) if dtype is not None else arr
+    except (ValueError, TypeError, OverflowError):     # ragged, strings, objects, complex
+        raise TypeError(f"{name} must be an array of real numbers, got {_short(values)}") from None
     if arr.dtype.kind not in "biuf":
         raise TypeError(f"{name} must be real numbers, got dtype {arr.dtype}")
     if ndim is not None and arr.ndim != ndim:

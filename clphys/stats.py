@@ -170,7 +170,8 @@ def _window(rho, n, c):
     there is none, W = n/2 - 1 and found is False."""
     tau = 0.5 + np.cumsum(rho[1:max(2, n // 2)])          # tau[W-1] = tau_int(W)
     W = np.arange(1, tau.size + 1)
-    ok = np.nonzero(W >= c * tau)[0]
+    with np.errstate(over="ignore"):
+        ok = np.nonzero(W >= c * tau)[0]
     i = ok[0] if ok.size else tau.size - 1
     return float(tau[i]), int(W[i]), bool(ok.size)
 
@@ -335,7 +336,8 @@ def mean_estimates(rows, c=5.0):
     rho = acf / np.where(const, 1.0, acf[:, 0])[:, None]
     tau = 0.5 + np.cumsum(rho[:, 1:max(2, n // 2)], axis=1)
     W = np.arange(1, tau.shape[1] + 1)
-    ok = W[None, :] >= c * tau
+    with np.errstate(over="ignore"):
+        ok = W[None, :] >= c * tau
     found = ok.any(axis=1)
     i = np.where(found, ok.argmax(axis=1), tau.shape[1] - 1)
     t = np.maximum(tau[np.arange(k), i], 0.5)

@@ -167,7 +167,14 @@ def crossing_of(T, du, du_deleted, sizes=(0, 0)) -> Crossing:
     the same fit. Certain signs that change more than once: "several"; no
     certain change: "none" if every point is certain, else "noisy".
     """
-    T, du = np.asarray(T, float), np.asarray(du, float)
+    T = _validate.finite_array("T", T, ndim=1, dtype=float)
+    du = _validate.finite_array("du", du, ndim=1, dtype=float)
+    du_deleted = _validate.finite_array("du_deleted", du_deleted, ndim=2, dtype=float)
+    if T.size < 2 or du.shape != T.shape or du_deleted.shape[0] != T.size or du_deleted.shape[1] < 1:
+        raise ValueError(f"crossing_of needs >= 2 temperatures T, du of the same length and du_deleted "
+                         f"(len(T), n_blocks); got shapes {T.shape}, {du.shape}, {du_deleted.shape}")
+    if np.any(np.diff(T) <= 0):
+        raise ValueError("T must be increasing")
     err = _jackknife_err(du_deleted)
     pair = f"U4({sizes[1]}) - U4({sizes[0]})"
     if not np.all(np.isfinite(err)) or np.any(err <= 0):

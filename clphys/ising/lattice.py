@@ -34,6 +34,8 @@ from .samples import Samples, TrappedWarning
 from .thresholds import metropolis_thresholds
 
 STARTS = ("random", "up", "down")
+SWEEP_QUEUE = 256            # sweep(n) enqueues at most this many without a sync
+MAX_SWEEPS = 2**62           # the Philox sweep counter has 2^63 - 1 values (one reserved)
 STATE_FORMAT = "clphys.ising/1"
 CHECKPOINT_KIND = "ising-ensemble"
 _MEASURE_BYTES = 16          # two int64 per replica and measurement
@@ -73,12 +75,10 @@ def _shape(L, dim):
 
 
 def _temperatures(T, name="temperatures"):
-    try:
-        arr = _validate.finite_array(name, np.atleast_1d(T), ndim=1, dtype=float)
-    except (ValueError, TypeError) as exc:
-        if str(exc).startswith(name):
-            raise
-        raise TypeError(f"{name} must be a sequence of real numbers, got {T!r}") from None
+    arr = _validate.finite_array(name, T, dtype=float)
+    arr = np.atleast_1d(arr)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be a number or a 1-D sequence, got shape {arr.shape}")
     if arr.size == 0:
         raise ValueError(f"{name} must not be empty")
     if np.any(arr <= 0):
@@ -317,11 +317,20 @@ class Ensemble:
 
     # ------------------------------------------------------------ dynamics
     def sweep(self, n=1):
-        """n full sweeps (colour 0 then colour 1), enqueued without host sync."""
-        n = _validate.integer("n", n, 0)
-        if n:
-            self._backend.sweep(n, self._thr)
-            self._settled += n
+        """n full sweeps (colour 0 then colour 1). Up to SWEEP_QUEUE sweeps are
+        enqueued without host sync; more run in time-bounded slices (Ctrl-C
+        stops at the next slice with clphys.runtime.Interrupted)."""
+        n = _validate.integer("n", n, 0, MAX_SWEEPS)
+        if n <= SWEEP_QUEUE:
+            if n:
+                self._backend.sweep(n, self._thr)
+                self._settled += n
+            return self
+
+        def advance(start, k):
+            self._backend.sweep(k, self._thr)
+            self._settled += k
+        run_sliced(n, advance, self.device.queue, what="sweeps")
         return self
 
     def sums(self):

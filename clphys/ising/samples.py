@@ -109,6 +109,29 @@ class Samples:
     every: int = 1
     trapped: object = False  # bool, or (R,) bool array
 
+    def __post_init__(self):
+        set_ = lambda k, v: object.__setattr__(self, k, v)
+        e = _validate.finite_array("energy", self.energy, dtype=None)
+        m = _validate.finite_array("magnetization", self.magnetization, dtype=None)
+        if e.ndim not in (1, 2) or e.shape != m.shape:
+            raise ValueError(f"energy and magnetization must be arrays of one shape, (n,) or (R, n); got "
+                             f"{e.shape} and {m.shape}")
+        set_("energy", e.astype(float, copy=False))
+        set_("magnetization", m.astype(float, copy=False))
+        T = _validate.finite_array("temperature", self.temperature, dtype=None).astype(float)
+        if T.ndim > 1 or (T.ndim == 1 and (e.ndim != 2 or T.size != e.shape[0])) or np.any(T <= 0):
+            raise ValueError(f"temperature must be > 0: a number, or one per replica (R,) for (R, n) "
+                             f"series; got {self.temperature!r}")
+        set_("temperature", float(T) if T.ndim == 0 else T)
+        set_("n_spins", _validate.integer("n_spins", self.n_spins, 1))
+        set_("every", _validate.integer("every", self.every, 1))
+        if self.n_therm is not None:
+            set_("n_therm", _validate.integer("n_therm", self.n_therm, 0))
+        trapped = np.asarray(self.trapped)
+        if trapped.dtype != bool or trapped.shape not in ((), e.shape[:1] if e.ndim == 2 else ()):
+            raise ValueError(f"trapped must be a bool (one per replica for (R, n) series), got {self.trapped!r}")
+        set_("trapped", bool(trapped) if e.ndim == 1 else trapped)
+
     def _slow(self):
         """tau_int of the slowest mode per replica (cached)."""
         cached = self.__dict__.get("_slow_cache")
