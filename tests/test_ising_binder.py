@@ -2,6 +2,7 @@
 known critical temperature (2D exact, 3D Ferrenberg-Xu-Landau), with errors."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -44,6 +45,21 @@ def test_binder_crossing_3d(device):
                        every=2, replicas=8, seed=2, device=device)
     _check_crossings(scan, TC_3D, 0.02)
     assert "3D" in str(scan) and "Tc = 4.511523" in str(scan)
+
+
+def test_binder_warns_when_not_thermalised(device):
+    """No thermalisation from the ordered start at T = 3 (L = 64: |m| relaxes
+    from 1 to ~0.05 during the measurement): flagged; 100 sweeps suffice."""
+    from clphys.ising.samples import NotEquilibratedWarning
+    kw = dict(n_measure=200, every=1, replicas=4, seed=1, device=device)
+    with pytest.warns(NotEquilibratedWarning, match=r"not in equilibrium at L=64 T=3"):
+        scan = binder_scan([32, 64], [2.9, 3.0], n_therm=0, **kw)
+    assert any("not in equilibrium" in w for w in scan.warnings)
+    assert "warning: not in equilibrium" in str(scan)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NotEquilibratedWarning)
+        scan = binder_scan([32, 64], [2.9, 3.0], n_therm=100, **kw)
+    assert not any("not in equilibrium" in w for w in scan.warnings)
 
 
 def test_binder_scan_validation():

@@ -39,7 +39,11 @@ from .samples import NotEquilibratedWarning
 DEFAULTS = {"n_measure": 6000, "every": 2, "replicas": 16}
 BLOCK_TAUS = 10          # time blocks at least this many tau_int long
 FINE_BLOCKS = 32         # per-series block means kept (the time blocks merge these)
-DRIFT_SIGMAS = 4.0       # drift between series halves called non-equilibrium
+# drift between the series halves called non-equilibrium: Bonferroni over the
+# scan's 2 x sizes x temperatures tests (3.9 sigma for 90 tests at 1 %), with
+# room for the uncertainty of the errors themselves (~20 %, and 10-30 % low at
+# L = 64 near Tc; measured: 4 sigma flagged 3 of 6 equilibrated default scans)
+DRIFT_SIGMAS = 5.0
 CROSS_SIGMAS = 3.0       # a U4 difference this many errors from 0 has a certain sign
 DEFAULT_HOST_BYTES = 1 << 30    # host memory for the series of one piece
 _HOST_BYTES_PER_MEASUREMENT = 100
@@ -359,6 +363,7 @@ def _reduce(s, fine, tau, drift, drift_var):
         late, late_err, _ = mean_estimates(x[:, n - h:])
         drift[:, j] = late - x[:, :h].mean(axis=1)
         # its variance if the series were stationary: twice the late half's
+        # (a relaxing start would inflate the early half's own)
         drift_var[:, j] = np.where(np.isnan(late_err), np.inf, 2 * late_err**2)
     return fine
 
@@ -420,11 +425,14 @@ def _warnings(sizes, temps, n_measure, every, tau_mean, drift, drift_var, nb):
     if short.any():
         worst = np.unravel_index(np.argmax(np.where(np.isfinite(tau_mean), tau_mean, np.inf)), tau_mean.shape)
         t = tau_mean[worst]
-        need = f"{math.ceil(MIN_TAUS * t * every)}" if math.isfinite(t) else "many more"
-        msg = (f"series too short for trustworthy errors at {where(short)}: {n_measure} measurements "
-               f"are fewer than {MIN_TAUS} tau_int (tau_int up to "
-               f"{'unknown' if not math.isfinite(t) else f'{t * every:.3g} sweeps'}); measure at least "
-               f"{need} sweeps (n_measure * every)")
+        if math.isfinite(t):
+            why = (f"{n_measure} measurements are fewer than {MIN_TAUS} tau_int (tau_int up to "
+                   f"{t * every:.3g} sweeps); measure at least {math.ceil(MIN_TAUS * t * every)} sweeps "
+                   f"(n_measure * every)")
+        else:
+            why = (f"tau_int could not be estimated from {n_measure} measurements (the series is "
+                   f"shorter than ~10 tau_int); measure much longer")
+        msg = f"series too short for trustworthy errors at {where(short)}: {why}"
         notes.append(msg)
         warnings.warn(msg, TooShortWarning, stacklevel=3)
     with np.errstate(invalid="ignore", divide="ignore"):

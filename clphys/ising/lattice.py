@@ -445,6 +445,10 @@ class Ensemble:
     def _restore(self, state, device, single):
         if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
             raise ValueError(f"state must be a dict made by state() (format {STATE_FORMAT!r})")
+        missing = sorted({"dim", "shape", "J", "h", "temperatures", "algorithm", "rng", "seed", "options",
+                          "spins", "backend"} - set(state))
+        if missing:
+            raise ValueError(f"state lacks {missing}: use a dict made by state(), or save()/load()")
         if state["dim"] != self.dim:
             raise ValueError(f"state is of a {state['dim']}D lattice, not {self.dim}D")
         temps = state["temperatures"]
