@@ -10,6 +10,15 @@ import sys
 import time
 
 
+def check_progress(progress, name: str = "progress"):
+    """TypeError unless `progress` is None, True/False or a callable f(done, total):
+    for public functions to call before any work."""
+    if not (progress is None or isinstance(progress, bool) or callable(progress)):
+        raise TypeError(f"{name} must be None, True, False or a callable f(done, total), "
+                        f"got {progress!r}")
+    return progress
+
+
 class Progress:
     def __init__(self, total: int, progress=None, label: str = "", min_seconds: float = 2.0):
         self.total, self.label, self.done = max(int(total), 1), label, 0

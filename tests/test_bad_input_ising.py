@@ -131,6 +131,13 @@ def _invalid(value):
     return -1 if ok else value
 
 
+def test_progress_argument_checked(ensemble):
+    with pytest.raises(TypeError, match="progress must be None, True, False or a callable"):
+        ensemble.sample(2, progress="yes")
+    with pytest.raises(TypeError, match="progress must be None"):
+        binder_scan([8, 16], [2.2, 2.3], progress=3, device=NOWHERE)
+
+
 @SETTINGS
 @given(method=st.sampled_from(["sweep", "sample_n", "sample_every", "sample_therm", "set_spins",
                                "temperatures", "save", "load"]), value=junk)

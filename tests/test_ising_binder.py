@@ -26,9 +26,9 @@ def _check_crossings(scan, tc, allowance):
 
 
 def test_binder_crossing_2d(device):
-    scan = binder_scan([8, 16, 32], np.linspace(2.15, 2.40, 6), dim=2, n_measure=1200,
+    scan = binder_scan([8, 16, 32], np.linspace(2.15, 2.40, 6), dim=2, n_measure=1200, n_therm=1200,
                        every=3, replicas=16, seed=3, device=device)
-    assert scan.n_therm == 900 and scan.n_blocks >= 16 and scan.pieces == (1, 1, 1)
+    assert scan.n_therm == 1200 and scan.n_blocks >= 16 and scan.pieces == (1, 1, 1)
     assert np.all(scan.tau_int[2, 2:4] > scan.tau_int[0, 2:4])      # slower near Tc for larger L
     _check_crossings(scan, TC_2D, 0.015)
     assert scan.binder.shape == scan.susceptibility.shape == (3, 6)

@@ -134,8 +134,8 @@ def test_binder_shares_the_api_defaults():
     args = build_parser().parse_args(["binder"])
     assert (args.measure, args.every, args.replicas, args.therm) == (
         sig["n_measure"].default, sig["every"].default, sig["replicas"].default, sig["n_therm"].default)
-    assert (args.measure, args.every, args.replicas) == (DEFAULTS["n_measure"], DEFAULTS["every"],
-                                                         DEFAULTS["replicas"])
+    assert (args.measure, args.every, args.replicas, args.therm) == (
+        DEFAULTS["n_measure"], DEFAULTS["every"], DEFAULTS["replicas"], DEFAULTS["n_therm"])
 
 
 def test_binder_command(device, capsys, tmp_path):

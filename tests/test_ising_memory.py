@@ -79,7 +79,7 @@ def test_spins_and_sample_check_memory(device, monkeypatch):
     monkeypatch.setattr(clphys.runtime.memory, "host_memory", lambda: 64 * MiB)
     sweeps = ens.sweeps
     with pytest.raises(ValueError, match=r"10000000 measurements of 16 replicas needs 4\.77 GiB of host "
-                                         r"memory .*this machine has 64 MiB.*every="):
+                                         r"memory .*this host has 64 MiB.*every="):
         ens.sample(10_000_000)
     assert ens.sweeps == sweeps                       # refused before the first sweep
 

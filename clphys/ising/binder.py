@@ -24,19 +24,24 @@ import numpy as np
 
 from .. import _validate
 from ..exact import TC_2D, TC_3D
-from ..progress import Progress
+from ..progress import Progress, check_progress
 from ..runtime import Interrupted, resolve_device
 from ..runtime.memory import items_that_fit
 from ..stats import MIN_TAUS, Estimate, TooShortWarning, mean_estimates
 from . import backends
-from .lattice import Ensemble2D, Ensemble3D, _MEASURE_BYTES, _temperatures, default_therm, device_need
+from .lattice import Ensemble2D, Ensemble3D, _MEASURE_BYTES, _temperatures, device_need
 from .samples import NotEquilibratedWarning
 
 # The defaults of binder_scan and of `clphys binder` (one set, used by both).
 # Sized so that the issue-10 example, sizes 16/32/64 at 15 temperatures in
-# [2.2, 2.34], measures >= 50 tau_int at L = 64 near Tc (tau_int(|m|) ~ 150
-# sweeps there) and runs in about a minute on two CPU cores (docs/ising.md).
-DEFAULTS = {"n_measure": 6000, "every": 2, "replicas": 16}
+# [2.2, 2.34], measures >= 50 tau_int at L = 64 near Tc (tau_int(|m|) up to
+# ~220 sweeps there) and runs in under two minutes on two CPU cores
+# (docs/ising.md). n_therm None: as many sweeps as are measured (THERM_MEASURED).
+DEFAULTS = {"n_measure": 6000, "every": 2, "replicas": 16, "n_therm": None}
+# The ordered start must relax at every temperature of the scan, near Tc the
+# slowest: with a quarter of the measured sweeps (sample()'s rule) L = 64
+# still drifted beyond 5 sigma in 2 of 6 default scans.
+THERM_MEASURED = 1.0
 BLOCK_TAUS = 10          # time blocks at least this many tau_int long
 FINE_BLOCKS = 32         # per-series block means kept (the time blocks merge these)
 # drift between the series halves called non-equilibrium: Bonferroni over the
@@ -266,15 +271,15 @@ def _pieces(backend, facts, shape, total, rng, options, n_measure, host_bytes):
     return max(1, min(total, dev_fit, host_fit))
 
 
-def binder_scan(sizes, temperatures, dim=2, *, n_therm=None, n_measure=DEFAULTS["n_measure"],
+def binder_scan(sizes, temperatures, dim=2, *, n_therm=DEFAULTS["n_therm"], n_measure=DEFAULTS["n_measure"],
                 every=DEFAULTS["every"], replicas=DEFAULTS["replicas"], algorithm=None, rng=None, seed=0,
                 device=None, progress=None, **options) -> BinderScan:
     """U4, susceptibility and specific heat for each size and temperature, with
     jackknife errors, and the crossing temperatures of consecutive sizes' U4.
 
     Each size runs `replicas` independent lattices per temperature, from an
-    ordered start, n_therm sweeps discarded (default: a quarter of the
-    measured sweeps, n_measure * every / 4), then n_measure measurements
+    ordered start, n_therm sweeps discarded (default: as many as are
+    measured, n_measure * every), then n_measure measurements
     `every` sweeps apart. Errors come from the jackknife over blocks: each
     replica's series cut into as many blocks as are >= BLOCK_TAUS tau_int
     long (see the module doc). Warns (and lists in ``.warnings``) where the
@@ -297,8 +302,10 @@ def binder_scan(sizes, temperatures, dim=2, *, n_therm=None, n_measure=DEFAULTS[
     replicas = _validate.integer("replicas", replicas, 1)
     n_measure = _validate.integer("n_measure", n_measure, FINE_BLOCKS)
     every = _validate.integer("every", every, 1)
-    n_therm = default_therm(n_measure * every) if n_therm is None else _validate.integer("n_therm", n_therm, 0)
+    n_therm = (int(THERM_MEASURED * n_measure * every) if n_therm is None
+               else _validate.integer("n_therm", n_therm, 0))
     seed = _validate.seed(seed)
+    check_progress(progress)
     if algorithm is not None and not isinstance(algorithm, str):
         raise TypeError(f"algorithm must be a string, got {algorithm!r}")
     backend = backends.load(backends.DEFAULT_ALGORITHM if algorithm is None else algorithm)

@@ -363,8 +363,8 @@ def add_parsers(sub):
     p.add_argument("--tmin", type=float, default=2.2)
     p.add_argument("--tmax", type=float, default=2.34)
     p.add_argument("--points", type=int, default=15)
-    p.add_argument("--therm", type=int, default=None,
-                   help="thermalisation sweeps (default: a quarter of the measured sweeps)")
+    p.add_argument("--therm", type=int, default=DEFAULTS["n_therm"],
+                   help="thermalisation sweeps (default: as many as are measured, --measure x --every)")
     p.add_argument("--measure", type=int, default=DEFAULTS["n_measure"],
                    help=f"measurements per lattice (default {DEFAULTS['n_measure']})")
     p.add_argument("--every", type=int, default=DEFAULTS["every"],

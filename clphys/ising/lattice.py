@@ -24,6 +24,7 @@ import pyopencl as cl
 
 from .. import _validate
 from .. import rng as _rng
+from ..progress import check_progress
 from ..runtime import check_memory, items_that_fit, resolve_device, run_sliced
 from ..runtime.checkpoint import CheckpointError, field, load_checkpoint, save_checkpoint
 from ..runtime.files import check_output_path
@@ -137,9 +138,9 @@ class _Run:
         self.total = n_therm + n_measure * every
         self.therm_before = therm_before      # sweeps at this temperature before the run
         R = ens.n_replicas
-        check_host_memory({"measurements": 16 * R * n_measure, "E/N and M/N series": 16 * R * n_measure},
-                          f"{n_measure} measurements of {R} replicas",
-                          "measure less often (every=) or fewer times, or use fewer replicas")
+        # the int64 sums and the E/N, M/N series made from them
+        check_host_memory(32 * R * n_measure, f"{n_measure} measurements of {R} replicas",
+                          "Measure less often (every=) or fewer times, or use fewer replicas.")
         self.out = np.zeros((n_measure, R, 2), dtype=np.int64)
         self.done = done
         if measured is not None:
@@ -351,7 +352,7 @@ class Ensemble:
         what = f"reading the spins of {self.n_replicas} replicas of {'x'.join(map(str, self.shape))}"
         check_memory(self.device, {**self._resident, "int8 copy of the spins": nbytes}, what,
                      "use fewer replicas per ensemble")
-        check_host_memory({"spins": nbytes}, what, "use fewer replicas per ensemble")
+        check_host_memory(nbytes, what, "Use fewer replicas per ensemble.")
 
     def spins(self) -> np.ndarray:
         """int8 +-1 array (R, Ly, Lx) or (R, Lz, Ly, Lx)."""
@@ -396,6 +397,7 @@ class Ensemble:
         (TrappedWarning) about replicas caught in a deterministic cycle of
         the update (see docs/ising.md, "Small lattices").
         """
+        check_progress(progress)
         run = self._run(n_measure, every, n_therm)
         run.run(progress)
         return run.samples()

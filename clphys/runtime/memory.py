@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ["check_memory", "items_that_fit", "format_bytes", "check_host_memory", "host_memory"]
+__all__ = ["check_memory", "check_host_memory", "items_that_fit", "format_bytes"]
 
 # Leave room for the driver, program binaries and the small buffers nobody
 # counts: plan with at most this fraction of the device's global memory.
@@ -68,22 +68,26 @@ def items_that_fit(dev, bytes_per_item: int, fixed_bytes: int = 0, *, largest_pe
 
 
 def host_memory() -> int | None:
-    """Physical memory of this machine in bytes (None where unknown)."""
-    import os
+    """Bytes of host memory and swap (Linux MemTotal + SwapTotal), or None if
+    unknown. The total, not what is free now: some hosts grow their memory as
+    it is used, and the OS may free caches."""
+    total = {}
     try:
-        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                key, _, rest = line.partition(":")
+                if key in ("MemTotal", "SwapTotal"):
+                    total[key] = int(rest.split()[0]) * 1024
+    except (OSError, ValueError, IndexError):
         return None
+    return sum(total.values()) if "MemTotal" in total else None
 
 
-def check_host_memory(buffers: Mapping[str, int], what: str, reduce: str = "") -> None:
-    """ValueError unless the host arrays `buffers` ({name: bytes}) together
-    fit USABLE_FRACTION of the machine's physical memory (checked before the
-    work starts, so a run is not killed for memory half-way)."""
-    total = sum(int(v) for v in buffers.values())
+def check_host_memory(nbytes: int, what: str, reduce: str = "") -> None:
+    """ValueError if a result of `nbytes` cannot fit the host's memory
+    (checked where the OS says; skipped where it does not)."""
     have = host_memory()
-    if have is None or total <= have * USABLE_FRACTION:
-        return
-    parts = ", ".join(f"{k} {format_bytes(v)}" for k, v in buffers.items())
-    raise ValueError(f"{what} needs {format_bytes(total)} of host memory ({parts}); this machine has "
-                     f"{format_bytes(have)}. {reduce or 'Reduce the size of the run or split it.'}".rstrip())
+    if have is not None and int(nbytes) > have:
+        raise ValueError(f"{what} needs {format_bytes(nbytes)} of host memory for its result; "
+                         f"this host has {format_bytes(have)} (memory and swap). "
+                         f"{reduce or 'Reduce the size of the run or split it.'}".rstrip())
