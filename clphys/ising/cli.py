@@ -13,7 +13,7 @@ import numpy as np
 
 from .._cli import add_checkpoint, add_device, add_plot, add_progress, check_outputs, progress_arg
 from ..progress import Progress
-from ..runtime import Interrupted
+from ..runtime import Interrupted, run_sliced
 from ..runtime.checkpoint import CheckpointError, field, load_checkpoint, save_checkpoint
 from ..runtime.files import atomic_output
 
@@ -175,6 +175,7 @@ def cmd_ising(args) -> int:
         _check_ising_params(p)
         lat, run = _new_run(p, args.device)
     queue = lat.device.queue
+    ckpt = args.checkpoint or args.resume          # a resumed run keeps saving into its file
     every_s = args.checkpoint_every or CHECKPOINT_SECONDS
     timing = {"therm": [], "measure": []}
     last_save = [time.monotonic()]
@@ -185,12 +186,11 @@ def cmd_ising(args) -> int:
             run.step(n)
             queue.finish()
             timing[phase].append((n, time.perf_counter() - t0))
-            if args.checkpoint and time.monotonic() - last_save[0] > every_s:
-                _save_run(args.checkpoint, lat, run, p)
+            if ckpt and time.monotonic() - last_save[0] > every_s:
+                _save_run(ckpt, lat, run, p)
                 last_save[0] = time.monotonic()
         return step
 
-    from ..runtime import run_sliced
     with Progress(max(run.total, 1), progress_arg(args), label="ising") as bar:
         bar.update(run.done)
         try:
@@ -200,14 +200,14 @@ def cmd_ising(args) -> int:
                                largest=run.largest)
         except Interrupted:
             exc = Interrupted(run.done, run.total, "sweeps")
-            if args.checkpoint:
-                _save_run(args.checkpoint, lat, run, p)
-                exc.kept = f"state saved in {args.checkpoint}: continue with --resume {args.checkpoint}"
+            if ckpt:
+                _save_run(ckpt, lat, run, p)
+                exc.kept = f"state saved in {ckpt}: continue with --resume {ckpt}"
             else:
                 exc.kept = "nothing written (--checkpoint FILE keeps the state)"
             raise exc from None
-    if args.checkpoint:
-        _save_run(args.checkpoint, lat, run, p)
+    if ckpt:
+        _save_run(ckpt, lat, run, p)
     _print_ising(lat, run, p, timing)
     if args.plot:
         _plot_lattice(lat, p, args.plot)
