@@ -442,8 +442,15 @@ def _warnings(sizes, temps, n_measure, every, tau_mean, drift, drift_var, nb):
         msg = f"series too short for trustworthy errors at {where(short)}: {why}"
         notes.append(msg)
         warnings.warn(msg, TooShortWarning, stacklevel=3)
+    # the variance of the summed drift: from each replica's tau_int, or from the
+    # scatter of the replicas' drifts if larger (a rare slow excursion of one
+    # replica, e.g. a stripe state below Tc, is equilibrium, not a drift)
+    R = drift.shape[2]
+    var = drift_var.sum(axis=2)
+    if R > 1:
+        var = np.maximum(var, R * drift.var(axis=2, ddof=1))
     with np.errstate(invalid="ignore", divide="ignore"):
-        z = drift.sum(axis=2) / np.sqrt(drift_var.sum(axis=2))         # (S, T, 2)
+        z = drift.sum(axis=2) / np.sqrt(var)         # (S, T, 2)
     bad = np.any(np.abs(z) > DRIFT_SIGMAS, axis=-1)
     if bad.any():
         msg = (f"not in equilibrium at {where(bad)}: <e> or <|m|> drifts between the halves of the "
