@@ -206,7 +206,8 @@ class Samples:
             z = abs(d.value) / d.error if d.error > 0 else math.inf
             where = f" [{len(bad)} of {len(out)} replicas]" if len(out) > 1 else ""
             warnings.warn(f"not in equilibrium: {observable} drifts by {d} ({z:.3g} sigma) between the "
-                          f"halves of the measured series{where}; thermalise longer", NotEquilibratedWarning,
+                          f"halves of the measured series{where} (a relaxation, or a slow mode the series "
+                          f"is too short to average); thermalise and measure longer", NotEquilibratedWarning,
                           stacklevel=2)
         return out[0] if x.ndim == 1 else out
 
