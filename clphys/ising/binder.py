@@ -39,15 +39,16 @@ from .samples import NotEquilibratedWarning
 # (docs/ising.md). n_therm None: as many sweeps as are measured (THERM_MEASURED).
 DEFAULTS = {"n_measure": 6000, "every": 2, "replicas": 16, "n_therm": None}
 # The ordered start must relax at every temperature of the scan, near Tc the
-# slowest: with a quarter of the measured sweeps (sample()'s rule) L = 64
-# still drifted beyond 5 sigma in 2 of 6 default scans.
+# slowest: with a quarter of the measured sweeps (sample()'s rule) L = 64 at
+# T = 2.34 was still relaxing (every replica drifting one way) in 1 of 6
+# default scans.
 THERM_MEASURED = 1.0
 BLOCK_TAUS = 10          # time blocks at least this many tau_int long
 FINE_BLOCKS = 32         # per-series block means kept (the time blocks merge these)
 # drift between the series halves called non-equilibrium: Bonferroni over the
 # scan's 2 x sizes x temperatures tests (3.9 sigma for 90 tests at 1 %), with
 # room for the uncertainty of the errors themselves (~20 %, and 10-30 % low at
-# L = 64 near Tc; measured: 4 sigma flagged 3 of 6 equilibrated default scans)
+# L = 64 near Tc)
 DRIFT_SIGMAS = 5.0
 CROSS_SIGMAS = 3.0       # a U4 difference this many errors from 0 has a certain sign
 DEFAULT_HOST_BYTES = 1 << 30    # host memory for the series of one piece
