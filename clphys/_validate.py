@@ -48,20 +48,16 @@ def seed(value) -> int:
     return integer("seed", value, 0, 2**64 - 1)
 
 
-def _short(value, limit=60):
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
 def finite_array(name: str, values, ndim=None, dtype=None) -> np.ndarray:
     """A NumPy copy-free view of `values`; NaN/inf reported with their position."""
     try:
-        arr = np.asarray(values)
-        if arr.dtype.kind in "cUSV":       # complex (a cast drops the imaginary part), text, bytes
+        if np.iscomplexobj(values):       # a cast to float would drop the imaginary parts
             raise TypeError
-        arr = arr.astype(dtype, copy=False) if dtype is not None else arr
-    except (ValueError, TypeError, OverflowError):     # ragged, strings, objects, complex
-        raise TypeError(f"{name} must be an array of real numbers, got {_short(values)}") from None
+        arr = np.asarray(values, dtype=dtype)
+    except (ValueError, TypeError, OverflowError):
+        # ragged nesting, strings that are not numbers, objects NumPy cannot convert
+        raise TypeError(f"{name} must be real numbers (a number or a rectangular array), "
+                        f"got {_short(values)}") from None
     if arr.dtype.kind not in "biuf":
         raise TypeError(f"{name} must be real numbers, got dtype {arr.dtype}")
     if ndim is not None and arr.ndim != ndim:
@@ -75,3 +71,8 @@ def finite_array(name: str, values, ndim=None, dtype=None) -> np.ndarray:
             raise ValueError(f"{name} has {len(where)} non-finite value(s) (NaN or inf); "
                              f"the first is {arr[first]} at index {pos}")
     return arr
+
+
+def _short(value, limit=80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
