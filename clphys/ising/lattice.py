@@ -50,7 +50,8 @@ _TRAP_READ_LIMIT = 256 << 20  # largest spin read-back for the trap check
 
 def default_therm(measured_sweeps: int) -> int:
     """Thermalisation sweeps used when none are given: a quarter of the
-    measured sweeps (the same rule for sample(), binder_scan and the CLI)."""
+    measured sweeps (sample() and `clphys ising`; binder_scan, whose ordered
+    start must relax near Tc, uses as many as it measures)."""
     return int(measured_sweeps * THERM_FRACTION)
 
 
