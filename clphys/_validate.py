@@ -34,7 +34,12 @@ def real(name: str, value, minimum=None, maximum=None, *, strict_min=False) -> f
 
 
 def choice(name: str, value, allowed):
-    if value not in allowed:
+    try:       # an array compares elementwise, an unhashable value may raise: neither is a choice
+        ok = bool(value in allowed) and not (isinstance(value, bool) and not any(
+            isinstance(a, bool) for a in allowed))
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}; got {value!r}")
     return value
 

@@ -164,6 +164,18 @@ def autocorrelation(x):
     return c / c[0]
 
 
+def _window(rho, n, c):
+    """(tau_int, W, found): Sokal's automatic window on the normalised
+    autocorrelation rho, the smallest W < n/2 with W >= c tau_int(W); when
+    there is none, W = n/2 - 1 and found is False."""
+    tau = 0.5 + np.cumsum(rho[1:max(2, n // 2)])          # tau[W-1] = tau_int(W)
+    W = np.arange(1, tau.size + 1)
+    with np.errstate(over="ignore"):
+        ok = np.nonzero(W >= c * tau)[0]
+    i = ok[0] if ok.size else tau.size - 1
+    return float(tau[i]), int(W[i]), bool(ok.size)
+
+
 def integrated_autocorrelation_time(x, c=5.0):
     """tau_int = 1/2 + sum_{t=1}^{W} rho(t) with Sokal's automatic window:
     the smallest W with W >= c tau_int(W) (c = 5 to 10; 5 is fine for
@@ -173,18 +185,11 @@ def integrated_autocorrelation_time(x, c=5.0):
     such W < N/2 exists (series too short), warns and uses W = N/2 - 1."""
     x = _series("x", x, min_len=4)
     c = _validate.real("c", c, minimum=0.0, strict_min=True)
-    rho = autocorrelation(x)
     n = x.size
-    tau = 0.5 + np.cumsum(rho[1:n // 2])                 # tau[W-1] = tau_int(W)
-    W = np.arange(1, tau.size + 1)
-    ok = np.nonzero(W >= c * tau)[0]
-    if ok.size:
-        i = ok[0]
-    else:
-        i = tau.size - 1
+    t, w, found = _window(autocorrelation(x), n, c)
+    if not found:
         warnings.warn(f"integrated_autocorrelation_time: no window W < N/2 with W >= {c} tau; "
                       f"series too short (N = {n}), result unreliable", RuntimeWarning, stacklevel=2)
-    t, w = float(tau[i]), int(W[i])
     return Estimate(t, math.sqrt(2.0 * (2 * w + 1) / n) * abs(t))
 
 
@@ -198,3 +203,148 @@ def mean_error(x, method="binning"):
         return Estimate(float(x.mean()), binned_error(x))
     tau = integrated_autocorrelation_time(x).value
     return Estimate(float(x.mean()), math.sqrt(2.0 * tau * x.var(ddof=1) / x.size))
+
+
+# A series shorter than MIN_TAUS integrated autocorrelation times gives error
+# bars that cannot be trusted: tau_int itself is then uncertain by ~40 % and
+# biased low. Below MIN_SAMPLES no error is estimated at all.
+MIN_TAUS = 50
+MIN_SAMPLES = 16
+
+
+class TooShortWarning(RuntimeWarning):
+    """A series too short, in units of its integrated autocorrelation time,
+    for its error bar to be trusted."""
+
+
+@dataclass(frozen=True)
+class SeriesEstimate(Estimate):
+    """An :class:`Estimate` from one correlated series, with what its error
+    rests on: `tau_int` of the (linearised) series in samples (NaN when it
+    could not be estimated) and the number of samples `n`. `too_short`: the
+    series is shorter than MIN_TAUS tau_int (or tau_int is unknown), so the
+    error bar is not to be trusted."""
+    tau_int: float = math.nan
+    n: int = 0
+
+    @property
+    def too_short(self) -> bool:
+        return not self.n >= MIN_TAUS * self.tau_int
+
+
+def _gradient(func, means, scale):
+    """Central-difference gradient of func at means (step: 1e-6 of each row's scale)."""
+    grad = np.empty(means.size)
+    for a in range(means.size):
+        h = 1e-6 * scale[a]
+        up, down = means.copy(), means.copy()
+        up[a] += h
+        down[a] -= h
+        grad[a] = (float(func(up)) - float(func(down))) / (2 * h)
+    return grad
+
+
+def series_estimate(x, func=None, c=5.0, window=None) -> SeriesEstimate:
+    """func(<x>) and its error from ONE correlated series, with the
+    autocorrelation of the data taken into account (U. Wolff, Comput. Phys.
+    Commun. 156, 143 (2004), "Monte Carlo errors with less errors").
+
+    x: 1-D series, or 2-D (k, n) rows of simultaneous series; func gets the
+    k row means (a float for 1-D x) and returns a scalar; default: the mean.
+    The series is linearised, F_t = sum_a df/dx_a (x_a,t - <x_a>), its
+    tau_int found with Sokal's window (c tau_int) and corrected for the bias
+    of the subtracted mean (Wolff's (1 + (2W+1)/N)); the error is
+    sqrt(2 tau_int Var(F) / N), with tau_int >= 1/2 (anti-correlation is
+    not credited). The result says whether the series is long
+    enough (`too_short`, MIN_TAUS = 50 tau_int); fewer than MIN_SAMPLES
+    samples give an error of NaN. A constant series has error 0.
+
+    window: sum the autocorrelation up to this lag instead of Sokal's
+    window. Use it when a slower mode of the same Markov chain is known
+    (e.g. c times the tau_int of the slowest observable): a quantity like
+    a variance can couple weakly to a slow mode, and its own automatic
+    window then misses the tail (measured: C/N of the 2D Ising model near
+    Tc, errors 0.72 of the true scatter with its own window, 0.9-1.0 with
+    the magnetization's).
+    """
+    data = _validate.finite_array("x", x, dtype=float)
+    if data.ndim not in (1, 2):
+        raise ValueError(f"x must be 1-D or 2-D (k, n_samples), got shape {data.shape}")
+    if func is not None and not callable(func):
+        raise ValueError(f"func must be callable, got {func!r}")
+    c = _validate.real("c", c, minimum=0.0, strict_min=True)
+    if window is not None:
+        window = _validate.integer("window", window, 1)
+    rows = np.atleast_2d(data)
+    n = rows.shape[1]
+    if n == 0:
+        raise ValueError("x must have at least 1 sample")
+    means = rows.mean(axis=1)
+    if func is None:
+        if rows.shape[0] != 1:
+            raise ValueError("func is needed for 2-D x")
+        call = lambda m: float(m[0])
+    else:
+        shape = (lambda m: float(m[0])) if data.ndim == 1 else (lambda m: m)
+
+        def call(m):
+            val = np.asarray(func(shape(m)), dtype=float)
+            if val.ndim != 0:
+                raise ValueError(f"func must return a scalar, got shape {val.shape}")
+            return float(val)
+    value = call(means)
+    if n < MIN_SAMPLES:
+        return SeriesEstimate(value, math.nan, math.nan, n)
+    dev = rows - means[:, None]
+    scale = np.maximum(np.abs(dev).max(axis=1), np.abs(means))
+    scale[scale == 0] = 1.0
+    F = _gradient(call, means, scale) @ dev if func is not None else dev[0]
+    if not np.any(F - F.mean()):
+        return SeriesEstimate(value, 0.0, 0.5, n)
+    var0 = float(np.mean((F - F.mean()) ** 2))
+    rho = autocorrelation(F)
+    if window is None:
+        tau, W, found = _window(rho, n, c)
+    else:
+        W = min(window, max(1, n // 2 - 1))
+        tau, found = 0.5 + float(np.sum(rho[1:W + 1])), window < n // 2
+    # anti-correlation never shrinks an error below the independent-sample
+    # one (and a noisy sum can go negative)
+    tau = max(tau, 0.5)
+    C = 2.0 * tau * var0 * (1.0 + (2 * W + 1) / n)          # Wolff's bias correction
+    tau = C / (2.0 * (var0 + 2.0 * tau * var0 / n))
+    return SeriesEstimate(value, math.sqrt(C / n), tau if found else math.nan, n)
+
+
+def mean_estimates(rows, c=5.0):
+    """series_estimate of the mean of each row of a 2-D array (k, n), for
+    many series at once (one batched FFT): (means, errors, tau_ints) arrays;
+    tau_int is NaN where no window was found, errors are NaN for fewer than
+    MIN_SAMPLES samples and 0 for constant rows."""
+    x = _validate.finite_array("rows", rows, ndim=2, dtype=float)
+    c = _validate.real("c", c, minimum=0.0, strict_min=True)
+    k, n = x.shape
+    means = x.mean(axis=1)
+    if n < MIN_SAMPLES:
+        return means, np.full(k, math.nan), np.full(k, math.nan)
+    d = x - means[:, None]
+    var0 = np.mean(d * d, axis=1)
+    nfft = 1 << (2 * n - 1).bit_length()
+    F = np.fft.rfft(d, nfft, axis=1)
+    acf = np.fft.irfft(F * np.conj(F), nfft, axis=1)[:, :n] / np.arange(n, 0, -1)
+    const = acf[:, 0] <= 0
+    rho = acf / np.where(const, 1.0, acf[:, 0])[:, None]
+    tau = 0.5 + np.cumsum(rho[:, 1:max(2, n // 2)], axis=1)
+    W = np.arange(1, tau.shape[1] + 1)
+    with np.errstate(over="ignore"):
+        ok = W[None, :] >= c * tau
+    found = ok.any(axis=1)
+    i = np.where(found, ok.argmax(axis=1), tau.shape[1] - 1)
+    t = np.maximum(tau[np.arange(k), i], 0.5)
+    Wi = W[i]
+    C = 2.0 * t * var0 * (1.0 + (2 * Wi + 1) / n)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        t = C / (2.0 * (var0 + 2.0 * t * var0 / n))
+    errors = np.where(const, 0.0, np.sqrt(C / n))
+    taus = np.where(const, 0.5, np.where(found, t, math.nan))
+    return means, errors, taus

@@ -3,12 +3,14 @@ enumeration) for every algorithm and RNG, and the public API: input checks
 before device work, checkpoints, temperature changes, samples."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
 
 from clphys.exact import enumerate_lattice, finite_lattice, onsager_magnetization
 from clphys.ising import Ensemble2D, Ensemble3D, Ising2D, Ising3D, backends
+from clphys.ising.samples import TrappedWarning
 from clphys.stats import jackknife
 
 ALGORITHMS = backends.available()
@@ -86,21 +88,34 @@ def test_spontaneous_magnetization_vs_onsager(device, algorithm):
 
 
 @pytest.mark.parametrize("algorithm", ENUMERABLE)
-@pytest.mark.parametrize("J,h", [(1.0, 0.4), (-1.0, 0.6)])
-def test_field_and_antiferromagnet_vs_enumeration(device, algorithm, J, h):
-    """h != 0 and J < 0 against all 2^16 states of a 4x4 (or 8x2) torus."""
+# seed 2 traps one 4x4 replica (checkerboard), seed 26 one 8x2 replica (multispin)
+@pytest.mark.parametrize("J,h,seed", [(1.0, 0.4, 7), (-1.0, 0.6, 7), (1.0, 0.0, 2), (1.0, 0.0, 26)])
+def test_field_and_antiferromagnet_vs_enumeration(device, algorithm, J, h, seed):
+    """h != 0, J < 0 and h = 0 against all 2^16 states of a 4x4 (or 8x2)
+    torus, within 4 sigma (replicas as jackknife blocks). Seed-robust: at
+    h = 0 a few of the 256 random starts end in a period-2 trap of the
+    checkerboard update (tests/test_ising_trap.py); sample() finds them and
+    they are left out. At the h != 0 points no trap exists (enumerated)."""
     shape = _first_allowed(algorithm, [(4, 4), (8, 2)])
     T, R = 2.0, 256
     exact = enumerate_lattice(*shape, T, J=J, h=h)
-    ens = Ensemble2D(shape, [T] * R, J=J, h=h, algorithm=algorithm, seed=7, device=device)
-    s = ens.sample(200, n_therm=50)
-    E = _replica_stats(s.energy[None], lambda x: x[0])
-    M = _replica_stats(s.magnetization[None], lambda x: x[0])
-    assert abs(E.value - exact.energy) < 3 * E.error, (E, exact.energy)
-    assert abs(M.value - exact.magnetization) < 3 * M.error, (M, exact.magnetization)
-    assert E.error < 0.01 and M.error < 0.01
+    ens = Ensemble2D(shape, [T] * R, J=J, h=h, algorithm=algorithm, seed=seed, device=device)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TrappedWarning)
+        s = ens.sample(200, n_therm=50)
+    if h != 0:
+        assert not s.trapped.any()
+    elif (algorithm, seed) in (("checkerboard", 2), ("multispin", 26)):
+        assert s.trapped.sum() == 1          # the case that made this test seed-dependent
+    ok = ~s.trapped
+    E = _replica_stats(s.energy[ok][None], lambda x: x[0])
+    M = _replica_stats(s.magnetization[ok][None], lambda x: x[0])
+    assert abs(E.value - exact.energy) < 4 * E.error, (E, exact.energy)
+    assert abs(M.value - exact.magnetization) < 4 * M.error + 1e-12, (M, exact.magnetization)
+    assert E.error < 0.01 and M.error < (0.01 if h else 0.05)     # M flips sign slowly at h = 0
     # the field orders the ferromagnet along h; the antiferromagnet resists it
-    assert (M.value > 0.5) if J > 0 else (0 < M.value < 0.5)
+    if h:
+        assert (M.value > 0.5) if J > 0 else (0 < M.value < 0.5)
 
 
 def test_3d_ground_state_and_energy_scale(device):
@@ -156,7 +171,7 @@ def test_sample_matches_direct_measurement(device):
     assert isinstance(one.mean_energy().value, float)
     assert len(s.specific_heat(n_blocks=5)) == 2
     calls = []
-    lat.sample(4, progress=lambda d, t: calls.append((d, t)))
+    lat.sample(4, progress=lambda d, t: calls.append((d, t)), n_therm=0)
     assert calls[-1] == (4, 4)
 
 

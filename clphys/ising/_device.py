@@ -56,11 +56,20 @@ class SumsReducer:
 
     def __init__(self, dev, n_replicas, work):
         self.dev, self.R = dev, n_replicas
-        self.wg = work_group_size(dev.facts, 256)
-        self.parts = int(max(1, min(1024, work // (self.wg * 32))))
+        self.wg, self.parts = self._layout(dev.facts, work)
         self.prg = dev.build("ising/sums.cl", wg=self.wg)
         self.partial = zeroed_buffer(dev, 16 * n_replicas * self.parts)
         self._one = None
+
+    @staticmethod
+    def _layout(facts, work):
+        wg = work_group_size(facts, 256)
+        return wg, int(max(1, min(1024, work // (wg * 32))))
+
+    @classmethod
+    def nbytes(cls, facts, n_replicas, work) -> int:
+        """Device bytes of the partial pairs and the one-measurement buffer."""
+        return 16 * n_replicas * (cls._layout(facts, work)[1] + 1)
 
     def finish(self, buffer, index):
         self.prg.ising_sums_finish(self.dev.queue, (self.R * self.wg,), (self.wg,), self.partial,

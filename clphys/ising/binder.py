@@ -1,39 +1,81 @@
 """Binder-cumulant scans: U4, susceptibility and specific heat over sizes and
 temperatures, and the crossing temperatures of the U4 curves.
 
-    scan = binder_scan([8, 16, 32], np.linspace(2.2, 2.34, 15), dim=2, seed=1)
-    print(scan)                       # table and crossings
+    scan = binder_scan([16, 32, 64], np.linspace(2.2, 2.34, 15), dim=2, seed=1)
+    print(scan)                       # table, crossings, warnings
     scan.crossing                     # Estimate of Tc from the largest pair
 
-Every size runs as one ensemble (one replica per temperature, one launch per
-half-sweep). Errors: block jackknife with `n_blocks` blocks of each series;
-the crossing error deletes block i of every series at once (the series are
-independent, so this is the usual jackknife over the joint data).
+Every size runs as one ensemble of len(temperatures) * replicas lattices
+(in pieces when that does not fit the device or DEFAULT_HOST_BYTES of host
+memory), from an ordered start. Errors: a jackknife over blocks that are
+independent replicas, each cut into as many time blocks as are at least
+BLOCK_TAUS integrated autocorrelation times long (1 when the series is
+shorter); the crossing error deletes block i of every series at once (the
+series are independent, so this is the usual jackknife over the joint data).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
 from .. import _validate
 from ..exact import TC_2D, TC_3D
-from ..progress import Progress
-from ..stats import Estimate
+from ..progress import Progress, check_progress
+from ..runtime import Interrupted, resolve_device
+from ..runtime.memory import items_that_fit
+from ..stats import MIN_TAUS, Estimate, TooShortWarning, mean_estimates
 from . import backends
-from .lattice import Ensemble2D, Ensemble3D, _temperatures
+from .lattice import Ensemble2D, Ensemble3D, _MEASURE_BYTES, _temperatures, device_need
+from .samples import NotEquilibratedWarning
 
+# The defaults of binder_scan and of `clphys binder` (one set, used by both).
+# Sized so that the issue-10 example, sizes 16/32/64 at 15 temperatures in
+# [2.2, 2.34], measures >= 50 tau_int at L = 64 near Tc (tau_int(|m|) up to
+# ~220 sweeps there) and runs in under two minutes on two CPU cores
+# (docs/ising.md). n_therm None: as many sweeps as are measured (THERM_MEASURED).
+DEFAULTS = {"n_measure": 6000, "every": 2, "replicas": 16, "n_therm": None}
+# The ordered start must relax at every temperature of the scan, near Tc the
+# slowest: with a quarter of the measured sweeps (sample()'s rule) L = 64 at
+# T = 2.34 was still relaxing (every replica drifting one way) in 1 of 6
+# default scans.
+THERM_MEASURED = 1.0
+BLOCK_TAUS = 10          # time blocks at least this many tau_int long
+FINE_BLOCKS = 32         # per-series block means kept (the time blocks merge these)
+# drift between the series halves called non-equilibrium: Bonferroni over the
+# scan's 2 x sizes x temperatures tests (3.9 sigma for 90 tests at 1 %), with
+# room for the uncertainty of the errors themselves (~20 %, and 10-30 % low at
+# L = 64 near Tc)
+DRIFT_SIGMAS = 5.0
+CROSS_SIGMAS = 3.0       # a U4 difference this many errors from 0 has a certain sign
+DEFAULT_HOST_BYTES = 1 << 30    # host memory for the series of one piece
+_HOST_BYTES_PER_MEASUREMENT = 100
 _GOLDEN = 0x9E3779B97F4A7C15
+_PIECE = 0xD1B54A32D192ED03
 
 
 @dataclass(frozen=True)
 class Crossing:
-    """Crossing temperature of the U4 curves of sizes (L1, L2) (NaN if the
-    difference does not change sign in the scanned range)."""
+    """Crossing of the U4 curves of sizes (L1, L2).
+
+    status: "ok" (temperature holds the estimate and its jackknife error),
+    "none" (the difference has one sign, beyond its errors, over the whole
+    range), "several" (it changes sign significantly more than once),
+    "noisy" (it changes sign only within its errors, or the estimate is
+    unstable under the jackknife); temperature is NaN unless "ok". note says
+    why in words."""
     sizes: tuple
     temperature: Estimate
+    status: str = "ok"
+    note: str = ""
+
+    def describe(self) -> str:
+        if self.status == "ok":
+            return f"T = {self.temperature}" + (f" ({self.note})" if self.note else "")
+        return self.note
 
 
 @dataclass(frozen=True, eq=False)
@@ -43,13 +85,18 @@ class BinderScan:
 
     binder: U4 = 1 - <m^4>/(3 <m^2>^2); susceptibility: N (<m^2> - <|m|>^2)/T;
     specific_heat: N (<e^2> - <e>^2)/T^2; energy: <e>; abs_magnetization: <|m|>
-    (e = E/N, m = M/N).
+    (e = E/N, m = M/N). tau_int: integrated autocorrelation time of |m| or e,
+    whichever is longer, in sweeps (mean over replicas); n_blocks: jackknife
+    blocks (replicas x time blocks); pieces: ensembles run per size;
+    warnings: why some numbers should not be trusted (also issued as Python
+    warnings).
     """
     dim: int
     sizes: tuple
     temperatures: np.ndarray
     n_therm: int
     n_measure: int
+    every: int
     replicas: int
     binder: np.ndarray
     binder_err: np.ndarray
@@ -61,72 +108,141 @@ class BinderScan:
     energy_err: np.ndarray
     abs_magnetization: np.ndarray
     abs_magnetization_err: np.ndarray
+    tau_int: np.ndarray
+    n_blocks: int
+    pieces: tuple
     crossings: tuple
     crossing: Estimate
+    warnings: tuple = ()
 
     def table(self) -> str:
         head = (f"Binder scan, {self.dim}D, sizes {', '.join(map(str, self.sizes))}: "
-                f"{self.replicas} x {self.n_measure} measurements after {self.n_therm} sweeps")
-        lines = [head, f"{'L':>5} {'T':>9} {'U4':>14} {'chi':>16} {'C':>14} {'|m|':>14}"]
+                f"{self.replicas} replicas x {self.n_measure} measurements every {self.every} sweeps, "
+                f"after {self.n_therm} thermalisation sweeps from an ordered start; errors: jackknife "
+                f"over {self.n_blocks} blocks")
+        if max(self.pieces) > 1:
+            head += (f"; run in {'/'.join(map(str, self.pieces))} ensembles per size (what fits the "
+                     f"device and host memory at once)")
+        lines = [head, f"{'L':>5} {'T':>9} {'U4':>14} {'chi':>16} {'C':>14} {'|m|':>14} {'tau':>7}"]
         for i, L in enumerate(self.sizes):
             for j, T in enumerate(self.temperatures):
                 cells = [str(Estimate(v[i, j], e[i, j])) for v, e in (
                     (self.binder, self.binder_err), (self.susceptibility, self.susceptibility_err),
                     (self.specific_heat, self.specific_heat_err),
                     (self.abs_magnetization, self.abs_magnetization_err))]
-                lines.append(f"{L:>5} {T:>9.5f} {cells[0]:>14} {cells[1]:>16} {cells[2]:>14} {cells[3]:>14}")
+                lines.append(f"{L:>5} {T:>9.5f} {cells[0]:>14} {cells[1]:>16} {cells[2]:>14} "
+                             f"{cells[3]:>14} {self.tau_int[i, j]:>7.3g}")
         for c in self.crossings:
-            t = c.temperature
-            txt = str(t) if math.isfinite(t.value) else "no crossing in the scanned range"
-            lines.append(f"U4 crossing L={c.sizes[0]}/{c.sizes[1]}: T = {txt}")
+            lines.append(f"U4 crossing L={c.sizes[0]}/{c.sizes[1]}: {c.describe()}")
         exact = TC_2D if self.dim == 2 else TC_3D
-        lines.append(f"estimate (largest pair): T = {self.crossing}   "
-                     f"(Tc = {exact:.6f} for the infinite {self.dim}D lattice)")
+        best = (f"T = {self.crossing}" if self.crossings[-1].status == "ok"
+                else "none (see the largest pair above)")
+        lines.append(f"estimate (largest pair): {best}   (Tc = {exact:.6f} for the infinite "
+                     f"{self.dim}D lattice)")
+        lines += [f"warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 
     __str__ = table
 
 
-def _block_means(x, n_blocks):
-    size = x.shape[-1] // n_blocks
-    return x[..., x.shape[-1] - size * n_blocks:].reshape(x.shape[:-1] + (n_blocks, size)).mean(axis=-1)
-
-
-def _jackknife(full, deleted):
-    """(value, error) from f(full means) and f of the n block-deleted means
-    (deleted along the last axis)."""
+def _jackknife_err(deleted):
+    """Jackknife error from the n block-deleted values along the last axis."""
     n = deleted.shape[-1]
-    err = np.sqrt((n - 1) / n * ((deleted - deleted.mean(axis=-1, keepdims=True)) ** 2).sum(axis=-1))
-    return full, err
+    if n < 2:
+        return np.full(deleted.shape[:-1], np.nan)
+    return np.sqrt((n - 1) / n * ((deleted - deleted.mean(axis=-1, keepdims=True)) ** 2).sum(axis=-1))
 
 
-def _root(T, du, window=None):
-    """Temperature where du (along T) changes sign: a quadratic fit over the 4
-    points around the sign change (linear with fewer points, or when the
-    quadratic has no root within a window's width), the root nearest to the
-    middle of the bracketing interval; returns (root, window used)."""
-    if window is None:
-        s = np.sign(du)
-        change = np.nonzero(s[:-1] * s[1:] < 0)[0]
-        if change.size == 0:
-            return math.nan, None
-        j = int(change[np.argmin(np.abs(du[change]) + np.abs(du[change + 1]))])
-        lo = min(max(0, j - 1), max(0, len(T) - 4))
-        window = (slice(lo, min(len(T), lo + 4)), 0.5 * (T[j] + T[j + 1]))
-    sl, mid = window
-    Tw = T[sl]
-    for deg in ((2, 1) if len(Tw) >= 4 else (1,)):
-        roots = np.roots(np.polyfit(Tw, du[sl], deg))
-        roots = roots[np.isreal(roots)].real
-        # a quadratic without a root near the window falls back to the line
-        roots = roots[np.abs(roots - mid) <= Tw[-1] - Tw[0]]
-        if roots.size:
-            return float(roots[np.argmin(np.abs(roots - mid))]), window
-    return math.nan, window
+def _fit_root(T, du, w, deg, lo, hi):
+    """Root in [lo, hi] of the weighted polynomial fit of degree deg (the one
+    nearest to the middle), or NaN."""
+    coef = np.polyfit(T, du, deg, w=w)
+    roots = np.roots(coef)
+    roots = roots[np.isreal(roots)].real
+    roots = roots[(roots >= lo) & (roots <= hi)]
+    if roots.size == 0:
+        return math.nan
+    return float(roots[np.argmin(np.abs(roots - 0.5 * (lo + hi)))])
+
+
+def crossing_of(T, du, du_deleted, sizes=(0, 0)) -> Crossing:
+    """The crossing of two U4 curves from their difference du (along the
+    temperatures T) and its block-deleted jackknife values du_deleted
+    (len(T), n_blocks).
+
+    Each point's sign is certain when |du| > CROSS_SIGMAS errors. One change
+    between certain signs brackets the crossing: du is fitted (weighted by
+    1/err^2; a line, a quadratic over 6 or more points) over the bracket,
+    widened to at least 4 points, and the root's error is the jackknife of
+    the same fit. Certain signs that change more than once: "several"; no
+    certain change: "none" if every point is certain, else "noisy".
+    """
+    T = _validate.finite_array("T", T, ndim=1, dtype=float)
+    du = _validate.finite_array("du", du, ndim=1, dtype=float)
+    du_deleted = _validate.finite_array("du_deleted", du_deleted, ndim=2, dtype=float)
+    if T.size < 2 or du.shape != T.shape or du_deleted.shape[0] != T.size or du_deleted.shape[1] < 1:
+        raise ValueError(f"crossing_of needs >= 2 temperatures T, du of the same length and du_deleted "
+                         f"(len(T), n_blocks); got shapes {T.shape}, {du.shape}, {du_deleted.shape}")
+    if np.any(np.diff(T) <= 0):
+        raise ValueError("T must be increasing")
+    err = _jackknife_err(du_deleted)
+    pair = f"U4({sizes[1]}) - U4({sizes[0]})"
+    if not np.all(np.isfinite(err)) or np.any(err <= 0):
+        return Crossing(sizes, Estimate(math.nan, math.nan), "noisy",
+                        f"no crossing estimate: {pair} has no error estimate (too few blocks)")
+    z = du / err
+    certain = np.nonzero(np.abs(z) > CROSS_SIGMAS)[0]
+    signs = np.sign(z[certain])
+    changes = np.nonzero(signs[1:] != signs[:-1])[0]
+    raw_changes = int(np.count_nonzero(np.sign(du[1:]) != np.sign(du[:-1])))
+    if changes.size > 1:
+        where = ", ".join(f"{0.5 * (T[certain[c]] + T[certain[c + 1]]):.4g}" for c in changes)
+        return Crossing(sizes, Estimate(math.nan, math.nan), "several",
+                        f"several crossings: {pair} changes sign beyond {CROSS_SIGMAS:g} errors "
+                        f"{changes.size} times (near T = {where}); too noisy or not monotonic: "
+                        f"measure longer or narrow the range")
+    if changes.size == 0:
+        if certain.size == T.size:
+            side = "above" if signs[0] > 0 else "below"
+            return Crossing(sizes, Estimate(math.nan, math.nan), "none",
+                            f"no crossing in the scanned range: {pair} is {side} 0 by more than "
+                            f"{CROSS_SIGMAS:g} errors at every temperature")
+        if raw_changes:
+            txt = (f"too noisy: {pair} changes sign {raw_changes} times, but only within "
+                   f"{CROSS_SIGMAS:g} errors; measure longer")
+        else:
+            txt = (f"no crossing found: {pair} keeps one sign but is within {CROSS_SIGMAS:g} errors "
+                   f"of 0 at {T.size - certain.size} temperatures; measure longer or widen the range")
+        return Crossing(sizes, Estimate(math.nan, math.nan), "noisy", txt)
+    a, b = int(certain[changes[0]]), int(certain[changes[0] + 1])
+    while b - a + 1 < 4 and (a > 0 or b < T.size - 1):       # at least 4 points
+        if a > 0 and (b == T.size - 1 or (b - a) % 2 == 0):
+            a -= 1
+        else:
+            b += 1
+    sl = slice(a, b + 1)
+    deg = 2 if b - a + 1 >= 4 else 1
+    h = 0.5 * (T[1] - T[0]) if T.size > 1 else 0.0
+    lo, hi = T[a] - h, T[b] + h
+    root = _fit_root(T[sl], du[sl], 1.0 / err[sl], deg, lo, hi)
+    roots = np.array([_fit_root(T[sl], du_deleted[sl, k], 1.0 / err[sl], deg, lo, hi)
+                      for k in range(du_deleted.shape[1])])
+    if not math.isfinite(root) or not np.all(np.isfinite(roots)):
+        return Crossing(sizes, Estimate(math.nan, math.nan), "noisy",
+                        f"too noisy: the fit of {pair} over T = {T[a]:.4g}..{T[b]:.4g} has no stable root; "
+                        f"measure longer")
+    n = roots.size
+    error = math.sqrt((n - 1) / n * float(np.sum((roots - roots.mean()) ** 2)))
+    inside = int(np.count_nonzero(np.sign(du[sl][1:]) != np.sign(du[sl][:-1])))
+    note = (f"{pair} changes sign {inside} times within its errors in T = {T[a]:.4g}..{T[b]:.4g}; "
+            f"one crossing fitted" if inside > 1 else "")
+    return Crossing(sizes, Estimate(root, error), "ok", note)
 
 
 def _sizes(sizes):
-    if isinstance(sizes, (int, np.integer)) or len(sizes) < 2:
+    if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__len__"):
+        raise TypeError(f"sizes must be a sequence of lattice sizes, got {sizes!r}")
+    if len(sizes) < 2:
         raise ValueError(f"sizes must be a sequence of at least 2 lattice sizes, got {sizes!r}")
     out = sorted({_validate.integer("sizes[i]", L, 2) for L in sizes})
     if len(out) < 2:
@@ -134,85 +250,218 @@ def _sizes(sizes):
     return tuple(out)
 
 
-def binder_scan(sizes, temperatures, dim=2, *, n_therm=1000, n_measure=4000, every=1,
-                replicas=1, algorithm=None, rng=None, seed=0, n_blocks=32, device=None,
-                progress=None, **options) -> BinderScan:
+class _Scaled:
+    """Counts sweeps of one piece into a bar that counts spin updates."""
+
+    def __init__(self, bar, weight):
+        self.bar, self.weight = bar, weight
+
+    def update(self, n):
+        self.bar.update(n * self.weight)
+
+
+def _pieces(backend, facts, shape, total, rng, options, n_measure, host_bytes):
+    """Replicas per ensemble: all, or as many as fit the device and host memory."""
+    one, two = (device_need(backend, facts, shape, r, rng, options) for r in (1, 2))
+    meas = _MEASURE_BYTES * (n_measure + 1)        # the measurement buffer, per replica (at most)
+    per = sum(two.values()) - sum(one.values()) + meas
+    largest = max(max(two[k] - one[k] for k in one), meas)
+    fixed = sum(one.values()) - per + meas
+    dev_fit = items_that_fit(facts, max(1, per), max(0, fixed), largest_per_item=max(1, largest))
+    host_fit = max(1, host_bytes // (_HOST_BYTES_PER_MEASUREMENT * n_measure))
+    return max(1, min(total, dev_fit, host_fit))
+
+
+def binder_scan(sizes, temperatures, dim=2, *, n_therm=DEFAULTS["n_therm"], n_measure=DEFAULTS["n_measure"],
+                every=DEFAULTS["every"], replicas=DEFAULTS["replicas"], algorithm=None, rng=None, seed=0,
+                device=None, progress=None, **options) -> BinderScan:
     """U4, susceptibility and specific heat for each size and temperature, with
     jackknife errors, and the crossing temperatures of consecutive sizes' U4.
 
-    Each size runs as one ensemble of len(temperatures) * replicas lattices
-    (`replicas` independent copies per temperature, pooled: more statistics
-    per launch for small lattices). Each copy's series is cut into
-    ceil(n_blocks / replicas) blocks; the jackknife runs over all blocks.
-    Size i runs with seed (seed + (i + 1) * 0x9E3779B97F4A7C15) mod 2^64 so the
-    sizes' random streams are independent. Start: all spins up (the ordered
-    phase equilibrates fastest; n_therm sweeps are discarded).
+    Each size runs `replicas` independent lattices per temperature, from an
+    ordered start, n_therm sweeps discarded (default: as many as are
+    measured, n_measure * every), then n_measure measurements
+    `every` sweeps apart. Errors come from the jackknife over blocks: each
+    replica's series cut into as many blocks as are >= BLOCK_TAUS tau_int
+    long (see the module doc). Warns (and lists in ``.warnings``) where the
+    series are shorter than 50 tau_int, drift between their halves (not in
+    equilibrium), or give fewer than 16 blocks. The defaults are DEFAULTS
+    (shared with `clphys binder`).
+
+    Size i runs with seed (seed + (i + 1) * 0x9E3779B97F4A7C15) mod 2^64.
+    When the replicas of a size do not fit the device (or DEFAULT_HOST_BYTES
+    of host memory for the series) at once, they run as several ensembles,
+    piece p > 0 with seed + p * 0xD1B54A32D192ED03 added: the numbers then
+    differ from a one-piece run (statistically equivalent). Ctrl-C raises
+    :class:`clphys.runtime.Interrupted` (within about a second).
     """
     dim = _validate.choice("dim", dim, (2, 3))
     sizes = _sizes(sizes)
     temps = np.sort(_temperatures(temperatures))
     if temps.size < 2:
         raise ValueError("temperatures must hold at least 2 values")
-    n_blocks = _validate.integer("n_blocks", n_blocks, 2)
     replicas = _validate.integer("replicas", replicas, 1)
-    per_series = -(-n_blocks // replicas)
-    n_blocks = per_series * replicas
-    n_measure = _validate.integer("n_measure", n_measure, per_series)
-    n_therm = _validate.integer("n_therm", n_therm, 0)
+    n_measure = _validate.integer("n_measure", n_measure, FINE_BLOCKS)
     every = _validate.integer("every", every, 1)
+    n_therm = (int(THERM_MEASURED * n_measure * every) if n_therm is None
+               else _validate.integer("n_therm", n_therm, 0))
     seed = _validate.seed(seed)
+    check_progress(progress)
+    if algorithm is not None and not isinstance(algorithm, str):
+        raise TypeError(f"algorithm must be a string, got {algorithm!r}")
     backend = backends.load(backends.DEFAULT_ALGORITHM if algorithm is None else algorithm)
-    backends.check_rng(backend, rng)
+    if dim not in backend.dims:
+        raise ValueError(f"algorithm {backend.algorithm!r} supports dim {backend.dims}, not {dim}")
+    rng_name = backends.check_rng(backend, rng)
     for L in sizes:
         backend.check_shape((L,) * dim)
+    if hasattr(backend, "check_options"):
+        backend.check_options(options)
     Ensemble = Ensemble2D if dim == 2 else Ensemble3D
+    dev = resolve_device(device)
 
-    nq = 5                                              # e, e^2, |m|, m^2, m^4
-    full = np.empty((len(sizes), temps.size, nq))
-    deleted = np.empty((len(sizes), temps.size, nq, n_blocks))
+    nT, R, nq, M = temps.size, replicas, 5, FINE_BLOCKS
+    fine = np.empty((len(sizes), nT * R, nq, M))     # per-replica block means: e, e^2, |m|, m^2, m^4
+    tau = np.empty((len(sizes), nT * R, 2))          # tau_int of e and |m|, in measurements
+    drift = np.empty((len(sizes), nT * R, 2))        # second half - first half of e, |m|
+    drift_var = np.empty((len(sizes), nT * R, 2))
     N = np.array([L**dim for L in sizes], dtype=float)
-    work = N * temps.size * replicas * (n_therm + n_measure * every)
-    with Progress(int(work.sum()), progress, label="binder") as bar:
+    sweeps = n_therm + n_measure * every
+    plan = [_pieces(backend, dev.facts, (L,) * dim, nT * R, rng_name, options, n_measure, DEFAULT_HOST_BYTES)
+            for L in sizes]
+    total = int(sum(N[i] * nT * R * sweeps for i in range(len(sizes))))
+    rep_temps = np.repeat(temps, R)
+    with Progress(total, progress, label="binder") as bar:
         for i, L in enumerate(sizes):
-            ens = Ensemble(L, np.repeat(temps, replicas), algorithm=algorithm, rng=rng, start="up", device=device,
-                           seed=(seed + (i + 1) * _GOLDEN) % 2**64, **options)
-            done = [0]
+            K = plan[i]
+            for p, r0 in enumerate(range(0, nT * R, K)):
+                r1 = min(nT * R, r0 + K)
+                piece_seed = (seed + (i + 1) * _GOLDEN + p * _PIECE) % 2**64
+                ens = Ensemble(L, rep_temps[r0:r1], algorithm=algorithm, rng=rng, start="up", device=dev,
+                               seed=piece_seed, **options)
+                run = ens._run(n_measure, every, n_therm)
+                try:
+                    run.run(bar=_Scaled(bar, int(N[i]) * (r1 - r0)))
+                except Interrupted:
+                    done = ", ".join(map(str, sizes[:i]))
+                    exc = Interrupted(bar.done, total, "spin updates of the scan")
+                    exc.kept = (f"sizes {done} were complete; " if i else "") + "nothing written"
+                    raise exc from None
+                s = run.samples()
+                _reduce(s, fine[i, r0:r1], tau[i, r0:r1], drift[i, r0:r1], drift_var[i, r0:r1])
+                del s, run, ens
 
-            def step(d, total, i=i, done=done):
-                inc = int(work[i] * d / total) - done[0]
-                done[0] += inc
-                bar.update(inc)
+    return _analyse(dim, sizes, temps, n_therm, n_measure, every, R, N, fine, tau, drift, drift_var,
+                    tuple(-(-nT * R // k) for k in plan))
 
-            s = ens.sample(n_measure, every=every, n_therm=n_therm, progress=step)
-            e, m = s.energy, s.magnetization
-            q = np.stack([e, e * e, np.abs(m), m * m, m**4], axis=1)     # (T * rep, 5, n)
-            B = _block_means(q, per_series).reshape(temps.size, replicas, nq, per_series)
-            B = B.transpose(0, 2, 1, 3).reshape(temps.size, nq, n_blocks)  # (T, 5, nb)
-            full[i] = B.mean(axis=-1)
-            deleted[i] = (B.sum(axis=-1, keepdims=True) - B) / (n_blocks - 1)
 
-    def observables(x):       # x (..., T, 5, [nb]) -> dict of (..., T, [nb])
-        e, e2, ma, m2, m4 = (x[..., :, k, :] if x.ndim == deleted.ndim else x[..., :, k] for k in range(nq))
-        Nb = N.reshape((-1, 1, 1) if x.ndim == deleted.ndim else (-1, 1))
-        Tb = temps.reshape((-1, 1) if x.ndim == deleted.ndim else (-1,))
-        return {"binder": 1.0 - m4 / (3.0 * m2**2), "susceptibility": Nb * (m2 - ma**2) / Tb,
-                "specific_heat": Nb * (e2 - e**2) / Tb**2, "energy": e, "abs_magnetization": ma}
+def _reduce(s, fine, tau, drift, drift_var):
+    """Per replica of a piece: FINE_BLOCKS block means of the 5 moments, tau_int
+    and the drift between the series halves (with its tau-aware variance)."""
+    e, m = s.energy, s.magnetization
+    n = e.shape[1]
+    am = np.abs(m)
+    q = np.stack([e, e * e, am, m * m, m**4], axis=1)            # (K, 5, n)
+    size = n // FINE_BLOCKS
+    fine[:] = q[..., n - size * FINE_BLOCKS:].reshape(q.shape[:2] + (FINE_BLOCKS, size)).mean(axis=-1)
+    h = n // 2
+    for j, x in enumerate((e, am)):
+        _, _, t = mean_estimates(x)
+        tau[:, j] = np.where(np.isfinite(t), t, np.inf)
+        late, late_err, _ = mean_estimates(x[:, n - h:])
+        drift[:, j] = late - x[:, :h].mean(axis=1)
+        # its variance if the series were stationary: twice the late half's
+        # (a relaxing start would inflate the early half's own)
+        drift_var[:, j] = np.where(np.isnan(late_err), np.inf, 2 * late_err**2)
+    return fine
 
-    f_full, f_del = observables(full), observables(deleted)
+
+def _analyse(dim, sizes, temps, n_therm, n_measure, every, R, N, fine, tau, drift, drift_var, pieces):
+    nS, nT, nq, M = len(sizes), temps.size, fine.shape[2], fine.shape[3]
+    fine = fine.reshape(nS, nT, R, nq, M)
+    tau_LT = tau.max(axis=-1).reshape(nS, nT, R)
+    with np.errstate(invalid="ignore"):
+        tau_mean = np.where(np.all(np.isfinite(tau_LT), axis=-1), tau_LT.mean(axis=-1), np.inf)
+    finite = tau_mean[np.isfinite(tau_mean)]
+    tau_max = float(finite.max()) if finite.size else math.inf
+    per = 1
+    while per * 2 <= M and n_measure / (per * 2) >= BLOCK_TAUS * tau_max:
+        per *= 2
+    blocks = fine.reshape(nS, nT, R, nq, per, M // per).mean(axis=-1)       # (S, T, R, 5, per)
+    blocks = blocks.transpose(0, 1, 3, 2, 4).reshape(nS, nT, nq, R * per)
+    nb = R * per
+    full = blocks.mean(axis=-1)
+    deleted = (blocks.sum(axis=-1, keepdims=True) - blocks) / max(1, nb - 1) if nb > 1 else blocks
+
+    def observables(x, deleted_axis):
+        k = (lambda j: x[:, :, j, :]) if deleted_axis else (lambda j: x[:, :, j])
+        e, e2, ma, m2, m4 = (k(j) for j in range(nq))
+        Nb = N.reshape((-1, 1, 1) if deleted_axis else (-1, 1))
+        Tb = temps.reshape((-1, 1) if deleted_axis else (-1,))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return {"binder": 1.0 - m4 / (3.0 * m2**2), "susceptibility": Nb * (m2 - ma**2) / Tb,
+                    "specific_heat": Nb * (e2 - e**2) / Tb**2, "energy": e, "abs_magnetization": ma}
+
+    f_full, f_del = observables(full, False), observables(deleted, True)
     fields = {}
     for name in f_full:
-        fields[name], fields[name + "_err"] = _jackknife(f_full[name], f_del[name])
+        fields[name], fields[name + "_err"] = f_full[name], _jackknife_err(f_del[name])
 
     crossings = []
-    for a in range(len(sizes) - 1):
+    for a in range(nS - 1):
         du = f_full["binder"][a + 1] - f_full["binder"][a]
-        root, window = _root(temps, du)
-        if window is None:
-            crossings.append(Crossing((sizes[a], sizes[a + 1]), Estimate(math.nan, math.nan)))
-            continue
-        du_del = f_del["binder"][a + 1] - f_del["binder"][a]                # (T, nb)
-        roots = np.array([_root(temps, du_del[:, b], window)[0] for b in range(n_blocks)])
-        _, err = _jackknife(root, roots)
-        crossings.append(Crossing((sizes[a], sizes[a + 1]), Estimate(float(root), float(err))))
+        du_del = f_del["binder"][a + 1] - f_del["binder"][a]
+        crossings.append(crossing_of(temps, du, du_del, (sizes[a], sizes[a + 1])))
+    cross = crossings[-1].temperature
+
+    notes = _warnings(sizes, temps, n_measure, every, tau_mean, drift.reshape(nS, nT, R, 2),
+                      drift_var.reshape(nS, nT, R, 2), nb)
     return BinderScan(dim=dim, sizes=sizes, temperatures=temps, n_therm=n_therm, n_measure=n_measure,
-                      replicas=replicas, crossings=tuple(crossings), crossing=crossings[-1].temperature, **fields)
+                      every=every, replicas=R, tau_int=tau_mean * every, n_blocks=nb, pieces=pieces,
+                      crossings=tuple(crossings), crossing=cross, warnings=tuple(notes), **fields)
+
+
+def _warnings(sizes, temps, n_measure, every, tau_mean, drift, drift_var, nb):
+    """Messages (also issued as Python warnings) about untrustworthy numbers."""
+    notes = []
+
+    def where(mask):
+        pts = [f"L={sizes[i]} T={temps[j]:.5g}" for i, j in zip(*np.nonzero(mask))]
+        return ", ".join(pts[:4]) + (f" and {len(pts) - 4} more" if len(pts) > 4 else "")
+
+    short = ~(n_measure >= MIN_TAUS * tau_mean)
+    if short.any():
+        worst = np.unravel_index(np.argmax(np.where(np.isfinite(tau_mean), tau_mean, np.inf)), tau_mean.shape)
+        t = tau_mean[worst]
+        if math.isfinite(t):
+            why = (f"{n_measure} measurements are fewer than {MIN_TAUS} tau_int (tau_int up to "
+                   f"{t * every:.3g} sweeps); measure at least {math.ceil(MIN_TAUS * t * every)} sweeps "
+                   f"(n_measure * every)")
+        else:
+            why = (f"tau_int could not be estimated from {n_measure} measurements (the series is "
+                   f"shorter than ~10 tau_int); measure much longer")
+        msg = f"series too short for trustworthy errors at {where(short)}: {why}"
+        notes.append(msg)
+        warnings.warn(msg, TooShortWarning, stacklevel=3)
+    # the variance of the summed drift: from each replica's tau_int, or from the
+    # scatter of the replicas' drifts if larger (a rare slow excursion of one
+    # replica, e.g. a stripe state below Tc, is equilibrium, not a drift)
+    R = drift.shape[2]
+    var = drift_var.sum(axis=2)
+    if R > 1:
+        var = np.maximum(var, R * drift.var(axis=2, ddof=1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        z = drift.sum(axis=2) / np.sqrt(var)         # (S, T, 2)
+    bad = np.any(np.abs(z) > DRIFT_SIGMAS, axis=-1)
+    if bad.any():
+        msg = (f"not in equilibrium at {where(bad)}: <e> or <|m|> drifts between the halves of the "
+               f"measured series by more than {DRIFT_SIGMAS:g} errors; thermalise longer (n_therm)")
+        notes.append(msg)
+        warnings.warn(msg, NotEquilibratedWarning, stacklevel=3)
+    if nb < 16:
+        msg = (f"only {nb} jackknife blocks (replicas x time blocks): the error bars are themselves "
+               f"uncertain by about {100 / math.sqrt(2 * max(1, nb - 1)):.0f} %" if nb > 1 else
+               "only 1 jackknife block: no errors (use more replicas or longer series)")
+        notes.append(msg)
+        warnings.warn(msg, TooShortWarning, stacklevel=3)
+    return notes

@@ -123,6 +123,18 @@ def _check_tile(shape, tile, facts):
     return W, H
 
 
+def _device_bytes(cls, facts, shape, n_replicas, rng="philox", tile=None, **options) -> dict:
+    """{buffer: bytes} a BlocksBackend allocates (for the memory check)."""
+    Lx, Ly = _check_shape(shape)
+    W, H = _check_tile((Lx, Ly), tile, facts)
+    need = {"spins (1 bit each)": n_replicas * Lx * Ly // 8,
+            "partial sums": n_replicas * (Lx // W) * (Ly // H) * 16 + n_replicas * 16,
+            "thresholds": n_replicas * 10 * 4}
+    if rng == "halfbit-lcg":
+        need["generator states"] = n_replicas * Lx * Ly // 64 * 4
+    return need
+
+
 def _plane_sites(W, H):
     """x and y (2, H, W/2) of the site at bit position pos = j BW + b of row r
     of plane p in a tile: index i = b NWR + j (rows are bit-interleaved)."""
@@ -185,6 +197,7 @@ class BlocksBackend:
     algorithm = "blocks"
     dims = (2,)
     rngs = ("philox", "halfbit-lcg")
+    device_bytes = classmethod(_device_bytes)
 
     @classmethod
     def check_shape(cls, shape):

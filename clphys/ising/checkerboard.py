@@ -36,6 +36,17 @@ class CheckerboardBackend:
     def check_options(cls, options):
         return check_options(cls, options)
 
+    @classmethod
+    def device_bytes(cls, facts, shape, n_replicas, rng="philox", **options) -> dict:
+        """{buffer: bytes} this backend allocates (for the memory check)."""
+        N = int(np.prod(shape))
+        groups = -(-(N // 2) // 4)
+        need = {"spins (int8)": n_replicas * N, "partial sums": SumsReducer.nbytes(facts, n_replicas, N),
+                "thresholds": 4 * n_replicas * 2 * (2 * len(shape) + 1)}
+        if rng != "philox":
+            need["generator states"] = 4 * n_replicas * 2 * groups
+        return need
+
     def __init__(self, dev, shape, n_replicas, *, rng, seed, **options):
         opts = self.check_options(options)
         wg = device_wg(dev, opts["wg"])

@@ -6,7 +6,8 @@ H = -J sum_<ij> s_i s_j - h sum_i s_i, periodic boundaries, k_B = 1.
     ens.sweep(1000)
     ens.energy()                                               # (16,) E/N
     lat = Ising2D(1024, 2.269, algorithm="multispin")          # thin wrapper, 1 replica
-    series = lat.sample(1000, every=2, n_therm=500)
+    series = lat.sample(1000, every=2)                         # thermalises first
+    lat.save("run.npz"); lat = Ising2D.load("run.npz")         # continues bit for bit
 
 A single lattice is an ensemble of one replica (replica 0), so Ising2D(L, T,
 seed=s) and replica 0 of Ensemble2D(L, [T, ...], seed=s) give the same spins.
@@ -14,24 +15,55 @@ seed=s) and replica 0 of Ensemble2D(L, [T, ...], seed=s) give the same spins.
 
 from __future__ import annotations
 
+import inspect
 import math
+import warnings
 
 import numpy as np
 import pyopencl as cl
 
 from .. import _validate
 from .. import rng as _rng
-from ..progress import Progress
-from ..runtime import resolve_device
-from . import backends
+from ..progress import check_progress
+from ..runtime import check_memory, items_that_fit, resolve_device, run_sliced
+from ..runtime.checkpoint import CheckpointError, field, load_checkpoint, save_checkpoint
+from ..runtime.files import check_output_path
+from ..runtime.memory import check_host_memory
+from . import backends, reference
 from ._device import check_options, zeroed_buffer
-from .samples import Samples
+from .samples import Samples, TrappedWarning
 from .thresholds import metropolis_thresholds
 
 STARTS = ("random", "up", "down")
+SWEEP_QUEUE = 256            # sweep(n) enqueues at most this many without a sync
+MAX_SWEEPS = 2**62           # the Philox sweep counter has 2^63 - 1 values (one reserved)
 STATE_FORMAT = "clphys.ising/1"
+CHECKPOINT_KIND = "ising-ensemble"
 _MEASURE_BYTES = 16          # two int64 per replica and measurement
 _CHUNK_BYTES = 32 << 20      # device buffer for measurements between read-backs
+# sample()'s default thermalisation: this fraction of the measured sweeps (so a
+# run long enough for its errors, >= 50 tau_int, thermalises >= 12 tau_int)
+THERM_FRACTION = 0.25
+_TRAP_TAIL = 8               # measurements checked for an exactly periodic tail
+_TRAP_READ_LIMIT = 256 << 20  # largest spin read-back for the trap check
+
+
+def default_therm(measured_sweeps: int) -> int:
+    """Thermalisation sweeps used when none are given: a quarter of the
+    measured sweeps (sample() and `clphys ising`; binder_scan, whose ordered
+    start must relax near Tc, uses as many as it measures)."""
+    return int(measured_sweeps * THERM_FRACTION)
+
+
+def split_run(total: int, every: int, n_therm=None):
+    """(n_therm, n_measure) of a run of `total` sweeps measured every `every`
+    sweeps: n_therm defaults to the default_therm rule (a fifth of the total
+    is a quarter of the rest); sweeps that do not fill a measurement
+    interval go to the thermalisation."""
+    if n_therm is None:
+        n_therm = int(total * THERM_FRACTION / (1 + THERM_FRACTION))
+    n_measure = (total - n_therm) // every
+    return total - n_measure * every, n_measure
 
 
 def _shape(L, dim):
@@ -45,12 +77,130 @@ def _shape(L, dim):
 
 
 def _temperatures(T, name="temperatures"):
-    arr = _validate.finite_array(name, np.atleast_1d(T), ndim=1, dtype=float)
+    arr = _validate.finite_array(name, T, dtype=float)
+    arr = np.atleast_1d(arr)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be a number or a 1-D sequence, got shape {arr.shape}")
     if arr.size == 0:
         raise ValueError(f"{name} must not be empty")
     if np.any(arr <= 0):
         raise ValueError(f"{name} must all be > 0, got {arr[arr <= 0][0]}")
     return arr.copy()
+
+
+def _backend_options(backend):
+    """Names of the options the backend accepts (its `options`, or its
+    constructor's keyword arguments)."""
+    if hasattr(backend, "options"):
+        return set(backend.options)
+    params = inspect.signature(backend.__init__).parameters
+    return {k for k, p in params.items() if p.kind is p.KEYWORD_ONLY and k not in ("rng", "seed")}
+
+
+def device_need(backend, facts, shape, n_replicas, rng, options) -> dict:
+    """{buffer: bytes} an ensemble needs on the device at its peak (while it
+    makes its start): the backend's buffers and the int8 start buffer."""
+    N = int(np.prod(shape))
+    if hasattr(backend, "device_bytes"):
+        need = dict(backend.device_bytes(facts, shape, n_replicas, rng=rng, **options))
+    else:                                   # a backend that does not say: one byte a spin
+        need = {"spins": n_replicas * N}
+    need["start (int8, temporary)"] = n_replicas * N
+    return need
+
+
+def replicas_that_fit(backend, facts, shape, rng, options, limit=None) -> int:
+    """How many replicas of `shape` fit on the device at once (0 if none)."""
+    one, two = (device_need(backend, facts, shape, r, rng, options) for r in (1, 2))
+    per = sum(two.values()) - sum(one.values())
+    largest = max(two[k] - one[k] for k in one)
+    n = items_that_fit(facts, max(1, per), sum(one.values()) - per, largest_per_item=max(1, largest),
+                       limit=limit)
+    while n > 0 and not _fits(facts, device_need(backend, facts, shape, n, rng, options)):
+        n -= max(1, n // 64)
+    return n
+
+
+def _fits(facts, need):
+    try:
+        check_memory(facts, need, "")
+        return True
+    except ValueError:
+        return False
+
+
+class _Run:
+    """n_therm sweeps, then n_measure times (`every` sweeps, measure), done in
+    slices: step(n) advances n sweeps. Measurements (bond sum, magnetization
+    per replica) go to a device buffer and are read back once per slice."""
+
+    def __init__(self, ens, n_therm, n_measure, every, done=0, measured=None, therm_before=0):
+        self.ens, self.n_therm, self.n_measure, self.every = ens, n_therm, n_measure, every
+        self.total = n_therm + n_measure * every
+        self.therm_before = therm_before      # sweeps at this temperature before the run
+        R = ens.n_replicas
+        # the int64 sums and the E/N, M/N series made from them
+        check_host_memory(32 * R * n_measure, f"{n_measure} measurements of {R} replicas",
+                          "Measure less often (every=) or fewer times, or use fewer replicas.")
+        self.out = np.zeros((n_measure, R, 2), dtype=np.int64)
+        self.done = done
+        if measured is not None:
+            self.out[:len(measured)] = measured
+        self.cap = max(2, min(n_measure + 1, _CHUNK_BYTES // (_MEASURE_BYTES * R)))
+        self.largest = max(1, (self.cap - 1) * every)        # a slice holds <= cap measurements
+        self._buf = None
+        if n_measure and hasattr(ens._backend, "measure_into"):
+            check_memory(ens.device, {**ens._resident, "measurements": _MEASURE_BYTES * R * self.cap},
+                         f"measuring {R} replicas", "use fewer replicas per ensemble")
+
+    @property
+    def measured(self) -> int:
+        return max(0, self.done - self.n_therm) // self.every
+
+    def step(self, n):
+        ens = self.ens
+        be, thr = ens._backend, ens._thr
+        fast = hasattr(be, "measure_into")
+        s, end = self.done, self.done + n
+        if s < self.n_therm:
+            k = min(end, self.n_therm) - s
+            be.sweep(k, thr)
+            s += k
+        m0, local = self.measured, 0
+        while s < end:
+            r = (s - self.n_therm) % self.every
+            k = min(self.every - r, end - s)
+            be.sweep(k, thr)
+            s += k
+            if r + k == self.every:
+                m = (s - self.n_therm) // self.every - 1
+                if fast:
+                    if self._buf is None:
+                        self._buf = cl.Buffer(ens.device.context, cl.mem_flags.READ_WRITE,
+                                              _MEASURE_BYTES * ens.n_replicas * self.cap)
+                    be.measure_into(self._buf, local)
+                    local += 1
+                else:
+                    self.out[m, :, 0], self.out[m, :, 1] = be.sums()
+        if local:
+            cl.enqueue_copy(ens.device.queue, self.out[m0:m0 + local], self._buf, is_blocking=True)
+        self.done = end
+        ens._settled += n
+
+    def run(self, progress=None, bar=None, total=None):
+        """Do the remaining sweeps (or `total` of them) in time-bounded slices."""
+        todo = self.total - self.done if total is None else total
+        run_sliced(todo, lambda start, n: self.step(n), self.ens.device.queue, progress=progress,
+                   bar=bar, label="ising", what="sweeps", largest=self.largest)
+
+    def samples(self) -> Samples:
+        ens = self.ens
+        m = self.measured
+        bond, mag = self.out[:m, :, 0].T, self.out[:m, :, 1].T
+        energy = (-ens.J * bond - ens.h * mag) / ens.n_spins
+        return Samples(ens.temperatures, ens.n_spins, energy, mag / ens.n_spins,
+                       n_therm=self.therm_before + self.n_therm, every=self.every,
+                       trapped=ens._trapped(bond, mag, self.every))
 
 
 class Ensemble:
@@ -59,7 +209,8 @@ class Ensemble:
     temperatures: one per replica (repeat a temperature for many seeds: every
     replica has its own random stream). Use :class:`Ensemble2D` /
     :class:`Ensemble3D`. Options (``wg=``, ``words_per_item=``, ...) go to the
-    backend; see docs/ising.md.
+    backend; see docs/ising.md. The device memory the ensemble needs is
+    checked before anything is allocated.
     """
     dim = None
 
@@ -70,6 +221,8 @@ class Ensemble:
         J = _validate.real("J", J)
         h = _validate.real("h", h)
         algorithm = backends.DEFAULT_ALGORITHM if algorithm is None else algorithm
+        if not isinstance(algorithm, str):
+            raise TypeError(f"algorithm must be a string, got {algorithm!r}")
         backend = backends.load(algorithm)
         if self.dim not in backend.dims:
             raise ValueError(f"algorithm {algorithm!r} supports dim {backend.dims}, not {self.dim}")
@@ -81,18 +234,39 @@ class Ensemble:
             backend.check_options(options)
         elif hasattr(backend, "options"):
             check_options(backend, options)
+        else:
+            unknown = sorted(set(options) - _backend_options(backend))
+            if unknown:
+                raise TypeError(f"algorithm {algorithm!r} got unknown option(s) {', '.join(unknown)}; "
+                                f"it accepts: {', '.join(sorted(_backend_options(backend)))}")
         self.shape, self.J, self.h = shape, J, h
         self.algorithm, self.rng, self.seed, self.options = algorithm, rng, seed, dict(options)
         self.n_spins = int(np.prod(shape))
         self._T = temps
         self._thr = self._thresholds(temps)
         self.device = resolve_device(device)
+        self._check_memory(backend, len(temps))
         self._backend = backend(self.device, shape, len(temps), rng=rng, seed=seed, **options)
+        self._settled = 0          # sweeps since the start, set_spins or a temperature change
         self._start(start)
 
     # ------------------------------------------------------------ set-up
     def _thresholds(self, temps):
-        return np.stack([metropolis_thresholds(self.dim, T, self.J, self.h) for T in temps])
+        uniq, index = np.unique(temps, return_inverse=True)
+        table = np.stack([metropolis_thresholds(self.dim, T, self.J, self.h) for T in uniq])
+        return np.ascontiguousarray(table[index.ravel()])
+
+    def _check_memory(self, backend, R):
+        facts = self.device.facts
+        need = device_need(backend, facts, self.shape, R, self.rng, self.options)
+        if _fits(facts, need):
+            self._resident = {k: v for k, v in need.items() if "temporary" not in k}
+            return
+        fit = replicas_that_fit(backend, facts, self.shape, self.rng, self.options)
+        size = "x".join(map(str, self.shape))
+        hint = (f"use at most {fit} replicas per ensemble (split the run into several ensembles "
+                f"with different seeds)" if fit else "use a smaller lattice")
+        check_memory(facts, need, f"{type(self).__name__} of {R} replicas of {size}", hint)
 
     def _start(self, start):
         dev, R = self.device, self.n_replicas
@@ -126,14 +300,39 @@ class Ensemble:
         temps = _temperatures(np.broadcast_to(T, self._T.shape) if np.ndim(T) == 0 else T)
         if temps.shape != self._T.shape:
             raise ValueError(f"temperatures must have {self.n_replicas} entries, got {temps.size}")
+        if not np.array_equal(temps, self._T):
+            self._settled = 0
         self._thr, self._T = self._thresholds(temps), temps
+
+    @property
+    def sweeps(self) -> int:
+        """Sweeps made since the start, at any temperature."""
+        st = self._backend.get_state()
+        return int(st["sweeps"])
+
+    @property
+    def settled(self) -> int:
+        """Sweeps made at the current temperatures since the start, the last
+        set_spins or the last temperature change (sample() counts them
+        towards its thermalisation)."""
+        return self._settled
 
     # ------------------------------------------------------------ dynamics
     def sweep(self, n=1):
-        """n full sweeps (colour 0 then colour 1), enqueued without host sync."""
-        n = _validate.integer("n", n, 0)
-        if n:
-            self._backend.sweep(n, self._thr)
+        """n full sweeps (colour 0 then colour 1). Up to SWEEP_QUEUE sweeps are
+        enqueued without host sync; more run in time-bounded slices (Ctrl-C
+        stops at the next slice with clphys.runtime.Interrupted)."""
+        n = _validate.integer("n", n, 0, MAX_SWEEPS)
+        if n <= SWEEP_QUEUE:
+            if n:
+                self._backend.sweep(n, self._thr)
+                self._settled += n
+            return self
+
+        def advance(start, k):
+            self._backend.sweep(k, self._thr)
+            self._settled += k
+        run_sliced(n, advance, self.device.queue, what="sweeps")
         return self
 
     def sums(self):
@@ -149,8 +348,16 @@ class Ensemble:
         """M/N per replica (signed)."""
         return self.sums()[1] / self.n_spins
 
+    def _check_spin_copy(self):
+        nbytes = self.n_replicas * self.n_spins
+        what = f"reading the spins of {self.n_replicas} replicas of {'x'.join(map(str, self.shape))}"
+        check_memory(self.device, {**self._resident, "int8 copy of the spins": nbytes}, what,
+                     "use fewer replicas per ensemble")
+        check_host_memory(nbytes, what, "Use fewer replicas per ensemble.")
+
     def spins(self) -> np.ndarray:
         """int8 +-1 array (R, Ly, Lx) or (R, Lz, Ly, Lx)."""
+        self._check_spin_copy()
         return self._backend.spins()
 
     def set_spins(self, spins):
@@ -164,54 +371,72 @@ class Ensemble:
             raise ValueError(f"spins must have shape {(self.n_replicas,) + lat} or {lat}, got {arr.shape}")
         if arr.dtype.kind not in "iuf" or not np.all((arr == 1) | (arr == -1)):
             raise ValueError("spins must hold only +1 and -1")
+        self._check_spin_copy()
         self._backend.set_spins(np.ascontiguousarray(arr, dtype=np.int8))
+        self._settled = 0
 
     # ------------------------------------------------------------ measurements
-    def sample(self, n_measure, every=1, n_therm=0, progress=None) -> Samples:
-        """n_therm sweeps, then n_measure times (`every` sweeps, measure).
-
-        Returns :class:`Samples` with E/N and M/N series of shape (R, n_measure).
-        The sums are reduced on the device into a buffer that is read back in
-        large chunks, never once per measurement.
-        """
+    def _run(self, n_measure, every, n_therm):
         n_measure = _validate.integer("n_measure", n_measure, 1)
         every = _validate.integer("every", every, 1)
+        if n_therm is None:
+            n_therm = max(0, default_therm(n_measure * every) - self._settled)
         n_therm = _validate.integer("n_therm", n_therm, 0)
-        dev, R, be = self.device, self.n_replicas, self._backend
-        out = np.empty((n_measure, R, 2), dtype=np.int64)
-        cap = max(1, min(n_measure, _CHUNK_BYTES // (_MEASURE_BYTES * R)))
-        chunk = max(1, min(cap, math.ceil(n_measure / 20)))   # ~20 read-backs give the bar steps
-        fast = hasattr(be, "measure_into")
-        buf = cl.Buffer(dev.context, cl.mem_flags.READ_WRITE, _MEASURE_BYTES * R * chunk) if fast else None
-        with Progress(n_therm + n_measure * every, progress, label="ising") as bar:
-            for start in range(0, n_therm, max(1, chunk * every)):
-                n = min(chunk * every, n_therm - start)
-                self.sweep(n)
-                dev.queue.finish()
-                bar.update(n)
-            for m0 in range(0, n_measure, chunk):
-                m1 = min(n_measure, m0 + chunk)
-                for m in range(m0, m1):
-                    be.sweep(every, self._thr)
-                    if fast:
-                        be.measure_into(buf, m - m0)
-                    else:
-                        out[m, :, 0], out[m, :, 1] = be.sums()
-                if fast:
-                    cl.enqueue_copy(dev.queue, out[m0:m1], buf, is_blocking=True)
-                bar.update((m1 - m0) * every)
-        bond, mag = out[:, :, 0].T, out[:, :, 1].T
-        energy = (-self.J * bond - self.h * mag) / self.n_spins
-        return Samples(self.temperatures, self.n_spins, energy, mag / self.n_spins)
+        return _Run(self, n_therm, n_measure, every, therm_before=self._settled)
+
+    def sample(self, n_measure, every=1, n_therm=None, progress=None) -> Samples:
+        """n_therm sweeps, then n_measure times (`every` sweeps, measure).
+
+        n_therm=None thermalises for a quarter of the measured sweeps
+        (n_measure * every / 4), less the sweeps the lattice already made at
+        its current temperature (:attr:`settled`); the total is reported as
+        ``Samples.n_therm``. Returns :class:`Samples` with E/N and M/N series
+        of shape (R, n_measure). The sums are reduced on the device into a
+        buffer read back once per slice of work (slices of ~0.25 s: the
+        progress bar counts completed sweeps and Ctrl-C stops at the next
+        slice with :class:`clphys.runtime.Interrupted`). Warns
+        (TrappedWarning) about replicas caught in a deterministic cycle of
+        the update (see docs/ising.md, "Small lattices").
+        """
+        check_progress(progress)
+        run = self._run(n_measure, every, n_therm)
+        run.run(progress)
+        return run.samples()
+
+    def _trapped(self, bond, mag, every):
+        """(R,) bool: replicas in a deterministic cycle of the checkerboard
+        update. Candidates have an exactly periodic (period 2 sweeps) tail of
+        measurements; their spins confirm it (clphys.ising.reference.trapped)."""
+        R, n = bond.shape
+        trapped = np.zeros(R, dtype=bool)
+        lag = 1 if every % 2 == 0 else 2
+        tail = min(n, _TRAP_TAIL)
+        if self.algorithm not in backends.PLAIN_ORDER or tail < lag + 2:
+            return trapped
+        b, m = bond[:, n - tail:], mag[:, n - tail:]
+        cand = np.all(b[:, lag:] == b[:, :-lag], axis=1) & np.all(m[:, lag:] == m[:, :-lag], axis=1)
+        if not cand.any() or R * self.n_spins > _TRAP_READ_LIMIT:
+            return trapped
+        trapped[cand] = reference.trapped(self.spins()[cand], self._thr[cand])
+        if trapped.any():
+            idx = np.nonzero(trapped)[0]
+            shown = ", ".join(map(str, idx[:8])) + (", ..." if idx.size > 8 else "")
+            warnings.warn(f"{idx.size} of {R} replicas (replica {shown}) are trapped in a deterministic "
+                          f"period-2 cycle of the checkerboard update (every spin of a colour flips with "
+                          f"probability 1): their measurements are not Boltzmann samples; Samples.trapped "
+                          f"marks them. Use a larger lattice (see docs/ising.md, Small lattices)",
+                          TrappedWarning, stacklevel=4)
+        return trapped
 
     # ------------------------------------------------------------ checkpoints
     def state(self) -> dict:
-        """Everything needed to continue bit for bit: spins, RNG counters and
-        states, parameters (a dict of plain values and NumPy arrays)."""
+        """Everything needed to continue bit for bit, as an in-memory dict
+        (spins, RNG counters and states, parameters). To store it, use
+        :meth:`save`."""
         return {"format": STATE_FORMAT, "dim": self.dim, "shape": self.shape, "J": self.J,
                 "h": self.h, "temperatures": self.temperatures, "algorithm": self.algorithm,
                 "rng": self.rng, "seed": self.seed, "options": dict(self.options),
-                "spins": self.spins(), "backend": self._backend.get_state()}
+                "spins": self.spins(), "backend": self._backend.get_state(), "settled": self._settled}
 
     @classmethod
     def from_state(cls, state, device=None):
@@ -223,6 +448,10 @@ class Ensemble:
     def _restore(self, state, device, single):
         if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
             raise ValueError(f"state must be a dict made by state() (format {STATE_FORMAT!r})")
+        missing = sorted({"dim", "shape", "J", "h", "temperatures", "algorithm", "rng", "seed", "options",
+                          "spins", "backend"} - set(state))
+        if missing:
+            raise ValueError(f"state lacks {missing}: use a dict made by state(), or save()/load()")
         if state["dim"] != self.dim:
             raise ValueError(f"state is of a {state['dim']}D lattice, not {self.dim}D")
         temps = state["temperatures"]
@@ -233,10 +462,120 @@ class Ensemble:
                           start="up", device=device, **state["options"])
         self.set_spins(state["spins"])
         self._backend.set_state(state["backend"])
+        self._settled = int(state.get("settled", 0))
+
+    def _checkpoint(self):
+        """(header, arrays) of the checkpoint format (see :meth:`save`)."""
+        bstate = self._backend.get_state()
+        scalars = {k: (list(v) if isinstance(v, tuple) else v) for k, v in bstate.items()
+                   if not isinstance(v, np.ndarray)}
+        arrays = {f"backend.{k}": v for k, v in bstate.items() if isinstance(v, np.ndarray)}
+        spins = self.spins().reshape(self.n_replicas, -1)
+        arrays["spins"] = np.packbits(spins < 0, axis=1)
+        arrays["temperatures"] = self.temperatures
+        # options the backend resolved on this device (e.g. the blocks tile)
+        # are recorded, so the state continues bit for bit on any device
+        options = {**{k: v for k, v in scalars.items() if k in _backend_options(type(self._backend))},
+                   **{k: (list(v) if isinstance(v, tuple) else v) for k, v in self.options.items()
+                      if v is not None}}
+        header = {"dim": self.dim, "shape": list(self.shape), "replicas": self.n_replicas,
+                  "J": self.J, "h": self.h, "algorithm": self.algorithm, "rng": self.rng,
+                  "seed": self.seed, "options": options,
+                  "settled": self._settled, "backend": scalars}
+        return header, arrays
+
+    def save(self, path):
+        """Write a checkpoint to `path` (.npz; written to a temporary name and
+        renamed): spins (1 bit each), temperatures, generator counters and
+        states, parameters, in the clphys checkpoint format (plain arrays and a
+        JSON header, loadable with allow_pickle=False)."""
+        path = check_output_path(path, "path", (".npz",))
+        header, arrays = self._checkpoint()
+        save_checkpoint(path, CHECKPOINT_KIND, header, arrays)
+
+    @classmethod
+    def load(cls, path, device=None):
+        """The ensemble saved at `path` by :meth:`save`, on `device` (any
+        device); it continues bit for bit. Every field is checked:
+        :class:`clphys.runtime.checkpoint.CheckpointError` (a ValueError)
+        says what is wrong."""
+        header, arrays = load_checkpoint(path, CHECKPOINT_KIND)
+        inst = cls.__new__(cls)
+        inst._from_checkpoint(header, arrays, str(path), device, single=False)
+        return inst
+
+    def _from_checkpoint(self, header, arrays, path, device, single, extra=()):
+        where = f"checkpoint {path!r}"
+        dim = field(header, "dim", int, choices=(2, 3), path=path)
+        if dim != self.dim:
+            raise CheckpointError(f"{where} holds a {dim}D lattice, not a {self.dim}D one: "
+                                  f"use Ensemble{dim}D / Ising{dim}D")
+        shape = field(header, "shape", list, path=path)
+        if len(shape) != dim or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 2
+                                        for v in shape):
+            raise CheckpointError(f"{where}: field 'shape' = {shape!r} is not {dim} sizes >= 2")
+        R = field(header, "replicas", int, minimum=1, path=path)
+        if single and R != 1:
+            raise CheckpointError(f"{where} holds an ensemble of {R} replicas; use "
+                                  f"Ensemble{dim}D.load")
+        J, h = field(header, "J", float, path=path), field(header, "h", float, path=path)
+        algorithm = field(header, "algorithm", str, choices=tuple(backends.REGISTRY), path=path)
+        rng = field(header, "rng", str, choices=backends.KNOWN_RNGS, path=path)
+        seed = field(header, "seed", int, minimum=0, path=path)
+        options = field(header, "options", dict, path=path)
+        settled = field(header, "settled", int, minimum=0, path=path)
+        bscalars = field(header, "backend", dict, path=path)
+        N = int(np.prod(shape))
+        want = {"spins": (np.uint8, (R, -(-N // 8))), "temperatures": (np.float64, (R,))}
+        for name, (dtype, shp) in want.items():
+            _check_array(where, arrays, name, dtype, shp)
+        barrays = {k[len("backend."):]: v for k, v in arrays.items() if k.startswith("backend.")}
+        unexpected = sorted(set(arrays) - set(want) - {f"backend.{k}" for k in barrays} - set(extra))
+        if unexpected:
+            raise CheckpointError(f"{where} has unexpected arrays {unexpected}")
+        options = {k: (tuple(v) if isinstance(v, list) else v) for k, v in options.items()}
+        try:
+            temps = _temperatures(arrays["temperatures"])
+            Ensemble.__init__(self, tuple(shape), temps, J=J, h=h, algorithm=algorithm, rng=rng,
+                              seed=seed, start="up", device=device, **options)
+        except (ValueError, TypeError) as exc:
+            raise CheckpointError(f"{where}: {exc}") from None
+        fresh = self._backend.get_state()
+        loaded = {**{k: (tuple(v) if isinstance(v, list) else v) for k, v in bscalars.items()}, **barrays}
+        missing = sorted(set(fresh) - set(loaded))
+        extra_keys = sorted(set(loaded) - set(fresh))
+        if missing or extra_keys:
+            raise CheckpointError(f"{where}: the {algorithm}/{rng} generator state "
+                                  + (f"lacks {missing}" if missing else f"has unexpected {extra_keys}"))
+        for k, v in fresh.items():
+            if isinstance(v, np.ndarray):
+                _check_array(where, arrays, f"backend.{k}", v.dtype, v.shape)
+            elif (v is None) != (loaded[k] is None) or (v is not None and type(loaded[k]) is not type(v)):
+                raise CheckpointError(f"{where}: backend field {k!r} = {loaded[k]!r} is not of "
+                                      f"type {type(v).__name__}")
+        bits = np.unpackbits(arrays["spins"], axis=1, count=N)
+        spins = (1 - 2 * bits.astype(np.int8)).reshape((R,) + tuple(reversed(shape)))
+        try:
+            self._backend.set_state(loaded)
+        except (ValueError, TypeError) as exc:
+            raise CheckpointError(f"{where}: {exc}") from None
+        self.set_spins(spins)
+        self._settled = settled
 
     def __repr__(self):
         return (f"<{type(self).__name__} {'x'.join(map(str, self.shape))} R={self.n_replicas} "
                 f"algorithm={self.algorithm} rng={self.rng} on {self.device.name}>")
+
+
+def _check_array(where, arrays, name, dtype, shape):
+    if name not in arrays:
+        raise CheckpointError(f"{where} lacks the array {name!r}")
+    arr = arrays[name]
+    if arr.dtype != np.dtype(dtype):
+        raise CheckpointError(f"{where}: array {name!r} has dtype {arr.dtype}, expected {np.dtype(dtype)}")
+    if arr.shape != tuple(shape):
+        raise CheckpointError(f"{where}: array {name!r} has shape {arr.shape}, expected {tuple(shape)} "
+                              f"(a file from another lattice size or number of replicas?)")
 
 
 class Ensemble2D(Ensemble):
@@ -300,10 +639,15 @@ class _Single:
             raise ValueError(f"spins must have shape {lat}, got {arr.shape}")
         self._ens.set_spins(arr)
 
-    def sample(self, n_measure, every=1, n_therm=0, progress=None) -> Samples:
+    def sample(self, n_measure, every=1, n_therm=None, progress=None) -> Samples:
         """E/N and M/N series of length n_measure; see Ensemble.sample."""
         s = self._ens.sample(n_measure, every=every, n_therm=n_therm, progress=progress)
-        return Samples(self.temperature, s.n_spins, s.energy[0], s.magnetization[0])
+        return Samples(self.temperature, s.n_spins, s.energy[0], s.magnetization[0], n_therm=s.n_therm,
+                       every=s.every, trapped=bool(s.trapped[0]))
+
+    sweeps = property(lambda self: self._ens.sweeps, doc="Sweeps made since the start.")
+    settled = property(lambda self: self._ens.settled,
+                       doc="Sweeps made at the current temperature (see Ensemble.settled).")
 
     def state(self) -> dict:
         return self._ens.state()
@@ -313,6 +657,20 @@ class _Single:
         inst = cls.__new__(cls)
         inst._ens = cls._ensemble.__new__(cls._ensemble)
         inst._ens._restore(state, device, single=True)
+        return inst
+
+    def save(self, path):
+        """Write a checkpoint (see Ensemble.save)."""
+        self._ens.save(path)
+
+    @classmethod
+    def load(cls, path, device=None):
+        """The lattice saved at `path` (see Ensemble.load); a file holding
+        an ensemble of several replicas is refused."""
+        header, arrays = load_checkpoint(path, CHECKPOINT_KIND)
+        inst = cls.__new__(cls)
+        inst._ens = cls._ensemble.__new__(cls._ensemble)
+        inst._ens._from_checkpoint(header, arrays, str(path), device, single=True)
         return inst
 
     def __repr__(self):

@@ -90,6 +90,15 @@ class MultispinBackend:
         _validate.choice("accept", opts["accept"], ("select", "compare"))
         return opts
 
+    @classmethod
+    def device_bytes(cls, facts, shape, n_replicas, **options) -> dict:
+        """{buffer: bytes} this backend allocates for n_replicas lattices of
+        `shape` (for the memory check before any device work)."""
+        words = int(np.prod(shape[1:])) * max(1, shape[0] // 64)
+        return {"spins (1 bit each)": 2 * 4 * n_replicas * words,
+                "partial sums": SumsReducer.nbytes(facts, n_replicas, words),
+                "thresholds": 4 * n_replicas * 2 * (2 * len(shape) + 1)}
+
     def __init__(self, dev, shape, n_replicas, *, rng, seed, **options):
         opts = self.check_options(options)
         defaults = self.GPU_DEFAULTS if dev.facts.is_gpu else self.CPU_DEFAULTS

@@ -124,3 +124,28 @@ def sums(spins):
     axes = range(1, s.ndim)
     bond = sum((s * np.roll(s, 1, axis=a)).sum(axis=tuple(axes)) for a in axes)
     return bond, s.sum(axis=tuple(axes))
+
+
+def trapped(spins, thresholds):
+    """(R,) bool: replicas whose checkerboard update is deterministic from
+    now on. Such a replica flips every spin of a colour with probability 1
+    (dE <= 0 for all of them) in each half-sweep, so it cycles with period 2
+    sweeps forever (the 4x4 trap: e.g. 36 states at E = 0 for J > 0, h = 0).
+
+    spins (R, Ly, Lx) or (R, Lz, Ly, Lx) int8; thresholds (R, 2, 2*dim+1)
+    uint32 (a flip is certain where the threshold is 2^32 - 1)."""
+    s = np.array(spins, dtype=np.int8, copy=True)
+    R = s.shape[0]
+    shape = tuple(reversed(s.shape[1:]))
+    thr = np.asarray(thresholds, dtype=np.uint32)
+    flat = s.reshape(R, -1)
+    rr = np.arange(R)[:, None]
+    ok = np.ones(R, dtype=bool)
+    for _ in range(2):                     # two sweeps bring the cycle back to its start
+        for c in (0, 1):
+            sites = compact_sites(shape, c)
+            me = flat[:, sites]
+            k = sum((flat[:, nb] == me).astype(np.int64) for nb in _neighbours(shape, sites))
+            ok &= np.all(thr[rr, (me < 0).astype(np.int64), k] == 0xFFFFFFFF, axis=1)
+            flat[:, sites] = -me
+    return ok
