@@ -143,7 +143,8 @@ def test_thresholds_realise_the_metropolis_probabilities():
 def test_templates_render(vendor):
     facts = fake_facts(vendor)
     cases = [("muca/setup.cl", dict(dim=d, L=L)) for d, L in ((2, 4), (2, 34), (3, 2), (3, 64))]
-    cases += [("muca/update.cl", dict(dim=d, L=L, wg=64, lattice=la, table=t, hist=h, magnet=m))
+    cases += [("muca/update.cl", dict(dim=d, L=L, wg=64, lattice=la, table=t, hist=h, magnet=m,
+                                      wide=(L == 66)))
               for d, L in ((2, 32), (3, 6), (2, 66))
               for la in ("local", "global") for t in ("local", "global") for h in ("local", "global")
               for m in (False, True)]
@@ -155,7 +156,7 @@ def test_templates_render(vendor):
             assert re.fullmatch(r"muca_\w+", name)
     with pytest.raises(ValueError, match="lattice must be one of"):
         render("muca/update.cl", facts, dim=2, L=8, wg=64, lattice="texture", table="local",
-               hist="local", magnet=False)
+               hist="local", magnet=False, wide=False)
     with pytest.raises(ValueError, match="L must be even"):
         render("muca/setup.cl", facts, dim=2, L=7)
 

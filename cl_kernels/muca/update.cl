@@ -16,7 +16,8 @@
 ## params: dim, L, wg (work-group size), lattice ("local": the walker's words are
 ##   copied to local memory for the launch | "global"), table ("local" | "global"),
 ##   hist ("global": atomics on the global histogram | "local": a work-group
-##   histogram merged once per launch), magnet (track M and record (bin, |M|))
+##   histogram merged once per launch), magnet (track M and record (bin, |M|)),
+##   wide (64-bit lattice indices: words * W >= 2^32)
 <%namespace name="philox" file="/rng/philox.cl"/>
 <%namespace name="mc" file="/muca/common.cl"/>
 <%
@@ -34,7 +35,7 @@ ${mc.counters()}
 % if lattice == "local":
 #define LAT(word) lat_l[(word) * ${wg}u + lid]
 % else:
-#define LAT(word) lattice[(size_t)(word) * W + j]
+#define LAT(word) lattice[(${"size_t" if wide else "uint"})(word) * W + j]
 % endif
 % if table == "local":
 #define THR(i) thr_l[i]

@@ -158,7 +158,7 @@ class Engine:
         self.slots, self.magnet, self.hist_mode = slots, bool(magnet), hist
         self._prog = self.dev.build("muca/update.cl", **g.template(), wg=self.wg,
                                     lattice=self.lattice_mode, table=self.table_mode, hist=hist,
-                                    magnet=self.magnet)
+                                    magnet=self.magnet, wide=self.W * g.words >= 2**32)
         self._hist_zero = np.zeros(slots * g.nbins, np.uint32)
         self._hist_buf = self._buffer(self._hist_zero.size, np.uint32)
         self._mhist_zero = np.zeros(slots * g.nbins * g.nm if magnet else 1, np.uint32)
