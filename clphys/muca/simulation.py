@@ -128,6 +128,11 @@ class Multicanonical:
         return bool(self._history) and not self._applied and self._history[-1].d_k < self._kl
 
     @property
+    def kl(self) -> float:
+        """The d_k bound of the last iterate() call (1e-4 before any)."""
+        return self._kl
+
+    @property
     def steps(self) -> int:
         """Flips attempted by every walker so far (the global step counter)."""
         return self._engine.t
