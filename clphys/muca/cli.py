@@ -29,12 +29,13 @@ def cmd_muca(args) -> int:
         raise ValueError(f"--kl must be a positive number, got {args.kl}")
     t_start = time.perf_counter()
     if args.resume:
-        sim = Multicanonical.load(args.resume, device=args.device)
-        for name, given, stored in (("--size", args.size, sim.L), ("--dim", args.dim, sim.dim),
-                                    ("--seed", args.seed, sim.seed), ("--walkers", args.walkers, sim.walkers)):
-            if given is not None and given != stored:
+        saved = Multicanonical.peek(args.resume)          # checked before any device work
+        for name, given, key in (("--size", args.size, "L"), ("--dim", args.dim, "dim"),
+                                 ("--seed", args.seed, "seed"), ("--walkers", args.walkers, "walkers")):
+            if given is not None and given != saved[key]:
                 raise ValueError(f"{name} {given} does not match the checkpoint {args.resume!r} "
-                                 f"({stored}); leave it out or start a new run")
+                                 f"({saved[key]}); leave it out or start a new run")
+        sim = Multicanonical.load(args.resume, device=args.device)
     else:
         if args.size is None:
             raise ValueError("--size is required (or --resume FILE)")

@@ -341,20 +341,31 @@ class Multicanonical:
                   "history": np.array([astuple(r) for r in self._history], np.float64).reshape(-1, 9)}
         save_checkpoint(path, CHECKPOINT_KIND, header, arrays)
 
+    @staticmethod
+    def peek(path) -> dict:
+        """{L, dim, walkers, seed} of the checkpoint at `path`, checked, without
+        touching a device."""
+        header, _ = load_checkpoint(path, CHECKPOINT_KIND)
+        p = str(path)
+        out = {"L": field(header, "L", int, minimum=2, path=p),
+               "dim": field(header, "dim", int, choices=(2, 3), path=p),
+               "walkers": field(header, "walkers", int, minimum=1, path=p),
+               "seed": field(header, "seed", int, minimum=0, path=p)}
+        try:
+            Geometry.checked(out["L"], out["dim"])
+        except ValueError as exc:
+            raise CheckpointError(f"checkpoint {p!r}: {exc}") from None
+        return out
+
     @classmethod
     def load(cls, path, device=None, **options):
         """The simulation saved in `path`, ready to continue bit for bit (on any
         device; `options` are kernel options as in the constructor)."""
-        header, _ = load_checkpoint(path, CHECKPOINT_KIND)
         p = str(path)
-        dim = field(header, "dim", int, choices=(2, 3), path=p)
-        L = field(header, "L", int, minimum=2, path=p)
-        walkers = field(header, "walkers", int, minimum=1, path=p)
-        seed = field(header, "seed", int, minimum=0, path=p)
-        try:
-            geom = Geometry.checked(L, dim)
-        except ValueError as exc:
-            raise CheckpointError(f"checkpoint {p!r}: {exc}") from None
+        info = cls.peek(path)
+        L, dim, walkers, seed = info["L"], info["dim"], info["walkers"], info["seed"]
+        geom = Geometry.checked(L, dim)
+        header, _ = load_checkpoint(path, CHECKPOINT_KIND)
         for name, want in (("words", geom.words), ("nbins", geom.nbins), ("nm", geom.nm)):
             if field(header, name, int, path=p) != want:
                 raise CheckpointError(f"checkpoint {p!r}: {name} = {header[name]} does not match {geom}")
