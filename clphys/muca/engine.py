@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 import pyopencl as cl
-import pyopencl.array as cla
 
 from .. import _validate
 from ..rng import seed_key
+from ..runtime import zeros
 from ..runtime.memory import check_memory, format_bytes
 from .geometry import Geometry
 
@@ -25,6 +25,11 @@ LATTICE_MODES = ("local", "global")
 TABLE_MODES = ("local", "global")
 HIST_MODES = ("local", "global")
 MAGNET_BUDGET = 64 << 20       # magnetization histograms are recorded by default up to this size
+# pip PoCL 3.0 (pthread device) corrupts its own memory once a work group uses
+# more than ~6 KiB of local memory (a plain 1600-word __local array, launched
+# once, breaks later launches and builds in the process), whatever it reports:
+# stay well below that on PoCL.
+POCL_LOCAL_BUDGET = 4096
 
 
 def default_walkers(facts) -> int:
@@ -50,7 +55,7 @@ def choose_options(facts, geom: Geometry, wg=None, lattice=None, table=None, his
         _validate.choice("table", table, TABLE_MODES)
     if hist is not None:
         _validate.choice("hist", hist, HIST_MODES)
-    room = facts.local_mem
+    room = min(facts.local_mem, POCL_LOCAL_BUDGET) if facts.vendor == "pocl" else facts.local_mem
     if wg is None:
         wanted = (128, 64) if facts.is_gpu else ((8,) if facts.vendor == "oclgrind" else (64,))
         candidates = [c for c in wanted if c <= facts.max_work_group] or [facts.max_work_group]
@@ -69,8 +74,9 @@ def choose_options(facts, geom: Geometry, wg=None, lattice=None, table=None, his
     if need > room:
         raise ValueError(f"lattice={lattice!r}, table={table!r}, hist={hist!r} with wg = {wg} need "
                          f"{format_bytes(need)} of local memory per work group for {geom}; "
-                         f"{facts.name or 'the device'} has {format_bytes(room)}: choose 'global' "
-                         f"for some of them or a smaller wg")
+                         f"{facts.name or 'the device'} allows {format_bytes(room)}"
+                         + (" (PoCL: a safe cap, see POCL_LOCAL_BUDGET)" if facts.vendor == "pocl" else "")
+                         + ": choose 'global' for some of them or a smaller wg")
     return {"wg": wg, "lattice": lattice, "table": table, "hist": hist}
 
 
@@ -106,6 +112,8 @@ class Engine:
         self.limit = (2**32 - 1) // walkers            # recorded steps between flushes
         self.t = 0
         self._hist_buf = self._mhist_buf = None
+        self._programs = {}
+        self.slots = 0
         self.configure(1, False)
 
     # ----------------------------------------------------------- setup
@@ -114,9 +122,10 @@ class Engine:
         return self.dev.queue
 
     def _buffer(self, n, dtype):
-        # pyopencl arrays (the test suite keeps those alive on Oclgrind, whose
-        # checker confuses freed buffers with later ones); kernels get .data
-        return cla.empty(self.queue, max(1, n), dtype).data
+        # zeroed pyopencl arrays (clphys.runtime.zeros: on Oclgrind written from
+        # the host, and kept alive by the test suite; its checker otherwise
+        # confuses freed buffers with later ones); kernels get .data
+        return zeros(self.dev, max(1, n), dtype).data
 
     def _groups(self):
         return -(-self.W // self.wg)
@@ -155,14 +164,19 @@ class Engine:
         hist = self.hist_pref
         if hist == "local" and self.total // slots < self.wg:
             hist = "global"           # a work group could span three slots: count per walker
+        key = (hist, bool(magnet))
+        if key not in self._programs:     # built once per engine (each iteration configures)
+            self._programs[key] = self.dev.build(
+                "muca/update.cl", **g.template(), wg=self.wg, lattice=self.lattice_mode,
+                table=self.table_mode, hist=hist, magnet=bool(magnet), wide=self.W * g.words >= 2**32)
+        self._prog = self._programs[key]
+        msize = slots * g.nbins * g.nm if magnet else 1
+        if self._hist_buf is None or (slots, msize) != (self.slots, self._mhist_zero.size):
+            self._hist_zero = np.zeros(slots * g.nbins, np.uint32)
+            self._hist_buf = self._buffer(self._hist_zero.size, np.uint32)
+            self._mhist_zero = np.zeros(msize, np.uint32)
+            self._mhist_buf = self._buffer(msize, np.uint32)
         self.slots, self.magnet, self.hist_mode = slots, bool(magnet), hist
-        self._prog = self.dev.build("muca/update.cl", **g.template(), wg=self.wg,
-                                    lattice=self.lattice_mode, table=self.table_mode, hist=hist,
-                                    magnet=self.magnet, wide=self.W * g.words >= 2**32)
-        self._hist_zero = np.zeros(slots * g.nbins, np.uint32)
-        self._hist_buf = self._buffer(self._hist_zero.size, np.uint32)
-        self._mhist_zero = np.zeros(slots * g.nbins * g.nm if magnet else 1, np.uint32)
-        self._mhist_buf = self._buffer(self._mhist_zero.size, np.uint32)
         self.hist = np.zeros((slots, g.nbins), np.int64)
         self.moments = np.zeros((slots, g.nbins, 3), np.float64) if magnet else None
         self._since = 0

@@ -365,11 +365,6 @@ class Multicanonical:
         info = cls.peek(path)
         L, dim, walkers, seed = info["L"], info["dim"], info["walkers"], info["seed"]
         geom = Geometry.checked(L, dim)
-        header, _ = load_checkpoint(path, CHECKPOINT_KIND)
-        for name, want in (("words", geom.words), ("nbins", geom.nbins), ("nm", geom.nm)):
-            if field(header, name, int, path=p) != want:
-                raise CheckpointError(f"checkpoint {p!r}: {name} = {header[name]} does not match {geom}")
-        slots = field(header, "slots", int, minimum=1, path=p)
         spec = {"lattice": ("uint32", ("words", "walkers")), "bins": ("int32", ("walkers",)),
                 "mags": ("int32", ("walkers",)), "log_weights": ("float64", ("nbins",)),
                 "last_hist": ("int64", ("nbins",)), "hist": ("int64", ("slots", "nbins")),
@@ -378,6 +373,10 @@ class Multicanonical:
                 "pending_mhist": ("uint32", ("slots", "nbins", "nm")),
                 "history": ("float64", (None, 9))}
         header, arrays = load_checkpoint(path, CHECKPOINT_KIND, spec)
+        for name, want in (("words", geom.words), ("nbins", geom.nbins), ("nm", geom.nm)):
+            if field(header, name, int, path=p) != want:
+                raise CheckpointError(f"checkpoint {p!r}: {name} = {header[name]} does not match {geom}")
+        slots = field(header, "slots", int, minimum=1, path=p)
         prot = field(header, "protocol", dict, path=p)
         try:
             sim = cls(L, dim, walkers, seed, device, **prot, **options)
