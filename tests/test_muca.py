@@ -283,6 +283,14 @@ def test_bad_arguments_of_the_methods(device):
         sim.iterate(kl=float("nan"))
     with pytest.raises(ValueError, match="max_iterations must be >= 0"):
         sim.iterate(max_iterations=-1)
+    with pytest.raises(TypeError, match="progress must be"):
+        sim.iterate(progress="yes")
+    with pytest.raises(TypeError, match="callback must be callable"):
+        sim.iterate(callback=3)
+    with pytest.raises(TypeError, match="progress must be"):
+        sim.produce(blocks=4, progress=1.5)
+    with pytest.raises(TypeError, match="magnetization must be"):
+        sim.produce(blocks=4, magnetization="on")
     with pytest.raises(ValueError, match="blocks must be >= 2"):
         sim.produce(blocks=1)
     with pytest.raises(ValueError, match="blocks must be <= 16"):

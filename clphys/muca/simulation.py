@@ -169,6 +169,7 @@ class Multicanonical:
         self._kl = _validate.real("kl", kl, 0.0, strict_min=True)
         if max_iterations is not None:
             max_iterations = _validate.integer("max_iterations", max_iterations, 0)
+        _check_progress(progress)
         if callback is not None and not callable(callback):
             raise TypeError(f"callback must be callable, got {callback!r}")
         if self._prod is not None:
@@ -259,6 +260,7 @@ class Multicanonical:
         groups whose histograms give jackknife errors. magnetization: record (E, |M|)
         histograms for canonical() (default: when they take at most 64 MiB).
         progress: a bar over the production (as everywhere)."""
+        _check_progress(progress)
         if self._iter is not None:
             raise ValueError("an iteration was interrupted: finish it with iterate() first")
         if self._prod is None:
@@ -420,6 +422,13 @@ class Multicanonical:
                                                    "seconds"), p)
         if self._iter is not None or self._prod is not None:
             eng.set_thresholds(proto.thresholds(self.log_weights, self.dim))
+
+
+def _check_progress(progress):
+    # (clphys.progress.check_progress on main does the same; use it after the merge)
+    if not (progress is None or isinstance(progress, bool) or callable(progress)):
+        raise TypeError(f"progress must be None, True, False or a callable f(done, total), "
+                        f"got {progress!r}")
 
 
 def _phase(header, name, keys, p):
