@@ -98,20 +98,24 @@ void muca_update(__global uint *lattice, __global int *bins, __global int *mags,
                  const uint k0, const uint k1, const uint W, const uint offset,
                  const uint slots, const uint total)
 {
-    const uint lid = get_local_id(0);
-    const uint j = get_global_id(0);          // walker on this device
-    const uint g = offset + j;                // global walker index: its Philox stream
 % if lattice == "local":
     __local uint lat_l[MU_WORDS * ${wg}u];
 % endif
 % if table == "local":
     __local uint thr_l[MU_NBINS * MU_NCLS];
-    for (uint q = lid; q < MU_NBINS * MU_NCLS; q += ${wg}u) thr_l[q] = thr[q];
 % endif
-    const uint slot = (uint)(((ulong)g * slots) / total);
-    const uint slot_base = slot * MU_NBINS;
 % if hist == "local":
     __local uint hist_l[2u * MU_NBINS];
+% endif
+    const uint lid = get_local_id(0);
+    const uint j = get_global_id(0);          // walker on this device
+    const uint g = offset + j;                // global walker index: its Philox stream
+    const uint slot = (uint)(((ulong)g * slots) / total);
+    const uint slot_base = slot * MU_NBINS;
+% if table == "local":
+    for (uint q = lid; q < MU_NBINS * MU_NCLS; q += ${wg}u) thr_l[q] = thr[q];
+% endif
+% if hist == "local":
     for (uint q = lid; q < 2u * MU_NBINS; q += ${wg}u) hist_l[q] = 0u;
     const uint g0 = offset + (uint)get_group_id(0) * ${wg}u;      // the group's first walker
     const uint slot0 = (uint)(((ulong)g0 * slots) / total);
