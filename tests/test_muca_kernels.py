@@ -32,7 +32,9 @@ def _random_thresholds(geom, seed=1):
     return protocol.thresholds(np.random.default_rng(seed).normal(0.0, 1.5, geom.nbins), geom.dim)
 
 
-def _check_against_twin(dev, geom, walkers, opts, *, magnet, t0=5, n=37, n_skip=10, slots=3, seed=11):
+def _check_against_twin(dev, geom, walkers, opts, *, magnet, t0=5, n=37, n_skip=10, slots=None,
+                        seed=11):
+    slots = slots or (3 if magnet else 1)       # one slot: the iterations' one-row local histogram
     eng = _engine(dev, geom, walkers, seed, **opts)
     bins, mags = eng.randomize()
     lat0 = ref.initial_lattice(geom, walkers, seed)
@@ -147,7 +149,7 @@ def test_templates_render(vendor):
     facts = fake_facts(vendor)
     cases = [("muca/setup.cl", dict(dim=d, L=L)) for d, L in ((2, 4), (2, 34), (3, 2), (3, 64))]
     cases += [("muca/update.cl", dict(dim=d, L=L, wg=64, lattice=la, table=t, hist=h, magnet=m,
-                                      wide=(L == 66)))
+                                      wide=(L == 66), hist_rows=1 + m))
               for d, L in ((2, 32), (3, 6), (2, 66))
               for la in ("local", "global") for t in ("local", "global") for h in ("local", "global")
               for m in (False, True)]
@@ -159,7 +161,7 @@ def test_templates_render(vendor):
             assert re.fullmatch(r"muca_\w+", name)
     with pytest.raises(ValueError, match="lattice must be one of"):
         render("muca/update.cl", facts, dim=2, L=8, wg=64, lattice="texture", table="local",
-               hist="local", magnet=False, wide=False)
+               hist="local", magnet=False, wide=False, hist_rows=2)
     with pytest.raises(ValueError, match="L must be even"):
         render("muca/setup.cl", facts, dim=2, L=7)
 

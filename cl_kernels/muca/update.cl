@@ -17,13 +17,14 @@
 ##   copied to local memory for the launch | "global"), table ("local" | "global"),
 ##   hist ("global": atomics on the global histogram | "local": a work-group
 ##   histogram merged once per launch), magnet (track M and record (bin, |M|)),
-##   wide (64-bit lattice indices: words * W >= 2^32)
+##   wide (64-bit lattice indices: words * W >= 2^32), hist_rows (rows of the local
+##   histogram: 1 with one slot, else 2)
 <%namespace name="philox" file="/rng/philox.cl"/>
 <%namespace name="mc" file="/muca/common.cl"/>
 <%
     for name, value, allowed in (("lattice", lattice, ("local", "global")),
                                  ("table", table, ("local", "global")),
-                                 ("hist", hist, ("local", "global"))):
+                                 ("hist", hist, ("local", "global")), ("hist_rows", hist_rows, (1, 2))):
         if value not in allowed:
             raise ValueError("muca update.cl: %s must be one of %s, got %r" % (name, allowed, value))
     wpr = (L + 31) // 32
@@ -105,7 +106,7 @@ void muca_update(__global uint *lattice, __global int *bins, __global int *mags,
     __local uint thr_l[MU_NBINS * MU_NCLS];
 % endif
 % if hist == "local":
-    __local uint hist_l[2u * MU_NBINS];
+    __local uint hist_l[${hist_rows}u * MU_NBINS];
 % endif
     const uint lid = get_local_id(0);
     const uint j = get_global_id(0);          // walker on this device
@@ -116,10 +117,14 @@ void muca_update(__global uint *lattice, __global int *bins, __global int *mags,
     for (uint q = lid; q < MU_NBINS * MU_NCLS; q += ${wg}u) thr_l[q] = thr[q];
 % endif
 % if hist == "local":
-    for (uint q = lid; q < 2u * MU_NBINS; q += ${wg}u) hist_l[q] = 0u;
+    for (uint q = lid; q < ${hist_rows}u * MU_NBINS; q += ${wg}u) hist_l[q] = 0u;
+%   if hist_rows == 1:
+    const uint slot0 = 0u, row_l = 0u;
+%   else:
     const uint g0 = offset + (uint)get_group_id(0) * ${wg}u;      // the group's first walker
     const uint slot0 = (uint)(((ulong)g0 * slots) / total);
     const uint row_l = (slot - slot0) * MU_NBINS;
+%   endif
 % endif
 % if table == "local" or hist == "local":
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -163,7 +168,7 @@ ${step("word", "i")}
     }
 % if hist == "local":
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint q = lid; q < 2u * MU_NBINS; q += ${wg}u) {
+    for (uint q = lid; q < ${hist_rows}u * MU_NBINS; q += ${wg}u) {
         const uint c = hist_l[q];
         if (c) atomic_add(&hist[slot0 * MU_NBINS + q], c);
     }

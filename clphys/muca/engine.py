@@ -38,10 +38,10 @@ def default_walkers(facts) -> int:
     return int(facts.compute_units) * (2048 if facts.is_gpu else 64)
 
 
-def _local_bytes(geom, wg, lattice, table, hist):
+def _local_bytes(geom, wg, lattice, table, hist, hist_rows=2):
     return ((wg * geom.words * 4 if lattice == "local" else 0)
             + (geom.nbins * geom.ncls * 4 if table == "local" else 0)
-            + (2 * geom.nbins * 4 if hist == "local" else 0))
+            + (hist_rows * geom.nbins * 4 if hist == "local" else 0))
 
 
 def choose_options(facts, geom: Geometry, wg=None, lattice=None, table=None, hist=None) -> dict:
@@ -164,11 +164,14 @@ class Engine:
         hist = self.hist_pref
         if hist == "local" and self.total // slots < self.wg:
             hist = "global"           # a work group could span three slots: count per walker
-        key = (hist, bool(magnet))
+        # one local row with one slot (the iterations): 4 KiB less per work group at L = 32
+        rows = 1 if slots == 1 else 2
+        key = (hist, bool(magnet), rows)
         if key not in self._programs:     # built once per engine (each iteration configures)
             self._programs[key] = self.dev.build(
                 "muca/update.cl", **g.template(), wg=self.wg, lattice=self.lattice_mode,
-                table=self.table_mode, hist=hist, magnet=bool(magnet), wide=self.W * g.words >= 2**32)
+                table=self.table_mode, hist=hist, magnet=bool(magnet), wide=self.W * g.words >= 2**32,
+                hist_rows=rows)
         self._prog = self._programs[key]
         msize = slots * g.nbins * g.nm if magnet else 1
         if self._hist_buf is None or (slots, msize) != (self.slots, self._mhist_zero.size):
