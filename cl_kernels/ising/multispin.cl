@@ -27,11 +27,25 @@
 ##   Philox4x32-10 is about 39 instructions per call (~10 per spin): the
 ##   count per word is what matters (docs/ising.md, Speed).
 ##
+## Joint decisions (param `joint`, docs/ising.md "Several spins per random
+## word"): one Philox word decides the k spins of a group (bits gk..gk+k-1 of a
+## word) through the replica's alias table (clphys/ising/thresholds.py): the
+## word's cell entry e = tb[word >> shift] gives the thermometer mask
+## e.y (word < e.x) or e.y >> 16 (its alias), bit (l-1) F + j set when spin j's
+## region is >= level l. Slots come in level order (slot l-1 = level l, largest
+## probability first), so spin j of level l flips iff that bit is set. Masks of
+## F / k consecutive groups are added into one accumulator (shifted by k bits
+## each; the alias bits above bit 15 never reach the fields, D F <= 16), then
+## each level's plane is cut out of the accumulators. The Philox call h of word
+## index wi = row * WR + w has counter (wi * CPW + h, r, t_lo, 2 t_hi + c),
+## CPW = ceil(groups per word / 4), component j -> group 4h + j.
+##
 ## params: dim, Lx, Ly, Lz, W (words per work item: divides WR for lanes 4/8,
 ## Ly for lanes 1), lanes (1, 4 or 8), wg (None or the work-group size), slots
 ## (tuple of tuples of class ids a*(2 dim+1)+k), always (tuple of class ids),
 ## rwg (sums work-group size, power of two); optional: accept ("select" or
-## "compare", lanes 1), diag (timing diagnostics, see below)
+## "compare", lanes 1), joint (None, or (k, F, shift, cells): joint decisions,
+## slots in level order), diag (timing diagnostics, see below)
 <%namespace name="philox" file="/rng/philox.cl"/>
 <%namespace name="red" file="/common/reduce.cl"/>
 <%namespace name="ic" file="/ising/common.cl"/>
@@ -63,12 +77,52 @@
         raise ValueError("multispin.cl: slots and always must partition the %d classes" % (2 * NCLS))
     NP = max(0, (D - 1).bit_length())          # slot-index bit planes
     vec = "" if W == 1 else str(W)
+    joint = context.get("joint", None)
+    if joint is not None:
+        JK, JF, JSHIFT, JCELLS = joint
+        if not D or NBITS % JK or JF < JK or D * JF > 16 or JCELLS != 1 << (32 - JSHIFT):
+            raise ValueError("multispin.cl: joint = %r does not fit %d slots and %d-bit words" % (joint, D, NBITS))
+        JNG = NBITS // JK                      # groups (one random word each) per word
+        JGA = JF // JK                         # groups per accumulator
+        JNA = -(-JNG // JGA)                   # accumulators per word
+        CPW = -(-JNG // 4)                     # Philox calls per word
+    else:
+        CPW = NBITS // 4
+
+    def joint_decode(x, g, ind):
+        """Adds the mask of group g, decoded from random word x, to its accumulator
+        (+ rather than |: the fields never overlap, and it can be one multiply-add)."""
+        return "%s{ const uint2 e = tb[%s >> %du]; ja%d += (%s < e.x ? e.y : e.y >> 16) << %d; }" % (
+            ind, x, JSHIFT, g // JGA, x, (g % JGA) * JK)
+
+    def joint_flip(ind):
+        """flip |= the spins whose level-l bit is set, per level l (slot l - 1)."""
+        out = []
+        for lev in range(1, D + 1):
+            parts = []
+            for a in range(JNA):
+                acc = "(ja%d >> %d)" % (a, (lev - 1) * JF) if lev > 1 else "ja%d" % a
+                part = "(%s & 0x%Xu)" % (acc, (1 << (JGA * JK)) - 1)
+                parts.append(part if a == 0 else "(%s << %d)" % (part, a * JGA * JK))
+            out.append("flip |= (%s) & (%s);" % (mask_of(slots[lev - 1]), " | ".join(parts)))
+        return "\n".join(ind + line for line in out)
 
     def accept_code(mode, ind):
         """C statements of the lanes = 1 accept step of one word (g0, r, key, c3,
         th<i> in scope): the 8 (NBITS / 4) Philox calls and per-spin decisions,
         ending in `flip |= ...`. mode: select | compare | nocompare."""
         out = []
+        if mode == "joint":
+            out.append("uint %s;" % ", ".join("ja%d = 0u" % a for a in range(JNA)))
+            for h in range(CPW):
+                out.append("{")
+                out.append("    const uint4 v = ms_philox((uint4)(g0 + %du, r, t_lo, c3), key);" % h)
+                for j, x in enumerate(("v.x", "v.y", "v.z", "v.w")):
+                    if 4 * h + j < JNG:
+                        out.append(joint_decode(x, 4 * h + j, "    "))
+                out.append("}")
+            out.append(joint_flip(""))
+            return "\n".join(ind + line for line in out)
         if mode == "select":
             for b in range(NP):
                 out.append("const uint P%d = %s;" % (b, mask_of(sum((tuple(slots[i]) for i in range(D) if (i >> b) & 1), ()))))
@@ -222,13 +276,16 @@ __kernel void ising_ms_sweep(${sweep_args})
 %   if not PARTIAL:
     __global const uint *pm = pl + (w == 0u ? (int)MS_WR - 1 : -1);
     __global const uint *pp = pl + (w + 1u == MS_WR ? 1 - (int)MS_WR : 1);
-    uint g0 = (row0 * MS_WR + w) * 8u;
-%   else:
-    uint g0 = row0 * (MS_S / 4u);
 %   endif
-%   for i in range(D):
+    // first Philox counter of the word (CPW calls per word)
+    uint g0 = (row0 * MS_WR + w) * ${CPW}u;
+%   if joint is not None:
+    __global const uint2 *tb = (__global const uint2 *)thr + r * ${JCELLS}u;
+%   else:
+%     for i in range(D):
     const uint th${i} = thr[r * ${D}u + ${i}u];
-%   endfor
+%     endfor
+%   endif
     const uint2 key = (uint2)(k0, k1);
     const uint c3 = t_hi * 2u + colour;
     uint u = pl[(y0 == 0u ? MS_LY - 1u : y0 - 1u) * MS_WR], c = pl[y0 * MS_WR];
@@ -247,7 +304,11 @@ __kernel void ising_ms_sweep(${sweep_args})
 %   endif
         MS_COUNT(s, c, hn, u, d, ${"f" if dim == 3 else "0u"}, ${"b" if dim == 3 else "0u"})
         uint flip = ${mask_of(always)};
-%   if D:
+%   if D and joint is not None:
+        // joint: one random word per group of ${JK} spins, decoded by a table
+        // lookup into level masks (see the header)
+${accept_code("joint", "        ")}
+%   elif D:
         // Philox group q = bits 4q..4q+3: one call, its 4 words kept in
         // registers; per spin one threshold (select: picked by the slot-index
         // planes P; compare: one packed mask per slot) and one compare.
@@ -257,7 +318,7 @@ ${accept_code("nocompare" if diag == "nocompare" else accept, "        ")}
         u = c;
         c = d;
         odd ^= 1u;
-        g0 += ${"MS_WR * 8u" if not PARTIAL else "MS_S / 4u"};
+        g0 += MS_WR * ${CPW}u;
     }
 }
 % else:
@@ -288,10 +349,22 @@ ${accept_code("nocompare" if diag == "nocompare" else accept, "        ")}
     const uint prev = oc[w0 == 0u ? MS_WR - 1u : w0 - 1u];
     const uint next = oc[w0 + ${W}u == MS_WR ? 0u : w0 + ${W}u];
 % endif
-% for i in range(D):
-    const uint th${i} = thr[(size_t)r * ${D}u + ${i}u];
-% endfor
     const uint2 key = (uint2)(k0, k1);
+% if joint is not None:
+    __global const uint2 *tb = (__global const uint2 *)thr + (size_t)r * ${JCELLS}u;
+    // the item's ${W * CPW} Philox calls, ${lanes} at a time: lane q of batch b is
+    // call b * ${lanes} + q, i.e. call h of word w0 + (b * ${lanes} + q) / ${CPW}
+<%   NB = -(-(W * CPW) // lanes) %>
+%   for b in range(NB):
+    uint${lanes} jx${b}, jy${b}, jz${b}, jw${b};
+    ms_philox_lanes((uint${lanes})((row * MS_WR + w0) * ${CPW}u + ${b * lanes}u) + LANE, r, t_lo,
+                    t_hi * 2u + colour, key, &jx${b}, &jy${b}, &jz${b}, &jw${b});
+%   endfor
+% else:
+%   for i in range(D):
+    const uint th${i} = thr[(size_t)r * ${D}u + ${i}u];
+%   endfor
+% endif
     uint${vec} out_v;
 <%
     comp = (lambda v, k: v) if W == 1 else (lambda v, k: "%s.s%s" % (v, "01234567"[k]))
@@ -307,7 +380,18 @@ ${accept_code("nocompare" if diag == "nocompare" else accept, "        ")}
 %   endif
         MS_COUNT(s, c, hn, ${comp("u_v", k)}, ${comp("d_v", k)}, ${comp("f_v", k) if dim == 3 else "0u"}, ${comp("b_v", k) if dim == 3 else "0u"})
         uint flip = ${mask_of(always)};
-%   if D:
+%   if D and joint is not None:
+        uint ${", ".join("ja%d = 0u" % a for a in range(JNA))};
+%     for h in range(CPW):
+<%      b, q = divmod(k * CPW + h, lanes) %>
+%       for j, x in enumerate("xyzw"):
+%         if 4 * h + j < JNG:
+${joint_decode("j%s%d.s%d" % (x, b, q), 4 * h + j, "        ")}
+%         endif
+%       endfor
+%     endfor
+${joint_flip("        ")}
+%   elif D:
 %     for b in range(NP):
         uint P${b} = ${mask_of(sum((tuple(slots[i]) for i in range(D) if (i >> b) & 1), ()))};
 %     endfor

@@ -1,7 +1,16 @@
 """``algorithm="multispin"``: one bit per spin, 32 spins per word, bitwise
-neighbour counting and one Philox word per spin (cl_kernels/ising/multispin.cl).
+neighbour counting (cl_kernels/ising/multispin.cl).
 
 Options (None: the device's default, from its DeviceFacts):
+
+* ``spins_per_word``: how many spins one 32-bit Philox word decides. 1: one
+  word per site update, the words and spins of the checkerboard algorithm
+  (clphys.ising.reference.checkerboard_sweeps); "auto" (default,
+  DEFAULT_SPINS_PER_WORD) or 2, 4, 8: one word decides the Metropolis tests of
+  k spins through a per-replica alias table whose single-spin acceptance
+  probabilities equal the one-word ones exactly (clphys.ising.thresholds,
+  docs/ising.md "Several spins per random word"); "auto" takes the largest k
+  the table allows (4 for the ferromagnet in zero field, 2D and 3D);
 
 * ``lanes``: 4 or 8 Philox counters per vector call (SIMD width on CPUs;
   default 8 there), or 1: scalar Philox calls, each word's 32 spins in
@@ -32,38 +41,26 @@ import pyopencl as cl
 
 from .. import _validate
 from .. import rng as _rng
+from ..runtime import check_memory
+from . import thresholds as _thr
 from ._device import (SumsReducer, check_options, check_sides, device_wg, enqueue_upload,
                       zeroed_buffer)
 
 MAX_SITES = 2**32          # 32-bit compact and in-row site indices in the kernels
-ALWAYS = 0xFFFFFFFF
-
-
-def threshold_structure(thresholds):
-    """(always, slots, per-slot thresholds (R, len(slots))) of a (R, 2, 2*dim+1) table."""
-    thr = np.asarray(thresholds, dtype=np.uint32)
-    cols = thr.reshape(thr.shape[0], -1)
-    always = tuple(c for c in range(cols.shape[1]) if np.all(cols[:, c] == ALWAYS))
-    slots, values = [], []
-    for c in range(cols.shape[1]):
-        if c in always:
-            continue
-        for i, v in enumerate(values):
-            if np.array_equal(v, cols[:, c]):
-                slots[i].append(c)
-                break
-        else:
-            slots.append([c])
-            values.append(cols[:, c])
-    table = np.stack(values, axis=1) if values else np.zeros((cols.shape[0], 1), np.uint32)
-    return always, tuple(tuple(s) for s in slots), np.ascontiguousarray(table)
+threshold_structure = _thr.threshold_structure     # re-exported (older imports)
+# The default update mode: "auto" (one random word decides several spins) or 1
+# (one word per spin, the checkerboard algorithm's spins). Chosen by speed:
+# docs/ising.md "Speed".
+DEFAULT_SPINS_PER_WORD = "auto"
+SPINS_PER_WORD = (1, "auto") + _thr.JOINT_SPINS
 
 
 class MultispinBackend:
     algorithm = "multispin"
     dims = (2, 3)
     rngs = ("philox",)
-    options = {"words_per_item": None, "lanes": None, "accept": "select", "wg": None}
+    options = {"words_per_item": None, "lanes": None, "accept": "select", "wg": None,
+               "spins_per_word": None}
     # defaults by device kind (DeviceFacts.is_gpu): see the module docstring and
     # docs/ising.md "Speed" for the measurements behind them
     GPU_DEFAULTS = {"lanes": 1, "words_per_item": 4}
@@ -88,6 +85,8 @@ class MultispinBackend:
             allowed = (1, 2, 4, 8) if opts["lanes"] in (4, 8) else (1, 2, 4, 8, 16, 32)
             _validate.choice("words_per_item", opts["words_per_item"], allowed)
         _validate.choice("accept", opts["accept"], ("select", "compare"))
+        if opts["spins_per_word"] is not None:
+            _validate.choice("spins_per_word", opts["spins_per_word"], SPINS_PER_WORD)
         return opts
 
     def __init__(self, dev, shape, n_replicas, *, rng, seed, **options):
@@ -111,6 +110,16 @@ class MultispinBackend:
         while (self.WR if lanes > 1 else Ly) % W:
             W //= 2
         self.words = self.rows * self.WR          # per colour and replica
+        self.row_bits = min(S, 32)                # spins per word
+        spw = opts["spins_per_word"]
+        self.spins_per_word = DEFAULT_SPINS_PER_WORD if spw is None else spw
+        if self.spins_per_word not in (1, "auto") and self.row_bits % self.spins_per_word:
+            raise ValueError(f"spins_per_word={self.spins_per_word} must divide the "
+                             f"{self.row_bits} spins of a row word (Lx = {Lx})")
+        check_memory(dev, {"spins": 8 * n_replicas * self.words,
+                           "tables": 8 * _thr.MAX_CELLS * n_replicas},
+                     f"{n_replicas} multispin lattice(s) of shape {tuple(shape)}",
+                     "use fewer replicas or a smaller lattice")
         if opts["words_per_item"] is None and dev.facts.is_gpu:
             # keep at least MIN_GROUPS_PER_CU work groups per compute unit (the
             # waves' tail costs more than the per-item setup saved)
@@ -123,8 +132,9 @@ class MultispinBackend:
                             rwg=self.reducer.wg)
         self._accept = opts["accept"]
         self._programs = {}
+        self._tables = {}             # joint tables by (layout, thresholds of a replica)
         # pack/unpack/sums come from the smallest variant (no slots)
-        self.prg = self._program(tuple(range(2 * (2 * self.dim + 1))), ())
+        self.prg = self._program(tuple(range(2 * (2 * self.dim + 1))), (), None)
         nbytes = 4 * n_replicas * self.words
         self.bufs = [zeroed_buffer(dev, nbytes) for _ in (0, 1)]
         self._nat = None
@@ -132,14 +142,15 @@ class MultispinBackend:
         self.key = _rng.seed_key(seed)
         self.t = 0
 
-    def _program(self, always, slots):
-        if (always, slots) not in self._programs:
+    def _program(self, always, slots, joint):
+        key = (always, slots, joint)
+        if key not in self._programs:
             params = dict(self._params)
             if self.lanes == 1:
                 params["accept"] = self._accept
-            self._programs[(always, slots)] = self.dev.build(
-                "ising/multispin.cl", always=always, slots=slots, **params)
-        return self._programs[(always, slots)]
+            self._programs[key] = self.dev.build(
+                "ising/multispin.cl", always=always, slots=slots, joint=joint, **params)
+        return self._programs[key]
 
     def _natural(self):
         if self._nat is None:
@@ -169,8 +180,11 @@ class MultispinBackend:
         thr = np.ascontiguousarray(thresholds, dtype=np.uint32)
         key = thr.tobytes()
         if key != self._thr_key:
-            always, slots, table = threshold_structure(thr)
-            self.sweep_prg = self._program(always, slots)
+            plan = _thr.decision_plan(thr, self.spins_per_word, self.row_bits, self._tables)
+            always, slots, table = plan.always, plan.slots, plan.data
+            joint = plan.layout and (plan.layout.k, plan.layout.field, plan.layout.shift,
+                                     plan.layout.cells)
+            self.sweep_prg = self._program(always, slots, joint)
             self.thr_buf = cl.Buffer(self.dev.context, cl.mem_flags.READ_ONLY, table.nbytes)
             enqueue_upload(self.dev.queue, self.thr_buf, table)
             self._thr_key = key
@@ -202,7 +216,17 @@ class MultispinBackend:
 
     # ------------------------------------------------------------ checkpoint
     def get_state(self):
-        return {"sweeps": self.t}
+        return {"sweeps": self.t, "spins_per_word": self.spins_per_word}
 
     def set_state(self, state):
+        """Sweep counter and update mode of a checkpoint (states written before
+        the joint mode existed have no spins_per_word: they used one word per spin)."""
         self.t = _validate.integer("state['sweeps']", state["sweeps"], 0, 2**63 - 2)
+        spw = state.get("spins_per_word", 1)
+        spw = spw if isinstance(spw, str) else _validate.integer("state['spins_per_word']", spw)
+        spw = _validate.choice("state['spins_per_word']", spw, SPINS_PER_WORD)
+        if spw not in (1, "auto") and self.row_bits % spw:
+            raise ValueError(f"state['spins_per_word'] = {spw} does not divide the {self.row_bits} "
+                             "spins of a row word")
+        if spw != self.spins_per_word:
+            self.spins_per_word, self._thr_key = spw, None
