@@ -64,15 +64,20 @@ CASES = [((16, 6), 1.0, 0.0), ((128, 4), 1.0, 0.3), ((64, 2), -1.0, 0.0), ((8, 4
          ((128, 2, 4), 0.5, -0.2)]
 
 
+# the option that makes each algorithm draw one Philox word per site update
+ONE_WORD = {"multispin": {"spins_per_word": 1}}
+
+
 @pytest.mark.parametrize("shape,J,h", CASES)
 def test_algorithms_identical_spins(device, shape, J, h):
-    """Same seed, same update order, same Philox words: same spins bit for bit."""
+    """Same seed, same update order, same Philox words (multispin's one-word
+    mode): same spins bit for bit."""
     temps = [1.7, 2.4, 4.5]
     runs = {}
     for alg in backends.PLAIN_ORDER:
         if len(shape) not in backends.load(alg).dims or not _allowed(alg, shape):
             continue
-        ens, start = _run(device, shape, temps, 4, algorithm=alg, J=J, h=h)
+        ens, start = _run(device, shape, temps, 4, algorithm=alg, J=J, h=h, **ONE_WORD.get(alg, {}))
         np.testing.assert_array_equal(start, ref.random_spins(shape, 3, 5))
         runs[alg] = (ens.spins(), ens.sums())
     assert "checkerboard" in runs and "multispin" in runs
@@ -89,7 +94,7 @@ def test_multispin_tuning_variants(device, W, lanes):
     """Every tuning variant draws the same words: spins do not depend on it."""
     shape, temps = (512, 4), [2.2, 3.1]
     ens, start = _run(device, shape, temps, 2, algorithm="multispin", words_per_item=W, lanes=lanes,
-                      wg=8)
+                      wg=8, spins_per_word=1)
     want = ref.checkerboard_sweeps(start, _thr(2, temps), 2, seed=5)
     np.testing.assert_array_equal(ens.spins(), want)
 
@@ -102,7 +107,7 @@ def test_multispin_scalar_lanes_matches_numpy(device, shape, h, W, accept):
     the same words as the twin: full and partial rows, 2D and 3D, h != 0."""
     temps = [1.9, 2.6, 4.6]
     ens, start = _run(device, shape, temps, 2, algorithm="multispin", lanes=1, words_per_item=W,
-                      accept=accept, wg=4, h=h)
+                      accept=accept, wg=4, h=h, spins_per_word=1)
     want = ref.checkerboard_sweeps(start, _thr(len(shape), temps, h=h), 2, seed=5)
     np.testing.assert_array_equal(ens.spins(), want)
     np.testing.assert_array_equal(np.stack(ens.sums()), np.stack(ref.sums(want)))
@@ -150,7 +155,8 @@ def test_oclgrind_runs_every_kernel_and_matches(device, oclgrind):
              ((8, 2, 2), "multispin", "philox", {}),
              ((16, 2), "multispin", "philox", {"lanes": 1}),
              ((128, 4), "multispin", "philox",
-              {"lanes": 1, "words_per_item": 2, "accept": "compare"}),
+              {"lanes": 1, "words_per_item": 2, "accept": "compare", "spins_per_word": 1}),
+             ((64, 2), "multispin", "philox", {"spins_per_word": 1}),
              ((64, 2, 2), "multispin", "philox", {"lanes": 1, "words_per_item": 2})]
     cases += [((128, 2), alg, backends.load(alg).rngs[0], {}) for alg in ALGORITHMS
               if alg not in ("checkerboard", "multispin") and _allowed(alg, (128, 2))]
@@ -203,6 +209,11 @@ def test_templates_render(vendor, fp64):
                 for accept in ("select", "compare"):
                     src = render(name, facts, **dict(_params(name, dim), lanes=1, W=2, accept=accept))
                     assert "ising_ms_sweep" in src and "ms_philox_lanes" not in src
+                for lanes in (1, 4):       # joint decisions: 2 slots, k = 4, 4-bit fields, 128 cells
+                    src = render(name, facts, **dict(_params(name, dim), lanes=lanes, joint=(4, 4, 25, 128),
+                                                     slots=((1,), (3,)), always=tuple(
+                                                         c for c in range(2 * (2 * dim + 1)) if c not in (1, 3))))
+                    assert "tb[" in src and "ja0" in src
 
 
 def test_template_rejects_bad_params():
@@ -215,5 +226,7 @@ def test_template_rejects_bad_params():
         render("ising/multispin.cl", facts, **dict(_params("ising/multispin.cl", 2), lanes=1, accept="x"))
     with pytest.raises(ValueError, match="partition"):
         render("ising/multispin.cl", facts, **dict(_params("ising/multispin.cl", 2), always=()))
+    with pytest.raises(ValueError, match="joint"):       # 5 slots x 4-bit fields > 16 mask bits
+        render("ising/multispin.cl", facts, **dict(_params("ising/multispin.cl", 2), joint=(4, 4, 25, 128)))
     with pytest.raises(ValueError, match="rng"):
         render("ising/checkerboard.cl", facts, **dict(_params("ising/checkerboard.cl", 2), rng="halfbit-lcg"))

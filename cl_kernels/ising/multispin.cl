@@ -508,3 +508,78 @@ ${pack_index()}
     for (uint b = 0; b < ${NBITS}u; ++b)
         dst[2u * (32u * w + b)] = (word >> b) & 1u ? -1 : 1;
 }
+
+% if context.get("stats", False):
+<%
+    GK = JK if joint is not None else 4            # spins per group (positions)
+    NCL = 2 * NCLS
+    NCNT = 2 * NCL + 4 * D * GK
+
+    def posmask(j):
+        return "0x%08Xu" % sum(1 << b for b in range(j, NBITS, GK))
+%>
+// DIAGNOSTIC (tests): the sweep's decision code on random words. Item i of
+// replica r = get_global_id(1) draws `iters` sets of one spin word and 2 dim
+// neighbour words (Philox counters (i, it, 0xFFFFFFFF, 0xFFFFFFFC + call)),
+// decides them with the replica's table and decision counters
+// ((i * iters + it) * CPW + h, r, 0, 0), and counts accepts and proposals per
+// class (a * NCLS + k), then per (level l, position j in its group), then
+// accepted pairs at positions j, j + 1 of one group with the same level:
+// counts[(r * items + i) * ${NCNT} + ...] =
+// [A_cls, P_cls] * ${NCL}, then [A, P, B (pairs accepted), Q (pairs)] * ${D} levels * ${GK} positions.
+__kernel void ising_ms_accept_stats(__global const uint *thr, const uint k0, const uint k1,
+                                    const uint iters, __global uint *counts)
+{
+    const uint i = get_global_id(0), r = get_global_id(1), items = get_global_size(0);
+    const uint2 key = (uint2)(k0, k1);
+    const uint t_lo = 0u, c3 = 0u;
+%   if joint is not None:
+    __global const uint2 *tb = (__global const uint2 *)thr + r * ${JCELLS}u;
+%   else:
+%     for d in range(D):
+    const uint th${d} = thr[r * ${D}u + ${d}u];
+%     endfor
+%   endif
+    uint cnt[${NCNT}];
+    for (uint c = 0; c < ${NCNT}u; ++c)
+        cnt[c] = 0u;
+    for (uint it = 0; it < iters; ++it) {
+        const uint4 a = ms_philox((uint4)(i, it, 0xFFFFFFFFu, 0xFFFFFFFCu), key);
+        const uint4 b = ms_philox((uint4)(i, it, 0xFFFFFFFFu, 0xFFFFFFFDu), key);
+        const uint s = a.x;
+        MS_COUNT(s, a.y, a.z, a.w, b.x, b.y, b.z)
+        uint flip = ${mask_of(always)};
+        const uint g0 = (i * iters + it) * ${CPW}u;
+%   if D:
+${accept_code("joint" if joint is not None else "select", "        ")}
+%   endif
+        flip &= MS_VALID;
+%   for cl in range(NCL):
+        {
+            const uint m = (${mask_of((cl,))}) & MS_VALID;
+            cnt[${2 * cl}] += popcount(m & flip);
+            cnt[${2 * cl + 1}] += popcount(m);
+        }
+%   endfor
+%   for lev in range(1, D + 1):
+        {
+            const uint lm = (${mask_of(slots[lev - 1])}) & MS_VALID;
+%     for j in range(GK):
+<%      base = 2 * NCL + 4 * ((lev - 1) * GK + j) %>
+            cnt[${base}] += popcount(lm & ${posmask(j)} & flip);
+            cnt[${base + 1}] += popcount(lm & ${posmask(j)});
+%       if j + 1 < GK:
+            {
+                const uint pair = lm & ${posmask(j)} & (lm >> 1);
+                cnt[${base + 2}] += popcount(pair & flip & (flip >> 1));
+                cnt[${base + 3}] += popcount(pair);
+            }
+%       endif
+%     endfor
+        }
+%   endfor
+    }
+    for (uint c = 0; c < ${NCNT}u; ++c)
+        counts[(r * items + i) * ${NCNT}u + c] = cnt[c];
+}
+% endif

@@ -230,3 +230,50 @@ class MultispinBackend:
                              "spins of a row word")
         if spw != self.spins_per_word:
             self.spins_per_word, self._thr_key = spw, None
+
+
+def decision_counts(thresholds, words, *, spins_per_word=None, seed=0, device=None, items=256):
+    """Diagnostic of the sweep kernel's decision code (tests and benchmarks):
+    the code of the lanes = 1 sweep decides the spins of `words` random 32-spin
+    words with random neighbour words, per replica of `thresholds` (R, 2,
+    2 dim + 1), and counts proposals and accepted flips. Returns a dict of
+    int64 arrays: "class" (R, 2 (2 dim + 1), 2) = (accepted, proposed) per
+    class a (2 dim + 1) + k; "level" (R, D, k, 4) = (accepted, proposed,
+    accepted pairs, pairs) per level l = 1..D (in the plan's slot order) and
+    position j of a spin in its group, where a pair is the spins at positions
+    j, j + 1 of one group, both of level l; and "plan", the DecisionPlan."""
+    from ..runtime import resolve_device
+    thr = np.ascontiguousarray(thresholds, dtype=np.uint32)
+    if thr.ndim != 3 or thr.shape[1] != 2 or thr.shape[2] not in (5, 7):
+        raise ValueError(f"thresholds must have shape (R, 2, 5) or (R, 2, 7), got {thr.shape}")
+    words = _validate.integer("words", words, 1)
+    items = _validate.integer("items", items, 1)
+    spw = DEFAULT_SPINS_PER_WORD if spins_per_word is None else _validate.choice(
+        "spins_per_word", spins_per_word, SPINS_PER_WORD)
+    seed = _validate.seed(seed)
+    dim = (thr.shape[2] - 1) // 2
+    plan = _thr.decision_plan(thr, spw)
+    lay = plan.layout
+    cpw = 8 if lay is None else -(-(32 // lay.k) // 4)
+    iters = -(-words // items)
+    if items * iters * cpw >= 2**32:
+        raise ValueError(f"words = {words} is too many for one call (at most {2**32 // cpw - items})")
+    dev = resolve_device(device)
+    joint = lay and (lay.k, lay.field, lay.shift, lay.cells)
+    prg = dev.build("ising/multispin.cl", dim=dim, Lx=64, Ly=2, Lz=2 if dim == 3 else 1, W=1,
+                    lanes=1, wg=None, rwg=64, always=plan.always, slots=plan.slots, joint=joint,
+                    accept="select", stats=True)
+    R, D, gk = thr.shape[0], len(plan.slots), (lay.k if lay else 4)
+    ncls = 2 * (2 * dim + 1)
+    ncnt = 2 * ncls + 4 * D * gk
+    table = cl.Buffer(dev.context, cl.mem_flags.READ_ONLY, max(4, plan.data.nbytes))
+    enqueue_upload(dev.queue, table, plan.data)
+    out = zeroed_buffer(dev, 4 * R * items * ncnt)
+    k0, k1 = _rng.seed_key(seed)
+    prg.ising_ms_accept_stats(dev.queue, (items, R), None, table, np.uint32(k0), np.uint32(k1),
+                              np.uint32(iters), out)
+    counts = np.empty((R, items, ncnt), dtype=np.uint32)
+    cl.enqueue_copy(dev.queue, counts, out)
+    total = counts.astype(np.int64).sum(axis=1)
+    return {"class": total[:, :2 * ncls].reshape(R, ncls, 2),
+            "level": total[:, 2 * ncls:].reshape(R, D, gk, 4), "plan": plan}

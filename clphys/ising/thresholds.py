@@ -332,12 +332,14 @@ class DecisionPlan:
     always, slots (groups of classes sharing a threshold column; in level order
     for joint decisions), the joint layout (None: one word per spin) and the
     uint32 data of the kernel's table argument: per-slot thresholds (R, D), or
-    the joint alias tables (R, cells, 2)."""
+    the joint alias tables (R, cells, 2); `slot_thresholds` (R, D) are the
+    per-slot thresholds in slot order either way."""
 
-    __slots__ = ("always", "slots", "layout", "data")
+    __slots__ = ("always", "slots", "layout", "data", "slot_thresholds")
 
-    def __init__(self, always, slots, layout, data):
+    def __init__(self, always, slots, layout, data, slot_thresholds):
         self.always, self.slots, self.layout, self.data = always, slots, layout, data
+        self.slot_thresholds = slot_thresholds
 
     def levels(self, n_classes):
         """Level of every class id (0: always accepted; l: slot l - 1)."""
@@ -353,8 +355,8 @@ def decision_plan(thresholds, spins_per_word, row_bits=32, cache=None) -> Decisi
     `row_bits`-spin words); ValueError for a k the thresholds do not allow."""
     always, slots, table = threshold_structure(thresholds)
     if spins_per_word == 1 or not slots:
-        return DecisionPlan(always, slots, None, table)
+        return DecisionPlan(always, slots, None, table, table)
     order = nested_order(table)
-    slots, table = tuple(slots[i] for i in order), table[:, order]
+    slots, table = tuple(slots[i] for i in order), np.ascontiguousarray(table[:, order])
     layout = joint_layout(len(slots), spins_per_word, row_bits)
-    return DecisionPlan(always, slots, layout, joint_tables(table, layout, cache))
+    return DecisionPlan(always, slots, layout, joint_tables(table, layout, cache), table)
