@@ -45,7 +45,9 @@
 ## (tuple of tuples of class ids a*(2 dim+1)+k), always (tuple of class ids),
 ## rwg (sums work-group size, power of two); optional: accept ("select" or
 ## "compare", lanes 1), joint (None, or (k, F, shift, cells): joint decisions,
-## slots in level order), diag (timing diagnostics, see below)
+## slots in level order), band ((slabs, halo): add ising_ms_multisweep) with
+## mwg (its work-group size), stats (add ising_ms_accept_stats), diag (timing
+## diagnostics, see below)
 <%namespace name="philox" file="/rng/philox.cl"/>
 <%namespace name="red" file="/common/reduce.cl"/>
 <%namespace name="ic" file="/ising/common.cl"/>
@@ -121,7 +123,7 @@
                     if 4 * h + j < JNG:
                         out.append(joint_decode(x, 4 * h + j, "    "))
                 out.append("}")
-            out.append(joint_flip(""))
+            out.extend(joint_flip("").split("\n"))
             return "\n".join(ind + line for line in out)
         if mode == "select":
             for b in range(NP):
@@ -581,5 +583,106 @@ ${accept_code("joint" if joint is not None else "select", "        ")}
     }
     for (uint c = 0; c < ${NCNT}u; ++c)
         counts[(r * items + i) * ${NCNT}u + c] = cnt[c];
+}
+% endif
+
+% if context.get("band"):
+<%
+    BT, BH = band                            # slabs per band, halo slabs per side
+    LOUT = Lz if dim == 3 else Ly            # slabs per lattice (z planes in 3D, rows in 2D)
+    SROWS = Ly if dim == 3 else 1            # rows per slab
+    SW = SROWS * WR                          # words per slab and colour
+    HS = BT + 2 * BH                         # slabs in local memory
+    NBANDS = LOUT // BT
+    if LOUT % BT or (BH == 0) != (BT == LOUT) or not mwg:
+        raise ValueError("multispin.cl: band %r must divide the %d slabs (halo 0 iff the band is "
+                         "the whole lattice) and mwg must be set" % (band, LOUT))
+    OFF = LOUT * (-(-BH // LOUT)) - BH       # slab(s) = (band * BT + s + OFF) % LOUT
+%>
+// Several half-sweeps per launch (temporal blocking), same words and spins as
+// nhalf launches of ising_ms_sweep. Work group g = (replica r, band b)
+// holds slabs b * ${BT} - ${BH} .. b * ${BT} + ${BT + BH - 1} (periodic; a slab is ${"a z plane" if dim == 3 else "a row"},
+// ${SW} words per colour) of both colours in local memory. Half-sweep j updates
+// colour j % 2 of local slabs ${"j + 1 .. " + str(HS - 2) + " - j: their neighbours are still exact there (the halo shrinks by one slab per half-sweep), so nhalf <= " + str(2 * BH) + " leaves" if BH else "all of them (the whole lattice, periodic), so any nhalf leaves"} the band
+// exact; it is written to out0/out1 (the other buffer pair: other bands read
+// their halos from in0/in1 during the launch). Sweep numbers start at
+// t_hi0 2^32 + t_lo0 with colour 0.
+__kernel __attribute__((reqd_work_group_size(${mwg}, 1, 1)))
+void ising_ms_multisweep(__global const uint *in0, __global const uint *in1, __global uint *out0,
+                         __global uint *out1, __global const uint *thr, const uint R, const uint k0,
+                         const uint k1, const uint t_lo0, const uint t_hi0, const uint nhalf)
+{
+    __local uint sm[${2 * HS * SW}];
+    const uint lid = get_local_id(0), grp = get_group_id(0);
+    const uint r = grp / ${NBANDS}u, bnd = grp - r * ${NBANDS}u;
+    if (r >= R)
+        return;
+    // remainders as x - q d (Oclgrind cannot check the `freeze` of LLVM's div/rem pairing)
+#define MS_SLAB(s) ((bnd * ${BT}u + (s) + ${OFF}u) - ((bnd * ${BT}u + (s) + ${OFF}u) / MS_LOUT) * MS_LOUT)
+#define MS_LOUT ${LOUT}u
+    for (uint i = lid; i < ${2 * HS * SW}u; i += ${mwg}u) {
+        const uint c = i / ${HS * SW}u, rest = i - c * ${HS * SW}u, sl = rest / ${SW}u, w = rest - sl * ${SW}u;
+        sm[i] = (c ? in1 : in0)[(r * MS_ROWS + MS_SLAB(sl) * ${SROWS}u) * MS_WR + w];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const uint2 key = (uint2)(k0, k1);
+%   if joint is not None:
+    __global const uint2 *tb = (__global const uint2 *)thr + r * ${JCELLS}u;
+%   else:
+%     for i in range(D):
+    const uint th${i} = thr[r * ${D}u + ${i}u];
+%     endfor
+%   endif
+    const ulong t0 = ((ulong)t_hi0 << 32) | t_lo0;
+    for (uint j = 0; j < nhalf; ++j) {
+        const uint colour = j & 1u;
+        const ulong tj = t0 + (j >> 1);
+        const uint t_lo = (uint)tj, c3 = 2u * (uint)(tj >> 32) + colour;
+        __local uint *own = sm + colour * ${HS * SW}u;
+        __local const uint *oth = sm + (1u - colour) * ${HS * SW}u;
+%   if BH:
+        const uint lo = j + 1u, n = (${HS - 2}u - 2u * j) * ${SW}u;
+%   else:
+        const uint lo = 0u, n = ${HS * SW}u;
+%   endif
+        for (uint i = lid; i < n; i += ${mwg}u) {
+            const uint sl = lo + i / ${SW}u, wi = i - (i / ${SW}u) * ${SW}u;
+            const uint slm = ${"sl - 1u" if BH else "sl == 0u ? %du : sl - 1u" % (HS - 1)};
+            const uint slp = ${"sl + 1u" if BH else "sl + 1u == %du ? 0u : sl + 1u" % HS};
+%   if dim == 3:
+            const uint z = MS_SLAB(sl), yy = wi / MS_WR, w = wi - yy * MS_WR, y = yy;
+            const uint rb = sl * ${SW}u + yy * MS_WR;             // this row in local memory
+            const uint ym = (yy == 0u ? MS_LY - 1u : yy - 1u), yp = (yy + 1u == MS_LY ? 0u : yy + 1u);
+            const uint u = oth[sl * ${SW}u + ym * MS_WR + w], d = oth[sl * ${SW}u + yp * MS_WR + w];
+            const uint f = oth[slm * ${SW}u + wi], b = oth[slp * ${SW}u + wi];
+%   else:
+            const uint z = 0u, y = MS_SLAB(sl), w = wi, rb = sl * ${SW}u;
+            const uint u = oth[slm * ${SW}u + wi], d = oth[slp * ${SW}u + wi];
+%   endif
+            const uint s = own[sl * ${SW}u + wi], c = oth[sl * ${SW}u + wi];
+            const uint odd = (colour + y + z) & 1u;
+%   if PARTIAL:
+            const uint hn = ms_horizontal(c, 0u, 0u, odd);
+%   else:
+            const uint hn = ms_horizontal(c, oth[rb + (w == 0u ? MS_WR - 1u : w - 1u)],
+                                          oth[rb + (w + 1u == MS_WR ? 0u : w + 1u)], odd);
+%   endif
+            MS_COUNT(s, c, hn, u, d, ${"f" if dim == 3 else "0u"}, ${"b" if dim == 3 else "0u"})
+            uint flip = ${mask_of(always)};
+            const uint g0 = ((z * MS_LY + y) * MS_WR + w) * ${CPW}u;
+%   if D:
+${accept_code("joint" if joint is not None else accept, "            ")}
+%   endif
+            own[sl * ${SW}u + wi] = s ^ (flip & MS_VALID);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    for (uint i = lid; i < ${2 * BT * SW}u; i += ${mwg}u) {
+        const uint c = i / ${BT * SW}u, rest = i - c * ${BT * SW}u, sl = ${BH}u + rest / ${SW}u;
+        const uint w = rest - (rest / ${SW}u) * ${SW}u;
+        (c ? out1 : out0)[(r * MS_ROWS + MS_SLAB(sl) * ${SROWS}u) * MS_WR + w] = sm[(c * ${HS}u + sl) * ${SW}u + w];
+    }
+#undef MS_SLAB
+#undef MS_LOUT
 }
 % endif

@@ -26,7 +26,18 @@ Options (None: the device's default, from its DeviceFacts):
 * ``accept`` (lanes 1): "select" (default) picks each spin's threshold from
   slot-index bit planes, then one integer compare; "compare" compares every
   word with every slot's threshold into one packed mask per slot;
-* ``wg``: work-group size; None lets the driver choose on CPUs, 128 on GPUs.
+* ``wg``: work-group size; None lets the driver choose on CPUs, 128 on GPUs;
+* ``sweeps_per_launch``: 1 launches one kernel per half-sweep; m > 1 runs up
+  to m sweeps per launch (ising_ms_multisweep: a work group keeps a band of
+  rows (2D) or z planes (3D) with a halo of 2m slabs in local memory, or a
+  whole replica when it fits, and sweeps it between barriers; the halo
+  shrinks by one slab per half-sweep, so the spins are exactly those of m
+  sweeps of single launches). None: MULTISWEEP_SWEEPS on GPUs for up to
+  MULTISWEEP_MAX_SITES sites in all (where launches, not the device, set the
+  pace), else 1;
+* ``band``: slabs per band of the multi-sweep kernel (a divisor of Ly in 2D,
+  Lz in 3D; the whole side: no halo); None: the cheapest that fits local
+  memory by a simple cost model (see _best_band).
 
 The threshold table is split on the host into classes accepted with certainty
 (threshold 2^32 - 1 in every replica) and slots of classes that share a
@@ -60,12 +71,17 @@ class MultispinBackend:
     dims = (2, 3)
     rngs = ("philox",)
     options = {"words_per_item": None, "lanes": None, "accept": "select", "wg": None,
-               "spins_per_word": None}
+               "spins_per_word": None, "sweeps_per_launch": None, "band": None}
     # defaults by device kind (DeviceFacts.is_gpu): see the module docstring and
     # docs/ising.md "Speed" for the measurements behind them
     GPU_DEFAULTS = {"lanes": 1, "words_per_item": 4}
     MIN_GROUPS_PER_CU = 6
     CPU_DEFAULTS = {"lanes": 8, "words_per_item": 4}
+    # several sweeps per launch on GPUs up to this many sites (all replicas):
+    # two launches of ~10 us per sweep cost more than the sweep itself there
+    MULTISWEEP_MAX_SITES = 2**25
+    MULTISWEEP_SWEEPS = {"band": 2, "whole": 4}     # sweeps per launch (auto)
+    MULTISWEEP_WG = {True: 1024, False: 256}        # work group by DeviceFacts.is_gpu
 
     @classmethod
     def check_shape(cls, shape):
@@ -87,6 +103,12 @@ class MultispinBackend:
         _validate.choice("accept", opts["accept"], ("select", "compare"))
         if opts["spins_per_word"] is not None:
             _validate.choice("spins_per_word", opts["spins_per_word"], SPINS_PER_WORD)
+        if opts["sweeps_per_launch"] is not None:
+            _validate.integer("sweeps_per_launch", opts["sweeps_per_launch"], 1, 2**16)
+        if opts["band"] is not None:
+            _validate.integer("band", opts["band"], 1)
+            if opts["sweeps_per_launch"] == 1:
+                raise ValueError("band needs sweeps_per_launch > 1 (or None)")
         return opts
 
     def __init__(self, dev, shape, n_replicas, *, rng, seed, **options):
@@ -116,7 +138,9 @@ class MultispinBackend:
         if self.spins_per_word not in (1, "auto") and self.row_bits % self.spins_per_word:
             raise ValueError(f"spins_per_word={self.spins_per_word} must divide the "
                              f"{self.row_bits} spins of a row word (Lx = {Lx})")
-        check_memory(dev, {"spins": 8 * n_replicas * self.words,
+        self.sweeps_per_launch, self.band, self.mwg = self._plan_launches(opts, dev)
+        spins = 8 * n_replicas * self.words
+        check_memory(dev, {"spins": spins * (2 if self.band else 1),
                            "tables": 8 * _thr.MAX_CELLS * n_replicas},
                      f"{n_replicas} multispin lattice(s) of shape {tuple(shape)}",
                      "use fewer replicas or a smaller lattice")
@@ -129,7 +153,7 @@ class MultispinBackend:
         self.W, self.wg, self.lanes = W, wg, lanes
         self.reducer = SumsReducer(dev, n_replicas, self.words)
         self._params = dict(dim=self.dim, Lx=Lx, Ly=Ly, Lz=self.Lz, W=W, lanes=lanes, wg=wg,
-                            rwg=self.reducer.wg)
+                            rwg=self.reducer.wg, band=self.band, mwg=self.mwg)
         self._accept = opts["accept"]
         self._programs = {}
         self._tables = {}             # joint tables by (layout, thresholds of a replica)
@@ -137,10 +161,57 @@ class MultispinBackend:
         self.prg = self._program(tuple(range(2 * (2 * self.dim + 1))), (), None)
         nbytes = 4 * n_replicas * self.words
         self.bufs = [zeroed_buffer(dev, nbytes) for _ in (0, 1)]
+        # the multi-sweep kernel reads one pair and writes the other, then they swap
+        self.alt = [zeroed_buffer(dev, nbytes) for _ in (0, 1)] if self.band else None
         self._nat = None
         self._thr_key = None
         self.key = _rng.seed_key(seed)
         self.t = 0
+
+    def _plan_launches(self, opts, dev):
+        """(sweeps per launch, (slabs, halo) of a band or None, multi-sweep work-group size)."""
+        spl, band = opts["sweeps_per_launch"], opts["band"]
+        auto = spl is None
+        lout = self.Lz if self.dim == 3 else self.shape[1]
+        slab = 8 * (self.shape[1] if self.dim == 3 else 1) * self.WR     # bytes, both colours
+        budget = dev.facts.local_mem
+        if auto:
+            if not dev.facts.is_gpu or self.R * self.N > self.MULTISWEEP_MAX_SITES:
+                return 1, None, None
+            spl = self.MULTISWEEP_SWEEPS["whole" if lout * slab <= budget else "band"]
+        if spl == 1:
+            return 1, None, None
+        mwg = min(self.MULTISWEEP_WG[dev.facts.is_gpu], dev.facts.max_work_group)
+        if band is None:
+            band = self._best_band(spl, lout, slab, budget, dev.facts.compute_units)
+            if band is None:
+                if auto:
+                    return 1, None, None
+                raise ValueError(f"sweeps_per_launch={spl}: no band of {'z planes' if self.dim == 3 else 'rows'} "
+                                 f"with a {2 * spl}-slab halo on each side fits the "
+                                 f"{budget} bytes of local memory ({slab} bytes per slab); use fewer")
+        halo = 0 if band == lout else 2 * spl
+        if lout % band or (band + 2 * halo) * slab > budget:
+            raise ValueError(f"band must divide {lout} and, with a {halo}-slab halo on each side, fit "
+                             f"the {budget} bytes of local memory ({slab} bytes per slab); got {band}")
+        return spl, (band, halo), mwg
+
+    def _best_band(self, spl, lout, slab, budget, units):
+        """The whole side if a replica fits local memory, else the divisor T of
+        the side that minimises waves of work groups x word updates per group
+        (sum over the 2 spl half-sweeps of the T + 4 spl - 2 - 2j slabs updated)."""
+        if lout * slab <= budget:
+            return lout
+        best, best_cost = None, None
+        for T in range(1, lout):
+            hs = T + 4 * spl
+            if lout % T or hs * slab > budget:
+                continue
+            waves = -(-self.R * (lout // T) // units)
+            cost = waves * sum(hs - 2 - 2 * j for j in range(2 * spl))
+            if best_cost is None or cost <= best_cost:
+                best, best_cost = T, cost
+        return best
 
     def _program(self, always, slots, joint):
         key = (always, slots, joint)
@@ -148,8 +219,15 @@ class MultispinBackend:
             params = dict(self._params)
             if self.lanes == 1:
                 params["accept"] = self._accept
-            self._programs[key] = self.dev.build(
-                "ising/multispin.cl", always=always, slots=slots, joint=joint, **params)
+            prg = self.dev.build("ising/multispin.cl", always=always, slots=slots, joint=joint, **params)
+            if self.band and prg.ising_ms_multisweep.work_group_limit(self.dev) < self.mwg:
+                # registers cap the group: rebuild every program with the cap
+                # (a power of two) so that they stay interchangeable
+                cap = prg.ising_ms_multisweep.work_group_limit(self.dev)
+                self.mwg = self._params["mwg"] = 1 << (cap.bit_length() - 1)
+                self._programs.clear()
+                return self._program(always, slots, joint)
+            self._programs[key] = prg
         return self._programs[key]
 
     def _natural(self):
@@ -194,14 +272,32 @@ class MultispinBackend:
         items = self.R * self.words // self.W
         local = (self.wg,) if self.wg else None
         glob = (-(-items // self.wg) * self.wg,) if self.wg else (items,)
+        q = self.dev.queue
+        if self.band:
+            return self._multisweep(n)
         k = self.sweep_prg.ising_ms_sweep
-        q, b = self.dev.queue, self.bufs
+        b = self.bufs
         for _ in range(n):
             lo, hi = np.uint32(self.t & 0xFFFFFFFF), np.uint32(self.t >> 32)
             for c in (0, 1):
                 k(q, glob, local, b[c], b[1 - c], self.thr_buf, np.uint32(c), np.uint32(self.R),
                   np.uint32(self.key[0]), np.uint32(self.key[1]), lo, hi)
             self.t += 1
+
+    def _multisweep(self, n):
+        k = self.sweep_prg.ising_ms_multisweep
+        lout = self.Lz if self.dim == 3 else self.shape[1]
+        glob = (self.R * (lout // self.band[0]) * self.mwg,)
+        done = 0
+        while done < n:
+            m = min(self.sweeps_per_launch, n - done)
+            lo, hi = np.uint32(self.t & 0xFFFFFFFF), np.uint32(self.t >> 32)
+            k(self.dev.queue, glob, (self.mwg,), self.bufs[0], self.bufs[1], self.alt[0], self.alt[1],
+              self.thr_buf, np.uint32(self.R), np.uint32(self.key[0]), np.uint32(self.key[1]), lo, hi,
+              np.uint32(2 * m))
+            self.bufs, self.alt = self.alt, self.bufs
+            self.t += m
+            done += m
 
     # ------------------------------------------------------------ observables
     def measure_into(self, buffer, index):
