@@ -289,3 +289,90 @@ def test_checkpoint_keeps_the_mode(device):
     legacy.sweep(3)
     want = ref.multispin_sweeps(state["spins"], _thr(2, [2.1, 2.6]), 3, seed=4, sweep=2, spins_per_word=1)
     np.testing.assert_array_equal(legacy.spins(), want)
+
+
+# --------------------------------------------------------------- blocks
+BLOCKS_CASES = [((16, 16), (32, 32), 1.0, 0.0, "auto"), ((32, 16), (64, 32), 1.0, 0.3, "auto"),
+                ((128, 16), (256, 32), -1.0, 0.0, "auto"), ((16, 16), (64, 32), 0.0, 0.5, "auto"),
+                ((64, 16), (128, 32), 1.0, 0.0, 2)]
+
+
+@pytest.mark.parametrize("tile,shape,J,h,spw", BLOCKS_CASES)
+def test_blocks_joint_matches_twin(device, tile, shape, J, h, spw):
+    """Blocks with joint decisions against its NumPy twin, bit for bit: narrow
+    tiles (a Philox call spans two plane words), one and several words per
+    plane row, k = 2, 4, 8, two inner sweeps, counters continued across calls."""
+    from clphys.ising.blocks import BlocksBackend, reference_sweeps
+    Lx, Ly = shape
+    s0 = np.random.default_rng(1).choice(np.array([-1, 1], np.int8), size=(2, Ly, Lx))
+    thr = _thr(2, [2.0, 2.8], J, h)
+    b = BlocksBackend(device, shape, 2, rng="philox", seed=7, inner_sweeps=2, tile=tile, spins_per_word=spw)
+    b.set_spins(s0)
+    b.sweep(1, thr)
+    b.sweep(2, thr)
+    want, _ = reference_sweeps(s0, thr, 3, tile=tile, rng="philox", seed=7, inner_sweeps=2, spins_per_word=spw)
+    one, _ = reference_sweeps(s0, thr, 3, tile=tile, rng="philox", seed=7, inner_sweeps=2, spins_per_word=1)
+    got = b.spins()
+    np.testing.assert_array_equal(got, want)
+    assert np.any(got != one) and np.mean(got != s0) > 0.2
+
+
+def test_blocks_joint_oclgrind(device, oclgrind):
+    from clphys.ising.blocks import BlocksBackend
+    s0 = np.random.default_rng(3).choice(np.array([-1, 1], np.int8), size=(2, 32, 64))
+    out = []
+    for dev in (device, oclgrind):
+        b = BlocksBackend(dev, (64, 32), 2, rng="philox", seed=5, inner_sweeps=2, tile=(16, 16),
+                          spins_per_word="auto")
+        b.set_spins(s0)
+        b.sweep(1, _thr(2, [2.1, 3.0], 1.0, 0.2))
+        out.append(b.spins())
+    np.testing.assert_array_equal(out[0], out[1])
+
+
+@pytest.mark.parametrize("inner", [1, 2])
+def test_blocks_joint_energy_vs_kaufman(device, inner):
+    """Blocks with joint decisions (through Ensemble2D, 16 x 16 tiles): <E>/N
+    and C/N on the 32 x 32 torus at T = 2.0 and 2.5, 48 replicas each, within
+    4 sigma of Kaufman's values (chi^2_4 < 23.5, p = 1e-4)."""
+    L, R, temps = 32, 48, (2.0, 2.5)
+    ens = Ensemble2D(L, np.repeat(temps, R), algorithm="blocks", seed=31, device=device,
+                     inner_sweeps=inner, spins_per_word="auto")
+    assert ens._backend.spins_per_word == "auto"
+    s = ens.sample(1200, n_therm=400)
+    zs = []
+    for i, T in enumerate(temps):
+        e = s.energy[i * R:(i + 1) * R]
+        m, m2 = e.mean(axis=1), (e * e).mean(axis=1)
+        E = jackknife(m, n_blocks=R)
+        C = jackknife(np.stack([m, m2]), lambda a: L * L * (a[1] - a[0] ** 2) / T**2, n_blocks=R)
+        exact = finite_lattice(L, T)
+        zs += [(E.value - exact.energy) / E.error, (C.value - exact.specific_heat) / C.error]
+        assert E.error < 1e-3 and C.error < 0.04 * exact.specific_heat
+    zs = np.array(zs)
+    assert np.all(np.abs(zs) < 4) and np.sum(zs**2) < 23.5, zs
+
+
+def test_blocks_joint_state_and_options(device):
+    """The mode is part of the state; a state without it (older) resumes one
+    word per site; halfbit-lcg has no joint mode."""
+    from clphys.ising.blocks import BlocksBackend, reference_sweeps
+    thr = _thr(2, [2.2])
+    s0 = np.random.default_rng(2).choice(np.array([-1, 1], np.int8), size=(1, 32, 32))
+    b = BlocksBackend(device, (32, 32), 1, rng="philox", seed=3, spins_per_word="auto")
+    b.set_spins(s0)
+    b.sweep(2, thr)
+    state = b.get_state()
+    assert state["spins_per_word"] == "auto"
+    old = {k: v for k, v in state.items() if k != "spins_per_word"}
+    c = BlocksBackend(device, (32, 32), 1, rng="philox", seed=3, spins_per_word="auto")
+    c.set_state(old)
+    c.set_spins(b.spins())
+    c.sweep(1, thr)
+    want, _ = reference_sweeps(b.spins(), thr, 1, tile=c.tile, rng="philox", seed=3, sweeps_done=2,
+                               spins_per_word=1)
+    np.testing.assert_array_equal(c.spins(), want)
+    with pytest.raises(ValueError, match="needs rng='philox'"):
+        BlocksBackend(device, (32, 32), 1, rng="halfbit-lcg", seed=3, spins_per_word=4)
+    with pytest.raises(ValueError, match="spins_per_word must be one of"):
+        BlocksBackend(device, (32, 32), 1, rng="philox", seed=3, spins_per_word=3)

@@ -90,6 +90,11 @@
         CPW = -(-JNG // 4)                     # Philox calls per word
     else:
         CPW = NBITS // 4
+    # Philox vector width of the lanes 4/8 design: joint words need only
+    # W * CPW calls per item, so fewer lanes than `lanes` where that is less
+    VL = lanes
+    if joint is not None and lanes > 1:
+        VL = min(lanes, max(2, 1 << ((W * CPW).bit_length() - 1)))
 
     def joint_decode(x, g, ind):
         """Adds the mask of group g, decoded from random word x, to its accumulator
@@ -192,9 +197,9 @@
 ${ic.lattice("MS_", dim, Lx, Ly, Lz)}
 ${philox.philox4x32_10("ms_")}
 % if lanes > 1:
-${ic.philox_lanes("ms_", lanes)}
+${ic.philox_lanes("ms_", VL)}
 // lane q <-> Philox group q of a batch = bits 4q..4q+3 (batch-relative)
-#define LANE ((uint${lanes})(${", ".join("%du" % q for q in range(lanes))}))
+#define LANE ((uint${VL})(${", ".join("%du" % q for q in range(VL))}))
 #define BIT ((uint${lanes})(${", ".join("1u << %d" % (4 * q) for q in range(lanes))}))
 #define MSB ((uint${lanes})(${", ".join("%du" % (31 - 4 * q) for q in range(lanes))}))
 % endif
@@ -354,12 +359,12 @@ ${accept_code("nocompare" if diag == "nocompare" else accept, "        ")}
     const uint2 key = (uint2)(k0, k1);
 % if joint is not None:
     __global const uint2 *tb = (__global const uint2 *)thr + (size_t)r * ${JCELLS}u;
-    // the item's ${W * CPW} Philox calls, ${lanes} at a time: lane q of batch b is
-    // call b * ${lanes} + q, i.e. call h of word w0 + (b * ${lanes} + q) / ${CPW}
-<%   NB = -(-(W * CPW) // lanes) %>
+    // the item's ${W * CPW} Philox calls, ${VL} at a time: lane q of batch b is
+    // call b * ${VL} + q, i.e. call h of word w0 + (b * ${VL} + q) / ${CPW}
+<%   NB = -(-(W * CPW) // VL) %>
 %   for b in range(NB):
-    uint${lanes} jx${b}, jy${b}, jz${b}, jw${b};
-    ms_philox_lanes((uint${lanes})((row * MS_WR + w0) * ${CPW}u + ${b * lanes}u) + LANE, r, t_lo,
+    uint${VL} jx${b}, jy${b}, jz${b}, jw${b};
+    ms_philox_lanes((uint${VL})((row * MS_WR + w0) * ${CPW}u + ${b * VL}u) + LANE, r, t_lo,
                     t_hi * 2u + colour, key, &jx${b}, &jy${b}, &jz${b}, &jw${b});
 %   endfor
 % else:
@@ -385,7 +390,7 @@ ${accept_code("nocompare" if diag == "nocompare" else accept, "        ")}
 %   if D and joint is not None:
         uint ${", ".join("ja%d = 0u" % a for a in range(JNA))};
 %     for h in range(CPW):
-<%      b, q = divmod(k * CPW + h, lanes) %>
+<%      b, q = divmod(k * CPW + h, VL) %>
 %       for j, x in enumerate("xyzw"):
 %         if 4 * h + j < JNG:
 ${joint_decode("j%s%d.s%d" % (x, b, q), 4 * h + j, "        ")}

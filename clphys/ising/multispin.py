@@ -59,10 +59,7 @@ from ._device import (SumsReducer, check_options, check_sides, device_wg, enqueu
 
 MAX_SITES = 2**32          # 32-bit compact and in-row site indices in the kernels
 threshold_structure = _thr.threshold_structure     # re-exported (older imports)
-# The default update mode: "auto" (one random word decides several spins) or 1
-# (one word per spin, the checkerboard algorithm's spins). Chosen by speed:
-# docs/ising.md "Speed".
-DEFAULT_SPINS_PER_WORD = "auto"
+DEFAULT_SPINS_PER_WORD = _thr.DEFAULT_SPINS_PER_WORD     # the switch lives in thresholds.py
 SPINS_PER_WORD = (1, "auto") + _thr.JOINT_SPINS
 
 
@@ -134,7 +131,7 @@ class MultispinBackend:
         self.words = self.rows * self.WR          # per colour and replica
         self.row_bits = min(S, 32)                # spins per word
         spw = opts["spins_per_word"]
-        self.spins_per_word = DEFAULT_SPINS_PER_WORD if spw is None else spw
+        self.spins_per_word = _thr.DEFAULT_SPINS_PER_WORD if spw is None else spw
         if self.spins_per_word not in (1, "auto") and self.row_bits % self.spins_per_word:
             raise ValueError(f"spins_per_word={self.spins_per_word} must divide the "
                              f"{self.row_bits} spins of a row word (Lx = {Lx})")
@@ -344,7 +341,7 @@ def decision_counts(thresholds, words, *, spins_per_word=None, seed=0, device=No
         raise ValueError(f"thresholds must have shape (R, 2, 5) or (R, 2, 7), got {thr.shape}")
     words = _validate.integer("words", words, 1)
     items = _validate.integer("items", items, 1)
-    spw = DEFAULT_SPINS_PER_WORD if spins_per_word is None else _validate.choice(
+    spw = _thr.DEFAULT_SPINS_PER_WORD if spins_per_word is None else _validate.choice(
         "spins_per_word", spins_per_word, SPINS_PER_WORD)
     seed = _validate.seed(seed)
     dim = (thr.shape[2] - 1) // 2

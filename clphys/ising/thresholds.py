@@ -75,6 +75,11 @@ def threshold_structure(thresholds):
 # w >> (32 - m) and gives the cell's primary outcome if w < cell_start + cutoff,
 # else its alias (Walker's alias method in integers).
 
+# The default update mode of the multispin and blocks (philox) kernels: "auto"
+# (one random word decides several spins) or 1 (one word per spin: multispin's
+# spins are then the checkerboard algorithm's). Chosen by speed: docs/ising.md
+# "Speed". This is the one switch.
+DEFAULT_SPINS_PER_WORD = "auto"
 JOINT_SPINS = (2, 4, 8)          # spins per word the kernels support (powers of two)
 MAX_CELLS = 256                  # largest table (outcomes (D + 1)^k; 2 KB per replica)
 MASK_BITS = 16                   # mask bits per outcome in a table entry
@@ -352,11 +357,21 @@ class DecisionPlan:
 def decision_plan(thresholds, spins_per_word, row_bits=32, cache=None) -> DecisionPlan:
     """The DecisionPlan of a (R, 2, 2 dim + 1) threshold table for
     spins_per_word 1 (one word per spin) or "auto"/2/4/8 (joint decisions with
-    `row_bits`-spin words); ValueError for a k the thresholds do not allow."""
+    `row_bits`-spin words); "auto" falls back to one word per spin where no
+    joint layout applies, an explicit k raises ValueError there."""
     always, slots, table = threshold_structure(thresholds)
     if spins_per_word == 1 or not slots:
         return DecisionPlan(always, slots, None, table, table)
-    order = nested_order(table)
+    try:
+        order = nested_order(table)
+        layout = joint_layout(len(slots), spins_per_word, row_bits)
+    except ValueError:
+        # "auto" is one word per spin where no joint table applies: replicas
+        # whose probabilities are not nested alike (per-replica J or h through
+        # a backend's own API; an Ensemble's replicas always are) or too many
+        # levels for the mask bits
+        if spins_per_word == "auto":
+            return DecisionPlan(always, slots, None, table, table)
+        raise
     slots, table = tuple(slots[i] for i in order), np.ascontiguousarray(table[:, order])
-    layout = joint_layout(len(slots), spins_per_word, row_bits)
     return DecisionPlan(always, slots, layout, joint_tables(table, layout, cache), table)
