@@ -49,6 +49,27 @@ def test_checkerboard_philox_matches_numpy(device, shape, J, h):
     assert ens._backend.get_state() == {"sweeps": 3}
 
 
+@pytest.mark.parametrize("shape,rng", [((64, 6), "philox"), ((32, 4, 4), "philox"), ((96, 4), "lcg"),
+                                       ((32, 2, 2), "xorshift32")])
+def test_checkerboard_chunks_match_numpy(device, shape, rng):
+    """The 16-sites-per-item kernel (Lx a multiple of 32) draws the same words
+    as the twin and the one-group-per-item kernel."""
+    temps = [1.8, 2.6, 4.5]
+    ens, start = _run(device, shape, temps, 3, algorithm="checkerboard", rng=rng, h=0.2)
+    assert ens._backend.chunks
+    if rng == "philox":
+        want = ref.checkerboard_sweeps(start, _thr(len(shape), temps, h=0.2), 3, seed=5)
+    else:
+        want, states = ref.checkerboard_sweeps(start, _thr(len(shape), temps, h=0.2), 3, rng=rng,
+                                               states=ref.stateful_states(shape, 3, 5))
+        np.testing.assert_array_equal(ens.state()["backend"]["rng_states"], states)
+    np.testing.assert_array_equal(ens.spins(), want)
+    generic, _ = _run(device, shape, temps, 3, algorithm="checkerboard", rng=rng, h=0.2, chunks=False)
+    np.testing.assert_array_equal(generic.spins(), want)
+    with pytest.raises(ValueError, match="chunks=True needs Lx a multiple of 32"):
+        _run(device, (16, 4), temps, 1, algorithm="checkerboard", chunks=True)
+
+
 @pytest.mark.parametrize("rng", ["lcg", "xorshift32"])
 def test_checkerboard_stateful_matches_numpy(device, rng):
     shape, temps = (6, 6), [2.0, 3.0]        # 18 sites per colour: a partial group of 4
@@ -150,7 +171,9 @@ def test_oclgrind_runs_every_kernel_and_matches(device, oclgrind):
     """Every Ising kernel once on Oclgrind (race and uninitialised checks), with
     the same spins and sums as on the test device."""
     cases = [((6, 4), "checkerboard", "philox", {}), ((4, 2, 2), "checkerboard", "lcg", {}),
-             ((8, 2), "checkerboard", "xorshift32", {}),
+             ((8, 2), "checkerboard", "xorshift32", {}), ((32, 2), "checkerboard", "philox", {}),
+             ((32, 2, 2), "checkerboard", "lcg", {"chunks": True}),
+             ((16, 4), "multispin", "philox", {"sweeps_per_launch": 2}),
              ((16, 2), "multispin", "philox", {}), ((128, 2), "multispin", "philox", {"words_per_item": 2}),
              ((8, 2, 2), "multispin", "philox", {}),
              ((16, 2), "multispin", "philox", {"lanes": 1}),
@@ -171,12 +194,15 @@ def test_oclgrind_runs_every_kernel_and_matches(device, oclgrind):
             out.append((ens.spins(), s.energy, s.magnetization))
         for a, b in zip(*out):
             np.testing.assert_array_equal(a, b, err_msg=f"{alg} {rng} {shape}")
+    from clphys.ising.multispin import decision_counts
+    a, b = (decision_counts(_thr(2, [2.3]), 4, items=2, device=d) for d in (device, oclgrind))
+    np.testing.assert_array_equal(a["class"], b["class"])
     ran = {name for vendor, name in launched_kernels() if vendor == "oclgrind"}
     mine = set()
     for path in (kernel_dir() / "ising").glob("*.cl"):
         if path.name != "blocks.cl":
             mine |= set(_KERNEL_DECL.findall(path.read_text()))
-    assert len(mine) >= 8 and mine <= ran, sorted(mine - ran)
+    assert len(mine) >= 11 and mine <= ran, sorted(mine - ran)
 
 
 # --------------------------------------------------------------- templates

@@ -593,6 +593,7 @@ ${accept_code("joint" if joint is not None else "select", "        ")}
 
 % if context.get("band"):
 <%
+    band, mwg = context.get("band"), context.get("mwg")
     BT, BH = band                            # slabs per band, halo slabs per side
     LOUT = Lz if dim == 3 else Ly            # slabs per lattice (z planes in 3D, rows in 2D)
     SROWS = Ly if dim == 3 else 1            # rows per slab
