@@ -90,6 +90,7 @@
         CPW = -(-JNG // 4)                     # Philox calls per word
     else:
         CPW = NBITS // 4
+        JK = JF = JSHIFT = JCELLS = JNG = JGA = JNA = 0     # (defs read every name they mention)
     # Philox vector width of the lanes 4/8 design: joint words need only
     # W * CPW calls per item, so fewer lanes than `lanes` where that is less
     VL = lanes
@@ -248,6 +249,105 @@ inline uint ms_horizontal(uint c, uint cm, uint cp, uint odd)
     const uint K1 = c0 ^ c1 ^ c2, K2 = (c0 & c1) | (c2 & (c0 ^ c1));
 % endif
 
+## The lanes 4/8 update of the run of W words w0 .. w0 + W - 1 of row `row`
+## (z Ly + y) of replica r: own, oc, up, dn, fr, bk are pointers (global or
+## local) to the starts of that row in the own colour and of the rows y, y - 1,
+## y + 1, z - 1, z + 1 in the other colour. In scope: w0, row, odd, r, colour,
+## t_lo, t_hi, key, and tb (joint) or th0.. (one word per spin).
+<%def name="lanes_run(own, oc, up, dn, fr, bk)">
+<% ld = (lambda p: "%s[w0]" % p) if W == 1 else (lambda p: "vload%d(0, %s + w0)" % (W, p)) %>
+    const uint${vec} s_v = ${ld(own)};
+    const uint${vec} c_v = ${ld(oc)};
+    const uint${vec} u_v = ${ld(up)};
+    const uint${vec} d_v = ${ld(dn)};
+% if dim == 3:
+    const uint${vec} f_v = ${ld(fr)};
+    const uint${vec} b_v = ${ld(bk)};
+% endif
+% if not PARTIAL:
+    const uint prev = oc[w0 == 0u ? MS_WR - 1u : w0 - 1u];
+    const uint next = oc[w0 + ${W}u == MS_WR ? 0u : w0 + ${W}u];
+% endif
+% if joint is not None:
+    // the run's ${W * CPW} Philox calls, ${VL} at a time: lane q of batch b is
+    // call b * ${VL} + q, i.e. call h of word w0 + (b * ${VL} + q) / ${CPW}
+<%   NB = -(-(W * CPW) // VL) %>
+%   for b in range(NB):
+    uint${VL} jx${b}, jy${b}, jz${b}, jw${b};
+    ms_philox_lanes((uint${VL})((row * MS_WR + w0) * ${CPW}u + ${b * VL}u) + LANE, r, t_lo,
+                    t_hi * 2u + colour, key, &jx${b}, &jy${b}, &jz${b}, &jw${b});
+%   endfor
+% endif
+    uint${vec} out_v;
+<%
+    comp = (lambda v, k: v) if W == 1 else (lambda v, k: "%s.s%s" % (v, "01234567"[k]))
+%>
+% for k in range(W):
+    {
+        const uint s = ${comp("s_v", k)};
+        const uint c = ${comp("c_v", k)};
+%   if PARTIAL:
+        const uint hn = ms_horizontal(c, 0u, 0u, odd);
+%   else:
+        const uint hn = ms_horizontal(c, ${"prev" if k == 0 else comp("c_v", k - 1)}, ${"next" if k == W - 1 else comp("c_v", k + 1)}, odd);
+%   endif
+        MS_COUNT(s, c, hn, ${comp("u_v", k)}, ${comp("d_v", k)}, ${comp("f_v", k) if dim == 3 else "0u"}, ${comp("b_v", k) if dim == 3 else "0u"})
+        uint flip = ${mask_of(always)};
+%   if D and joint is not None:
+        uint ${", ".join("ja%d = 0u" % a for a in range(JNA))};
+%     for h in range(CPW):
+<%      b, q = divmod(k * CPW + h, VL) %>
+%       for j, x in enumerate("xyzw"):
+%         if 4 * h + j < JNG:
+${joint_decode("j%s%d.s%d" % (x, b, q), 4 * h + j, "        ")}
+%         endif
+%       endfor
+%     endfor
+${joint_flip("        ")}
+%   elif D:
+%     for b in range(NP):
+        uint P${b} = ${mask_of(sum((tuple(slots[i]) for i in range(D) if (i >> b) & 1), ()))};
+%     endfor
+        // Lane q of Philox batch h is group g0 + ${lanes}h + q = bits 4q..4q+3 of
+        // the batch's ${4 * lanes} bits; component j is bit 4q + j. Lane shifts
+        // move that bit to the MSB (select) or pick it (accept bits).
+        const uint g0 = row * (MS_S / 4u) + (w0 + ${k}u) * 8u;
+        uint acc = 0u;
+%     for h in range(8 // lanes):
+%       if 4 * lanes * h < NBITS:
+        {
+            uint${lanes} vx, vy, vz, vw;
+            ms_philox_lanes((uint${lanes})(g0 + ${lanes * h}u) + LANE, r, t_lo, t_hi * 2u + colour, key,
+                            &vx, &vy, &vz, &vw);
+%         for b in range(NP):
+            const uint${lanes} P${b}v = (uint${lanes})(P${b} >> ${4 * lanes * h});
+%         endfor
+            const uint${lanes} accv = (as_uint${lanes}(vx <= ${select(NP - 1, 0, 0)}) & (BIT << 0))
+                                    | (as_uint${lanes}(vy <= ${select(NP - 1, 0, 1)}) & (BIT << 1))
+                                    | (as_uint${lanes}(vz <= ${select(NP - 1, 0, 2)}) & (BIT << 2))
+                                    | (as_uint${lanes}(vw <= ${select(NP - 1, 0, 3)}) & (BIT << 3));
+%         if lanes == 8:
+            const uint4 acc4 = accv.lo | accv.hi;
+            const uint2 acc2 = acc4.lo | acc4.hi;
+%         else:
+            const uint2 acc2 = accv.lo | accv.hi;
+%         endif
+            acc |= (acc2.x | acc2.y) << ${4 * lanes * h};
+        }
+%       endif
+%     endfor
+        flip |= acc;
+%   endif
+        ${comp("out_v", k)} = s ^ (flip & MS_VALID);
+    }
+% endfor
+% if W == 1:
+    ${own}[w0] = out_v;
+% else:
+    vstore${W}(out_v, 0, ${own} + w0);
+% endif
+</%def>
+
 // One half-sweep of colour `colour`: own = its words, other = the other colour's.
 // thr: (R, ${D}) per-slot thresholds. One work item per run of ${W} words of a row.
 <% sweep_args = ("__global uint *own, __global const uint *other, __global const uint *thr, "
@@ -341,105 +441,24 @@ ${accept_code("nocompare" if diag == "nocompare" else accept, "        ")}
     const uint odd = (colour + y + z) & 1u;
     const uint yp = y + 1u == MS_LY ? 0u : y + 1u, ym = y == 0u ? MS_LY - 1u : y - 1u;
     const size_t rbase = (size_t)r * MS_ROWS;
-    __global uint *me = own + (rbase + row) * MS_WR + w0;
+    __global uint *me = own + (rbase + row) * MS_WR;
     __global const uint *oc = other + (rbase + row) * MS_WR;
-    const uint${vec} s_v = ${"*me" if W == 1 else "vload%d(0, me)" % W};
-    const uint${vec} c_v = ${"oc[w0]" if W == 1 else "vload%d(0, oc + w0)" % W};
-    const uint${vec} u_v = ${"other[(rbase + z * MS_LY + ym) * MS_WR + w0]" if W == 1 else "vload%d(0, other + (rbase + z * MS_LY + ym) * MS_WR + w0)" % W};
-    const uint${vec} d_v = ${"other[(rbase + z * MS_LY + yp) * MS_WR + w0]" if W == 1 else "vload%d(0, other + (rbase + z * MS_LY + yp) * MS_WR + w0)" % W};
+    __global const uint *up = other + (rbase + z * MS_LY + ym) * MS_WR;
+    __global const uint *dn = other + (rbase + z * MS_LY + yp) * MS_WR;
 % if dim == 3:
     const uint zp = z + 1u == MS_LZ ? 0u : z + 1u, zm = z == 0u ? MS_LZ - 1u : z - 1u;
-    const uint${vec} f_v = ${"other[(rbase + zm * MS_LY + y) * MS_WR + w0]" if W == 1 else "vload%d(0, other + (rbase + zm * MS_LY + y) * MS_WR + w0)" % W};
-    const uint${vec} b_v = ${"other[(rbase + zp * MS_LY + y) * MS_WR + w0]" if W == 1 else "vload%d(0, other + (rbase + zp * MS_LY + y) * MS_WR + w0)" % W};
-% endif
-% if not PARTIAL:
-    const uint prev = oc[w0 == 0u ? MS_WR - 1u : w0 - 1u];
-    const uint next = oc[w0 + ${W}u == MS_WR ? 0u : w0 + ${W}u];
+    __global const uint *fr = other + (rbase + zm * MS_LY + y) * MS_WR;
+    __global const uint *bk = other + (rbase + zp * MS_LY + y) * MS_WR;
 % endif
     const uint2 key = (uint2)(k0, k1);
 % if joint is not None:
     __global const uint2 *tb = (__global const uint2 *)thr + (size_t)r * ${JCELLS}u;
-    // the item's ${W * CPW} Philox calls, ${VL} at a time: lane q of batch b is
-    // call b * ${VL} + q, i.e. call h of word w0 + (b * ${VL} + q) / ${CPW}
-<%   NB = -(-(W * CPW) // VL) %>
-%   for b in range(NB):
-    uint${VL} jx${b}, jy${b}, jz${b}, jw${b};
-    ms_philox_lanes((uint${VL})((row * MS_WR + w0) * ${CPW}u + ${b * VL}u) + LANE, r, t_lo,
-                    t_hi * 2u + colour, key, &jx${b}, &jy${b}, &jz${b}, &jw${b});
-%   endfor
 % else:
 %   for i in range(D):
     const uint th${i} = thr[(size_t)r * ${D}u + ${i}u];
 %   endfor
 % endif
-    uint${vec} out_v;
-<%
-    comp = (lambda v, k: v) if W == 1 else (lambda v, k: "%s.s%s" % (v, "01234567"[k]))
-%>
-% for k in range(W):
-    {
-        const uint s = ${comp("s_v", k)};
-        const uint c = ${comp("c_v", k)};
-%   if PARTIAL:
-        const uint hn = ms_horizontal(c, 0u, 0u, odd);
-%   else:
-        const uint hn = ms_horizontal(c, ${"prev" if k == 0 else comp("c_v", k - 1)}, ${"next" if k == W - 1 else comp("c_v", k + 1)}, odd);
-%   endif
-        MS_COUNT(s, c, hn, ${comp("u_v", k)}, ${comp("d_v", k)}, ${comp("f_v", k) if dim == 3 else "0u"}, ${comp("b_v", k) if dim == 3 else "0u"})
-        uint flip = ${mask_of(always)};
-%   if D and joint is not None:
-        uint ${", ".join("ja%d = 0u" % a for a in range(JNA))};
-%     for h in range(CPW):
-<%      b, q = divmod(k * CPW + h, VL) %>
-%       for j, x in enumerate("xyzw"):
-%         if 4 * h + j < JNG:
-${joint_decode("j%s%d.s%d" % (x, b, q), 4 * h + j, "        ")}
-%         endif
-%       endfor
-%     endfor
-${joint_flip("        ")}
-%   elif D:
-%     for b in range(NP):
-        uint P${b} = ${mask_of(sum((tuple(slots[i]) for i in range(D) if (i >> b) & 1), ()))};
-%     endfor
-        // Lane q of Philox batch h is group g0 + ${lanes}h + q = bits 4q..4q+3 of
-        // the batch's ${4 * lanes} bits; component j is bit 4q + j. Lane shifts
-        // move that bit to the MSB (select) or pick it (accept bits).
-        const uint g0 = row * (MS_S / 4u) + (w0 + ${k}u) * 8u;
-        uint acc = 0u;
-%     for h in range(8 // lanes):
-%       if 4 * lanes * h < NBITS:
-        {
-            uint${lanes} vx, vy, vz, vw;
-            ms_philox_lanes((uint${lanes})(g0 + ${lanes * h}u) + LANE, r, t_lo, t_hi * 2u + colour, key,
-                            &vx, &vy, &vz, &vw);
-%         for b in range(NP):
-            const uint${lanes} P${b}v = (uint${lanes})(P${b} >> ${4 * lanes * h});
-%         endfor
-            const uint${lanes} accv = (as_uint${lanes}(vx <= ${select(NP - 1, 0, 0)}) & (BIT << 0))
-                                    | (as_uint${lanes}(vy <= ${select(NP - 1, 0, 1)}) & (BIT << 1))
-                                    | (as_uint${lanes}(vz <= ${select(NP - 1, 0, 2)}) & (BIT << 2))
-                                    | (as_uint${lanes}(vw <= ${select(NP - 1, 0, 3)}) & (BIT << 3));
-%         if lanes == 8:
-            const uint4 acc4 = accv.lo | accv.hi;
-            const uint2 acc2 = acc4.lo | acc4.hi;
-%         else:
-            const uint2 acc2 = accv.lo | accv.hi;
-%         endif
-            acc |= (acc2.x | acc2.y) << ${4 * lanes * h};
-        }
-%       endif
-%     endfor
-        flip |= acc;
-%   endif
-        ${comp("out_v", k)} = s ^ (flip & MS_VALID);
-    }
-% endfor
-% if W == 1:
-    *me = out_v;
-% else:
-    vstore${W}(out_v, 0, me);
-% endif
+${lanes_run("me", "oc", "up", "dn", "fr", "bk")}
 }
 % endif
 
@@ -643,7 +662,7 @@ void ising_ms_multisweep(__global const uint *in0, __global const uint *in1, __g
     for (uint j = 0; j < nhalf; ++j) {
         const uint colour = j & 1u;
         const ulong tj = t0 + (j >> 1);
-        const uint t_lo = (uint)tj, c3 = 2u * (uint)(tj >> 32) + colour;
+        const uint t_lo = (uint)tj, t_hi = (uint)(tj >> 32), c3 = 2u * t_hi + colour;
         __local uint *own = sm + colour * ${HS * SW}u;
         __local const uint *oth = sm + (1u - colour) * ${HS * SW}u;
 %   if BH:
@@ -651,6 +670,28 @@ void ising_ms_multisweep(__global const uint *in0, __global const uint *in1, __g
 %   else:
         const uint lo = 0u, n = ${HS * SW}u;
 %   endif
+%   if lanes > 1:
+        // runs of ${W} words of a row, the lanes 4/8 update (SIMD Philox lanes on CPUs)
+        for (uint i = lid * ${W}u; i < n; i += ${mwg * W}u) {
+            const uint sl = lo + i / ${SW}u, wi0 = i - (i / ${SW}u) * ${SW}u;
+            const uint slm = ${"sl - 1u" if BH else "sl == 0u ? %du : sl - 1u" % (HS - 1)};
+            const uint slp = ${"sl + 1u" if BH else "sl + 1u == %du ? 0u : sl + 1u" % HS};
+%     if dim == 3:
+            const uint z = MS_SLAB(sl), y = wi0 / MS_WR, w0 = wi0 - y * MS_WR;
+            const uint ym = (y == 0u ? MS_LY - 1u : y - 1u), yp = (y + 1u == MS_LY ? 0u : y + 1u);
+            __local uint *me = own + sl * ${SW}u + y * MS_WR;
+            __local const uint *oc = oth + sl * ${SW}u + y * MS_WR;
+            __local const uint *up = oth + sl * ${SW}u + ym * MS_WR, *dn = oth + sl * ${SW}u + yp * MS_WR;
+            __local const uint *fr = oth + slm * ${SW}u + y * MS_WR, *bk = oth + slp * ${SW}u + y * MS_WR;
+%     else:
+            const uint z = 0u, y = MS_SLAB(sl), w0 = wi0;
+            __local uint *me = own + sl * ${SW}u;
+            __local const uint *oc = oth + sl * ${SW}u, *up = oth + slm * ${SW}u, *dn = oth + slp * ${SW}u;
+%     endif
+            const uint row = z * MS_LY + y, odd = (colour + y + z) & 1u;
+${lanes_run("me", "oc", "up", "dn", "fr", "bk")}
+        }
+%   else:
         for (uint i = lid; i < n; i += ${mwg}u) {
             const uint sl = lo + i / ${SW}u, wi = i - (i / ${SW}u) * ${SW}u;
             const uint slm = ${"sl - 1u" if BH else "sl == 0u ? %du : sl - 1u" % (HS - 1)};
@@ -681,6 +722,7 @@ ${accept_code("joint" if joint is not None else accept, "            ")}
 %   endif
             own[sl * ${SW}u + wi] = s ^ (flip & MS_VALID);
         }
+%   endif
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     for (uint i = lid; i < ${2 * BT * SW}u; i += ${mwg}u) {

@@ -32,7 +32,7 @@ Options (None: the device's default, from its DeviceFacts):
   rows (2D) or z planes (3D) with a halo of 2m slabs in local memory, or a
   whole replica when it fits, and sweeps it between barriers; the halo
   shrinks by one slab per half-sweep, so the spins are exactly those of m
-  sweeps of single launches). None: MULTISWEEP_SWEEPS on GPUs for up to
+  sweeps of single launches). None: MULTISWEEP_SWEEPS for up to
   MULTISWEEP_MAX_SITES sites in all (where launches, not the device, set the
   pace), else 1;
 * ``band``: slabs per band of the multi-sweep kernel (a divisor of Ly in 2D,
@@ -74,11 +74,12 @@ class MultispinBackend:
     GPU_DEFAULTS = {"lanes": 1, "words_per_item": 4}
     MIN_GROUPS_PER_CU = 6
     CPU_DEFAULTS = {"lanes": 8, "words_per_item": 4}
-    # several sweeps per launch on GPUs up to this many sites (all replicas):
-    # two launches of ~10 us per sweep cost more than the sweep itself there
-    MULTISWEEP_MAX_SITES = 2**25
-    MULTISWEEP_SWEEPS = {"band": 2, "whole": 4}     # sweeps per launch (auto)
-    MULTISWEEP_WG = {True: 1024, False: 256}        # work group by DeviceFacts.is_gpu
+    # Several sweeps per launch up to this many sites (all replicas), by
+    # DeviceFacts.is_gpu: two launches per sweep (~10 us each on an H100,
+    # 15-30 us on PoCL) cost more than the sweep itself there.
+    MULTISWEEP_MAX_SITES = {True: 2**25, False: 2**18}
+    MULTISWEEP_SWEEPS = {True: {"band": 2, "whole": 4}, False: {"band": 8, "whole": 8}}
+    MULTISWEEP_WG = {True: 1024, False: 256}
 
     @classmethod
     def check_shape(cls, shape):
@@ -172,15 +173,16 @@ class MultispinBackend:
         lout = self.Lz if self.dim == 3 else self.shape[1]
         slab = 8 * (self.shape[1] if self.dim == 3 else 1) * self.WR     # bytes, both colours
         budget = dev.facts.local_mem
+        gpu = dev.facts.is_gpu
         if auto:
-            if not dev.facts.is_gpu or self.R * self.N > self.MULTISWEEP_MAX_SITES:
+            if self.R * self.N > self.MULTISWEEP_MAX_SITES[gpu]:
                 return 1, None, None
-            spl = self.MULTISWEEP_SWEEPS["whole" if lout * slab <= budget else "band"]
+            spl = self.MULTISWEEP_SWEEPS[gpu]["whole" if lout * slab <= budget else "band"]
         if spl == 1:
             return 1, None, None
-        mwg = min(self.MULTISWEEP_WG[dev.facts.is_gpu], dev.facts.max_work_group)
+        mwg = min(self.MULTISWEEP_WG[gpu], dev.facts.max_work_group)
         if band is None:
-            band = self._best_band(spl, lout, slab, budget, dev.facts.compute_units)
+            band = self._best_band(spl, lout, slab, budget, dev.facts.compute_units, mwg, gpu)
             if band is None:
                 if auto:
                     return 1, None, None
@@ -193,20 +195,23 @@ class MultispinBackend:
                              f"the {budget} bytes of local memory ({slab} bytes per slab); got {band}")
         return spl, (band, halo), mwg
 
-    def _best_band(self, spl, lout, slab, budget, units):
-        """The whole side if a replica fits local memory, else the divisor T of
-        the side that minimises waves of work groups x word updates per group
-        (sum over the 2 spl half-sweeps of the T + 4 spl - 2 - 2j slabs updated)."""
-        if lout * slab <= budget:
-            return lout
+    def _best_band(self, spl, lout, slab, budget, units, mwg, gpu):
+        """The band (a divisor of the side, or the whole side: no halo) that fits
+        local memory and minimises waves of work groups x the time of one group:
+        on GPUs its rounds (words / work-group size per half-sweep), on CPUs
+        (one core per group) its words. None if no band fits."""
+        words_per_slab = slab // 8
         best, best_cost = None, None
-        for T in range(1, lout):
-            hs = T + 4 * spl
+        for T in range(lout, 0, -1):
+            halo = 0 if T == lout else 2 * spl
+            hs = T + 2 * halo
             if lout % T or hs * slab > budget:
                 continue
-            waves = -(-self.R * (lout // T) // units)
-            cost = waves * sum(hs - 2 - 2 * j for j in range(2 * spl))
-            if best_cost is None or cost <= best_cost:
+            slabs = [hs if not halo else hs - 2 - 2 * j for j in range(2 * spl)]
+            per_group = sum(max(1, -(-n * words_per_slab // mwg)) if gpu else n * words_per_slab
+                            for n in slabs)
+            cost = -(-self.R * (lout // T) // units) * per_group
+            if best_cost is None or cost < best_cost:
                 best, best_cost = T, cost
         return best
 
