@@ -298,6 +298,8 @@ def tune(timer, quick, variants):
     for dim, L in sizes.items():
         for v in variants:
             timer.run("multispin", dim, L, dict(v, spins_per_word="auto"))
+        # k = 2: a 16-cell (3D) / 9-cell (2D) table, twice the Philox calls of k = 4
+        timer.run("multispin", dim, L, {"spins_per_word": 2})
     mids = {2: 256 if quick else 4096, 3: 32 if quick else 128}
     for dim, L in mids.items():
         for spl in (1, 2, 4, 8):
