@@ -157,9 +157,13 @@ def correctness(dev, report, quick):
         report.add(f"check {name}", "bit_exact", bool(same))
 
     temps, h = {2: [TC_2D, 1.3 * TC_2D], 3: [TC_3D, 1.3 * TC_3D]}, 0.1
-    ms_sets = [{}, {"lanes": 1, "accept": "compare"}, {"lanes": 1, "words_per_item": 32},
-               {"lanes": 4, "words_per_item": 2}, {"sweeps_per_launch": 2, "band": 4},
-               {"sweeps_per_launch": 3}]
+    # plain sweep kernel (one launch per half-sweep: small lattices would
+    # otherwise take the multi-sweep kernel) in several designs, then the
+    # multi-sweep kernel with bands and whole replicas, then the defaults
+    one = {"sweeps_per_launch": 1}
+    ms_sets = [one, dict(one, lanes=1, accept="compare"), dict(one, lanes=1, words_per_item=32),
+               dict(one, lanes=4, words_per_item=2), {"sweeps_per_launch": 2, "band": 4},
+               {"sweeps_per_launch": 3}, {}]
     for shape in ((128, 16), (64, 8, 8)):
         dim = len(shape)
         thr = np.stack([metropolis_thresholds(dim, T, 1.0, h) for T in temps[dim]])

@@ -86,7 +86,9 @@ CASES = [((16, 6), 1.0, 0.0), ((128, 4), 1.0, 0.3), ((64, 2), -1.0, 0.0), ((8, 4
 
 
 # the option that makes each algorithm draw one Philox word per site update
-ONE_WORD = {"multispin": {"spins_per_word": 1}}
+# (and multispin's plain sweep kernel, which small lattices on CPUs would
+# otherwise leave to the multi-sweep kernel, tests/test_ising_multisweep.py)
+ONE_WORD = {"multispin": {"spins_per_word": 1, "sweeps_per_launch": 1}}
 
 
 @pytest.mark.parametrize("shape,J,h", CASES)
@@ -115,7 +117,7 @@ def test_multispin_tuning_variants(device, W, lanes):
     """Every tuning variant draws the same words: spins do not depend on it."""
     shape, temps = (512, 4), [2.2, 3.1]
     ens, start = _run(device, shape, temps, 2, algorithm="multispin", words_per_item=W, lanes=lanes,
-                      wg=8, spins_per_word=1)
+                      wg=8, spins_per_word=1, sweeps_per_launch=1)
     want = ref.checkerboard_sweeps(start, _thr(2, temps), 2, seed=5)
     np.testing.assert_array_equal(ens.spins(), want)
 
@@ -128,7 +130,7 @@ def test_multispin_scalar_lanes_matches_numpy(device, shape, h, W, accept):
     the same words as the twin: full and partial rows, 2D and 3D, h != 0."""
     temps = [1.9, 2.6, 4.6]
     ens, start = _run(device, shape, temps, 2, algorithm="multispin", lanes=1, words_per_item=W,
-                      accept=accept, wg=4, h=h, spins_per_word=1)
+                      accept=accept, wg=4, h=h, spins_per_word=1, sweeps_per_launch=1)
     want = ref.checkerboard_sweeps(start, _thr(len(shape), temps, h=h), 2, seed=5)
     np.testing.assert_array_equal(ens.spins(), want)
     np.testing.assert_array_equal(np.stack(ens.sums()), np.stack(ref.sums(want)))
@@ -174,13 +176,15 @@ def test_oclgrind_runs_every_kernel_and_matches(device, oclgrind):
              ((8, 2), "checkerboard", "xorshift32", {}), ((32, 2), "checkerboard", "philox", {}),
              ((32, 2, 2), "checkerboard", "lcg", {"chunks": True}),
              ((16, 4), "multispin", "philox", {"sweeps_per_launch": 2}),
-             ((16, 2), "multispin", "philox", {}), ((128, 2), "multispin", "philox", {"words_per_item": 2}),
-             ((8, 2, 2), "multispin", "philox", {}),
-             ((16, 2), "multispin", "philox", {"lanes": 1}),
+             ((16, 2), "multispin", "philox", {"sweeps_per_launch": 1}),
+             ((128, 2), "multispin", "philox", {"words_per_item": 2, "sweeps_per_launch": 1}),
+             ((8, 2, 2), "multispin", "philox", {"sweeps_per_launch": 1}),
+             ((16, 2), "multispin", "philox", {"lanes": 1, "sweeps_per_launch": 1}),
              ((128, 4), "multispin", "philox",
-              {"lanes": 1, "words_per_item": 2, "accept": "compare", "spins_per_word": 1}),
-             ((64, 2), "multispin", "philox", {"spins_per_word": 1}),
-             ((64, 2, 2), "multispin", "philox", {"lanes": 1, "words_per_item": 2})]
+              {"lanes": 1, "words_per_item": 2, "accept": "compare", "spins_per_word": 1, "sweeps_per_launch": 1}),
+             ((64, 2), "multispin", "philox", {"spins_per_word": 1, "sweeps_per_launch": 1}),
+             ((64, 2, 2), "multispin", "philox", {"lanes": 1, "words_per_item": 2, "sweeps_per_launch": 1}),
+             ((64, 4), "multispin", "philox", {})]                  # the device's default launch mode
     cases += [((128, 2), alg, backends.load(alg).rngs[0], {}) for alg in ALGORITHMS
               if alg not in ("checkerboard", "multispin") and _allowed(alg, (128, 2))]
     for shape, alg, rng, opts in cases:

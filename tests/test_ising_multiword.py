@@ -141,9 +141,11 @@ TWIN_CASES = [((64, 4), 1.0, 0.0, {}), ((16, 6), 1.0, 0.3, {}), ((128, 4), 1.0, 
 def test_joint_mode_matches_numpy_twin(device, shape, J, h, opts):
     """Same spins as clphys.ising.reference.multispin_sweeps, bit for bit: 2D
     and 3D, partial and multi-word rows, J < 0, h != 0, J = 0 (k = 8),
-    both sweep designs, several words per item, one temperature per replica."""
+    both sweep designs, several words per item, one temperature per replica
+    (the plain sweep kernel: one launch per half-sweep)."""
     temps = [1.9, 2.6, 4.6]
-    ens = ENSEMBLE[len(shape)](shape, temps, J=J, h=h, seed=5, device=device, **opts)
+    ens = ENSEMBLE[len(shape)](shape, temps, J=J, h=h, seed=5, device=device, sweeps_per_launch=1,
+                               **opts)
     start = ens.spins()
     ens.sweep(3)
     spw = opts.get("spins_per_word", "auto")
@@ -176,7 +178,8 @@ def test_pocl_and_oclgrind_agree(device, oclgrind):
     for shape, J, h, opts in cases:
         out = []
         for dev in (device, oclgrind):
-            ens = ENSEMBLE[len(shape)](shape, [2.0, 3.5], J=J, h=h, seed=9, device=dev, **opts)
+            ens = ENSEMBLE[len(shape)](shape, [2.0, 3.5], J=J, h=h, seed=9, device=dev,
+                                       sweeps_per_launch=1, **opts)
             ens.sweep(2)
             out.append(ens.spins())
         np.testing.assert_array_equal(out[0], out[1], err_msg=f"{shape} {opts}")

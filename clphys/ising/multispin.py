@@ -136,7 +136,7 @@ class MultispinBackend:
         if self.spins_per_word not in (1, "auto") and self.row_bits % self.spins_per_word:
             raise ValueError(f"spins_per_word={self.spins_per_word} must divide the "
                              f"{self.row_bits} spins of a row word (Lx = {Lx})")
-        self.sweeps_per_launch, self.band, self.mwg = self._plan_launches(opts, dev)
+        self.sweeps_per_launch, self.band, self.mwg = self._plan_launches(opts, dev, lanes, W)
         spins = 8 * n_replicas * self.words
         check_memory(dev, {"spins": spins * (2 if self.band else 1),
                            "tables": 8 * _thr.MAX_CELLS * n_replicas},
@@ -166,8 +166,10 @@ class MultispinBackend:
         self.key = _rng.seed_key(seed)
         self.t = 0
 
-    def _plan_launches(self, opts, dev):
-        """(sweeps per launch, (slabs, halo) of a band or None, multi-sweep work-group size)."""
+    def _plan_launches(self, opts, dev, lanes=1, W=1):
+        """(sweeps per launch, (slabs, halo) of a band or None, multi-sweep
+        work-group size: at most MULTISWEEP_WG, no larger than the first
+        half-sweep's words (runs of W words with lanes 4/8) need)."""
         spl, band = opts["sweeps_per_launch"], opts["band"]
         auto = spl is None
         lout = self.Lz if self.dim == 3 else self.shape[1]
@@ -193,6 +195,10 @@ class MultispinBackend:
         if lout % band or (band + 2 * halo) * slab > budget:
             raise ValueError(f"band must divide {lout} and, with a {halo}-slab halo on each side, fit "
                              f"the {budget} bytes of local memory ({slab} bytes per slab); got {band}")
+        items = (band + 2 * halo - (2 if halo else 0)) * (slab // 8) // (W if lanes > 1 else 1)
+        floor = max(dev.facts.wg_multiple, 1)
+        while mwg // 2 >= max(items, floor):
+            mwg //= 2
         return spl, (band, halo), mwg
 
     def _best_band(self, spl, lout, slab, budget, units, mwg, gpu):
