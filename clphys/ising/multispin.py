@@ -77,9 +77,16 @@ class MultispinBackend:
     # Several sweeps per launch up to this many sites (all replicas), by
     # DeviceFacts.is_gpu: two launches per sweep (~10 us each on an H100,
     # 15-30 us on PoCL) cost more than the sweep itself there.
-    MULTISWEEP_MAX_SITES = {True: 2**25, False: 2**18}
+    MULTISWEEP_MAX_SITES = {True: 2**25, False: 2**19}
     MULTISWEEP_SWEEPS = {True: {"band": 2, "whole": 4}, False: {"band": 8, "whole": 8}}
     MULTISWEEP_WG = {True: 1024, False: 256}
+    # On CPUs (one core per work group) the multi-sweep kernel is used only
+    # where it is cheaper than single launches by the model of _best_band
+    # with a launch worth CPU_LAUNCH_WORDS word updates of one core (PoCL:
+    # 15-30 us per launch, ~40-70 ns per 32-spin word; this value reproduced
+    # every ordering measured on 2 cores for 2D L = 64..512, 3D L = 16..64 and
+    # 64 replicas of 64^2)
+    CPU_LAUNCH_WORDS = 400
 
     @classmethod
     def check_shape(cls, shape):
@@ -185,7 +192,8 @@ class MultispinBackend:
         mwg = min(self.MULTISWEEP_WG[gpu], dev.facts.max_work_group)
         if band is None:
             band = self._best_band(spl, lout, slab, budget, dev.facts.compute_units, mwg, gpu)
-            if band is None:
+            if band is None or (auto and not gpu and not self._cpu_gain(spl, band, lout, slab,
+                                                                     dev.facts.compute_units)):
                 if auto:
                     return 1, None, None
                 raise ValueError(f"sweeps_per_launch={spl}: no band of {'z planes' if self.dim == 3 else 'rows'} "
@@ -200,6 +208,18 @@ class MultispinBackend:
         while mwg // 2 >= max(items, floor):
             mwg //= 2
         return spl, (band, halo), mwg
+
+    def _cpu_gain(self, spl, band, lout, slab, units):
+        """Whether spl sweeps per launch with this band beat single launches on
+        a CPU: per sweep, 2 (launch + words of a colour / units) against
+        (launch + waves x words of one group) / spl, launch = CPU_LAUNCH_WORDS."""
+        words = slab // 8
+        halo = 0 if band == lout else 2 * spl
+        hs = band + 2 * halo
+        group = sum((hs if not halo else hs - 2 - 2 * j) * words for j in range(2 * spl))
+        plain = 2 * (self.CPU_LAUNCH_WORDS + self.R * lout * words / units)
+        multi = (self.CPU_LAUNCH_WORDS + -(-self.R * (lout // band) // units) * group) / spl
+        return multi < plain
 
     def _best_band(self, spl, lout, slab, budget, units, mwg, gpu):
         """The band (a divisor of the side, or the whole side: no halo) that fits
