@@ -625,12 +625,17 @@ ${accept_code("joint" if joint is not None else "select", "        ")}
     OFF = LOUT * (-(-BH // LOUT)) - BH       # slab(s) = (band * BT + s + OFF) % LOUT
 %>
 // Several half-sweeps per launch (temporal blocking), same words and spins as
-// nhalf launches of ising_ms_sweep. Work group g = (replica r, band b)
-// holds slabs b * ${BT} - ${BH} .. b * ${BT} + ${BT + BH - 1} (periodic; a slab is ${"a z plane" if dim == 3 else "a row"},
-// ${SW} words per colour) of both colours in local memory. Half-sweep j updates
-// colour j % 2 of local slabs ${"j + 1 .. " + str(HS - 2) + " - j: their neighbours are still exact there (the halo shrinks by one slab per half-sweep), so nhalf <= " + str(2 * BH) + " leaves" if BH else "all of them (the whole lattice, periodic), so any nhalf leaves"} the band
-// exact; it is written to out0/out1 (the other buffer pair: other bands read
-// their halos from in0/in1 during the launch). Sweep numbers start at
+// nhalf launches of ising_ms_sweep. Work group g = (replica r, band b) holds
+// slabs b * ${BT} - ${BH} .. b * ${BT} + ${BT + BH - 1} (periodic; a slab is ${"a z plane" if dim == 3 else "a row"}, ${SW} words per
+// colour) of both colours in local memory. Half-sweep j updates colour j % 2 of
+% if BH:
+// local slabs j + 1 .. ${HS - 2} - j, whose neighbours are still exact (the halo
+// shrinks by one slab per half-sweep), so nhalf <= ${2 * BH} leaves the band exact.
+% else:
+// every slab (the whole replica, periodic), so any nhalf leaves it exact.
+% endif
+// The band goes to out0/out1 (the other buffer pair: other bands read their
+// halos from in0/in1 during the launch). Sweep numbers start at
 // t_hi0 2^32 + t_lo0 with colour 0.
 __kernel __attribute__((reqd_work_group_size(${mwg}, 1, 1)))
 void ising_ms_multisweep(__global const uint *in0, __global const uint *in1, __global uint *out0,
