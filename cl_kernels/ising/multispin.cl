@@ -62,8 +62,14 @@
     ROWS = Ly * Lz
     if lanes not in (1, 4, 8):
         raise ValueError("multispin.cl: lanes must be 1, 4 or 8, got %r" % (lanes,))
-    if lanes > 1 and (W not in (1, 2, 4, 8) or WR % W):
-        raise ValueError("multispin.cl: W must be 1, 2, 4 or 8 and divide the %d words per row" % WR)
+    # lanes 4/8 with one word per row: an item takes W consecutive rows (of one
+    # z plane, contiguous in memory) instead of W words of a row
+    ROWS_RUN = lanes > 1 and WR == 1 and W > 1
+    if lanes > 1 and (W not in (1, 2, 4, 8) or (WR % W if WR > 1 else Ly % W)):
+        raise ValueError("multispin.cl: W must be 1, 2, 4 or 8 and divide the %d words per row "
+                         "(or Ly = %d with one word per row)" % (WR, Ly))
+    if ROWS_RUN and context.get("band"):
+        raise ValueError("multispin.cl: the multi-sweep kernel needs W = 1 with one word per row")
     if lanes == 1 and W not in (1, 2, 4, 8, 16, 32):
         raise ValueError("multispin.cl: W must be 1, 2, 4, 8, 16 or 32 with lanes = 1, got %r" % (W,))
     accept = context.get("accept", "select")
@@ -258,13 +264,19 @@ inline uint ms_horizontal(uint c, uint cm, uint cp, uint odd)
 <% ld = (lambda p: "%s[w0]" % p) if W == 1 else (lambda p: "vload%d(0, %s + w0)" % (W, p)) %>
     const uint${vec} s_v = ${ld(own)};
     const uint${vec} c_v = ${ld(oc)};
+% if ROWS_RUN:
+    // W rows of one word: up / dn point at the rows y - 1 and y + W; the other
+    // neighbour rows are the run's own other-colour words
+    const uint u_first = ${up}[0], d_last = ${dn}[0];
+% else:
     const uint${vec} u_v = ${ld(up)};
     const uint${vec} d_v = ${ld(dn)};
+% endif
 % if dim == 3:
     const uint${vec} f_v = ${ld(fr)};
     const uint${vec} b_v = ${ld(bk)};
 % endif
-% if not PARTIAL:
+% if not PARTIAL and not ROWS_RUN:
     const uint prev = oc[w0 == 0u ? MS_WR - 1u : w0 - 1u];
     const uint next = oc[w0 + ${W}u == MS_WR ? 0u : w0 + ${W}u];
 % endif
@@ -286,12 +298,18 @@ inline uint ms_horizontal(uint c, uint cm, uint cp, uint odd)
     {
         const uint s = ${comp("s_v", k)};
         const uint c = ${comp("c_v", k)};
-%   if PARTIAL:
-        const uint hn = ms_horizontal(c, 0u, 0u, odd);
+%   if ROWS_RUN:
+        const uint oddk = odd ^ ${k % 2}u;
+        const uint hn = ms_horizontal(c, ${"0u, 0u" if PARTIAL else "c, c"}, oddk);
+        MS_COUNT(s, c, hn, ${"u_first" if k == 0 else comp("c_v", k - 1)}, ${"d_last" if k == W - 1 else comp("c_v", k + 1)}, ${comp("f_v", k) if dim == 3 else "0u"}, ${comp("b_v", k) if dim == 3 else "0u"})
 %   else:
+%     if PARTIAL:
+        const uint hn = ms_horizontal(c, 0u, 0u, odd);
+%     else:
         const uint hn = ms_horizontal(c, ${"prev" if k == 0 else comp("c_v", k - 1)}, ${"next" if k == W - 1 else comp("c_v", k + 1)}, odd);
-%   endif
+%     endif
         MS_COUNT(s, c, hn, ${comp("u_v", k)}, ${comp("d_v", k)}, ${comp("f_v", k) if dim == 3 else "0u"}, ${comp("b_v", k) if dim == 3 else "0u"})
+%   endif
         uint flip = ${mask_of(always)};
 %   if D and joint is not None:
         uint ${", ".join("ja%d = 0u" % a for a in range(JNA))};
@@ -311,7 +329,7 @@ ${joint_flip("        ")}
         // Lane q of Philox batch h is group g0 + ${lanes}h + q = bits 4q..4q+3 of
         // the batch's ${4 * lanes} bits; component j is bit 4q + j. Lane shifts
         // move that bit to the MSB (select) or pick it (accept bits).
-        const uint g0 = row * (MS_S / 4u) + (w0 + ${k}u) * 8u;
+        const uint g0 = ${"(row + %du) * (MS_S / 4u)" % k if ROWS_RUN else "row * (MS_S / 4u) + (w0 + %du) * 8u" % k};
         uint acc = 0u;
 %     for h in range(8 // lanes):
 %       if 4 * lanes * h < NBITS:
@@ -433,13 +451,22 @@ ${accept_code("nocompare" if diag == "nocompare" else accept, "        ")}
     const size_t t = get_global_id(0);
     // runs per row, per replica; remainders as x - q d (Oclgrind cannot check
     // the `freeze` of LLVM's div/rem pairing)
+% if ROWS_RUN:
+    // rows row .. row + ${W - 1} (one word each, one z plane)
+    const uint IPR = MS_ROWS / ${W}u;
+    if (t >= (size_t)R * IPR) return;
+    const uint r = (uint)(t / IPR), row = (uint)(t - (size_t)r * IPR) * ${W}u, w0 = 0u;
+    const uint z = row / MS_LY, y = row - z * MS_LY;
+    const uint yp = y + ${W}u == MS_LY ? 0u : y + ${W}u, ym = y == 0u ? MS_LY - 1u : y - 1u;
+% else:
     const uint RPR = MS_WR / ${W}u, IPR = MS_ROWS * RPR;
     if (t >= (size_t)R * IPR) return;
     const uint r = (uint)(t / IPR), rem = (uint)(t - (size_t)r * IPR);
     const uint row = rem / RPR, w0 = (rem - row * RPR) * ${W}u;
     const uint z = row / MS_LY, y = row - z * MS_LY;
-    const uint odd = (colour + y + z) & 1u;
     const uint yp = y + 1u == MS_LY ? 0u : y + 1u, ym = y == 0u ? MS_LY - 1u : y - 1u;
+% endif
+    const uint odd = (colour + y + z) & 1u;
     const size_t rbase = (size_t)r * MS_ROWS;
     __global uint *me = own + (rbase + row) * MS_WR;
     __global const uint *oc = other + (rbase + row) * MS_WR;
