@@ -138,7 +138,9 @@ TWIN_CASES = [((64, 4), 1.0, 0.0, {}), ((16, 6), 1.0, 0.3, {}), ((128, 4), 1.0, 
               # one word per row, lanes 4/8: an item takes several rows
               ((64, 8), 1.0, 0.2, {"lanes": 8, "words_per_item": 4}), ((24, 8), -1.0, 0.0, {"lanes": 4}),
               ((64, 8, 4), 1.0, 0.0, {"lanes": 8, "words_per_item": 8}),
-              ((64, 8, 4), 1.0, 0.3, {"lanes": 4, "words_per_item": 2, "spins_per_word": 1})]
+              ((64, 8, 4), 1.0, 0.3, {"lanes": 4, "words_per_item": 2, "spins_per_word": 1}),
+              ((128, 4, 4), 1.0, 0.0, {"lanes": 8, "words_per_item": 4}), ((128, 8), 1.0, 0.2, {"lanes": 8, "words_per_item": 8}),
+              ((128, 4, 2), -1.0, 0.1, {"lanes": 4, "words_per_item": 8, "spins_per_word": 1})]
 
 
 @pytest.mark.parametrize("shape,J,h,opts", TWIN_CASES)

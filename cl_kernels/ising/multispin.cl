@@ -62,14 +62,15 @@
     ROWS = Ly * Lz
     if lanes not in (1, 4, 8):
         raise ValueError("multispin.cl: lanes must be 1, 4 or 8, got %r" % (lanes,))
-    # lanes 4/8 with one word per row: an item takes W consecutive rows (of one
-    # z plane, contiguous in memory) instead of W words of a row
-    ROWS_RUN = lanes > 1 and WR == 1 and W > 1
-    if lanes > 1 and (W not in (1, 2, 4, 8) or (WR % W if WR > 1 else Ly % W)):
-        raise ValueError("multispin.cl: W must be 1, 2, 4 or 8 and divide the %d words per row "
-                         "(or Ly = %d with one word per row)" % (WR, Ly))
+    # lanes 4/8 with fewer words per row than W: an item takes RR = W / WR
+    # whole consecutive rows of one z plane (contiguous in memory)
+    ROWS_RUN = lanes > 1 and WR < W
+    RR = W // WR if ROWS_RUN else 1
+    if lanes > 1 and (W not in (1, 2, 4, 8) or (W % WR or Ly % RR if ROWS_RUN else WR % W)):
+        raise ValueError("multispin.cl: W must be 1, 2, 4 or 8 and divide the %d words per row, or "
+                         "be whole rows (W / %d dividing Ly = %d)" % (WR, WR, Ly))
     if ROWS_RUN and context.get("band"):
-        raise ValueError("multispin.cl: the multi-sweep kernel needs W = 1 with one word per row")
+        raise ValueError("multispin.cl: the multi-sweep kernel needs W to divide the words per row")
     if lanes == 1 and W not in (1, 2, 4, 8, 16, 32):
         raise ValueError("multispin.cl: W must be 1, 2, 4, 8, 16 or 32 with lanes = 1, got %r" % (W,))
     accept = context.get("accept", "select")
@@ -265,9 +266,11 @@ inline uint ms_horizontal(uint c, uint cm, uint cp, uint odd)
     const uint${vec} s_v = ${ld(own)};
     const uint${vec} c_v = ${ld(oc)};
 % if ROWS_RUN:
-    // W rows of one word: up / dn point at the rows y - 1 and y + W; the other
-    // neighbour rows are the run's own other-colour words
-    const uint u_first = ${up}[0], d_last = ${dn}[0];
+    // ${RR} whole rows: up / dn point at the rows y - 1 and y + ${RR}; the other
+    // neighbour rows and words are the run's own other-colour words
+%   for j in range(WR):
+    const uint u_first${j} = ${up}[${j}], d_last${j} = ${dn}[${j}];
+%   endfor
 % else:
     const uint${vec} u_v = ${ld(up)};
     const uint${vec} d_v = ${ld(dn)};
@@ -299,9 +302,14 @@ inline uint ms_horizontal(uint c, uint cm, uint cp, uint odd)
         const uint s = ${comp("s_v", k)};
         const uint c = ${comp("c_v", k)};
 %   if ROWS_RUN:
-        const uint oddk = odd ^ ${k % 2}u;
-        const uint hn = ms_horizontal(c, ${"0u, 0u" if PARTIAL else "c, c"}, oddk);
-        MS_COUNT(s, c, hn, ${"u_first" if k == 0 else comp("c_v", k - 1)}, ${"d_last" if k == W - 1 else comp("c_v", k + 1)}, ${comp("f_v", k) if dim == 3 else "0u"}, ${comp("b_v", k) if dim == 3 else "0u"})
+<%    rk, wk = divmod(k, WR) %>
+        const uint oddk = odd ^ ${rk % 2}u;
+%     if PARTIAL:
+        const uint hn = ms_horizontal(c, 0u, 0u, oddk);
+%     else:
+        const uint hn = ms_horizontal(c, ${comp("c_v", rk * WR + (wk - 1) % WR)}, ${comp("c_v", rk * WR + (wk + 1) % WR)}, oddk);
+%     endif
+        MS_COUNT(s, c, hn, ${"u_first%d" % wk if rk == 0 else comp("c_v", k - WR)}, ${"d_last%d" % wk if rk == RR - 1 else comp("c_v", k + WR)}, ${comp("f_v", k) if dim == 3 else "0u"}, ${comp("b_v", k) if dim == 3 else "0u"})
 %   else:
 %     if PARTIAL:
         const uint hn = ms_horizontal(c, 0u, 0u, odd);
@@ -329,7 +337,7 @@ ${joint_flip("        ")}
         // Lane q of Philox batch h is group g0 + ${lanes}h + q = bits 4q..4q+3 of
         // the batch's ${4 * lanes} bits; component j is bit 4q + j. Lane shifts
         // move that bit to the MSB (select) or pick it (accept bits).
-        const uint g0 = ${"(row + %du) * (MS_S / 4u)" % k if ROWS_RUN else "row * (MS_S / 4u) + (w0 + %du) * 8u" % k};
+        const uint g0 = ${"(row + %du) * (MS_S / 4u)" % k if PARTIAL else "row * (MS_S / 4u) + (w0 + %du) * 8u" % k};
         uint acc = 0u;
 %     for h in range(8 // lanes):
 %       if 4 * lanes * h < NBITS:
@@ -452,12 +460,12 @@ ${accept_code("nocompare" if diag == "nocompare" else accept, "        ")}
     // runs per row, per replica; remainders as x - q d (Oclgrind cannot check
     // the `freeze` of LLVM's div/rem pairing)
 % if ROWS_RUN:
-    // rows row .. row + ${W - 1} (one word each, one z plane)
-    const uint IPR = MS_ROWS / ${W}u;
+    // whole rows row .. row + ${RR - 1} (one z plane)
+    const uint IPR = MS_ROWS / ${RR}u;
     if (t >= (size_t)R * IPR) return;
-    const uint r = (uint)(t / IPR), row = (uint)(t - (size_t)r * IPR) * ${W}u, w0 = 0u;
+    const uint r = (uint)(t / IPR), row = (uint)(t - (size_t)r * IPR) * ${RR}u, w0 = 0u;
     const uint z = row / MS_LY, y = row - z * MS_LY;
-    const uint yp = y + ${W}u == MS_LY ? 0u : y + ${W}u, ym = y == 0u ? MS_LY - 1u : y - 1u;
+    const uint yp = y + ${RR}u == MS_LY ? 0u : y + ${RR}u, ym = y == 0u ? MS_LY - 1u : y - 1u;
 % else:
     const uint RPR = MS_WR / ${W}u, IPR = MS_ROWS * RPR;
     if (t >= (size_t)R * IPR) return;

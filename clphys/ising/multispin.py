@@ -19,8 +19,8 @@ Options (None: the device's default, from its DeviceFacts):
   (default on GPUs: fewest instructions per spin, coalesced loads);
 * ``words_per_item``: words (32 spins each) per work item, reduced to the
   largest power of two that fits: with lanes 4/8, 1, 2, 4 or 8 consecutive
-  words of a row (dividing the words per row; with one word per row and one
-  launch per half-sweep, of consecutive rows, dividing Ly); with lanes 1, 1
+  words of a row (dividing the words per row; with rows shorter than that and
+  one launch per half-sweep, of whole consecutive rows); with lanes 1, 1
   to 32 words of consecutive rows (dividing Ly), one per loop step (default 4, halved on
   GPUs while the launch would have fewer than ``MIN_GROUPS_PER_CU`` work
   groups per compute unit);
@@ -146,11 +146,11 @@ class MultispinBackend:
             raise ValueError(f"spins_per_word={self.spins_per_word} must divide the "
                              f"{self.row_bits} spins of a row word (Lx = {Lx})")
         self.sweeps_per_launch, self.band, self.mwg = self._plan_launches(opts, dev, lanes, W)
-        if lanes > 1 and self.WR == 1 and not self.band:
-            # one word per row: an item takes W consecutive rows of a z plane,
-            # so that the joint mode's Philox calls fill the SIMD lanes
+        if lanes > 1 and self.WR < wanted and not self.band:
+            # short rows: an item takes W / WR whole rows of a z plane, so that
+            # the joint mode's Philox calls fill the SIMD lanes
             W = wanted
-            while Ly % W:
+            while W > self.WR and Ly % (W // self.WR):
                 W //= 2
         spins = 8 * n_replicas * self.words
         check_memory(dev, {"spins": spins * (2 if self.band else 1),
