@@ -53,7 +53,6 @@ import pyopencl as cl
 
 from .. import _validate
 from .. import rng as _rng
-from ..runtime import check_memory
 from . import thresholds as _thr
 from ._device import (SumsReducer, check_options, check_sides, device_wg, enqueue_upload,
                       zeroed_buffer)
@@ -152,11 +151,6 @@ class MultispinBackend:
             W = wanted
             while W > self.WR and Ly % (W // self.WR):
                 W //= 2
-        spins = 8 * n_replicas * self.words
-        check_memory(dev, {"spins": spins * (2 if self.band else 1),
-                           "tables": 8 * _thr.MAX_CELLS * n_replicas},
-                     f"{n_replicas} multispin lattice(s) of shape {tuple(shape)}",
-                     "use fewer replicas or a smaller lattice")
         if opts["words_per_item"] is None and dev.facts.is_gpu:
             # keep at least MIN_GROUPS_PER_CU work groups per compute unit (the
             # waves' tail costs more than the per-item setup saved)
