@@ -228,7 +228,8 @@ void ts_acf_finish(__global const ${ytype} *y, __global const ulong *hoff,
 %   else:
     const double ma = A / N, mb = B / N;
     const double va = (C0 - h.s3) / N - ma * ma, vb = (C0 - h.s1) / N - mb * mb;
-    r = va > 0.0 && vb > 0.0 ? (C / N - ma * mb) / sqrt(va * vb) : NAN;
+    // one pair has no variance (what is left of va, vb is rounding)
+    r = N > 1.0 && va > 0.0 && vb > 0.0 ? (C / N - ma * mb) / sqrt(va * vb) : NAN;
 %   endif
     if (l == 0) r = 1.0;
 % endif

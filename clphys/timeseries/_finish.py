@@ -100,7 +100,8 @@ def acf(cross: np.ndarray, head: np.ndarray, tail: np.ndarray, s1: float, s2: fl
             ma, mb = A / N, B / N
             va = (C0 - t2) / N - ma * ma
             vb = (C0 - h2) / N - mb * mb
-            rho = np.where((va > 0) & (vb > 0), (C / N - ma * mb) / np.sqrt(va * vb), np.nan)
+            rho = np.where((N > 1) & (va > 0) & (vb > 0), (C / N - ma * mb) / np.sqrt(va * vb),
+                           np.nan)
         rho[0] = 1.0
         # jackknife of the ratio of the lag-l and lag-0 sums centred on the mean
         dm = s1 / n

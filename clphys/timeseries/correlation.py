@@ -150,11 +150,12 @@ class _Direct:
 
     # -- memory
 
-    def _value_bytes(self, nvalues: int) -> int:
-        """Device bytes for nvalues of the batch: the staged raw values, the converted
-        layout and its block table."""
-        raw = math.ceil(STAGING_SLACK * nvalues * self.b.dtype.itemsize) + 4096
-        return raw + self.elem * nvalues + 8 * (-(-nvalues // BLOCK)) + 8 * self.align * self.E
+    def _value_buffers(self, nvalues: int) -> dict:
+        """The device buffers for nvalues of the batch: the staged raw values, the
+        converted layout and its block table."""
+        return {"series (as given)": math.ceil(STAGING_SLACK * nvalues * self.b.dtype.itemsize),
+                "series (converted)": self.elem * (nvalues + self.align * self.E)
+                + 8 * (-(-nvalues // BLOCK) + 1)}
 
     def _plan_windows(self) -> list[tuple[int, int]]:
         """Tile ranges of the one series whose values fit the device beside the fixed
@@ -162,26 +163,32 @@ class _Direct:
         block (so that every window sees the same converted values as the whole)."""
         dev, chunk = self.dev, self.tuning.chunk
         fixed = sum(self.fixed.values())
-        need = self._value_bytes(int(self.b.lengths.sum()))
-        cached = _xfer.cached_bytes(dev)
-        if need + fixed + cached > dev.facts.global_mem * 0.9 and cached:
+        usable = dev.facts.global_mem * 0.9
+
+        def fits(nvalues, room):
+            bufs = self._value_buffers(nvalues)
+            return sum(bufs.values()) + fixed <= room and \
+                max(bufs.values()) <= dev.facts.max_alloc
+
+        total = int(self.b.lengths.sum())
+        if not fits(total, usable - _xfer.cached_bytes(dev)) and _xfer.cached_bytes(dev):
             _xfer.clear_cache(dev)          # the staging buffers of earlier calls go first
-        raw_all = int(self.b.lengths.sum()) * self.b.dtype.itemsize
-        if need + fixed <= dev.facts.global_mem * 0.9 and raw_all <= dev.facts.max_alloc \
-                and self.elem * int(self.ylen.sum() + self.align * self.E) <= dev.facts.max_alloc:
+        if fits(total, usable):
             return [(0, self.tiles)]
         if self.E > 1:
             raise _TooLarge()
         unit = math.lcm(chunk, BLOCK) // chunk               # tiles per window step
-        per_tile = max(1, self._value_bytes(unit * chunk) - self._value_bytes(0)) / unit
-        base = self._value_bytes(self.reach)
-        limit = (dev.facts.max_alloc - 8192) // (STAGING_SLACK * chunk * self.b.dtype.itemsize)
-        fit = items_that_fit(dev, math.ceil(per_tile), fixed + base, limit=int(limit))
-        fit = fit // unit * unit
-        if fit < unit:
-            check_memory(dev, {**self.fixed, "series window": base + unit * per_tile},
+        fit = unit
+        if not fits(self.span(0, unit)[1], usable):
+            check_memory(dev, {**self.fixed, **self._value_buffers(self.span(0, unit)[1])},
                          self.what, "Reduce max_lag.")
-            fit = unit                      # fits by check_memory's count after all
+        while fit < self.tiles and fits(self.span(0, 2 * fit)[1], usable):
+            fit *= 2
+        step = fit // 2                     # then the largest multiple of unit that fits
+        while step >= unit:
+            if fits(self.span(0, fit + step // unit * unit)[1], usable):
+                fit += step // unit * unit
+            step //= 2
         return [(c, min(c + fit, self.tiles)) for c in range(0, self.tiles, fit)]
 
     def raw_bytes(self) -> int:
