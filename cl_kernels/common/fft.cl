@@ -69,10 +69,17 @@ inline fc_t fc_mul(const fc_t a, const fc_t b)
     return (fc_t)(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
 }
 
+// Memory holds complex values as real pairs, read and written with vload2/vstore2: a store
+// of a vector built from its two parts (fc_t)(x, y) reads as uninitialised to Oclgrind's
+// checker (its base vector is LLVM's poison); the element-wise forms are the same bits.
+#define FC_LD(p, i) vload2((i), (p))
+#define FC_ST(v, p, i) vstore2((v), (i), (p))
+
 // w^a, w = e^{sign 2 pi i / Lt}, from the two tables (lo: w^i, i < 2^h; hi: w^(i 2^h)).
-inline fc_t fc_tw(__global const fc_t *lo, __global const fc_t *hi, const uint h, const uint a)
+inline fc_t fc_tw(__global const fc_real *lo, __global const fc_real *hi, const uint h,
+                  const uint a)
 {
-    const fc_t t = fc_mul(hi[a >> h], lo[a & ((1u << h) - 1u)]);
+    const fc_t t = fc_mul(FC_LD(hi, a >> h), FC_LD(lo, a & ((1u << h) - 1u)));
 % if sign > 0:
     return (fc_t)(t.x, -t.y);           // the tables hold the forward roots
 % else:
@@ -81,10 +88,11 @@ inline fc_t fc_tw(__global const fc_t *lo, __global const fc_t *hi, const uint h
 }
 
 __kernel __attribute__((reqd_work_group_size(${P * J}, 1, 1)))
-void fft_pass(__global const fc_t *in, __global fc_t *out, const uint N, const uint Ns,
-              const uint lgt, const uint h, __global const fc_t *lo, __global const fc_t *hi)
+void fft_pass(__global const fc_real *in, __global fc_real *out, const uint N, const uint Ns,
+              const uint lgt, const uint h, __global const fc_real *lo,
+              __global const fc_real *hi)
 {
-    __local fc_t lm[${R * J}];
+    __local fc_real lm[${2 * R * J}];
     const uint lid = get_local_id(0);
     const uint c = lid % ${J}u, p = lid / ${J}u;     // column in the group, item in the column
     const size_t base = (size_t)get_group_id(1) * N;
@@ -92,7 +100,7 @@ void fft_pass(__global const fc_t *in, __global fc_t *out, const uint N, const u
     const uint cols = N >> ${lgR}u;                  // N / R
     const uint lgNs = 31u - clz(Ns);
 % for i in range(r):
-    fc_t v${i} = in[base + j + (size_t)(p + ${i * P}u) * cols];
+    fc_t v${i} = FC_LD(in, base + j + (size_t)(p + ${i * P}u) * cols);
 % endfor
     if (Ns > 1u) {                                   // w^{(j mod Ns) m / (Ns R)}, m = p + i P
         const uint jm = j & (Ns - 1u), sh = lgt - lgNs - ${lgR}u;
@@ -106,7 +114,7 @@ void fft_pass(__global const fc_t *in, __global fc_t *out, const uint N, const u
         ${code0}
     }
 % for i in range(r):
-    lm[(p * ${r}u + ${i}u) * ${J}u + c] = ${X0[i]};
+    FC_ST(${X0[i]}, lm, (p * ${r}u + ${i}u) * ${J}u + c);
 % endfor
 % for ns, rs in subs[1:]:
 <%
@@ -114,10 +122,11 @@ void fft_pass(__global const fc_t *in, __global fc_t *out, const uint N, const u
     code, X = dft(["u%d" % i for i in range(rs)], sign)
     lgbase = (ns * rs).bit_length() - 1
 %>
+    {                                // local pass: ns = ${ns}, radix ${rs}
     barrier(CLK_LOCAL_MEM_FENCE);
 %   for u in range(per):
 %     for i in range(rs):
-    const fc_t a${u}_${i} = lm[(p + ${u * P}u + ${i * (R // rs)}u) * ${J}u + c];
+    const fc_t a${u}_${i} = FC_LD(lm, (p + ${u * P}u + ${i * (R // rs)}u) * ${J}u + c);
 %     endfor
 %   endfor
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -135,17 +144,18 @@ void fft_pass(__global const fc_t *in, __global fc_t *out, const uint N, const u
         ${code}
         const uint o = (jj / ${ns}u) * ${ns * rs}u + k;
 %     for i in range(rs):
-        lm[(o + ${i * ns}u) * ${J}u + c] = ${X[i]};
+        FC_ST(${X[i]}, lm, (o + ${i * ns}u) * ${J}u + c);
 %     endfor
     }
 %   endfor
+    }
 % endfor
     barrier(CLK_LOCAL_MEM_FENCE);
     const uint j0 = get_group_id(0) * ${J}u;
     if (Ns >= ${J}u) {               // J consecutive columns share j / Ns: J consecutive outputs
         const size_t o = base + (size_t)(j / Ns) * Ns * ${R}u + (j & (Ns - 1u));
 % for i in range(r):
-        out[o + (size_t)(p + ${i * P}u) * Ns] = lm[(p + ${i * P}u) * ${J}u + c];
+        FC_ST(FC_LD(lm, (p + ${i * P}u) * ${J}u + c), out, o + (size_t)(p + ${i * P}u) * Ns);
 % endfor
     } else {                         // the group's outputs are [j0 R, (j0 + J) R): in order
 % for i in range(r):
@@ -153,7 +163,7 @@ void fft_pass(__global const fc_t *in, __global fc_t *out, const uint N, const u
             const uint q = lid + ${i * P * J}u;
             const uint rem = q % (Ns * ${R}u);
             const uint cc = (q / (Ns * ${R}u)) * Ns + (rem & (Ns - 1u));
-            out[base + (size_t)j0 * ${R}u + q] = lm[(rem >> lgNs) * ${J}u + cc];
+            FC_ST(FC_LD(lm, (rem >> lgNs) * ${J}u + cc), out, base + (size_t)j0 * ${R}u + q);
         }
 % endfor
     }
@@ -166,14 +176,14 @@ void fft_pass(__global const fc_t *in, __global fc_t *out, const uint N, const u
 ## is then c itself, viewed as 2N reals.  Item k <= N/2 does k and N - k (in place).
 ## Uses the tables of order Lt = 2N with sign -1 (w_L^k).
 % if sign < 0:
-__kernel void fft_real_power(__global fc_t *z, const uint N, const uint h,
-                             __global const fc_t *lo, __global const fc_t *hi)
+__kernel void fft_real_power(__global fc_real *z, const uint N, const uint h,
+                             __global const fc_real *lo, __global const fc_real *hi)
 {
     const uint k = get_global_id(0);
     if (k > N / 2u) return;
-    __global fc_t *row = z + (size_t)get_global_id(1) * N;
+    __global fc_real *row = z + (size_t)get_global_id(1) * N * 2u;
     const uint k2 = k ? N - k : 0u;
-    const fc_t a = row[k], b = row[k2];
+    const fc_t a = FC_LD(row, k), b = FC_LD(row, k2);
     const fc_t E = (fc_t)(0.5f * (a.x + b.x), 0.5f * (a.y - b.y));      // (Z[k] + conj Z[k'])/2
     const fc_t O = (fc_t)(0.5f * (a.y + b.y), -0.5f * (a.x - b.x));     // (Z[k] - conj Z[k'])/2i
     const fc_t w = fc_tw(lo, hi, h, k);
@@ -182,7 +192,7 @@ __kernel void fft_real_power(__global fc_t *z, const uint N, const uint h,
     const fc_real P1 = X1.x * X1.x + X1.y * X1.y, P2 = X2.x * X2.x + X2.y * X2.y;
     const fc_real s = (fc_real)1 / (fc_real)N;       // a power of two: exact
     const fc_real S = 0.5f * (P1 + P2) * s, D = 0.5f * (P1 - P2) * s;
-    row[k] = (fc_t)(S + D * w.y, D * w.x);
-    if (k && k2 != k) row[k2] = (fc_t)(S - D * w.y, D * w.x);
+    FC_ST(((fc_t)(S + D * w.y, D * w.x)), row, k);
+    if (k && k2 != k) FC_ST(((fc_t)(S - D * w.y, D * w.x)), row, k2);
 }
 % endif

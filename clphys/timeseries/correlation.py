@@ -21,7 +21,7 @@ import pyopencl.array as cla
 from .. import _validate
 from ..progress import Progress, check_progress
 from ..runtime import check_memory, items_that_fit, resolve_device, run_sliced, zeros
-from . import _common, _finish
+from . import _common, _fft, _finish
 from . import _ingest
 from . import _transfer as _xfer
 
@@ -441,11 +441,17 @@ def hurst(p, max_lag=256, q=1.0, device=None, progress=None, *, method="auto",
     method = _method(method)
     transfer = _transfer_arg(_transfer)
     dev = resolve_device(device)
-    if method == "fft":
-        raise ValueError("method='fft' is not available for hurst yet")
+    if method == "fft" and set(qs) != {2.0}:
+        raise ValueError(f"method='fft' gives S_2 only (q = 2), got q = {q!r}")
+    fft = set(qs) == {2.0} and _use_fft(dev, b.lengths, max_lag, method, _accumulate,
+                                        needs_fp64=True)
     lags = np.arange(1, max_lag + 1)
-    parts = _sub_batches(dev, b, lambda sub: _hurst_direct(
-        dev, sub, max_lag, qs, _accumulate, _tuning, _layout, transfer, progress))
+    if fft:
+        parts = _sub_batches(dev, b, lambda sub: _hurst_fft(
+            dev, sub, max_lag, len(qs), _accumulate, transfer, progress))
+    else:
+        parts = _sub_batches(dev, b, lambda sub: _hurst_direct(
+            dev, sub, max_lag, qs, _accumulate, _tuning, _layout, transfer, progress))
     S, S_err, H, H_err = (np.concatenate([part[i] for part in parts]) for i in range(4))
     # (n_series, n_q, max_lag) -> the caller's shape
     if not q_list:
@@ -453,7 +459,16 @@ def hurst(p, max_lag=256, q=1.0, device=None, progress=None, *, method="auto",
     if b.single:
         S, S_err, H, H_err = (a[0] for a in (S, S_err, H, H_err))
     return HurstResult(lags=lags, S=S, H=H, q=np.array(qs) if q_list else qs[0], S_err=S_err,
-                       H_err=H_err, method="direct")
+                       H_err=H_err, method="fft" if fft else "direct")
+
+
+def _hurst_fft(dev, b, max_lag, nq, accumulate, transfer, progress):
+    """(S, S_err, H, H_err), each (n_series, nq, max_lag), of S_2 by FFT."""
+    S, _ = _fft_run(dev, b, max_lag, "msd", accumulate, transfer, progress, "hurst")
+    S = S[:, 1:]
+    H = _finish.local_slope(np.arange(1, max_lag + 1), S)
+    nan = np.full(S.shape, np.nan)
+    return tuple(np.repeat(a[:, None], nq, axis=1) for a in (S, nan, H, nan))
 
 
 _KIND = {1.0: "absdiff", 2.0: "sqdiff"}
@@ -547,15 +562,20 @@ def autocorrelation(x, max_lag=256, stationary=False, device=None, progress=None
     method = _method(method)
     transfer = _transfer_arg(_transfer)
     dev = resolve_device(device)
-    if method == "fft":
-        raise ValueError("method='fft' is not available yet")
-    parts = _sub_batches(dev, b, lambda sub: _acf_direct(
-        dev, sub, max_lag, bool(stationary), _accumulate, _tuning, transfer, progress))
+    fft = _use_fft(dev, b.lengths, max_lag, method, _accumulate)
+    form = "stationary" if stationary else "general"
+    if fft:
+        run = lambda sub: _fft_run(dev, sub, max_lag, form, _accumulate, transfer,  # noqa: E731
+                                   progress, "autocorrelation")
+    else:
+        run = lambda sub: _acf_direct(dev, sub, max_lag, bool(stationary),  # noqa: E731
+                                      _accumulate, _tuning, transfer, progress)
+    parts = _sub_batches(dev, b, run)
     rho, err = (np.concatenate([part[i] for part in parts]) for i in range(2))
     if b.single:
         rho, err = rho[0], err[0]
     return AutocorrelationResult(lags=np.arange(max_lag + 1), rho=rho, stationary=bool(stationary),
-                                 rho_err=err, method="direct")
+                                 rho_err=err, method="fft" if fft else "direct")
 
 
 def _acf_direct(dev, b, max_lag, stationary, accumulate, tuning, transfer, progress):
@@ -635,6 +655,106 @@ def _acf_finish_device(dev, inp, ybuf, ytype, hoff, toff, lengths, nl, cross, cs
     rho = out.get().reshape(E, nl)
     e = err.get().reshape(E, nl) if blocks and form != "msd" else np.full((E, nl), np.nan)
     return rho, e
+
+
+# Direct pair terms that take as long as one "L log2 L" of the FFT path, by device kind
+# (GPU: an estimate from the H100 figures, 1e13 lag-pairs/s against ~4 passes of 2^24
+# complex doubles each way; CPU: measured with PoCL).  "auto" takes the FFT when the
+# direct sums cost more; on devices without fp64 (a float FFT) only at 10x the cost.
+FFT_RATIO = {True: 20.0, False: 9.0}
+FFT_SPAN = 4096               # values per block of the ingest kernels on the FFT path
+
+
+def _use_fft(dev, lengths, max_lag, method, accumulate, needs_fp64=False) -> bool:
+    if method != "auto":
+        return method == "fft"
+    f64 = _common.accumulator(dev, accumulate) == "double"
+    if needs_fp64 and not f64:
+        return False
+    direct, fft = _fft.cost(lengths, max_lag)
+    return direct > FFT_RATIO[dev.facts.is_gpu] * fft * (1 if f64 else 10)
+
+
+def _fft_run(dev, b, max_lag, form, accumulate, transfer, progress, label):
+    """ρ (form "general"/"stationary") or S_2 ("msd") at lags 0 .. max_lag of every
+    series of the batch from the FFT of its zero-padded rows: (values, errors), each
+    (n_series, max_lag + 1); the errors are NaN (the jackknife needs the direct sums)."""
+    nl = max_lag + 1
+    E = len(b)
+    f64 = _common.accumulator(dev, accumulate) == "double"
+    if form == "msd" and not f64:
+        raise ValueError(f"method='fft' for hurst (S_2 from the autocorrelation sums) needs "
+                         f"fp64, which {dev.name} lacks (or is switched off); use "
+                         f"method='direct'")
+    real = "double" if f64 else "float"
+    rsize = 8 if f64 else 4
+    L = _fft.fft_length(int(b.lengths.max()), max_lag)
+    what = f"{label} of {int(b.lengths.max())} points by FFT ({L} values per row)"
+    rows = E * L * rsize
+    buffers = {"series (as given)": math.ceil(STAGING_SLACK * int(b.lengths.sum())
+                                              * b.dtype.itemsize),
+               "FFT rows": rows, "FFT work": rows, "FFT work 2": rows,
+               "results": 2 * E * nl * 8 + 4 * 8 * E * (-(-nl // 64) + 1),
+               "block sums": 2 * 8 * E * (-(-L // FFT_SPAN))}
+    try:
+        check_memory(dev, buffers, what, "Use method='direct', or fewer series at once.")
+    except ValueError:
+        if E > 1:
+            raise _TooLarge() from None
+        raise
+    fft = _fft.FFT(dev, L // 2, E, real)
+    inp = _ingest.Input(dev, b, FFT_SPAN, "real", f64)
+    queue = dev.queue
+    with _staged(dev, int(b.lengths.sum()) * b.dtype.itemsize, transfer) as st:
+        inp.load(st)
+        exps = inp.scales(inp.check())
+        shift = np.ldexp(b.first_values(), exps)
+        sums = inp.moments(shift)
+        if form != "msd":
+            flat = np.add.reduceat(sums[:, 1], inp.boff[:-1].astype(np.int64)) == 0
+            if flat.any():
+                raise ValueError(f"{b.label(int(np.argmax(flat)))} is constant: its "
+                                 "autocorrelation is undefined")
+        centre = inp.centres(sums, shift)
+        rdtype = np.float64 if f64 else np.float32
+        try:
+            A = cla.empty(queue, E * L, rdtype)
+            B = cla.empty(queue, E * L, rdtype)
+            C = cla.empty(queue, E * L, rdtype)
+        except cl.MemoryError:
+            raise _common.DeviceError(f"{dev.name}: out of device memory for {what}") from None
+        nb = -(-L // FFT_SPAN)
+        ysums = cla.empty(queue, 2 * E * nb, inp.acc)
+        yoff = np.arange(E, dtype=np.uint64) * L
+        inp.convert(A.data, yoff, np.full(E, L), centre, sums=ysums.data)
+        forward, out = fft.launches(A.data, B.data, C.data, -1)
+        inverse, res = fft.launches(out, B.data, C.data, +1)
+        steps = forward + [lambda: fft.power(out)] + inverse
+
+        def advance(start, count):
+            for k in range(start, start + count):
+                steps[k]()
+
+        run_sliced(len(steps), advance, queue, progress=progress, label=label,
+                   what="FFT passes")
+        t = _common.acc_to_float64(ysums.get()).reshape(E, nb, 2).sum(axis=1)
+        s1, s2 = t[:, 0], t[:, 1]
+        hoff, toff = yoff, yoff + b.lengths.astype(np.uint64) - 1
+        if f64:
+            return _acf_finish_device(dev, inp, A, "double", hoff, toff, b.lengths, nl, res,
+                                      L, 1, L, (s1, s2, s1, s2), exps, form)
+        cross = np.empty((E, L), np.float32)
+        cl.enqueue_copy(queue, cross, res)
+        y = A.get()
+    vals = np.empty((E, nl))
+    for e in range(E):
+        n = int(b.lengths[e])
+        head = y[e * L:e * L + nl].astype(np.float64)
+        tail = y[e * L + n - nl:e * L + n].astype(np.float64)
+        c = cross[e, :nl].astype(np.float64)
+        vals[e], _ = _finish.acf(c[None, 1:], head, tail, s1[e], s2[e], s1[e:e + 1],
+                                 s2[e:e + 1], n, n, form == "stationary")
+    return vals, np.full((E, nl), np.nan)
 
 
 def rho_from_sums(xc: np.ndarray, cross: np.ndarray, stationary: bool) -> np.ndarray:
