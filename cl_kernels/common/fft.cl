@@ -153,16 +153,18 @@ void fft_pass(__global const fc_real *in, __global fc_real *out, const uint N, c
     barrier(CLK_LOCAL_MEM_FENCE);
     const uint j0 = get_group_id(0) * ${J}u;
     if (Ns >= ${J}u) {               // J consecutive columns share j / Ns: J consecutive outputs
-        const size_t o = base + (size_t)(j / Ns) * Ns * ${R}u + (j & (Ns - 1u));
+        const size_t o = base + (size_t)(j >> lgNs) * Ns * ${R}u + (j & (Ns - 1u));
 % for i in range(r):
         FC_ST(FC_LD(lm, (p + ${i * P}u) * ${J}u + c), out, o + (size_t)(p + ${i * P}u) * Ns);
 % endfor
     } else {                         // the group's outputs are [j0 R, (j0 + J) R): in order
 % for i in range(r):
         {
+            // shifts, not '/' beside '%': LLVM would pair them with a `freeze`, which
+            // Oclgrind's checker lacks (Ns R is a power of two)
             const uint q = lid + ${i * P * J}u;
-            const uint rem = q % (Ns * ${R}u);
-            const uint cc = (q / (Ns * ${R}u)) * Ns + (rem & (Ns - 1u));
+            const uint rem = q & ((Ns << ${lgR}u) - 1u);
+            const uint cc = (q >> (lgNs + ${lgR}u)) * Ns + (rem & (Ns - 1u));
             FC_ST(FC_LD(lm, (rem >> lgNs) * ${J}u + cc), out, base + (size_t)j0 * ${R}u + q);
         }
 % endfor

@@ -12,8 +12,10 @@
 ##                "rows": row e of a real array with stride `cstride` (the FFT's output)
 ##         ytype  "float" | "double": the converted series the prefix sums read
 ##         wg     work-group size of the scans (a power of two)
+##         otype  "double" | "float": the results' type (float for float32 input)
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 <%
+    otype = context.get("otype", "double")
     kinds = list(context.get("kinds", ["absdiff"]))
     form = context.get("form", "general")
     cross = context.get("cross", "blocks")
@@ -24,9 +26,14 @@
         raise ValueError("finish.cl: bad form, cross or ytype")
     if wg < 1 or wg & (wg - 1):
         raise ValueError("finish.cl: wg must be a power of two")
+    if form == "msd" and cross != "rows":
+        raise ValueError("finish.cl: form 'msd' reads the FFT's rows")
     if not dev.fp64:
         raise ValueError("finish.cl needs fp64")
+    if otype not in ("float", "double"):
+        raise ValueError("finish.cl: otype must be 'float' or 'double'")
 %>
+typedef ${otype} tf_out_t;
 
 // The pair start times t < n - l in block k: its share of the pairs at lag l.
 inline double tf_pairs(const uint k, const uint nblk, const uint bl, const uint n,
@@ -82,7 +89,7 @@ __kernel void ts_hurst_finish(__global const double *blocks, const uint nentries
                               const uint nblk, const uint nlags, const uint bl,
                               __global const uint *ns, __global const int *exps,
                               __global const float *qs, __global const float *inv,
-                              __global double *out)
+                              __global tf_out_t *out)
 {
     const uint i = get_global_id(0), e = get_global_id(1), p = get_global_id(2);
     if (i >= nlags) return;
@@ -126,6 +133,14 @@ __kernel void ts_hurst_finish(__global const double *blocks, const uint nentries
 ## of the converted series y, and prefix sums of y, y² from both ends.
 
 typedef double4 tf_sums_t;         // (Σ y, Σ y², Σ yr, Σ yr²), yr(t) = y(n - 1 - t)
+
+// S_2(l) from C(l), the lag-0 sum C0 and the prefix sums h at l (the "msd" form), times 2^x:
+// Σ_{t < N} (y(t + l) - y(t))² = Σ_{t < N} y² + Σ_{t >= l} y² - 2 C(l)
+inline double tf_msd(const double C, const double C0, const tf_sums_t h, const double N,
+                     const int x)
+{
+    return ldexp(sqrt(max(0.0, (2.0 * C0 - h.s1 - h.s3 - 2.0 * C) / N)), x);
+}
 
 // y(t) is at y[hoff + t], y(n - 1 - t) at y[toff - t] (the series' rows, or its two ends
 // converted apart for a series worked on in windows).
@@ -178,7 +193,7 @@ void ts_prefix_scan(__global tf_sums_t *tot, const uint nchunks)
 }
 
 // One item per (l, e): the estimate out[e][l] for l < nl and, with blocks, its jackknife
-// error err[e][l].  pre: ts_prefix_scan's output; s1[e] = Σ y, s2[e] = Σ y² (exact: the
+// error err[e][l]; for the "msd" form out = S_2(l) and err = H(l), the local slope.  pre: ts_prefix_scan's output; s1[e] = Σ y, s2[e] = Σ y² (exact: the
 // lag-0 sum, consistent with the prefix sums); jackknife: s1k[e][k], s2k[e][k] the same
 // over block k, bl values per block.
 __kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
@@ -188,7 +203,7 @@ void ts_acf_finish(__global const ${ytype} *y, __global const ulong *hoff,
                    __global const double *cr, const ulong cstride, const uint nblk,
                    const uint bl, __global const double *s1s, __global const double *s2s,
                    __global const double *s1k, __global const double *s2k,
-                   __global const int *exps, __global double *out, __global double *err)
+                   __global const int *exps, __global tf_out_t *out, __global tf_out_t *err)
 {
     __local tf_sums_t scan[${wg}];
     const uint lid = get_local_id(0), j = get_group_id(0), e = get_group_id(1);
@@ -218,8 +233,15 @@ void ts_acf_finish(__global const ${ytype} *y, __global const ulong *hoff,
 % endif
     double r;
 % if form == "msd":
-    // Σ_{t < N} (y(t + l) - y(t))² = Σ_{t < N} y² + Σ_{t >= l} y² - 2 C(l)
-    r = l ? ldexp(sqrt(max(0.0, (2.0 * C0 - h.s1 - h.s3 - 2.0 * C) / N)), -exps[e]) : 0.0;
+    r = l ? tf_msd(C, C0, h, N, -exps[e]) : 0.0;
+    if (l >= 2) {                    // S_2(l - 1): the prefix sums one term shorter
+        const double Cp = cr[e * cstride + l - 1];
+        const double Sp = tf_msd(Cp, C0, h - tf_terms(y, hoff[e], toff[e], n, l - 1), N + 1.0,
+                                 -exps[e]);
+        err[(size_t)e * nl + l] = tf_slope(r, Sp, l);
+    } else {
+        err[(size_t)e * nl + l] = NAN;
+    }
 % else:
     const double A = S1 - h.s2, B = S1 - h.s0;     // Σ y(t) over t < N, over t >= l
 %   if form == "stationary":
@@ -256,11 +278,3 @@ void ts_acf_finish(__global const ${ytype} *y, __global const ulong *hoff,
 % endif
 }
 
-// H(l) = local slope of S rows (out of ts_acf_finish with form "msd"): h[e][l] for l < nl.
-__kernel void ts_local_slope(__global const double *S, const uint nl, __global double *h)
-{
-    const uint l = get_global_id(0), e = get_global_id(1);
-    if (l >= nl) return;
-    const size_t at = (size_t)e * nl + l;
-    h[at] = l >= 2 ? tf_slope(S[at], S[at - 1], l) : NAN;
-}

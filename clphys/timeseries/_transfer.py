@@ -275,3 +275,35 @@ class Staged:
         _give_back(self.dev, self.slot)
         self.slot = None
         return False
+
+
+def download(dev, src: cl.Buffer, dst: np.ndarray, transfer: Transfer = None):
+    """dst[:] = the first dst.nbytes bytes of the device buffer `src` (blocking).  Large
+    results on GPUs come through a pinned staging buffer in segments, each copied out
+    (by a few threads) while the next is on its way; small ones, and CPU devices, read
+    straight into dst."""
+    nbytes = dst.nbytes
+    transfer = default(dev, nbytes) if transfer is None else transfer
+    queue = dev.queue
+    if transfer.path == "pageable" or nbytes == 0:
+        cl.enqueue_copy(queue, dst, src, is_blocking=True)
+        return dst
+    slot = _take(dev, nbytes)
+    try:
+        try:
+            host = slot.map(queue)
+        except cl.Error:
+            cl.enqueue_copy(queue, dst, src, is_blocking=True)
+            return dst
+        view = dst.reshape(-1).view(np.uint8)
+        step = SEGMENT_BYTES if transfer.overlap else nbytes
+        events = [(a, min(nbytes, a + step),
+                   cl.enqueue_copy(queue, host[a:min(nbytes, a + step)], src, src_offset=a,
+                                   is_blocking=False)) for a in range(0, nbytes, step)]
+        for a, b, ev in events:
+            ev.wait()
+            _copy(view[a:b], host[a:b])
+    finally:
+        queue.finish()
+        _give_back(dev, slot)
+    return dst

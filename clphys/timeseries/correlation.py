@@ -464,10 +464,9 @@ def hurst(p, max_lag=256, q=1.0, device=None, progress=None, *, method="auto",
 
 def _hurst_fft(dev, b, max_lag, nq, accumulate, transfer, progress):
     """(S, S_err, H, H_err), each (n_series, nq, max_lag), of S_2 by FFT."""
-    S, _ = _fft_run(dev, b, max_lag, "msd", accumulate, transfer, progress, "hurst")
-    S = S[:, 1:]
-    H = _finish.local_slope(np.arange(1, max_lag + 1), S)
-    nan = np.full(S.shape, np.nan)
+    S, H = _fft_run(dev, b, max_lag, "msd", accumulate, transfer, progress, "hurst")
+    S, H = S[:, 1:], H[:, 1:]
+    nan = np.full(S.shape, np.nan, S.dtype)
     return tuple(np.repeat(a[:, None], nq, axis=1) for a in (S, nan, H, nan))
 
 
@@ -492,16 +491,17 @@ def _hurst_direct(dev, b, max_lag, qs, accumulate, tuning, layout, transfer, pro
                 inv = np.where(M > 0, 1.0 / M, 0.0).astype(np.float32)
         sums = run.sums(st, kinds, qs=qs, inv=inv, bar=bar)
         if run.f64:
-            prg = dev.build("timeseries/finish.cl", kinds=kinds)
-            out = cla.empty(dev.queue, 4 * len(kinds) * E * nl, np.float64)
+            odtype = _out_dtype(b)
+            prg = dev.build("timeseries/finish.cl", kinds=kinds, otype=_CL_OUT[odtype])
+            out = cla.empty(dev.queue, 4 * len(kinds) * E * nl, odtype)
             fin = 64
             prg.ts_hurst_finish(dev.queue, (-(-nl // fin) * fin, E, len(kinds)), (fin, 1, 1),
                                 sums.data, np.uint32(E), np.uint32(run.K), np.uint32(nl),
                                 np.uint32(run.bl), run._ns.data, run.inp._exps.data,
                                 run.inp._array(np.asarray(qs, np.float32)).data,
                                 run.inp._array(inv).data, out.data)
-            res = out.get().reshape(4, len(kinds), E, nl).transpose(0, 2, 1, 3)
-            return tuple(res)
+            res = _xfer.download(dev, out.data, np.empty((4, len(kinds), E, nl), odtype))
+            return tuple(res.transpose(0, 2, 1, 3))
         blocks = _common.acc_to_float64(sums.get()).reshape(len(kinds), E, run.K, nl)
     with np.errstate(divide="ignore"):
         m = np.where(inv > 0, 1.0 / inv.astype(np.float64), 0.0)
@@ -510,7 +510,7 @@ def _hurst_direct(dev, b, max_lag, qs, accumulate, tuning, layout, transfer, pro
         for i, kind in enumerate(kinds):
             res[:, e, i] = _finish.hurst(blocks[i, e], int(b.lengths[e]), int(exps[e]), kind,
                                          qs[i], m[e], run.bl)
-    return tuple(res)
+    return tuple(res.astype(_out_dtype(b), copy=False))
 
 
 def autocorrelation(x, max_lag=256, stationary=False, device=None, progress=None, *,
@@ -603,10 +603,10 @@ def _acf_direct(dev, b, max_lag, stationary, accumulate, tuning, transfer, progr
                 tail = y[int(toff[e]) - nl + 1:int(toff[e]) + 1].astype(np.float64)
                 rho[e], err[e] = _finish.acf(cross[e], head, tail, s1[e], s2[e], s1k[e], s2k[e],
                                              int(b.lengths[e]), run.bl, stationary)
-            return rho, err
+            return rho.astype(_out_dtype(b), copy=False), err.astype(_out_dtype(b), copy=False)
         return _acf_finish_device(dev, run.inp, ybuf, "float", hoff, toff, b.lengths, nl,
                                   sums, 0, run.K, run.bl, (s1, s2, s1k, s2k), exps,
-                                  "stationary" if stationary else "general")
+                                  "stationary" if stationary else "general", _out_dtype(b))
 
 
 def _ends(dev, run, nl):
@@ -627,15 +627,15 @@ def _ends(dev, run, nl):
 
 
 def _acf_finish_device(dev, inp, ybuf, ytype, hoff, toff, lengths, nl, cross, cstride, nblk,
-                       bl, moments, exps, form):
-    """ρ (or S_2 for form "msd") and its jackknife error on the device (fp64): the prefix
-    sums of the series' ends, then the formulas (finish.cl)."""
+                       bl, moments, exps, form, odtype):
+    """ρ and its jackknife error (or S_2 and H for form "msd") on the device (fp64): the
+    prefix sums of the series' ends, then the formulas (finish.cl); downloaded as odtype."""
     queue = dev.queue
     E = len(lengths)
     wg = min(256, _common.pow2_at_most(dev.facts.max_work_group))
-    blocks = isinstance(cross, cla.Array) and nblk > 0 and cstride == 0
+    blocks = cstride == 0
     prg = dev.build("timeseries/finish.cl", form=form, cross="blocks" if blocks else "rows",
-                    ytype=ytype, wg=wg)
+                    ytype=ytype, wg=wg, otype=_CL_OUT[odtype])
     nch = -(-nl // wg)
     arr = inp._array
     hoff_d, toff_d = arr(np.asarray(hoff, np.uint64)), arr(np.asarray(toff, np.uint64))
@@ -645,16 +645,28 @@ def _acf_finish_device(dev, inp, ybuf, ytype, hoff, toff, lengths, nl, cross, cs
     prg.ts_prefix_partial(queue, (nch * wg, E), (wg, 1), yb, hoff_d.data, toff_d.data, ns.data,
                           np.uint32(nl), tot.data)
     prg.ts_prefix_scan(queue, (E * wg,), (wg,), tot.data, np.uint32(nch))
-    out = cla.empty(queue, E * nl, np.float64)
-    err = cla.empty(queue, E * nl, np.float64)
+    out = cla.empty(queue, E * nl, odtype)
+    err = cla.empty(queue, E * nl, odtype)
     prg.ts_acf_finish(queue, (nch * wg, E), (wg, 1), yb, hoff_d.data, toff_d.data, ns.data,
                       np.uint32(nl), tot.data, cross.data if isinstance(cross, cla.Array)
                       else cross, np.uint64(cstride), np.uint32(max(nblk, 1)), np.uint32(bl),
                       *[arr(np.asarray(m, np.float64).reshape(-1)).data for m in moments],
                       arr(np.asarray(exps, np.int32)).data, out.data, err.data)
-    rho = out.get().reshape(E, nl)
-    e = err.get().reshape(E, nl) if blocks and form != "msd" else np.full((E, nl), np.nan)
+    rho = _xfer.download(dev, out.data, np.empty((E, nl), odtype))
+    if blocks or form == "msd":
+        e = _xfer.download(dev, err.data, np.empty((E, nl), odtype))
+    else:
+        e = np.full((E, nl), np.nan, odtype)
     return rho, e
+
+
+_CL_OUT = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+
+
+def _out_dtype(b) -> np.dtype:
+    """Results in float32 for float32 input (half the bytes to bring back; the estimates
+    are good to ~1e-7 anyway), float64 otherwise."""
+    return np.dtype(np.float32) if b.dtype == np.float32 else np.dtype(np.float64)
 
 
 # Direct pair terms that take as long as one "L log2 L" of the FFT path, by device kind
@@ -678,7 +690,8 @@ def _use_fft(dev, lengths, max_lag, method, accumulate, needs_fp64=False) -> boo
 def _fft_run(dev, b, max_lag, form, accumulate, transfer, progress, label):
     """ρ (form "general"/"stationary") or S_2 ("msd") at lags 0 .. max_lag of every
     series of the batch from the FFT of its zero-padded rows: (values, errors), each
-    (n_series, max_lag + 1); the errors are NaN (the jackknife needs the direct sums)."""
+    (n_series, max_lag + 1); the errors are NaN (the jackknife needs the direct sums);
+    for "msd" the second array is H, the local slope of S_2."""
     nl = max_lag + 1
     E = len(b)
     f64 = _common.accumulator(dev, accumulate) == "double"
@@ -742,7 +755,7 @@ def _fft_run(dev, b, max_lag, form, accumulate, transfer, progress, label):
         hoff, toff = yoff, yoff + b.lengths.astype(np.uint64) - 1
         if f64:
             return _acf_finish_device(dev, inp, A, "double", hoff, toff, b.lengths, nl, res,
-                                      L, 1, L, (s1, s2, s1, s2), exps, form)
+                                      L, 1, L, (s1, s2, s1, s2), exps, form, _out_dtype(b))
         cross = np.empty((E, L), np.float32)
         cl.enqueue_copy(queue, cross, res)
         y = A.get()
@@ -754,7 +767,8 @@ def _fft_run(dev, b, max_lag, form, accumulate, transfer, progress, label):
         c = cross[e, :nl].astype(np.float64)
         vals[e], _ = _finish.acf(c[None, 1:], head, tail, s1[e], s2[e], s1[e:e + 1],
                                  s2[e:e + 1], n, n, form == "stationary")
-    return vals, np.full((E, nl), np.nan)
+    odtype = _out_dtype(b)
+    return vals.astype(odtype, copy=False), np.full((E, nl), np.nan, odtype)
 
 
 def rho_from_sums(xc: np.ndarray, cross: np.ndarray, stationary: bool) -> np.ndarray:
