@@ -10,8 +10,10 @@
 ## The launch covers t^ in [t_lo, t_hi) with t_lo - 1 a multiple of wg; work group j of it
 ## owns wg consecutive t^ and adds into slot (slot0 + j) % nslots, so that a slot receives
 ## the same groups in the same order however the t^ range is split into launches (the
-## sums are the same bits).  p holds the series' values [off, w_hi) only (a window of a
-## series too long for the device, or all of it): reads outside give 0 and are never used.
+## sums are the same bits).  p holds the series' values [off, w_hi) from p[pos] on (a
+## window of a series too long for the device, or all of it): reads outside give 0 and
+## are never used.  ts_pc_fold adds the slots into the row of a block of current times
+## (in a fixed order) and clears them, when the block is done.
 ##
 ## Work item (t^, m), t^ = t_lo + global id 0, m = group id 1 + 1: normalises its current
 ## window once (registers), then runs over τ = 1 .. min(max_hist, t^ - m) through tiles of
@@ -40,10 +42,11 @@ ${accns.accumulator(P, acc)}
 // x - o for (hi, lo) float pairs: float32 accuracy relative to the local difference.
 inline float pc_val(float2 x, float2 o) { return (x.x - o.x) + (x.y - o.y); }
 
-#define P(k) p[(k) - off]                          // the series' value k, k in [off, w_hi)
+#define P(k) p[pos + (k) - off]                    // the series' value k, k in [off, w_hi)
 
 __kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
-void ts_pc_sweep(__global const float2 *p, const uint off, const uint w_hi, const uint n,
+void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, const uint w_hi,
+                 const uint n,
                  const uint t_lo, const uint t_hi, const uint slot0, const uint nslots,
                  const uint max_hist, const float chi,
                  __global ${P}acc_t *partial, __global ulong *counts)
@@ -164,5 +167,32 @@ void ts_pc_sweep(__global const float2 *p, const uint off, const uint w_hi, cons
         ulong s = 0;
         for (uint i = 0; i < ${wg}u; ++i) s += lcnt[k * ${wg}u + i];
         counts[row * 3u + k] += s;
+    }
+}
+
+// rows[r][c] += Σ_slot pool[slot][c] (slots in order), pool[slot][c] = 0, for the ncells
+// sums and the ncounts counts (one item per cell).
+__kernel void ts_pc_fold(__global ${P}acc_t *pool, __global ulong *cpool, const uint nslots,
+                         const uint ncells, const uint ncounts, __global ${P}acc_t *rows,
+                         __global ulong *crows, const uint r)
+{
+    const uint c = get_global_id(0);
+    __global ${P}acc_t *row = rows + (size_t)r * ncells;
+    __global ulong *crow = crows + (size_t)r * ncounts;
+    if (c < ncells) {
+        ${P}acc_t s = ${P}ZERO;
+        for (uint k = 0; k < nslots; ++k) {
+            s = ${P}add(s, pool[(size_t)k * ncells + c]);
+            pool[(size_t)k * ncells + c] = ${P}ZERO;
+        }
+        row[c] = ${P}add(row[c], s);
+    }
+    if (c < ncounts) {
+        ulong s = 0;
+        for (uint k = 0; k < nslots; ++k) {
+            s += cpool[(size_t)k * ncounts + c];
+            cpool[(size_t)k * ncounts + c] = 0;
+        }
+        crow[c] += s;
     }
 }
