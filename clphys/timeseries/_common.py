@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import bisect
 import math
+import threading
+import weakref
 
 import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
+import pyopencl.tools as cl_tools
 
 from .. import _validate
 from ..errors import DeviceError
@@ -171,11 +174,59 @@ def acc_to_float64(a: np.ndarray) -> np.ndarray:
     return a.astype(np.float64)
 
 
-def device_array(dev, host: np.ndarray) -> cla.Array:
+def device_array(dev, host: np.ndarray, blocking: bool = True) -> cla.Array:
+    """host on the device; `blocking=False` only enqueues the copy (PyOpenCL keeps host
+    alive until it is done), for the small arrays a call sends before its kernels."""
     try:
-        return cla.to_device(dev.queue, host)
+        if blocking:
+            return cla.to_device(dev.queue, host)
+        host = np.ascontiguousarray(host)
+        arr = work_array(dev, host.shape, host.dtype)
+        cl.enqueue_copy(dev.queue, arr.data, host, is_blocking=False)
+        return arr
     except cl.MemoryError:
         raise DeviceError(f"{dev.name}: out of device memory for {host.nbytes} bytes") from None
+
+
+# Device work buffers come from a memory pool per device, so that repeated calls reuse
+# them instead of allocating (and the driver mapping) tens of MB each time; at most
+# POOL_HOLD_BYTES stay held between calls (trim_pool).  Not on Oclgrind: its checker must
+# see fresh buffers to report reads of uninitialised memory.
+POOL_HOLD_BYTES = 1 << 30
+_pools: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_pool_lock = threading.Lock()
+
+
+def _pool(dev):
+    if dev.facts.vendor == "oclgrind":
+        return None
+    with _pool_lock:
+        pool = _pools.get(dev)
+        if pool is None:
+            pool = _pools[dev] = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(dev.queue))
+        return pool
+
+
+def work_array(dev, shape, dtype) -> cla.Array:
+    """An uninitialised device array for the duration of a call (pooled)."""
+    try:
+        return cla.empty(dev.queue, shape, dtype, allocator=_pool(dev))
+    except cl.MemoryError:
+        raise DeviceError(f"{dev.name}: out of device memory for an array of shape {shape} "
+                          f"({np.dtype(dtype).name})") from None
+
+
+def pooled_bytes(dev) -> int:
+    """Device memory the pool holds for reuse (not in use)."""
+    pool = _pools.get(dev)
+    return 0 if pool is None else int(pool.managed_bytes - pool.active_bytes)
+
+
+def trim_pool(dev, keep: int = POOL_HOLD_BYTES):
+    """Free what the pool holds if it is more than `keep` bytes (0: everything)."""
+    pool = _pools.get(dev)
+    if pool is not None and pooled_bytes(dev) > keep:
+        pool.free_held()
 
 
 def pow2_at_least(n: int) -> int:

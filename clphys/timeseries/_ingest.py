@@ -154,7 +154,7 @@ class Input:
     # -- small per-series arrays
 
     def _array(self, host: np.ndarray) -> cla.Array:
-        return _common.device_array(self.dev, np.ascontiguousarray(host))
+        return _common.device_array(self.dev, np.ascontiguousarray(host), blocking=False)
 
     def scaled(self, values: np.ndarray) -> np.ndarray:
         """Per-series float64 values (already scaled) as the kernels' shift_t."""
@@ -201,7 +201,7 @@ class Input:
         window: `own`, the values this window is the first to hold); returns the
         per-block results (int32 (bad index, key) pairs) read back (blocking)."""
         lo, hi = self._blocks(*(own or (None, None)))
-        out = cla.empty(self.dev.queue, (hi - lo, 2), np.int32)
+        out = _common.work_array(self.dev, (hi - lo, 2), np.int32)
         self.prg.ts_ingest_check(self.dev.queue, ((hi - lo) * self.wg,), (self.wg,), self.x,
                                  self._off.data, self._len.data, self._boff.data,
                                  np.uint32(len(self.b)), np.uint32(lo), out.data)
@@ -226,7 +226,7 @@ class Input:
     def moments(self, shift, own=None) -> np.ndarray:
         """Per-block (Σ d, Σ d²), d = v 2^e - shift (per series), read back as float64."""
         lo, hi = self._blocks(*(own or (None, None)))
-        out = cla.empty(self.dev.queue, 2 * (hi - lo), self.acc)
+        out = _common.work_array(self.dev, 2 * (hi - lo), self.acc)
         sh = self._array(self.scaled(shift))
         self.prg.ts_ingest_moments(self.dev.queue, ((hi - lo) * self.wg,), (self.wg,), self.x,
                                    self._off.data, self._len.data, self._boff.data,
@@ -276,5 +276,5 @@ class Input:
 
     def _dummy(self) -> cl.Buffer:
         if getattr(self, "_dummy_buf", None) is None:
-            self._dummy_buf = cla.zeros(self.dev.queue, 4, np.float64)
+            self._dummy_buf = _common.device_array(self.dev, np.zeros(4))
         return self._dummy_buf.data

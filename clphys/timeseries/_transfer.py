@@ -44,8 +44,8 @@ PATHS = ("pageable", "pinned", "pinned-unmap")
 CACHE_SLOTS = 2                 # free staging slots kept per device
 CACHE_BYTES = 1 << 29           # ... of at most this much in all (each: device + pinned)
 PINNED_MIN_BYTES = 1 << 20      # below this the default path is pageable (nothing to win)
-SEGMENT_BYTES = 1 << 23         # the pinned buffer is filled and sent this much at a time
-COPY_CHUNK = 1 << 22            # ... by threads copying this much each
+SEGMENT_BYTES = 1 << 24         # the pinned buffer is filled and sent this much at a time
+COPY_CHUNK = 1 << 20            # ... by threads copying this much each
 COPY_THREADS = max(1, min(8, os.cpu_count() or 1))
 
 
@@ -180,18 +180,30 @@ def clear_cache(dev=None):
 _pool = None
 
 
-def _copy(dst: np.ndarray, src: np.ndarray):
-    """dst[:] = src (uint8 views of equal size), by a few threads for large copies."""
+def _threads():
     global _pool
-    n = src.size
-    if n < 2 * COPY_CHUNK or COPY_THREADS == 1:
-        dst[:] = src
-        return
     with _lock:
         if _pool is None:
             _pool = ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="clphys-copy")
-    step = max(COPY_CHUNK, -(-n // COPY_THREADS))
-    list(_pool.map(lambda a: np.copyto(dst[a:a + step], src[a:a + step]), range(0, n, step)))
+        return _pool
+
+
+def _copy_jobs(dst: np.ndarray, src: np.ndarray) -> list:
+    """Start dst[:] = src (uint8 views of equal size) on the copy threads, in chunks;
+    returns the futures (empty: copied here, for small sizes or one thread)."""
+    n = src.size
+    if n < 2 * COPY_CHUNK or COPY_THREADS == 1:
+        dst[:] = src
+        return []
+    pool = _threads()
+    return [pool.submit(np.copyto, dst[a:a + COPY_CHUNK], src[a:a + COPY_CHUNK])
+            for a in range(0, n, COPY_CHUNK)]
+
+
+def _copy(dst: np.ndarray, src: np.ndarray):
+    """dst[:] = src (uint8 views of equal size), by the copy threads for large copies."""
+    for job in _copy_jobs(dst, src):
+        job.result()
 
 
 class Staged:
@@ -253,12 +265,16 @@ class Staged:
             # Oclgrind 19.10's uninitialised-value checker forgets what earlier writes into
             # a buffer initialised when a later one writes at an offset: one write there
             step = end - start if oclgrind or not self.transfer.overlap else SEGMENT_BYTES
-            for a in range(start, end, step):
-                b = min(end, a + step)
-                for off, arr in pieces:         # the parts of the pieces in [a, b)
-                    lo, hi = max(a, off), min(b, off + arr.size)
-                    if lo < hi:
-                        _copy(host[lo:hi], arr[lo - off:hi - off])
+            segments = [(a, min(end, a + step)) for a in range(start, end, step)]
+            # every segment's copy goes to the threads at once; each segment is sent as
+            # soon as its own chunks are in, while the threads go on with the next ones
+            jobs = [[job for off, arr in pieces
+                     for lo, hi in [(max(a, off), min(b, off + arr.size))] if lo < hi
+                     for job in _copy_jobs(host[lo:hi], arr[lo - off:hi - off])]
+                    for a, b in segments]
+            for (a, b), segment_jobs in zip(segments, jobs):
+                for job in segment_jobs:
+                    job.result()
                 if self.path != "pinned-unmap":
                     cl.enqueue_copy(queue, dst, host[a:b], dst_offset=a, is_blocking=oclgrind
                                     or self.path == "pageable")

@@ -12,6 +12,7 @@ fp64) or _finish.py (without) turns the sums into the estimates and their errors
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,6 +78,15 @@ JACK_BLOCKS = 16              # jackknife blocks of pair start times per series
 # The first time-bounded slice covers about this many pair terms (then run_sliced
 # doubles or halves it): a few ms on a CPU, well under a ms on a GPU.
 FIRST_SLICE_PAIRS = {True: 1 << 30, False: 1 << 25}      # by DeviceFacts.is_gpu
+
+# benchmarks/bench_timeseries.py sets TRACE to a list: (phase, time.perf_counter()) are
+# appended at the points where the host waits for the device anyway (no extra syncs)
+TRACE = None
+
+
+def _phase(name: str):
+    if TRACE is not None:
+        TRACE.append((name, time.perf_counter()))
 STAGING_SLACK = 9 / 8         # staging buffers are rounded up by at most 1/8 (_transfer.capacity)
 
 
@@ -171,8 +181,8 @@ class _Direct:
                 max(bufs.values()) <= dev.facts.max_alloc
 
         total = int(self.b.lengths.sum())
-        if not fits(total, usable - _xfer.cached_bytes(dev)) and _xfer.cached_bytes(dev):
-            _xfer.clear_cache(dev)          # the staging buffers of earlier calls go first
+        if not fits(total, usable - _held(dev)):
+            _release(dev)                   # what earlier calls left for reuse goes first
         if fits(total, usable):
             return [(0, self.tiles)]
         if self.E > 1:
@@ -224,6 +234,7 @@ class _Direct:
                 parts.append(inp.check(own=(w[0], min(w[1], c1 * chunk))))
             blocks = np.concatenate(parts)
         exps = inp.scales(blocks)
+        _phase("upload and check")
         shift = np.ldexp(b.first_values(), exps)
         if centred:
             if whole:
@@ -240,16 +251,17 @@ class _Direct:
                 raise ValueError(f"{b.label(int(np.argmax(flat)))} is constant: its "
                                  "autocorrelation is undefined")
             self.centre = inp.centres(sums, shift)
+            _phase("mean and spread")
         else:
             self.centre = shift
         queue = dev.queue
         nvalues = int(self.ylen.sum() + self.align * self.E) if whole else \
             max(self.span(*w)[1] - self.span(*w)[0] for w in self.windows)
         try:
-            self.y = cla.empty(queue, nvalues * self.elem // 4, np.float32)
-            self.tab = cla.empty(queue, 2 * (-(-nvalues // BLOCK)) + 2, np.float32)
-            self.tile_sums = cla.empty(queue, 2 * (int(inp.boff[-1]) if whole else self.tiles),
-                                       inp.acc) if centred else None
+            self.y = _common.work_array(dev, nvalues * self.elem // 4, np.float32)
+            self.tab = _common.work_array(dev, 2 * (-(-nvalues // BLOCK)) + 2, np.float32)
+            tiles = int(inp.boff[-1]) if whole else self.tiles
+            self.tile_sums = _common.work_array(dev, 2 * tiles, inp.acc) if centred else None
         except cl.MemoryError:
             raise _common.DeviceError(f"{dev.name}: out of device memory") from None
         if whole:
@@ -273,7 +285,7 @@ class _Direct:
                         wg=t.wg, lpi=t.lpi, chunk=t.chunk, run=t.run, rows=self.rows, block=BLOCK)
         dtype = _common.ACC_DTYPE[acc]
         npairs = len(pairs)
-        partial = zeros(dev, npairs * self.E * K * self.G * self.nlags, dtype)
+        partial = _zeros(dev, npairs * self.E * K * self.G * self.nlags, dtype)
         qarr = self.inp._array(np.asarray(qs, dtype=np.float32))
         invarr = self.inp._array(np.asarray(inv, dtype=np.float32)) if inv is not None \
             else qarr
@@ -301,7 +313,7 @@ class _Direct:
         advance = _common.windowed(windows, load, launch)
         run_sliced(self.tiles, advance, queue, progress=progress, bar=bar, label=label,
                    what="tiles of the series", first=self.first_slice)
-        out = cla.empty(queue, npairs * self.E * K * self.nlags, dtype)
+        out = _common.work_array(dev, npairs * self.E * K * self.nlags, dtype)
         fin = 64
         prg.ts_pair_finish(queue, (-(-self.nlags // fin) * fin, self.rows, npairs * self.E * K),
                            (fin, self.rows, 1), partial.data, np.uint32(self.G),
@@ -327,6 +339,25 @@ class _Direct:
 
 class _TooLarge(Exception):
     """A batch of several series that does not fit the device at once."""
+
+
+def _held(dev) -> int:
+    """Device memory held for reuse by earlier calls: staging slots and pooled arrays."""
+    return _xfer.cached_bytes(dev) + _common.pooled_bytes(dev)
+
+
+def _release(dev):
+    _xfer.clear_cache(dev)
+    _common.trim_pool(dev, 0)
+
+
+def _zeros(dev, n, dtype) -> cla.Array:
+    """A zeroed (pooled) device array; on Oclgrind written from the host (runtime.zeros)."""
+    if dev.facts.vendor == "oclgrind":
+        return zeros(dev, n, dtype)
+    arr = _common.work_array(dev, n, dtype)
+    cl.enqueue_fill_buffer(dev.queue, arr.data, np.zeros(1, np.uint8), 0, arr.nbytes)
+    return arr
 
 
 def _max_lag(max_lag) -> int:
@@ -452,6 +483,7 @@ def hurst(p, max_lag=256, q=1.0, device=None, progress=None, *, method="auto",
     else:
         parts = _sub_batches(dev, b, lambda sub: _hurst_direct(
             dev, sub, max_lag, qs, _accumulate, _tuning, _layout, transfer, progress))
+    _common.trim_pool(dev)
     S, S_err, H, H_err = (np.concatenate([part[i] for part in parts]) for i in range(4))
     # (n_series, n_q, max_lag) -> the caller's shape
     if not q_list:
@@ -490,10 +522,11 @@ def _hurst_direct(dev, b, max_lag, qs, accumulate, tuning, layout, transfer, pro
             with np.errstate(divide="ignore"):
                 inv = np.where(M > 0, 1.0 / M, 0.0).astype(np.float32)
         sums = run.sums(st, kinds, qs=qs, inv=inv, bar=bar)
+        _phase("conversion and pair sums")
         if run.f64:
             odtype = _out_dtype(b)
             prg = dev.build("timeseries/finish.cl", kinds=kinds, otype=_CL_OUT[odtype])
-            out = cla.empty(dev.queue, 4 * len(kinds) * E * nl, odtype)
+            out = _common.work_array(dev, 4 * len(kinds) * E * nl, odtype)
             fin = 64
             prg.ts_hurst_finish(dev.queue, (-(-nl // fin) * fin, E, len(kinds)), (fin, 1, 1),
                                 sums.data, np.uint32(E), np.uint32(run.K), np.uint32(nl),
@@ -571,6 +604,7 @@ def autocorrelation(x, max_lag=256, stationary=False, device=None, progress=None
         run = lambda sub: _acf_direct(dev, sub, max_lag, bool(stationary),  # noqa: E731
                                       _accumulate, _tuning, transfer, progress)
     parts = _sub_batches(dev, b, run)
+    _common.trim_pool(dev)
     rho, err = (np.concatenate([part[i] for part in parts]) for i in range(2))
     if b.single:
         rho, err = rho[0], err[0]
@@ -587,6 +621,7 @@ def _acf_direct(dev, b, max_lag, stationary, accumulate, tuning, transfer, progr
     with _staged(dev, run.raw_bytes(), transfer) as st:
         exps = run.prepare(st, centred=True)
         sums = run.sums(st, ["product"], progress=progress, label="autocorrelation")
+        _phase("conversion and pair sums")
         s1, s2, s1k, s2k = run.tile_totals()
         if len(run.windows) == 1:
             ybuf, hoff = run.y, run.yoff.astype(np.uint64)
@@ -618,7 +653,7 @@ def _ends(dev, run, nl):
     inp = _ingest.Input(dev, ends, run.tuning.chunk, "float", run.f64)
     inp.exps = np.repeat(run.inp.exps, 2)
     inp._exps = inp._array(inp.exps)
-    y = cla.empty(dev.queue, 2 * nl, np.float32)
+    y = _common.work_array(dev, 2 * nl, np.float32)
     with _xfer.Staged(dev, inp.raw_bytes(), _xfer.Transfer()) as st:
         inp.load(st)
         inp.convert(y.data, [0, nl], [nl, nl], np.repeat(run.centre, 2))
@@ -640,13 +675,13 @@ def _acf_finish_device(dev, inp, ybuf, ytype, hoff, toff, lengths, nl, cross, cs
     arr = inp._array
     hoff_d, toff_d = arr(np.asarray(hoff, np.uint64)), arr(np.asarray(toff, np.uint64))
     ns = arr(np.asarray(lengths, np.uint32))
-    tot = cla.empty(queue, E * nch * 4, np.float64)
+    tot = _common.work_array(dev, E * nch * 4, np.float64)
     yb = ybuf.data if isinstance(ybuf, cla.Array) else ybuf
     prg.ts_prefix_partial(queue, (nch * wg, E), (wg, 1), yb, hoff_d.data, toff_d.data, ns.data,
                           np.uint32(nl), tot.data)
     prg.ts_prefix_scan(queue, (E * wg,), (wg,), tot.data, np.uint32(nch))
-    out = cla.empty(queue, E * nl, odtype)
-    err = cla.empty(queue, E * nl, odtype)
+    out = _common.work_array(dev, E * nl, odtype)
+    err = _common.work_array(dev, E * nl, odtype)
     prg.ts_acf_finish(queue, (nch * wg, E), (wg, 1), yb, hoff_d.data, toff_d.data, ns.data,
                       np.uint32(nl), tot.data, cross.data if isinstance(cross, cla.Array)
                       else cross, np.uint64(cstride), np.uint32(max(nblk, 1)), np.uint32(bl),
@@ -709,6 +744,8 @@ def _fft_run(dev, b, max_lag, form, accumulate, transfer, progress, label):
                "FFT rows": rows, "FFT work": rows, "FFT work 2": rows,
                "results": 2 * E * nl * 8 + 4 * 8 * E * (-(-nl // 64) + 1),
                "block sums": 2 * 8 * E * (-(-L // FFT_SPAN))}
+    if sum(buffers.values()) + _held(dev) > dev.facts.global_mem * 0.9:
+        _release(dev)
     try:
         check_memory(dev, buffers, what, "Use method='direct', or fewer series at once.")
     except ValueError:
@@ -721,8 +758,10 @@ def _fft_run(dev, b, max_lag, form, accumulate, transfer, progress, label):
     with _staged(dev, int(b.lengths.sum()) * b.dtype.itemsize, transfer) as st:
         inp.load(st)
         exps = inp.scales(inp.check())
+        _phase("upload and check")
         shift = np.ldexp(b.first_values(), exps)
         sums = inp.moments(shift)
+        _phase("mean and spread")
         if form != "msd":
             flat = np.add.reduceat(sums[:, 1], inp.boff[:-1].astype(np.int64)) == 0
             if flat.any():
@@ -731,13 +770,13 @@ def _fft_run(dev, b, max_lag, form, accumulate, transfer, progress, label):
         centre = inp.centres(sums, shift)
         rdtype = np.float64 if f64 else np.float32
         try:
-            A = cla.empty(queue, E * L, rdtype)
-            B = cla.empty(queue, E * L, rdtype)
-            C = cla.empty(queue, E * L, rdtype)
+            A = _common.work_array(dev, E * L, rdtype)
+            B = _common.work_array(dev, E * L, rdtype)
+            C = _common.work_array(dev, E * L, rdtype)
         except cl.MemoryError:
             raise _common.DeviceError(f"{dev.name}: out of device memory for {what}") from None
         nb = -(-L // FFT_SPAN)
-        ysums = cla.empty(queue, 2 * E * nb, inp.acc)
+        ysums = _common.work_array(dev, 2 * E * nb, inp.acc)
         yoff = np.arange(E, dtype=np.uint64) * L
         inp.convert(A.data, yoff, np.full(E, L), centre, sums=ysums.data)
         forward, out = fft.launches(A.data, B.data, C.data, -1)
@@ -750,6 +789,7 @@ def _fft_run(dev, b, max_lag, form, accumulate, transfer, progress, label):
 
         run_sliced(len(steps), advance, queue, progress=progress, label=label,
                    what="FFT passes")
+        _phase("conversion and FFT")
         t = _common.acc_to_float64(ysums.get()).reshape(E, nb, 2).sum(axis=1)
         s1, s2 = t[:, 0], t[:, 1]
         hoff, toff = yoff, yoff + b.lengths.astype(np.uint64) - 1
