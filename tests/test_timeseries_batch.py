@@ -131,6 +131,11 @@ def test_auto_chooses_by_cost(device):
     assert r.method == "fft"
     direct, fft = _fft.cost([20_001], 20)
     assert direct < correlation.FFT_RATIO[device.facts.is_gpu] * fft
+    # at twice the FFT's cost the direct sums are still taken (they carry the errors)
+    ratio = correlation.FFT_RATIO[device.facts.is_gpu] * (2 if device.facts.fp64 else 20)
+    lag = next(m for m in range(20, 20_000, 10)
+               if _fft.cost([20_001], m)[0] > 1.2 * ratio / 2 * _fft.cost([20_001], m)[1])
+    assert autocorrelation(x, lag, device=device).method == "direct"
     assert hurst(x, 20_000, q=2, device=device).method == ("fft" if device.facts.fp64
                                                              else "direct")
     with pytest.raises(ValueError, match="S_2 only"):

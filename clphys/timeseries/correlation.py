@@ -571,8 +571,9 @@ def autocorrelation(x, max_lag=256, stationary=False, device=None, progress=None
     x: one series (1-D real array-like), a batch (2-D, one series per row) or a list
     of 1-D series of any lengths, each with at least max_lag + 1 points, finite, not
     constant; a batch runs in one pass of launches.  progress: as for :func:`hurst`.
-    method: "auto" (default: the FFT when it costs less than the direct sums, i.e. for
-    max_lag beyond about 20 log2(2T) on a GPU), "direct" or "fft".
+    method: "auto" (default: the FFT when it costs less than half the direct sums,
+    i.e. for max_lag beyond about 40 log2(2T) on a GPU, 18 log2(2T) on a CPU), "direct"
+    (pair sums, with jackknife errors) or "fft" (all lags at once; errors NaN).
     Returns :class:`AutocorrelationResult` (lags, rho, stationary, rho_err, method).
 
     Errors (direct sums): the delete-one-block jackknife (see :func:`hurst`) of the
@@ -707,7 +708,8 @@ def _out_dtype(b) -> np.dtype:
 # Direct pair terms that take as long as one "L log2 L" of the FFT path, by device kind
 # (GPU: an estimate from the H100 figures, 1e13 lag-pairs/s against ~4 passes of 2^24
 # complex doubles each way; CPU: measured with PoCL).  "auto" takes the FFT when the
-# direct sums cost more; on devices without fp64 (a float FFT) only at 10x the cost.
+# direct sums cost twice as much (they come with the jackknife errors); on devices
+# without fp64 (a float FFT) only at 20x.
 FFT_RATIO = {True: 20.0, False: 9.0}
 FFT_SPAN = 4096               # values per block of the ingest kernels on the FFT path
 
@@ -719,7 +721,7 @@ def _use_fft(dev, lengths, max_lag, method, accumulate, needs_fp64=False) -> boo
     if needs_fp64 and not f64:
         return False
     direct, fft = _fft.cost(lengths, max_lag)
-    return direct > FFT_RATIO[dev.facts.is_gpu] * fft * (1 if f64 else 10)
+    return direct > FFT_RATIO[dev.facts.is_gpu] * fft * (2 if f64 else 20)
 
 
 def _fft_run(dev, b, max_lag, form, accumulate, transfer, progress, label):
