@@ -19,7 +19,8 @@
 ## window once (registers), then runs over τ = 1 .. min(max_hist, t^ - m) through tiles of
 ## the series in local memory.  Per τ: the historical window's range, Q, one exp, and for
 ## every Δt⁺ the sign of the historical continuation against the current last value.  It
-## sums sgn·w and |sgn|·w in float32 over one tile, folds them into its own accumulators in
+## sums w over b > 0 and over b < 0 (sgn·w, |sgn|·w: their difference, sum) in float32
+## over one tile, folds them into its own accumulators in
 ## local memory, and at the end the group adds its sums into partial[slot][m-1][cell] (one
 ## writer per slot: launches over successive t^ ranges reuse the slots).  cell f-1 holds
 ## Σ sgn(ω) e^{-χQ}, cell maxf+f-1 holds Σ |sgn(ω)| e^{-χQ}; counts[slot][m-1] = (current
@@ -115,7 +116,7 @@ void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, cons
         const float c1lt = ok ? pc_val(P(th - 1u), ot) - lct : 0.0f;
         barrier(CLK_LOCAL_MEM_FENCE);
 % for f in F:
-        float num${f} = 0.0f, den${f} = 0.0f;
+        float up${f} = 0.0f, dn${f} = 0.0f;       // Σ w over b > 0, over b < 0
 % endfor
         const uint kend = tau_max >= t0 ? min(${tb}u, tau_max + 1u - t0) : 0u;
         for (uint k = 0; k < kend; ++k) {
@@ -139,8 +140,8 @@ void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, cons
 % for f in F:
                 {
                     const float b = (tile[i0 + ${f - 1}] - lh) * rct - K;
-                    num${f} += b > 0.0f ? w : (b < 0.0f ? -w : 0.0f);
-                    den${f} += b != 0.0f ? w : 0.0f;
+                    up${f} += b > 0.0f ? w : 0.0f;       // two predicated adds: fewer
+                    dn${f} += b < 0.0f ? w : 0.0f;       // instructions than sgn and |sgn|
                 }
 % endfor
             } else {
@@ -148,8 +149,8 @@ void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, cons
             }
         }
 % for f in F:
-        lacc[${f - 1}u * ${wg}u + lid] = ${P}fold(lacc[${f - 1}u * ${wg}u + lid], sa${f} * num${f});
-        lacc[${maxf + f - 1}u * ${wg}u + lid] = ${P}fold(lacc[${maxf + f - 1}u * ${wg}u + lid], fabs(sa${f}) * den${f});
+        lacc[${f - 1}u * ${wg}u + lid] = ${P}fold(lacc[${f - 1}u * ${wg}u + lid], sa${f} * (up${f} - dn${f}));
+        lacc[${maxf + f - 1}u * ${wg}u + lid] = ${P}fold(lacc[${maxf + f - 1}u * ${wg}u + lid], fabs(sa${f}) * (up${f} + dn${f}));
 % endfor
     }
 
