@@ -118,10 +118,12 @@ __kernel void ts_hurst_finish(__global const double *blocks, const uint nentries
         js = tf_add(js, s1, k + 1);
         if (i) {
             const double c0 = b1[(size_t)k * nlags - 1], n0 = N0 - tf_pairs(k, nblk, bl, n, l - 1);
-            jh = tf_add(jh, tf_slope(s1, n0 > 0.0 ? tf_S(p, (t0 - c0) / n0, m0, q) : S0, l), k + 1);
+            const double s0 = n0 > 0.0 ? tf_S(p, (t0 - c0) / n0, m0, q) : S0;
+            jh = tf_add(jh, tf_slope(s1, s0, l), k + 1);
         }
     }
-    const size_t plane = (size_t)np * nentries * nlags, at = ((size_t)p * nentries + e) * nlags + i;
+    const size_t plane = (size_t)np * nentries * nlags;
+    const size_t at = ((size_t)p * nentries + e) * nlags + i;
     const int x = -exps[e];
     out[at] = ldexp(S1, x);
     out[plane + at] = ldexp(tf_jack(js, active), x);
@@ -193,9 +195,10 @@ void ts_prefix_scan(__global tf_sums_t *tot, const uint nchunks)
 }
 
 // One item per (l, e): the estimate out[e][l] for l < nl and, with blocks, its jackknife
-// error err[e][l]; for the "msd" form out = S_2(l) and err = H(l), the local slope.  pre: ts_prefix_scan's output; s1[e] = Σ y, s2[e] = Σ y² (exact: the
-// lag-0 sum, consistent with the prefix sums); jackknife: s1k[e][k], s2k[e][k] the same
-// over block k, bl values per block.
+// error err[e][l]; for the "msd" form out = S_2(l) and err = H(l), the local slope.
+// pre: ts_prefix_scan's output; s1[e] = Σ y, s2[e] = Σ y² (exact: the lag-0 sum,
+// consistent with the prefix sums); jackknife: s1k[e][k], s2k[e][k] the same over block k,
+// bl values per block.
 __kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
 void ts_acf_finish(__global const ${ytype} *y, __global const ulong *hoff,
                    __global const ulong *toff, __global const uint *ns,

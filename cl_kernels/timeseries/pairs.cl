@@ -170,7 +170,8 @@ inline float tp_f${p}(float a, float b, float q, float s)
 __kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
 void ts_pair_sums(__global const tp_in_t *x, __global const float2 *tab,
                   __global const ulong *voff, __global const uint *nts, __global const uint *ns,
-                  __global const uint *nchs, const uint nentries, const long xbase, const uint lag0, const uint nlags,
+                  __global const uint *nchs, const uint nentries, const long xbase,
+                  const uint lag0, const uint nlags,
                   const uint c_begin, const uint c_end, const uint nblk, const uint tpb,
                   __global const float *qs, __global const float *inv,
                   __global ${P}acc_t *partial)

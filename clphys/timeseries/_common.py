@@ -95,40 +95,6 @@ def float_pairs(p: np.ndarray, origin: float = None, exp: int = 0) -> np.ndarray
     return out
 
 
-FILL_STEP = 1 << 16          # values converted at a time (a float64 temporary in cache)
-
-
-def fill_blocked(table: np.ndarray, out: np.ndarray, p: np.ndarray, block: int,
-                 origin: float = None, exp: int = 0):
-    """The "blocked" layout of pairs.cl: out[t] = float32((p[t] - p[b * block]) * 2^exp)
-    with b = t // block, and table[b] = (hi, lo) float32 pair of
-    (p[b * block] - origin) * 2^exp.  The float64 differences are exact for nearby
-    values, so out keeps float32 accuracy relative to the excursion within a block
-    whatever the offset.  p may be a window of a longer series that starts at a
-    multiple of `block`: with the series' origin the values are the same bits."""
-    n = p.size
-    base = p[::block]
-    fill_pairs(table, base, origin, exp)
-    if not exp:                     # one pass: float64 differences straight into float32
-        full = n // block * block
-        np.subtract(p[:full].reshape(-1, block), base[:full // block, None],
-                    out=out[:full].reshape(-1, block), casting="same_kind")
-        if full < n:
-            np.subtract(p[full:], base[-1], out=out[full:], casting="same_kind")
-        return
-    step = max(block, FILL_STEP // block * block)
-    for a in range(0, n, step):
-        b = min(n, a + step)
-        full = (b - a) // block * block
-        rows = slice(a // block, (a + full) // block)
-        if full:
-            d = np.subtract(p[a:a + full].reshape(-1, block), base[rows, None])
-            np.ldexp(d, exp, out=out[a:a + full].reshape(-1, block), casting="same_kind")
-        if full < b - a:
-            np.ldexp(p[a + full:b] - base[(a + full) // block], exp, out=out[a + full:b],
-                     casting="same_kind")
-
-
 def windowed(windows, load, launch):
     """``advance(start, count)`` for runtime.run_sliced over units that live in
     windows [(a, b), ...] (consecutive, covering the range) of which one is on

@@ -305,7 +305,8 @@ class _Direct:
         def launch(w, start, end):
             prg.ts_pair_sums(queue, (self.lag_blocks * t.wg, self.E * self.G), (t.wg, 1),
                              self.y.data, self.tab.data, self._voff.data, self._nts.data,
-                             self._ns.data, self._nchs.data, np.uint32(self.E), np.int64(state["xbase"]),
+                             self._ns.data, self._nchs.data, np.uint32(self.E),
+                             np.int64(state["xbase"]),
                              np.uint32(self.lag0), np.uint32(self.nlags), np.uint32(start),
                              np.uint32(end), np.uint32(K), np.uint32(tpb), qarr.data,
                              invarr.data, partial.data)
@@ -811,16 +812,3 @@ def _fft_run(dev, b, max_lag, form, accumulate, transfer, progress, label):
                                  s2[e:e + 1], n, n, form == "stationary")
     odtype = _out_dtype(b)
     return vals.astype(odtype, copy=False), np.full((E, nl), np.nan, odtype)
-
-
-def rho_from_sums(xc: np.ndarray, cross: np.ndarray, stationary: bool) -> np.ndarray:
-    """ρ(Δt) for Δt = 0 .. len(cross)-1 from the cross sums Σ_t xc(t) xc(t+Δt) of a
-    series xc (float64; see _finish.acf, which this wraps for one block)."""
-    nl = cross.size
-    s1, s2 = float(xc.sum()), float(np.dot(xc, xc))
-    rho, _ = _finish.acf(cross[None, 1:], xc[:nl], xc[-nl:], s1, s2, np.array([s1]),
-                         np.array([s2]), xc.size, xc.size, stationary)
-    return rho
-
-
-local_slope = _finish.local_slope
