@@ -231,6 +231,12 @@ BAD_HURST = [
     (dict(p=np.arange(10.0), max_lag=2, _transfer="pinned+fast"), ValueError, "overlap"),
     (dict(p=np.arange(10.0), max_lag=2, _layout="int16"), ValueError, "_layout"),
     (dict(p=np.arange(10) * 1j, max_lag=2), TypeError, "real numbers"),
+    (dict(p=np.arange(10.0), max_lag=2, q=[1, 0.0]), ValueError, "q must be >= 0.01"),
+    (dict(p=np.arange(10.0), max_lag=2, q=[]), ValueError, "q must not be empty"),
+    (dict(p=np.arange(10.0), max_lag=2, method="fast"), ValueError, "method must be one of"),
+    (dict(p=np.arange(10.0), max_lag=2, q=[1, 2], method="fft"), ValueError, "S_2 only"),
+    (dict(p=[np.arange(10.0), np.arange(2.0)], max_lag=2), ValueError,
+     r"p\[1\] needs at least 3 points"),
 ]
 
 

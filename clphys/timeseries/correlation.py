@@ -22,6 +22,7 @@ import pyopencl.array as cla
 from .. import _validate
 from ..progress import Progress, check_progress
 from ..runtime import check_memory, items_that_fit, resolve_device, run_sliced, zeros
+from ..runtime.memory import USABLE_FRACTION
 from . import _common, _fft, _finish
 from . import _ingest
 from . import _transfer as _xfer
@@ -173,7 +174,7 @@ class _Direct:
         block (so that every window sees the same converted values as the whole)."""
         dev, chunk = self.dev, self.tuning.chunk
         fixed = sum(self.fixed.values())
-        usable = dev.facts.global_mem * 0.9
+        usable = dev.facts.global_mem * USABLE_FRACTION
 
         def fits(nvalues, room):
             bufs = self._value_buffers(nvalues)
@@ -471,10 +472,10 @@ def hurst(p, max_lag=256, q=1.0, device=None, progress=None, *, method="auto",
     check_progress(progress)
     _validate.choice("_layout", _layout, ("blocked", "float2"))
     method = _method(method)
-    transfer = _transfer_arg(_transfer)
-    dev = resolve_device(device)
     if method == "fft" and set(qs) != {2.0}:
         raise ValueError(f"method='fft' gives S_2 only (q = 2), got q = {q!r}")
+    transfer = _transfer_arg(_transfer)
+    dev = resolve_device(device)
     fft = set(qs) == {2.0} and _use_fft(dev, b.lengths, max_lag, method, _accumulate,
                                         needs_fp64=True)
     lags = np.arange(1, max_lag + 1)
@@ -747,7 +748,7 @@ def _fft_run(dev, b, max_lag, form, accumulate, transfer, progress, label):
                "FFT rows": rows, "FFT work": rows, "FFT work 2": rows,
                "results": 2 * E * nl * 8 + 4 * 8 * E * (-(-nl // 64) + 1),
                "block sums": 2 * 8 * E * (-(-L // FFT_SPAN))}
-    if sum(buffers.values()) + _held(dev) > dev.facts.global_mem * 0.9:
+    if sum(buffers.values()) + _held(dev) > dev.facts.global_mem * USABLE_FRACTION:
         _release(dev)
     try:
         check_memory(dev, buffers, what, "Use method='direct', or fewer series at once.")
