@@ -633,18 +633,24 @@ def _acf_direct(dev, b, max_lag, stationary, accumulate, tuning, transfer, progr
             ybuf, hoff, toff = _ends(dev, run, nl)
         if not run.f64:
             cross = _common.acc_to_float64(sums.get()).reshape(E, run.K, max_lag)
-            y = ybuf.get()
             rho = np.empty((E, nl))
             err = np.empty((E, nl))
             for e in range(E):
-                head = y[int(hoff[e]):int(hoff[e]) + nl].astype(np.float64)
-                tail = y[int(toff[e]) - nl + 1:int(toff[e]) + 1].astype(np.float64)
+                head = _read(dev, ybuf.data, np.float32, int(hoff[e]), nl)
+                tail = _read(dev, ybuf.data, np.float32, int(toff[e]) - nl + 1, nl)
                 rho[e], err[e] = _finish.acf(cross[e], head, tail, s1[e], s2[e], s1k[e], s2k[e],
                                              int(b.lengths[e]), run.bl, stationary)
             return rho.astype(_out_dtype(b), copy=False), err.astype(_out_dtype(b), copy=False)
         return _acf_finish_device(dev, run.inp, ybuf, "float", hoff, toff, b.lengths, nl,
                                   sums, 0, run.K, run.bl, (s1, s2, s1k, s2k), exps,
                                   "stationary" if stationary else "general", _out_dtype(b))
+
+
+def _read(dev, buf, dtype, start: int, count: int) -> np.ndarray:
+    """buf[start:start + count] (elements of dtype) read back as float64."""
+    out = np.empty(count, dtype)
+    cl.enqueue_copy(dev.queue, out, buf, src_offset=start * out.itemsize, is_blocking=True)
+    return out.astype(np.float64)
 
 
 def _ends(dev, run, nl):
@@ -800,16 +806,13 @@ def _fft_run(dev, b, max_lag, form, accumulate, transfer, progress, label):
         if f64:
             return _acf_finish_device(dev, inp, A, "double", hoff, toff, b.lengths, nl, res,
                                       L, 1, L, (s1, s2, s1, s2), exps, form, _out_dtype(b))
-        cross = np.empty((E, L), np.float32)
-        cl.enqueue_copy(queue, cross, res)
-        y = A.get()
-    vals = np.empty((E, nl))
-    for e in range(E):
-        n = int(b.lengths[e])
-        head = y[e * L:e * L + nl].astype(np.float64)
-        tail = y[e * L + n - nl:e * L + n].astype(np.float64)
-        c = cross[e, :nl].astype(np.float64)
-        vals[e], _ = _finish.acf(c[None, 1:], head, tail, s1[e], s2[e], s1[e:e + 1],
-                                 s2[e:e + 1], n, n, form == "stationary")
+        vals = np.empty((E, nl))
+        for e in range(E):
+            n = int(b.lengths[e])
+            head = _read(dev, A.data, rdtype, e * L, nl)
+            tail = _read(dev, A.data, rdtype, e * L + n - nl, nl)
+            c = _read(dev, res, rdtype, e * L, nl)
+            vals[e], _ = _finish.acf(c[None, 1:], head, tail, s1[e], s2[e], s1[e:e + 1],
+                                     s2[e:e + 1], n, n, form == "stationary")
     odtype = _out_dtype(b)
     return vals.astype(odtype, copy=False), np.full((E, nl), np.nan, odtype)
