@@ -150,18 +150,46 @@ def test_jackknife_errors_match_the_spread_over_series(device):
     errors for 96 random walks: within 25% (the spread's own uncertainty is 7%, the
     mean error's ~2%; 25% is over 3 sigma)."""
     X = ar1(96, 4_000, 0.5, 9)
-    for stationary in (False, True):
-        r = autocorrelation(X, 8, stationary=stationary, device=device)
-        spread = r.rho[:, 1:].std(axis=0, ddof=1)
-        ratio = r.rho_err[:, 1:].mean(axis=0) / spread
-        assert np.all(np.abs(ratio - 1) < 0.25), ratio
-        assert np.all(r.rho_err[:, 0] == 0)
+    methods = ["direct"] + (["fft"] if device.facts.fp64 else [])
+    for method in methods:                 # by FFT: the spread over 16 blocks per series
+        for stationary in (False, True):
+            r = autocorrelation(X, 8, stationary=stationary, device=device, method=method)
+            spread = r.rho[:, 1:].std(axis=0, ddof=1)
+            ratio = r.rho_err[:, 1:].mean(axis=0) / spread
+            assert np.all(np.abs(ratio - 1) < 0.25), (method, ratio)
+            assert np.all(r.rho_err[:, 0] == 0)
     P = walks(96, 4_000, 10)
-    h = hurst(P, 8, device=device)
-    for S_or_H, err in ((h.S, h.S_err), (h.H[:, 1:], h.H_err[:, 1:])):
-        ratio = err.mean(axis=0) / S_or_H.std(axis=0, ddof=1)
-        assert np.all(np.abs(ratio - 1) < 0.25), ratio
-    assert np.all(np.isnan(h.H_err[:, 0]))
+    for method, q in [("direct", 1), ("direct", 2)] + [("fft", 2)] * (len(methods) - 1):
+        h = hurst(P, 8, q=q, device=device, method=method)
+        assert h.method == method
+        for S_or_H, err in ((h.S, h.S_err), (h.H[:, 1:], h.H_err[:, 1:])):
+            ratio = err.mean(axis=0) / S_or_H.std(axis=0, ddof=1)
+            assert np.all(np.abs(ratio - 1) < 0.25), (method, q, ratio)
+        assert np.all(np.isnan(h.H_err[:, 0]))
+
+
+def test_errors_switch_and_fft_error_lags(device):
+    """errors=False gives None; by FFT the errors reach up to the block length (T/16)
+    and are NaN beyond (and on devices without fp64); errors=False lets auto take the
+    FFT at half the cost."""
+    x = ar1(1, 4_000, 0.5, 13)[0]
+    assert autocorrelation(x, 20, device=device, errors=False).rho_err is None
+    h = hurst(np.cumsum(x), 20, device=device, errors=False)
+    assert h.S_err is None and h.H_err is None
+    r = autocorrelation(x, 3_999, device=device, method="fft")
+    if device.facts.fp64:
+        assert np.all(np.isfinite(r.rho_err[1:249])) and np.all(np.isnan(r.rho_err[250:]))
+        assert r.rho_err[0] == 0
+        direct = autocorrelation(x, 20, device=device, method="direct").rho_err
+        assert np.all(np.abs(r.rho_err[1:21] / direct[1:] - 1) < 0.6)     # two estimators
+    else:
+        assert np.all(np.isnan(r.rho_err))
+    ratio = correlation.FFT_RATIO[device.facts.is_gpu]
+    lag = next(m for m in range(20, 4_000, 10)
+               if 1.3 * ratio < _fft.cost([4_000], m)[0] / _fft.cost([4_000], m)[1] < 1.9 * ratio)
+    if device.facts.fp64:
+        assert autocorrelation(x, lag, device=device).method == "direct"
+        assert autocorrelation(x, lag, device=device, errors=False).method == "fft"
 
 
 def test_errors_need_two_blocks(device):

@@ -281,3 +281,24 @@ void ts_acf_finish(__global const ${ytype} *y, __global const ulong *hoff,
 % endif
 }
 
+
+// Errors of the FFT path from a batch of K blocks of each series analysed alone: th holds
+// the blocks' estimates, rows (e, k) of nlb lags; for l < min(nlb, bs[e])
+//     err[e][l] = sqrt(var_k th[e][k][l] (bs[e] - l) / (ns[e] - l))
+// (the sample variance over the blocks, scaled from a block's pairs to the series'), NaN
+// beyond.  One item per (l < nl, e).
+__kernel void ts_block_spread(__global const double *th, const uint K, const uint nlb,
+                              __global const uint *bs, __global const uint *ns, const uint nl,
+                              __global tf_out_t *err)
+{
+    const uint l = get_global_id(0), e = get_global_id(1);
+    if (l >= nl) return;
+    const uint b = bs[e];
+    double r = NAN;
+    if (l < nlb && l < b && K > 1u) {
+        double2 a = (double2)(0.0);
+        for (uint k = 0; k < K; ++k) a = tf_add(a, th[((size_t)e * K + k) * nlb + l], k + 1);
+        r = sqrt(a.y / (K - 1) * (double)(b - l) / (double)(ns[e] - l));
+    }
+    err[(size_t)e * nl + l] = r;
+}

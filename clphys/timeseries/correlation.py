@@ -410,7 +410,7 @@ def _sub_batches(dev, b, make):
         _sub_batches(dev, b.subset(range(half, len(b))), make)
 
 
-def hurst(p, max_lag=256, q=1.0, device=None, progress=None, *, method="auto",
+def hurst(p, max_lag=256, q=1.0, device=None, progress=None, *, method="auto", errors=True,
           _accumulate=None, _tuning=None, _layout="blocked", _transfer=None) -> HurstResult:
     """Hurst exponent of the series p(t), t = 0 .. T-1, from its q-th order
     structure function.
@@ -435,11 +435,13 @@ def hurst(p, max_lag=256, q=1.0, device=None, progress=None, *, method="auto",
     (pair sums) or "fft" (S_2 from the autocorrelation sums; q = 2 only, needs fp64).
     Returns :class:`HurstResult` (lags, S, H, q, S_err, H_err, method); H[..., 0] is NaN.
 
-    Errors: the delete-one-block jackknife over 16 blocks of pair start times t (so
-    that the errors survive the correlations within each block): err² = (K-1)/K
-    Σ_k (θ_k - mean θ_k)² with θ_k the estimate from every pair but those starting in
-    block k.  Short series get fewer, shorter blocks (tiles of at least 32 values);
-    with fewer than two blocks the errors are NaN.
+    Errors (errors=False: S_err and H_err are None): the delete-one-block jackknife over
+    16 blocks of pair start times t (so that the errors survive the correlations within
+    each block): err² = (K-1)/K Σ_k (θ_k - mean θ_k)² with θ_k the estimate from every
+    pair but those starting in block k.  Short series get fewer, shorter blocks (tiles
+    of at least 32 values); with fewer than two blocks the errors are NaN.  By FFT: the
+    spread of the estimates of 16 blocks of the series transformed alongside (the device
+    work about doubles), for Δt below the block length (NaN beyond, and without fp64).
 
     Scale: p is scaled by the power of two that brings max |p| into [1/2, 1) (found
     on the device) before it is rounded to float32, and S is scaled back, so every
@@ -472,36 +474,45 @@ def hurst(p, max_lag=256, q=1.0, device=None, progress=None, *, method="auto",
     check_progress(progress)
     _validate.choice("_layout", _layout, ("blocked", "float2"))
     method = _method(method)
+    errors = _errors(errors)
     if method == "fft" and set(qs) != {2.0}:
         raise ValueError(f"method='fft' gives S_2 only (q = 2), got q = {q!r}")
     transfer = _transfer_arg(_transfer)
     dev = resolve_device(device)
     fft = set(qs) == {2.0} and _use_fft(dev, b.lengths, max_lag, method, _accumulate,
-                                        needs_fp64=True)
+                                        needs_fp64=True, errors=errors)
     lags = np.arange(1, max_lag + 1)
     if fft:
         parts = _sub_batches(dev, b, lambda sub: _hurst_fft(
-            dev, sub, max_lag, len(qs), _accumulate, transfer, progress))
+            dev, sub, max_lag, len(qs), _accumulate, transfer, progress, errors))
     else:
         parts = _sub_batches(dev, b, lambda sub: _hurst_direct(
             dev, sub, max_lag, qs, _accumulate, _tuning, _layout, transfer, progress))
     _common.trim_pool(dev)
-    S, S_err, H, H_err = (np.concatenate([part[i] for part in parts]) for i in range(4))
+    S, S_err, H, H_err = (_join([part[i] for part in parts]) for i in range(4))
     # (n_series, n_q, max_lag) -> the caller's shape
     if not q_list:
-        S, S_err, H, H_err = (a[:, 0] for a in (S, S_err, H, H_err))
+        S, S_err, H, H_err = (None if a is None else a[:, 0] for a in (S, S_err, H, H_err))
     if b.single:
-        S, S_err, H, H_err = (a[0] for a in (S, S_err, H, H_err))
+        S, S_err, H, H_err = (None if a is None else a[0] for a in (S, S_err, H, H_err))
+    if not errors:
+        S_err = H_err = None
     return HurstResult(lags=lags, S=S, H=H, q=np.array(qs) if q_list else qs[0], S_err=S_err,
                        H_err=H_err, method="fft" if fft else "direct")
 
 
-def _hurst_fft(dev, b, max_lag, nq, accumulate, transfer, progress):
-    """(S, S_err, H, H_err), each (n_series, nq, max_lag), of S_2 by FFT."""
-    S, H = _fft_run(dev, b, max_lag, "msd", accumulate, transfer, progress, "hurst")
-    S, H = S[:, 1:], H[:, 1:]
-    nan = np.full(S.shape, np.nan, S.dtype)
-    return tuple(np.repeat(a[:, None], nq, axis=1) for a in (S, nan, H, nan))
+def _hurst_fft(dev, b, max_lag, nq, accumulate, transfer, progress, errors):
+    """(S, S_err, H, H_err), each (n_series, nq, max_lag) (errors None without errors),
+    of S_2 by FFT."""
+    S, H, S_err, H_err = _fft_run(dev, b, max_lag, "msd", accumulate, transfer, progress,
+                                  "hurst", errors)
+    return tuple(None if a is None else np.repeat(a[:, None, 1:], nq, axis=1)
+                 for a in (S, S_err, H, H_err))
+
+
+def _join(parts):
+    """The parts' arrays along the series axis (None stays None)."""
+    return None if parts[0] is None else np.concatenate(parts)
 
 
 _KIND = {1.0: "absdiff", 2.0: "sqdiff"}
@@ -549,7 +560,7 @@ def _hurst_direct(dev, b, max_lag, qs, accumulate, tuning, layout, transfer, pro
 
 
 def autocorrelation(x, max_lag=256, stationary=False, device=None, progress=None, *,
-                    method="auto", _accumulate=None, _tuning=None,
+                    method="auto", errors=True, _accumulate=None, _tuning=None,
                     _transfer=None) -> AutocorrelationResult:
     """Autocorrelation ρ(Δt), Δt = 0 .. max_lag, of the series x(t), t = 0 .. T-1
     (normally price changes, not prices).
@@ -573,13 +584,14 @@ def autocorrelation(x, max_lag=256, stationary=False, device=None, progress=None
     x: one series (1-D real array-like), a batch (2-D, one series per row) or a list
     of 1-D series of any lengths, each with at least max_lag + 1 points, finite, not
     constant; a batch runs in one pass of launches.  progress: as for :func:`hurst`.
-    method: "auto" (default: the FFT when it costs less than half the direct sums,
-    i.e. for max_lag beyond about 40 log2(2T) on a GPU, 18 log2(2T) on a CPU), "direct"
-    (pair sums, with jackknife errors) or "fft" (all lags at once; errors NaN).
+    method: "auto" (default: the FFT when it costs less than the direct sums, with its
+    error blocks: for max_lag beyond about 40 log2(2T) on a GPU, 18 log2(2T) on a CPU;
+    half that with errors=False), "direct" (pair sums) or "fft" (all lags at once).
     Returns :class:`AutocorrelationResult` (lags, rho, stationary, rho_err, method).
 
-    Errors (direct sums): the delete-one-block jackknife (see :func:`hurst`) of the
-    ratio of the lag-Δt and lag-0 sums centred on the mean.
+    Errors (errors=False: rho_err is None): by the direct sums the delete-one-block
+    jackknife (see :func:`hurst`) of the ratio of the lag-Δt and lag-0 sums centred on
+    the mean; by FFT the spread of 16 blocks' estimates (see :func:`hurst`).
 
     Accuracy: x is scaled by a power of two (max |x| in [1/2, 1), so every
     finite float64 input works, subnormal ones included, and ρ(λx) = ρ(x) for λ
@@ -596,21 +608,24 @@ def autocorrelation(x, max_lag=256, stationary=False, device=None, progress=None
         raise TypeError(f"stationary must be True or False, got {stationary!r}")
     check_progress(progress)
     method = _method(method)
+    errors = _errors(errors)
     transfer = _transfer_arg(_transfer)
     dev = resolve_device(device)
-    fft = _use_fft(dev, b.lengths, max_lag, method, _accumulate)
+    fft = _use_fft(dev, b.lengths, max_lag, method, _accumulate, errors=errors)
     form = "stationary" if stationary else "general"
     if fft:
         run = lambda sub: _fft_run(dev, sub, max_lag, form, _accumulate, transfer,  # noqa: E731
-                                   progress, "autocorrelation")
+                                   progress, "autocorrelation", errors)
     else:
         run = lambda sub: _acf_direct(dev, sub, max_lag, bool(stationary),  # noqa: E731
                                       _accumulate, _tuning, transfer, progress)
     parts = _sub_batches(dev, b, run)
     _common.trim_pool(dev)
-    rho, err = (np.concatenate([part[i] for part in parts]) for i in range(2))
+    rho, err = (_join([part[i] for part in parts]) for i in range(2))
     if b.single:
-        rho, err = rho[0], err[0]
+        rho, err = rho[0], (None if err is None else err[0])
+    if not errors:
+        err = None
     return AutocorrelationResult(lags=np.arange(max_lag + 1), rho=rho, stationary=bool(stationary),
                                  rho_err=err, method="fft" if fft else "direct")
 
@@ -671,7 +686,7 @@ def _ends(dev, run, nl):
 
 
 def _acf_finish_device(dev, inp, ybuf, ytype, hoff, toff, lengths, nl, cross, cstride, nblk,
-                       bl, moments, exps, form, odtype):
+                       bl, moments, exps, form, odtype, keep=False):
     """ρ and its jackknife error (or S_2 and H for form "msd") on the device (fp64): the
     prefix sums of the series' ends, then the formulas (finish.cl); downloaded as odtype."""
     queue = dev.queue
@@ -679,7 +694,7 @@ def _acf_finish_device(dev, inp, ybuf, ytype, hoff, toff, lengths, nl, cross, cs
     wg = min(256, _common.pow2_at_most(dev.facts.max_work_group))
     blocks = cstride == 0
     prg = dev.build("timeseries/finish.cl", form=form, cross="blocks" if blocks else "rows",
-                    ytype=ytype, wg=wg, otype=_CL_OUT[odtype])
+                    ytype=ytype, wg=wg, otype=_CL_OUT[np.dtype(odtype)])
     nch = -(-nl // wg)
     arr = inp._array
     hoff_d, toff_d = arr(np.asarray(hoff, np.uint64)), arr(np.asarray(toff, np.uint64))
@@ -696,6 +711,8 @@ def _acf_finish_device(dev, inp, ybuf, ytype, hoff, toff, lengths, nl, cross, cs
                       else cross, np.uint64(cstride), np.uint32(max(nblk, 1)), np.uint32(bl),
                       *[arr(np.asarray(m, np.float64).reshape(-1)).data for m in moments],
                       arr(np.asarray(exps, np.int32)).data, out.data, err.data)
+    if keep:                    # the device arrays, for more kernels
+        return out, err, prg
     rho = _xfer.download(dev, out.data, np.empty((E, nl), odtype))
     if blocks or form == "msd":
         e = _xfer.download(dev, err.data, np.empty((E, nl), odtype))
@@ -716,27 +733,66 @@ def _out_dtype(b) -> np.dtype:
 # Direct pair terms that take as long as one "L log2 L" of the FFT path, by device kind
 # (GPU: an estimate from the H100 figures, 1e13 lag-pairs/s against ~4 passes of 2^24
 # complex doubles each way; CPU: measured with PoCL).  "auto" takes the FFT when the
-# direct sums cost twice as much (they come with the jackknife errors); on devices
-# without fp64 (a float FFT) only at 20x.
+# direct sums cost more (twice as much with errors: the FFT's error blocks double its
+# work); on devices without fp64 (a float FFT, no errors) only at 20x.
 FFT_RATIO = {True: 20.0, False: 9.0}
 FFT_SPAN = 4096               # values per block of the ingest kernels on the FFT path
 
 
-def _use_fft(dev, lengths, max_lag, method, accumulate, needs_fp64=False) -> bool:
+def _use_fft(dev, lengths, max_lag, method, accumulate, needs_fp64=False,
+             errors=True) -> bool:
     if method != "auto":
         return method == "fft"
     f64 = _common.accumulator(dev, accumulate) == "double"
     if needs_fp64 and not f64:
         return False
     direct, fft = _fft.cost(lengths, max_lag)
-    return direct > FFT_RATIO[dev.facts.is_gpu] * fft * (2 if f64 else 20)
+    return direct > FFT_RATIO[dev.facts.is_gpu] * fft * ((2 if errors else 1) if f64 else 20)
 
 
-def _fft_run(dev, b, max_lag, form, accumulate, transfer, progress, label):
+FFT_BLOCKS = 16              # blocks per series for the FFT path's error bars
+
+
+class _FFTRows:
+    """Rows of zero-padded converted series (Input `inp`, one row of L reals each) on the
+    device, and the launches of their autocorrelation transforms (`steps`); `res` holds
+    the circular autocorrelation sums once they ran."""
+
+    def __init__(self, dev, inp, nrows: int, L: int, real: str, centre):
+        rdtype = np.float64 if real == "double" else np.float32
+        self.dev, self.L, self.nrows, self.rdtype = dev, L, nrows, rdtype
+        self.fft = fft = _fft.FFT(dev, L // 2, nrows, real)
+        self.A = _common.work_array(dev, nrows * L, rdtype)
+        B = _common.work_array(dev, nrows * L, rdtype)
+        C = _common.work_array(dev, nrows * L, rdtype)
+        self.nb = -(-L // FFT_SPAN)
+        self.sums = _common.work_array(dev, 2 * nrows * self.nb, inp.acc)
+        self.yoff = np.arange(nrows, dtype=np.uint64) * L
+        inp.convert(self.A.data, self.yoff, np.full(nrows, L), centre, sums=self.sums.data)
+        forward, out = fft.launches(self.A.data, B.data, C.data, -1)
+        inverse, self.res = fft.launches(out, B.data, C.data, +1)
+        self.steps = forward + [lambda: fft.power(out)] + inverse
+        self._keep = (B, C)
+
+    def moments(self):
+        """(Σ y, Σ y²) per row."""
+        t = _common.acc_to_float64(self.sums.get()).reshape(self.nrows, self.nb, 2).sum(axis=1)
+        return t[:, 0], t[:, 1]
+
+    def finish(self, inp, lengths, nl, exps, form, odtype):
+        """_acf_finish_device on these rows, the results kept on the device."""
+        s1, s2 = self.moments()
+        toff = self.yoff + np.asarray(lengths, np.uint64) - 1
+        return _acf_finish_device(self.dev, inp, self.A, "double", self.yoff, toff, lengths, nl,
+                                  self.res, self.L, 1, self.L, (s1, s2, s1, s2), exps, form,
+                                  odtype, keep=True)
+
+
+def _fft_run(dev, b, max_lag, form, accumulate, transfer, progress, label, errors=True):
     """ρ (form "general"/"stationary") or S_2 ("msd") at lags 0 .. max_lag of every
-    series of the batch from the FFT of its zero-padded rows: (values, errors), each
-    (n_series, max_lag + 1); the errors are NaN (the jackknife needs the direct sums);
-    for "msd" the second array is H, the local slope of S_2."""
+    series of the batch from the FFT of its zero-padded rows.  Returns (ρ, ρ_err) or, for
+    "msd", (S_2, H, S_err, H_err), each (n_series, max_lag + 1).  The errors come from 16
+    blocks of each series transformed alongside (with fp64; else NaN): see _block_errors."""
     nl = max_lag + 1
     E = len(b)
     f64 = _common.accumulator(dev, accumulate) == "double"
@@ -747,24 +803,30 @@ def _fft_run(dev, b, max_lag, form, accumulate, transfer, progress, label):
     real = "double" if f64 else "float"
     rsize = 8 if f64 else 4
     L = _fft.fft_length(int(b.lengths.max()), max_lag)
+    K = FFT_BLOCKS
+    bs = b.lengths // K                                  # values per block
+    with_err = errors and f64 and int(bs.min()) >= 2
+    nlb = min(nl, int(bs.min()))                        # the blocks' lags: l < nlb
+    Lb = _fft.fft_length(int(bs.max()), nlb - 1) if with_err else 0
     what = f"{label} of {int(b.lengths.max())} points by FFT ({L} values per row)"
-    rows = E * L * rsize
     buffers = {"series (as given)": math.ceil(STAGING_SLACK * int(b.lengths.sum())
                                               * b.dtype.itemsize),
-               "FFT rows": rows, "FFT work": rows, "FFT work 2": rows,
-               "results": 2 * E * nl * 8 + 4 * 8 * E * (-(-nl // 64) + 1),
-               "block sums": 2 * 8 * E * (-(-L // FFT_SPAN))}
+               "FFT rows": E * L * rsize, "FFT work": E * L * rsize, "FFT work 2": E * L * rsize,
+               "block rows": 3 * E * K * Lb * rsize,
+               "results": 6 * E * nl * 8 + 4 * 8 * E * (K + 1) * (-(-nl // 64) + 1),
+               "block sums": 2 * 8 * E * (K + 1) * (-(-L // FFT_SPAN))}
     if sum(buffers.values()) + _held(dev) > dev.facts.global_mem * USABLE_FRACTION:
         _release(dev)
     try:
-        check_memory(dev, buffers, what, "Use method='direct', or fewer series at once.")
+        check_memory(dev, buffers, what, "Use method='direct', errors=False, or fewer series "
+                                         "at once.")
     except ValueError:
         if E > 1:
             raise _TooLarge() from None
         raise
-    fft = _fft.FFT(dev, L // 2, E, real)
     inp = _ingest.Input(dev, b, FFT_SPAN, "real", f64)
     queue = dev.queue
+    odtype = _out_dtype(b)
     with _staged(dev, int(b.lengths.sum()) * b.dtype.itemsize, transfer) as st:
         inp.load(st)
         exps = inp.scales(inp.check())
@@ -778,20 +840,12 @@ def _fft_run(dev, b, max_lag, form, accumulate, transfer, progress, label):
                 raise ValueError(f"{b.label(int(np.argmax(flat)))} is constant: its "
                                  "autocorrelation is undefined")
         centre = inp.centres(sums, shift)
-        rdtype = np.float64 if f64 else np.float32
-        try:
-            A = _common.work_array(dev, E * L, rdtype)
-            B = _common.work_array(dev, E * L, rdtype)
-            C = _common.work_array(dev, E * L, rdtype)
-        except cl.MemoryError:
-            raise _common.DeviceError(f"{dev.name}: out of device memory for {what}") from None
-        nb = -(-L // FFT_SPAN)
-        ysums = _common.work_array(dev, 2 * E * nb, inp.acc)
-        yoff = np.arange(E, dtype=np.uint64) * L
-        inp.convert(A.data, yoff, np.full(E, L), centre, sums=ysums.data)
-        forward, out = fft.launches(A.data, B.data, C.data, -1)
-        inverse, res = fft.launches(out, B.data, C.data, +1)
-        steps = forward + [lambda: fft.power(out)] + inverse
+        rows = _FFTRows(dev, inp, E, L, real, centre)
+        steps = rows.steps
+        if with_err:
+            binp = _block_input(dev, inp, b, bs, K, exps)
+            brows = _FFTRows(dev, binp, E * K, Lb, real, np.repeat(centre, K))
+            steps = steps + brows.steps
 
         def advance(start, count):
             for k in range(start, start + count):
@@ -800,19 +854,56 @@ def _fft_run(dev, b, max_lag, form, accumulate, transfer, progress, label):
         run_sliced(len(steps), advance, queue, progress=progress, label=label,
                    what="FFT passes")
         _phase("conversion and FFT")
-        t = _common.acc_to_float64(ysums.get()).reshape(E, nb, 2).sum(axis=1)
-        s1, s2 = t[:, 0], t[:, 1]
-        hoff, toff = yoff, yoff + b.lengths.astype(np.uint64) - 1
         if f64:
-            return _acf_finish_device(dev, inp, A, "double", hoff, toff, b.lengths, nl, res,
-                                      L, 1, L, (s1, s2, s1, s2), exps, form, _out_dtype(b))
+            out, second, prg = rows.finish(inp, b.lengths, nl, exps, form, odtype)
+            arrays = [out, second]
+            if with_err:
+                bout, bsecond, _ = brows.finish(binp, np.repeat(bs, K), nlb,
+                                                np.repeat(exps, K), form, np.float64)
+                spread = [bout] + ([bsecond] if form == "msd" else [])
+                arrays = arrays[:1 if form != "msd" else 2] + [
+                    _block_errors(dev, prg, th, K, nlb, bs, b.lengths, nl, odtype)
+                    for th in spread]
+            res = [_xfer.download(dev, a.data, np.empty((E, nl), odtype)) for a in arrays]
+            # no errors: NaN (errors=False: None, no array of the results' size)
+            nan = np.full((E, nl), np.nan, odtype) if errors else None
+            if form == "msd":
+                return tuple(res + [nan, nan][:4 - len(res)])
+            return res[0], (res[1] if with_err else nan)
+        s1, s2 = rows.moments()
         vals = np.empty((E, nl))
         for e in range(E):
             n = int(b.lengths[e])
-            head = _read(dev, A.data, rdtype, e * L, nl)
-            tail = _read(dev, A.data, rdtype, e * L + n - nl, nl)
-            c = _read(dev, res, rdtype, e * L, nl)
+            head = _read(dev, rows.A.data, rows.rdtype, e * L, nl)
+            tail = _read(dev, rows.A.data, rows.rdtype, e * L + n - nl, nl)
+            c = _read(dev, rows.res, rows.rdtype, e * L, nl)
             vals[e], _ = _finish.acf(c[None, 1:], head, tail, s1[e], s2[e], s1[e:e + 1],
                                      s2[e:e + 1], n, n, form == "stationary")
-    odtype = _out_dtype(b)
-    return vals.astype(odtype, copy=False), np.full((E, nl), np.nan, odtype)
+    return vals.astype(odtype, copy=False), np.full((E, nl), np.nan, odtype) if errors else None
+
+
+def _block_input(dev, inp, b, bs, K, exps):
+    """An Input over K blocks of bs[e] values of each series, reading the values already
+    uploaded for `inp` (the same scale; the caller gives the same centre)."""
+    views = [b.arrays[e][k * int(bs[e]):(k + 1) * int(bs[e])] for e in range(len(b))
+             for k in range(K)]
+    binp = _ingest.Input(dev, _ingest.Batch(b.name, views, single=False), FFT_SPAN, "real",
+                         inp.f64)
+    binp.x, binp.window = inp.x, None
+    binp._off = binp._array(np.array([int(inp.raw_off[e]) + k * int(bs[e])
+                                      for e in range(len(b)) for k in range(K)], np.int64))
+    binp.exps = np.repeat(exps, K).astype(np.int32)
+    binp._exps = binp._array(binp.exps)
+    return binp
+
+
+def _block_errors(dev, prg, th, K, nlb, bs, lengths, nl, odtype):
+    """The FFT path's errors from the blocks' estimates th (rows (e, k) of nlb lags):
+    err(l) = sqrt(var_k θ_k(l) (b - l)/(T - l)) for l < b, NaN beyond (finish.cl)."""
+    E = len(lengths)
+    err = _common.work_array(dev, E * nl, odtype)
+    prg.ts_block_spread(dev.queue, (-(-nl // 64) * 64, E), (64, 1), th.data, np.uint32(K),
+                        np.uint32(nlb), _common.device_array(dev, bs.astype(np.uint32), False).data,
+                        _common.device_array(dev, np.asarray(lengths, np.uint32), False).data,
+                        np.uint32(nl), err.data)
+    return err
