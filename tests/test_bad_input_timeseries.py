@@ -2,7 +2,9 @@
 and command.  A function must raise ValueError or TypeError from clphys' own code,
 naming the parameter, before any device work (the device spec names no device, so
 reaching the device would be a DeviceError); a command must exit with status 2 and
-a one-line message.  Never a traceback from NumPy or PyOpenCL."""
+a one-line message.  Never a traceback from NumPy or PyOpenCL.  The values of
+hurst() and autocorrelation() are checked on the device (NaN, inf, a constant
+series): those cases run on the test devices and must name the series and the index."""
 
 import math
 import os
@@ -54,7 +56,9 @@ def with_bad_value(n):
         lambda t: np.array(t[0][:t[1]] + [t[2]] + t[0][t[1] + 1:]))
 
 
-def bad_series(min_len):
+def bad_series(min_len, values=True):
+    """Not a valid series; `values`: including finite-shaped series with a NaN or inf
+    (found on the host by pattern_conformity, on the device by hurst/autocorrelation)."""
     return st.one_of(
         st.text(max_size=20), st.binary(max_size=20), st.none(), st.just(object()),
         st.dictionaries(st.text(max_size=2), finite, max_size=3),
@@ -65,7 +69,10 @@ def bad_series(min_len):
         st.lists(st.booleans(), min_size=min_len, max_size=min_len + 3).map(np.array),
         st.lists(st.text(max_size=3), min_size=min_len, max_size=min_len + 3).map(np.array),
         st.lists(st.integers(min_value=2**64), min_size=min_len, max_size=min_len + 2),
-        with_bad_value(min_len + 3), finite, st.integers())
+        *([with_bad_value(min_len + 3)] if values else []), finite, st.integers(),
+        st.lists(st.lists(finite, min_size=min_len, max_size=min_len + 2), min_size=1,
+                 max_size=3).map(lambda rows: rows + [[1.0, 2.0]]),         # one short series
+        st.just(np.zeros((2, 3, min_len))))
 
 
 def assert_clean(call, name):
@@ -93,13 +100,16 @@ SERIES = np.cumsum(np.random.default_rng(1).standard_normal(64))
 @given(st.data())
 def test_hurst(data):
     name, kw = draw_call(data, dict(p=SERIES, max_lag=5, q=1.0, progress=None), {
-        "p": bad_series(7), "max_lag": bad_integer(1, 2**31 - 3), "q": bad_real(0.01, 1000.0),
+        "p": bad_series(7, values=False), "max_lag": bad_integer(1, 2**31 - 2),
+        "q": st.one_of(bad_real(0.01, 1000.0), st.lists(bad_real(0.01, 1000.0), min_size=1,
+                                                         max_size=3), st.just([])),
+        "method": st.one_of(st.text(max_size=5), st.integers(), st.none()),
         "progress": st.one_of(st.integers(), st.text(max_size=3), st.floats())})
     assert_clean(lambda: hurst(device=NO_DEVICE, **kw), name)
 
 
 @SETTINGS
-@given(st.integers(63, 10**6))
+@given(st.integers(64, 10**6))
 def test_hurst_lag_beyond_the_series(max_lag):
     assert_clean(lambda: hurst(SERIES, max_lag, device=NO_DEVICE), "p needs at least")
 
@@ -109,11 +119,40 @@ def test_hurst_lag_beyond_the_series(max_lag):
 def test_autocorrelation(data):
     name, kw = draw_call(data, dict(x=np.diff(SERIES), max_lag=5, stationary=False,
                                     progress=None), {
-        "x": st.one_of(bad_series(7), st.floats(-1e300, 1e300).map(lambda v: np.full(20, v))),
-        "max_lag": bad_integer(1, 2**31 - 3),
+        "x": bad_series(7, values=False),
+        "max_lag": bad_integer(1, 2**31 - 2),
+        "method": st.one_of(st.text(max_size=5), st.integers(), st.none()),
         "stationary": st.one_of(st.integers(), st.text(max_size=3), st.none(), st.floats()),
         "progress": st.one_of(st.integers(), st.text(max_size=3))})
     assert_clean(lambda: autocorrelation(device=NO_DEVICE, **kw), name)
+
+
+DEVICE_SETTINGS = settings(SETTINGS, max_examples=FUZZ or 25)
+
+
+@DEVICE_SETTINGS
+@given(st.data())
+def test_values_checked_on_the_device(device, data):
+    """NaN or inf anywhere in one of a batch of series (float64 or float32), or a constant
+    series for the autocorrelation: ValueError naming the series and the index."""
+    n = data.draw(st.integers(8, 700), label="n")
+    count = data.draw(st.integers(1, 3), label="series")
+    dtype = data.draw(st.sampled_from([np.float64, np.float32]), label="dtype")
+    rows = np.cumsum(np.ones((count, n), dtype), axis=1)
+    s = data.draw(st.integers(0, count - 1), label="bad series")
+    fn = data.draw(st.sampled_from([hurst, autocorrelation]), label="function")
+    if fn is autocorrelation and data.draw(st.booleans(), label="constant"):
+        rows[s] = data.draw(st.floats(-1e30, 1e30, allow_subnormal=False), label="value")
+        match = "is constant"
+    else:
+        t = data.draw(st.integers(0, n - 1), label="index")
+        rows[s, t] = data.draw(st.sampled_from([np.nan, np.inf, -np.inf]), label="bad")
+        match = f"non-finite .* at index {t}$"
+    name = "p" if fn is hurst else "x"
+    label = name if count == 1 else f"{name}\\[{s}\\]"
+    series = rows[0] if count == 1 else (rows if data.draw(st.booleans()) else list(rows))
+    with pytest.raises(ValueError, match=f"^{label} .*{match}"):
+        fn(series, 5, device=device)
 
 
 @SETTINGS

@@ -21,11 +21,28 @@ RENDER_CASES = {
     "rng/philox.cl": [{}], "rng/lcg.cl": [{}], "rng/xorshift.cl": [{}], "rng/normal.cl": [{}],
     "rng/generate.cl": [dict(generator=g) for g in ("philox", "lcg", "halfbit-lcg", "xorshift32")],
     "timeseries/acc.cl": [{}],
-    "timeseries/pairs.cl": [dict(pair=p, value=v, acc=a, wg=128, lpi=8, chunk=1024, run=32)
-                            for p in ("absdiff", "sqdiff", "powdiff", "product")
-                            for v in ("float2", "float") for a in ("double", "compensated")]
-                           + [dict(pair="absmax", value=v, acc="max", wg=64, lpi=4, chunk=256,
+    "timeseries/pairs.cl": [dict(pairs=p, value=v, acc=a, wg=128, lpi=8, chunk=1024, run=32,
+                                 block=256)
+                            for p in (["absdiff"], ["sqdiff"], ["powdiff"], ["product"],
+                                      ["absdiff", "sqdiff", "powdiff"])
+                            for v in ("float2", "float", "blocked")
+                            for a in ("double", "compensated")]
+                           + [dict(pairs=["absmax"], value=v, acc="max", wg=64, lpi=4, chunk=256,
                                    run=32) for v in ("float2", "float")],
+    # (acc="double" marks the cases that need fp64; these templates do not read it)
+    "timeseries/ingest.cl": [dict(raw=r, f64=False, wg=64, span=512, layout=lay, block=256)
+                             for r in ("double", "float", "long", "int")
+                             for lay in ("float", "real", "blocked", "float2")]
+                            + [dict(raw="double", f64=True, wg=256, span=1024, layout=lay,
+                                    block=256, acc="double") for lay in ("float", "blocked")],
+    "timeseries/finish.cl": [dict(acc="double", kinds=["absdiff", "powdiff"], form=f, cross=c,
+                                  ytype=y, wg=64, otype=o)
+                             for f, c in (("general", "blocks"), ("stationary", "rows"),
+                                          ("msd", "rows"))
+                             for y, o in (("float", "double"), ("double", "float"))],
+    "common/fft.cl": [dict(real="float", R=R, r=r, J=J, sign=s)
+                      for R, r, J in ((2, 2, 1), (64, 8, 16), (256, 8, 4)) for s in (-1, 1)]
+                     + [dict(real="double", R=128, r=8, J=16, sign=-1, acc="double")],
     "timeseries/pattern.cl": [dict(wg=64, tb=128, maxp=20, maxf=20, acc=a, exp=e)
                               for a in ("double", "compensated") for e in ("exp", "native_exp")],
     "timeseries/acrw.cl": [{}],

@@ -1,5 +1,6 @@
 """Hurst S(Δt), H(Δt) and autocorrelation ρ(Δt) against float64 NumPy references,
-exact cases, bad input, template rendering, and every pairs.cl kernel on Oclgrind."""
+exact cases, bad input, template rendering, and every pairs.cl kernel on Oclgrind.
+(Batches, several q, error bars and the FFT path: tests/test_timeseries_batch.py.)"""
 
 import math
 
@@ -9,8 +10,8 @@ import pytest
 import clphys
 from clphys.runtime import fake_facts, render
 from clphys.timeseries import acrw_numpy, autocorrelation, hurst
-from clphys.timeseries import _transfer
-from clphys.timeseries.correlation import PairSums, PairTuning, auto_pieces
+from clphys.timeseries import _transfer, correlation
+from clphys.timeseries.correlation import PairTuning
 from clphys.timeseries.reference import autocorrelation_numpy, hurst_numpy
 
 ACCUMULATORS = ["double", "compensated"]
@@ -97,7 +98,7 @@ def test_tick_prices_with_large_offsets(device, layout):
                       np.diff(acrw_numpy(n + 1, 0.044, seed=4))):
             p = np.round(offset * 100 + np.cumsum(steps)) / 100
             r = hurst(p, 40, device=device, _layout=layout,
-                      _tuning=PairTuning(wg=8, lpi=5, chunk=256, run=32, pieces=2))
+                      _tuning=PairTuning(wg=8, lpi=5, chunk=256, run=32))
             assert_close(r.S, hurst_numpy(p, 40)[0], rtol=1e-6)
 
 
@@ -105,10 +106,10 @@ TRANSFERS = [p + o for p in _transfer.PATHS for o in ("", "+overlap")]
 
 
 def test_transfer_paths_agree_bitwise(device):
-    """Every upload path (pageable/pinned, whole or overlapped with the pieces)
-    gives the same bits; several pieces, a staging slot reused across calls."""
+    """Every upload path (pageable/pinned, whole or in overlapping segments) gives the
+    same bits; a staging slot reused across calls."""
     p = series("walk", 9_001, seed=6)
-    t = PairTuning(wg=8, lpi=4, chunk=64, run=16, pieces=3)
+    t = PairTuning(wg=8, lpi=4, chunk=64, run=16)
     S = hurst_numpy(p, 50)[0]
     rho = autocorrelation_numpy(np.diff(p), 50)
     first = None
@@ -124,15 +125,9 @@ def test_transfer_paths_agree_bitwise(device):
                 assert np.array_equal(h, first[0]) and np.array_equal(a, first[1]), spec
 
 
-def test_pieces_and_staging_cache(device):
-    lengths = (10, 2**21, 2**22 - 1, 2**22, 2**24, 2**30)
-    assert [auto_pieces(n) for n in lengths] == [1, 1, 1, 2, 8, 8]
-    plan = PairSums(device, 5_000, 30, "absdiff", "blocked",
-                    tuning=PairTuning(wg=4, lpi=4, chunk=32, run=8, pieces=4))
-    ends = plan.segment_ends()
-    assert plan.pieces == 4 and ends == sorted(ends) and ends[-1] == plan.nbytes
-    xoff = plan._xoff(5_000)
-    assert plan.nbytes == 4 * xoff + 4 * 5_000 and 2 * -(-5_000 // 256) <= xoff
+def test_staging_cache_and_segments(device, monkeypatch):
+    """Staging slots are reused by calls of similar size, and a pinned upload filled and
+    sent in many segments (and by several copy threads) gives the same bits as one."""
     assert _transfer.capacity(1000) == 4096 and _transfer.capacity(2**20 + 1) == 9 * 2**17
     _transfer.clear_cache(device)
     p = random_walk(3_000, 2)
@@ -143,6 +138,18 @@ def test_pieces_and_staging_cache(device):
     _transfer.clear_cache(device)
     assert not _transfer._cache(device).free
     assert _transfer.default(device, 10).path == "pageable"
+    q = random_walk(20_000, 3)
+    t = PairTuning(wg=8, lpi=4, chunk=128, run=32, groups=2)
+    want = hurst(q, 20, device=device, _transfer="pageable", _tuning=t).S
+    monkeypatch.setattr(_transfer, "SEGMENT_BYTES", 4096 + 8)     # 20 segments
+    monkeypatch.setattr(_transfer, "COPY_CHUNK", 1000)              # several threads each
+    monkeypatch.setattr(_transfer, "COPY_THREADS", 3)
+    monkeypatch.setattr(_transfer, "_pool", None)
+    assert np.array_equal(hurst(q, 20, device=device, _transfer="pinned+overlap",
+                                _tuning=t).S, want)
+    # a list of series: pieces at offsets; with the same tuning the same bits as alone
+    assert np.array_equal(hurst([q[:7_001], q], 20, device=device, _tuning=t,
+                                _transfer="pinned+overlap").S[1], want)
 
 
 @pytest.mark.parametrize("q", [0.5, 2.0, 3.7])
@@ -211,10 +218,8 @@ def test_rho_zero_is_one_and_windows(device):
 # ---------------------------------------------------------------- bad input
 
 BAD_HURST = [
-    (dict(p=np.arange(11.0), max_lag=10), ValueError, "at least 12 points"),
-    (dict(p=np.array([0, 1, np.nan, 3, 4.0]), max_lag=2), ValueError, "index 2"),
-    (dict(p=np.array([0, 1, 2, 3, np.inf]), max_lag=2), ValueError, "index 4"),
-    (dict(p=np.zeros((5, 5)), max_lag=2), ValueError, "1-D"),
+    (dict(p=np.arange(10.0), max_lag=10), ValueError, "at least 11 points"),
+    (dict(p=np.zeros((2, 5, 5)), max_lag=2), ValueError, "1-D"),
     (dict(p=np.arange(10.0), max_lag=0), ValueError, "max_lag must be >= 1"),
     (dict(p=np.arange(10.0), max_lag=2.5), TypeError, "max_lag must be an integer"),
     (dict(p=np.arange(10.0), max_lag=2, q=0.0), ValueError, "q must be >= 0.01"),
@@ -226,6 +231,12 @@ BAD_HURST = [
     (dict(p=np.arange(10.0), max_lag=2, _transfer="pinned+fast"), ValueError, "overlap"),
     (dict(p=np.arange(10.0), max_lag=2, _layout="int16"), ValueError, "_layout"),
     (dict(p=np.arange(10) * 1j, max_lag=2), TypeError, "real numbers"),
+    (dict(p=np.arange(10.0), max_lag=2, q=[1, 0.0]), ValueError, "q must be >= 0.01"),
+    (dict(p=np.arange(10.0), max_lag=2, q=[]), ValueError, "q must not be empty"),
+    (dict(p=np.arange(10.0), max_lag=2, method="fast"), ValueError, "method must be one of"),
+    (dict(p=np.arange(10.0), max_lag=2, q=[1, 2], method="fft"), ValueError, "S_2 only"),
+    (dict(p=[np.arange(10.0), np.arange(2.0)], max_lag=2), ValueError,
+     r"p\[1\] needs at least 3 points"),
 ]
 
 
@@ -237,16 +248,32 @@ def test_hurst_bad_input(kwargs, exc, match):
 
 
 @pytest.mark.parametrize("kwargs, exc, match", [
-    (dict(x=np.arange(6.0), max_lag=5), ValueError, "at least 7 points"),
-    (dict(x=[1.0, 2.0, float("nan"), 0.0], max_lag=1), ValueError, "index 2"),
-    (dict(x=np.ones((3, 4)), max_lag=1), ValueError, "1-D"),
+    (dict(x=np.arange(5.0), max_lag=5), ValueError, "at least 6 points"),
+    (dict(x=np.ones((3, 4, 1)), max_lag=1), ValueError, "1-D"),
     (dict(x=np.arange(9.0), max_lag=0), ValueError, "max_lag"),
     (dict(x=np.arange(9.0), max_lag=2, stationary="yes"), TypeError, "stationary"),
-    (dict(x=np.ones(9), max_lag=2), ValueError, "constant"),
 ])
 def test_autocorrelation_bad_input(kwargs, exc, match):
     with pytest.raises(exc, match=match):
         autocorrelation(device="no-such-device", **kwargs)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_bad_values_found_on_the_device(device, dtype):
+    """NaN, inf and constant series are found on the device (the host does no pass over
+    the values) and reported with the series and the position, before any pair sums."""
+    cases = [(hurst, dict(p=np.array([0, 1, np.nan, 3, 4.0], dtype)), r"p has .*nan at index 2"),
+             (hurst, dict(p=np.array([0, 1, 2, 3, np.inf], dtype)), r"p has .*inf at index 4"),
+             (autocorrelation, dict(x=np.array([1.0, 2, np.nan, 0], dtype)), r"index 2"),
+             (autocorrelation, dict(x=np.ones(9, dtype)), r"x is constant"),
+             (autocorrelation, dict(x=[np.arange(9.0), np.ones(12)]), r"x\[1\] is constant")]
+    long = np.arange(3_000.0, dtype=dtype)
+    long[2_345] = -np.inf                     # past the first blocks of the check
+    cases += [(hurst, dict(p=[np.arange(10.0), long]), r"p\[1\] has .*-inf at index 2345"),
+              (autocorrelation, dict(x=np.stack([long[::-1], long])), r"x\[0\] .* 654")]
+    for fn, kwargs, match in cases:
+        with pytest.raises(ValueError, match=match):
+            fn(max_lag=2, device=device, **kwargs)
 
 
 # ---------------------------------------------------------------- templates and Oclgrind
@@ -256,15 +283,17 @@ def test_autocorrelation_bad_input(kwargs, exc, match):
 def test_templates_render(vendor, fp64):
     facts = fake_facts(vendor, fp64)
     acc = "double" if fp64 else "compensated"
-    for pair in ("absdiff", "sqdiff", "powdiff", "product"):
+    for pairs in (["absdiff"], ["sqdiff"], ["powdiff"], ["product"],
+                  ["absdiff", "sqdiff", "powdiff", "powdiff"]):
         for value in ("float2", "float", "blocked"):
-            src = render("timeseries/pairs.cl", facts, pair=pair, value=value, acc=acc, wg=128,
+            src = render("timeseries/pairs.cl", facts, pairs=pairs, value=value, acc=acc, wg=128,
                          lpi=8, chunk=1024, run=32, block=256, rows=16)
             assert "ts_pair_sums" in src and "ts_pair_finish" in src
             assert ("double" in src) == fp64
-            assert ("tab[(k) >> 8u]" in src) == (value == "blocked")
+            assert ("tabs[(k) >> 8u]" in src) == (value == "blocked")
+            assert src.count("inline float tp_f") == len(pairs)
     with pytest.raises(ValueError, match="block"):
-        render("timeseries/pairs.cl", facts, pair="absdiff", value="blocked", acc=acc, wg=8,
+        render("timeseries/pairs.cl", facts, pairs=["absdiff"], value="blocked", acc=acc, wg=8,
                lpi=1, chunk=8, run=8, block=100)
     for exp in ("exp", "native_exp"):
         src = render("timeseries/pattern.cl", facts, wg=64, tb=128, maxp=20, maxf=20, acc=acc,
@@ -272,39 +301,65 @@ def test_templates_render(vendor, fp64):
         assert "ts_pc_sweep" in src and ("double" in src) == fp64 and f"{exp}(-chim" in src
     assert "ts_acrw_fill" in render("timeseries/acrw.cl", facts)
     for value in ("float2", "float", "blocked"):
-        src = render("timeseries/pairs.cl", facts, pair="absmax", value=value, acc="max", wg=64,
-                     lpi=4, chunk=256, run=32, block=256)
+        src = render("timeseries/pairs.cl", facts, pairs=["absmax"], value=value, acc="max",
+                     wg=64, lpi=4, chunk=256, run=32, block=256)
         assert "fmax" in src and "double" not in src
-    with pytest.raises(ValueError, match="absmax"):
-        render("timeseries/pairs.cl", facts, pair="absmax", value="float", acc=acc, wg=8, lpi=1,
-               chunk=8, run=8)
+    for bad in (["absmax"], ["absmax", "absdiff"], [], ["cube"]):
+        with pytest.raises(ValueError, match="absmax|pairs"):
+            render("timeseries/pairs.cl", facts, pairs=bad, value="float", acc=acc, wg=8,
+                   lpi=1, chunk=8, run=8)
     if not fp64:
         with pytest.raises(ValueError, match="fp64"):
-            render("timeseries/pairs.cl", facts, pair="product", value="float", acc="double",
-                   wg=8, lpi=1, chunk=8, run=8)
+            render("timeseries/pairs.cl", facts, pairs=["product"], value="float",
+                   acc="double", wg=8, lpi=1, chunk=8, run=8)
+    for raw in ("double", "float", "long", "int"):
+        for layout in ("float", "real", "blocked", "float2"):
+            src = render("timeseries/ingest.cl", facts, raw=raw, f64=False, wg=64, span=256,
+                         layout=layout, block=256)
+            assert "ts_ingest_convert" in src and "double" not in src
+            if fp64:
+                src = render("timeseries/ingest.cl", facts, raw=raw, f64=True, wg=64,
+                             span=256, layout=layout, block=256)
+                assert "ldexp(as_double(r), e)" in src or raw != "double"
+    if fp64:
+        for form in ("general", "stationary", "msd"):
+            src = render("timeseries/finish.cl", facts, form=form, cross="rows", ytype="double",
+                         wg=64)
+            assert "ts_acf_finish" in src and "ts_hurst_finish" in src
+    else:
+        with pytest.raises(ValueError, match="fp64"):
+            render("timeseries/finish.cl", facts)
+        with pytest.raises(ValueError, match="fp64"):
+            render("timeseries/ingest.cl", facts, raw="double", f64=True, wg=64, span=256,
+                   layout="float", block=256)
 
 
 @pytest.mark.oclgrind
-def test_pair_kernels_oclgrind(oclgrind):
-    """Masked and unmasked tiles, two lag blocks, two tile groups, both accumulators."""
+def test_pair_kernels_oclgrind(oclgrind, monkeypatch):
+    """Masked and unmasked tiles, two lag blocks, two tile groups, both accumulators (and
+    so both finishes: the kernels and NumPy), the ingest kernels for every dtype."""
     p = random_walk(61, 4)
     t = PairTuning(wg=4, lpi=3, chunk=8, run=4, groups=2)
-    for acc in ACCUMULATORS:
-        assert_close(hurst(p, 13, device=oclgrind, _accumulate=acc, _tuning=t).S,
-                     hurst_numpy(p, 13)[0], rtol=1e-6)
-    assert_close(hurst(p, 5, q=1.5, device=oclgrind, _tuning=t).S,
-                 hurst_numpy(p, 5, q=1.5)[0], rtol=1e-6)
-    assert_close(autocorrelation(p, 13, device=oclgrind, _tuning=t).rho,
-                 autocorrelation_numpy(p, 13), rtol=1e-6, atol=1e-8)
-    # pieces (later ones add to the partial sums), overlapped and pinned uploads,
-    # the (hi, lo) layout, and a finishing kernel with several rows
-    t = PairTuning(wg=4, lpi=3, chunk=8, run=4, groups=2, pieces=3)
     S = hurst_numpy(p, 13)[0]
-    for layout, spec in (("blocked", "pinned+overlap"), ("float2", "pinned-unmap")):
-        assert_close(hurst(p, 13, device=oclgrind, _tuning=t, _layout=layout,
-                           _transfer=spec).S, S, rtol=1e-6)
-    plan = PairSums(oclgrind, 61, 13, "absdiff", "blocked", tuning=t, block=16, rows=4)
-    assert_close(plan.compute(p), S * (61 - np.arange(1, 14)), rtol=1e-6)
+    for acc in ACCUMULATORS:
+        r = hurst(p, 13, device=oclgrind, _accumulate=acc, _tuning=t)
+        assert_close(r.S, S, rtol=1e-6)
+        assert np.all(np.isfinite(r.S_err)) and np.all(np.isfinite(r.H_err[1:]))
+        for stationary in (False, True):
+            rho = autocorrelation(p, 13, stationary=stationary, device=oclgrind, _accumulate=acc,
+                                  _tuning=t)
+            assert_close(rho.rho, autocorrelation_numpy(p, 13, stationary), rtol=1e-6, atol=1e-8)
+        assert_close(hurst(p, 5, q=[1.5, 1, 2], device=oclgrind, _tuning=t, _accumulate=acc).S[0],
+                     hurst_numpy(p, 5, q=1.5)[0], rtol=1e-6)
+    # the other dtypes, uploads and the (hi, lo) layout, and a finishing kernel with rows
+    monkeypatch.setattr(correlation, "_finish_rows", lambda dev: 4)
+    for dtype, layout, spec in ((np.float32, "blocked", "pinned+overlap"),
+                                (np.int64, "float2", "pinned-unmap"),
+                                (np.int32, "blocked", "pageable")):
+        q = np.round(p * 100).astype(dtype)
+        assert_close(hurst(q, 13, device=oclgrind, _tuning=t, _layout=layout,
+                           _transfer=spec).S, hurst_numpy(q.astype(np.float64), 13)[0],
+                     rtol=1e-6)
 
 
 def test_default_device_used():

@@ -10,7 +10,7 @@ import pytest
 
 from cli_subprocess import interrupt_after, start_cli
 from clphys.cli import build_parser, main
-from clphys.timeseries import acrw_numpy
+from clphys.timeseries import acrw_numpy, autocorrelation, hurst, pattern_conformity
 from clphys.timeseries.cli import read_column
 from clphys.timeseries.reference import (autocorrelation_numpy, hurst_numpy,
                                          pattern_conformity_numpy)
@@ -35,24 +35,37 @@ def test_acrw_then_hurst_acf_pc(tmp_path, capsys, device, dev_arg):
 
     png = tmp_path / "h.png"
     assert main(["hurst", str(series), "--max-lag", "6", "--plot", str(png), *dev_arg]) == 0
-    rows = table(capsys.readouterr().out)[1:]
+    rows = table(capsys.readouterr().out)
+    assert rows[0] == ["lag", "S", "S_err", "H", "H_err"]
+    rows = rows[1:]
     S, H = hurst_numpy(p, 6)
     np.testing.assert_allclose([float(r[1]) for r in rows], S, rtol=1e-7)
-    np.testing.assert_allclose([float(r[2]) for r in rows[1:]], H[1:], atol=1e-5)
-    assert png.stat().st_size > 1000
+    np.testing.assert_allclose([float(r[3]) for r in rows[1:]], H[1:], atol=1e-5)
+    h = hurst(p, 6, device=device)           # the errors printed are the library's
+    np.testing.assert_allclose([float(r[2]) for r in rows], h.S_err, rtol=1e-2)
+    np.testing.assert_allclose([float(r[4]) for r in rows[1:]], h.H_err[1:], rtol=1e-4)
+    assert rows[0][3] == "nan" and png.stat().st_size > 1000
 
     assert main(["acf", str(series), "--diff", "--max-lag", "3", "--plot",
                  str(tmp_path / "a.png"), *dev_arg]) == 0
-    rows = table(capsys.readouterr().out)[1:]
+    rows = table(capsys.readouterr().out)
+    assert rows[0] == ["lag", "rho", "rho_err"]
+    rows = rows[1:]
     np.testing.assert_allclose([float(r[1]) for r in rows],
                                autocorrelation_numpy(np.diff(p), 3), atol=1e-6)
+    a = autocorrelation(np.diff(p), 3, device=device)
+    np.testing.assert_allclose([float(r[2]) for r in rows], a.rho_err, rtol=1e-2)
 
     assert main(["pc", str(series), "--max-past", "3", "--max-future", "2", "--max-history",
                  "40", "--plot", str(tmp_path / "p.png"), "--no-progress", *dev_arg]) == 0
-    rows = table(capsys.readouterr().out)[1:]
+    rows = table(capsys.readouterr().out)
     want = pattern_conformity_numpy(p, 3, 2, 100.0, 40).Xi
-    got = np.array([[float(v) for v in r[1:]] for r in rows])
+    got = np.array([[float(v) for v in r[1:]] for r in rows[1:3]])
     np.testing.assert_allclose(got, want, atol=1e-4)
+    err = np.array([[float(v) for v in r[1:]] for r in rows[4:6]])
+    np.testing.assert_allclose(err, pattern_conformity(p, 3, 2, 100.0, 40, device=device,
+                                                       progress=False).Xi_err, rtol=0.1)
+    assert np.all(np.isnan(err[:, 0])) and np.all(err[:, 1:] > 0)
     assert (tmp_path / "p.png").stat().st_size > 1000
 
 
@@ -155,6 +168,7 @@ def test_returns_file_for_acf(tmp_path, capsys, dev_arg):
     rows = table(capsys.readouterr().out)[1:]
     np.testing.assert_allclose([float(r[1]) for r in rows], autocorrelation_numpy(x, 2),
                                atol=1e-6)
+    assert float(rows[0][2]) == 0 and all(float(r[2]) > 0 for r in rows[1:])
 
 
 def test_pc_tick_option(tmp_path, capsys, dev_arg):

@@ -117,7 +117,8 @@ def test_progress_callback(device):
 @pytest.mark.parametrize("kwargs, exc, match", [
     (dict(p=np.arange(8.0), max_past=4, max_future=4), ValueError, "at least 9 points"),
     (dict(p=[0.0, 1.0, np.nan] + [2.0] * 50), ValueError, "index 2"),
-    (dict(p=np.zeros((60, 2))), ValueError, "1-D"),
+    (dict(p=np.zeros((2, 60, 2))), ValueError, "1-D"),
+    (dict(p=np.zeros((60, 2))), ValueError, r"p\[0\] needs at least 41 points"),
     (dict(p=np.arange(60.0), chi=-1.0), ValueError, "chi must be >= 0"),
     (dict(p=np.arange(60.0), max_past=0), ValueError, "max_past must be >= 1"),
     (dict(p=np.arange(60.0), max_past=65), ValueError, "max_past must be <= 64"),

@@ -1,18 +1,23 @@
-## Sums over the overlapping pairs of a series, in one pass:
-##     sums[i] = sum over t with t + l < n of  f(x(t), x(t + l)),   l = lag0 + i,  i < nlags
+## Sums over the overlapping pairs of series, in one pass, for a batch of entries:
+##     sums[p][e][k][i] = sum over t in block k of entry e, t < nt[e], t + l < n[e], of
+##                        f_p(x(t), x(t + l)),   l = lag0 + i,  i < nlags
 ## (clphys.timeseries.hurst and autocorrelation); "absmax" takes the maximum instead.
+## Block k of an entry holds the tiles [k tpb, (k + 1) tpb) (nblk blocks: the jackknife
+## blocks of the error bars; the host adds the blocks for the totals).
 ##
-## params: pair   "absdiff" |b - a|, "sqdiff" (b - a)^2, "powdiff" (|b - a| s_l)^q with a
-##                per-lag scale s_l (the kernel's `inv` argument), "product" a b,
-##                "absmax" max |b - a| (with acc "max")
+## params: pairs  the pair functions f_p, evaluated on the same tiles (one accumulator
+##                each): "absdiff" |b - a|, "sqdiff" (b - a)^2, "powdiff" (|b - a| s_l)^q_p
+##                with a per-lag scale s_l (the kernel's `inv`) and q_p = qs[p],
+##                "product" a b, "absmax" max |b - a| (alone, with acc "max"); the scales
+##                are per entry: inv[e][i]
 ##         value  how the series is stored (every tile is read relative to its first
 ##                element t0, so differences keep float32 accuracy relative to the local
 ##                excursion whatever the series' offset):
-##                "float2": (hi, lo) float pairs of the series, 8 bytes per value;
+##                "float2": (hi, lo) float pairs, 8 bytes per value;
 ##                "blocked": 4 bytes per value: float32 values relative to the first value
-##                of their block of `block` (a power of two) values, after a table of one
-##                (hi, lo) float pair per block (the block's first value minus the
-##                series' first); x points at the table, the values start at x + xoff;
+##                of their block of `block` (a power of two) values, and a table `tab` of
+##                one (hi, lo) float pair per block (the block's first value minus the
+##                series' origin); entries start at multiples of `block`;
 ##                "float": x is used as it is (no origin)
 ##         acc    "double" | "compensated" | "max" (see acc.cl)
 ##         wg     work-group size; lpi lags per work item (consecutive, held in a sliding
@@ -20,21 +25,25 @@
 ##                float before they are folded into the accumulator (chunk % run == 0)
 ##         rows   (optional, default 1) rows of the finishing kernel's work group
 ##
-## Work group (b, g) of G = get_num_groups(1) owns the lags lag0 + b*wg*lpi + [0, wg*lpi)
-## and the tiles c in [c_begin, c_end) with (c + c_shift) % G == g, in increasing order.
+## Entry e: values x[voff[e] - xbase + t], t < n[e] (xbase: the global position of the
+## buffer's first value, nonzero for a window of one series too long for the device);
+## nchs[e] tiles, ceil(min(nt, n - lag0) / chunk).
+## Work group (b, e G + g) of G groups per entry owns the lags lag0 + b*wg*lpi + [0, wg*lpi)
+## and the tiles c in [c_begin, c_end) of entry e with c % G == g, in increasing order.
 ## A tile keeps x(t0 .. t0 + chunk) and the shifted span x(t0 + L0 .. t0 + L0 + chunk +
-## wg*lpi) in local memory; item i keeps its lpi lags' accumulators in registers.
-## The accumulators start from partial[g][i] (zero in the `fresh` launch) and are written
-## back, so a group folds its tiles in the same order however the tile range is split
-## into launches (time-bounded slices, upload segments, windows of a series too long for
-## the device whose tile c_shift is global tile 0 of the window): the sums are the same
-## bits.  ts_pair_finish then reduces partial over g.
+## wg*lpi) in local memory; item i keeps its lpi lags' accumulators in registers, read from
+## partial[p][e][k][g] when it starts on block k and written back when it leaves it
+## (partial starts zeroed), so a group folds its tiles in the same order however the tile
+## range is split into launches (time-bounded slices, upload segments, windows): the sums
+## are the same bits.  ts_pair_finish then reduces partial over g.
 <%namespace name="accns" file="/timeseries/acc.cl"/>
 <%
-    if pair not in ("absdiff", "sqdiff", "powdiff", "product", "absmax"):
-        raise ValueError("pairs.cl: unknown pair %r" % (pair,))
-    if (pair == "absmax") != (acc == "max"):
-        raise ValueError("pairs.cl: pair 'absmax' goes with acc 'max' and only with it")
+    KINDS = ("absdiff", "sqdiff", "powdiff", "product", "absmax")
+    PL = list(pairs)
+    if not PL or any(p not in KINDS for p in PL):
+        raise ValueError("pairs.cl: pairs must be a list of %s, got %r" % (KINDS, PL))
+    if ("absmax" in PL) != (acc == "max") or ("absmax" in PL and len(PL) > 1):
+        raise ValueError("pairs.cl: pair 'absmax' goes alone and with acc 'max' only")
     if value not in ("float2", "float", "blocked"):
         raise ValueError("pairs.cl: value must be 'float2', 'blocked' or 'float', got %r"
                          % (value,))
@@ -49,46 +58,48 @@
     lg = wg * lpi
     P = "tp_" + acc[0] + "_"          # helper names carry the accumulator variant
     J = range(lpi)
+    NP = range(len(PL))
+    lb = blk.bit_length() - 1
 %>
 ${accns.accumulator(P, acc)}
 
 % if value == "float2":
 typedef float2 tp_in_t;
-#define TP_ORIGIN const float2 o = x[t0];
-#define TP_VAL(k) ((x[k].x - o.x) + (x[k].y - o.y))
+#define TP_ORIGIN const float2 o = xs[t0];
+#define TP_VAL(k) ((xs[k].x - o.x) + (xs[k].y - o.y))
 % elif value == "blocked":
 typedef float tp_in_t;
-// value k = xv[k] + table[k / block] (minus the series' first value); relative to t0 it is
-// (xv[k] - xv[t0]) + (table[k / block] - table[t0 / block]), the last term exactly 0 inside
+// value k = xs[k] + tabs[k / block] (minus the series' origin); relative to t0 it is
+// (xs[k] - xs[t0]) + (tabs[k / block] - tabs[t0 / block]), the last term exactly 0 inside
 // t0's block.
-#define TP_ORIGIN __global const float2 *tab = (__global const float2 *)x; \
-                  __global const float *xv = x + xoff; \
-                  const float2 ob = tab[t0 >> ${blk.bit_length() - 1}u]; const float od = xv[t0];
-#define TP_VAL(k) ((xv[k] - od) + ((tab[(k) >> ${blk.bit_length() - 1}u].x - ob.x) \
-                                   + (tab[(k) >> ${blk.bit_length() - 1}u].y - ob.y)))
+#define TP_ORIGIN const float2 ob = tabs[t0 >> ${lb}u]; const float od = xs[t0];
+#define TP_VAL(k) ((xs[k] - od) + ((tabs[(k) >> ${lb}u].x - ob.x) \
+                                   + (tabs[(k) >> ${lb}u].y - ob.y)))
 % else:
 typedef float tp_in_t;
 #define TP_ORIGIN
-#define TP_VAL(k) (x[k])
+#define TP_VAL(k) (xs[k])
 % endif
 
-inline float tp_${pair}(float a, float b, float q, float s)
+% for p, kind in enumerate(PL):
+inline float tp_f${p}(float a, float b, float q, float s)
 {
-% if pair in ("absdiff", "absmax") and dev.is_gpu:
+%   if kind in ("absdiff", "absmax") and dev.is_gpu:
     return fabs(b - a);                 // a free operand modifier on GPUs
-% elif pair in ("absdiff", "absmax"):
+%   elif kind in ("absdiff", "absmax"):
     const float d = b - a;              // CPU vectorisers (PoCL) keep fabs a scalar call
     return d < 0.0f ? -d : d;
-% elif pair == "sqdiff":
+%   elif kind == "sqdiff":
     const float d = b - a;
     return d * d;
-% elif pair == "powdiff":
+%   elif kind == "powdiff":
     return pow(fabs(b - a) * s, q);     // s = 1 / max |b - a| at this lag: no overflow
-% else:
+%   else:
     return a * b;
-% endif
+%   endif
 }
-% if pair == "absmax":
+% endfor
+% if acc == "max":
 #define TP_RUN(s, t) s = fmax(s, t)
 % else:
 #define TP_RUN(s, t) s += t
@@ -98,9 +109,9 @@ inline float tp_${pair}(float a, float b, float q, float s)
 <%def name="tile(masked)">
     {
 % if masked:
-        // pair (t0 + tt, lag) is inside the series iff tt < n - t0 - lag
+        // pair (t0 + tt, lag) counts iff t0 + tt < nt and t0 + tt + lag < n
 % for j in J:
-        const int lim${j} = (int)n - (int)(t0 + L0 + me + ${j}u);
+        const int lim${j} = min((int)nt - (int)t0, (int)n - (int)(t0 + L0 + me + ${j}u));
 % endfor
 % endif
 % for j in J[:-1]:
@@ -108,8 +119,10 @@ inline float tp_${pair}(float a, float b, float q, float s)
 % endfor
         float w${lpi - 1} = 0.0f;
         for (uint r0 = 0; r0 < ${chunk}u; r0 += ${run}u) {
-% for j in J:
-            float s${j} = 0.0f;
+% for p in NP:
+%   for j in J:
+            float s${p}_${j} = 0.0f;
+%   endfor
 % endfor
 #pragma unroll
             for (uint k = 0; k < ${run}u; ++k) {
@@ -117,28 +130,51 @@ inline float tp_${pair}(float a, float b, float q, float s)
                 const float a = ta[tt];
                 w${lpi - 1} = tb[tt + me + ${lpi - 1}u];
 % for j in J:
-%   if masked:
-                TP_RUN(s${j}, (int)tt < lim${j} ? tp_${pair}(a, w${j}, q, inv${j}) : 0.0f);
-%   else:
-                TP_RUN(s${j}, tp_${pair}(a, w${j}, q, inv${j}));
-%   endif
+%   for p in NP:
+%     if masked:
+                TP_RUN(s${p}_${j}, (int)tt < lim${j} ? tp_f${p}(a, w${j}, q${p}, inv${j}) : 0.0f);
+%     else:
+                TP_RUN(s${p}_${j}, tp_f${p}(a, w${j}, q${p}, inv${j}));
+%     endif
+%   endfor
 % endfor
 % for j in J[:-1]:
                 w${j} = w${j + 1};
 % endfor
             }
-% for j in J:
-            acc${j} = ${P}fold(acc${j}, s${j});
+% for p in NP:
+%   for j in J:
+            acc${p}_${j} = ${P}fold(acc${p}_${j}, s${p}_${j});
+%   endfor
 % endfor
         }
     }
 </%def>
 
+## Move the item's accumulators between registers and partial[p][e][k][g] (`op` "load" or
+## "store").
+<%def name="slot(op)">
+% for p in NP:
+%   for j in J:
+        if (first + ${j}u < nlags) {
+%     if op == "load":
+            acc${p}_${j} = partial[slot_${p} + first + ${j}u];
+%     else:
+            partial[slot_${p} + first + ${j}u] = acc${p}_${j};
+%     endif
+        }
+%   endfor
+% endfor
+</%def>
+
 __kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
-void ts_pair_sums(__global const tp_in_t *x, const uint xoff, const uint n, const uint lag0,
-                  const uint nlags, const uint c_begin, const uint c_end, const uint c_shift,
-                  const uint fresh, const float q, const float scale,
-                  __global const float *inv, __global ${P}acc_t *partial)
+void ts_pair_sums(__global const tp_in_t *x, __global const float2 *tab,
+                  __global const ulong *voff, __global const uint *nts, __global const uint *ns,
+                  __global const uint *nchs, const uint nentries, const long xbase,
+                  const uint lag0, const uint nlags,
+                  const uint c_begin, const uint c_end, const uint nblk, const uint tpb,
+                  __global const float *qs, __global const float *inv,
+                  __global ${P}acc_t *partial)
 {
     __local float ta[${chunk}];
     __local float tb[${chunk + lg}];
@@ -146,53 +182,85 @@ void ts_pair_sums(__global const tp_in_t *x, const uint xoff, const uint n, cons
     const uint L0 = lag0 + get_group_id(0) * ${lg}u;    // first lag of the group
     const uint me = lid * ${lpi}u;                      // this item's lags: L0 + me + j
     const uint first = L0 - lag0 + me;                  // ... at sums index first + j
-    const uint G = get_num_groups(1), g = get_group_id(1);
-    const uint c_start = c_begin + (g + G - (c_begin + c_shift) % G) % G;
-    if (!fresh && c_start >= c_end) return;            // no tile here: partial[g] stays
-    __global ${P}acc_t *out = partial + (size_t)g * nlags;
-% for j in J:
-    ${P}acc_t acc${j} = ${P}ZERO;
-    if (!fresh && first + ${j}u < nlags) acc${j} = out[first + ${j}u];
-% if pair == "powdiff":
-    const float inv${j} = first + ${j}u < nlags ? inv[first + ${j}u] : 0.0f;
-% else:
-    const float inv${j} = 1.0f;
+    const uint G = get_num_groups(1) / nentries;
+    // (no '%' beside the '/': LLVM would pair them with a `freeze`, which Oclgrind lacks)
+    const uint gy = get_group_id(1), e = gy / G, g = gy - e * G;
+    const uint n = ns[e], nt = nts[e];
+    __global const tp_in_t *xs = x + ((long)voff[e] - xbase);
+% if value == "blocked":
+    __global const float2 *tabs = tab + (((long)voff[e] - xbase) >> ${lb});
 % endif
+    const uint nch = nchs[e];        // tiles of this entry: the t < nt with t + lag0 < n
+    const uint c_stop = min(c_end, nch);
+    const uint c_start = c_begin + (g + G - c_begin % G) % G;
+    if (c_start >= c_stop) return;                      // no tile here: partial stays
+% for p in NP:
+%   if PL[p] == "powdiff":
+    const float q${p} = qs[${p}];
+%   else:
+    const float q${p} = 1.0f;
+%   endif
 % endfor
-    for (uint c = c_start; c < c_end; c += G) {
+% for j in J:
+%   if "powdiff" in PL:
+    const float inv${j} = first + ${j}u < nlags ? inv[(size_t)e * nlags + first + ${j}u] : 0.0f;
+%   else:
+    const float inv${j} = 1.0f;
+%   endif
+% endfor
+% for p in NP:
+%   for j in J:
+    ${P}acc_t acc${p}_${j} = ${P}ZERO;
+%   endfor
+% endfor
+    uint kcur = nblk;                                   // the block in the registers
+% for p in NP:
+    size_t slot_${p} = 0;
+% endfor
+    for (uint c = c_start; c < c_stop; c += G) {
+        const uint k = min(c / tpb, nblk - 1u);
+        if (k != kcur) {
+            if (kcur < nblk) {
+${slot("store")}
+            }
+% for p in NP:
+            slot_${p} = ((((size_t)${p} * nentries + e) * nblk + k) * G + g) * nlags;
+% endfor
+${slot("load")}
+            kcur = k;
+        }
         const uint t0 = c * ${chunk}u;
         TP_ORIGIN
         barrier(CLK_LOCAL_MEM_FENCE);       // the previous tile is no longer read
-        // scale: a power of two (exact) that brings the series to unit size
         for (uint i = lid; i < ${chunk}u; i += ${wg}u)
-            ta[i] = t0 + i < n ? TP_VAL(t0 + i) * scale : 0.0f;
+            ta[i] = t0 + i < n ? TP_VAL(t0 + i) : 0.0f;
         for (uint i = lid; i < ${chunk + lg}u; i += ${wg}u) {
-            const uint k = t0 + L0 + i;
-            tb[i] = k < n ? TP_VAL(k) * scale : 0.0f;
+            const uint k2 = t0 + L0 + i;
+            tb[i] = k2 < n ? TP_VAL(k2) : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
-        if (t0 + L0 + ${chunk + lg - 1}u <= n)
+        if (t0 + ${chunk}u <= nt && t0 + L0 + ${chunk + lg - 1}u <= n)
 ${tile(False)}
         else
 ${tile(True)}
     }
-% for j in J:
-    if (first + ${j}u < nlags) out[first + ${j}u] = acc${j};
-% endfor
+${slot("store")}
 }
 
-// out[i] = sum over the work groups g < groups of partial[g][i], i < nlags.  Work group
-// (64, rows): row r adds the slots g = r, r + rows, ...; the rows are then added in a
-// fixed order in local memory.
+// out[r][i] = sum over the groups g < G of partial[r][g][i], for the rows r (p, e, k) and
+// i < nlags.  Work group (64, rows): row y adds the slots g = y, y + rows, ...; the rows are
+// then added in a fixed order in local memory.
 __kernel __attribute__((reqd_work_group_size(64, ${rows}, 1)))
 void ts_pair_finish(__global const ${P}acc_t *partial, const uint groups,
                     const uint nlags, __global ${P}acc_t *out)
 {
     const uint i = get_global_id(0);
     const uint r = get_local_id(1);
+    const size_t row = get_global_id(2);
+    __global const ${P}acc_t *src = partial + row * groups * nlags;
     ${P}acc_t s = ${P}ZERO;
     if (i < nlags)
-        for (uint g = r; g < groups; g += ${rows}u) s = ${P}add(s, partial[(size_t)g * nlags + i]);
+        for (uint g = r; g < groups; g += ${rows}u) s = ${P}add(s, src[(size_t)g * nlags + i]);
 % if rows > 1:
     __local ${P}acc_t red[${rows}][64];
     const uint l = get_local_id(0);
@@ -202,8 +270,8 @@ void ts_pair_finish(__global const ${P}acc_t *partial, const uint groups,
     if (r < ${off}u) red[r][l] = ${P}add(red[r][l], red[r + ${off}u][l]);
     barrier(CLK_LOCAL_MEM_FENCE);
 %   endfor
-    if (r == 0 && i < nlags) out[i] = red[0][l];
+    if (r == 0 && i < nlags) out[row * nlags + i] = red[0][l];
 % else:
-    if (i < nlags) out[i] = s;
+    if (i < nlags) out[row * nlags + i] = s;
 % endif
 }

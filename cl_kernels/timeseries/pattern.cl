@@ -10,14 +10,17 @@
 ## The launch covers t^ in [t_lo, t_hi) with t_lo - 1 a multiple of wg; work group j of it
 ## owns wg consecutive t^ and adds into slot (slot0 + j) % nslots, so that a slot receives
 ## the same groups in the same order however the t^ range is split into launches (the
-## sums are the same bits).  p holds the series' values [off, w_hi) only (a window of a
-## series too long for the device, or all of it): reads outside give 0 and are never used.
+## sums are the same bits).  p holds the series' values [off, w_hi) from p[pos] on (a
+## window of a series too long for the device, or all of it): reads outside give 0 and
+## are never used.  ts_pc_fold adds the slots into the row of a block of current times
+## (in a fixed order) and clears them, when the block is done.
 ##
 ## Work item (t^, m), t^ = t_lo + global id 0, m = group id 1 + 1: normalises its current
 ## window once (registers), then runs over τ = 1 .. min(max_hist, t^ - m) through tiles of
 ## the series in local memory.  Per τ: the historical window's range, Q, one exp, and for
 ## every Δt⁺ the sign of the historical continuation against the current last value.  It
-## sums sgn·w and |sgn|·w in float32 over one tile, folds them into its own accumulators in
+## sums w over b > 0 and over b < 0 (sgn·w, |sgn|·w: their difference, sum) in float32
+## over one tile, folds them into its own accumulators in
 ## local memory, and at the end the group adds its sums into partial[slot][m-1][cell] (one
 ## writer per slot: launches over successive t^ ranges reuse the slots).  cell f-1 holds
 ## Σ sgn(ω) e^{-χQ}, cell maxf+f-1 holds Σ |sgn(ω)| e^{-χQ}; counts[slot][m-1] = (current
@@ -40,10 +43,11 @@ ${accns.accumulator(P, acc)}
 // x - o for (hi, lo) float pairs: float32 accuracy relative to the local difference.
 inline float pc_val(float2 x, float2 o) { return (x.x - o.x) + (x.y - o.y); }
 
-#define P(k) p[(k) - off]                          // the series' value k, k in [off, w_hi)
+#define P(k) p[pos + (k) - off]                    // the series' value k, k in [off, w_hi)
 
 __kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
-void ts_pc_sweep(__global const float2 *p, const uint off, const uint w_hi, const uint n,
+void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, const uint w_hi,
+                 const uint n,
                  const uint t_lo, const uint t_hi, const uint slot0, const uint nslots,
                  const uint max_hist, const float chi,
                  __global ${P}acc_t *partial, __global ulong *counts)
@@ -112,7 +116,7 @@ void ts_pc_sweep(__global const float2 *p, const uint off, const uint w_hi, cons
         const float c1lt = ok ? pc_val(P(th - 1u), ot) - lct : 0.0f;
         barrier(CLK_LOCAL_MEM_FENCE);
 % for f in F:
-        float num${f} = 0.0f, den${f} = 0.0f;
+        float up${f} = 0.0f, dn${f} = 0.0f;       // Σ w over b > 0, over b < 0
 % endfor
         const uint kend = tau_max >= t0 ? min(${tb}u, tau_max + 1u - t0) : 0u;
         for (uint k = 0; k < kend; ++k) {
@@ -136,8 +140,8 @@ void ts_pc_sweep(__global const float2 *p, const uint off, const uint w_hi, cons
 % for f in F:
                 {
                     const float b = (tile[i0 + ${f - 1}] - lh) * rct - K;
-                    num${f} += b > 0.0f ? w : (b < 0.0f ? -w : 0.0f);
-                    den${f} += b != 0.0f ? w : 0.0f;
+                    up${f} += b > 0.0f ? w : 0.0f;       // two predicated adds: fewer
+                    dn${f} += b < 0.0f ? w : 0.0f;       // instructions than sgn and |sgn|
                 }
 % endfor
             } else {
@@ -145,8 +149,8 @@ void ts_pc_sweep(__global const float2 *p, const uint off, const uint w_hi, cons
             }
         }
 % for f in F:
-        lacc[${f - 1}u * ${wg}u + lid] = ${P}fold(lacc[${f - 1}u * ${wg}u + lid], sa${f} * num${f});
-        lacc[${maxf + f - 1}u * ${wg}u + lid] = ${P}fold(lacc[${maxf + f - 1}u * ${wg}u + lid], fabs(sa${f}) * den${f});
+        lacc[${f - 1}u * ${wg}u + lid] = ${P}fold(lacc[${f - 1}u * ${wg}u + lid], sa${f} * (up${f} - dn${f}));
+        lacc[${maxf + f - 1}u * ${wg}u + lid] = ${P}fold(lacc[${maxf + f - 1}u * ${wg}u + lid], fabs(sa${f}) * (up${f} + dn${f}));
 % endfor
     }
 
@@ -164,5 +168,32 @@ void ts_pc_sweep(__global const float2 *p, const uint off, const uint w_hi, cons
         ulong s = 0;
         for (uint i = 0; i < ${wg}u; ++i) s += lcnt[k * ${wg}u + i];
         counts[row * 3u + k] += s;
+    }
+}
+
+// rows[r][c] += Σ_slot pool[slot][c] (slots in order), pool[slot][c] = 0, for the ncells
+// sums and the ncounts counts (one item per cell).
+__kernel void ts_pc_fold(__global ${P}acc_t *pool, __global ulong *cpool, const uint nslots,
+                         const uint ncells, const uint ncounts, __global ${P}acc_t *rows,
+                         __global ulong *crows, const uint r)
+{
+    const uint c = get_global_id(0);
+    __global ${P}acc_t *row = rows + (size_t)r * ncells;
+    __global ulong *crow = crows + (size_t)r * ncounts;
+    if (c < ncells) {
+        ${P}acc_t s = ${P}ZERO;
+        for (uint k = 0; k < nslots; ++k) {
+            s = ${P}add(s, pool[(size_t)k * ncells + c]);
+            pool[(size_t)k * ncells + c] = ${P}ZERO;
+        }
+        row[c] = ${P}add(row[c], s);
+    }
+    if (c < ncounts) {
+        ulong s = 0;
+        for (uint k = 0; k < nslots; ++k) {
+            s += cpool[(size_t)k * ncounts + c];
+            cpool[(size_t)k * ncounts + c] = 0;
+        }
+        crow[c] += s;
     }
 }

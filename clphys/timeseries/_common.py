@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import bisect
 import math
+import threading
+import weakref
 
 import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
+import pyopencl.tools as cl_tools
 
 from .. import _validate
 from ..errors import DeviceError
@@ -92,40 +95,6 @@ def float_pairs(p: np.ndarray, origin: float = None, exp: int = 0) -> np.ndarray
     return out
 
 
-FILL_STEP = 1 << 16          # values converted at a time (a float64 temporary in cache)
-
-
-def fill_blocked(table: np.ndarray, out: np.ndarray, p: np.ndarray, block: int,
-                 origin: float = None, exp: int = 0):
-    """The "blocked" layout of pairs.cl: out[t] = float32((p[t] - p[b * block]) * 2^exp)
-    with b = t // block, and table[b] = (hi, lo) float32 pair of
-    (p[b * block] - origin) * 2^exp.  The float64 differences are exact for nearby
-    values, so out keeps float32 accuracy relative to the excursion within a block
-    whatever the offset.  p may be a window of a longer series that starts at a
-    multiple of `block`: with the series' origin the values are the same bits."""
-    n = p.size
-    base = p[::block]
-    fill_pairs(table, base, origin, exp)
-    if not exp:                     # one pass: float64 differences straight into float32
-        full = n // block * block
-        np.subtract(p[:full].reshape(-1, block), base[:full // block, None],
-                    out=out[:full].reshape(-1, block), casting="same_kind")
-        if full < n:
-            np.subtract(p[full:], base[-1], out=out[full:], casting="same_kind")
-        return
-    step = max(block, FILL_STEP // block * block)
-    for a in range(0, n, step):
-        b = min(n, a + step)
-        full = (b - a) // block * block
-        rows = slice(a // block, (a + full) // block)
-        if full:
-            d = np.subtract(p[a:a + full].reshape(-1, block), base[rows, None])
-            np.ldexp(d, exp, out=out[a:a + full].reshape(-1, block), casting="same_kind")
-        if full < b - a:
-            np.ldexp(p[a + full:b] - base[(a + full) // block], exp, out=out[a + full:b],
-                     casting="same_kind")
-
-
 def windowed(windows, load, launch):
     """``advance(start, count)`` for runtime.run_sliced over units that live in
     windows [(a, b), ...] (consecutive, covering the range) of which one is on
@@ -171,11 +140,59 @@ def acc_to_float64(a: np.ndarray) -> np.ndarray:
     return a.astype(np.float64)
 
 
-def device_array(dev, host: np.ndarray) -> cla.Array:
+def device_array(dev, host: np.ndarray, blocking: bool = True) -> cla.Array:
+    """host on the device; `blocking=False` only enqueues the copy (PyOpenCL keeps host
+    alive until it is done), for the small arrays a call sends before its kernels."""
     try:
-        return cla.to_device(dev.queue, host)
+        if blocking:
+            return cla.to_device(dev.queue, host)
+        host = np.ascontiguousarray(host)
+        arr = work_array(dev, host.shape, host.dtype)
+        cl.enqueue_copy(dev.queue, arr.data, host, is_blocking=False)
+        return arr
     except cl.MemoryError:
         raise DeviceError(f"{dev.name}: out of device memory for {host.nbytes} bytes") from None
+
+
+# Device work buffers come from a memory pool per device, so that repeated calls reuse
+# them instead of allocating (and the driver mapping) tens of MB each time; at most
+# POOL_HOLD_BYTES stay held between calls (trim_pool).  Not on Oclgrind: its checker must
+# see fresh buffers to report reads of uninitialised memory.
+POOL_HOLD_BYTES = 1 << 30
+_pools: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_pool_lock = threading.Lock()
+
+
+def _pool(dev):
+    if dev.facts.vendor == "oclgrind":
+        return None
+    with _pool_lock:
+        pool = _pools.get(dev)
+        if pool is None:
+            pool = _pools[dev] = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(dev.queue))
+        return pool
+
+
+def work_array(dev, shape, dtype) -> cla.Array:
+    """An uninitialised device array for the duration of a call (pooled)."""
+    try:
+        return cla.empty(dev.queue, shape, dtype, allocator=_pool(dev))
+    except cl.MemoryError:
+        raise DeviceError(f"{dev.name}: out of device memory for an array of shape {shape} "
+                          f"({np.dtype(dtype).name})") from None
+
+
+def pooled_bytes(dev) -> int:
+    """Device memory the pool holds for reuse (not in use)."""
+    pool = _pools.get(dev)
+    return 0 if pool is None else int(pool.managed_bytes - pool.active_bytes)
+
+
+def trim_pool(dev, keep: int = POOL_HOLD_BYTES):
+    """Free what the pool holds if it is more than `keep` bytes (0: everything)."""
+    pool = _pools.get(dev)
+    if pool is not None and pooled_bytes(dev) > keep:
+        pool.free_held()
 
 
 def pow2_at_least(n: int) -> int:

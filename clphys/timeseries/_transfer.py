@@ -1,22 +1,22 @@
-"""Moving a series to the device: from pageable or pinned host memory, whole or in
-segments that kernels can start on while the rest is still on its way.
+"""Moving the caller's series to the device: from pageable or pinned host memory, in
+segments whose host copy overlaps the transfer of the previous one.
 
 Paths (`Transfer.path`):
 
-* ``"pageable"``: the host array is ordinary NumPy memory; the driver copies it
-  through its own staging buffers (on NVIDIA about 9-12 GB/s).
-* ``"pinned"``: the array lives in page-locked memory: a ``CL_MEM_ALLOC_HOST_PTR``
-  buffer mapped once with ``enqueue_map_buffer`` and kept mapped; the caller
-  fills the mapped array with NumPy and it is written to a device buffer
-  straight from there (DMA, no extra host copy).  NVIDIA's OpenCL best-practice
-  recipe for full-speed transfers.
-* ``"pinned-unmap"``: the same buffer is unmapped after filling and copied
-  buffer to buffer on the device side.
+* ``"pageable"``: the driver copies straight from the caller's arrays (ordinary NumPy
+  memory) through its own staging buffers (on NVIDIA about 9-12 GB/s); no host copy of
+  ours.  The default on CPU devices, whose "device" memory is host memory.
+* ``"pinned"``: the values are copied (by a few threads: NumPy releases the GIL) into a
+  page-locked ``CL_MEM_ALLOC_HOST_PTR`` buffer, mapped once and kept mapped, and written
+  to a device buffer straight from there (DMA, ~52 GB/s on an H100): NVIDIA's
+  OpenCL best-practice recipe for full-speed transfers.
+* ``"pinned-unmap"``: the same buffer is unmapped after filling and copied buffer to
+  buffer on the device side.
 
-``Transfer.overlap``: the copy is split into the segments the caller asks for
-and enqueued on a second queue; each segment's event lets the kernel that
-needs it start while later segments are still being copied.  Without overlap
-the copy is one command on the device's queue, ahead of the kernels.
+``Transfer.overlap``: the pinned buffer is filled and sent in segments of
+``SEGMENT_BYTES``, each sent as soon as it is filled, so the host copy of a segment
+overlaps the DMA of the one before (the time is then about the larger of the two, not
+their sum); without overlap the whole buffer is filled, then sent.
 
 Host staging buffers (pinned and device-side) are kept per device for reuse by
 the next call: at most ``CACHE_SLOTS`` of them and ``CACHE_BYTES`` in all, each
@@ -27,8 +27,10 @@ transfer falls back to the pageable path.
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,6 +44,9 @@ PATHS = ("pageable", "pinned", "pinned-unmap")
 CACHE_SLOTS = 2                 # free staging slots kept per device
 CACHE_BYTES = 1 << 29           # ... of at most this much in all (each: device + pinned)
 PINNED_MIN_BYTES = 1 << 20      # below this the default path is pageable (nothing to win)
+SEGMENT_BYTES = 1 << 24         # the pinned buffer is filled and sent this much at a time
+COPY_CHUNK = 1 << 20            # ... by threads copying this much each
+COPY_THREADS = max(1, min(8, os.cpu_count() or 1))
 
 
 @dataclass(frozen=True)
@@ -68,10 +73,10 @@ def parse(spec) -> Transfer:
 
 
 def default(dev, nbytes: int) -> Transfer:
-    """Pinned memory with overlapped segments on GPUs for inputs of a megabyte or
-    more (benchmarks/bench_timeseries.py measures every path; see
-    docs/timeseries.md), the plain pageable copy otherwise: on CPU devices the
-    "device" memory is host memory and there is nothing to gain."""
+    """Pinned memory filled and sent in overlapping segments on GPUs for inputs of
+    a megabyte or more (benchmarks/bench_timeseries.py measures every path; see
+    docs/timeseries.md), the pageable copy from the caller's arrays otherwise: on
+    CPU devices the "device" memory is host memory and there is nothing to gain."""
     if dev.facts.is_gpu and nbytes >= PINNED_MIN_BYTES:
         return Transfer("pinned", True)
     return Transfer("pageable", False)
@@ -118,7 +123,6 @@ class _Slot:
 class _DeviceCache:
     def __init__(self):
         self.free: list[_Slot] = []
-        self.copy_queue = None
 
 
 _caches: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -173,102 +177,149 @@ def clear_cache(dev=None):
                 c.free.clear()
 
 
-def copy_queue(dev) -> cl.CommandQueue:
-    """A second in-order queue on the device's context, for copies that overlap
-    kernels running on dev.queue."""
+_pool = None
+
+
+def _threads():
+    global _pool
     with _lock:
-        c = _cache(dev)
-        if c.copy_queue is None:
-            c.copy_queue = cl.CommandQueue(dev.context, dev.cl_device)
-        return c.copy_queue
+        if _pool is None:
+            _pool = ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="clphys-copy")
+        return _pool
+
+
+def _copy_jobs(dst: np.ndarray, src: np.ndarray) -> list:
+    """Start dst[:] = src (uint8 views of equal size) on the copy threads, in chunks;
+    returns the futures (empty: copied here, for small sizes or one thread)."""
+    n = src.size
+    if n < 2 * COPY_CHUNK or COPY_THREADS == 1:
+        dst[:] = src
+        return []
+    pool = _threads()
+    return [pool.submit(np.copyto, dst[a:a + COPY_CHUNK], src[a:a + COPY_CHUNK])
+            for a in range(0, n, COPY_CHUNK)]
+
+
+def _copy(dst: np.ndarray, src: np.ndarray):
+    """dst[:] = src (uint8 views of equal size), by the copy threads for large copies."""
+    for job in _copy_jobs(dst, src):
+        job.result()
 
 
 class Staged:
-    """Context manager for one upload of `nbytes`::
+    """Context manager for the uploads of up to `nbytes` into one device buffer::
 
         with Staged(dev, nbytes, transfer) as st:
-            fill(st.host)                   # uint8 array of nbytes; view it as needed
-            waits = st.send(segment_ends)   # per segment: the events a kernel must wait for
+            st.put([(byte_offset, array), ...])    # C-contiguous arrays, enqueued on dev.queue
             ... kernels on st.buffer (a cl.Buffer) ...; read the results (blocking)
 
-    The staging slot goes back to the cache on exit, so the caller must have
-    waited for everything that uses it (a blocking read of the results does)."""
+    `put` may be called again (the next window of a long series) once the kernels that
+    read the previous contents were enqueued.  The staging slot goes back to the cache on
+    exit, after the queue is finished."""
 
     def __init__(self, dev, nbytes: int, transfer: Transfer):
         self.dev, self.nbytes, self.transfer = dev, int(nbytes), transfer
         self.slot = None
-        self.host = None
         self.path = transfer.path
+        self._sent = False
 
     def __enter__(self):
         self.slot = _take(self.dev, self.nbytes)
         if self.path != "pageable":
             try:
-                self.host = self.slot.map(self.dev.queue)[:self.nbytes]
+                self.slot.map(self.dev.queue)
             except cl.Error:
                 self.path = "pageable"          # no pinned memory to be had
-        if self.path == "pageable":
-            self.host = np.empty(self.nbytes, np.uint8)
         return self
-
-    def remap(self):
-        """Map the pinned buffer again after a "pinned-unmap" send (its contents
-        are kept), so that the same data can be sent again (the benchmark)."""
-        if self.path == "pinned-unmap" and self.slot.mapped is None:
-            self.host = self.slot.map(self.dev.queue)[:self.nbytes]
 
     @property
     def buffer(self) -> cl.Buffer:
         return self.slot.device.data
 
-    def send(self, ends) -> list[list]:
-        """Enqueue the copy of bytes [0, ends[-1]) (ends increasing, at most
-        nbytes) and return, for each segment [ends[k-1], ends[k]), the events a
-        kernel reading it must wait for (empty lists when the copy runs on
-        dev.queue)."""
-        ends = [int(e) for e in ends]
-        if any(b < a for a, b in zip(ends, ends[1:])) or not 0 < ends[-1] <= self.nbytes:
-            raise ValueError("segment ends must increase up to at most nbytes")
-        overlap = self.transfer.overlap
-        queue = copy_queue(self.dev) if overlap else self.dev.queue
-        dst = self.buffer
+    def put(self, pieces):
+        """Enqueue the upload of each (byte offset, C-contiguous array) of `pieces` (in
+        increasing, non-overlapping order, within nbytes) to the device buffer."""
+        pieces = [(int(o), a.reshape(-1).view(np.uint8)) for o, a in pieces if a.size]
+        if not pieces:
+            return
+        end = pieces[-1][0] + pieces[-1][1].size
+        if pieces[0][0] < 0 or end > self.nbytes:
+            raise ValueError("pieces must lie within the staged bytes")
+        queue, dst = self.dev.queue, self.buffer
+        oclgrind = self.dev.facts.vendor == "oclgrind"
+        if self._sent:
+            queue.finish()                      # the host buffer may still be on its way
+        self._sent = True
         try:
-            pending = []
+            if self.path == "pageable" and not oclgrind:
+                for off, a in pieces:           # the driver copies from the caller's memory
+                    cl.enqueue_copy(queue, dst, a, dst_offset=off, is_blocking=False)
+                return
+            if self.path == "pageable":
+                host = np.empty(self.nbytes, np.uint8)
+            else:
+                if self.slot.mapped is None:    # unmapped by the previous put
+                    self.slot.map(queue)
+                host = self.slot.mapped
+            start = pieces[0][0]
+            # Oclgrind 19.10's uninitialised-value checker forgets what earlier writes into
+            # a buffer initialised when a later one writes at an offset: one write there
+            step = end - start if oclgrind or not self.transfer.overlap else SEGMENT_BYTES
+            segments = [(a, min(end, a + step)) for a in range(start, end, step)]
+            # every segment's copy goes to the threads at once; each segment is sent as
+            # soon as its own chunks are in, while the threads go on with the next ones
+            jobs = [[job for off, arr in pieces
+                     for lo, hi in [(max(a, off), min(b, off + arr.size))] if lo < hi
+                     for job in _copy_jobs(host[lo:hi], arr[lo - off:hi - off])]
+                    for a, b in segments]
+            for (a, b), segment_jobs in zip(segments, jobs):
+                for job in segment_jobs:
+                    job.result()
+                if self.path != "pinned-unmap":
+                    cl.enqueue_copy(queue, dst, host[a:b], dst_offset=a, is_blocking=oclgrind
+                                    or self.path == "pageable")
             if self.path == "pinned-unmap":
-                pending = [self.slot.unmap(queue)]
-                self.host = None                # no longer ours to write
-            segments = list(zip([0] + ends[:-1], ends)) if overlap else [(0, ends[-1])]
-            if self.dev.facts.vendor == "oclgrind":
-                # Oclgrind 19.10's uninitialised-value checker forgets what earlier
-                # writes into a buffer initialised when a later one writes at an offset
-                # (false reports); the kernels still get one event per segment.
-                segments = [(0, ends[-1])] * len(segments)
-            events = []
-            for k, (a, b) in enumerate(segments):
-                if b == a or (k and segments[k - 1] == (a, b)):
-                    events.append(events[-1] if events else None)
-                    continue
-                if self.path == "pinned-unmap":
-                    ev = cl.enqueue_copy(queue, dst, self.slot.pinned, byte_count=b - a,
-                                         src_offset=a, dst_offset=a, wait_for=pending or None)
-                else:
-                    ev = cl.enqueue_copy(queue, dst, self.host[a:b], dst_offset=a,
-                                         is_blocking=False)
-                events.append(ev)
-            if self.dev.facts.vendor == "oclgrind":
-                queue.finish()
+                self.slot.unmap(queue)
+                cl.enqueue_copy(queue, dst, self.slot.pinned, byte_count=end - start,
+                                src_offset=start, dst_offset=start)
         except cl.MemoryError:
             raise DeviceError(f"{self.dev.name}: out of device memory for {self.nbytes} "
                               "bytes") from None
-        if not overlap:
-            return [[] for _ in ends]
-        return [[ev] if ev is not None else [] for ev in events]
 
     def __exit__(self, *exc):
-        if exc[0] is not None:
-            self.dev.queue.finish()
-        if self.transfer.overlap:
-            copy_queue(self.dev).finish()
+        self.dev.queue.finish()
         _give_back(self.dev, self.slot)
-        self.slot = self.host = None
+        self.slot = None
         return False
+
+
+def download(dev, src: cl.Buffer, dst: np.ndarray, transfer: Transfer = None):
+    """dst[:] = the first dst.nbytes bytes of the device buffer `src` (blocking).  Large
+    results on GPUs come through a pinned staging buffer in segments, each copied out
+    (by a few threads) while the next is on its way; small ones, and CPU devices, read
+    straight into dst."""
+    nbytes = dst.nbytes
+    transfer = default(dev, nbytes) if transfer is None else transfer
+    queue = dev.queue
+    if transfer.path == "pageable" or nbytes == 0:
+        cl.enqueue_copy(queue, dst, src, is_blocking=True)
+        return dst
+    slot = _take(dev, nbytes)
+    try:
+        try:
+            host = slot.map(queue)
+        except cl.Error:
+            cl.enqueue_copy(queue, dst, src, is_blocking=True)
+            return dst
+        view = dst.reshape(-1).view(np.uint8)
+        step = SEGMENT_BYTES if transfer.overlap else nbytes
+        events = [(a, min(nbytes, a + step),
+                   cl.enqueue_copy(queue, host[a:min(nbytes, a + step)], src, src_offset=a,
+                                   is_blocking=False)) for a in range(0, nbytes, step)]
+        for a, b, ev in events:
+            ev.wait()
+            _copy(view[a:b], host[a:b])
+    finally:
+        queue.finish()
+        _give_back(dev, slot)
+    return dst

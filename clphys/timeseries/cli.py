@@ -145,25 +145,34 @@ def _save_plot(fig, path):
     print(f"# plot written to {path}")
 
 
+def _err(v: float, width: int, fmt: str) -> str:
+    return f"{'nan':>{width}}" if np.isnan(v) else f"{v:{width}{fmt}}"
+
+
 def cmd_hurst(args) -> int:
     from . import hurst
     check_outputs(args)
     p = _load(args)
-    r = hurst(p, max_lag=args.max_lag, q=args.q, device=args.device, progress=progress_arg(args))
-    _header(args, p.size, _device_name(args.device), f", q = {r.q:g}")
-    print(f"{'lag':>8} {'S':>16} {'H':>10}")
-    for lag, s, h in zip(r.lags, r.S, r.H):
-        print(f"{lag:8d} {s:16.9g} {'' if np.isnan(h) else f'{h:10.5f}'}")
+    r = hurst(p, max_lag=args.max_lag, q=args.q, device=args.device, method=args.method,
+              progress=progress_arg(args))
+    _header(args, p.size, _device_name(args.device), f", q = {r.q:g}, {r.method} sums")
+    print("# errors: jackknife over 16 blocks of the series (nan: not available)")
+    print(f"{'lag':>8} {'S':>16} {'S_err':>10} {'H':>10} {'H_err':>10}")
+    for lag, s, se, h, he in zip(r.lags, r.S, r.S_err, r.H, r.H_err):
+        print(f"{lag:8d} {s:16.9g} {_err(se, 10, '.3g')} "
+              f"{'' if np.isnan(h) else f'{h:10.5f}':>10} {_err(he, 10, '.5f')}")
     if args.plot:
         from ..plotting import pyplot
         plt = pyplot()
         from matplotlib.ticker import ScalarFormatter
         fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
-        a1.loglog(r.lags, r.S, ".-")
-        a1.set(xlabel="Δt", ylabel=f"S_{r.q:g}(Δt)", title="structure function")
-        a2.semilogx(r.lags[1:], r.H[1:], ".-", label="H(Δt)")
+        a1.errorbar(r.lags, r.S, yerr=r.S_err, fmt=".-", ms=3, capsize=2)
+        a1.set(xscale="log", yscale="log", xlabel="Δt", ylabel=f"S_{r.q:g}(Δt)",
+               title="structure function")
+        a2.errorbar(r.lags[1:], r.H[1:], yerr=r.H_err[1:], fmt=".-", ms=3, capsize=2,
+                    label="H(Δt) ± jackknife error")
         a2.axhline(0.5, color="gray", ls="--", label="random walk, H = 1/2")
-        a2.set(xlabel="Δt", ylabel="H(Δt)", title="local Hurst exponent")
+        a2.set(xscale="log", xlabel="Δt", ylabel="H(Δt)", title="local Hurst exponent")
         a2.legend()
         for ax in (a1, a2):
             ax.xaxis.set_major_formatter(ScalarFormatter())
@@ -177,13 +186,14 @@ def cmd_acf(args) -> int:
     check_outputs(args)
     x = _load(args)
     r = autocorrelation(x, max_lag=args.max_lag, stationary=args.stationary, device=args.device,
-                        progress=progress_arg(args))
+                        method=args.method, progress=progress_arg(args))
     form = "stationary" if r.stationary else "general"
     _header(args, x.size, _device_name(args.device),
-            f"{' (differences)' if args.diff else ''}, {form} form")
-    print(f"{'lag':>8} {'rho':>12}")
-    for lag, rho in zip(r.lags, r.rho):
-        print(f"{lag:8d} {rho:12.7f}")
+            f"{' (differences)' if args.diff else ''}, {form} form, {r.method} sums")
+    print("# errors: jackknife over 16 blocks of the series (nan: not available)")
+    print(f"{'lag':>8} {'rho':>12} {'rho_err':>10}")
+    for lag, rho, err in zip(r.lags, r.rho, r.rho_err):
+        print(f"{lag:8d} {rho:12.7f} {_err(err, 10, '.2e')}")
     if args.plot:
         from ..plotting import pyplot
         plt = pyplot()
@@ -191,7 +201,8 @@ def cmd_acf(args) -> int:
         ax.axhline(0, color="black", lw=0.8)
         band = 2 / np.sqrt(x.size)
         ax.axhspan(-band, band, color="gray", alpha=0.2, label="±2/√T (white noise)")
-        ax.plot(r.lags[1:], r.rho[1:], "o-", ms=3, label="ρ(Δt)")
+        ax.errorbar(r.lags[1:], r.rho[1:], yerr=r.rho_err[1:], fmt="o-", ms=3, capsize=2,
+                    label="ρ(Δt) ± jackknife error")
         ax.set(xlabel="Δt", ylabel="ρ(Δt)", title=f"autocorrelation ({form} form)")
         ax.legend()
         fig.tight_layout()
@@ -220,10 +231,14 @@ def cmd_pc(args) -> int:
     _header(args, p.size, _device_name(args.device),
             f", chi = {r.chi:g}, max_history = {r.max_history}, "
             f"tick = {'none (real-valued)' if r.tick is None else f'{r.tick:.17g}'}")
-    print("# Xi(Δt+, Δt-): rows Δt+ = 1 ..", r.Xi.shape[0], ", columns Δt- = 1 ..", r.Xi.shape[1])
-    print("Δt+\\Δt- " + " ".join(f"{m:8d}" for m in range(1, r.Xi.shape[1] + 1)))
-    for f, row in enumerate(r.Xi, start=1):
-        print(f"{f:8d} " + " ".join("     nan" if np.isnan(v) else f"{v:8.4f}" for v in row))
+    for name, table, fmt in (("Xi", r.Xi, "8.4f"), ("Xi_err", r.Xi_err, "8.1e")):
+        print(f"# {name}(Δt+, Δt-): rows Δt+ = 1 .. {table.shape[0]}, columns Δt- = 1 .. "
+              f"{table.shape[1]}" + ("; jackknife over 16 blocks of current times"
+                                     if name == "Xi_err" else ""))
+        print("Δt+\\Δt- " + " ".join(f"{m:8d}" for m in range(1, table.shape[1] + 1)))
+        for f, row in enumerate(table, start=1):
+            print(f"{f:8d} " + " ".join("     nan" if np.isnan(v) else f"{v:{fmt}}"
+                                        for v in row))
     print("# skipped windows of zero range (current t̂, historical (t̂, τ)) per Δt-:")
     print("# " + " ".join(f"{a}/{b}" for a, b in zip(r.skipped_current, r.skipped_history)))
     if args.plot:
@@ -235,8 +250,13 @@ def cmd_pc(args) -> int:
         im = ax.imshow(r.Xi, origin="lower", cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto",
                        extent=(0.5, r.Xi.shape[1] + 0.5, 0.5, r.Xi.shape[0] + 0.5))
         fig.colorbar(im, ax=ax, label="Ξ")
+        # cells where |Ξ| is below twice its error are hatched: not distinguishable from 0
+        weak = np.abs(r.Xi) < 2 * r.Xi_err
+        if weak.any():
+            ax.contourf(np.arange(1, r.Xi.shape[1] + 1), np.arange(1, r.Xi.shape[0] + 1),
+                        weak.astype(float), levels=[0.5, 1.5], colors="none", hatches=["//"])
         ax.set(xlabel="Δt⁻ (pattern length)", ylabel="Δt⁺ (prediction horizon)",
-               title=f"pattern conformity, χ = {r.chi:g}")
+               title=f"pattern conformity, χ = {r.chi:g} (hatched: |Ξ| < 2 errors)")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         fig.tight_layout()
@@ -291,6 +311,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--max-lag", type=int, default=256, help="largest Δt (default 256)")
     p.add_argument("--q", type=float, default=1.0,
                    help="moment order q, 0.01 .. 1000 (default 1)")
+    p.add_argument("--method", choices=("auto", "direct", "fft"), default="auto",
+                   help="pair sums or FFT (q = 2 only); auto: the cheaper (default)")
     p.set_defaults(func=cmd_hurst)
 
     p = sub.add_parser("acf", help="autocorrelation ρ(Δt) of a series",
@@ -301,6 +323,8 @@ def add_parsers(sub) -> None:
                    help="centre on the whole series' mean (statsmodels' acf) instead of using "
                         "the overlapping windows' moments")
     p.add_argument("--diff", action="store_true", help="analyse x(t+1) - x(t) (prices in FILE)")
+    p.add_argument("--method", choices=("auto", "direct", "fft"), default="auto",
+                   help="pair sums or FFT; auto: the cheaper (default)")
     p.set_defaults(func=cmd_acf)
 
     p = sub.add_parser("pc", help="pattern conformity Ξ(Δt+, Δt-) of a price series",

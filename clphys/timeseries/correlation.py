@@ -1,15 +1,18 @@
-"""Hurst exponent H(Δt) and autocorrelation ρ(Δt) from sums over overlapping pairs.
+"""Hurst exponent H(Δt) and autocorrelation ρ(Δt) from sums over overlapping pairs, for
+one series or a batch of them, with jackknife error bars.
 
-Both need, for every lag l = 1 .. max_lag, one sum over the T - l pairs
-(t, t + l); cl_kernels/timeseries/pairs.cl forms them in one pass over the
-series with local-memory tiles (see there).  Pair terms are float32, summed
-in float32 over short runs of `run` terms and folded into float64 (devices
-with fp64) or compensated float32 (TwoSum pairs) accumulators.
+The caller's values go to the device once (clphys/timeseries/_ingest.py: checked, scaled
+and converted there).  For every lag l = lag0 .. the pair kernel (cl_kernels/timeseries/
+pairs.cl) forms Σ_t f(y(t), y(t + l)) in one pass over the series with local-memory
+tiles, per block of pair start times (the jackknife blocks); or, for the autocorrelation
+and S_2 at many lags, an FFT gives the same sums (_fft.py).  finish.cl (devices with
+fp64) or _finish.py (without) turns the sums into the estimates and their errors.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,8 +21,10 @@ import pyopencl.array as cla
 
 from .. import _validate
 from ..progress import Progress, check_progress
-from ..runtime import check_memory, items_that_fit, resolve_device, run_sliced
-from . import _common
+from ..runtime import check_memory, items_that_fit, resolve_device, run_sliced, zeros
+from ..runtime.memory import USABLE_FRACTION
+from . import _common, _fft, _finish
+from . import _ingest
 from . import _transfer as _xfer
 
 __all__ = ["HurstResult", "AutocorrelationResult", "PairTuning", "hurst", "autocorrelation"]
@@ -27,295 +32,386 @@ __all__ = ["HurstResult", "AutocorrelationResult", "PairTuning", "hurst", "autoc
 
 @dataclass(frozen=True, eq=False)
 class HurstResult:
-    """S_q(Δt) and the local Hurst exponent H(Δt) at lags = 1 .. max_lag.
+    """S_q(Δt) and the local Hurst exponent H(Δt) at lags = 1 .. max_lag, with their
+    jackknife errors S_err, H_err.
 
-    H[0] (Δt = 1) is NaN: the local slope needs the previous lag.  H is also
-    NaN where S is 0 at Δt or Δt - 1 (a constant stretch)."""
+    Shapes: (max_lag,) for one series and one q; a batch adds a leading series axis
+    (n_series, ..., max_lag), a list of q a q axis before the lags: (n_series, n_q,
+    max_lag), or (n_q, max_lag) for one series.  `q` is a float, or an array for a list.
+    H[..., 0] (Δt = 1) is NaN: the local slope needs the previous lag.  H is also NaN
+    where S is 0 at Δt or Δt - 1 (a constant stretch); errors are NaN where fewer than
+    two blocks exist.  `method`: "direct" (pair sums) or "fft"."""
     lags: np.ndarray
     S: np.ndarray
     H: np.ndarray
     q: float
+    S_err: np.ndarray = None
+    H_err: np.ndarray = None
+    method: str = "direct"
 
 
 @dataclass(frozen=True, eq=False)
 class AutocorrelationResult:
-    """ρ(Δt) at lags = 0 .. max_lag (ρ(0) = 1); `stationary` says which form."""
+    """ρ(Δt) at lags = 0 .. max_lag (ρ(0) = 1) and its error rho_err (0 at Δt = 0);
+    rho has shape (max_lag + 1,) for one series, (n_series, max_lag + 1) for a batch.
+    `stationary` says which form, `method` "direct" (pair sums) or "fft"."""
     lags: np.ndarray
     rho: np.ndarray
     stationary: bool
+    rho_err: np.ndarray = None
+    method: str = "direct"
 
 
 @dataclass(frozen=True)
 class PairTuning:
     """Code shape of pairs.cl: work-group size, lags per work item, t values per
-    local-memory tile, t values per float32 run; `groups` work groups share the
-    tiles (None: a few per compute unit); the upload is split into `pieces`
-    segments (None: by length, see :func:`auto_pieces`), so that launches on the
-    first tiles can run while later parts of the series are still on their way."""
+    local-memory tile, t values per float32 run; `groups` work groups per series share
+    the tiles (None: a few per compute unit)."""
     wg: int
     lpi: int
     chunk: int
     run: int = 32
     groups: int | None = None
-    pieces: int | None = None
 
 
 BLOCK = 256                   # values per offset block of the "blocked" layout (Hurst)
-PIECE_VALUES = 1 << 21        # about this many values per upload segment of a long series
-MAX_PIECES = 8
+JACK_BLOCKS = 16              # jackknife blocks of pair start times per series
 # The first time-bounded slice covers about this many pair terms (then run_sliced
 # doubles or halves it): a few ms on a CPU, well under a ms on a GPU.
 FIRST_SLICE_PAIRS = {True: 1 << 30, False: 1 << 25}      # by DeviceFacts.is_gpu
 
-
-def auto_pieces(n: int) -> int:
-    """Upload segments for a series of n values: one below 2^22 values, then one
-    per 2^21 values, at most 8 (2^24 values: 8 segments of 8 MB each)."""
-    return max(1, min(MAX_PIECES, n // PIECE_VALUES))
+# benchmarks/bench_timeseries.py sets TRACE to a list: (phase, time.perf_counter()) are
+# appended at the points where the host waits for the device anyway (no extra syncs)
+TRACE = None
 
 
-def default_tuning(facts, nlags: int) -> PairTuning:
+def _phase(name: str):
+    if TRACE is not None:
+        TRACE.append((name, time.perf_counter()))
+STAGING_SLACK = 9 / 8         # staging buffers are rounded up by at most 1/8 (_transfer.capacity)
+
+
+def default_tuning(facts, nlags: int, shortest: int = 1 << 30) -> PairTuning:
+    """Tiles of 1024 values on GPUs, 512 on CPUs, halved (down to 32) while the shortest
+    series has fewer than JACK_BLOCKS tiles, so that it still gets its error bars."""
     if facts.is_gpu:
         lpi, lo, hi, chunk = 8, max(32, facts.wg_multiple), 256, 1024
     else:
         lpi, lo, hi, chunk = 8, 8, 64, 512
     lpi = max(1, min(lpi, -(-nlags // lo)))
     wg = min(max(_common.pow2_at_least(-(-nlags // lpi)), lo), hi, facts.max_work_group)
-    while chunk > 32 and 4 * (2 * chunk + wg * lpi) > facts.local_mem // 2:
+    while chunk > 32 and (4 * (2 * chunk + wg * lpi) > facts.local_mem // 2
+                          or shortest < JACK_BLOCKS * chunk):
         chunk //= 2
     return PairTuning(wg=wg, lpi=lpi, chunk=chunk, run=min(32, chunk))
 
 
-STAGING_SLACK = 9 / 8         # staging buffers are rounded up by at most 1/8 (_transfer.capacity)
+def _finish_rows(dev) -> int:
+    """Rows of ts_pair_finish's work group: on GPUs 16 x 64 items add the groups' sums."""
+    return _common.pow2_at_most(min(16, dev.facts.max_work_group // 64)) \
+        if dev.facts.is_gpu else 1
 
 
-class PairSums:
-    """Σ_t f(x(t), x(t + l)) over t + l < n for l = lag0 .. lag0 + nlags - 1, as
-    float64 (the maximum for pair "absmax"), on one device.
+class _Direct:
+    """Pair sums over a batch of series on one device: the raw values are uploaded,
+    checked and converted once (per window, for one series too long for the device),
+    then the pair kernels run over them in time-bounded slices of tiles; the sums of
+    every jackknife block come back.  Tiles, slices, windows and upload paths do not
+    change a bit of the sums (pairs.cl folds every group's tiles in a fixed order)."""
 
-    Buffers and programs are made once, after the memory they need was checked
-    (runtime.check_memory).  The series goes to the device whole or, when it does
-    not fit, in windows of whole tiles (each with the `reach` values after it that
-    its pairs need); kernels run in time-bounded slices of tiles (runtime.run_sliced)
-    so progress counts completed work and Ctrl-C stops within about a second.  The
-    sums do not depend on how the tiles were split (see pairs.cl): windows, slices
-    and upload paths all give the same bits.
-
-    `fill` writes (a window of) the series into a host byte array in the layout of
-    `value` ("float2", "blocked", "float"; see pairs.cl), `segment_ends` says which
-    bytes each upload segment ends at; `run` enqueues the launches of a whole series
-    already on the device at once (the benchmark times it apart from the upload) and
-    `compute` does everything."""
-
-    def __init__(self, dev, n, nlags, pair, value, lag0=1, accumulate=None, tuning=None,
-                 block=BLOCK, rows=None, what="the pair sums"):
-        self.dev, self.n, self.nlags, self.lag0, self.value = dev, n, nlags, lag0, value
-        self.pair = pair
-        self.acc = "max" if pair == "absmax" else _common.accumulator(dev, accumulate)
-        t = tuning or default_tuning(dev.facts, nlags)
-        if t.wg > dev.facts.max_work_group:
-            raise ValueError(f"work-group size {t.wg} exceeds {dev.name}'s {dev.facts.max_work_group}")
+    def __init__(self, dev, b: _ingest.Batch, nlags: int, lag0: int, value: str,
+                 n_pairs: int, accumulate=None, tuning=None, what=""):
+        self.dev, self.b, self.nlags, self.lag0, self.value = dev, b, nlags, lag0, value
+        facts = dev.facts
+        self.acc = _common.accumulator(dev, accumulate)
+        self.f64 = self.acc == "double"
+        n = b.lengths
+        self.E = E = len(b)
+        t = tuning or default_tuning(facts, nlags, int(n.min()))
+        if t.wg > facts.max_work_group:
+            raise ValueError(f"work-group size {t.wg} exceeds {dev.name}'s {facts.max_work_group}")
         self.tuning = t
-        # rows of the finishing kernel: on GPUs 16 x 64 items add the groups' partial sums
-        if rows is None:
-            rows = _common.pow2_at_most(min(16, dev.facts.max_work_group // 64)) \
-                if dev.facts.is_gpu else 1
-        self.rows = rows
-        params = dict(pair=pair, value=value, acc=self.acc, wg=t.wg, lpi=t.lpi, chunk=t.chunk,
-                      run=t.run, rows=self.rows)
-        # layout: "blocked" puts a (hi, lo) float pair per block first, the values after it
-        self.block = block if value == "blocked" else 0
-        if value == "blocked":
-            params["block"] = block
-        self.elem = 8 if value == "float2" else 4
         self.lag_blocks = -(-nlags // (t.wg * t.lpi))
         self.reach = lag0 + self.lag_blocks * t.wg * t.lpi     # values past a tile's start it reads
-        self.nchunks = -(-(n - lag0) // t.chunk)
-        per_cu = 16 if dev.facts.is_gpu else 4
-        groups = t.groups or max(1, -(-per_cu * dev.facts.compute_units // self.lag_blocks))
+        self.nch = -(-(n - lag0) // t.chunk)                  # tiles per entry
+        self.tiles = int(self.nch.max())
+        self.tpb = -(-self.tiles // JACK_BLOCKS)
+        self.K = -(-self.tiles // self.tpb)
+        self.bl = self.tpb * t.chunk                          # values per jackknife block
         acc_bytes = _common.ACC_DTYPE[self.acc].itemsize
-        # the partial-sum rows take a quarter of the device at most, the rest is the series'
-        room = max(1, items_that_fit(dev, nlags * acc_bytes) // 4)
-        self.groups = max(1, min(groups, self.nchunks, room))
-        self.fixed = {"partial sums": self.groups * nlags * acc_bytes, "sums": nlags * acc_bytes,
-                      "lag scales": nlags * 4 if pair == "powdiff" else 4}
-        self.windows = self._plan_windows(what)
-        self.nbytes = self.window_bytes(0, self.nchunks)           # the whole series
-        pieces = max(1, min(t.pieces or auto_pieces(n), self.nchunks))
-        self.bounds = [k * self.nchunks // pieces for k in range(pieces + 1)]
-        self.first_slice = max(1, FIRST_SLICE_PAIRS[dev.facts.is_gpu]
-                               // (t.chunk * self.lag_blocks * t.wg * t.lpi))
-        self.prg = dev.build("timeseries/pairs.cl", **params)
-        dtype = _common.ACC_DTYPE[self.acc]
-        self.partial = cla.empty(dev.queue, self.groups * nlags, dtype)
-        self.out = cla.empty(dev.queue, nlags, dtype)
-        self.inv = cla.empty(dev.queue, nlags if pair == "powdiff" else 1, np.float32)
+        per_cu = 16 if facts.is_gpu else 4
+        G = t.groups or max(1, -(-per_cu * facts.compute_units // (self.lag_blocks * E)))
+        # the partial sums take a quarter of the device at most
+        room = max(1, items_that_fit(dev, n_pairs * E * self.K * nlags * acc_bytes) // 4)
+        self.G = max(1, min(G, self.tpb, room))
+        self.elem = 8 if value == "float2" else 4
+        self.align = BLOCK
+        self.yoff = np.concatenate([[0], np.cumsum(-(-n // self.align) * self.align)[:-1]])
+        self.ylen = n.copy()
+        self.fixed = {
+            "partial sums": n_pairs * E * self.K * self.G * nlags * acc_bytes,
+            "block sums": n_pairs * E * self.K * nlags * acc_bytes,
+            "results": 4 * n_pairs * E * nlags * 8,
+            "per-tile sums": E * self.tiles * acc_bytes + E * 8 * 64}
+        self.what = what
+        self.windows = self._plan_windows()
+        self.first_slice = max(1, FIRST_SLICE_PAIRS[facts.is_gpu]
+                               // (t.chunk * self.lag_blocks * t.wg * t.lpi * E))
+        self.rows = _finish_rows(dev)
 
-    # -- layout of the series, whole or a window of tiles [c0, c1)
+    # -- memory
 
-    def window_span(self, c0: int, c1: int) -> tuple[int, int]:
-        """The values [v0, v1) that the tiles [c0, c1) read."""
-        return c0 * self.tuning.chunk, min(self.n, c1 * self.tuning.chunk + self.reach)
+    def _value_buffers(self, nvalues: int) -> dict:
+        """The device buffers for nvalues of the batch: the staged raw values, the
+        converted layout and its block table."""
+        return {"series (as given)": math.ceil(STAGING_SLACK * nvalues * self.b.dtype.itemsize),
+                "series (converted)": self.elem * (nvalues + self.align * self.E)
+                + 8 * (-(-nvalues // BLOCK) + 1)}
 
-    def _xoff(self, nvalues: int) -> int:
-        """Floats before the values: the block table, 256-byte aligned."""
-        return -(-2 * -(-nvalues // self.block) // 64) * 64 if self.block else 0
-
-    def window_bytes(self, c0: int, c1: int) -> int:
-        v0, v1 = self.window_span(c0, c1)
-        return 4 * self._xoff(v1 - v0) + self.elem * (v1 - v0)
-
-    def _plan_windows(self, what: str) -> list[tuple[int, int]]:
-        """Tile ranges whose values fit the device beside the fixed buffers: one
-        window when the series fits, else windows starting at multiples of the
-        block (so that every window sees the same float32 values as the whole)."""
+    def _plan_windows(self) -> list[tuple[int, int]]:
+        """Tile ranges of the one series whose values fit the device beside the fixed
+        buffers: one window when they fit, else windows starting at multiples of the
+        block (so that every window sees the same converted values as the whole)."""
         dev, chunk = self.dev, self.tuning.chunk
-        unit = math.lcm(chunk, self.block) // chunk if self.block else 1   # tiles per step
-        per_chunk = math.ceil(STAGING_SLACK * (self.window_bytes(0, unit) - self.window_bytes(0, 0)
-                                               + 256) / unit)       # 256: table alignment
-        base = math.ceil(STAGING_SLACK * (self.window_bytes(0, 0) + 256))
-        cached = _xfer.cached_bytes(dev)
         fixed = sum(self.fixed.values())
-        limit = max(0, (dev.facts.max_alloc - base) // per_chunk)
-        fit = items_that_fit(dev, per_chunk, fixed + base + cached, limit=limit)
-        if fit < self.nchunks and cached:
-            _xfer.clear_cache(dev)          # the staging buffers of earlier calls go first
-            fit = items_that_fit(dev, per_chunk, fixed + base, limit=limit)
-        if fit >= self.nchunks:
-            return [(0, self.nchunks)]
-        fit = fit // unit * unit
-        if fit < unit:
-            check_memory(dev, {**self.fixed, "series window": base + unit * per_chunk}, what,
-                         "Reduce max_lag.")
-            fit = unit                      # fits by check_memory's count after all
-        return [(c, min(c + fit, self.nchunks)) for c in range(0, self.nchunks, fit)]
+        usable = dev.facts.global_mem * USABLE_FRACTION
 
-    @property
-    def pieces(self) -> int:
-        return len(self.bounds) - 1
+        def fits(nvalues, room):
+            bufs = self._value_buffers(nvalues)
+            return sum(bufs.values()) + fixed <= room and \
+                max(bufs.values()) <= dev.facts.max_alloc
 
-    def fill(self, host: np.ndarray, values: np.ndarray, window=None, exp: int = 0):
-        """Write the float64 series `values` (all n of them; only the window's are
-        used) into the byte array `host` in this plan's layout, scaled by 2^exp."""
-        c0, c1 = window or (0, self.nchunks)
-        v0, v1 = self.window_span(c0, c1)
-        xoff = self._xoff(v1 - v0)
-        f32 = host[:4 * xoff + self.elem * (v1 - v0)].view(np.float32)
-        part = values[v0:v1]
-        if self.value == "blocked":
-            _common.fill_blocked(f32[:2 * -(-(v1 - v0) // self.block)].reshape(-1, 2),
-                                 f32[xoff:], part, self.block, values[0], exp)
-        elif self.value == "float2":
-            _common.fill_pairs(f32.reshape(-1, 2), part, values[0], exp)
-        elif exp:
-            np.ldexp(part, exp, out=f32, casting="same_kind")
+        total = int(self.b.lengths.sum())
+        if not fits(total, usable - _held(dev)):
+            _release(dev)                   # what earlier calls left for reuse goes first
+        if fits(total, usable):
+            return [(0, self.tiles)]
+        if self.E > 1:
+            raise _TooLarge()
+        unit = math.lcm(chunk, BLOCK) // chunk               # tiles per window step
+        fit = unit
+        if not fits(self.span(0, unit)[1], usable):
+            check_memory(dev, {**self.fixed, **self._value_buffers(self.span(0, unit)[1])},
+                         self.what, "Reduce max_lag.")
+        while fit < self.tiles and fits(self.span(0, 2 * fit)[1], usable):
+            fit *= 2
+        step = fit // 2                     # then the largest multiple of unit that fits
+        while step >= unit:
+            if fits(self.span(0, fit + step // unit * unit)[1], usable):
+                fit += step // unit * unit
+            step //= 2
+        return [(c, min(c + fit, self.tiles)) for c in range(0, self.tiles, fit)]
+
+    def raw_bytes(self) -> int:
+        """The bytes staged at once: the whole batch, or the largest window."""
+        if len(self.windows) == 1:
+            return int(self.b.lengths.sum()) * self.b.dtype.itemsize
+        return max(self.span(*w)[1] - self.span(*w)[0] for w in self.windows) \
+            * self.b.dtype.itemsize
+
+    def span(self, c0: int, c1: int) -> tuple[int, int]:
+        """The values [v0, v1) of the one series that the tiles [c0, c1) read."""
+        chunk = self.tuning.chunk
+        return c0 * chunk, min(int(self.b.lengths[0]), c1 * chunk + self.reach)
+
+    # -- the run
+
+    def prepare(self, st, centred: bool):
+        """Upload, check (ValueError at the first non-finite value), and for one window
+        convert the whole batch; `centred`: the autocorrelation's centre (its mean on a
+        binary grid) instead of the first value as the origin."""
+        dev, b, chunk = self.dev, self.b, self.tuning.chunk
+        layout = {"blocked": "blocked", "float2": "float2", "float": "float"}[self.value]
+        self.inp = inp = _ingest.Input(dev, b, chunk, layout, self.f64, BLOCK)
+        whole = len(self.windows) == 1
+        if whole:
+            inp.load(st)
+            blocks = inp.check()
         else:
-            f32[:] = part
+            parts = []
+            for c0, c1 in self.windows:
+                w = self.span(c0, c1)
+                inp.load(st, w)
+                parts.append(inp.check(own=(w[0], min(w[1], c1 * chunk))))
+            blocks = np.concatenate(parts)
+        exps = inp.scales(blocks)
+        _phase("upload and check")
+        shift = np.ldexp(b.first_values(), exps)
+        if centred:
+            if whole:
+                sums = inp.moments(shift)
+            else:
+                parts = []
+                for c0, c1 in self.windows:
+                    w = self.span(c0, c1)
+                    inp.load(st, w)
+                    parts.append(inp.moments(shift, own=(w[0], min(w[1], c1 * chunk))))
+                sums = np.concatenate(parts)
+            flat = np.add.reduceat(sums[:, 1], inp.boff[:-1].astype(np.int64)) == 0
+            if flat.any():
+                raise ValueError(f"{b.label(int(np.argmax(flat)))} is constant: its "
+                                 "autocorrelation is undefined")
+            self.centre = inp.centres(sums, shift)
+            _phase("mean and spread")
+        else:
+            self.centre = shift
+        queue = dev.queue
+        nvalues = int(self.ylen.sum() + self.align * self.E) if whole else \
+            max(self.span(*w)[1] - self.span(*w)[0] for w in self.windows)
+        try:
+            self.y = _common.work_array(dev, nvalues * self.elem // 4, np.float32)
+            self.tab = _common.work_array(dev, 2 * (-(-nvalues // BLOCK)) + 2, np.float32)
+            tiles = int(inp.boff[-1]) if whole else self.tiles
+            self.tile_sums = _common.work_array(dev, 2 * tiles, inp.acc) if centred else None
+        except cl.MemoryError:
+            raise _common.DeviceError(f"{dev.name}: out of device memory") from None
+        if whole:
+            inp.convert(self.y.data, self.yoff, self.ylen, self.centre, tab=self.tab.data,
+                        sums=self.tile_sums.data if centred else None)
+        self._voff = inp._array(self.yoff.astype(np.uint64))
+        self._nts = inp._array(b.lengths.astype(np.uint32))
+        self._ns = self._nts
+        self._nchs = inp._array(self.nch.astype(np.uint32))
+        return exps
 
-    def segment_ends(self, window=None) -> list[int]:
-        """For each upload segment of a window (default: the whole series), the end
-        of the bytes it holds; a launch over the tiles up to the segment's bound
-        needs no later segment."""
-        c0, c1 = window or (0, self.nchunks)
-        v0, v1 = self.window_span(c0, c1)
-        xoff = self._xoff(v1 - v0)
-        return [4 * xoff + self.elem * (v - v0)
-                for v in (self.window_span(c0, b)[1] for b in self._segment_bounds(c0, c1)[1:])]
-
-    def _segment_bounds(self, c0: int, c1: int) -> list[int]:
-        pieces = max(1, min(self.tuning.pieces or auto_pieces(self.n), c1 - c0))
-        return [c0 + k * (c1 - c0) // pieces for k in range(pieces + 1)]
-
-    # -- launches
-
-    def launch(self, x, c0: int, a: int, b: int, fresh: bool, q: float = 1.0, window=None,
-               wait_for=None, scale: float = 1.0):
-        """Enqueue the tiles [a, b) of the window that starts at global tile c0, whose
-        values are in `x` (a cl.Buffer in this plan's layout), multiplied by `scale`
-        (a power of two) as they are read."""
-        t = self.tuning
-        w0, w1 = window or (0, self.nchunks)
-        v0, v1 = self.window_span(w0, w1)
-        self.prg.ts_pair_sums(self.dev.queue, (self.lag_blocks * t.wg, self.groups), (t.wg, 1),
-                              x, np.uint32(self._xoff(v1 - v0)), np.uint32(v1 - v0),
-                              np.uint32(self.lag0), np.uint32(self.nlags), np.uint32(a),
-                              np.uint32(b), np.uint32(c0 % self.groups), np.uint32(fresh),
-                              np.float32(q), np.float32(scale), self.inv.data, self.partial.data,
-                              wait_for=wait_for or None)
-
-    def run(self, x, q: float = 1.0, waits=None):
-        """Enqueue every launch on the whole series in `x` at once, one per upload
-        segment; `waits[k]`: the events segment k's launch must wait for."""
-        for k, (a, b) in enumerate(zip(self.bounds, self.bounds[1:])):
-            self.launch(x, 0, a, b, k == 0, q, wait_for=waits[k] if waits else None)
-        self.finish()
-
-    def finish(self):
-        fin = 64
-        self.prg.ts_pair_finish(self.dev.queue, (-(-self.nlags // fin) * fin, self.rows),
-                                (fin, self.rows), self.partial.data, np.uint32(self.groups),
-                                np.uint32(self.nlags), self.out.data)
-
-    def result(self) -> np.ndarray:
-        return _common.acc_to_float64(self.out.get())
-
-    def set_scales(self, inv: np.ndarray):
-        """The per-lag factors s_l of pair "powdiff"."""
-        cl.enqueue_copy(self.dev.queue, self.inv.data, np.ascontiguousarray(inv, np.float32))
-
-    def compute(self, values: np.ndarray, q: float = 1.0, transfer=None, *, exp: int = 0,
-                progress=None, bar=None, label: str = "") -> np.ndarray:
-        """Upload `values` (scaled by 2^exp; through `transfer`, default by device
-        and size), run the tiles in time-bounded slices, return the sums.
-        `progress` as everywhere, or `bar`: a Progress to count the tiles into."""
+    def sums(self, st, pairs, qs=(1.0,), inv=None, nblk=None, progress=None, bar=None,
+             label="") -> cla.Array:
+        """The block sums [p][e][k][l] (acc type, or "max" for ["absmax"]) of the pair
+        functions `pairs` for the lags lag0 .. lag0 + nlags - 1."""
+        dev, t, queue = self.dev, self.tuning, self.dev.queue
+        absmax = pairs == ["absmax"]
+        acc = "max" if absmax else self.acc
+        K, tpb = (1, self.tiles) if absmax else (self.K, self.tpb)
+        prg = dev.build("timeseries/pairs.cl", pairs=list(pairs), value=self.value, acc=acc,
+                        wg=t.wg, lpi=t.lpi, chunk=t.chunk, run=t.run, rows=self.rows, block=BLOCK)
+        dtype = _common.ACC_DTYPE[acc]
+        npairs = len(pairs)
+        partial = _zeros(dev, npairs * self.E * K * self.G * self.nlags, dtype)
+        qarr = self.inp._array(np.asarray(qs, dtype=np.float32))
+        invarr = self.inp._array(np.asarray(inv, dtype=np.float32)) if inv is not None \
+            else qarr
         windows = self.windows
-        # float32 differences of the unscaled series are exact to scale while they are
-        # normal and finite (|p| between 2^-70 and 2^120): then the kernel scales them as
-        # it reads them, and the host conversion stays one pass
-        exp, scale = (0, math.ldexp(1.0, exp)) if self.value != "float" and \
-            -120 <= exp <= 70 else (exp, 1.0)
-        nbytes = max(self.window_bytes(*w) for w in windows)
-        transfer = _xfer.default(self.dev, nbytes) if transfer is None else transfer
-        if len(windows) > 1 and transfer.path == "pinned-unmap":
-            transfer = _xfer.Transfer("pinned", transfer.overlap)     # refilled per window
-        with _xfer.Staged(self.dev, nbytes, transfer) as st:
-            state = {}
+        state = {"xbase": 0}
 
-            def load(w):
-                st.remap()
-                self.fill(st.host, values, windows[w], exp)
-                state["ends"] = self.segment_ends(windows[w])
-                state["waits"] = st.send(state["ends"])
+        def load(w):
+            if len(windows) == 1:
+                return
+            v0, v1 = self.span(*windows[w])
+            self.inp.load(st, (v0, v1))
+            self.inp.convert(self.y.data, [0], [int(self.b.lengths[0])], self.centre,
+                             tab=self.tab.data, sums=self.tile_sums.data
+                             if self.tile_sums is not None else None, window=(v0, v1))
+            state["xbase"] = v0
 
-            def launch(w, start, end):
-                c0, c1 = windows[w]
-                v0, v1 = self.window_span(c0, c1)
-                # wait for the upload segment that holds the last value these tiles read
-                need = 4 * self._xoff(v1 - v0) + self.elem * (self.window_span(c0, end)[1] - v0)
-                k = next(i for i, e in enumerate(state["ends"]) if e >= need)
-                self.launch(st.buffer, c0, start - c0, end - c0, start == 0, q, windows[w],
-                            state["waits"][k], scale)
+        def launch(w, start, end):
+            prg.ts_pair_sums(queue, (self.lag_blocks * t.wg, self.E * self.G), (t.wg, 1),
+                             self.y.data, self.tab.data, self._voff.data, self._nts.data,
+                             self._ns.data, self._nchs.data, np.uint32(self.E),
+                             np.int64(state["xbase"]),
+                             np.uint32(self.lag0), np.uint32(self.nlags), np.uint32(start),
+                             np.uint32(end), np.uint32(K), np.uint32(tpb), qarr.data,
+                             invarr.data, partial.data)
 
-            advance = _common.windowed(windows, load, launch)
-            run_sliced(self.nchunks, advance, self.dev.queue, progress=progress, bar=bar,
-                       label=label, what="tiles of the series", first=self.first_slice)
-            self.finish()
-            return self.result()
+        advance = _common.windowed(windows, load, launch)
+        run_sliced(self.tiles, advance, queue, progress=progress, bar=bar, label=label,
+                   what="tiles of the series", first=self.first_slice)
+        out = _common.work_array(dev, npairs * self.E * K * self.nlags, dtype)
+        fin = 64
+        prg.ts_pair_finish(queue, (-(-self.nlags // fin) * fin, self.rows, npairs * self.E * K),
+                           (fin, self.rows, 1), partial.data, np.uint32(self.G),
+                           np.uint32(self.nlags), out.data)
+        return out
+
+    def tile_totals(self):
+        """(Σ y, Σ y²) per series and (Σ y, Σ y²) per series and jackknife block, from the
+        conversion's per-tile sums: (s1, s2, s1k, s2k)."""
+        t = _common.acc_to_float64(self.tile_sums.get()).reshape(-1, 2)
+        boff = self.inp.boff.astype(np.int64) if len(self.windows) == 1 \
+            else np.array([0, self.tiles])
+        s = np.zeros((2, self.E))
+        sk = np.zeros((2, self.E, self.K))
+        for e in range(self.E):
+            row = t[boff[e]:boff[e + 1]]
+            s[:, e] = row.sum(axis=0)
+            for k in range(self.K):
+                sk[:, e, k] = row[k * self.tpb:(k + 1) * self.tpb if k < self.K - 1
+                                  else None].sum(axis=0)
+        return s[0], s[1], sk[0], sk[1]
+
+
+class _TooLarge(Exception):
+    """A batch of several series that does not fit the device at once."""
+
+
+def _held(dev) -> int:
+    """Device memory held for reuse by earlier calls: staging slots and pooled arrays."""
+    return _xfer.cached_bytes(dev) + _common.pooled_bytes(dev)
+
+
+def _release(dev):
+    _xfer.clear_cache(dev)
+    _common.trim_pool(dev, 0)
+
+
+def _zeros(dev, n, dtype) -> cla.Array:
+    """A zeroed (pooled) device array; on Oclgrind written from the host (runtime.zeros)."""
+    if dev.facts.vendor == "oclgrind":
+        return zeros(dev, n, dtype)
+    arr = _common.work_array(dev, n, dtype)
+    cl.enqueue_fill_buffer(dev.queue, arr.data, np.zeros(1, np.uint8), 0, arr.nbytes)
+    return arr
 
 
 def _max_lag(max_lag) -> int:
-    return _validate.integer("max_lag", max_lag, 1, _common.MAX_LENGTH - 2)
+    return _validate.integer("max_lag", max_lag, 1, _common.MAX_LENGTH - 1)
 
 
 def _transfer_arg(value):
     return None if value is None else _xfer.parse(value)
 
 
+def _method(method):
+    return _validate.choice("method", method, ("auto", "direct", "fft"))
+
+
+def _errors(errors):
+    if not isinstance(errors, (bool, np.bool_)):
+        raise TypeError(f"errors must be True or False, got {errors!r}")
+    return bool(errors)
+
+
 Q_MIN, Q_MAX = 0.01, 1000.0
 
 
-def hurst(p, max_lag=256, q=1.0, device=None, progress=None, *, _accumulate=None,
-          _tuning=None, _layout="blocked", _transfer=None) -> HurstResult:
+def _qs(q):
+    """(tuple of q, whether a list was given)."""
+    if isinstance(q, (list, tuple, np.ndarray)):
+        arr = np.asarray(q, dtype=object).ravel() if not isinstance(q, np.ndarray) else q.ravel()
+        if arr.size == 0:
+            raise ValueError("q must not be empty")
+        return tuple(_validate.real("q", v, Q_MIN, Q_MAX) for v in arr), True
+    return (_validate.real("q", q, Q_MIN, Q_MAX),), False
+
+
+def _staged(dev, nbytes, transfer):
+    transfer = _xfer.default(dev, nbytes) if transfer is None else transfer
+    return _xfer.Staged(dev, nbytes, transfer)
+
+
+def _sub_batches(dev, b, make):
+    """Run `make(sub_batch)` on groups of the series that fit the device (all at once if
+    they do), concatenating the results along the series axis."""
+    try:
+        return [make(b)]
+    except _TooLarge:
+        pass
+    half = len(b) // 2
+    return _sub_batches(dev, b.subset(range(half)), make) + \
+        _sub_batches(dev, b.subset(range(half, len(b))), make)
+
+
+def hurst(p, max_lag=256, q=1.0, device=None, progress=None, *, method="auto", errors=True,
+          _accumulate=None, _tuning=None, _layout="blocked", _transfer=None) -> HurstResult:
     """Hurst exponent of the series p(t), t = 0 .. T-1, from its q-th order
     structure function.
 
@@ -329,21 +425,33 @@ def hurst(p, max_lag=256, q=1.0, device=None, progress=None, *, _accumulate=None
     A random walk gives H = 1/2, a persistent (trending) series H > 1/2, an
     anti-persistent one H < 1/2; p(t) = t gives S(Δt) = Δt and H = 1.
 
-    p: 1-D real array-like (any float or int dtype, e.g. a pandas Series), at
-    least max_lag + 2 points, all finite.  q in [0.01, 1000] (q = 1 and q = 2
-    take fast paths; S_2^2 is the mean squared displacement).  progress: None
-    (a bar on a terminal for long runs), True, False or f(done, total).
-    Returns :class:`HurstResult` (lags, S, H, q); H[0] is NaN (no slope at Δt = 1).
+    p: one series (1-D real array-like: any float or int dtype, a pandas Series), a
+    batch (2-D array, one series per row) or a list of 1-D series of any lengths, each
+    with at least max_lag + 1 points, all finite; a batch runs in one pass of launches.
+    q in [0.01, 1000], or a list of them (computed in the same pass; q = 1 and q = 2
+    take fast paths; S_2^2 is the mean squared displacement).  progress: None (a bar
+    on a terminal for long runs), True, False or f(done, total).  method: "auto"
+    (default: the cheaper of the two for q = 2, see :func:`autocorrelation`), "direct"
+    (pair sums) or "fft" (S_2 from the autocorrelation sums; q = 2 only, needs fp64).
+    Returns :class:`HurstResult` (lags, S, H, q, S_err, H_err, method); H[..., 0] is NaN.
 
-    Scale: p is scaled by the power of two that brings max |p| into [1/2, 1)
-    before it is rounded to float32, and S is scaled back, so every finite
-    float64 input works (1e-310 to 1e308) and S(λp) = λ S(p) exactly for λ a
+    Errors (errors=False: S_err and H_err are None): the delete-one-block jackknife over
+    16 blocks of pair start times t (so that the errors survive the correlations within
+    each block): err² = (K-1)/K Σ_k (θ_k - mean θ_k)² with θ_k the estimate from every
+    pair but those starting in block k.  Short series get fewer, shorter blocks (tiles
+    of at least 32 values); with fewer than two blocks the errors are NaN.  By FFT: the
+    spread of the estimates of 16 blocks of the series transformed alongside (the device
+    work about doubles), for Δt below the block length (NaN beyond, and without fp64).
+
+    Scale: p is scaled by the power of two that brings max |p| into [1/2, 1) (found
+    on the device) before it is rounded to float32, and S is scaled back, so every
+    finite float64 input works (1e-310 to 1e308) and S(λp) = λ S(p) exactly for λ a
     power of two.  For q other than 1 and 2 a first pass finds M(Δt) = max
     |p(t + Δt) - p(t)| and the sums are of (|Δp| / M)^q ≤ 1, so |Δp|^q never
     overflows or underflows in a way that matters: S = M ⟨(|Δp|/M)^q⟩^(1/q).
 
-    Accuracy: the series goes to the device as float32 values relative to the
-    first value of their block of 256 (with a float64-accurate table of the
+    Accuracy: the series is converted on the device to float32 values relative to
+    the first value of their block of 256 (with a float64-accurate table of the
     block offsets), and differences are formed in float32 relative to a nearby
     element (so a large offset costs nothing), summed in float32 over runs of
     32 and accumulated in float64 (compensated float32 on devices without
@@ -351,57 +459,109 @@ def hurst(p, max_lag=256, q=1.0, device=None, progress=None, *, _accumulate=None
     q < 0.5 to ~1e-7/q (the 1/q-th root magnifies the float32 error of the
     terms; 7e-6 at q = 0.01).
 
-    Long series are worked on in time-bounded slices (a progress bar counts
-    completed work; Ctrl-C raises :class:`clphys.runtime.Interrupted` within
-    about a second) and, beyond the device's memory, in windows; neither
-    changes a bit of the result.
+    Host and device: the host checks shapes and dtypes (O(number of series)) and copies
+    the values once into the transfer buffer; finiteness (ValueError naming the first
+    NaN or inf), the scale and the conversion are device work, and so are the sums,
+    S, H and their errors (devices with fp64; without, the host finishes from the
+    O(max_lag) sums).  Long series are worked on in time-bounded slices (a progress bar
+    counts completed work; Ctrl-C raises :class:`clphys.runtime.Interrupted` within about
+    a second) and, beyond the device's memory, in windows (one series) or groups of
+    series (a batch); none of these changes a bit of the result.
     """
     max_lag = _max_lag(max_lag)
-    s = _common.series("p", p, max_lag + 2, f"max_lag + 2 with max_lag = {max_lag}")
-    q = _validate.real("q", q, Q_MIN, Q_MAX)
+    qs, q_list = _qs(q)
+    b = _ingest.batch("p", p, max_lag + 1, f"max_lag + 1 with max_lag = {max_lag}")
     check_progress(progress)
     _validate.choice("_layout", _layout, ("blocked", "float2"))
+    method = _method(method)
+    errors = _errors(errors)
+    if method == "fft" and set(qs) != {2.0}:
+        raise ValueError(f"method='fft' gives S_2 only (q = 2), got q = {q!r}")
     transfer = _transfer_arg(_transfer)
     dev = resolve_device(device)
-    values, exp = s.for_fill()
+    fft = set(qs) == {2.0} and _use_fft(dev, b.lengths, max_lag, method, _accumulate,
+                                        needs_fp64=True, errors=errors)
     lags = np.arange(1, max_lag + 1)
-    pairs = s.size - lags
-    what = f"hurst of {s.size} points with max_lag = {max_lag}"
-    if q in (1.0, 2.0):
-        plan = PairSums(dev, s.size, max_lag, "absdiff" if q == 1.0 else "sqdiff", _layout,
-                        accumulate=_accumulate, tuning=_tuning, what=what)
-        mean = plan.compute(values, q, transfer, exp=exp, progress=progress, label="hurst")
-        S = mean / pairs if q == 1.0 else np.sqrt(mean / pairs)
+    if fft:
+        parts = _sub_batches(dev, b, lambda sub: _hurst_fft(
+            dev, sub, max_lag, len(qs), _accumulate, transfer, progress, errors))
     else:
-        top = PairSums(dev, s.size, max_lag, "absmax", _layout, tuning=_tuning, what=what)
-        with Progress(2 * top.nchunks, progress, label="hurst") as bar:
-            M = top.compute(values, transfer=transfer, exp=exp, bar=bar)
-            del top
-            plan = PairSums(dev, s.size, max_lag, "powdiff", _layout, accumulate=_accumulate,
-                            tuning=_tuning, what=what)
+        parts = _sub_batches(dev, b, lambda sub: _hurst_direct(
+            dev, sub, max_lag, qs, _accumulate, _tuning, _layout, transfer, progress))
+    _common.trim_pool(dev)
+    S, S_err, H, H_err = (_join([part[i] for part in parts]) for i in range(4))
+    # (n_series, n_q, max_lag) -> the caller's shape
+    if not q_list:
+        S, S_err, H, H_err = (None if a is None else a[:, 0] for a in (S, S_err, H, H_err))
+    if b.single:
+        S, S_err, H, H_err = (None if a is None else a[0] for a in (S, S_err, H, H_err))
+    if not errors:
+        S_err = H_err = None
+    return HurstResult(lags=lags, S=S, H=H, q=np.array(qs) if q_list else qs[0], S_err=S_err,
+                       H_err=H_err, method="fft" if fft else "direct")
+
+
+def _hurst_fft(dev, b, max_lag, nq, accumulate, transfer, progress, errors):
+    """(S, S_err, H, H_err), each (n_series, nq, max_lag) (errors None without errors),
+    of S_2 by FFT."""
+    S, H, S_err, H_err = _fft_run(dev, b, max_lag, "msd", accumulate, transfer, progress,
+                                  "hurst", errors)
+    return tuple(None if a is None else np.repeat(a[:, None, 1:], nq, axis=1)
+                 for a in (S, S_err, H, H_err))
+
+
+def _join(parts):
+    """The parts' arrays along the series axis (None stays None)."""
+    return None if parts[0] is None else np.concatenate(parts)
+
+
+_KIND = {1.0: "absdiff", 2.0: "sqdiff"}
+
+
+def _hurst_direct(dev, b, max_lag, qs, accumulate, tuning, layout, transfer, progress):
+    """(S, S_err, H, H_err), each (n_series, n_q, max_lag), by pair sums."""
+    kinds = [_KIND.get(q, "powdiff") for q in qs]
+    what = f"hurst of {int(b.lengths.max())} points with max_lag = {max_lag}"
+    run = _Direct(dev, b, max_lag, 1, layout, len(kinds), accumulate, tuning, what)
+    E, nl = run.E, max_lag
+    passes = 2 if "powdiff" in kinds else 1
+    with _staged(dev, run.raw_bytes(), transfer) as st, \
+            Progress(passes * run.tiles, progress, label="hurst") as bar:
+        exps = run.prepare(st, centred=False)
+        inv = np.ones((E, nl), np.float32)
+        if "powdiff" in kinds:
+            top = run.sums(st, ["absmax"], bar=bar)
+            M = top.get().reshape(E, nl).astype(np.float64)
             with np.errstate(divide="ignore"):
                 inv = np.where(M > 0, 1.0 / M, 0.0).astype(np.float32)
-            plan.set_scales(inv)
-            sums = plan.compute(values, q, transfer, exp=exp, bar=bar)
-        with np.errstate(divide="ignore"):
-            scale = np.where(inv > 0, 1.0 / inv.astype(np.float64), 0.0)     # 1 / s_l as used
-        S = scale * (sums / pairs) ** (1.0 / q)
-    S = np.ldexp(S, -s.exp)
-    return HurstResult(lags=lags, S=S, H=local_slope(lags, S), q=q)
-
-
-def local_slope(lags: np.ndarray, S: np.ndarray) -> np.ndarray:
-    """H(Δt) = Δ log S / Δ log Δt between consecutive lags; NaN at the first
-    lag and where S is not positive."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        logS = np.where(S > 0, np.log(np.where(S > 0, S, 1.0)), np.nan)
-        H = np.full(S.shape, np.nan)
-        H[1:] = np.diff(logS) / np.diff(np.log(lags.astype(np.float64)))
-    return H
+        sums = run.sums(st, kinds, qs=qs, inv=inv, bar=bar)
+        _phase("conversion and pair sums")
+        if run.f64:
+            odtype = _out_dtype(b)
+            prg = dev.build("timeseries/finish.cl", kinds=kinds, otype=_CL_OUT[odtype])
+            out = _common.work_array(dev, 4 * len(kinds) * E * nl, odtype)
+            fin = 64
+            prg.ts_hurst_finish(dev.queue, (-(-nl // fin) * fin, E, len(kinds)), (fin, 1, 1),
+                                sums.data, np.uint32(E), np.uint32(run.K), np.uint32(nl),
+                                np.uint32(run.bl), run._ns.data, run.inp._exps.data,
+                                run.inp._array(np.asarray(qs, np.float32)).data,
+                                run.inp._array(inv).data, out.data)
+            res = _xfer.download(dev, out.data, np.empty((4, len(kinds), E, nl), odtype))
+            return tuple(res.transpose(0, 2, 1, 3))
+        blocks = _common.acc_to_float64(sums.get()).reshape(len(kinds), E, run.K, nl)
+    with np.errstate(divide="ignore"):
+        m = np.where(inv > 0, 1.0 / inv.astype(np.float64), 0.0)
+    res = np.empty((4, E, len(kinds), nl))
+    for e in range(E):
+        for i, kind in enumerate(kinds):
+            res[:, e, i] = _finish.hurst(blocks[i, e], int(b.lengths[e]), int(exps[e]), kind,
+                                         qs[i], m[e], run.bl)
+    return tuple(res.astype(_out_dtype(b), copy=False))
 
 
 def autocorrelation(x, max_lag=256, stationary=False, device=None, progress=None, *,
-                    _accumulate=None, _tuning=None, _transfer=None) -> AutocorrelationResult:
+                    method="auto", errors=True, _accumulate=None, _tuning=None,
+                    _transfer=None) -> AutocorrelationResult:
     """Autocorrelation ρ(Δt), Δt = 0 .. max_lag, of the series x(t), t = 0 .. T-1
     (normally price changes, not prices).
 
@@ -421,68 +581,329 @@ def autocorrelation(x, max_lag=256, stationary=False, device=None, progress=None
     x → a + b x (b > 0) and satisfy |ρ| ≤ 1.  ρ(0) = 1.  A lag where a window
     has zero variance gives NaN (general form).
 
-    x: 1-D real array-like, at least max_lag + 2 points, finite, not constant.
-    progress: as for :func:`hurst`.  Returns :class:`AutocorrelationResult`
-    (lags, rho, stationary).
+    x: one series (1-D real array-like), a batch (2-D, one series per row) or a list
+    of 1-D series of any lengths, each with at least max_lag + 1 points, finite, not
+    constant; a batch runs in one pass of launches.  progress: as for :func:`hurst`.
+    method: "auto" (default: the FFT when it costs less than the direct sums, with its
+    error blocks: for max_lag beyond about 40 log2(2T) on a GPU, 18 log2(2T) on a CPU;
+    half that with errors=False), "direct" (pair sums) or "fft" (all lags at once).
+    Returns :class:`AutocorrelationResult` (lags, rho, stationary, rho_err, method).
+
+    Errors (errors=False: rho_err is None): by the direct sums the delete-one-block
+    jackknife (see :func:`hurst`) of the ratio of the lag-Δt and lag-0 sums centred on
+    the mean; by FFT the spread of 16 blocks' estimates (see :func:`hurst`).
 
     Accuracy: x is scaled by a power of two (max |x| in [1/2, 1), so every
     finite float64 input works, subnormal ones included, and ρ(λx) = ρ(x) for λ
     a power of two, bit for bit), centred near its mean in float64 and rounded
-    to float32; the cross sums Σ x(t) x(t+Δt) are the device's work (float32
-    products, runs of 32 in float32, then float64 or compensated float32); the
-    window means and variances come from float64 prefix sums on the host.  ρ
-    agrees with a float64 NumPy computation to ~1e-7 absolute.
+    to float32 on the device; the sums Σ y(t)y(t+Δt) of these values are the
+    device's work (float32 products, runs of 32 in float32, then float64 or
+    compensated float32), as are the window means and variances (float64 prefix sums
+    of the same values).  ρ agrees with a float64 NumPy computation to ~1e-7 absolute.
+    Host and device: as for :func:`hurst`; the centre needs one more pass on the device.
     """
     max_lag = _max_lag(max_lag)
-    s = _common.series("x", x, max_lag + 2, f"max_lag + 2 with max_lag = {max_lag}")
+    b = _ingest.batch("x", x, max_lag + 1, f"max_lag + 1 with max_lag = {max_lag}")
     if not isinstance(stationary, (bool, np.bool_)):
         raise TypeError(f"stationary must be True or False, got {stationary!r}")
     check_progress(progress)
-    if s.lo == s.hi:
-        raise ValueError("x is constant: its autocorrelation is undefined")
+    method = _method(method)
+    errors = _errors(errors)
     transfer = _transfer_arg(_transfer)
     dev = resolve_device(device)
-    xc = s.scaled()
-    # Centre on the mean rounded to a power of two near σ: |mean - c| <= σ/2 keeps the
-    # cancellation mild, and series on a binary grid (integers, half ticks) stay on it,
-    # so their float32 values and small products are exact (no per-value rounding bias).
-    sd = float(xc.std())
-    step = math.ldexp(1.0, math.frexp(sd)[1] - 1) if sd > 0 else 1.0
-    xc -= round(float(xc.mean()) / step) * step
-    plan = PairSums(dev, s.size, max_lag, "product", "float", lag0=1, accumulate=_accumulate,
-                    tuning=_tuning, what=f"the autocorrelation of {s.size} points with "
-                                         f"max_lag = {max_lag}")
-    cross = np.concatenate([[np.dot(xc, xc)],
-                            plan.compute(xc, transfer=transfer, progress=progress,
-                                         label="autocorrelation")])
-    return AutocorrelationResult(lags=np.arange(max_lag + 1),
-                                 rho=rho_from_sums(xc, cross, stationary),
-                                 stationary=bool(stationary))
+    fft = _use_fft(dev, b.lengths, max_lag, method, _accumulate, errors=errors)
+    form = "stationary" if stationary else "general"
+    if fft:
+        run = lambda sub: _fft_run(dev, sub, max_lag, form, _accumulate, transfer,  # noqa: E731
+                                   progress, "autocorrelation", errors)
+    else:
+        run = lambda sub: _acf_direct(dev, sub, max_lag, bool(stationary),  # noqa: E731
+                                      _accumulate, _tuning, transfer, progress)
+    parts = _sub_batches(dev, b, run)
+    _common.trim_pool(dev)
+    rho, err = (_join([part[i] for part in parts]) for i in range(2))
+    if b.single:
+        rho, err = rho[0], (None if err is None else err[0])
+    if not errors:
+        err = None
+    return AutocorrelationResult(lags=np.arange(max_lag + 1), rho=rho, stationary=bool(stationary),
+                                 rho_err=err, method="fft" if fft else "direct")
 
 
-def rho_from_sums(xc: np.ndarray, cross: np.ndarray, stationary: bool) -> np.ndarray:
-    """ρ(Δt) for Δt = 0 .. len(cross)-1 from the cross sums Σ_t xc(t) xc(t+Δt) of
-    the (nearly) centred series xc and float64 prefix sums of xc for the window
-    moments.  Both forms depend on xc only through its deviations from means, so
-    the offset that centred it drops out: with d the exact mean of xc and A, B
-    the sums of xc over x(0 .. N-1) and x(Δt .. T-1),
-    Σ (xc(t) - d)(xc(t+Δt) - d) = cross - d (A + B) + N d²."""
-    n, k = xc.size, cross.size
-    N = n - np.arange(k)
-    head1 = np.concatenate([[0.0], np.cumsum(xc[:k - 1])])           # Σ xc[:Δt]
-    head2 = np.concatenate([[0.0], np.cumsum(xc[:k - 1] ** 2)])
-    tail1 = np.concatenate([[0.0], np.cumsum(xc[::-1][:k - 1])])     # Σ xc[T-Δt:]
-    tail2 = np.concatenate([[0.0], np.cumsum(xc[::-1][:k - 1] ** 2)])
-    s1, s2 = xc.sum(), cross[0]
-    A, B = s1 - tail1, s1 - head1
-    with np.errstate(invalid="ignore", divide="ignore"):
-        if stationary:
-            d = s1 / n
-            rho = (cross - d * (A + B) + N * d * d) / (s2 - n * d * d)
+def _acf_direct(dev, b, max_lag, stationary, accumulate, tuning, transfer, progress):
+    """(ρ, ρ_err), each (n_series, max_lag + 1), by pair sums."""
+    nl = max_lag + 1
+    what = f"the autocorrelation of {int(b.lengths.max())} points with max_lag = {max_lag}"
+    run = _Direct(dev, b, max_lag, 1, "float", 1, accumulate, tuning, what)
+    E = run.E
+    with _staged(dev, run.raw_bytes(), transfer) as st:
+        exps = run.prepare(st, centred=True)
+        sums = run.sums(st, ["product"], progress=progress, label="autocorrelation")
+        _phase("conversion and pair sums")
+        s1, s2, s1k, s2k = run.tile_totals()
+        if len(run.windows) == 1:
+            ybuf, hoff = run.y, run.yoff.astype(np.uint64)
+            toff = (run.yoff + b.lengths - 1).astype(np.uint64)
         else:
-            ma, mb = A / N, B / N               # means of x(t) and x(t + Δt), minus the offset
-            va = (s2 - tail2) / N - ma * ma
-            vb = (s2 - head2) / N - mb * mb
-            rho = np.where((va > 0) & (vb > 0), (cross / N - ma * mb) / np.sqrt(va * vb), np.nan)
-    rho[0] = 1.0
-    return rho
+            ybuf, hoff, toff = _ends(dev, run, nl)
+        if not run.f64:
+            cross = _common.acc_to_float64(sums.get()).reshape(E, run.K, max_lag)
+            rho = np.empty((E, nl))
+            err = np.empty((E, nl))
+            for e in range(E):
+                head = _read(dev, ybuf.data, np.float32, int(hoff[e]), nl)
+                tail = _read(dev, ybuf.data, np.float32, int(toff[e]) - nl + 1, nl)
+                rho[e], err[e] = _finish.acf(cross[e], head, tail, s1[e], s2[e], s1k[e], s2k[e],
+                                             int(b.lengths[e]), run.bl, stationary)
+            return rho.astype(_out_dtype(b), copy=False), err.astype(_out_dtype(b), copy=False)
+        return _acf_finish_device(dev, run.inp, ybuf, "float", hoff, toff, b.lengths, nl,
+                                  sums, 0, run.K, run.bl, (s1, s2, s1k, s2k), exps,
+                                  "stationary" if stationary else "general", _out_dtype(b))
+
+
+def _read(dev, buf, dtype, start: int, count: int) -> np.ndarray:
+    """buf[start:start + count] (elements of dtype) read back as float64."""
+    out = np.empty(count, dtype)
+    cl.enqueue_copy(dev.queue, out, buf, src_offset=start * out.itemsize, is_blocking=True)
+    return out.astype(np.float64)
+
+
+def _ends(dev, run, nl):
+    """For a series worked on in windows: its first and last nl values converted like the
+    whole (the same bits), side by side in a small buffer: (buffer, hoff, toff)."""
+    a = run.b.arrays[0]
+    n = a.size
+    ends = _ingest.Batch(run.b.name, [a[:nl], a[n - nl:]], single=False)
+    inp = _ingest.Input(dev, ends, run.tuning.chunk, "float", run.f64)
+    inp.exps = np.repeat(run.inp.exps, 2)
+    inp._exps = inp._array(inp.exps)
+    y = _common.work_array(dev, 2 * nl, np.float32)
+    with _xfer.Staged(dev, inp.raw_bytes(), _xfer.Transfer()) as st:
+        inp.load(st)
+        inp.convert(y.data, [0, nl], [nl, nl], np.repeat(run.centre, 2))
+        dev.queue.finish()
+    return y, np.array([0], np.uint64), np.array([2 * nl - 1], np.uint64)
+
+
+def _acf_finish_device(dev, inp, ybuf, ytype, hoff, toff, lengths, nl, cross, cstride, nblk,
+                       bl, moments, exps, form, odtype, keep=False):
+    """ρ and its jackknife error (or S_2 and H for form "msd") on the device (fp64): the
+    prefix sums of the series' ends, then the formulas (finish.cl); downloaded as odtype."""
+    queue = dev.queue
+    E = len(lengths)
+    wg = min(256, _common.pow2_at_most(dev.facts.max_work_group))
+    blocks = cstride == 0
+    prg = dev.build("timeseries/finish.cl", form=form, cross="blocks" if blocks else "rows",
+                    ytype=ytype, wg=wg, otype=_CL_OUT[np.dtype(odtype)])
+    nch = -(-nl // wg)
+    arr = inp._array
+    hoff_d, toff_d = arr(np.asarray(hoff, np.uint64)), arr(np.asarray(toff, np.uint64))
+    ns = arr(np.asarray(lengths, np.uint32))
+    tot = _common.work_array(dev, E * nch * 4, np.float64)
+    yb = ybuf.data if isinstance(ybuf, cla.Array) else ybuf
+    prg.ts_prefix_partial(queue, (nch * wg, E), (wg, 1), yb, hoff_d.data, toff_d.data, ns.data,
+                          np.uint32(nl), tot.data)
+    prg.ts_prefix_scan(queue, (E * wg,), (wg,), tot.data, np.uint32(nch))
+    out = _common.work_array(dev, E * nl, odtype)
+    err = _common.work_array(dev, E * nl, odtype)
+    prg.ts_acf_finish(queue, (nch * wg, E), (wg, 1), yb, hoff_d.data, toff_d.data, ns.data,
+                      np.uint32(nl), tot.data, cross.data if isinstance(cross, cla.Array)
+                      else cross, np.uint64(cstride), np.uint32(max(nblk, 1)), np.uint32(bl),
+                      *[arr(np.asarray(m, np.float64).reshape(-1)).data for m in moments],
+                      arr(np.asarray(exps, np.int32)).data, out.data, err.data)
+    if keep:                    # the device arrays, for more kernels
+        return out, err, prg
+    rho = _xfer.download(dev, out.data, np.empty((E, nl), odtype))
+    if blocks or form == "msd":
+        e = _xfer.download(dev, err.data, np.empty((E, nl), odtype))
+    else:
+        e = np.full((E, nl), np.nan, odtype)
+    return rho, e
+
+
+_CL_OUT = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+
+
+def _out_dtype(b) -> np.dtype:
+    """Results in float32 for float32 input (half the bytes to bring back; the estimates
+    are good to ~1e-7 anyway), float64 otherwise."""
+    return np.dtype(np.float32) if b.dtype == np.float32 else np.dtype(np.float64)
+
+
+# Direct pair terms that take as long as one "L log2 L" of the FFT path, by device kind
+# (GPU: an estimate from the H100 figures, 1e13 lag-pairs/s against ~4 passes of 2^24
+# complex doubles each way; CPU: measured with PoCL).  "auto" takes the FFT when the
+# direct sums cost more (twice as much with errors: the FFT's error blocks double its
+# work); on devices without fp64 (a float FFT, no errors) only at 20x.
+FFT_RATIO = {True: 20.0, False: 9.0}
+FFT_SPAN = 4096               # values per block of the ingest kernels on the FFT path
+
+
+def _use_fft(dev, lengths, max_lag, method, accumulate, needs_fp64=False,
+             errors=True) -> bool:
+    if method != "auto":
+        return method == "fft"
+    f64 = _common.accumulator(dev, accumulate) == "double"
+    if needs_fp64 and not f64:
+        return False
+    direct, fft = _fft.cost(lengths, max_lag)
+    return direct > FFT_RATIO[dev.facts.is_gpu] * fft * ((2 if errors else 1) if f64 else 20)
+
+
+FFT_BLOCKS = 16              # blocks per series for the FFT path's error bars
+
+
+class _FFTRows:
+    """Rows of zero-padded converted series (Input `inp`, one row of L reals each) on the
+    device, and the launches of their autocorrelation transforms (`steps`); `res` holds
+    the circular autocorrelation sums once they ran."""
+
+    def __init__(self, dev, inp, nrows: int, L: int, real: str, centre):
+        rdtype = np.float64 if real == "double" else np.float32
+        self.dev, self.L, self.nrows, self.rdtype = dev, L, nrows, rdtype
+        self.fft = fft = _fft.FFT(dev, L // 2, nrows, real)
+        self.A = _common.work_array(dev, nrows * L, rdtype)
+        B = _common.work_array(dev, nrows * L, rdtype)
+        C = _common.work_array(dev, nrows * L, rdtype)
+        self.nb = -(-L // FFT_SPAN)
+        self.sums = _common.work_array(dev, 2 * nrows * self.nb, inp.acc)
+        self.yoff = np.arange(nrows, dtype=np.uint64) * L
+        inp.convert(self.A.data, self.yoff, np.full(nrows, L), centre, sums=self.sums.data)
+        forward, out = fft.launches(self.A.data, B.data, C.data, -1)
+        inverse, self.res = fft.launches(out, B.data, C.data, +1)
+        self.steps = forward + [lambda: fft.power(out)] + inverse
+        self._keep = (B, C)
+
+    def moments(self):
+        """(Σ y, Σ y²) per row."""
+        t = _common.acc_to_float64(self.sums.get()).reshape(self.nrows, self.nb, 2).sum(axis=1)
+        return t[:, 0], t[:, 1]
+
+    def finish(self, inp, lengths, nl, exps, form, odtype):
+        """_acf_finish_device on these rows, the results kept on the device."""
+        s1, s2 = self.moments()
+        toff = self.yoff + np.asarray(lengths, np.uint64) - 1
+        return _acf_finish_device(self.dev, inp, self.A, "double", self.yoff, toff, lengths, nl,
+                                  self.res, self.L, 1, self.L, (s1, s2, s1, s2), exps, form,
+                                  odtype, keep=True)
+
+
+def _fft_run(dev, b, max_lag, form, accumulate, transfer, progress, label, errors=True):
+    """ρ (form "general"/"stationary") or S_2 ("msd") at lags 0 .. max_lag of every
+    series of the batch from the FFT of its zero-padded rows.  Returns (ρ, ρ_err) or, for
+    "msd", (S_2, H, S_err, H_err), each (n_series, max_lag + 1).  The errors come from 16
+    blocks of each series transformed alongside (with fp64; else NaN): see _block_errors."""
+    nl = max_lag + 1
+    E = len(b)
+    f64 = _common.accumulator(dev, accumulate) == "double"
+    if form == "msd" and not f64:
+        raise ValueError(f"method='fft' for hurst (S_2 from the autocorrelation sums) needs "
+                         f"fp64, which {dev.name} lacks (or is switched off); use "
+                         f"method='direct'")
+    real = "double" if f64 else "float"
+    rsize = 8 if f64 else 4
+    L = _fft.fft_length(int(b.lengths.max()), max_lag)
+    K = FFT_BLOCKS
+    bs = b.lengths // K                                  # values per block
+    with_err = errors and f64 and int(bs.min()) >= 2
+    nlb = min(nl, int(bs.min()))                        # the blocks' lags: l < nlb
+    Lb = _fft.fft_length(int(bs.max()), nlb - 1) if with_err else 0
+    what = f"{label} of {int(b.lengths.max())} points by FFT ({L} values per row)"
+    buffers = {"series (as given)": math.ceil(STAGING_SLACK * int(b.lengths.sum())
+                                              * b.dtype.itemsize),
+               "FFT rows": E * L * rsize, "FFT work": E * L * rsize, "FFT work 2": E * L * rsize,
+               "block rows": 3 * E * K * Lb * rsize,
+               "results": 6 * E * nl * 8 + 4 * 8 * E * (K + 1) * (-(-nl // 64) + 1),
+               "block sums": 2 * 8 * E * (K + 1) * (-(-L // FFT_SPAN))}
+    if sum(buffers.values()) + _held(dev) > dev.facts.global_mem * USABLE_FRACTION:
+        _release(dev)
+    try:
+        check_memory(dev, buffers, what, "Use method='direct', errors=False, or fewer series "
+                                         "at once.")
+    except ValueError:
+        if E > 1:
+            raise _TooLarge() from None
+        raise
+    inp = _ingest.Input(dev, b, FFT_SPAN, "real", f64)
+    queue = dev.queue
+    odtype = _out_dtype(b)
+    with _staged(dev, int(b.lengths.sum()) * b.dtype.itemsize, transfer) as st:
+        inp.load(st)
+        exps = inp.scales(inp.check())
+        _phase("upload and check")
+        shift = np.ldexp(b.first_values(), exps)
+        sums = inp.moments(shift)
+        _phase("mean and spread")
+        if form != "msd":
+            flat = np.add.reduceat(sums[:, 1], inp.boff[:-1].astype(np.int64)) == 0
+            if flat.any():
+                raise ValueError(f"{b.label(int(np.argmax(flat)))} is constant: its "
+                                 "autocorrelation is undefined")
+        centre = inp.centres(sums, shift)
+        rows = _FFTRows(dev, inp, E, L, real, centre)
+        steps = rows.steps
+        if with_err:
+            binp = _block_input(dev, inp, b, bs, K, exps)
+            brows = _FFTRows(dev, binp, E * K, Lb, real, np.repeat(centre, K))
+            steps = steps + brows.steps
+
+        def advance(start, count):
+            for k in range(start, start + count):
+                steps[k]()
+
+        run_sliced(len(steps), advance, queue, progress=progress, label=label,
+                   what="FFT passes")
+        _phase("conversion and FFT")
+        if f64:
+            out, second, prg = rows.finish(inp, b.lengths, nl, exps, form, odtype)
+            arrays = [out, second]
+            if with_err:
+                bout, bsecond, _ = brows.finish(binp, np.repeat(bs, K), nlb,
+                                                np.repeat(exps, K), form, np.float64)
+                spread = [bout] + ([bsecond] if form == "msd" else [])
+                arrays = arrays[:1 if form != "msd" else 2] + [
+                    _block_errors(dev, prg, th, K, nlb, bs, b.lengths, nl, odtype)
+                    for th in spread]
+            res = [_xfer.download(dev, a.data, np.empty((E, nl), odtype)) for a in arrays]
+            # no errors: NaN (errors=False: None, no array of the results' size)
+            nan = np.full((E, nl), np.nan, odtype) if errors else None
+            if form == "msd":
+                return tuple(res + [nan, nan][:4 - len(res)])
+            return res[0], (res[1] if with_err else nan)
+        s1, s2 = rows.moments()
+        vals = np.empty((E, nl))
+        for e in range(E):
+            n = int(b.lengths[e])
+            head = _read(dev, rows.A.data, rows.rdtype, e * L, nl)
+            tail = _read(dev, rows.A.data, rows.rdtype, e * L + n - nl, nl)
+            c = _read(dev, rows.res, rows.rdtype, e * L, nl)
+            vals[e], _ = _finish.acf(c[None, 1:], head, tail, s1[e], s2[e], s1[e:e + 1],
+                                     s2[e:e + 1], n, n, form == "stationary")
+    return vals.astype(odtype, copy=False), np.full((E, nl), np.nan, odtype) if errors else None
+
+
+def _block_input(dev, inp, b, bs, K, exps):
+    """An Input over K blocks of bs[e] values of each series, reading the values already
+    uploaded for `inp` (the same scale; the caller gives the same centre)."""
+    views = [b.arrays[e][k * int(bs[e]):(k + 1) * int(bs[e])] for e in range(len(b))
+             for k in range(K)]
+    binp = _ingest.Input(dev, _ingest.Batch(b.name, views, single=False), FFT_SPAN, "real",
+                         inp.f64)
+    binp.x, binp.window = inp.x, None
+    binp._off = binp._array(np.array([int(inp.raw_off[e]) + k * int(bs[e])
+                                      for e in range(len(b)) for k in range(K)], np.int64))
+    binp.exps = np.repeat(exps, K).astype(np.int32)
+    binp._exps = binp._array(binp.exps)
+    return binp
+
+
+def _block_errors(dev, prg, th, K, nlb, bs, lengths, nl, odtype):
+    """The FFT path's errors from the blocks' estimates th (rows (e, k) of nlb lags):
+    err(l) = sqrt(var_k θ_k(l) (b - l)/(T - l)) for l < b, NaN beyond (finish.cl)."""
+    E = len(lengths)
+    err = _common.work_array(dev, E * nl, odtype)
+    prg.ts_block_spread(dev.queue, (-(-nl // 64) * 64, E), (64, 1), th.data, np.uint32(K),
+                        np.uint32(nlb), _common.device_array(dev, bs.astype(np.uint32), False).data,
+                        _common.device_array(dev, np.asarray(lengths, np.uint32), False).data,
+                        np.uint32(nl), err.data)
+    return err

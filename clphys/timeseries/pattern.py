@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import bisect
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pyopencl as cl
@@ -30,7 +30,9 @@ class PatternConformity:
     times t̂ whose window had zero range, skipped_history[Δt⁻ - 1] the pairs
     (t̂, τ) skipped for a historical window of zero range; pairs[Δt⁻ - 1] the
     (t̂, τ) pairs that contributed (those with t̂ ≤ T - 1, i.e. for Δt⁺ = 1);
-    tick: the price tick the series was worked on in (None: real-valued)."""
+    tick: the price tick the series was worked on in (None: real-valued); Xi_err: the
+    jackknife error of Xi over blocks of current times (NaN with fewer than two blocks).
+    For a batch every array has a leading series axis and `tick` is a list."""
     Xi: np.ndarray
     xi: np.ndarray
     norm: np.ndarray
@@ -40,6 +42,7 @@ class PatternConformity:
     chi: float
     max_history: int
     tick: float | None = None
+    Xi_err: np.ndarray = None
 
 
 @dataclass(frozen=True)
@@ -224,59 +227,139 @@ def pattern_conformity(p, max_past=20, max_future=20, chi=100.0, max_history=163
     max_history = _validate.integer("max_history", max_history, 1, _common.MAX_LENGTH)
     check_progress(progress)
     need = max_past + max_future + 1
-    s = _common.series("p", p, need, f"max_past + max_future + 1 = {need}")
-    values, origin, exp, used_tick = _ticks(s, tick)
+    why = f"max_past + max_future + 1 = {need}"
+    rows, single = _series_list(p)
+    series = [_common.series("p" if single else f"p[{i}]", r, need, why)
+              for i, r in enumerate(rows)]
+    prepared = [_ticks(x, tick) for x in series]
     dev = resolve_device(device)
     acc = _common.accumulator(dev, _accumulate)
     t = _tuning or default_tuning(dev.facts, max_future)
-    T = s.size
-    per_t = max_past * min(max_history, T)
-    target = t.launch_pairs or (2**32 if dev.facts.is_gpu else 2**24)
-    units = -(-(T - 1) // t.wg)                     # groups of wg current times t̂
     acc_dtype = _common.ACC_DTYPE[acc]
-    slot_bytes = max_past * 2 * max_future * acc_dtype.itemsize
-    # a quarter of the device at most for the slots, the rest for the series
-    room = max(1, items_that_fit(dev, slot_bytes + max_past * 3 * 8,
+    E = len(series)
+    T = np.array([x.size for x in series])
+    units = -(-(T - 1) // t.wg)                     # groups of wg current times t̂ per series
+    per_t = max_past * min(max_history, int(T.max()))
+    target = t.launch_pairs or (2**32 if dev.facts.is_gpu else 2**24)
+    ncells, ncounts = max_past * 2 * max_future, max_past * 3
+    slot_bytes = ncells * acc_dtype.itemsize + ncounts * 8
+    # a quarter of the device at most for the slots and block rows, the rest for the series
+    room = max(1, items_that_fit(dev, slot_bytes, E * PC_BLOCKS * slot_bytes,
                                  largest_per_item=slot_bytes) // 4)
-    slots = max(1, min(target // per_t // t.wg, units, room))
-    fixed = {"partial sums": slots * max_past * 2 * max_future * acc_dtype.itemsize,
-             "counts": slots * max_past * 3 * 8}
+    slots = max(1, min(target // per_t // t.wg, int(units.max()), room))
+    nblk = np.minimum(PC_BLOCKS, units)             # jackknife blocks per series
+    fixed = {"partial sums": slots * slot_bytes, "block sums": E * PC_BLOCKS * slot_bytes}
     # a window of u units reads the values [t_lo - reach_back, t_hi + max_future)
     reach_back = max_history + max_past + t.tb + 1
-    windows = _pc_windows(dev, T, t.wg, units, reach_back + t.wg + max_future, fixed,
-                          f"pattern conformity of {T} points with max_history = {max_history}")
+    what = f"pattern conformity of {int(T.max())} points with max_history = {max_history}"
+    windows = [_pc_windows(dev, int(T[e]), t.wg, int(units[e]), reach_back + t.wg + max_future,
+                           fixed, what) for e in range(E)]
     prg = dev.build("timeseries/pattern.cl", wg=t.wg, tb=t.tb, maxp=max_past, maxf=max_future,
                     acc=acc, exp=t.exp)
     queue = dev.queue
-    spans = [_pc_span(a, b, T, t.wg, reach_back, max_future) for a, b in windows]
-    x = cla.empty(queue, 2 * max(v1 - v0 for v0, v1 in spans), np.float32)
-    partial = zeros(dev, (slots, max_past, 2 * max_future), acc_dtype)
-    counts = zeros(dev, (slots, max_past, 3), np.uint64)
+    spans = [[_pc_span(a, b, int(T[e]), t.wg, reach_back, max_future) for a, b in windows[e]]
+             for e in range(E)]
+    x = cla.empty(queue, 2 * max(v1 - v0 for sp in spans for v0, v1 in sp), np.float32)
+    pool = zeros(dev, (slots, ncells), acc_dtype)
+    cpool = zeros(dev, (slots, ncounts), np.uint64)
+    rows_d = zeros(dev, (E, PC_BLOCKS, ncells), acc_dtype)
+    crows = zeros(dev, (E, PC_BLOCKS, ncounts), np.uint64)
+    # the run: every series' units in order, cut at its jackknife blocks and memory windows
+    segments = _pc_segments(units, nblk, windows)
+    starts = [seg[0] for seg in segments]
+    state = {"loaded": None}
 
-    def load(w):
-        v0, v1 = spans[w]
-        cl.enqueue_copy(queue, x.data, _common.float_pairs(values[v0:v1], origin, exp))
+    def advance(start, count):
+        stop = start + count
+        while start < stop:
+            i = bisect.bisect_right(starts, start) - 1
+            g0, g1, e, k, w, u0, b0, ends_block = segments[i]      # global units [g0, g1)
+            if state["loaded"] != (e, w):
+                v0, v1 = spans[e][w]
+                values, origin, exp, _ = prepared[e]
+                cl.enqueue_copy(queue, x.data, _common.float_pairs(values[v0:v1], origin, exp))
+                state["loaded"] = (e, w)
+            end = min(stop, g1)
+            a, b = u0 + start - g0, u0 + end - g0           # the series' own units
+            t_lo, t_hi = 1 + a * t.wg, min(int(T[e]), 1 + b * t.wg)
+            v0, v1 = spans[e][w]
+            prg.ts_pc_sweep(queue, ((b - a) * t.wg, max_past), (t.wg, 1), x.data, np.uint64(0),
+                            np.uint32(v0), np.uint32(v1), np.uint32(T[e]), np.uint32(t_lo),
+                            np.uint32(t_hi), np.uint32((a - b0) % slots), np.uint32(slots),
+                            np.uint32(max_history), np.float32(chi), pool.data, cpool.data)
+            if end == g1 and ends_block:
+                prg.ts_pc_fold(queue, (max(ncells, ncounts),), None, pool.data, cpool.data,
+                               np.uint32(slots), np.uint32(ncells), np.uint32(ncounts),
+                               rows_d.data, crows.data, np.uint32(e * PC_BLOCKS + k))
+            start = end
 
-    def launch(w, start, end):
-        v0, v1 = spans[w]
-        t_lo, t_hi = 1 + start * t.wg, min(T, 1 + end * t.wg)
-        prg.ts_pc_sweep(queue, ((end - start) * t.wg, max_past), (t.wg, 1), x.data,
-                        np.uint32(v0), np.uint32(v1), np.uint32(T), np.uint32(t_lo),
-                        np.uint32(t_hi), np.uint32(start % slots), np.uint32(slots),
-                        np.uint32(max_history), np.float32(chi), partial.data, counts.data)
-
-    advance = _common.windowed(windows, load, launch)
+    total = int(units.sum())
     first = max(1, FIRST_SLICE_TRIPLES[dev.facts.is_gpu] // (per_t * t.wg))
-    run_sliced(units, advance, queue, progress=progress, label="pattern conformity",
+    run_sliced(total, advance, queue, progress=progress, label="pattern conformity",
                what="groups of current times", first=first, largest=slots)
-    sums = _common.acc_to_float64(partial.get()).sum(axis=0)        # (max_past, 2 max_future)
-    xi, norm = sums[:, :max_future].T.copy(), sums[:, max_future:].T.copy()
-    cnt = counts.get().sum(axis=0).astype(np.int64)
+    blocks = _common.acc_to_float64(rows_d.get()).reshape(E, PC_BLOCKS, max_past, 2 * max_future)
+    counts = crows.get().reshape(E, PC_BLOCKS, max_past, 3).sum(axis=1).astype(np.int64)
+    out = [_pc_result(blocks[e, :int(nblk[e])], counts[e], max_future) for e in range(E)]
+    if single:
+        Xi, xi, norm, err = out[0]
+        return PatternConformity(Xi=Xi, xi=xi, norm=norm, skipped_current=counts[0, :, 0],
+                                 skipped_history=counts[0, :, 1], pairs=counts[0, :, 2],
+                                 chi=chi, max_history=max_history, tick=prepared[0][3],
+                                 Xi_err=err)
+    Xi, xi, norm, err = (np.stack([o[i] for o in out]) for i in range(4))
+    return PatternConformity(Xi=Xi, xi=xi, norm=norm, skipped_current=counts[:, :, 0],
+                             skipped_history=counts[:, :, 1], pairs=counts[:, :, 2], chi=chi,
+                             max_history=max_history, tick=[pp[3] for pp in prepared],
+                             Xi_err=err)
+
+
+PC_BLOCKS = 16                # jackknife blocks of current times per series
+
+
+def _series_list(p):
+    """(list of 1-D series, whether the caller gave one): a 2-D array is a batch of
+    rows, a list whose items are sequences a batch of series of any lengths."""
+    if isinstance(p, (list, tuple)) and p and isinstance(p[0], (list, tuple, np.ndarray)) \
+            and np.ndim(p[0]) >= 1:
+        return list(p), False
+    if isinstance(p, np.ndarray) and p.ndim == 2:
+        if p.shape[0] == 0:
+            raise ValueError("p has no series (shape (0, T))")
+        return list(p), False
+    return [p], True
+
+
+def _pc_segments(units, nblk, windows):
+    """(g0, g1, series, block, window, first unit, block's first unit, ends block) for the
+    runs of global units that lie in one jackknife block and one memory window."""
+    out, g = [], 0
+    for e, (u, K) in enumerate(zip(units, nblk)):
+        u, K = int(u), int(K)
+        bounds = sorted({k * u // K for k in range(K + 1)} | {a for a, _ in windows[e]} | {u})
+        for a, b in zip(bounds, bounds[1:]):
+            if b <= a:
+                continue
+            k = next(k for k in range(K) if k * u // K <= a < (k + 1) * u // K)
+            w = next(i for i, (wa, wb) in enumerate(windows[e]) if wa <= a < wb)
+            out.append((g + a, g + b, e, k, w, a, k * u // K, b == (k + 1) * u // K))
+        g += u
+    return out
+
+
+def _pc_result(blocks, counts, max_future):
+    """(Xi, xi, norm, Xi_err) of one series from its block sums (K, max_past, 2 max_future)."""
+    tot = blocks.sum(axis=0)
+    xi, norm = tot[:, :max_future].T.copy(), tot[:, max_future:].T.copy()
     with np.errstate(invalid="ignore", divide="ignore"):
         Xi = np.where(norm > 0, xi / np.where(norm > 0, norm, 1.0), np.nan)
-    return PatternConformity(Xi=Xi, xi=xi, norm=norm, skipped_current=cnt[:, 0],
-                             skipped_history=cnt[:, 1], pairs=cnt[:, 2], chi=chi,
-                             max_history=max_history, tick=used_tick)
+        K = blocks.shape[0]
+        if K < 2:
+            return Xi, xi, norm, np.full(Xi.shape, np.nan)
+        dx = xi[None] - blocks[:, :, :max_future].transpose(0, 2, 1)
+        dn = norm[None] - blocks[:, :, max_future:].transpose(0, 2, 1)
+        Xk = np.where(dn > 0, dx / np.where(dn > 0, dn, 1.0), np.nan)
+        err = np.sqrt((K - 1) / K * np.sum((Xk - Xk.mean(axis=0)) ** 2, axis=0))
+    return Xi, xi, norm, err
 
 
 def _pc_span(a: int, b: int, T: int, wg: int, reach_back: int, max_future: int):

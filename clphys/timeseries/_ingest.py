@@ -1,0 +1,280 @@
+"""The input of hurst() and autocorrelation(): validated on the host in O(number of
+series), then uploaded once as the caller's values and checked, scaled and converted on
+the device (cl_kernels/timeseries/ingest.cl).
+
+On the host: the shape, dtype and length checks; float64, float32, int64 and int32 arrays
+in C order are sent as they are (other dtypes, and arrays that are not contiguous, are
+first converted to one of those: one pass); a list of series is copied piece by piece
+into the transfer buffer.  On the device: finiteness (the host reads back one number per
+block and names the first bad value), the power of two 2^e that brings each series' max
+|value| into [1/2, 1), the mean and spread (for the centre of the autocorrelation), and
+the conversion to the layout the pair kernels or the FFT read.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.array as cla
+
+from . import _common
+from . import _transfer as _xfer
+
+DEVICE_DTYPES = {np.dtype(np.float64): "double", np.dtype(np.float32): "float",
+                 np.dtype(np.int64): "long", np.dtype(np.int32): "int"}
+NONE = 0x7FFFFFFF                # ingest.cl: no bad value in a block
+ZERO_KEY = -4000                 # ingest.cl: the exponent key of zero
+
+
+class Batch:
+    """Series checked on the host: `arrays` (1-D, C-contiguous, all of `dtype`, views of
+    the caller's memory where it allowed), `single` (the caller gave one 1-D series) and,
+    for a C-contiguous 2-D array, `whole` (uploaded in one piece)."""
+
+    __slots__ = ("name", "arrays", "dtype", "single", "whole", "lengths")
+
+    def __init__(self, name, arrays, single, whole=None):
+        self.name, self.arrays, self.single, self.whole = name, arrays, single, whole
+        self.dtype = arrays[0].dtype
+        self.lengths = np.array([a.size for a in arrays], dtype=np.int64)
+
+    def __len__(self):
+        return len(self.arrays)
+
+    def subset(self, index) -> "Batch":
+        """The series `index` (a range) as a batch of their own."""
+        return Batch(self.name, [self.arrays[s] for s in index], single=False)
+
+    def label(self, s: int) -> str:
+        return self.name if self.single else f"{self.name}[{s}]"
+
+    def first_values(self) -> np.ndarray:
+        return np.array([float(a[0]) for a in self.arrays])
+
+
+def _device_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype the device reads: float64/float32/int64/int32 as they are, smaller
+    integers and float16 widened exactly, uint32 to int64, uint64 to float64."""
+    if dtype in DEVICE_DTYPES:
+        return dtype
+    if dtype.kind == "f":
+        return np.dtype(np.float32) if dtype.itemsize < 4 else np.dtype(np.float64)
+    if dtype.kind in "iu" and dtype.itemsize < 4:
+        return np.dtype(np.int32)
+    if dtype.kind == "u" and dtype.itemsize == 4:
+        return np.dtype(np.int64)
+    return np.dtype(np.float64)
+
+
+def _as_array(name, values):
+    if isinstance(values, (str, bytes)):
+        raise TypeError(f"{name} must be an array-like of real numbers, got a string")
+    try:
+        arr = np.asarray(values)
+    except (ValueError, TypeError) as exc:
+        raise TypeError(f"{name} must be an array-like of real numbers: {exc}") from None
+    if arr.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must be real numbers, got dtype {arr.dtype}")
+    return arr
+
+
+def _is_list_of_series(values) -> bool:
+    """A list or tuple whose first element is itself a sequence or array (not a number)."""
+    if not isinstance(values, (list, tuple)) or not values:
+        return False
+    first = values[0]
+    return isinstance(first, (list, tuple, np.ndarray)) and np.ndim(first) >= 1
+
+
+def batch(name: str, values, min_len: int, why: str) -> Batch:
+    """One series (1-D array-like), a batch (2-D array, one series per row) or a list of
+    1-D series of any lengths, each with at least `min_len` points (`why` says where the
+    minimum comes from) and at most 2^31 - 1.  Costs O(number of series) on the host for
+    float64/float32/int64/int32 arrays in C order."""
+    if _is_list_of_series(values):
+        arrays = []
+        for s, v in enumerate(values):
+            a = _as_array(f"{name}[{s}]", v)
+            if a.ndim != 1:
+                raise ValueError(f"{name}[{s}] must be 1-D, got shape {a.shape}")
+            arrays.append(a)
+        dtype = _device_dtype(np.result_type(*[a.dtype for a in arrays]))
+        arrays = [np.ascontiguousarray(a, dtype=dtype) for a in arrays]
+        b = Batch(name, arrays, single=False)
+    else:
+        arr = _as_array(name, values)
+        if arr.ndim not in (1, 2) or (arr.ndim == 2 and arr.shape[0] == 0):
+            raise ValueError(f"{name} must be 1-D (a series), 2-D (n_series, T) or a list of "
+                             f"1-D series, got shape {arr.shape}")
+        arr = np.ascontiguousarray(arr, dtype=_device_dtype(arr.dtype))
+        if arr.ndim == 1:
+            b = Batch(name, [arr], single=True, whole=arr)
+        else:
+            b = Batch(name, list(arr), single=False, whole=arr)
+    for s, n in enumerate(b.lengths):
+        if n < min_len:
+            raise ValueError(f"{b.label(s)} needs at least {min_len} points ({why}), got {n}")
+        if n > _common.MAX_LENGTH:
+            raise ValueError(f"{b.label(s)} may have at most {_common.MAX_LENGTH} points, "
+                             f"got {n}")
+    return b
+
+
+class Input:
+    """The raw values of a Batch on one device and the ingest.cl kernels over them.
+
+    `span` values per block (the unit of the per-block results and of the windows);
+    `layout` and `block` as in ingest.cl; `f64`: double arithmetic (else float pairs).
+    A series too long for the device is worked on in windows [v0, v1) (one series only):
+    `load(st, (v0, v1))` uploads one, the other calls name the window they work on."""
+
+    def __init__(self, dev, b: Batch, span: int, layout: str, f64: bool, block: int = 256):
+        self.dev, self.b, self.span, self.layout, self.f64 = dev, b, span, layout, f64
+        self.raw = DEVICE_DTYPES[b.dtype]
+        self.itemsize = b.dtype.itemsize
+        self.wg = min(_common.pow2_at_most(span), 256, _common.pow2_at_most(
+            dev.facts.max_work_group))
+        while span % self.wg:
+            self.wg //= 2
+        self.prg = dev.build("timeseries/ingest.cl", raw=self.raw, f64=f64, wg=self.wg,
+                             span=span, layout=layout, block=block)
+        n = b.lengths
+        self.nblocks = -(-n // span)
+        self.boff = np.concatenate([[0], np.cumsum(self.nblocks)]).astype(np.uint32)
+        self.raw_off = np.concatenate([[0], np.cumsum(n)[:-1]]).astype(np.int64)
+        self.acc = _common.ACC_DTYPE["double" if f64 else "compensated"]
+        self.shift_dtype = np.dtype(np.float64) if f64 else np.dtype((np.float32, 2))
+        self._len = self._array(n.astype(np.uint32))
+        self._boff = self._array(self.boff)
+        self.exps = None
+        self.window = None
+
+    # -- small per-series arrays
+
+    def _array(self, host: np.ndarray) -> cla.Array:
+        return _common.device_array(self.dev, np.ascontiguousarray(host), blocking=False)
+
+    def scaled(self, values: np.ndarray) -> np.ndarray:
+        """Per-series float64 values (already scaled) as the kernels' shift_t."""
+        values = np.asarray(values, dtype=np.float64)
+        if self.f64:
+            return values
+        hi = values.astype(np.float32)
+        return np.stack([hi, (values - hi).astype(np.float32)], axis=-1)
+
+    # -- upload
+
+    def raw_bytes(self, window=None) -> int:
+        if window is None:
+            return int(self.b.lengths.sum()) * self.itemsize
+        return (window[1] - window[0]) * self.itemsize
+
+    def load(self, st: _xfer.Staged, window=None):
+        """Enqueue the upload of the series (or the window (v0, v1) of the only one)."""
+        b = self.b
+        if window is None:
+            if b.whole is not None:
+                st.put([(0, b.whole)])
+            else:
+                st.put([(int(o) * self.itemsize, a) for o, a in zip(self.raw_off, b.arrays)])
+            off = self.raw_off
+        else:
+            v0, v1 = window
+            st.put([(0, b.arrays[0][v0:v1])])
+            off = np.array([-v0], dtype=np.int64)
+        self.window = window
+        self._off = self._array(off)
+        self.x = st.buffer
+
+    def _blocks(self, v0=None, v1=None):
+        """The blocks [lo, hi) of the values [v0, v1) of the window's series, or all."""
+        if self.window is None and v0 is None:
+            return 0, int(self.boff[-1])
+        return v0 // self.span, -(-v1 // self.span)
+
+    # -- kernels
+
+    def check(self, own=None) -> np.ndarray:
+        """Run the finiteness and exponent check on the loaded values ([v0, v1) of a
+        window: `own`, the values this window is the first to hold); returns the
+        per-block results (int32 (bad index, key) pairs) read back (blocking)."""
+        lo, hi = self._blocks(*(own or (None, None)))
+        out = _common.work_array(self.dev, (hi - lo, 2), np.int32)
+        self.prg.ts_ingest_check(self.dev.queue, ((hi - lo) * self.wg,), (self.wg,), self.x,
+                                 self._off.data, self._len.data, self._boff.data,
+                                 np.uint32(len(self.b)), np.uint32(lo), out.data)
+        return out.get()
+
+    def scales(self, blocks: np.ndarray):
+        """From the check's blocks (of every series, in order): raise ValueError at the
+        first non-finite value, else set and return the exponents e (per series)."""
+        bad = blocks[:, 0] != NONE
+        if bad.any():
+            k = int(np.argmax(bad))
+            s = int(np.searchsorted(self.boff, k, side="right")) - 1
+            t = (k - int(self.boff[s])) * self.span + int(blocks[k, 0])
+            value = self.b.arrays[s][t]
+            raise ValueError(f"{self.b.label(s)} has a non-finite value (NaN or inf): {value} "
+                             f"at index {t}")
+        keys = np.maximum.reduceat(blocks[:, 1], self.boff[:-1].astype(np.int64))
+        self.exps = np.where(keys == ZERO_KEY, 0, -keys).astype(np.int32)
+        self._exps = self._array(self.exps)
+        return self.exps
+
+    def moments(self, shift, own=None) -> np.ndarray:
+        """Per-block (Σ d, Σ d²), d = v 2^e - shift (per series), read back as float64."""
+        lo, hi = self._blocks(*(own or (None, None)))
+        out = _common.work_array(self.dev, 2 * (hi - lo), self.acc)
+        sh = self._array(self.scaled(shift))
+        self.prg.ts_ingest_moments(self.dev.queue, ((hi - lo) * self.wg,), (self.wg,), self.x,
+                                   self._off.data, self._len.data, self._boff.data,
+                                   np.uint32(len(self.b)), np.uint32(lo), self._exps.data,
+                                   sh.data, out.data)
+        return _common.acc_to_float64(out.get()).reshape(-1, 2)
+
+    def centres(self, sums: np.ndarray, shift: np.ndarray) -> np.ndarray:
+        """The centre of each series: its mean rounded to a power of two near its spread
+        (so that data on a binary grid stays on it), from the moments' blocks."""
+        starts = self.boff[:-1].astype(np.int64)
+        s1 = np.add.reduceat(sums[:, 0], starts)
+        s2 = np.add.reduceat(sums[:, 1], starts)
+        n = self.b.lengths
+        mean = s1 / n
+        sd = np.sqrt(np.maximum(s2 / n - mean * mean, 0.0))
+        out = np.empty(len(n))
+        for s in range(len(n)):
+            step = math.ldexp(1.0, math.frexp(sd[s])[1] - 1) if sd[s] > 0 else 1.0
+            out[s] = shift[s] + round(float(mean[s]) / step) * step \
+                if math.isfinite(mean[s]) else shift[s]
+        return out
+
+    def convert(self, y: cl.Buffer, yoff: np.ndarray, ylen: np.ndarray, centre, tab=None,
+                sums=None, window=None):
+        """Enqueue the conversion into `y` (rows at yoff, ylen positions each); for a
+        window (v0, v1) of the only series, its positions [v0, v1) go to y[0 ..].
+        `sums` (one accumulator per output block, or None): Σ y per block."""
+        yoff = np.asarray(yoff, dtype=np.uint64)
+        ylen = np.asarray(ylen, dtype=np.uint32)
+        nb = -(-ylen.astype(np.int64) // self.span)
+        boff = np.concatenate([[0], np.cumsum(nb)]).astype(np.uint32)
+        if window is None:
+            lo, hi, ybase, t_end = 0, int(boff[-1]), 0, None
+        else:
+            lo, hi = window[0] // self.span, -(-window[1] // self.span)
+            ybase, t_end = window[0], window[1]
+        ends = ylen if t_end is None else np.minimum(ylen, t_end)
+        dummy = self._dummy()
+        self.prg.ts_ingest_convert(
+            self.dev.queue, ((hi - lo) * self.wg,), (self.wg,), self.x, self._off.data,
+            self._len.data, self._array(boff).data, np.uint32(len(self.b)), np.uint32(lo),
+            self._exps.data, self._array(self.scaled(centre)).data, y,
+            self._array(yoff).data, self._array(ends.astype(np.uint32)).data, np.int64(ybase),
+            tab if tab is not None else dummy, sums if sums is not None else dummy)
+        return boff
+
+    def _dummy(self) -> cl.Buffer:
+        if getattr(self, "_dummy_buf", None) is None:
+            self._dummy_buf = _common.device_array(self.dev, np.zeros(4))
+        return self._dummy_buf.data
