@@ -252,7 +252,11 @@ ${drift_block("sde_y", "sde_c", "sde_t1", "sde_g")}
         if (sde_p == 0u) sde_tout[sde_g] = sde_t;    // every path of g has the same t
     }
 
-    if (sde_observe) {
+    // The observing part runs in every launch and only its writes depend on
+    // sde_observe: PoCL 3.1 miscompiled the barriers of the reductions below inside
+    // a branch on a kernel argument (a later kernel with both observables and
+    // histograms then counted stray values).
+    {
 %   for k in range(len(obs)):
         acc_t sde_o${k} = (acc_t)0;
 %   endfor
@@ -281,7 +285,7 @@ ${drift_block("sde_y", "sde_c", "sde_t1", "sde_g")}
 %   for k, (e, b) in enumerate(hist):
             sde_h${k} = (acc_t)${e};
 %   endfor
-            if (sde_p < sde_n_record) {
+            if (sde_observe && sde_p < sde_n_record) {
                 __global real_t *sde_r = sde_rec + (((ulong)sde_rec_slot * sde_n_grid + sde_g)
                                                     * sde_n_record + sde_p) * ${nv}u;
 %   for k in range(nv):
@@ -301,7 +305,7 @@ ${drift_block("sde_y", "sde_c", "sde_t1", "sde_g")}
             sde_m.mean = sde_o${k};
             sde_m.m2 = (acc_t)0;
             sde_m = ${P}adv_wg_reduce(sde_m, sde_lid, sde_scratch);
-            if (sde_lid == 0) sde_partials[(ulong)sde_grp * ${len(obs)}u + ${k}u] = sde_m;
+            if (sde_observe && sde_lid == 0) sde_partials[(ulong)sde_grp * ${len(obs)}u + ${k}u] = sde_m;
         }
 %     endfor
 %   endif
@@ -323,7 +327,7 @@ ${drift_block("sde_y", "sde_c", "sde_t1", "sde_g")}
 %     for k, (e, b) in enumerate(hist):
         for (uint sde_b = sde_lid; sde_b < ${b}u; sde_b += ${wg}u) {
             const uint sde_c = sde_lh[${hist_off[k]}u + sde_b];
-            if (sde_c) atomic_add(&sde_hist[(ulong)${hist_off[k]}u * sde_n_grid + (ulong)sde_g * ${b}u + sde_b], sde_c);
+            if (sde_observe && sde_c) atomic_add(&sde_hist[(ulong)${hist_off[k]}u * sde_n_grid + (ulong)sde_g * ${b}u + sde_b], sde_c);
         }
 %     endfor
 %   endif
