@@ -39,7 +39,10 @@ def run_mpi(n: int, code: str, device=None, timeout: float = 300, env=None) -> s
                 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", **(env or {}))
     if device is not None:
         full["CLPHYS_DEVICE"] = device.facts.index
-    args = [mpiexec(), "-n", str(n), sys.executable, "-c", _PREAMBLE + textwrap.dedent(code)]
+    # python -m mpi4py: an uncaught exception on one rank aborts the job instead of leaving
+    # the other ranks waiting in a collective
+    args = [mpiexec(), "-n", str(n), sys.executable, "-m", "mpi4py", "-c",
+            _PREAMBLE + textwrap.dedent(code)]
     try:
         return subprocess.run(args, capture_output=True, text=True, env=full, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
