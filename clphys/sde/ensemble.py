@@ -85,10 +85,14 @@ def shares(n_grid: int, n_paths: int, wg: int, size: int) -> list:
         if n_grid < size or max(s.n_paths for s in by_paths) * n_grid < 0.9 * grid_load:
             return by_paths
     elif n_grid < size:
+        small = wg
+        while small > 1 and -(-n_paths // small) < size:
+            small //= 2
+        fix = f"a work_group_size of at most {small} (where the call takes one), " if small < wg else ""
         raise ValueError(f"an ensemble of {n_grid} grid point{'s' * (n_grid > 1)} x {n_paths} paths "
                          f"({groups} work group{'s' * (groups > 1)} of {wg} per point) cannot be split "
-                         f"over {size} MPI ranks: use at least {(size - 1) * wg + 1} paths, "
-                         f"work_group_size <= {max(1, n_paths // size)}, or fewer ranks")
+                         f"over {size} MPI ranks: use at least {(size - 1) * wg + 1} paths, {fix}"
+                         f"or fewer ranks")
     return by_grid
 
 
