@@ -1,19 +1,40 @@
-"""Ising Metropolis speed in spin flips per ns (site updates per ns) for every
-algorithm in the registry, 2D and 3D, several sizes and tuning variants, on
-the device chosen by CLPHYS_DEVICE; plus a NumPy checkerboard baseline on the
-CPU and a bit-exact correctness check against the NumPy twin.
+"""Ising Metropolis speed, in one command: correctness first, then the copy
+bandwidth of the device, then spin flips per ns and GB/s moved for every
+kernel design and update mode, against L, on the device chosen by
+CLPHYS_DEVICE; a NumPy checkerboard on the CPU as the baseline.
 
-    CLPHYS_DEVICE=nvidia python benchmarks/bench_ising.py            # full GPU run (~3 min)
-    CLPHYS_DEVICE=portable python benchmarks/bench_ising.py --quick  # small PoCL run
-    ... --json results.jsonl                                         # JSON lines to a file too
-    ... --algorithms multispin --variants "lanes=1 words_per_item=4 wg=128; lanes=4 words_per_item=4"
-    ... --diagnose --dump DIR    # multispin timing diagnostics, program binaries (PTX) and build logs
+    CLPHYS_DEVICE=nvidia python benchmarks/bench_ising.py --json ising_gpu.jsonl  # full (H100: ~5 min)
+    CLPHYS_DEVICE=portable python benchmarks/bench_ising.py --quick               # PoCL (~5 min on 2 cores)
+    ... --best --repeats 5    # best of 5 (a machine shared with other jobs)
+    ... --no-tune            # skip the tuning variants
+    ... --variants "lanes=1 words_per_item=4 wg=128; lanes=1 words_per_item=8"  # tune these instead
+    ... --sizes 1024,4096:64,128      # L sweep sizes, 2D:3D
+    ... --diagnose --dump DIR         # multispin timing diagnostics; PTX and build logs
 
-Output: one JSON line per figure ({"device", "workload", "metric", "value"}) as
-it is measured, then a table. Timing: the first sweeps build and warm up,
-then the median of several timed runs of n sweeps, queue.finish() before the
-clock is read; n is chosen so that a run takes about `--target` seconds.
-Temperature: T_c (2D exact, 3D numerical), random start.
+Sections, in order (each figure is also a JSON line {"device", "workload",
+"metric", "value"}; the summary table comes last):
+
+1. correctness: multispin (one word per spin) and checkerboard against the
+   checkerboard twin, multispin with joint decisions and with several sweeps
+   per launch against its twin, blocks against its twin (both modes), bit for
+   bit; the decision code's acceptance rates against exp(-dE/T) (binomial).
+   Nothing is timed unless every check passes (--force to time anyway).
+2. copy bandwidth: clEnqueueCopyBuffer of a large buffer, GB/s = 2 x bytes / s.
+3. L sweep: single multispin lattices from L = 64 (2D) / 16 (3D) to the
+   largest, joint decisions ("auto", the default) and one word per spin
+   ("1"), each with its default launch mode and, where that is several sweeps
+   per launch, with one launch per half-sweep too; ensembles of small lattices.
+4. blocks (2D, default tile, inner_sweeps 1) and checkerboard (both kernels).
+5. tuning variants of the joint multispin kernel (work-group size x words per
+   item) at the tuning sizes, and of the multi-sweep kernel at mid sizes.
+6. on NVIDIA: static PTX instructions of the sweep kernels per spin.
+
+GB/s moved is an ideal-traffic model (each word read or written once per
+launch from DRAM): multispin 3/8 byte per flip (own colour read and written,
+other colour read, 1 bit per spin), 1/(4m) with m sweeps per launch; blocks
+1/(4k) with k inner sweeps; checkerboard 3 bytes per flip. Timing: warm-up,
+then the median of several runs of n sweeps sized to ~--target seconds,
+queue.finish() before the clock is read. T = T_c, random start.
 """
 
 from __future__ import annotations
@@ -22,6 +43,7 @@ import argparse
 import json
 import math
 import os
+import re
 import statistics
 import sys
 import time
@@ -39,6 +61,7 @@ from clphys.ising.thresholds import metropolis_thresholds  # noqa: E402
 
 ENSEMBLE = {2: Ensemble2D, 3: Ensemble3D}
 TC = {2: TC_2D, 3: TC_3D}
+MODES = ("auto", 1)                      # spins_per_word: joint decisions, one word per spin
 
 
 class Report:
@@ -53,12 +76,19 @@ class Report:
         if self.fh:
             self.fh.write(line + "\n")
             self.fh.flush()
-        self.rows.append((workload, metric, value))
+        self.rows.append((workload, metric, value, extra))
 
 
-def timed_sweeps(ens, target, repeats):
-    """Median spin flips per ns of ens.sweep(n), n sized to ~target seconds."""
+def label(v):
+    return " ".join(f"{k}={v[k]}" for k in sorted(v)) or "default"
+
+
+def timed_sweeps(ens, target, repeats, best=False):
+    """Median (best: largest) spin flips per ns of repeated ens.sweep(n), n
+    sized to ~target seconds (attempted site updates; blocks with
+    inner_sweeps = k count k per sweep)."""
     q = ens.device.queue
+    inner = ens.options.get("inner_sweeps", 1)
     ens.sweep(2)
     q.finish()
     n, dt = 2, 0.0
@@ -76,8 +106,18 @@ def timed_sweeps(ens, target, repeats):
         t0 = time.perf_counter()
         ens.sweep(n)
         q.finish()
-        rates.append(ens.n_spins * ens.n_replicas * n / (time.perf_counter() - t0) / 1e9)
-    return statistics.median(rates), n
+        rates.append(inner * ens.n_spins * ens.n_replicas * n / (time.perf_counter() - t0) / 1e9)
+    return (max(rates) if best else statistics.median(rates)), n
+
+
+def bytes_per_flip(alg, ens):
+    """The ideal-traffic model of the module doc."""
+    be = ens._backend
+    if alg == "multispin":
+        return 0.25 / be.sweeps_per_launch if be.band else 0.375
+    if alg == "blocks":
+        return 0.25 / ens.options.get("inner_sweeps", 1)
+    return 3.0
 
 
 def numpy_checkerboard(L, dim, sweeps, seed=0):
@@ -105,62 +145,287 @@ def numpy_checkerboard(L, dim, sweeps, seed=0):
     return L**dim * sweeps / (time.perf_counter() - t0) / 1e9
 
 
-def correctness(dev, report):
-    """The plain-order algorithms against the NumPy twin on small 2D and 3D
-    lattices, bit for bit (other designs update in another order)."""
+# ---------------------------------------------------------------- 1. correctness
+def correctness(dev, report, quick):
+    """Every kernel design and mode against its NumPy twin, bit for bit, and the
+    decision code's acceptance rates; True if all pass."""
+    from clphys.ising.blocks import BlocksBackend, reference_sweeps
+    from clphys.ising.multispin import decision_counts
     ok = True
-    extra = {"multispin": [{"lanes": 1, "accept": "select"}, {"lanes": 1, "accept": "compare"},
-                           {"lanes": 1, "words_per_item": 32}, {"lanes": 4, "words_per_item": 2}]}
-    for alg in [a for a in backends.available() if a in backends.PLAIN_ORDER]:
-        be = backends.load(alg)
-        for shape in ((128, 16), (64, 8, 8)):
-            if len(shape) not in be.dims:
-                continue
-            try:
-                be.check_shape(shape)
-            except ValueError:
-                continue
-            for opts in [{}] + extra.get(alg, []):
-                temps = [TC[len(shape)], 1.3 * TC[len(shape)]]
-                ens = ENSEMBLE[len(shape)](shape, temps, algorithm=alg, seed=42, h=0.1, device=dev,
-                                           **opts)
-                start = ens.spins()
-                ens.sweep(3)
-                thr = np.stack([metropolis_thresholds(len(shape), T, 1.0, 0.1) for T in temps])
-                want = ref.checkerboard_sweeps(start, thr, 3, seed=42)
-                same = bool(np.array_equal(ens.spins(), want)) and bool(
-                    np.array_equal(np.stack(ens.sums()), np.stack(ref.sums(want))))
-                ok &= same
-                report.add(f"check {alg} {len(shape)}D {'x'.join(map(str, shape))} {label(opts)} "
-                           "vs NumPy twin", "bit_exact", same)
+
+    def check(name, same):
+        nonlocal ok
+        ok &= bool(same)
+        report.add(f"check {name}", "bit_exact", bool(same))
+
+    temps, h = {2: [TC_2D, 1.3 * TC_2D], 3: [TC_3D, 1.3 * TC_3D]}, 0.1
+    # plain sweep kernel (one launch per half-sweep: small lattices would
+    # otherwise take the multi-sweep kernel) in several designs, then the
+    # multi-sweep kernel with bands and whole replicas, then the defaults
+    one = {"sweeps_per_launch": 1}
+    ms_sets = [one, dict(one, lanes=1, accept="compare"), dict(one, lanes=1, words_per_item=32),
+               dict(one, lanes=4, words_per_item=2), {"sweeps_per_launch": 2, "band": 4},
+               {"sweeps_per_launch": 3}, {}]
+    for shape in ((128, 16), (64, 8, 8)):
+        dim = len(shape)
+        thr = np.stack([metropolis_thresholds(dim, T, 1.0, h) for T in temps[dim]])
+        runs = [("checkerboard", {"chunks": c}, 1) for c in (False, True)]
+        runs += [("multispin", dict(o, spins_per_word=m), m) for m in (1, "auto", 2) for o in ms_sets]
+        for alg, opts, mode in runs:
+            ens = ENSEMBLE[dim](shape, temps[dim], algorithm=alg, seed=42, h=h, device=dev, **opts)
+            start = ens.spins()
+            ens.sweep(5)
+            want = ref.multispin_sweeps(start, thr, 5, seed=42, spins_per_word=mode)
+            check(f"{alg} {dim}D {'x'.join(map(str, shape))} {label(opts)} vs NumPy twin",
+                  np.array_equal(ens.spins(), want)
+                  and np.array_equal(np.stack(ens.sums()), np.stack(ref.sums(want))))
+    shape, tile = (256, 32), (128, 16)
+    s0 = np.random.default_rng(1).choice(np.array([-1, 1], np.int8), size=(2, 32, 256))
+    thr = np.stack([metropolis_thresholds(2, T, 1.0, h) for T in temps[2]])
+    for mode in MODES:
+        b = BlocksBackend(dev, shape, 2, rng="philox", seed=7, inner_sweeps=2, tile=tile,
+                          spins_per_word=mode)
+        b.set_spins(s0)
+        b.sweep(3, thr)
+        want, _ = reference_sweeps(s0, thr, 3, tile=tile, rng="philox", seed=7, inner_sweeps=2,
+                                   spins_per_word=mode)
+        check(f"blocks 2D 256x32 tile 128x16 spins_per_word={mode} vs NumPy twin",
+              np.array_equal(b.spins(), want))
+    # acceptance rates of the decision code (the sweep kernel's), binomial |z| < 5
+    for dim in (2, 3):
+        T = TC[dim]
+        c = decision_counts(metropolis_thresholds(dim, T)[None], 2**20 if quick else 2**24, device=dev)
+        k = np.arange(2 * dim + 1)
+        p = np.minimum(1.0, np.exp(-2.0 * (2.0 * k - 2.0 * dim) / T))
+        p = np.concatenate([p, p])
+        A, P = c["class"][0, :, 0], c["class"][0, :, 1]
+        sel = (p < 1) & (P > 0)
+        z = (A[sel] - p[sel] * P[sel]) / np.sqrt(P[sel] * p[sel] * (1 - p[sel]))
+        report.add(f"check decisions {dim}D T_c: {int(P.sum()):.3g} proposals, max |z|", "z",
+                   round(float(np.abs(z).max()), 2))
+        ok &= bool(np.all(np.abs(z) < 5) and np.array_equal(A[~sel & (P > 0)], P[~sel & (P > 0)]))
     return ok
 
 
-def variants(be, quick, is_gpu):
-    """Tuning variants (option dicts) of a backend, from the options it has."""
-    opts = getattr(be, "options", {})
-    if be.algorithm == "multispin":
-        # lanes 1 (scalar Philox, work items walking rows) is the GPU design;
-        # lanes 4/8 the CPU one (SIMD Philox lanes): tune each where it runs.
-        # {} = the device's defaults (also timed at every size)
-        if is_gpu:
-            wgs = [128] if quick else [64, 128, 256]
-            return ([{}] + [{"lanes": 1, "wg": wg, "words_per_item": w}
-                            for wg in wgs for w in (1, 2, 4, 8, 16)]
-                    + [{"lanes": 1, "wg": 128, "words_per_item": 4, "accept": "compare"},
-                       {"lanes": 4, "wg": 128, "words_per_item": 4}])
-        return [{"lanes": n, "words_per_item": w} for w in (1, 2, 4, 8) for n in (4, 8)] + [
-            {"lanes": 1, "words_per_item": 4}]
-    wgs = [None] if not is_gpu else ([128] if quick else [64, 128, 256])
-    wpis = [1, 2, 4, 8] if "words_per_item" in opts else [None]
-    lanes = [4, 8] if "lanes" in opts else [None]
-    out = []
-    for wg in (wgs if "wg" in opts else [None]):
-        for w in wpis:
-            for n in lanes:
-                v = {k: x for k, x in (("wg", wg), ("words_per_item", w), ("lanes", n)) if x is not None}
-                out.append(v)
-    return out
+# ---------------------------------------------------------------- 2. copy bandwidth
+def copy_bandwidth(dev, nbytes, target):
+    """GB/s of clEnqueueCopyBuffer (read + write counted), best of 3 runs."""
+    import pyopencl as cl
+    q = dev.queue
+    a = cl.Buffer(dev.context, cl.mem_flags.READ_WRITE, nbytes)
+    b = cl.Buffer(dev.context, cl.mem_flags.READ_WRITE, nbytes)
+    cl.enqueue_fill_buffer(q, a, np.uint32(1), 0, nbytes)
+    cl.enqueue_copy(q, b, a)
+    q.finish()
+    n = 1
+    while True:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            cl.enqueue_copy(q, b, a)
+        q.finish()
+        dt = time.perf_counter() - t0
+        if dt > target / 2 or n > 4096:
+            break
+        n *= 2
+    best = 0.0
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            cl.enqueue_copy(q, b, a)
+        q.finish()
+        best = max(best, 2 * nbytes * n / (time.perf_counter() - t0) / 1e9)
+    return best
+
+
+# ---------------------------------------------------------------- 3-5. timings
+class Timer:
+    def __init__(self, dev, report, target, repeats, copy_gbs, best=False):
+        self.dev, self.report, self.target, self.repeats = dev, report, target, repeats
+        self.copy, self.results, self.best = copy_gbs, {}, best
+
+    def run(self, alg, dim, L, opts, R=1, tag=None):
+        """Time one workload; store (flips/ns, GB/s, options) under its name and
+        return its JSON extras (launch mode), or None if it cannot run."""
+        name = tag or f"{alg} {dim}D L={L}" + (f" R={R}" if R > 1 else "")
+        try:
+            backends.load(alg).check_shape((L,) * dim)
+            ens = ENSEMBLE[dim](L, np.full(R, TC[dim]), algorithm=alg, seed=1, device=self.dev, **opts)
+            rate, n = timed_sweeps(ens, self.target, self.repeats, self.best)
+        except Exception as exc:            # a variant the device cannot run
+            print(f"# {name} {label(opts)}: {type(exc).__name__}: {exc}", flush=True)
+            return None
+        gbs = rate * bytes_per_flip(alg, ens)
+        extra = {"sweeps": n, "options": label(opts), "gb_per_s": round(gbs, 2)}
+        if alg == "multispin":
+            be = ens._backend
+            extra.update(sweeps_per_launch=be.sweeps_per_launch, band=be.band and list(be.band))
+        self.report.add(f"{name} {label(opts)}", "flips_per_ns", round(rate, 4), **extra)
+        self.results[(name, label(opts))] = (rate, gbs, opts)
+        del ens
+        return extra
+
+
+def l_sweep(timer, sizes, quick):
+    """Single multispin lattices against L, both modes, default launch mode,
+    plus one launch per half-sweep where the default is several sweeps."""
+    for dim, Ls in sizes.items():
+        for L in Ls:
+            for mode in MODES:
+                info = timer.run("multispin", dim, L, {"spins_per_word": mode})
+                if info and info.get("sweeps_per_launch", 1) > 1:
+                    timer.run("multispin", dim, L, {"spins_per_word": mode, "sweeps_per_launch": 1})
+    R, L = (64, 64) if quick else (4096, 128)
+    for mode in MODES:
+        timer.run("multispin", 2, L, {"spins_per_word": mode}, R=R)
+
+
+def others(timer, quick):
+    """blocks (both modes) and checkerboard (both kernels)."""
+    Lb = 1024 if quick else 16384
+    for mode in MODES:
+        timer.run("blocks", 2, Lb, {"spins_per_word": mode})
+    for dim, L in ((2, 1024 if quick else 16384), (3, 64 if quick else 256)):
+        for chunks in (True, False):
+            timer.run("checkerboard", dim, L, {"chunks": chunks})
+
+
+def tune(timer, quick, variants):
+    """Tuning variants: the joint sweep kernel at the tuning sizes, the
+    multi-sweep kernel at mid sizes."""
+    gpu = timer.dev.facts.is_gpu
+    sizes = {2: 1024 if quick else 16384, 3: 64 if quick else 256}
+    if variants is None:
+        if gpu:
+            variants = ([{"lanes": 1, "wg": wg, "words_per_item": w} for wg in (64, 128, 256)
+                         for w in (1, 2, 4, 8, 16)] + [{"lanes": 4, "words_per_item": 4, "wg": 128}])
+        else:
+            variants = [{"lanes": n, "words_per_item": w} for w in (1, 2, 4, 8) for n in (4, 8)] + [
+                {"lanes": 1, "words_per_item": 4}]
+    for dim, L in sizes.items():
+        for v in variants:
+            timer.run("multispin", dim, L, dict(v, spins_per_word="auto"))
+        # k = 2: a 16-cell (3D) / 9-cell (2D) table, twice the Philox calls of k = 4
+        timer.run("multispin", dim, L, {"spins_per_word": 2})
+    mids = {2: 256 if quick else 4096, 3: 32 if quick else 128}
+    for dim, L in mids.items():
+        for spl in (1, 2, 4, 8):
+            timer.run("multispin", dim, L, {"sweeps_per_launch": spl})
+
+
+# ---------------------------------------------------------------- 6. PTX
+def ptx_counts(dev, report, dump=None):
+    """Static PTX instructions of the multispin sweep kernels (2D L = 16384,
+    defaults) per spin: the loop body of ising_ms_sweep handles one 32-spin
+    word, so (instructions - prologue) / 32 ~ instructions / 32."""
+    import pyopencl as cl
+    for mode in MODES:
+        ens = Ensemble2D(16384, [TC_2D], seed=1, device=dev, spins_per_word=mode)
+        ens.sweep(1)
+        prg = ens._backend.sweep_prg
+        try:
+            ptx = bytes(prg.cl_program.get_info(cl.program_info.BINARIES)[0]).rstrip(b"\0").decode()
+        except Exception as exc:
+            print(f"# PTX of spins_per_word={mode}: {type(exc).__name__}: {exc}", flush=True)
+            continue
+        if dump:
+            os.makedirs(dump, exist_ok=True)
+            Path(dump, f"ms2d_spw{mode}.ptx").write_text(ptx)
+        m = re.search(r"\.entry\s+ising_ms_sweep\b(.*?)\n}\n", ptx, re.S)
+        if not m:
+            continue
+        body = [ln.strip() for ln in m.group(1).splitlines()]
+        n = sum(1 for ln in body if ln and not ln.startswith(("//", ".", "{", "}", "$", "@$")) and ln.endswith(";")
+                or ln.startswith("@%"))
+        report.add(f"ptx ising_ms_sweep 2D spins_per_word={mode} (static, incl. prologue)",
+                   "instructions", n, per_spin=round(n / 32, 1))
+        del ens
+
+
+# ---------------------------------------------------------------- diagnostics
+def diagnose(dev, report, target, repeats, dump, L2=16384):
+    """Where a multispin sweep's time goes (timing only; the diagnostic kernels
+    compute wrong spins): Philox replaced by a cheap hash, and (one word per
+    spin) the per-spin accept replaced by an XOR of the words."""
+    for mode in MODES:
+        for diag in (None, "hash") + (("nocompare",) if mode == 1 else ()):
+            ens = Ensemble2D(L2, [TC_2D], seed=1, device=dev, spins_per_word=mode, lanes=1)
+            if diag:
+                ens._backend._params["diag"] = diag
+                ens._backend._programs.clear()
+                ens._backend._thr_key = None
+            rate, n = timed_sweeps(ens, target, repeats)
+            report.add(f"diagnose multispin 2D L={L2} spins_per_word={mode} diag={diag}", "flips_per_ns",
+                       round(rate, 4), sweeps=n)
+            del ens
+
+
+# ---------------------------------------------------------------- main
+def summary(timer, base, copy_gbs):
+    print()
+    print(f"copy bandwidth {copy_gbs:.1f} GB/s (clEnqueueCopyBuffer, read + write)")
+    print(f"{'workload':<34} {'options':<44} {'flips/ns':>10} {'GB/s':>8} {'% copy':>7} {'x NumPy':>8}")
+    for (name, opts), (rate, gbs, _) in timer.results.items():
+        dim = 3 if " 3D " in f" {name} " else 2
+        print(f"{name:<34} {opts:<44} {rate:>10.3f} {gbs:>8.1f} {100 * gbs / copy_gbs:>6.1f}% "
+              f"{rate / base[dim]:>8.1f}")
+    for dim in (2, 3):
+        print(f"{'numpy checkerboard (CPU) ' + str(dim) + 'D':<34} {'':<44} {base[dim]:>10.4f}")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="small sizes (PoCL)")
+    ap.add_argument("--json", default=None, help="append the JSON lines to this file")
+    ap.add_argument("--target", type=float, default=None, help="seconds per timed run")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--best", action="store_true",
+                    help="report the best of the repeats, not the median (a machine shared with other jobs)")
+    ap.add_argument("--sizes", default=None, help="L sweep sizes '2D,2D,...:3D,...'")
+    ap.add_argument("--variants", default=None,
+                    help="tuning variants of the joint kernel, e.g. 'lanes=1 words_per_item=4 wg=128; lanes=4'")
+    ap.add_argument("--no-tune", action="store_true", help="skip the tuning variants")
+    ap.add_argument("--force", action="store_true", help="time even if a correctness check fails")
+    ap.add_argument("--diagnose", action="store_true", help="multispin timing diagnostics")
+    ap.add_argument("--dump", default=None, help="write the sweep kernels' PTX here (NVIDIA)")
+    args = ap.parse_args(argv)
+
+    dev = clphys.device()
+    quick = args.quick or not dev.facts.is_gpu
+    target = args.target or (0.3 if quick else 0.15)
+    report = Report(f"{dev.facts.platform} | {dev.name}", args.json)
+    print(f"# {time.strftime('%Y-%m-%d %H:%M')} device: {dev.facts.platform} | {dev.name} "
+          f"(driver {dev.facts.driver}), {'quick' if quick else 'full'} run", flush=True)
+    ok = correctness(dev, report, quick)
+    print(f"# correctness vs NumPy twins: {'ok' if ok else 'FAILED'}", flush=True)
+    if not ok and not args.force:
+        return 1
+
+    copy_gbs = copy_bandwidth(dev, (64 if quick else 1024) << 20, target)
+    report.add("copy bandwidth (clEnqueueCopyBuffer, read + write)", "gb_per_s", round(copy_gbs, 1))
+    timer = Timer(dev, report, target, args.repeats, copy_gbs, args.best)
+    if args.diagnose:
+        diagnose(dev, report, target, args.repeats, args.dump)
+    if args.sizes:
+        two, _, three = args.sizes.partition(":")
+        sizes = {d: [int(x) for x in t.split(",") if x] for d, t in ((2, two), (3, three))}
+    elif quick:
+        sizes = {2: [64, 128, 256, 512, 1024, 2048], 3: [16, 32, 64, 128]}
+    else:
+        sizes = {2: [64 << i for i in range(10)], 3: [16, 32, 64, 128, 256, 512]}
+    l_sweep(timer, sizes, quick)
+    others(timer, quick)
+    if not args.no_tune:
+        tune(timer, quick, parse_variants(args.variants) if args.variants else None)
+    if dev.facts.vendor == "nvidia":
+        ptx_counts(dev, report, args.dump)
+
+    base = {}
+    for dim, L in ((2, 512 if quick else 1024), (3, 64)):
+        base[dim] = max(numpy_checkerboard(L, dim, 5) for _ in range(2))
+        report.add(f"numpy checkerboard {dim}D L={L} (CPU, best of 2)", "flips_per_ns", round(base[dim], 5))
+    summary(timer, base, copy_gbs)
+    print(f"correctness vs NumPy twins: {'ok' if ok else 'FAILED'}")
+    return 0 if ok else 1
 
 
 def parse_variants(text):
@@ -174,167 +439,6 @@ def parse_variants(text):
         if v:
             out.append(v)
     return out
-
-
-def diagnose(dev, report, target, repeats, dump, L2=16384, L3=512):
-    """Where a multispin sweep's time goes (timing only; the diagnostic kernels
-    compute wrong spins): Philox replaced by a cheap hash, and the per-spin
-    accept (threshold select, compare, bit set) replaced by an XOR of the
-    words. With --dump DIR also the sweep programs' binaries (PTX on NVIDIA)
-    and build logs with -cl-nv-verbose (register counts) for the variants."""
-    import pyopencl as cl
-    cases = [(2, L2, {"lanes": 1, "words_per_item": 4, "wg": 128}),
-             (2, L2, {"lanes": 4, "words_per_item": 4, "wg": 128}),
-             (3, L3, {"lanes": 1, "words_per_item": 4, "wg": 128}),
-             (3, L3, {"lanes": 8, "words_per_item": 2, "wg": 64})]
-    for dim, L, v in cases:
-        for diag in ((None, "hash", "nocompare") if v["lanes"] == 1 and dim == 2 else (None,)):
-            ens = ENSEMBLE[dim](L, [TC[dim]], seed=1, device=dev, **v)
-            be = ens._backend
-            if diag:
-                be._params["diag"] = diag
-            try:
-                rate, n = timed_sweeps(ens, target, repeats)
-            except Exception as exc:
-                print(f"# diagnose {dim}D {label(v)} {diag}: {type(exc).__name__}: {exc}", flush=True)
-                continue
-            tag = f"{dim}D L={L} {label(v)}" + (f" diag={diag}" if diag else "")
-            report.add(f"diagnose multispin {tag}", "flips_per_ns", round(rate, 4), sweeps=n)
-            if dump and not diag:
-                os.makedirs(dump, exist_ok=True)
-                stem = f"ms{dim}d_" + "_".join(f"{k}{v[k]}" for k in sorted(v))
-                prg = be.sweep_prg
-                try:
-                    binary = bytes(prg.cl_program.get_info(cl.program_info.BINARIES)[0])
-                    Path(dump, f"{stem}.ptx").write_bytes(binary.rstrip(b"\0"))
-                    raw = cl.Program(cl._cl._Program(dev.context, prg.source))   # no binary cache
-                    raw.build(options=["-cl-nv-verbose"] if dev.facts.vendor == "nvidia" else [])
-                    log = raw.get_build_info(dev.cl_device, cl.program_build_info.LOG)
-                    Path(dump, f"{stem}.log").write_text(log)
-                    lines = log.splitlines()
-                    at = [i for i, line in enumerate(lines) if "entry function 'ising_ms_sweep'" in line]
-                    if at:   # ptxas's report of the sweep kernel: registers, spills
-                        print(f"# ptxas {stem}: " + " | ".join(
-                            line.strip() for line in lines[at[0] + 1:at[0] + 4]), flush=True)
-                except Exception as exc:
-                    print(f"# dump {stem}: {type(exc).__name__}: {exc}", flush=True)
-            del ens
-
-
-def label(v):
-    return " ".join(f"{k}={v[k]}" for k in sorted(v)) or "default"
-
-
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="small sizes (PoCL)")
-    ap.add_argument("--json", default=None, help="append the JSON lines to this file")
-    ap.add_argument("--target", type=float, default=None, help="seconds per timed run")
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--algorithms", default=None, help="comma-separated subset")
-    ap.add_argument("--variants", default=None,
-                    help="tuning variants to time instead of the built-in list, e.g. "
-                         "'lanes=1 words_per_item=4 wg=128; lanes=4 words_per_item=4'")
-    ap.add_argument("--sizes", default=None,
-                    help="per-dimension sizes 'L2D,L2D,...:L3D,...' (the first of each is the tuning size)")
-    ap.add_argument("--no-ensemble", action="store_true",
-                    help="skip the ensemble figure (and time the NumPy baseline on 1 sweep)")
-    ap.add_argument("--diagnose", action="store_true", help="multispin timing diagnostics")
-    ap.add_argument("--dump", default=None,
-                    help="with --diagnose: write program binaries and build logs here")
-    args = ap.parse_args(argv)
-
-    dev = clphys.device()
-    gpu = dev.facts.is_gpu
-    quick = args.quick or not gpu
-    target = args.target or (0.3 if quick else 0.15)
-    report = Report(f"{dev.facts.platform} | {dev.name}", args.json)
-    print(f"# device: {dev.facts.platform} | {dev.name} (driver {dev.facts.driver}), "
-          f"{'quick' if quick else 'full'} run", flush=True)
-    ok = correctness(dev, report)
-
-    # sizes: (tuning size, other sizes) per algorithm and dimension
-    if quick:
-        plan = {("multispin", 2): (1024, [256, 2048]), ("multispin", 3): (64, [128]),
-                ("checkerboard", 2): (1024, []), ("checkerboard", 3): (64, []),
-                ("blocks", 2): (1024, []), ("blocks", 3): (64, [])}
-    else:
-        plan = {("multispin", 2): (16384, [4096, 32768]), ("multispin", 3): (256, [128, 512]),
-                ("checkerboard", 2): (16384, [4096]), ("checkerboard", 3): (256, []),
-                ("blocks", 2): (16384, [4096, 32768]), ("blocks", 3): (256, [512])}
-    if args.sizes:
-        two, _, three = args.sizes.partition(":")
-        for dim, text in ((2, two), (3, three)):
-            sizes = [int(x) for x in text.split(",") if x]
-            for alg in ("multispin", "checkerboard", "blocks"):
-                if sizes:
-                    plan[(alg, dim)] = (sizes[0], sizes[1:])
-                else:
-                    plan.pop((alg, dim), None)
-    if args.diagnose:
-        diagnose(dev, report, target, args.repeats, args.dump, plan[("multispin", 2)][0],
-                 plan[("multispin", 3)][-1][-1] if plan[("multispin", 3)][1] else plan[("multispin", 3)][0])
-    algs = args.algorithms.split(",") if args.algorithms else backends.available()
-    best = {}
-    for alg in algs:
-        be = backends.load(alg)
-        for dim in be.dims:
-            if (alg, dim) not in plan:
-                continue
-            L0, others = plan[(alg, dim)]
-            results = []
-            for v in (parse_variants(args.variants) if args.variants else variants(be, quick, gpu)):
-                try:
-                    be.check_shape((L0,) * dim)
-                    ens = ENSEMBLE[dim](L0, [TC[dim]], algorithm=alg, seed=1, device=dev, **v)
-                    rate, n = timed_sweeps(ens, target, args.repeats)
-                except Exception as exc:          # a variant the device cannot run
-                    print(f"# {alg} {dim}D L={L0} {label(v)}: {type(exc).__name__}: {exc}", flush=True)
-                    continue
-                del ens
-                results.append((rate, v))
-                report.add(f"{alg} {dim}D L={L0} {label(v)}", "flips_per_ns", round(rate, 4), sweeps=n)
-            if not results:
-                continue
-            rate, v = max(results, key=lambda r: r[0])
-            best[(alg, dim, L0)] = (rate, v)
-            tuned = [v] + ([{}] if v and {} in [x for _, x in results] else [])
-            for L in others:
-                for vv in tuned:
-                    try:
-                        be.check_shape((L,) * dim)
-                        ens = ENSEMBLE[dim](L, [TC[dim]], algorithm=alg, seed=1, device=dev, **vv)
-                        r, n = timed_sweeps(ens, target, args.repeats)
-                    except Exception as exc:
-                        print(f"# {alg} {dim}D L={L} {label(vv)}: {type(exc).__name__}: {exc}", flush=True)
-                        continue
-                    del ens
-                    if vv is v or r > best.get((alg, dim, L), (0.0,))[0]:
-                        best[(alg, dim, L)] = (r, vv)
-                    report.add(f"{alg} {dim}D L={L} {label(vv)}", "flips_per_ns", round(r, 4), sweeps=n)
-
-    # small lattices fill the device through ensembles of replicas
-    if "multispin" in algs and not args.no_ensemble:
-        R, L = (64, 64) if quick else (4096, 128)
-        ens = Ensemble2D(L, np.full(R, TC_2D), seed=1, device=dev)
-        r, n = timed_sweeps(ens, target, args.repeats)
-        del ens
-        best[("multispin ensemble", 2, L)] = (r, {"replicas": R})
-        report.add(f"multispin 2D ensemble {R} x L={L}", "flips_per_ns", round(r, 4), sweeps=n)
-
-    base = {}
-    for dim, L, n in ((2, 512 if quick else 1024, 5), (3, 64, 5)):
-        base[dim] = numpy_checkerboard(L, dim, 1 if args.no_ensemble else n)
-        report.add(f"numpy checkerboard {dim}D L={L} (CPU)", "flips_per_ns", round(base[dim], 5))
-
-    print()
-    print(f"{'algorithm':<20} {'dim':>3} {'L':>6} {'flips/ns':>10} {'x NumPy':>8}  variant")
-    for (alg, dim, L), (rate, v) in sorted(best.items(), key=lambda kv: (kv[0][1], kv[0][0], kv[0][2])):
-        print(f"{alg:<20} {dim:>3} {L:>6} {rate:>10.3f} {rate / base[dim]:>8.1f}  {label(v)}")
-    for dim in (2, 3):
-        print(f"{'numpy (CPU)':<20} {dim:>3} {'':>6} {base[dim]:>10.4f} {1.0:>8.1f}")
-    print(f"correctness vs NumPy twin: {'ok' if ok else 'FAILED'}")
-    return 0 if ok else 1
 
 
 if __name__ == "__main__":

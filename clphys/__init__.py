@@ -7,7 +7,7 @@ vendor's GPU, and on CPUs through PoCL.
         ...
 
 Domains are subpackages, imported on first use: ``clphys.ising``,
-``clphys.timeseries``, ``clphys.sde``; references in ``clphys.exact`` and
+``clphys.timeseries``, ``clphys.sde``, ``clphys.muca``; references in ``clphys.exact`` and
 error analysis in ``clphys.stats``.
 """
 
@@ -19,7 +19,7 @@ from .errors import BuildError, ClphysError, DeviceError
 from .runtime import Device, DeviceFacts, current_device, device, devices
 from . import rng
 
-_SUBPACKAGES = ("ising", "timeseries", "sde", "exact", "stats")
+_SUBPACKAGES = ("ising", "timeseries", "sde", "muca", "exact", "stats")
 
 __all__ = ["__version__", "BuildError", "ClphysError", "DeviceError", "Device", "DeviceFacts",
            "current_device", "device", "devices", "rng", *_SUBPACKAGES]

@@ -13,7 +13,7 @@ from .errors import ClphysError
 from .runtime.longrun import Interrupted
 
 # Domain modules that contribute subcommands, in help order; missing ones are skipped.
-DOMAINS = ("clphys.ising.cli", "clphys.timeseries.cli", "clphys.sde.cli")
+DOMAINS = ("clphys.ising.cli", "clphys.timeseries.cli", "clphys.sde.cli", "clphys.muca.cli")
 
 
 def cmd_info(args) -> int:

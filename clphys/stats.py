@@ -149,6 +149,34 @@ def jackknife(x, func=np.mean, n_blocks=32, bias_correct=False):
     return Estimate(value, err)
 
 
+def jackknife_blocks(blocks, func):
+    """Jackknife over independent blocks of any shape, for array-valued estimators.
+
+    blocks: array (n_blocks, ...) of per-block data (e.g. one histogram per
+    group of independent walkers); func maps the mean over a set of blocks
+    (shape blocks.shape[1:]) to an array of estimates. Returns (value, error)
+    arrays: func of the mean over all blocks, and
+    sqrt((n-1)/n sum_i (f_i - mean f)^2) over the leave-one-out values f_i.
+    Entries where some f_i is not finite get error inf.
+    """
+    data = np.asarray(blocks)
+    if data.dtype.kind not in "biuf":
+        raise TypeError(f"blocks must be real numbers, got dtype {data.dtype}")
+    if data.ndim < 1 or data.shape[0] < 2:
+        raise ValueError(f"blocks must have at least 2 blocks along axis 0, got shape {data.shape}")
+    if not callable(func):
+        raise ValueError(f"func must be callable, got {func!r}")
+    data = data.astype(np.float64)
+    n = data.shape[0]
+    total = data.sum(axis=0)
+    value = np.asarray(func(total / n), dtype=float)
+    f = np.stack([np.asarray(func((total - data[i]) / (n - 1)), dtype=float) for i in range(n)])
+    with np.errstate(invalid="ignore"):
+        err = np.sqrt((n - 1) / n * np.sum((f - f.mean(axis=0)) ** 2, axis=0))
+    err = np.where(np.all(np.isfinite(f), axis=0), err, np.inf)
+    return value, err
+
+
 def autocorrelation(x):
     """Normalised autocorrelation rho(t), t = 0..len(x)-1, of a 1-D series,
     via FFT (zero padded, so not circular):

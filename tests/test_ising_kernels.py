@@ -49,6 +49,27 @@ def test_checkerboard_philox_matches_numpy(device, shape, J, h):
     assert ens._backend.get_state() == {"sweeps": 3}
 
 
+@pytest.mark.parametrize("shape,rng", [((64, 6), "philox"), ((32, 4, 4), "philox"), ((96, 4), "lcg"),
+                                       ((32, 2, 2), "xorshift32")])
+def test_checkerboard_chunks_match_numpy(device, shape, rng):
+    """The 16-sites-per-item kernel (Lx a multiple of 32) draws the same words
+    as the twin and the one-group-per-item kernel."""
+    temps = [1.8, 2.6, 4.5]
+    ens, start = _run(device, shape, temps, 3, algorithm="checkerboard", rng=rng, h=0.2)
+    assert ens._backend.chunks
+    if rng == "philox":
+        want = ref.checkerboard_sweeps(start, _thr(len(shape), temps, h=0.2), 3, seed=5)
+    else:
+        want, states = ref.checkerboard_sweeps(start, _thr(len(shape), temps, h=0.2), 3, rng=rng,
+                                               states=ref.stateful_states(shape, 3, 5))
+        np.testing.assert_array_equal(ens.state()["backend"]["rng_states"], states)
+    np.testing.assert_array_equal(ens.spins(), want)
+    generic, _ = _run(device, shape, temps, 3, algorithm="checkerboard", rng=rng, h=0.2, chunks=False)
+    np.testing.assert_array_equal(generic.spins(), want)
+    with pytest.raises(ValueError, match="chunks=True needs Lx a multiple of 32"):
+        _run(device, (16, 4), temps, 1, algorithm="checkerboard", chunks=True)
+
+
 @pytest.mark.parametrize("rng", ["lcg", "xorshift32"])
 def test_checkerboard_stateful_matches_numpy(device, rng):
     shape, temps = (6, 6), [2.0, 3.0]        # 18 sites per colour: a partial group of 4
@@ -64,15 +85,22 @@ CASES = [((16, 6), 1.0, 0.0), ((128, 4), 1.0, 0.3), ((64, 2), -1.0, 0.0), ((8, 4
          ((128, 2, 4), 0.5, -0.2)]
 
 
+# the option that makes each algorithm draw one Philox word per site update
+# (and multispin's plain sweep kernel, which small lattices on CPUs would
+# otherwise leave to the multi-sweep kernel, tests/test_ising_multisweep.py)
+ONE_WORD = {"multispin": {"spins_per_word": 1, "sweeps_per_launch": 1}}
+
+
 @pytest.mark.parametrize("shape,J,h", CASES)
 def test_algorithms_identical_spins(device, shape, J, h):
-    """Same seed, same update order, same Philox words: same spins bit for bit."""
+    """Same seed, same update order, same Philox words (multispin's one-word
+    mode): same spins bit for bit."""
     temps = [1.7, 2.4, 4.5]
     runs = {}
     for alg in backends.PLAIN_ORDER:
         if len(shape) not in backends.load(alg).dims or not _allowed(alg, shape):
             continue
-        ens, start = _run(device, shape, temps, 4, algorithm=alg, J=J, h=h)
+        ens, start = _run(device, shape, temps, 4, algorithm=alg, J=J, h=h, **ONE_WORD.get(alg, {}))
         np.testing.assert_array_equal(start, ref.random_spins(shape, 3, 5))
         runs[alg] = (ens.spins(), ens.sums())
     assert "checkerboard" in runs and "multispin" in runs
@@ -89,7 +117,7 @@ def test_multispin_tuning_variants(device, W, lanes):
     """Every tuning variant draws the same words: spins do not depend on it."""
     shape, temps = (512, 4), [2.2, 3.1]
     ens, start = _run(device, shape, temps, 2, algorithm="multispin", words_per_item=W, lanes=lanes,
-                      wg=8)
+                      wg=8, spins_per_word=1, sweeps_per_launch=1)
     want = ref.checkerboard_sweeps(start, _thr(2, temps), 2, seed=5)
     np.testing.assert_array_equal(ens.spins(), want)
 
@@ -102,7 +130,7 @@ def test_multispin_scalar_lanes_matches_numpy(device, shape, h, W, accept):
     the same words as the twin: full and partial rows, 2D and 3D, h != 0."""
     temps = [1.9, 2.6, 4.6]
     ens, start = _run(device, shape, temps, 2, algorithm="multispin", lanes=1, words_per_item=W,
-                      accept=accept, wg=4, h=h)
+                      accept=accept, wg=4, h=h, spins_per_word=1, sweeps_per_launch=1)
     want = ref.checkerboard_sweeps(start, _thr(len(shape), temps, h=h), 2, seed=5)
     np.testing.assert_array_equal(ens.spins(), want)
     np.testing.assert_array_equal(np.stack(ens.sums()), np.stack(ref.sums(want)))
@@ -145,13 +173,18 @@ def test_oclgrind_runs_every_kernel_and_matches(device, oclgrind):
     """Every Ising kernel once on Oclgrind (race and uninitialised checks), with
     the same spins and sums as on the test device."""
     cases = [((6, 4), "checkerboard", "philox", {}), ((4, 2, 2), "checkerboard", "lcg", {}),
-             ((8, 2), "checkerboard", "xorshift32", {}),
-             ((16, 2), "multispin", "philox", {}), ((128, 2), "multispin", "philox", {"words_per_item": 2}),
-             ((8, 2, 2), "multispin", "philox", {}),
-             ((16, 2), "multispin", "philox", {"lanes": 1}),
+             ((8, 2), "checkerboard", "xorshift32", {}), ((32, 2), "checkerboard", "philox", {}),
+             ((32, 2, 2), "checkerboard", "lcg", {"chunks": True}),
+             ((16, 4), "multispin", "philox", {"sweeps_per_launch": 2}),
+             ((16, 2), "multispin", "philox", {"sweeps_per_launch": 1}),
+             ((128, 2), "multispin", "philox", {"words_per_item": 2, "sweeps_per_launch": 1}),
+             ((8, 2, 2), "multispin", "philox", {"sweeps_per_launch": 1}),
+             ((16, 2), "multispin", "philox", {"lanes": 1, "sweeps_per_launch": 1}),
              ((128, 4), "multispin", "philox",
-              {"lanes": 1, "words_per_item": 2, "accept": "compare"}),
-             ((64, 2, 2), "multispin", "philox", {"lanes": 1, "words_per_item": 2})]
+              {"lanes": 1, "words_per_item": 2, "accept": "compare", "spins_per_word": 1, "sweeps_per_launch": 1}),
+             ((64, 2), "multispin", "philox", {"spins_per_word": 1, "sweeps_per_launch": 1}),
+             ((64, 2, 2), "multispin", "philox", {"lanes": 1, "words_per_item": 2, "sweeps_per_launch": 1}),
+             ((64, 4), "multispin", "philox", {})]                  # the device's default launch mode
     cases += [((128, 2), alg, backends.load(alg).rngs[0], {}) for alg in ALGORITHMS
               if alg not in ("checkerboard", "multispin") and _allowed(alg, (128, 2))]
     for shape, alg, rng, opts in cases:
@@ -165,12 +198,15 @@ def test_oclgrind_runs_every_kernel_and_matches(device, oclgrind):
             out.append((ens.spins(), s.energy, s.magnetization))
         for a, b in zip(*out):
             np.testing.assert_array_equal(a, b, err_msg=f"{alg} {rng} {shape}")
+    from clphys.ising.multispin import decision_counts
+    a, b = (decision_counts(_thr(2, [2.3]), 4, items=2, device=d) for d in (device, oclgrind))
+    np.testing.assert_array_equal(a["class"], b["class"])
     ran = {name for vendor, name in launched_kernels() if vendor == "oclgrind"}
     mine = set()
     for path in (kernel_dir() / "ising").glob("*.cl"):
         if path.name != "blocks.cl":
             mine |= set(_KERNEL_DECL.findall(path.read_text()))
-    assert len(mine) >= 8 and mine <= ran, sorted(mine - ran)
+    assert len(mine) >= 11 and mine <= ran, sorted(mine - ran)
 
 
 # --------------------------------------------------------------- templates
@@ -203,6 +239,11 @@ def test_templates_render(vendor, fp64):
                 for accept in ("select", "compare"):
                     src = render(name, facts, **dict(_params(name, dim), lanes=1, W=2, accept=accept))
                     assert "ising_ms_sweep" in src and "ms_philox_lanes" not in src
+                for lanes in (1, 4):       # joint decisions: 2 slots, k = 4, 4-bit fields, 128 cells
+                    src = render(name, facts, **dict(_params(name, dim), lanes=lanes, joint=(4, 4, 25, 128),
+                                                     slots=((1,), (3,)), always=tuple(
+                                                         c for c in range(2 * (2 * dim + 1)) if c not in (1, 3))))
+                    assert "tb[" in src and "ja0" in src
 
 
 def test_template_rejects_bad_params():
@@ -215,5 +256,7 @@ def test_template_rejects_bad_params():
         render("ising/multispin.cl", facts, **dict(_params("ising/multispin.cl", 2), lanes=1, accept="x"))
     with pytest.raises(ValueError, match="partition"):
         render("ising/multispin.cl", facts, **dict(_params("ising/multispin.cl", 2), always=()))
+    with pytest.raises(ValueError, match="joint"):       # 5 slots x 4-bit fields > 16 mask bits
+        render("ising/multispin.cl", facts, **dict(_params("ising/multispin.cl", 2), joint=(4, 4, 25, 128)))
     with pytest.raises(ValueError, match="rng"):
         render("ising/checkerboard.cl", facts, **dict(_params("ising/checkerboard.cl", 2), rng="halfbit-lcg"))

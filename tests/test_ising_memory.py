@@ -18,6 +18,7 @@ from clphys.ising import Ensemble2D, Ising2D, binder_scan
 from clphys.ising import lattice as lattice_mod
 from clphys.ising.binder import _pieces
 from clphys.ising import backends
+from clphys.ising.thresholds import MAX_CELLS
 
 MiB = 1 << 20
 
@@ -92,8 +93,10 @@ def test_binder_plans_pieces_from_the_memory(device):
     assert _pieces(ms, facts, (64, 64), 15 * 8192, "philox", {}, 6000, 1 << 30) == (1 << 30) // (100 * 6000)
     assert _pieces(ms, facts, (16, 16), 30, "philox", {}, 6000, 1 << 30) == 30
     tiny = dataclasses.replace(device.facts, global_mem=64 * MiB, max_alloc=8 << 10)
-    # the largest buffer per replica is the measurement buffer, 16 x 65 bytes
-    assert _pieces(ms, tiny, (16, 16), 30, "philox", {}, 64, 1 << 30) == (8 << 10) // (16 * 65)
+    # the largest buffer per replica is the joint decision table (2 KiB) or the
+    # measurement buffer (16 x 65 bytes), whichever is larger
+    largest = max(8 * MAX_CELLS, 16 * 65)
+    assert _pieces(ms, tiny, (16, 16), 30, "philox", {}, 64, 1 << 30) == (8 << 10) // largest
 
 
 def test_binder_runs_in_pieces_when_the_device_is_small(device, monkeypatch):
@@ -144,4 +147,8 @@ def test_cli_binder_many_replicas_in_pieces(device, monkeypatch, capsys):
                  "--replicas", "512", "--measure", "32", "--every", "1", "--therm", "0",
                  "--device", device.facts.index, "--no-progress"]) == 0
     out = capsys.readouterr().out
-    assert "512 replicas x 32 measurements" in out and "run in 34/34 ensembles per size" in out   # 31 replicas (16 x 33 bytes each) per 16 KiB
+    ms = backends.load("multispin")
+    per = [_pieces(ms, device.facts, (L, L), 2 * 512, "philox", {}, 32, 1 << 30) for L in (8, 16)]
+    pieces = [-(-2 * 512 // k) for k in per]
+    assert min(pieces) > 1, "the fake limit must force pieces"
+    assert "512 replicas x 32 measurements" in out and f"run in {pieces[0]}/{pieces[1]} ensembles per size" in out

@@ -39,6 +39,7 @@ RENDERED_IN = {
     "ising/blocks.cl": "test_ising_blocks.py",
     **{f"ising/{name}.cl": "test_ising_kernels.py"
        for name in ("common", "init", "sums", "checkerboard", "multispin")},
+    **{f"muca/{name}.cl": "test_muca_kernels.py" for name in ("common", "setup", "update")},
 }
 
 FACTS = [fake_facts(v, fp64) for v, fp64 in itertools.product(("nvidia", "amd", "pocl"), (True, False))]

@@ -3,6 +3,10 @@
 ## params: W, H    tile width and height in sites (powers of two, 16..256, W*H/64 items)
 ##         rng     "halfbit-lcg" or "philox"
 ##         unroll  0: the site loop written out; n > 0: a C loop with `#pragma unroll n`
+##         joint   optional, philox only: None, or (k, F, shift, cells) for joint
+##                 decisions (one Philox word per k sites, see below and
+##                 cl_kernels/ising/multispin.cl), with `always` and `slots` (class
+##                 ids a*5 + k, a = 1 for spin -1; slots in level order)
 ##
 ## Storage, one bit per spin (1 = up), tile-major: tile (rep, ty, tx) is the
 ## contiguous word range [((rep*nty + ty)*ntx + tx)*TW, +TW).  Inside a tile
@@ -47,6 +51,48 @@
         raise ValueError("blocks.cl: a %dx%d tile needs %d work items, the device allows %d"
                          % (W, H, IPG, dev.max_work_group))
     pf = "ib%dx%d%s_" % (W, H, rng[0])  # helper names carry the variant: Oclgrind mixes up same-named helpers of two programs
+    joint = context.get("joint", None)
+    if joint is not None:
+        JK, JF, JSHIFT, JCELLS = joint
+        always, slots = context["always"], context["slots"]
+        D = len(slots)
+        if rng != "philox" or not D or BW % JK or JF < JK or D * JF > 16:
+            raise ValueError("blocks.cl: joint = %r needs rng philox, slots and %d-bit words" % (joint, BW))
+        JG = BW // JK                    # groups (one random word each) per plane word
+        JGA = JF // JK                   # groups per accumulator
+        JNA = -(-JG // JGA)              # accumulators per plane word
+        JC = BW // (4 * JK)              # Philox calls per plane word (0: one call spans 2+ words)
+        pf = pf[:-1] + "j%d_" % JK
+
+    def bmask(classes, u):
+        """Bits of plane word u whose class (a, k) is in `classes` (a = 1: spin -1 = dn)."""
+        def eqk(k):
+            return "(" + " & ".join(("k%d_%d" % (b, u)) if (k >> b) & 1 else ("~k%d_%d" % (b, u))
+                                    for b in range(3)) + ")"
+        parts = []
+        for k in range(5):
+            a0, a1 = k in classes, 5 + k in classes
+            if a0 and a1:
+                parts.append(eqk(k))
+            elif a0:
+                parts.append("(%s & ~dn_%d)" % (eqk(k), u))
+            elif a1:
+                parts.append("(%s & dn_%d)" % (eqk(k), u))
+        return " | ".join(parts) if parts else "0u"
+
+    def jdecode(x, g, ind):
+        """Adds group g's mask, decoded from random word x, to its accumulator."""
+        return "%s{ const uint2 e = tb[%s >> %du]; ja%d += (%s < e.x ? e.y : e.y >> 16) << %d; }" % (
+            ind, x, JSHIFT, g // JGA, x, (g % JGA) * JK)
+
+    def jplanes(lev):
+        """The level-lev plane (one bit per site of the plane word) from the accumulators."""
+        parts = []
+        for a in range(JNA):
+            acc = "(ja%d >> %d)" % (a, (lev - 1) * JF) if lev > 1 else "ja%d" % a
+            part = "(%s & 0x%Xu)" % (acc, (1 << (JGA * JK)) - 1)
+            parts.append(part if a == 0 else "(%s << %d)" % (part, a * JGA * JK))
+        return " | ".join(parts)
 %>
 % if rng == "philox":
 ${philox.philox4x32_10(pf)}
@@ -274,6 +320,65 @@ ${site(u, "%du" % (b0 + 4 * g + e), "r4.s%d" % e)}
 ${pass_body(c, sites)}
 </%def>
 
+## Joint decisions: plane word u's BW sites form BW/k groups of k consecutive
+## bits (labels l .. l + k - 1, l a multiple of k); group l/k uses component
+## (l/k) % 4 of philox((y Lx/(8k) + l/(4k), n mod 2^32, n / 2^32, rep), key),
+## decoded through the replica's alias table into level masks; a site of level
+## l flips iff its bit of the level-l plane is set (always-classes always).
+<%def name="joint_pass(c)">
+    {
+% for u in range(P):
+        uint k0_${u}, k1_${u}, k2_${u}, dn_${u}, flips_${u};
+        {
+            const uint q = lid + ${u * IPG}u, r = q / NWR, j = q % NWR;
+            uint U, D, S;
+            const uint Sh = ${pf}nbrs(pl, hl, hr, ${1 - c}u, r, j, (${c}u + r) & 1u, &U, &D, &S);
+            const uint w = own${c}_${u};
+            const uint aU = ~(w ^ U), aD = ~(w ^ D), aS = ~(w ^ S), aH = ~(w ^ Sh);
+            const uint s1 = aU ^ aD, c1 = aU & aD, s2 = aS ^ aH, c2 = aS & aH;
+            k0_${u} = s1 ^ s2;
+            k1_${u} = c1 ^ c2 ^ (s1 & s2);
+            k2_${u} = c1 & c2;
+            dn_${u} = ~w;
+        }
+        {
+            uint ${", ".join("ja%d = 0u" % a for a in range(JNA))};
+%   if JC:
+%     for h in range(JC):
+            {
+                const uint4 v = ${pf}philox((uint4)(jrow_${u} + ${h}u, (uint)pass_${c}, (uint)(pass_${c} >> 32), rep), key);
+%       for e, x in enumerate("xyzw"):
+${jdecode("v." + x, 4 * h + e, "                ")}
+%       endfor
+            }
+%     endfor
+%   else:
+            {
+                // this word's groups are components je .. je + ${JG - 1} of one call
+                const uint4 v = ${pf}philox((uint4)(jrow_${u}, (uint)pass_${c}, (uint)(pass_${c} >> 32), rep), key);
+%     for g in range(JG):
+                const uint x${g} = je_${u} + ${g}u == 0u ? v.x : je_${u} + ${g}u == 1u ? v.y : je_${u} + ${g}u == 2u ? v.z : v.w;
+${jdecode("x%d" % g, g, "                ")}
+%     endfor
+            }
+%   endif
+            flips_${u} = (${bmask(always, u)}) & MASK;
+%   for lev in range(1, D + 1):
+            flips_${u} |= (${bmask(slots[lev - 1], u)}) & (${jplanes(lev)});
+%   endfor
+        }
+% endfor
+% for u in range(P):
+        own${c}_${u} ^= flips_${u};
+        {
+            const uint q = lid + ${u * IPG}u;
+            pl[${c}u * PLANE + (q / NWR + 1u) * NWR + q % NWR] = own${c}_${u};
+        }
+% endfor
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+</%def>
+
 % if rng == "halfbit-lcg":
 // Tiles of one colour, `inner` red/black sweeps each.  One half-bit LCG state
 // per work item: round t gives sub-streams 0, 1 to the item's 32 sites of
@@ -312,6 +417,30 @@ void ising_blocks_sweep_philox(__global uint *spins, __global const uint *thresh
 ${tile_coords()}
     const uint tx = 2u * get_group_id(0) + ((ty + colour) & 1u);
 ${tile_offsets()}
+% if joint is not None:
+    // joint decisions: `thresholds` holds the replica alias tables
+    __global const uint2 *tb = (__global const uint2 *)thresholds + rep * ${JCELLS}u;
+    barrier(CLK_LOCAL_MEM_FENCE);           // the tile is loaded
+% for c in range(2):
+%   for u in range(P):
+    uint own${c}_${u} = pl[${c}u * PLANE + ((lid + ${u * IPG}u) / NWR + 1u) * NWR + (lid + ${u * IPG}u) % NWR];
+%   endfor
+% endfor
+    const uint2 key = (uint2)(key0, key1);
+    const uint calls = ntx * ${HW}u / ${4 * JK}u;          // Philox calls per lattice row
+% for u in range(P):
+    const uint lab_${u} = tx * ${HW}u + ((lid + ${u * IPG}u) % NWR) * BW;   // label of bit 0
+    const uint jrow_${u} = (ty * ${H}u + (lid + ${u * IPG}u) / NWR) * calls + lab_${u} / ${4 * JK}u;
+%   if not JC:
+    const uint je_${u} = (lab_${u} / ${JK}u) & 3u;
+%   endif
+% endfor
+    for (uint t = 0; t < inner; ++t) {
+        const ulong pass_0 = 2ul * (t0 + t), pass_1 = pass_0 + 1ul;
+${joint_pass(0)}
+${joint_pass(1)}
+    }
+% else:
 ${sweep_prologue()}
     const uint2 key = (uint2)(key0, key1);
     const uint quads = ntx * ${HW // 4}u;
@@ -324,6 +453,7 @@ ${sweep_prologue()}
 ${philox_pass(0)}
 ${philox_pass(1)}
     }
+% endif
     ${pf}store(spins, self, lid, pl);
 }
 % endif

@@ -27,11 +27,27 @@
 ##   Philox4x32-10 is about 39 instructions per call (~10 per spin): the
 ##   count per word is what matters (docs/ising.md, Speed).
 ##
+## Joint decisions (param `joint`, docs/ising.md "Several spins per random
+## word"): one Philox word decides the k spins of a group (bits gk..gk+k-1 of a
+## word) through the replica's alias table (clphys/ising/thresholds.py): the
+## word's cell entry e = tb[word >> shift] gives the thermometer mask
+## e.y (word < e.x) or e.y >> 16 (its alias), bit (l-1) F + j set when spin j's
+## region is >= level l. Slots come in level order (slot l-1 = level l, largest
+## probability first), so spin j of level l flips iff that bit is set. Masks of
+## F / k consecutive groups are added into one accumulator (shifted by k bits
+## each; the alias bits above bit 15 never reach the fields, D F <= 16), then
+## each level's plane is cut out of the accumulators. The Philox call h of word
+## index wi = row * WR + w has counter (wi * CPW + h, r, t_lo, 2 t_hi + c),
+## CPW = ceil(groups per word / 4), component j -> group 4h + j.
+##
 ## params: dim, Lx, Ly, Lz, W (words per work item: divides WR for lanes 4/8,
 ## Ly for lanes 1), lanes (1, 4 or 8), wg (None or the work-group size), slots
 ## (tuple of tuples of class ids a*(2 dim+1)+k), always (tuple of class ids),
 ## rwg (sums work-group size, power of two); optional: accept ("select" or
-## "compare", lanes 1), diag (timing diagnostics, see below)
+## "compare", lanes 1), joint (None, or (k, F, shift, cells): joint decisions,
+## slots in level order), band ((slabs, halo): add ising_ms_multisweep) with
+## mwg (its work-group size), stats (add ising_ms_accept_stats), diag (timing
+## diagnostics, see below)
 <%namespace name="philox" file="/rng/philox.cl"/>
 <%namespace name="red" file="/common/reduce.cl"/>
 <%namespace name="ic" file="/ising/common.cl"/>
@@ -46,8 +62,15 @@
     ROWS = Ly * Lz
     if lanes not in (1, 4, 8):
         raise ValueError("multispin.cl: lanes must be 1, 4 or 8, got %r" % (lanes,))
-    if lanes > 1 and (W not in (1, 2, 4, 8) or WR % W):
-        raise ValueError("multispin.cl: W must be 1, 2, 4 or 8 and divide the %d words per row" % WR)
+    # lanes 4/8 with fewer words per row than W: an item takes RR = W / WR
+    # whole consecutive rows of one z plane (contiguous in memory)
+    ROWS_RUN = lanes > 1 and WR < W
+    RR = W // WR if ROWS_RUN else 1
+    if lanes > 1 and (W not in (1, 2, 4, 8) or (W % WR or Ly % RR if ROWS_RUN else WR % W)):
+        raise ValueError("multispin.cl: W must be 1, 2, 4 or 8 and divide the %d words per row, or "
+                         "be whole rows (W / %d dividing Ly = %d)" % (WR, WR, Ly))
+    if ROWS_RUN and context.get("band"):
+        raise ValueError("multispin.cl: the multi-sweep kernel needs W to divide the words per row")
     if lanes == 1 and W not in (1, 2, 4, 8, 16, 32):
         raise ValueError("multispin.cl: W must be 1, 2, 4, 8, 16 or 32 with lanes = 1, got %r" % (W,))
     accept = context.get("accept", "select")
@@ -63,12 +86,58 @@
         raise ValueError("multispin.cl: slots and always must partition the %d classes" % (2 * NCLS))
     NP = max(0, (D - 1).bit_length())          # slot-index bit planes
     vec = "" if W == 1 else str(W)
+    joint = context.get("joint", None)
+    if joint is not None:
+        JK, JF, JSHIFT, JCELLS = joint
+        if not D or NBITS % JK or JF < JK or D * JF > 16 or JCELLS != 1 << (32 - JSHIFT):
+            raise ValueError("multispin.cl: joint = %r does not fit %d slots and %d-bit words" % (joint, D, NBITS))
+        JNG = NBITS // JK                      # groups (one random word each) per word
+        JGA = JF // JK                         # groups per accumulator
+        JNA = -(-JNG // JGA)                   # accumulators per word
+        CPW = -(-JNG // 4)                     # Philox calls per word
+    else:
+        CPW = NBITS // 4
+        JK = JF = JSHIFT = JCELLS = JNG = JGA = JNA = 0     # (defs read every name they mention)
+    # Philox vector width of the lanes 4/8 design: joint words need only
+    # W * CPW calls per item, so fewer lanes than `lanes` where that is less
+    VL = lanes
+    if joint is not None and lanes > 1:
+        VL = min(lanes, max(2, 1 << ((W * CPW).bit_length() - 1)))
+
+    def joint_decode(x, g, ind):
+        """Adds the mask of group g, decoded from random word x, to its accumulator
+        (+ rather than |: the fields never overlap, and it can be one multiply-add)."""
+        return "%s{ const uint2 e = tb[%s >> %du]; ja%d += (%s < e.x ? e.y : e.y >> 16) << %d; }" % (
+            ind, x, JSHIFT, g // JGA, x, (g % JGA) * JK)
+
+    def joint_flip(ind):
+        """flip |= the spins whose level-l bit is set, per level l (slot l - 1)."""
+        out = []
+        for lev in range(1, D + 1):
+            parts = []
+            for a in range(JNA):
+                acc = "(ja%d >> %d)" % (a, (lev - 1) * JF) if lev > 1 else "ja%d" % a
+                part = "(%s & 0x%Xu)" % (acc, (1 << (JGA * JK)) - 1)
+                parts.append(part if a == 0 else "(%s << %d)" % (part, a * JGA * JK))
+            out.append("flip |= (%s) & (%s);" % (mask_of(slots[lev - 1]), " | ".join(parts)))
+        return "\n".join(ind + line for line in out)
 
     def accept_code(mode, ind):
         """C statements of the lanes = 1 accept step of one word (g0, r, key, c3,
         th<i> in scope): the 8 (NBITS / 4) Philox calls and per-spin decisions,
         ending in `flip |= ...`. mode: select | compare | nocompare."""
         out = []
+        if mode == "joint":
+            out.append("uint %s;" % ", ".join("ja%d = 0u" % a for a in range(JNA)))
+            for h in range(CPW):
+                out.append("{")
+                out.append("    const uint4 v = ms_philox((uint4)(g0 + %du, r, t_lo, c3), key);" % h)
+                for j, x in enumerate(("v.x", "v.y", "v.z", "v.w")):
+                    if 4 * h + j < JNG:
+                        out.append(joint_decode(x, 4 * h + j, "    "))
+                out.append("}")
+            out.extend(joint_flip("").split("\n"))
+            return "\n".join(ind + line for line in out)
         if mode == "select":
             for b in range(NP):
                 out.append("const uint P%d = %s;" % (b, mask_of(sum((tuple(slots[i]) for i in range(D) if (i >> b) & 1), ()))))
@@ -136,9 +205,9 @@
 ${ic.lattice("MS_", dim, Lx, Ly, Lz)}
 ${philox.philox4x32_10("ms_")}
 % if lanes > 1:
-${ic.philox_lanes("ms_", lanes)}
+${ic.philox_lanes("ms_", VL)}
 // lane q <-> Philox group q of a batch = bits 4q..4q+3 (batch-relative)
-#define LANE ((uint${lanes})(${", ".join("%du" % q for q in range(lanes))}))
+#define LANE ((uint${VL})(${", ".join("%du" % q for q in range(VL))}))
 #define BIT ((uint${lanes})(${", ".join("1u << %d" % (4 * q) for q in range(lanes))}))
 #define MSB ((uint${lanes})(${", ".join("%du" % (31 - 4 * q) for q in range(lanes))}))
 % endif
@@ -187,6 +256,124 @@ inline uint ms_horizontal(uint c, uint cm, uint cp, uint odd)
     const uint K1 = c0 ^ c1 ^ c2, K2 = (c0 & c1) | (c2 & (c0 ^ c1));
 % endif
 
+## The lanes 4/8 update of the run of W words w0 .. w0 + W - 1 of row `row`
+## (z Ly + y) of replica r: own, oc, up, dn, fr, bk are pointers (global or
+## local) to the starts of that row in the own colour and of the rows y, y - 1,
+## y + 1, z - 1, z + 1 in the other colour. In scope: w0, row, odd, r, colour,
+## t_lo, t_hi, key, and tb (joint) or th0.. (one word per spin).
+<%def name="lanes_run(own, oc, up, dn, fr, bk)">
+<% ld = (lambda p: "%s[w0]" % p) if W == 1 else (lambda p: "vload%d(0, %s + w0)" % (W, p)) %>
+    const uint${vec} s_v = ${ld(own)};
+    const uint${vec} c_v = ${ld(oc)};
+% if ROWS_RUN:
+    // ${RR} whole rows: up / dn point at the rows y - 1 and y + ${RR}; the other
+    // neighbour rows and words are the run's own other-colour words
+%   for j in range(WR):
+    const uint u_first${j} = ${up}[${j}], d_last${j} = ${dn}[${j}];
+%   endfor
+% else:
+    const uint${vec} u_v = ${ld(up)};
+    const uint${vec} d_v = ${ld(dn)};
+% endif
+% if dim == 3:
+    const uint${vec} f_v = ${ld(fr)};
+    const uint${vec} b_v = ${ld(bk)};
+% endif
+% if not PARTIAL and not ROWS_RUN:
+    const uint prev = oc[w0 == 0u ? MS_WR - 1u : w0 - 1u];
+    const uint next = oc[w0 + ${W}u == MS_WR ? 0u : w0 + ${W}u];
+% endif
+% if joint is not None:
+    // the run's ${W * CPW} Philox calls, ${VL} at a time: lane q of batch b is
+    // call b * ${VL} + q, i.e. call h of word w0 + (b * ${VL} + q) / ${CPW}
+<%   NB = -(-(W * CPW) // VL) %>
+%   for b in range(NB):
+    uint${VL} jx${b}, jy${b}, jz${b}, jw${b};
+    ms_philox_lanes((uint${VL})((row * MS_WR + w0) * ${CPW}u + ${b * VL}u) + LANE, r, t_lo,
+                    t_hi * 2u + colour, key, &jx${b}, &jy${b}, &jz${b}, &jw${b});
+%   endfor
+% endif
+    uint${vec} out_v;
+<%
+    comp = (lambda v, k: v) if W == 1 else (lambda v, k: "%s.s%s" % (v, "01234567"[k]))
+%>
+% for k in range(W):
+    {
+        const uint s = ${comp("s_v", k)};
+        const uint c = ${comp("c_v", k)};
+%   if ROWS_RUN:
+<%    rk, wk = divmod(k, WR) %>
+        const uint oddk = odd ^ ${rk % 2}u;
+%     if PARTIAL:
+        const uint hn = ms_horizontal(c, 0u, 0u, oddk);
+%     else:
+        const uint hn = ms_horizontal(c, ${comp("c_v", rk * WR + (wk - 1) % WR)}, ${comp("c_v", rk * WR + (wk + 1) % WR)}, oddk);
+%     endif
+        MS_COUNT(s, c, hn, ${"u_first%d" % wk if rk == 0 else comp("c_v", k - WR)}, ${"d_last%d" % wk if rk == RR - 1 else comp("c_v", k + WR)}, ${comp("f_v", k) if dim == 3 else "0u"}, ${comp("b_v", k) if dim == 3 else "0u"})
+%   else:
+%     if PARTIAL:
+        const uint hn = ms_horizontal(c, 0u, 0u, odd);
+%     else:
+        const uint hn = ms_horizontal(c, ${"prev" if k == 0 else comp("c_v", k - 1)}, ${"next" if k == W - 1 else comp("c_v", k + 1)}, odd);
+%     endif
+        MS_COUNT(s, c, hn, ${comp("u_v", k)}, ${comp("d_v", k)}, ${comp("f_v", k) if dim == 3 else "0u"}, ${comp("b_v", k) if dim == 3 else "0u"})
+%   endif
+        uint flip = ${mask_of(always)};
+%   if D and joint is not None:
+        uint ${", ".join("ja%d = 0u" % a for a in range(JNA))};
+%     for h in range(CPW):
+<%      b, q = divmod(k * CPW + h, VL) %>
+%       for j, x in enumerate("xyzw"):
+%         if 4 * h + j < JNG:
+${joint_decode("j%s%d.s%d" % (x, b, q), 4 * h + j, "        ")}
+%         endif
+%       endfor
+%     endfor
+${joint_flip("        ")}
+%   elif D:
+%     for b in range(NP):
+        uint P${b} = ${mask_of(sum((tuple(slots[i]) for i in range(D) if (i >> b) & 1), ()))};
+%     endfor
+        // Lane q of Philox batch h is group g0 + ${lanes}h + q = bits 4q..4q+3 of
+        // the batch's ${4 * lanes} bits; component j is bit 4q + j. Lane shifts
+        // move that bit to the MSB (select) or pick it (accept bits).
+        const uint g0 = ${"(row + %du) * (MS_S / 4u)" % k if PARTIAL else "row * (MS_S / 4u) + (w0 + %du) * 8u" % k};
+        uint acc = 0u;
+%     for h in range(8 // lanes):
+%       if 4 * lanes * h < NBITS:
+        {
+            uint${lanes} vx, vy, vz, vw;
+            ms_philox_lanes((uint${lanes})(g0 + ${lanes * h}u) + LANE, r, t_lo, t_hi * 2u + colour, key,
+                            &vx, &vy, &vz, &vw);
+%         for b in range(NP):
+            const uint${lanes} P${b}v = (uint${lanes})(P${b} >> ${4 * lanes * h});
+%         endfor
+            const uint${lanes} accv = (as_uint${lanes}(vx <= ${select(NP - 1, 0, 0)}) & (BIT << 0))
+                                    | (as_uint${lanes}(vy <= ${select(NP - 1, 0, 1)}) & (BIT << 1))
+                                    | (as_uint${lanes}(vz <= ${select(NP - 1, 0, 2)}) & (BIT << 2))
+                                    | (as_uint${lanes}(vw <= ${select(NP - 1, 0, 3)}) & (BIT << 3));
+%         if lanes == 8:
+            const uint4 acc4 = accv.lo | accv.hi;
+            const uint2 acc2 = acc4.lo | acc4.hi;
+%         else:
+            const uint2 acc2 = accv.lo | accv.hi;
+%         endif
+            acc |= (acc2.x | acc2.y) << ${4 * lanes * h};
+        }
+%       endif
+%     endfor
+        flip |= acc;
+%   endif
+        ${comp("out_v", k)} = s ^ (flip & MS_VALID);
+    }
+% endfor
+% if W == 1:
+    ${own}[w0] = out_v;
+% else:
+    vstore${W}(out_v, 0, ${own} + w0);
+% endif
+</%def>
+
 // One half-sweep of colour `colour`: own = its words, other = the other colour's.
 // thr: (R, ${D}) per-slot thresholds. One work item per run of ${W} words of a row.
 <% sweep_args = ("__global uint *own, __global const uint *other, __global const uint *thr, "
@@ -222,13 +409,16 @@ __kernel void ising_ms_sweep(${sweep_args})
 %   if not PARTIAL:
     __global const uint *pm = pl + (w == 0u ? (int)MS_WR - 1 : -1);
     __global const uint *pp = pl + (w + 1u == MS_WR ? 1 - (int)MS_WR : 1);
-    uint g0 = (row0 * MS_WR + w) * 8u;
-%   else:
-    uint g0 = row0 * (MS_S / 4u);
 %   endif
-%   for i in range(D):
+    // first Philox counter of the word (CPW calls per word)
+    uint g0 = (row0 * MS_WR + w) * ${CPW}u;
+%   if joint is not None:
+    __global const uint2 *tb = (__global const uint2 *)thr + r * ${JCELLS}u;
+%   else:
+%     for i in range(D):
     const uint th${i} = thr[r * ${D}u + ${i}u];
-%   endfor
+%     endfor
+%   endif
     const uint2 key = (uint2)(k0, k1);
     const uint c3 = t_hi * 2u + colour;
     uint u = pl[(y0 == 0u ? MS_LY - 1u : y0 - 1u) * MS_WR], c = pl[y0 * MS_WR];
@@ -247,7 +437,11 @@ __kernel void ising_ms_sweep(${sweep_args})
 %   endif
         MS_COUNT(s, c, hn, u, d, ${"f" if dim == 3 else "0u"}, ${"b" if dim == 3 else "0u"})
         uint flip = ${mask_of(always)};
-%   if D:
+%   if D and joint is not None:
+        // joint: one random word per group of ${JK} spins, decoded by a table
+        // lookup into level masks (see the header)
+${accept_code("joint", "        ")}
+%   elif D:
         // Philox group q = bits 4q..4q+3: one call, its 4 words kept in
         // registers; per spin one threshold (select: picked by the slot-index
         // planes P; compare: one packed mask per slot) and one compare.
@@ -257,7 +451,7 @@ ${accept_code("nocompare" if diag == "nocompare" else accept, "        ")}
         u = c;
         c = d;
         odd ^= 1u;
-        g0 += ${"MS_WR * 8u" if not PARTIAL else "MS_S / 4u"};
+        g0 += MS_WR * ${CPW}u;
     }
 }
 % else:
@@ -265,90 +459,41 @@ ${accept_code("nocompare" if diag == "nocompare" else accept, "        ")}
     const size_t t = get_global_id(0);
     // runs per row, per replica; remainders as x - q d (Oclgrind cannot check
     // the `freeze` of LLVM's div/rem pairing)
+% if ROWS_RUN:
+    // whole rows row .. row + ${RR - 1} (one z plane)
+    const uint IPR = MS_ROWS / ${RR}u;
+    if (t >= (size_t)R * IPR) return;
+    const uint r = (uint)(t / IPR), row = (uint)(t - (size_t)r * IPR) * ${RR}u, w0 = 0u;
+    const uint z = row / MS_LY, y = row - z * MS_LY;
+    const uint yp = y + ${RR}u == MS_LY ? 0u : y + ${RR}u, ym = y == 0u ? MS_LY - 1u : y - 1u;
+% else:
     const uint RPR = MS_WR / ${W}u, IPR = MS_ROWS * RPR;
     if (t >= (size_t)R * IPR) return;
     const uint r = (uint)(t / IPR), rem = (uint)(t - (size_t)r * IPR);
     const uint row = rem / RPR, w0 = (rem - row * RPR) * ${W}u;
     const uint z = row / MS_LY, y = row - z * MS_LY;
-    const uint odd = (colour + y + z) & 1u;
     const uint yp = y + 1u == MS_LY ? 0u : y + 1u, ym = y == 0u ? MS_LY - 1u : y - 1u;
+% endif
+    const uint odd = (colour + y + z) & 1u;
     const size_t rbase = (size_t)r * MS_ROWS;
-    __global uint *me = own + (rbase + row) * MS_WR + w0;
+    __global uint *me = own + (rbase + row) * MS_WR;
     __global const uint *oc = other + (rbase + row) * MS_WR;
-    const uint${vec} s_v = ${"*me" if W == 1 else "vload%d(0, me)" % W};
-    const uint${vec} c_v = ${"oc[w0]" if W == 1 else "vload%d(0, oc + w0)" % W};
-    const uint${vec} u_v = ${"other[(rbase + z * MS_LY + ym) * MS_WR + w0]" if W == 1 else "vload%d(0, other + (rbase + z * MS_LY + ym) * MS_WR + w0)" % W};
-    const uint${vec} d_v = ${"other[(rbase + z * MS_LY + yp) * MS_WR + w0]" if W == 1 else "vload%d(0, other + (rbase + z * MS_LY + yp) * MS_WR + w0)" % W};
+    __global const uint *up = other + (rbase + z * MS_LY + ym) * MS_WR;
+    __global const uint *dn = other + (rbase + z * MS_LY + yp) * MS_WR;
 % if dim == 3:
     const uint zp = z + 1u == MS_LZ ? 0u : z + 1u, zm = z == 0u ? MS_LZ - 1u : z - 1u;
-    const uint${vec} f_v = ${"other[(rbase + zm * MS_LY + y) * MS_WR + w0]" if W == 1 else "vload%d(0, other + (rbase + zm * MS_LY + y) * MS_WR + w0)" % W};
-    const uint${vec} b_v = ${"other[(rbase + zp * MS_LY + y) * MS_WR + w0]" if W == 1 else "vload%d(0, other + (rbase + zp * MS_LY + y) * MS_WR + w0)" % W};
+    __global const uint *fr = other + (rbase + zm * MS_LY + y) * MS_WR;
+    __global const uint *bk = other + (rbase + zp * MS_LY + y) * MS_WR;
 % endif
-% if not PARTIAL:
-    const uint prev = oc[w0 == 0u ? MS_WR - 1u : w0 - 1u];
-    const uint next = oc[w0 + ${W}u == MS_WR ? 0u : w0 + ${W}u];
-% endif
-% for i in range(D):
-    const uint th${i} = thr[(size_t)r * ${D}u + ${i}u];
-% endfor
     const uint2 key = (uint2)(k0, k1);
-    uint${vec} out_v;
-<%
-    comp = (lambda v, k: v) if W == 1 else (lambda v, k: "%s.s%s" % (v, "01234567"[k]))
-%>
-% for k in range(W):
-    {
-        const uint s = ${comp("s_v", k)};
-        const uint c = ${comp("c_v", k)};
-%   if PARTIAL:
-        const uint hn = ms_horizontal(c, 0u, 0u, odd);
-%   else:
-        const uint hn = ms_horizontal(c, ${"prev" if k == 0 else comp("c_v", k - 1)}, ${"next" if k == W - 1 else comp("c_v", k + 1)}, odd);
-%   endif
-        MS_COUNT(s, c, hn, ${comp("u_v", k)}, ${comp("d_v", k)}, ${comp("f_v", k) if dim == 3 else "0u"}, ${comp("b_v", k) if dim == 3 else "0u"})
-        uint flip = ${mask_of(always)};
-%   if D:
-%     for b in range(NP):
-        uint P${b} = ${mask_of(sum((tuple(slots[i]) for i in range(D) if (i >> b) & 1), ()))};
-%     endfor
-        // Lane q of Philox batch h is group g0 + ${lanes}h + q = bits 4q..4q+3 of
-        // the batch's ${4 * lanes} bits; component j is bit 4q + j. Lane shifts
-        // move that bit to the MSB (select) or pick it (accept bits).
-        const uint g0 = row * (MS_S / 4u) + (w0 + ${k}u) * 8u;
-        uint acc = 0u;
-%     for h in range(8 // lanes):
-%       if 4 * lanes * h < NBITS:
-        {
-            uint${lanes} vx, vy, vz, vw;
-            ms_philox_lanes((uint${lanes})(g0 + ${lanes * h}u) + LANE, r, t_lo, t_hi * 2u + colour, key,
-                            &vx, &vy, &vz, &vw);
-%         for b in range(NP):
-            const uint${lanes} P${b}v = (uint${lanes})(P${b} >> ${4 * lanes * h});
-%         endfor
-            const uint${lanes} accv = (as_uint${lanes}(vx <= ${select(NP - 1, 0, 0)}) & (BIT << 0))
-                                    | (as_uint${lanes}(vy <= ${select(NP - 1, 0, 1)}) & (BIT << 1))
-                                    | (as_uint${lanes}(vz <= ${select(NP - 1, 0, 2)}) & (BIT << 2))
-                                    | (as_uint${lanes}(vw <= ${select(NP - 1, 0, 3)}) & (BIT << 3));
-%         if lanes == 8:
-            const uint4 acc4 = accv.lo | accv.hi;
-            const uint2 acc2 = acc4.lo | acc4.hi;
-%         else:
-            const uint2 acc2 = accv.lo | accv.hi;
-%         endif
-            acc |= (acc2.x | acc2.y) << ${4 * lanes * h};
-        }
-%       endif
-%     endfor
-        flip |= acc;
-%   endif
-        ${comp("out_v", k)} = s ^ (flip & MS_VALID);
-    }
-% endfor
-% if W == 1:
-    *me = out_v;
+% if joint is not None:
+    __global const uint2 *tb = (__global const uint2 *)thr + (size_t)r * ${JCELLS}u;
 % else:
-    vstore${W}(out_v, 0, me);
+%   for i in range(D):
+    const uint th${i} = thr[(size_t)r * ${D}u + ${i}u];
+%   endfor
 % endif
+${lanes_run("me", "oc", "up", "dn", "fr", "bk")}
 }
 % endif
 
@@ -424,3 +569,208 @@ ${pack_index()}
     for (uint b = 0; b < ${NBITS}u; ++b)
         dst[2u * (32u * w + b)] = (word >> b) & 1u ? -1 : 1;
 }
+
+% if context.get("stats", False):
+<%
+    GK = JK if joint is not None else 4            # spins per group (positions)
+    NCL = 2 * NCLS
+    NCNT = 2 * NCL + 4 * D * GK
+
+    def posmask(j):
+        return "0x%08Xu" % sum(1 << b for b in range(j, NBITS, GK))
+%>
+// DIAGNOSTIC (tests): the sweep's decision code on random words. Item i of
+// replica r = get_global_id(1) draws `iters` sets of one spin word and 2 dim
+// neighbour words (Philox counters (i, it, 0xFFFFFFFF, 0xFFFFFFFC + call)),
+// decides them with the replica's table and decision counters
+// ((i * iters + it) * CPW + h, r, 0, 0), and counts accepts and proposals per
+// class (a * NCLS + k), then per (level l, position j in its group), then
+// accepted pairs at positions j, j + 1 of one group with the same level:
+// counts[(r * items + i) * ${NCNT} + ...] =
+// [A_cls, P_cls] * ${NCL}, then [A, P, B (pairs accepted), Q (pairs)] * ${D} levels * ${GK} positions.
+__kernel void ising_ms_accept_stats(__global const uint *thr, const uint k0, const uint k1,
+                                    const uint iters, __global uint *counts)
+{
+    const uint i = get_global_id(0), r = get_global_id(1), items = get_global_size(0);
+    const uint2 key = (uint2)(k0, k1);
+    const uint t_lo = 0u, c3 = 0u;
+%   if joint is not None:
+    __global const uint2 *tb = (__global const uint2 *)thr + r * ${JCELLS}u;
+%   else:
+%     for d in range(D):
+    const uint th${d} = thr[r * ${D}u + ${d}u];
+%     endfor
+%   endif
+    uint cnt[${NCNT}];
+    for (uint c = 0; c < ${NCNT}u; ++c)
+        cnt[c] = 0u;
+    for (uint it = 0; it < iters; ++it) {
+        const uint4 a = ms_philox((uint4)(i, it, 0xFFFFFFFFu, 0xFFFFFFFCu), key);
+        const uint4 b = ms_philox((uint4)(i, it, 0xFFFFFFFFu, 0xFFFFFFFDu), key);
+        const uint s = a.x;
+        MS_COUNT(s, a.y, a.z, a.w, b.x, b.y, b.z)
+        uint flip = ${mask_of(always)};
+        const uint g0 = (i * iters + it) * ${CPW}u;
+%   if D:
+${accept_code("joint" if joint is not None else "select", "        ")}
+%   endif
+        flip &= MS_VALID;
+%   for cl in range(NCL):
+        {
+            const uint m = (${mask_of((cl,))}) & MS_VALID;
+            cnt[${2 * cl}] += popcount(m & flip);
+            cnt[${2 * cl + 1}] += popcount(m);
+        }
+%   endfor
+%   for lev in range(1, D + 1):
+        {
+            const uint lm = (${mask_of(slots[lev - 1])}) & MS_VALID;
+%     for j in range(GK):
+<%      base = 2 * NCL + 4 * ((lev - 1) * GK + j) %>
+            cnt[${base}] += popcount(lm & ${posmask(j)} & flip);
+            cnt[${base + 1}] += popcount(lm & ${posmask(j)});
+%       if j + 1 < GK:
+            {
+                const uint pair = lm & ${posmask(j)} & (lm >> 1);
+                cnt[${base + 2}] += popcount(pair & flip & (flip >> 1));
+                cnt[${base + 3}] += popcount(pair);
+            }
+%       endif
+%     endfor
+        }
+%   endfor
+    }
+    for (uint c = 0; c < ${NCNT}u; ++c)
+        counts[(r * items + i) * ${NCNT}u + c] = cnt[c];
+}
+% endif
+
+% if context.get("band"):
+<%
+    band, mwg = context.get("band"), context.get("mwg")
+    BT, BH = band                            # slabs per band, halo slabs per side
+    LOUT = Lz if dim == 3 else Ly            # slabs per lattice (z planes in 3D, rows in 2D)
+    SROWS = Ly if dim == 3 else 1            # rows per slab
+    SW = SROWS * WR                          # words per slab and colour
+    HS = BT + 2 * BH                         # slabs in local memory
+    NBANDS = LOUT // BT
+    if LOUT % BT or (BH == 0) != (BT == LOUT) or not mwg:
+        raise ValueError("multispin.cl: band %r must divide the %d slabs (halo 0 iff the band is "
+                         "the whole lattice) and mwg must be set" % (band, LOUT))
+    OFF = LOUT * (-(-BH // LOUT)) - BH       # slab(s) = (band * BT + s + OFF) % LOUT
+%>
+// Several half-sweeps per launch (temporal blocking), same words and spins as
+// nhalf launches of ising_ms_sweep. Work group g = (replica r, band b) holds
+// slabs b * ${BT} - ${BH} .. b * ${BT} + ${BT + BH - 1} (periodic; a slab is ${"a z plane" if dim == 3 else "a row"}, ${SW} words per
+// colour) of both colours in local memory. Half-sweep j updates colour j % 2 of
+% if BH:
+// local slabs j + 1 .. ${HS - 2} - j, whose neighbours are still exact (the halo
+// shrinks by one slab per half-sweep), so nhalf <= ${2 * BH} leaves the band exact.
+% else:
+// every slab (the whole replica, periodic), so any nhalf leaves it exact.
+% endif
+// The band goes to out0/out1 (the other buffer pair: other bands read their
+// halos from in0/in1 during the launch). Sweep numbers start at
+// t_hi0 2^32 + t_lo0 with colour 0.
+__kernel __attribute__((reqd_work_group_size(${mwg}, 1, 1)))
+void ising_ms_multisweep(__global const uint *in0, __global const uint *in1, __global uint *out0,
+                         __global uint *out1, __global const uint *thr, const uint R, const uint k0,
+                         const uint k1, const uint t_lo0, const uint t_hi0, const uint nhalf)
+{
+    __local uint sm[${2 * HS * SW}];
+    const uint lid = get_local_id(0), grp = get_group_id(0);
+    const uint r = grp / ${NBANDS}u, bnd = grp - r * ${NBANDS}u;
+    if (r >= R)
+        return;
+    // remainders as x - q d (Oclgrind cannot check the `freeze` of LLVM's div/rem pairing)
+#define MS_SLAB(s) ((bnd * ${BT}u + (s) + ${OFF}u) - ((bnd * ${BT}u + (s) + ${OFF}u) / MS_LOUT) * MS_LOUT)
+#define MS_LOUT ${LOUT}u
+    for (uint i = lid; i < ${2 * HS * SW}u; i += ${mwg}u) {
+        const uint c = i / ${HS * SW}u, rest = i - c * ${HS * SW}u, sl = rest / ${SW}u, w = rest - sl * ${SW}u;
+        sm[i] = (c ? in1 : in0)[(r * MS_ROWS + MS_SLAB(sl) * ${SROWS}u) * MS_WR + w];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const uint2 key = (uint2)(k0, k1);
+%   if joint is not None:
+    __global const uint2 *tb = (__global const uint2 *)thr + r * ${JCELLS}u;
+%   else:
+%     for i in range(D):
+    const uint th${i} = thr[r * ${D}u + ${i}u];
+%     endfor
+%   endif
+    const ulong t0 = ((ulong)t_hi0 << 32) | t_lo0;
+    for (uint j = 0; j < nhalf; ++j) {
+        const uint colour = j & 1u;
+        const ulong tj = t0 + (j >> 1);
+        const uint t_lo = (uint)tj, t_hi = (uint)(tj >> 32), c3 = 2u * t_hi + colour;
+        __local uint *own = sm + colour * ${HS * SW}u;
+        __local const uint *oth = sm + (1u - colour) * ${HS * SW}u;
+%   if BH:
+        const uint lo = j + 1u, n = (${HS - 2}u - 2u * j) * ${SW}u;
+%   else:
+        const uint lo = 0u, n = ${HS * SW}u;
+%   endif
+%   if lanes > 1:
+        // runs of ${W} words of a row, the lanes 4/8 update (SIMD Philox lanes on CPUs)
+        for (uint i = lid * ${W}u; i < n; i += ${mwg * W}u) {
+            const uint sl = lo + i / ${SW}u, wi0 = i - (i / ${SW}u) * ${SW}u;
+            const uint slm = ${"sl - 1u" if BH else "sl == 0u ? %du : sl - 1u" % (HS - 1)};
+            const uint slp = ${"sl + 1u" if BH else "sl + 1u == %du ? 0u : sl + 1u" % HS};
+%     if dim == 3:
+            const uint z = MS_SLAB(sl), y = wi0 / MS_WR, w0 = wi0 - y * MS_WR;
+            const uint ym = (y == 0u ? MS_LY - 1u : y - 1u), yp = (y + 1u == MS_LY ? 0u : y + 1u);
+            __local uint *me = own + sl * ${SW}u + y * MS_WR;
+            __local const uint *oc = oth + sl * ${SW}u + y * MS_WR;
+            __local const uint *up = oth + sl * ${SW}u + ym * MS_WR, *dn = oth + sl * ${SW}u + yp * MS_WR;
+            __local const uint *fr = oth + slm * ${SW}u + y * MS_WR, *bk = oth + slp * ${SW}u + y * MS_WR;
+%     else:
+            const uint z = 0u, y = MS_SLAB(sl), w0 = wi0;
+            __local uint *me = own + sl * ${SW}u;
+            __local const uint *oc = oth + sl * ${SW}u, *up = oth + slm * ${SW}u, *dn = oth + slp * ${SW}u;
+%     endif
+            const uint row = z * MS_LY + y, odd = (colour + y + z) & 1u;
+${lanes_run("me", "oc", "up", "dn", "fr", "bk")}
+        }
+%   else:
+        for (uint i = lid; i < n; i += ${mwg}u) {
+            const uint sl = lo + i / ${SW}u, wi = i - (i / ${SW}u) * ${SW}u;
+            const uint slm = ${"sl - 1u" if BH else "sl == 0u ? %du : sl - 1u" % (HS - 1)};
+            const uint slp = ${"sl + 1u" if BH else "sl + 1u == %du ? 0u : sl + 1u" % HS};
+%   if dim == 3:
+            const uint z = MS_SLAB(sl), yy = wi / MS_WR, w = wi - yy * MS_WR, y = yy;
+            const uint rb = sl * ${SW}u + yy * MS_WR;             // this row in local memory
+            const uint ym = (yy == 0u ? MS_LY - 1u : yy - 1u), yp = (yy + 1u == MS_LY ? 0u : yy + 1u);
+            const uint u = oth[sl * ${SW}u + ym * MS_WR + w], d = oth[sl * ${SW}u + yp * MS_WR + w];
+            const uint f = oth[slm * ${SW}u + wi], b = oth[slp * ${SW}u + wi];
+%   else:
+            const uint z = 0u, y = MS_SLAB(sl), w = wi, rb = sl * ${SW}u;
+            const uint u = oth[slm * ${SW}u + wi], d = oth[slp * ${SW}u + wi];
+%   endif
+            const uint s = own[sl * ${SW}u + wi], c = oth[sl * ${SW}u + wi];
+            const uint odd = (colour + y + z) & 1u;
+%   if PARTIAL:
+            const uint hn = ms_horizontal(c, 0u, 0u, odd);
+%   else:
+            const uint hn = ms_horizontal(c, oth[rb + (w == 0u ? MS_WR - 1u : w - 1u)],
+                                          oth[rb + (w + 1u == MS_WR ? 0u : w + 1u)], odd);
+%   endif
+            MS_COUNT(s, c, hn, u, d, ${"f" if dim == 3 else "0u"}, ${"b" if dim == 3 else "0u"})
+            uint flip = ${mask_of(always)};
+            const uint g0 = ((z * MS_LY + y) * MS_WR + w) * ${CPW}u;
+%   if D:
+${accept_code("joint" if joint is not None else accept, "            ")}
+%   endif
+            own[sl * ${SW}u + wi] = s ^ (flip & MS_VALID);
+        }
+%   endif
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    for (uint i = lid; i < ${2 * BT * SW}u; i += ${mwg}u) {
+        const uint c = i / ${BT * SW}u, rest = i - c * ${BT * SW}u, sl = ${BH}u + rest / ${SW}u;
+        const uint w = rest - (rest / ${SW}u) * ${SW}u;
+        (c ? out1 : out0)[(r * MS_ROWS + MS_SLAB(sl) * ${SROWS}u) * MS_WR + w] = sm[(c * ${HS}u + sl) * ${SW}u + w];
+    }
+#undef MS_SLAB
+#undef MS_LOUT
+}
+% endif

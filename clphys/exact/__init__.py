@@ -1,9 +1,10 @@
 """Exact and closed-form reference results (NumPy only), used to validate the
 OpenCL simulations: 2D Ising (Onsager, Kaufman, brute force), the
 anti-correlated random walk, the noisy Kuramoto model and simple Langevin
-equations.  Conventions (k_B = 1, Hamiltonians, per-spin normalisation) are
+equations, and the exact 2D Ising density of states (Beale).  Conventions (k_B = 1, Hamiltonians, per-spin normalisation) are
 stated in each submodule's docstring."""
 
+from .dos import density_of_states
 from .ising import (BETA_C_3D, TC_2D, TC_3D, IsingEnumeration, IsingExact,
                     enumerate_lattice, finite_lattice, onsager_energy,
                     onsager_magnetization, onsager_specific_heat)
@@ -15,7 +16,7 @@ from .timeseries import (acrw_increment_autocorrelation, acrw_increment_variance
                          random_walk_hurst)
 
 __all__ = [
-    "BETA_C_3D", "TC_2D", "TC_3D", "IsingEnumeration", "IsingExact", "enumerate_lattice",
+    "density_of_states", "BETA_C_3D", "TC_2D", "TC_3D", "IsingEnumeration", "IsingExact", "enumerate_lattice",
     "finite_lattice", "onsager_energy", "onsager_magnetization", "onsager_specific_heat",
     "bessel_i0", "bessel_i0e", "bessel_i1", "bessel_i1e", "bessel_ratio_i1_i0",
     "kuramoto_order_parameter", "kuramoto_subcritical_r2",

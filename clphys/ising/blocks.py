@@ -37,6 +37,14 @@ A flip of spin s with k aligned neighbours is accepted iff the word is
 <= ``thresholds[replica, a, k]`` (a = 0 for s = +1, 1 for s = -1), see
 :func:`clphys.ising.thresholds.metropolis_thresholds`.
 
+``spins_per_word`` (philox only): 1 draws the word above for every site;
+"auto" (the default, clphys.ising.thresholds.DEFAULT_SPINS_PER_WORD) or 2, 4, 8
+lets one Philox word decide k sites through the replica's alias table, with
+the single-site acceptance probabilities of the one-word mode exactly
+(docs/ising.md, "Several spins per random word"): the k sites with labels
+l .. l + k - 1 (l a multiple of k) use component (l/k) % 4 of
+``philox((y*Lx/(8k) + l/(4k), n mod 2^32, n >> 32, replica), seed_key(seed))``.
+
 :func:`reference_sweeps` is the bit-exact NumPy twin of :meth:`BlocksBackend.sweep`.
 """
 
@@ -45,9 +53,12 @@ from __future__ import annotations
 import numpy as np
 import pyopencl as cl
 
+import math
+
 from .. import _validate as check
 from ..rng import _halfbit_rounds, chained_seeds, philox_numpy, seed_key
 from ..runtime import resolve_device
+from . import thresholds as _thr
 
 __all__ = ["BlocksBackend", "TILE_SIDES", "UNROLLS", "default_tile", "reference_sweeps"]
 
@@ -129,7 +140,7 @@ def _device_bytes(cls, facts, shape, n_replicas, rng="philox", tile=None, **opti
     W, H = _check_tile((Lx, Ly), tile, facts)
     need = {"spins (1 bit each)": n_replicas * Lx * Ly // 8,
             "partial sums": n_replicas * (Lx // W) * (Ly // H) * 16 + n_replicas * 16,
-            "thresholds": n_replicas * 10 * 4}
+            "thresholds": n_replicas * 10 * 4, "joint decision tables": 8 * _thr.MAX_CELLS * n_replicas}
     if rng == "halfbit-lcg":
         need["generator states"] = n_replicas * Lx * Ly // 64 * 4
     return need
@@ -204,7 +215,8 @@ class BlocksBackend:
         """(Lx, Ly) as ints, or ValueError naming the allowed sides (multiples of 32)."""
         return _check_shape(shape)
 
-    def __init__(self, dev, shape, n_replicas, *, rng, seed, inner_sweeps=1, tile=None, unroll=None):
+    def __init__(self, dev, shape, n_replicas, *, rng, seed, inner_sweeps=1, tile=None, unroll=None,
+                 spins_per_word=None):
         self.shape = Lx, Ly = self.check_shape(shape)
         self.n_replicas = R = check.integer("n_replicas", n_replicas, 1, 2**20)
         self.rng = check.choice("rng", rng, self.rngs)
@@ -212,6 +224,11 @@ class BlocksBackend:
         self.inner_sweeps = check.integer("inner_sweeps", inner_sweeps, 1, 2**16)
         if unroll is not None:
             check.choice("unroll", unroll, UNROLLS)
+        if spins_per_word is None:
+            spins_per_word = _thr.DEFAULT_SPINS_PER_WORD if self.rng == "philox" else 1
+        self.spins_per_word = check.choice("spins_per_word", spins_per_word, (1, "auto") + _thr.JOINT_SPINS)
+        if self.rng != "philox" and self.spins_per_word != 1:
+            raise ValueError(f"spins_per_word={spins_per_word} needs rng='philox' (halfbit-lcg draws a word per site)")
         self.dev = dev = resolve_device(dev)
         # Written-out site code for GPUs; PoCL measured 30% faster with a plain loop.
         self.unroll = (0 if dev.facts.is_gpu else 1) if unroll is None else unroll
@@ -238,6 +255,9 @@ class BlocksBackend:
                                  f"{name} allows {cap} on {dev.name}: choose a smaller tile")
         self._spins = cl.Buffer(ctx, mf.READ_WRITE, nbytes)
         self._thr = cl.Buffer(ctx, mf.READ_ONLY, R * 10 * 4)
+        self._joint_prg, self._tables, self._plan = {}, {}, None
+        # joint decisions: k must divide a plane word's bits and Lx / 8 (calls per row)
+        self._row_bits = math.gcd(g["BW"], Lx // 8)
         self._partial = cl.Buffer(ctx, mf.READ_WRITE, R * self._tiles * 16)
         # Written by every sums_into before it is read; zeroed here only because
         # Oclgrind's uninitialised-value checker loses track of kernel stores
@@ -274,8 +294,7 @@ class BlocksBackend:
             return
         q = self.dev.queue
         if self._thr_host is None or not np.array_equal(thr, self._thr_host):
-            self._thr_host = thr
-            cl.enqueue_copy(q, self._thr, thr, is_blocking=False)
+            self._set_thresholds(thr)
         gsize = (self._ntx // 2 * self._ipg, self._nty, self.n_replicas)
         lsize = (self._ipg, 1, 1)
         ntx, nty, k = np.uint32(self._ntx), np.uint32(self._nty), np.uint32(self.inner_sweeps)
@@ -286,7 +305,7 @@ class BlocksBackend:
                     kern(q, gsize, lsize, self._spins, self._states, self._thr, ntx, nty,
                          np.uint32(colour), k)
         else:
-            kern = self._prg.ising_blocks_sweep_philox
+            kern = self._sweep_prg.ising_blocks_sweep_philox
             k0, k1 = (np.uint32(v) for v in seed_key(self.seed))
             for s in range(self._sweeps, self._sweeps + n):
                 t0 = np.uint64(s * self.inner_sweeps)
@@ -294,6 +313,39 @@ class BlocksBackend:
                     kern(q, gsize, lsize, self._spins, self._thr, ntx, nty, np.uint32(colour),
                          k, t0, k0, k1)
         self._sweeps += n
+
+    def _set_thresholds(self, thr):
+        """Upload the kernel's table for `thr` (R, 2, 5): the thresholds, or in
+        joint mode the replicas' alias tables, with the program specialised to
+        the class structure (ValueError, before any upload, for a
+        spins_per_word the thresholds do not allow)."""
+        q = self.dev.queue
+        self._sweep_prg = self._prg
+        data = thr
+        if self.spins_per_word != 1:
+            plan = _thr.decision_plan(thr, self.spins_per_word, self._row_bits, self._tables)
+            if plan.layout is not None:
+                lay = plan.layout
+                self._sweep_prg = self._joint_program(plan.always, plan.slots,
+                                                      (lay.k, lay.field, lay.shift, lay.cells))
+                data = plan.data
+        if data.nbytes > self._thr.size:
+            self._thr = cl.Buffer(self.dev.context, cl.mem_flags.READ_ONLY, data.nbytes)
+        cl.enqueue_copy(q, self._thr, np.ascontiguousarray(data), is_blocking=True)
+        self._thr_host = thr
+
+    def _joint_program(self, always, slots, joint):
+        key = (always, slots, joint)
+        if key not in self._joint_prg:
+            W, H = self.tile
+            prg = self.dev.build("ising/blocks.cl", W=W, H=H, rng=self.rng, unroll=self.unroll,
+                                 joint=joint, always=always, slots=slots)
+            cap = prg.ising_blocks_sweep_philox.work_group_limit(self.dev)
+            if cap < self._ipg:
+                raise ValueError(f"a {W}x{H} tile needs {self._ipg} work items per group; the joint "
+                                 f"sweep kernel allows {cap} on {self.dev.name}: choose a smaller tile")
+            self._joint_prg[key] = prg
+        return self._joint_prg[key]
 
     @property
     def sweeps_done(self):
@@ -323,7 +375,7 @@ class BlocksBackend:
     def _config(self):
         return {"algorithm": self.algorithm, "shape": self.shape, "n_replicas": self.n_replicas,
                 "rng": self.rng, "seed": self.seed, "inner_sweeps": self.inner_sweeps,
-                "tile": self.tile}
+                "tile": self.tile, "spins_per_word": self.spins_per_word}
 
     def get_state(self) -> dict:
         """Everything but the spins that a bit-exact resume needs: the
@@ -340,10 +392,18 @@ class BlocksBackend:
         configuration."""
         if not isinstance(state, dict):
             raise TypeError(f"state must be a dict from get_state(), got {type(state).__name__}")
-        missing = sorted((set(self._config()) | {"sweeps", "rng_states"}) - set(state))
+        # the update mode follows the state (states from before the joint mode
+        # have none: they drew one word per site)
+        spw = state.get("spins_per_word", 1)
+        spw = check.choice("state['spins_per_word']", spw if isinstance(spw, str) else int(spw),
+                           (1, "auto") + _thr.JOINT_SPINS)
+        if spw != 1 and self.rng != "philox":
+            raise ValueError(f"state['spins_per_word'] = {spw!r} needs rng='philox'")
+        config = {k: v for k, v in self._config().items() if k != "spins_per_word"}
+        missing = sorted((set(config) | {"sweeps", "rng_states"}) - set(state))
         if missing:
             raise ValueError(f"state lacks {missing}")
-        for key, mine in self._config().items():
+        for key, mine in config.items():
             theirs = tuple(state[key]) if isinstance(mine, tuple) else state[key]
             if theirs != mine:
                 raise ValueError(f"state has {key}={state[key]!r}, this backend {mine!r}")
@@ -355,6 +415,8 @@ class BlocksBackend:
                 raise ValueError(f"state['rng_states'] must be uint32 of shape ({n},)")
             cl.enqueue_copy(self.dev.queue, self._states, np.ascontiguousarray(st))
         self._sweeps = sweeps
+        if spw != self.spins_per_word:
+            self.spins_per_word, self._thr_host = spw, None
 
 
 # ---------------------------------------------------------------- NumPy twin
@@ -378,10 +440,11 @@ def _philox_label(i, W):
 
 
 def reference_sweeps(spins, thresholds, n, *, tile, rng, seed=0, inner_sweeps=1,
-                     sweeps_done=0, rng_states=None):
+                     sweeps_done=0, rng_states=None, spins_per_word=None):
     """NumPy twin of ``n`` calls of :meth:`BlocksBackend.sweep` (slow; tiny
     lattices).  spins int8 (R, Ly, Lx), thresholds (R, 2, 5); halfbit-lcg takes
-    the LCG states (default: the backend's initial ones).  Returns (spins,
+    the LCG states (default: the backend's initial ones); spins_per_word as
+    the backend's (philox; default DEFAULT_SPINS_PER_WORD).  Returns (spins,
     rng_states or None)."""
     s = np.array(spins, dtype=np.int8)
     R, Ly, Lx = s.shape
@@ -395,6 +458,16 @@ def reference_sweeps(spins, thresholds, n, *, tile, rng, seed=0, inner_sweeps=1,
     else:
         states = None
     maps = [_pass_sites(W, H, c) for c in (0, 1)]
+    if spins_per_word is None:
+        spins_per_word = _thr.DEFAULT_SPINS_PER_WORD if rng == "philox" else 1
+    plan = None
+    if rng == "philox" and spins_per_word != 1:
+        row_bits = math.gcd(_geometry(W, H)["BW"], Lx // 8)
+        plan = _thr.decision_plan(np.asarray(thresholds, dtype=np.uint32), spins_per_word, row_bits)
+        if plan.layout is None:
+            plan = None
+        else:
+            level = plan.levels(10)
     rep, ty, tx = (a.ravel() for a in np.meshgrid(np.arange(R), np.arange(nty), np.arange(ntx),
                                                   indexing="ij"))
     for sweep in range(sweeps_done, sweeps_done + n):
@@ -411,11 +484,28 @@ def reference_sweeps(spins, thresholds, n, *, tile, rng, seed=0, inner_sweeps=1,
                     Y, X = yt * H + ly, xt * W + lx
                     Rr = np.broadcast_to(rt, Y.shape)
                     s0 = s[Rr, Y, X]
-                    k = ((s[Rr, (Y - 1) % Ly, X] == s0).astype(int) + (s[Rr, (Y + 1) % Ly, X] == s0)
-                         + (s[Rr, Y, (X - 1) % Lx] == s0) + (s[Rr, Y, (X + 1) % Lx] == s0))
-                    limit = thr[Rr, (s0 < 0).astype(int), k]
+                    k_al = ((s[Rr, (Y - 1) % Ly, X] == s0).astype(int) + (s[Rr, (Y + 1) % Ly, X] == s0)
+                            + (s[Rr, Y, (X - 1) % Lx] == s0) + (s[Rr, Y, (X + 1) % Lx] == s0))
+                    limit = thr[Rr, (s0 < 0).astype(int), k_al]
                     if states is not None:
                         w = words[..., 32 * c:32 * c + 32]
+                    elif plan is not None:
+                        npass = 2 * (sweep * inner_sweeps + t) + c
+                        lam = _philox_label(X // 2, W)
+                        k = plan.layout.k
+                        grp = lam // k
+                        ctr = np.stack(np.broadcast_arrays(Y * (Lx // (8 * k)) + grp // 4, npass & _M32,
+                                                           npass >> 32, Rr), axis=-1)
+                        w = philox_numpy(ctr.reshape(-1, 4), key).reshape(*Y.shape, 4)
+                        w = np.take_along_axis(w, (grp % 4)[..., None], axis=-1)[..., 0]
+                        region = np.empty(w.shape, dtype=np.int64)
+                        for r in range(R):
+                            sel = Rr == r
+                            region[sel] = _thr.decode_words(w[sel], plan.data[r], plan.layout)[
+                                np.arange(int(sel.sum())), (lam[sel] % k)]
+                        need = level[(s0 < 0).astype(int) * 5 + k_al]
+                        s[Rr, Y, X] = np.where(region >= need, -s0, s0)
+                        continue
                     else:
                         npass = 2 * (sweep * inner_sweeps + t) + c
                         lam = _philox_label(X // 2, W)

@@ -1,9 +1,16 @@
-"""``algorithm="checkerboard"``: one int8 per spin, red/black half-sweeps.
+"""``algorithm="checkerboard"``: one int8 per spin, red/black half-sweeps; the
+two colours are kept in separate byte arrays (a sweep reads one and writes the
+other), converted from and to the natural layout on the device.
 
-Each work item updates 4 consecutive compact sites of one colour with the 4
+Each group of 4 consecutive compact sites of one colour is decided by the 4
 words of one Philox call (or 4 steps of its own generator state for
 rng="lcg" / "xorshift32": one state per (replica, colour, group of 4 sites),
 seeded by clphys.rng.chained_seeds). Kernels: cl_kernels/ising/checkerboard.cl.
+
+Option ``chunks``: True runs ising_cb_sweep16 (one work item per 16 sites of a
+colour row: vector loads, neighbour counts of 16 bytes at once; Lx a multiple
+of 32), False ising_cb_sweep (one work item per group of 4 sites, any even
+Lx); None: chunks where Lx allows. Same words, same spins.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ class CheckerboardBackend:
     algorithm = "checkerboard"
     dims = (2, 3)
     rngs = ("philox", "lcg", "xorshift32")
-    options = {"wg": None}
+    options = {"wg": None, "chunks": None}
 
     @classmethod
     def check_shape(cls, shape):
@@ -34,14 +41,18 @@ class CheckerboardBackend:
 
     @classmethod
     def check_options(cls, options):
-        return check_options(cls, options)
+        opts = check_options(cls, options)
+        if opts["chunks"] is not None:
+            _validate.choice("chunks", opts["chunks"], (True, False))
+        return opts
 
     @classmethod
     def device_bytes(cls, facts, shape, n_replicas, rng="philox", **options) -> dict:
         """{buffer: bytes} this backend allocates (for the memory check)."""
         N = int(np.prod(shape))
         groups = -(-(N // 2) // 4)
-        need = {"spins (int8)": n_replicas * N, "partial sums": SumsReducer.nbytes(facts, n_replicas, N),
+        need = {"spins (int8)": n_replicas * N, "natural layout (int8)": n_replicas * N,
+                "partial sums": SumsReducer.nbytes(facts, n_replicas, N),
                 "thresholds": 4 * n_replicas * 2 * (2 * len(shape) + 1)}
         if rng != "philox":
             need["generator states"] = 4 * n_replicas * 2 * groups
@@ -56,11 +67,16 @@ class CheckerboardBackend:
         self.N = int(np.prod(shape))
         self.groups = -(-(self.N // 2) // 4)
         Lz = shape[2] if self.dim == 3 else 1
-        self.reducer = SumsReducer(dev, n_replicas, self.N)
+        self.chunks = shape[0] % 32 == 0 if opts["chunks"] is None else opts["chunks"]
+        if self.chunks and shape[0] % 32:
+            raise ValueError(f"chunks=True needs Lx a multiple of 32, got Lx = {shape[0]}")
+        self.items = n_replicas * (self.N // 32 if self.chunks else self.groups)
+        self.reducer = SumsReducer(dev, n_replicas, self.N // 2)
         self.prg = dev.build("ising/checkerboard.cl", dim=self.dim, Lx=shape[0], Ly=shape[1], Lz=Lz,
                              rng=rng, wg=wg, rwg=self.reducer.wg)
         mf = cl.mem_flags
-        self.spins_buf = zeroed_buffer(dev, n_replicas * self.N)
+        self.spins_buf = zeroed_buffer(dev, n_replicas * self.N)      # colour 0, then colour 1
+        self._nat = None                                              # natural layout, for transfers
         self.thr_buf = cl.Buffer(dev.context, mf.READ_ONLY, n_replicas * 2 * (2 * self.dim + 1) * 4)
         self._thr = None
         n_states = n_replicas * 2 * self.groups if rng != "philox" else 1
@@ -74,15 +90,24 @@ class CheckerboardBackend:
         enqueue_upload(self.dev.queue, buf, array)
 
     # ------------------------------------------------------------ spins
+    def _natural(self):
+        if self._nat is None:
+            self._nat = zeroed_buffer(self.dev, self.R * self.N)
+        return self._nat
+
     def set_spins(self, spins):
-        self._upload(self.spins_buf, np.ascontiguousarray(spins, dtype=np.int8))
+        self._upload(self._natural(), np.ascontiguousarray(spins, dtype=np.int8))
+        self.set_spins_device(self._nat)
 
     def set_spins_device(self, buffer):
-        cl.enqueue_copy(self.dev.queue, self.spins_buf, buffer, byte_count=self.R * self.N)
+        self.prg.ising_cb_split(self.dev.queue, (self.R * self.N,), None, buffer, self.spins_buf,
+                                np.uint32(self.R))
 
     def spins(self):
+        self.prg.ising_cb_merge(self.dev.queue, (self.R * self.N,), None, self.spins_buf,
+                                self._natural(), np.uint32(self.R))
         out = np.empty((self.R,) + tuple(reversed(self.shape)), dtype=np.int8)
-        cl.enqueue_copy(self.dev.queue, out, self.spins_buf)
+        cl.enqueue_copy(self.dev.queue, out, self._nat)
         return out
 
     # ------------------------------------------------------------ dynamics
@@ -91,10 +116,10 @@ class CheckerboardBackend:
         if self._thr is None or not np.array_equal(thr, self._thr):
             self._thr = thr.copy()
             self._upload(self.thr_buf, self._thr)
-        items = self.R * self.groups
+        items = self.items
         local = (self.wg,) if self.wg else None
         glob = (-(-items // self.wg) * self.wg,) if self.wg else (items,)
-        k = self.prg.ising_cb_sweep
+        k = self.prg.ising_cb_sweep16 if self.chunks else self.prg.ising_cb_sweep
         for _ in range(n):
             lo, hi = self.t & 0xFFFFFFFF, self.t >> 32
             for c in (0, 1):
@@ -108,7 +133,7 @@ class CheckerboardBackend:
         """See clphys.ising.backends: int64 pair (bond, M) of measurement `index`."""
         red = self.reducer
         self.prg.ising_cb_sums(self.dev.queue, (self.R * red.parts * red.wg,), (red.wg,),
-                               self.spins_buf, red.partial, np.uint32(red.parts))
+                               self.spins_buf, red.partial, np.uint32(red.parts), np.uint32(self.R))
         red.finish(buffer, index)
 
     def sums(self):

@@ -1,7 +1,16 @@
 """``algorithm="multispin"``: one bit per spin, 32 spins per word, bitwise
-neighbour counting and one Philox word per spin (cl_kernels/ising/multispin.cl).
+neighbour counting (cl_kernels/ising/multispin.cl).
 
 Options (None: the device's default, from its DeviceFacts):
+
+* ``spins_per_word``: how many spins one 32-bit Philox word decides. 1: one
+  word per site update, the words and spins of the checkerboard algorithm
+  (clphys.ising.reference.checkerboard_sweeps); "auto" (default,
+  DEFAULT_SPINS_PER_WORD) or 2, 4, 8: one word decides the Metropolis tests of
+  k spins through a per-replica alias table whose single-spin acceptance
+  probabilities equal the one-word ones exactly (clphys.ising.thresholds,
+  docs/ising.md "Several spins per random word"); "auto" takes the largest k
+  the table allows (4 for the ferromagnet in zero field, 2D and 3D);
 
 * ``lanes``: 4 or 8 Philox counters per vector call (SIMD width on CPUs;
   default 8 there), or 1: scalar Philox calls, each word's 32 spins in
@@ -10,14 +19,26 @@ Options (None: the device's default, from its DeviceFacts):
   (default on GPUs: fewest instructions per spin, coalesced loads);
 * ``words_per_item``: words (32 spins each) per work item, reduced to the
   largest power of two that fits: with lanes 4/8, 1, 2, 4 or 8 consecutive
-  words of a row (dividing the words per row); with lanes 1, 1 to 32 words
-  of consecutive rows (dividing Ly), one per loop step (default 4, halved on
+  words of a row (dividing the words per row; with rows shorter than that and
+  one launch per half-sweep, of whole consecutive rows); with lanes 1, 1
+  to 32 words of consecutive rows (dividing Ly), one per loop step (default 4, halved on
   GPUs while the launch would have fewer than ``MIN_GROUPS_PER_CU`` work
   groups per compute unit);
 * ``accept`` (lanes 1): "select" (default) picks each spin's threshold from
   slot-index bit planes, then one integer compare; "compare" compares every
   word with every slot's threshold into one packed mask per slot;
-* ``wg``: work-group size; None lets the driver choose on CPUs, 128 on GPUs.
+* ``wg``: work-group size; None lets the driver choose on CPUs, 128 on GPUs;
+* ``sweeps_per_launch``: 1 launches one kernel per half-sweep; m > 1 runs up
+  to m sweeps per launch (ising_ms_multisweep: a work group keeps a band of
+  rows (2D) or z planes (3D) with a halo of 2m slabs in local memory, or a
+  whole replica when it fits, and sweeps it between barriers; the halo
+  shrinks by one slab per half-sweep, so the spins are exactly those of m
+  sweeps of single launches). None: MULTISWEEP_SWEEPS for up to
+  MULTISWEEP_MAX_SITES sites in all (where launches, not the device, set the
+  pace), else 1;
+* ``band``: slabs per band of the multi-sweep kernel (a divisor of Ly in 2D,
+  Lz in 3D; the whole side: no halo); None: the cheapest that fits local
+  memory by a simple cost model (see _best_band).
 
 The threshold table is split on the host into classes accepted with certainty
 (threshold 2^32 - 1 in every replica) and slots of classes that share a
@@ -32,43 +53,40 @@ import pyopencl as cl
 
 from .. import _validate
 from .. import rng as _rng
+from . import thresholds as _thr
 from ._device import (SumsReducer, check_options, check_sides, device_wg, enqueue_upload,
                       zeroed_buffer)
 
 MAX_SITES = 2**32          # 32-bit compact and in-row site indices in the kernels
-ALWAYS = 0xFFFFFFFF
-
-
-def threshold_structure(thresholds):
-    """(always, slots, per-slot thresholds (R, len(slots))) of a (R, 2, 2*dim+1) table."""
-    thr = np.asarray(thresholds, dtype=np.uint32)
-    cols = thr.reshape(thr.shape[0], -1)
-    always = tuple(c for c in range(cols.shape[1]) if np.all(cols[:, c] == ALWAYS))
-    slots, values = [], []
-    for c in range(cols.shape[1]):
-        if c in always:
-            continue
-        for i, v in enumerate(values):
-            if np.array_equal(v, cols[:, c]):
-                slots[i].append(c)
-                break
-        else:
-            slots.append([c])
-            values.append(cols[:, c])
-    table = np.stack(values, axis=1) if values else np.zeros((cols.shape[0], 1), np.uint32)
-    return always, tuple(tuple(s) for s in slots), np.ascontiguousarray(table)
+threshold_structure = _thr.threshold_structure     # re-exported (older imports)
+DEFAULT_SPINS_PER_WORD = _thr.DEFAULT_SPINS_PER_WORD     # the switch lives in thresholds.py
+SPINS_PER_WORD = (1, "auto") + _thr.JOINT_SPINS
 
 
 class MultispinBackend:
     algorithm = "multispin"
     dims = (2, 3)
     rngs = ("philox",)
-    options = {"words_per_item": None, "lanes": None, "accept": "select", "wg": None}
+    options = {"words_per_item": None, "lanes": None, "accept": "select", "wg": None,
+               "spins_per_word": None, "sweeps_per_launch": None, "band": None}
     # defaults by device kind (DeviceFacts.is_gpu): see the module docstring and
     # docs/ising.md "Speed" for the measurements behind them
     GPU_DEFAULTS = {"lanes": 1, "words_per_item": 4}
     MIN_GROUPS_PER_CU = 6
     CPU_DEFAULTS = {"lanes": 8, "words_per_item": 4}
+    # Several sweeps per launch up to this many sites (all replicas), by
+    # DeviceFacts.is_gpu: two launches per sweep (~10 us each on an H100,
+    # 15-30 us on PoCL) cost more than the sweep itself there.
+    MULTISWEEP_MAX_SITES = {True: 2**25, False: 2**19}
+    MULTISWEEP_SWEEPS = {True: {"band": 2, "whole": 4}, False: {"band": 8, "whole": 8}}
+    MULTISWEEP_WG = {True: 1024, False: 256}
+    # On CPUs (one core per work group) the multi-sweep kernel is used only
+    # where it is cheaper than single launches by the model of _best_band
+    # with a launch worth CPU_LAUNCH_WORDS word updates of one core (PoCL:
+    # 15-30 us per launch, ~40-70 ns per 32-spin word; this value reproduced
+    # every ordering measured on 2 cores for 2D L = 64..512, 3D L = 16..64 and
+    # 64 replicas of 64^2)
+    CPU_LAUNCH_WORDS = 400
 
     @classmethod
     def check_shape(cls, shape):
@@ -88,6 +106,14 @@ class MultispinBackend:
             allowed = (1, 2, 4, 8) if opts["lanes"] in (4, 8) else (1, 2, 4, 8, 16, 32)
             _validate.choice("words_per_item", opts["words_per_item"], allowed)
         _validate.choice("accept", opts["accept"], ("select", "compare"))
+        if opts["spins_per_word"] is not None:
+            _validate.choice("spins_per_word", opts["spins_per_word"], SPINS_PER_WORD)
+        if opts["sweeps_per_launch"] is not None:
+            _validate.integer("sweeps_per_launch", opts["sweeps_per_launch"], 1, 2**16)
+        if opts["band"] is not None:
+            _validate.integer("band", opts["band"], 1)
+            if opts["sweeps_per_launch"] == 1:
+                raise ValueError("band needs sweeps_per_launch > 1 (or None)")
         return opts
 
     @classmethod
@@ -95,9 +121,14 @@ class MultispinBackend:
         """{buffer: bytes} this backend allocates for n_replicas lattices of
         `shape` (for the memory check before any device work)."""
         words = int(np.prod(shape[1:])) * max(1, shape[0] // 64)
-        return {"spins (1 bit each)": 2 * 4 * n_replicas * words,
+        spins = 2 * 4 * n_replicas * words
+        need = {"spins (1 bit each)": spins,
                 "partial sums": SumsReducer.nbytes(facts, n_replicas, words),
-                "thresholds": 4 * n_replicas * 2 * (2 * len(shape) + 1)}
+                "thresholds": 4 * n_replicas * 2 * (2 * len(shape) + 1),
+                "joint decision tables": 8 * _thr.MAX_CELLS * n_replicas}
+        if n_replicas * int(np.prod(shape)) <= cls.MULTISWEEP_MAX_SITES[facts.is_gpu]:
+            need["band copies (several sweeps per launch)"] = spins
+        return need
 
     def __init__(self, dev, shape, n_replicas, *, rng, seed, **options):
         opts = self.check_options(options)
@@ -115,11 +146,25 @@ class MultispinBackend:
         S = Lx // 2
         self.WR = max(1, S // 32)
         self.rows = Ly * self.Lz
-        # lanes 4/8: W consecutive words of a row; lanes 1: W consecutive rows
-        # of a z plane (one word each)
+        # lanes 4/8: W consecutive words of a row (or of rows, below); lanes 1:
+        # W consecutive rows of a z plane (one word each)
+        wanted = W
         while (self.WR if lanes > 1 else Ly) % W:
             W //= 2
         self.words = self.rows * self.WR          # per colour and replica
+        self.row_bits = min(S, 32)                # spins per word
+        spw = opts["spins_per_word"]
+        self.spins_per_word = _thr.DEFAULT_SPINS_PER_WORD if spw is None else spw
+        if self.spins_per_word not in (1, "auto") and self.row_bits % self.spins_per_word:
+            raise ValueError(f"spins_per_word={self.spins_per_word} must divide the "
+                             f"{self.row_bits} spins of a row word (Lx = {Lx})")
+        self.sweeps_per_launch, self.band, self.mwg = self._plan_launches(opts, dev, lanes, W)
+        if lanes > 1 and self.WR < wanted and not self.band:
+            # short rows: an item takes W / WR whole rows of a z plane, so that
+            # the joint mode's Philox calls fill the SIMD lanes
+            W = wanted
+            while W > self.WR and Ly % (W // self.WR):
+                W //= 2
         if opts["words_per_item"] is None and dev.facts.is_gpu:
             # keep at least MIN_GROUPS_PER_CU work groups per compute unit (the
             # waves' tail costs more than the per-item setup saved)
@@ -129,26 +174,105 @@ class MultispinBackend:
         self.W, self.wg, self.lanes = W, wg, lanes
         self.reducer = SumsReducer(dev, n_replicas, self.words)
         self._params = dict(dim=self.dim, Lx=Lx, Ly=Ly, Lz=self.Lz, W=W, lanes=lanes, wg=wg,
-                            rwg=self.reducer.wg)
+                            rwg=self.reducer.wg, band=self.band, mwg=self.mwg)
         self._accept = opts["accept"]
         self._programs = {}
+        self._tables = {}             # joint tables by (layout, thresholds of a replica)
         # pack/unpack/sums come from the smallest variant (no slots)
-        self.prg = self._program(tuple(range(2 * (2 * self.dim + 1))), ())
+        self.prg = self._program(tuple(range(2 * (2 * self.dim + 1))), (), None)
         nbytes = 4 * n_replicas * self.words
         self.bufs = [zeroed_buffer(dev, nbytes) for _ in (0, 1)]
+        # the multi-sweep kernel reads one pair and writes the other, then they swap
+        self.alt = [zeroed_buffer(dev, nbytes) for _ in (0, 1)] if self.band else None
         self._nat = None
         self._thr_key = None
         self.key = _rng.seed_key(seed)
         self.t = 0
 
-    def _program(self, always, slots):
-        if (always, slots) not in self._programs:
+    def _plan_launches(self, opts, dev, lanes=1, W=1):
+        """(sweeps per launch, (slabs, halo) of a band or None, multi-sweep
+        work-group size: at most MULTISWEEP_WG, no larger than the first
+        half-sweep's words (runs of W words with lanes 4/8) need)."""
+        spl, band = opts["sweeps_per_launch"], opts["band"]
+        auto = spl is None
+        lout = self.Lz if self.dim == 3 else self.shape[1]
+        slab = 8 * (self.shape[1] if self.dim == 3 else 1) * self.WR     # bytes, both colours
+        budget = dev.facts.local_mem
+        gpu = dev.facts.is_gpu
+        if auto:
+            if self.R * self.N > self.MULTISWEEP_MAX_SITES[gpu]:
+                return 1, None, None
+            spl = self.MULTISWEEP_SWEEPS[gpu]["whole" if lout * slab <= budget else "band"]
+        if spl == 1:
+            return 1, None, None
+        mwg = min(self.MULTISWEEP_WG[gpu], dev.facts.max_work_group)
+        if band is None:
+            band = self._best_band(spl, lout, slab, budget, dev.facts.compute_units, mwg, gpu)
+            if band is None or (auto and not gpu and not self._cpu_gain(spl, band, lout, slab,
+                                                                     dev.facts.compute_units)):
+                if auto:
+                    return 1, None, None
+                raise ValueError(f"sweeps_per_launch={spl}: no band of {'z planes' if self.dim == 3 else 'rows'} "
+                                 f"with a {2 * spl}-slab halo on each side fits the "
+                                 f"{budget} bytes of local memory ({slab} bytes per slab); use fewer")
+        halo = 0 if band == lout else 2 * spl
+        if lout % band or (band + 2 * halo) * slab > budget:
+            raise ValueError(f"band must divide {lout} and, with a {halo}-slab halo on each side, fit "
+                             f"the {budget} bytes of local memory ({slab} bytes per slab); got {band}")
+        items = (band + 2 * halo - (2 if halo else 0)) * (slab // 8) // (W if lanes > 1 else 1)
+        floor = max(dev.facts.wg_multiple, 1)
+        while mwg // 2 >= max(items, floor):
+            mwg //= 2
+        return spl, (band, halo), mwg
+
+    def _cpu_gain(self, spl, band, lout, slab, units):
+        """Whether spl sweeps per launch with this band beat single launches on
+        a CPU: per sweep, 2 (launch + words of a colour / units) against
+        (launch + waves x words of one group) / spl, launch = CPU_LAUNCH_WORDS."""
+        words = slab // 8
+        halo = 0 if band == lout else 2 * spl
+        hs = band + 2 * halo
+        group = sum((hs if not halo else hs - 2 - 2 * j) * words for j in range(2 * spl))
+        plain = 2 * (self.CPU_LAUNCH_WORDS + self.R * lout * words / units)
+        multi = (self.CPU_LAUNCH_WORDS + -(-self.R * (lout // band) // units) * group) / spl
+        return multi < plain
+
+    def _best_band(self, spl, lout, slab, budget, units, mwg, gpu):
+        """The band (a divisor of the side, or the whole side: no halo) that fits
+        local memory and minimises waves of work groups x the time of one group:
+        on GPUs its rounds (words / work-group size per half-sweep), on CPUs
+        (one core per group) its words. None if no band fits."""
+        words_per_slab = slab // 8
+        best, best_cost = None, None
+        for T in range(lout, 0, -1):
+            halo = 0 if T == lout else 2 * spl
+            hs = T + 2 * halo
+            if lout % T or hs * slab > budget:
+                continue
+            slabs = [hs if not halo else hs - 2 - 2 * j for j in range(2 * spl)]
+            per_group = sum(max(1, -(-n * words_per_slab // mwg)) if gpu else n * words_per_slab
+                            for n in slabs)
+            cost = -(-self.R * (lout // T) // units) * per_group
+            if best_cost is None or cost < best_cost:
+                best, best_cost = T, cost
+        return best
+
+    def _program(self, always, slots, joint):
+        key = (always, slots, joint)
+        if key not in self._programs:
             params = dict(self._params)
             if self.lanes == 1:
                 params["accept"] = self._accept
-            self._programs[(always, slots)] = self.dev.build(
-                "ising/multispin.cl", always=always, slots=slots, **params)
-        return self._programs[(always, slots)]
+            prg = self.dev.build("ising/multispin.cl", always=always, slots=slots, joint=joint, **params)
+            if self.band and prg.ising_ms_multisweep.work_group_limit(self.dev) < self.mwg:
+                # registers cap the group: rebuild every program with the cap
+                # (a power of two) so that they stay interchangeable
+                cap = prg.ising_ms_multisweep.work_group_limit(self.dev)
+                self.mwg = self._params["mwg"] = 1 << (cap.bit_length() - 1)
+                self._programs.clear()
+                return self._program(always, slots, joint)
+            self._programs[key] = prg
+        return self._programs[key]
 
     def _natural(self):
         if self._nat is None:
@@ -178,8 +302,11 @@ class MultispinBackend:
         thr = np.ascontiguousarray(thresholds, dtype=np.uint32)
         key = thr.tobytes()
         if key != self._thr_key:
-            always, slots, table = threshold_structure(thr)
-            self.sweep_prg = self._program(always, slots)
+            plan = _thr.decision_plan(thr, self.spins_per_word, self.row_bits, self._tables)
+            always, slots, table = plan.always, plan.slots, plan.data
+            joint = plan.layout and (plan.layout.k, plan.layout.field, plan.layout.shift,
+                                     plan.layout.cells)
+            self.sweep_prg = self._program(always, slots, joint)
             self.thr_buf = cl.Buffer(self.dev.context, cl.mem_flags.READ_ONLY, table.nbytes)
             enqueue_upload(self.dev.queue, self.thr_buf, table)
             self._thr_key = key
@@ -189,14 +316,32 @@ class MultispinBackend:
         items = self.R * self.words // self.W
         local = (self.wg,) if self.wg else None
         glob = (-(-items // self.wg) * self.wg,) if self.wg else (items,)
+        q = self.dev.queue
+        if self.band:
+            return self._multisweep(n)
         k = self.sweep_prg.ising_ms_sweep
-        q, b = self.dev.queue, self.bufs
+        b = self.bufs
         for _ in range(n):
             lo, hi = np.uint32(self.t & 0xFFFFFFFF), np.uint32(self.t >> 32)
             for c in (0, 1):
                 k(q, glob, local, b[c], b[1 - c], self.thr_buf, np.uint32(c), np.uint32(self.R),
                   np.uint32(self.key[0]), np.uint32(self.key[1]), lo, hi)
             self.t += 1
+
+    def _multisweep(self, n):
+        k = self.sweep_prg.ising_ms_multisweep
+        lout = self.Lz if self.dim == 3 else self.shape[1]
+        glob = (self.R * (lout // self.band[0]) * self.mwg,)
+        done = 0
+        while done < n:
+            m = min(self.sweeps_per_launch, n - done)
+            lo, hi = np.uint32(self.t & 0xFFFFFFFF), np.uint32(self.t >> 32)
+            k(self.dev.queue, glob, (self.mwg,), self.bufs[0], self.bufs[1], self.alt[0], self.alt[1],
+              self.thr_buf, np.uint32(self.R), np.uint32(self.key[0]), np.uint32(self.key[1]), lo, hi,
+              np.uint32(2 * m))
+            self.bufs, self.alt = self.alt, self.bufs
+            self.t += m
+            done += m
 
     # ------------------------------------------------------------ observables
     def measure_into(self, buffer, index):
@@ -211,7 +356,64 @@ class MultispinBackend:
 
     # ------------------------------------------------------------ checkpoint
     def get_state(self):
-        return {"sweeps": self.t}
+        return {"sweeps": self.t, "spins_per_word": self.spins_per_word}
 
     def set_state(self, state):
+        """Sweep counter and update mode of a checkpoint (states written before
+        the joint mode existed have no spins_per_word: they used one word per spin)."""
         self.t = _validate.integer("state['sweeps']", state["sweeps"], 0, 2**63 - 2)
+        spw = state.get("spins_per_word", 1)
+        spw = spw if isinstance(spw, str) else _validate.integer("state['spins_per_word']", spw)
+        spw = _validate.choice("state['spins_per_word']", spw, SPINS_PER_WORD)
+        if spw not in (1, "auto") and self.row_bits % spw:
+            raise ValueError(f"state['spins_per_word'] = {spw} does not divide the {self.row_bits} "
+                             "spins of a row word")
+        if spw != self.spins_per_word:
+            self.spins_per_word, self._thr_key = spw, None
+
+
+def decision_counts(thresholds, words, *, spins_per_word=None, seed=0, device=None, items=256):
+    """Diagnostic of the sweep kernel's decision code (tests and benchmarks):
+    the code of the lanes = 1 sweep decides the spins of `words` random 32-spin
+    words with random neighbour words, per replica of `thresholds` (R, 2,
+    2 dim + 1), and counts proposals and accepted flips. Returns a dict of
+    int64 arrays: "class" (R, 2 (2 dim + 1), 2) = (accepted, proposed) per
+    class a (2 dim + 1) + k; "level" (R, D, k, 4) = (accepted, proposed,
+    accepted pairs, pairs) per level l = 1..D (in the plan's slot order) and
+    position j of a spin in its group, where a pair is the spins at positions
+    j, j + 1 of one group, both of level l; and "plan", the DecisionPlan."""
+    from ..runtime import resolve_device
+    thr = np.ascontiguousarray(thresholds, dtype=np.uint32)
+    if thr.ndim != 3 or thr.shape[1] != 2 or thr.shape[2] not in (5, 7):
+        raise ValueError(f"thresholds must have shape (R, 2, 5) or (R, 2, 7), got {thr.shape}")
+    words = _validate.integer("words", words, 1)
+    items = _validate.integer("items", items, 1)
+    spw = _thr.DEFAULT_SPINS_PER_WORD if spins_per_word is None else _validate.choice(
+        "spins_per_word", spins_per_word, SPINS_PER_WORD)
+    seed = _validate.seed(seed)
+    dim = (thr.shape[2] - 1) // 2
+    plan = _thr.decision_plan(thr, spw)
+    lay = plan.layout
+    cpw = 8 if lay is None else -(-(32 // lay.k) // 4)
+    iters = -(-words // items)
+    if items * iters * cpw >= 2**32:
+        raise ValueError(f"words = {words} is too many for one call (at most {2**32 // cpw - items})")
+    dev = resolve_device(device)
+    joint = lay and (lay.k, lay.field, lay.shift, lay.cells)
+    prg = dev.build("ising/multispin.cl", dim=dim, Lx=64, Ly=2, Lz=2 if dim == 3 else 1, W=1,
+                    lanes=1, wg=None, rwg=64, always=plan.always, slots=plan.slots, joint=joint,
+                    accept="select", stats=True)
+    R, D, gk = thr.shape[0], len(plan.slots), (lay.k if lay else 4)
+    ncls = 2 * (2 * dim + 1)
+    ncnt = 2 * ncls + 4 * D * gk
+    table = cl.Buffer(dev.context, cl.mem_flags.READ_ONLY, max(4, plan.data.nbytes))
+    enqueue_upload(dev.queue, table, plan.data)
+    out = zeroed_buffer(dev, 4 * R * items * ncnt)
+    k0, k1 = _rng.seed_key(seed)
+    prg.ising_ms_accept_stats(dev.queue, (items, R), None, table, np.uint32(k0), np.uint32(k1),
+                              np.uint32(iters), out)
+    counts = np.empty((R, items, ncnt), dtype=np.uint32)
+    cl.enqueue_copy(dev.queue, counts, out)
+    total = counts.astype(np.int64).sum(axis=1)
+    return {"class": total[:, :2 * ncls].reshape(R, ncls, 2),
+            "level": total[:, 2 * ncls:].reshape(R, D, gk, 4), "plan": plan}

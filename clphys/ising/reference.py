@@ -5,6 +5,7 @@ benchmark's correctness check on small lattices.
     spins = random_spins((8, 8), 2, seed=1)                 # (2, 8, 8) int8
     thr = np.stack([metropolis_thresholds(2, T) for T in (2.0, 2.5)])
     spins = checkerboard_sweeps(spins, thr, n=3, seed=1)    # sweeps 0, 1, 2
+    spins = multispin_sweeps(spins, thr, n=3, seed=1, sweep=3)   # joint decisions
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import rng as _rng
+from . import thresholds as _thr
 
 INIT_SWEEP = 2**63 - 1        # reserved sweep number of the random start
 
@@ -116,6 +118,57 @@ def checkerboard_sweeps(spins, thresholds, n=1, *, seed=0, sweep=0, rng="philox"
             thr = thresholds[rr, (me < 0).astype(np.int64), k]
             flat[:, sites] = np.where(w <= thr, -me, me)
     return spins if rng == "philox" else (spins, states)
+
+
+def multispin_sweeps(spins, thresholds, n=1, *, seed=0, sweep=0, spins_per_word="auto"):
+    """Twin of the multispin algorithm: `n` sweeps from sweep number `sweep`.
+
+    spins_per_word=1 is the checkerboard twin (one word per site update).
+    Otherwise (joint decisions, see cl_kernels/ising/multispin.cl): compact site
+    i of row `row` of a colour is bit b = i % 32 of word w = i // 32 (rows of
+    Lx < 64 have Lx/2 bits); the k spins of group g = b // k share the word of
+    Philox call h = g // 4 (component g % 4) with counter
+    ((row * WR + w) * CPW + h, r, t mod 2^32, 2 (t div 2^32) + colour), and
+    spin b % k of the group is accepted iff its region, decoded through the
+    replica's table, is >= the level of its class.
+    """
+    if spins_per_word == 1:
+        return checkerboard_sweeps(spins, thresholds, n, seed=seed, sweep=sweep)
+    spins = np.array(spins, dtype=np.int8, copy=True)
+    R = spins.shape[0]
+    shape = tuple(reversed(spins.shape[1:]))
+    dim = len(shape)
+    S = shape[0] // 2
+    row_bits, WR = min(S, 32), max(1, S // 32)
+    plan = _thr.decision_plan(np.asarray(thresholds, dtype=np.uint32), spins_per_word, row_bits)
+    level = plan.levels(2 * (2 * dim + 1))
+    lay = plan.layout
+    flat = spins.reshape(R, -1)
+    i = np.arange(int(np.prod(shape)) // 2) % S
+    row = np.arange(int(np.prod(shape)) // 2) // S
+    if lay is not None:
+        b = i % 32
+        group = b // lay.k
+        cpw = -(-(row_bits // lay.k) // 4)
+        call = (row * WR + i // 32) * cpw + group // 4
+        key = _rng.seed_key(seed)
+    for t in range(sweep, sweep + n):
+        for c in (0, 1):
+            sites = compact_sites(shape, c)
+            me = flat[:, sites]
+            k = sum((flat[:, nb] == me).astype(np.int64) for nb in _neighbours(shape, sites))
+            need = level[(me < 0) * (2 * dim + 1) + k]                  # (R, half)
+            accept = need == 0
+            if lay is not None:
+                for r in range(R):
+                    calls = np.arange(call.max() + 1)
+                    ctr = np.stack([calls, np.full_like(calls, r), np.full_like(calls, t & 0xFFFFFFFF),
+                                    np.full_like(calls, 2 * (t >> 32) + c)], axis=1)
+                    words = _rng.philox_numpy(ctr, key)[call, group % 4]
+                    regions = _thr.decode_words(words, plan.data[r], lay)
+                    accept[r] |= regions[np.arange(len(b)), b % lay.k] >= need[r]
+            flat[:, sites] = np.where(accept, -me, me)
+    return spins
 
 
 def sums(spins):

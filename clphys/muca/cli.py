@@ -1,0 +1,217 @@
+"""``clphys muca``: iterate multicanonical weights, run the production, print
+the density of states against the exact one (2D) and canonical averages."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from .._cli import add_checkpoint, add_device, add_output, add_plot, add_progress, check_outputs
+from ..runtime.files import atomic_output
+
+CHECKPOINT_EVERY = 60.0        # seconds between periodic checkpoints
+EXACT_MAX_L = 128              # Beale's exact ln g is computed up to here (about a minute at 128)
+SUMMARY_T = {2: (1.5, 2.0, 2.269185, 2.5, 3.0), 3: (3.5, 4.0, 4.5115, 5.0, 6.0)}
+
+
+def cmd_muca(args) -> int:
+    from .simulation import Multicanonical
+    check_outputs(args, (".npz",))
+    for name, value, low in (("--size", args.size, 2), ("--walkers", args.walkers, 1),
+                             ("--production-blocks", args.production_blocks, 2),
+                             ("--production-updates", args.production_updates, 1),
+                             ("--max-iterations", args.max_iterations, 0)):
+        if value is not None and value < low:
+            raise ValueError(f"{name} must be >= {low}, got {value}")
+    if args.kl is not None and not (math.isfinite(args.kl) and args.kl > 0):
+        raise ValueError(f"--kl must be a positive number, got {args.kl}")
+    t_start = time.perf_counter()
+    if args.resume:
+        saved = Multicanonical.peek(args.resume)          # checked before any device work
+        for name, given, key in (("--size", args.size, "L"), ("--dim", args.dim, "dim"),
+                                 ("--seed", args.seed, "seed"), ("--walkers", args.walkers, "walkers")):
+            if given is not None and given != saved[key]:
+                raise ValueError(f"{name} {given} does not match the checkpoint {args.resume!r} "
+                                 f"({saved[key]}); leave it out or start a new run")
+        sim = Multicanonical.load(args.resume, device=args.device)
+    else:
+        if args.size is None:
+            raise ValueError("--size is required (or --resume FILE)")
+        sim = Multicanonical(args.size, dim=args.dim or 2, walkers=args.walkers, seed=args.seed or 0,
+                             device=args.device)
+    o = sim.options
+    print(f"muca {sim.geom}, {sim.walkers} walkers, seed {sim.seed}, on {sim.device.name} "
+          f"(wg {o['wg']}, lattice {o['lattice']}, table {o['table']}, histogram {o['hist']})"
+          + (f", resumed from {args.resume}" if args.resume else ""), flush=True)
+
+    kl = args.kl if args.kl is not None else (sim.kl if args.resume else 1e-4)
+    saver = _Saver(sim, args.checkpoint)
+    with saver:
+        sim.iterate(kl=kl, max_iterations=args.max_iterations, progress=args.progress,
+                    callback=saver.maybe)
+        saver.save()
+        h = sim.history
+        it_seconds, it_flips = float(h.seconds.sum()), int(h.flips.sum())
+        state = (f"converged, d_k = {h.d_k[-1]:.3g} < {kl:g}" if sim.converged
+                 else f"NOT converged, d_k = {h.d_k[-1]:.3g} >= {kl:g}")
+        print(f"iterations  {len(h)} ({state}), width {h.width[-1]}/{sim.geom.full_width}")
+        print(f"time        {it_seconds:.3f} s for {it_flips:.4g} attempted flips: "
+              f"{it_flips / max(it_seconds, 1e-12) / 1e9:.3f} flips/ns (iteration phase)", flush=True)
+        res = sim.produce(blocks=args.production_blocks, updates=args.production_updates,
+                          progress=args.progress)
+    print(f"production  {res.blocks} blocks of walkers, {res.updates} recorded flips per walker "
+          f"(+{res.therm} thermalisation), {res.seconds:.3f} s, "
+          f"{res.flips / max(res.seconds, 1e-12) / 1e9:.3f} flips/ns, d_c = {res.chebyshev:.3f}")
+    exact = _exact(sim, res)
+    temps = np.array(SUMMARY_T[sim.dim])
+    c = res.canonical(temps)
+    ref = None
+    if sim.dim == 2:
+        from ..exact import finite_lattice
+        ref = finite_lattice(sim.L, temps)
+    print(f"{'T':>9} {'<E>/N':>22} {'C/N':>22}" + (f" {'exact <E>/N':>12} {'exact C/N':>10}" if ref else ""))
+    for i, T in enumerate(temps):
+        line = (f"{T:9.4f} {c.energy[i]:13.6f} ± {c.energy_err[i]:.1e} "
+                f"{c.specific_heat[i]:13.6f} ± {c.specific_heat_err[i]:.1e}")
+        if ref is not None:
+            line += f" {ref.energy[i]:12.6f} {ref.specific_heat[i]:10.6f}"
+        print(line)
+    print(f"wall        {time.perf_counter() - t_start:.3f} s in all (build and transfers included)")
+    if args.output:
+        _write_output(args.output, sim, res, exact)
+        print(f"output      {args.output}")
+    if args.plot:
+        _plot(args.plot, sim, res, exact)
+        print(f"plot        {args.plot}")
+    return 0
+
+
+class _Saver:
+    """Checkpoints every CHECKPOINT_EVERY seconds between iterations, after the
+    iteration phase, and on Ctrl-C (the Interrupted then says where)."""
+
+    def __init__(self, sim, path):
+        self.sim, self.path, self.last = sim, path, time.monotonic()
+
+    def save(self):
+        if self.path:
+            self.sim.save(self.path)
+            self.last = time.monotonic()
+
+    def maybe(self, record):
+        if self.path and time.monotonic() - self.last >= CHECKPOINT_EVERY:
+            self.save()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        if self.path and kind is not None and issubclass(kind, KeyboardInterrupt):
+            self.save()
+            exc.kept = f"state saved to {self.path}; continue with --resume {self.path}"
+        return False
+
+
+def _exact(sim, res):
+    """(ln g exact over res.energies, z = deviation / error) for 2D, printed; else None."""
+    if sim.dim != 2 or sim.L > EXACT_MAX_L:
+        return None
+    from ..exact import density_of_states
+    E, ln_g = density_of_states(sim.L)
+    exact = dict(zip(E.tolist(), ln_g))
+    missing = [int(e) for e in E if e not in set(res.energies.tolist())]
+    ex = np.array([exact.get(int(e), np.nan) for e in res.energies])
+    dev = res.ln_g - ex
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = dev / res.ln_g_err
+    i = int(np.nanargmax(np.abs(z)))
+    print(f"exact       max |ln g - ln g_exact| / error = {abs(z[i]):.2f} (at E = {res.energies[i]}), "
+          f"max |ln g - ln g_exact| = {np.nanmax(np.abs(dev)):.3g}, {len(E)} exact energies"
+          + (f", {len(missing)} never visited" if missing else ""))
+    return ex, z
+
+
+def _write_output(path, sim, res, exact):
+    T = np.linspace(*((1.0, 4.0) if sim.dim == 2 else (3.0, 7.0)), 121)
+    c = res.canonical(T)
+    arrays = dict(energies=res.energies, ln_g=res.ln_g, ln_g_err=res.ln_g_err, histogram=res.histogram,
+                  block_histograms=res.block_histograms, log_weights=res.log_weights,
+                  temperatures=T, energy=c.energy, energy_err=c.energy_err,
+                  specific_heat=c.specific_heat, specific_heat_err=c.specific_heat_err,
+                  history=np.array([[r.iteration, r.width, r.therm, r.updates, r.d_k, r.d_c, r.visited,
+                                     r.seconds, r.flips] for r in sim.history]),
+                  dim=sim.dim, L=sim.L, walkers=sim.walkers, seed=sim.seed, therm=res.therm,
+                  updates=res.updates)
+    if exact is not None:
+        arrays["ln_g_exact"] = exact[0]
+    with atomic_output(path) as tmp:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **arrays)
+
+
+def _plot(path, sim, res, exact):
+    from ..plotting import pyplot
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    e = res.energies / res.N
+    ax = axes[0]
+    ax.errorbar(e, res.ln_g, yerr=res.ln_g_err, fmt=".", ms=3, label="multicanonical")
+    if exact is not None:
+        ax.plot(e, exact[0], "k-", lw=0.8, label="exact (Beale)")
+    ax.set_xlabel("E / N")
+    ax.set_ylabel("ln g(E)")
+    ax.legend()
+    ax = axes[1]
+    if exact is not None:
+        ax.plot(e, exact[1], ".", ms=3)
+        ax.axhline(0, color="k", lw=0.6)
+        for s in (-3, 3):
+            ax.axhline(s, color="gray", ls="--", lw=0.6)
+        ax.set_ylabel("(ln g - exact) / error")
+    else:
+        ax.plot(e, res.ln_g_err, ".", ms=3)
+        ax.set_yscale("log")
+        ax.set_ylabel("error of ln g")
+    ax.set_xlabel("E / N")
+    ax = axes[2]
+    T = np.linspace(*((1.0, 4.0) if sim.dim == 2 else (3.0, 7.0)), 121)
+    c = res.canonical(T)
+    ax.fill_between(T, c.specific_heat - c.specific_heat_err, c.specific_heat + c.specific_heat_err,
+                    alpha=0.4, label="reweighted")
+    ax.plot(T, c.specific_heat, lw=0.8)
+    if sim.dim == 2:
+        from ..exact import finite_lattice
+        ax.plot(T, finite_lattice(sim.L, T).specific_heat, "k--", lw=0.8, label="exact (Kaufman)")
+    ax.set_xlabel("T")
+    ax.set_ylabel("C / N")
+    ax.legend()
+    fig.suptitle(f"multicanonical {sim.geom}, {sim.walkers} walkers, {len(sim.history)} iterations")
+    with atomic_output(path) as tmp:
+        fig.savefig(tmp, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+
+
+def add_parsers(sub):
+    p = sub.add_parser("muca", help="parallel multicanonical sampling: the density of states "
+                                    "and canonical averages at any temperature")
+    p.add_argument("--dim", type=int, choices=(2, 3), default=None, help="lattice dimension (default 2)")
+    p.add_argument("--size", "-L", type=int, default=None, help="linear size L (even)")
+    p.add_argument("--walkers", type=int, default=None,
+                   help="parallel walkers (default: what fills the device)")
+    p.add_argument("--seed", type=int, default=None, help="random seed (default 0)")
+    p.add_argument("--kl", type=float, default=None,
+                   help="stop the weight iteration when d_k < KL (default 1e-4, or the checkpoint's)")
+    p.add_argument("--max-iterations", type=int, default=None)
+    p.add_argument("--production-blocks", type=int, default=None,
+                   help="groups of walkers for the jackknife errors (default 100)")
+    p.add_argument("--production-updates", type=int, default=None,
+                   help="recorded flips per walker in the production (default: blocks times one "
+                        "iteration's statistics)")
+    add_device(p)
+    add_progress(p)
+    add_plot(p, "draw ln g(E), its deviation from the exact one and C(T)")
+    add_output(p, "write ln g(E), errors, histograms and C(T) to FILE (.npz)")
+    add_checkpoint(p)
+    p.set_defaults(func=cmd_muca)

@@ -1,0 +1,271 @@
+"""The walkers on one device: buffers, kernels and launches (no protocol).
+
+An :class:`Engine` holds W walkers with global indices offset .. offset + W - 1
+out of `total`; every random word depends on the global index and the global
+step t only, so engines over disjoint walker ranges (e.g. MPI ranks) give
+histograms that add up to those of one engine with all walkers. Histograms are
+counted in 32 bits on the device and added into 64-bit host totals at
+deterministic points (every `limit` recorded steps, limit = (2^32 - 1) // W,
+so no count can wrap), and whenever the caller reads them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyopencl as cl
+
+from .. import _validate
+from ..rng import seed_key
+from ..runtime import zeros
+from ..runtime.memory import check_memory, format_bytes
+from .geometry import Geometry
+
+SITES_CAP = 1 << 16            # steps per launch (site descriptors: 16 bytes each)
+LATTICE_MODES = ("local", "global")
+TABLE_MODES = ("local", "global")
+HIST_MODES = ("local", "global")
+MAGNET_BUDGET = 64 << 20       # magnetization histograms are recorded by default up to this size
+# pip PoCL 3.0 (pthread device) corrupts its own memory once a work group uses
+# more than ~6 KiB of local memory (a plain 1600-word __local array, launched
+# once, breaks later launches and builds in the process), whatever it reports:
+# stay well below that on PoCL.
+POCL_LOCAL_BUDGET = 4096
+
+
+def default_walkers(facts) -> int:
+    """The paper's rule: compute units times resident work items per unit
+    (2048 on GPUs; 64 per core on CPUs)."""
+    return int(facts.compute_units) * (2048 if facts.is_gpu else 64)
+
+
+def _local_bytes(geom, wg, lattice, table, hist, hist_rows=2):
+    return ((wg * geom.words * 4 if lattice == "local" else 0)
+            + (geom.nbins * geom.ncls * 4 if table == "local" else 0)
+            + (hist_rows * geom.nbins * 4 if hist == "local" else 0))
+
+
+def choose_options(facts, geom: Geometry, wg=None, lattice=None, table=None, hist=None) -> dict:
+    """Work-group size and where lattice, threshold table and histogram live
+    during a launch: the caller's choices, checked, else defaults from `facts`:
+    each in local memory where it fits (fastest on PoCL; on GPUs the walker
+    lattices then never touch global memory inside a launch)."""
+    if lattice is not None:
+        _validate.choice("lattice", lattice, LATTICE_MODES)
+    if table is not None:
+        _validate.choice("table", table, TABLE_MODES)
+    if hist is not None:
+        _validate.choice("hist", hist, HIST_MODES)
+    room = min(facts.local_mem, POCL_LOCAL_BUDGET) if facts.vendor == "pocl" else facts.local_mem
+    if wg is None:
+        wanted = (128, 64) if facts.is_gpu else ((8,) if facts.vendor == "oclgrind" else (64,))
+        candidates = [c for c in wanted if c <= facts.max_work_group] or [facts.max_work_group]
+    else:
+        candidates = [_validate.integer("wg", wg, 1, facts.max_work_group)]
+    if table is None:
+        table = "local" if geom.nbins * geom.ncls * 4 <= room // 2 else "global"
+    if hist is None:
+        hist = "local" if _local_bytes(geom, 1, "global", table, "local") <= room * 3 // 4 else "global"
+    if lattice is None:
+        fits = [c for c in candidates if _local_bytes(geom, c, "local", table, hist) <= room]
+        lattice = "local" if fits else "global"
+        candidates = fits or candidates
+    wg = candidates[0]
+    need = _local_bytes(geom, wg, lattice, table, hist)
+    if need > room:
+        raise ValueError(f"lattice={lattice!r}, table={table!r}, hist={hist!r} with wg = {wg} need "
+                         f"{format_bytes(need)} of local memory per work group for {geom}; "
+                         f"{facts.name or 'the device'} allows {format_bytes(room)}"
+                         + (" (PoCL: a safe cap, see POCL_LOCAL_BUDGET)" if facts.vendor == "pocl" else "")
+                         + ": choose 'global' for some of them or a smaller wg")
+    return {"wg": wg, "lattice": lattice, "table": table, "hist": hist}
+
+
+def buffer_sizes(geom: Geometry, walkers: int, slots: int = 1, magnet: bool = False) -> dict:
+    """Bytes of every device buffer an engine allocates."""
+    sizes = {"lattices": walkers * geom.words * 4, "energies": walkers * 4, "magnetizations": walkers * 4,
+             "thresholds": geom.nbins * geom.ncls * 4, "sites": SITES_CAP * 16,
+             "histograms": slots * geom.nbins * 4}
+    if magnet:
+        sizes["magnetization histograms"] = slots * geom.nbins * geom.nm * 4
+    return sizes
+
+
+class Engine:
+    """W walkers of `geom` on `dev` (see the module doc). Public state:
+    ``t`` (steps done by every walker), ``hist`` / ``moments`` (host totals)."""
+
+    def __init__(self, dev, geom: Geometry, walkers: int, seed: int, *, offset: int = 0,
+                 total: int | None = None, options: dict):
+        self.dev, self.geom, self.W = dev, geom, walkers
+        self.offset = offset
+        self.total = walkers if total is None else total
+        self.wg, self.lattice_mode = options["wg"], options["lattice"]
+        self.table_mode, self.hist_pref = options["table"], options["hist"]
+        self.key = seed_key(seed)
+        self.seed = seed
+        self._setup = dev.build("muca/setup.cl", **geom.template())
+        self.lattice = self._buffer(walkers * geom.words, np.uint32)
+        self.bins = self._buffer(walkers, np.int32)
+        self.mags = self._buffer(walkers, np.int32)
+        self.thr = self._buffer(geom.nbins * geom.ncls, np.uint32)
+        self.sites = self._buffer(SITES_CAP * 4, np.uint32)
+        self.limit = (2**32 - 1) // walkers            # recorded steps between flushes
+        self.t = 0
+        self._hist_buf = self._mhist_buf = None
+        self._programs = {}
+        self.slots = 0
+        self.configure(1, False)
+
+    # ----------------------------------------------------------- setup
+    @property
+    def queue(self):
+        return self.dev.queue
+
+    def _buffer(self, n, dtype):
+        # zeroed pyopencl arrays (clphys.runtime.zeros: on Oclgrind written from
+        # the host, and kept alive by the test suite; its checker otherwise
+        # confuses freed buffers with later ones); kernels get .data
+        return zeros(self.dev, max(1, n), dtype).data
+
+    def _groups(self):
+        return -(-self.W // self.wg)
+
+    def randomize(self):
+        """Random initial spins (Philox words), then measure."""
+        self._setup.muca_randomize(self.queue, (self._groups() * self.wg,), (self.wg,), self.lattice,
+                                   np.uint32(self.W), np.uint32(self.offset),
+                                   np.uint32(self.key[0]), np.uint32(self.key[1]))
+        return self.measure()
+
+    def measure(self):
+        """Energy bins and magnetizations of every walker recomputed from the spins."""
+        self._setup.muca_measure(self.queue, (self._groups() * self.wg,), (self.wg,), self.lattice,
+                                 self.bins, self.mags, np.uint32(self.W))
+        return self.read_bins()
+
+    def read_bins(self):
+        bins = np.empty(self.W, np.int32)
+        mags = np.empty(self.W, np.int32)
+        cl.enqueue_copy(self.queue, bins, self.bins)
+        cl.enqueue_copy(self.queue, mags, self.mags)
+        return bins, mags
+
+    def set_thresholds(self, thr):
+        thr = np.ascontiguousarray(thr, dtype=np.uint32)
+        if thr.shape != (self.geom.nbins, self.geom.ncls):
+            raise ValueError(f"thresholds must have shape {(self.geom.nbins, self.geom.ncls)}, got {thr.shape}")
+        cl.enqueue_copy(self.queue, self.thr, thr, is_blocking=True)
+
+    # ----------------------------------------------------------- histograms
+    def configure(self, slots: int, magnet: bool):
+        """Start new histograms: `slots` groups of walkers (jackknife blocks), and
+        (E, |M|) histograms if `magnet`. Totals restart at zero."""
+        g = self.geom
+        hist = self.hist_pref
+        if hist == "local" and self.total // slots < self.wg:
+            hist = "global"           # a work group could span three slots: count per walker
+        # one local row with one slot (the iterations): 4 KiB less per work group at L = 32
+        rows = 1 if slots == 1 else 2
+        key = (hist, bool(magnet), rows)
+        if key not in self._programs:     # built once per engine (each iteration configures)
+            self._programs[key] = self.dev.build(
+                "muca/update.cl", **g.template(), wg=self.wg, lattice=self.lattice_mode,
+                table=self.table_mode, hist=hist, magnet=bool(magnet), wide=self.W * g.words >= 2**32,
+                hist_rows=rows)
+        self._prog = self._programs[key]
+        msize = slots * g.nbins * g.nm if magnet else 1
+        if self._hist_buf is None or (slots, msize) != (self.slots, self._mhist_zero.size):
+            self._hist_zero = np.zeros(slots * g.nbins, np.uint32)
+            self._hist_buf = self._buffer(self._hist_zero.size, np.uint32)
+            self._mhist_zero = np.zeros(msize, np.uint32)
+            self._mhist_buf = self._buffer(msize, np.uint32)
+        self.slots, self.magnet, self.hist_mode = slots, bool(magnet), hist
+        self.hist = np.zeros((slots, g.nbins), np.int64)
+        self.moments = np.zeros((slots, g.nbins, 3), np.float64) if magnet else None
+        self._since = 0
+        self._zero_device()
+
+    def _zero_device(self):
+        cl.enqueue_copy(self.queue, self._hist_buf, self._hist_zero)
+        cl.enqueue_copy(self.queue, self._mhist_buf, self._mhist_zero)
+
+    def pending(self):
+        """The device's counts since the last flush: (hist, mhist or None, recorded steps)."""
+        g = self.geom
+        h = np.empty((self.slots, g.nbins), np.uint32)
+        cl.enqueue_copy(self.queue, h, self._hist_buf)
+        mh = None
+        if self.magnet:
+            mh = np.empty((self.slots, g.nbins, g.nm), np.uint32)
+            cl.enqueue_copy(self.queue, mh, self._mhist_buf)
+        return h, mh, self._since
+
+    def set_pending(self, hist, mhist, since):
+        cl.enqueue_copy(self.queue, self._hist_buf, np.ascontiguousarray(hist, np.uint32))
+        if self.magnet:
+            cl.enqueue_copy(self.queue, self._mhist_buf, np.ascontiguousarray(mhist, np.uint32))
+        self._since = int(since)
+
+    def flush(self):
+        """Add the device counts into the host totals and zero them."""
+        h, mh, _ = self.pending()
+        self.hist += h
+        if self.magnet:
+            # moments of |m| = |M| / N per (slot, bin): sum of counts |m|^1, ^2, ^4
+            am = 2.0 * np.arange(self.geom.nm) / self.geom.N
+            c = mh.astype(np.float64)
+            self.moments += np.stack([c @ am, c @ am**2, c @ am**4], axis=-1)
+        self._zero_device()
+        self._since = 0
+
+    # ----------------------------------------------------------- dynamics
+    def advance(self, n: int, n_skip: int):
+        """Steps t .. t + n - 1 for every walker; the first n_skip are not
+        recorded. Enqueued (the caller finishes the queue)."""
+        i = 0
+        while i < n:
+            chunk = min(n - i, SITES_CAP)
+            first_rec = max(0, n_skip - i)
+            if first_rec < chunk:
+                if self._since == self.limit:
+                    self.flush()
+                chunk = min(chunk, first_rec + self.limit - self._since)
+            self._launch(chunk, min(first_rec, chunk))
+            self._since += max(0, chunk - first_rec)
+            i += chunk
+            if self._since == self.limit:
+                self.flush()
+
+    def _launch(self, n, n_skip):
+        t = self.t
+        lo, hi = np.uint32(t & 0xFFFFFFFF), np.uint32(t >> 32)
+        k0, k1 = np.uint32(self.key[0]), np.uint32(self.key[1])
+        blocks = ((t + n - 1) >> 2) - (t >> 2) + 1
+        self._setup.muca_sites(self.queue, (blocks,), None, self.sites, lo, hi, np.uint32(n), k0, k1)
+        self._prog.muca_update(self.queue, (self._groups() * self.wg,), (self.wg,), self.lattice,
+                               self.bins, self.mags, self.thr, self.sites, self._hist_buf,
+                               self._mhist_buf, np.uint32(n), np.uint32(n_skip), lo, hi, k0, k1,
+                               np.uint32(self.W), np.uint32(self.offset), np.uint32(self.slots),
+                               np.uint32(self.total))
+        self.t += n
+
+    # ----------------------------------------------------------- state
+    def read_lattice(self):
+        out = np.empty((self.geom.words, self.W), np.uint32)
+        cl.enqueue_copy(self.queue, out, self.lattice)
+        return out
+
+    def write_lattice(self, lattice, bins=None, mags=None):
+        lattice = np.ascontiguousarray(lattice, np.uint32)
+        if lattice.shape != (self.geom.words, self.W):
+            raise ValueError(f"lattice must have shape {(self.geom.words, self.W)}, got {lattice.shape}")
+        cl.enqueue_copy(self.queue, self.lattice, lattice)
+        if bins is not None:
+            cl.enqueue_copy(self.queue, self.bins, np.ascontiguousarray(bins, np.int32))
+            cl.enqueue_copy(self.queue, self.mags, np.ascontiguousarray(mags, np.int32))
+
+
+def check_engine_memory(dev, geom, walkers, slots=1, magnet=False):
+    check_memory(dev, buffer_sizes(geom, walkers, slots, magnet),
+                 f"multicanonical {geom} with {walkers} walkers",
+                 "Use fewer walkers (walkers=) or a smaller L.")

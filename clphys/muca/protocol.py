@@ -1,0 +1,108 @@
+"""The weight iteration of Gross, Zierenberg, Weigel and Janke (Comput. Phys.
+Commun. 2018) as host-side rules (NumPy only), and the acceptance thresholds.
+
+Per iteration, with w the widest energy range covered so far (in bins of
+dE = 4, at least `min_width`) and W the number of walkers:
+
+* n_therm = f_therm * w unrecorded flips per walker, then
+* n_updates = floor(u) + 1 recorded flips, u = factor * w^z / W while the
+  range is not fully covered, then u <- growth * u each iteration;
+* H(E) = the histogram of all walkers; d_k = sum P ln(P / Q) over the visited
+  bins (P = H / sum H, Q = 1 / number of visited bins) and d_c = max |H / m - 1|
+  (m the mean over visited bins); stop when d_k < kl (weights unchanged);
+* else the width grows to the range of bins with H > 1 and ln W(E) -= ln H(E)
+  on the visited bins inside it.
+
+This is the published code's rule (cudamuca). Q is 1 / (visited bins) rather
+than 1 / w: in 2D the two forbidden energies +-(2N - 4) lie inside the range,
+and with Q = 1 / w a perfectly flat histogram would have d_k = ln((N + 1) /
+(N - 1)) ~ 2 / N, above 1e-4 for L >= 16, so the iteration would never stop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import _validate
+
+
+@dataclass(frozen=True)
+class Protocol:
+    f_therm: float = 30.0
+    z: float = 2.25
+    factor: float = 6.0
+    growth: float = 1.1
+    min_width: int = 10
+
+    @classmethod
+    def checked(cls, f_therm=30.0, z=2.25, factor=6.0, growth=1.1, min_width=10):
+        return cls(_validate.real("f_therm", f_therm, 0.0, strict_min=True),
+                   _validate.real("z", z, 0.0, strict_min=True),
+                   _validate.real("factor", factor, 0.0, strict_min=True),
+                   _validate.real("growth", growth, 1.0),
+                   _validate.integer("min_width", min_width, 1))
+
+    def plan(self, width, full_width, walkers, u_prev):
+        """(n_therm, n_updates, u) of the next iteration; u_prev is the previous u (0 at first)."""
+        if width < full_width:
+            u = self.factor * float(width) ** self.z / walkers
+        else:
+            u = u_prev * self.growth
+        return int(self.f_therm * width), int(u) + 1, u
+
+
+def kullback_leibler(hist):
+    """d_k of `hist` against flat over its visited bins (0 for an empty histogram)."""
+    h = np.asarray(hist, dtype=np.float64)
+    h = h[h > 0]
+    if h.size == 0:
+        return 0.0
+    p = h / h.sum()
+    return float(np.sum(p * np.log(p * h.size)))
+
+
+def chebyshev(hist):
+    """d_c = max |H / m - 1| over the visited bins, m their mean count."""
+    h = np.asarray(hist, dtype=np.float64)
+    h = h[h > 0]
+    if h.size == 0:
+        return 0.0
+    return float(np.max(np.abs(h / h.mean() - 1.0)))
+
+
+def covered_range(hist):
+    """(first, last) bins with more than one count, or None."""
+    idx = np.nonzero(np.asarray(hist) > 1)[0]
+    return (int(idx[0]), int(idx[-1])) if idx.size else None
+
+
+def update_weights(log_w, hist):
+    """ln W(E) - ln H(E) on the visited bins of the covered range (a new array)."""
+    out = np.array(log_w, dtype=np.float64)
+    rng = covered_range(hist)
+    if rng is None:
+        return out
+    lo, hi = rng
+    h = np.asarray(hist[lo:hi + 1], dtype=np.float64)
+    seen = h > 0
+    out[lo:hi + 1][seen] -= np.log(h[seen])
+    return out
+
+
+def thresholds(log_w, dim):
+    """uint32 table thr[b, k] (shape (nbins, 2 dim + 1)): a flip from bin b with
+    k neighbours equal to the spin goes to bin b + k - dim and is accepted iff
+    the walker's raw 32-bit word w <= thr, i.e. with probability
+    min(1, exp(ln W(b') - ln W(b))) to within 2^-32 (thr = ceil(p 2^32) - 1, as
+    the Ising kernels). Moves off the range (impossible) get 0."""
+    log_w = np.asarray(log_w, dtype=np.float64)
+    nb = len(log_w)
+    b = np.arange(nb)[:, None]
+    target = b + np.arange(2 * dim + 1)[None, :] - dim
+    valid = (target >= 0) & (target < nb)
+    diff = np.where(valid, log_w[np.clip(target, 0, nb - 1)] - log_w[b], -np.inf)
+    p = np.exp(np.minimum(diff, 0.0))
+    thr = np.ceil(p * 2.0**32) - 1.0
+    return np.clip(thr, 0, 2**32 - 1).astype(np.uint32)

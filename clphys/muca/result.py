@@ -1,0 +1,167 @@
+"""What a multicanonical production run gives: ln g(E) with jackknife errors,
+and canonical averages at any temperature by reweighting.
+
+The production histogram H_b(E) of each block b (a group of independent
+walkers, all of whom ran the whole production) estimates g(E) W(E) up to a
+constant, so ln g(E) = ln H(E) - ln W(E) + c, with c fixed by sum g = 2^N.
+Errors are jackknife errors over the blocks (clphys.stats.jackknife_blocks):
+the blocks are independent Markov chains, so the errors hold however long the
+walkers' autocorrelation times are compared with the run.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import _validate
+from ..stats import jackknife_blocks
+from . import protocol
+
+
+@dataclass(frozen=True)
+class Canonical:
+    """Canonical averages per spin at temperatures T (k_B = J = 1), each with
+    its jackknife error: energy <E>/N, specific_heat (<E^2> - <E>^2)/(T^2 N),
+    and, where the production recorded magnetizations, abs_magnetization
+    <|M|>/N, m2 <M^2>/N^2, m4 <M^4>/N^4 and binder 1 - <M^4>/(3 <M^2>^2)
+    (None otherwise). Arrays over T, floats for a scalar T."""
+    T: object
+    energy: object
+    energy_err: object
+    specific_heat: object
+    specific_heat_err: object
+    abs_magnetization: object = None
+    abs_magnetization_err: object = None
+    m2: object = None
+    m2_err: object = None
+    m4: object = None
+    m4_err: object = None
+    binder: object = None
+    binder_err: object = None
+
+
+@dataclass(frozen=True)
+class MucaResult:
+    """A production run. Arrays over `energies`, the energies it visited (for
+    a converged 2D run: every accessible energy, -2N .. 2N except +-(2N - 4)).
+
+    ln_g, ln_g_err: ln g(E) normalised to sum g = 2^N, and its jackknife error;
+    histogram: the production counts (sum = walkers * updates);
+    block_histograms: (blocks, energies) counts of each group of walkers;
+    moments: (blocks, energies, 3) sums of |m|, m^2, m^4 (m = M/N) over the
+    recorded samples, or None; log_weights: ln W(E) of the run.
+    """
+    dim: int
+    L: int
+    walkers: int
+    blocks: int
+    therm: int
+    updates: int
+    energies: np.ndarray
+    ln_g: np.ndarray
+    ln_g_err: np.ndarray
+    histogram: np.ndarray
+    log_weights: np.ndarray
+    block_histograms: np.ndarray
+    moments: np.ndarray | None
+    converged: bool
+    iterations: int
+    seconds: float
+
+    @property
+    def N(self):
+        return self.L ** self.dim
+
+    @property
+    def flips(self):
+        """Attempted flips of the production run (thermalisation included)."""
+        return self.walkers * (self.therm + self.updates)
+
+    @property
+    def chebyshev(self):
+        """d_c of the production histogram over the visited energies."""
+        return protocol.chebyshev(self.histogram)
+
+    @property
+    def kullback_leibler(self):
+        return protocol.kullback_leibler(self.histogram)
+
+    def canonical(self, T) -> Canonical:
+        """Averages at temperature(s) T by reweighting the production run."""
+        T_arr = _validate.finite_array("T", T, dtype=float)
+        if T_arr.ndim > 1 or T_arr.size == 0 or np.any(T_arr <= 0):
+            raise ValueError(f"T must be a positive temperature or a 1-D array of them, got {T!r}")
+        temps = np.atleast_1d(T_arr)
+        n = len(self.energies)
+        magnet = self.moments is not None
+        data = self.block_histograms[:, None, :].astype(np.float64)
+        if magnet:
+            data = np.concatenate([data, np.moveaxis(self.moments, 2, 1)], axis=1)
+        E = self.energies.astype(np.float64)
+        N = self.N
+        w = self.log_weights
+
+        def estimate(mean):
+            h = mean[0]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                lng = np.log(h) - w
+                a = lng[None, :] - E[None, :] / temps[:, None]
+                a -= np.max(a, axis=1, keepdims=True)
+                p = np.exp(a)
+                p /= p.sum(axis=1, keepdims=True)
+                e = p @ E
+                var = np.sum(p * (E[None, :] - e[:, None]) ** 2, axis=1)
+                out = [e / N, var / (temps**2 * N)]
+                if magnet:
+                    m1, m2, m4 = (p @ np.where(h > 0, mean[k] / h, 0.0) for k in (1, 2, 3))
+                    out += [m1, m2, m4, 1.0 - m4 / (3.0 * m2**2)]
+            return np.array(out)
+
+        value, err = jackknife_blocks(data, estimate)
+        scalar = np.ndim(T_arr) == 0
+
+        def out(a):
+            return float(a[0]) if scalar else a
+
+        fields = dict(T=float(T_arr) if scalar else temps, energy=out(value[0]), energy_err=out(err[0]),
+                      specific_heat=out(value[1]), specific_heat_err=out(err[1]))
+        if magnet:
+            for k, name in enumerate(("abs_magnetization", "m2", "m4", "binder")):
+                fields[name], fields[name + "_err"] = out(value[2 + k]), out(err[2 + k])
+        return Canonical(**fields)
+
+    def __str__(self):
+        lines = [f"multicanonical {self.dim}D L = {self.L}: {self.walkers} walkers, {self.blocks} blocks, "
+                 f"{self.updates} recorded flips per walker, {len(self.energies)} energies",
+                 f"{'E':>8} {'ln g(E)':>14} {'error':>10}"]
+        for E, v, e in zip(self.energies, self.ln_g, self.ln_g_err):
+            lines.append(f"{int(E):8d} {v:14.6f} {e:10.2e}")
+        return "\n".join(lines)
+
+
+def make_result(geom, log_w_all, block_hist, block_moments, *, walkers, therm, updates,
+                converged, iterations, seconds) -> MucaResult:
+    """MucaResult from the per-block histograms over all bins."""
+    total = block_hist.sum(axis=0)
+    seen = np.nonzero(total > 0)[0]
+    H = block_hist[:, seen]
+    w = np.asarray(log_w_all, np.float64)[seen]
+    norm = geom.N * math.log(2.0)
+
+    def ln_g(mean):
+        with np.errstate(divide="ignore"):
+            v = np.log(mean) - w
+        finite = np.isfinite(v)
+        top = np.max(v[finite]) if finite.any() else 0.0
+        return v - top - math.log(np.sum(np.exp(v[finite] - top))) + norm
+
+    value, err = jackknife_blocks(H, ln_g)
+    moments = None if block_moments is None else np.ascontiguousarray(block_moments[:, seen, :])
+    return MucaResult(dim=geom.dim, L=geom.L, walkers=walkers, blocks=H.shape[0], therm=therm,
+                      updates=updates, energies=geom.energies(seen), ln_g=value, ln_g_err=err,
+                      histogram=total[seen].astype(np.int64), log_weights=w,
+                      block_histograms=H.astype(np.int64), moments=moments, converged=converged,
+                      iterations=iterations, seconds=seconds)

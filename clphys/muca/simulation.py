@@ -1,0 +1,481 @@
+"""Parallel multicanonical sampling: the weight iteration and the production run.
+
+    sim = Multicanonical(8, dim=2, walkers=None, seed=0)
+    history = sim.iterate(kl=1e-4)          # width, d_k, d_c, updates, seconds per iteration
+    res = sim.produce(blocks=100)           # ln g(E) with errors; res.canonical(T)
+
+The host loop is the published protocol (protocol.py); the walkers live on the
+device (engine.py). Every step of every walker is a pure function of (seed,
+global walker index, global step), and the work is queued in time-bounded
+slices (clphys.runtime.run_sliced), so Ctrl-C stops within about a second
+with the state consistent, and save()/load() resume bit for bit.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import astuple, dataclass, fields
+
+import numpy as np
+
+from .. import _validate
+from ..runtime import resolve_device
+from ..runtime.checkpoint import CheckpointError, field, load_checkpoint, save_checkpoint
+from ..runtime.longrun import Interrupted, interrupt_deferred, run_sliced
+from . import protocol as proto
+from .engine import (MAGNET_BUDGET, Engine, buffer_sizes, check_engine_memory, choose_options,
+                     default_walkers)
+from .geometry import Geometry
+from .result import MucaResult, make_result
+
+CHECKPOINT_KIND = "muca"
+TARGET_SECONDS = 0.25
+
+
+@dataclass(frozen=True)
+class IterationRecord:
+    """One weight iteration: the width w it used, its thermalisation and
+    recorded flips per walker, the flatness of its histogram (d_k, d_c), the
+    energies it visited, wall seconds and attempted flips (all walkers)."""
+    iteration: int
+    width: int
+    therm: int
+    updates: int
+    d_k: float
+    d_c: float
+    visited: int
+    seconds: float
+    flips: int
+
+
+class History(tuple):
+    """The iterations so far (IterationRecord items); ``history.d_k`` etc. give arrays."""
+
+    _fields = tuple(f.name for f in fields(IterationRecord))
+
+    def __getattr__(self, name):
+        if name in History._fields:
+            return np.array([getattr(r, name) for r in self])
+        raise AttributeError(name)
+
+    def __str__(self):
+        lines = [f"{'iter':>5} {'width':>7} {'therm':>9} {'updates':>9} {'d_k':>10} {'d_c':>8} "
+                 f"{'visited':>7} {'seconds':>8}"]
+        lines += [f"{r.iteration:5d} {r.width:7d} {r.therm:9d} {r.updates:9d} {r.d_k:10.3e} "
+                  f"{r.d_c:8.3f} {r.visited:7d} {r.seconds:8.3f}" for r in self]
+        return "\n".join(lines)
+
+
+class Multicanonical:
+    """W walkers, each an L^dim periodic Ising lattice (J = 1), sharing one set
+    of multicanonical weights.
+
+    L: even, >= 2; dim: 2 or 3; walkers: default the number that fills the
+    device (compute units x resident work items per unit); seed: 64-bit.
+    Protocol (Gross et al. 2018): f_therm, z, factor, growth, min_width.
+    Kernel options (results do not depend on them): wg, lattice, table, hist
+    ("local" or "global": where each lives during a launch).
+    """
+
+    def __init__(self, L, dim=2, walkers=None, seed=0, device=None, *, f_therm=30.0, z=2.25,
+                 factor=6.0, growth=1.1, min_width=10, wg=None, lattice=None, table=None, hist=None):
+        self.geom = Geometry.checked(L, dim)
+        self.protocol = proto.Protocol.checked(f_therm, z, factor, growth, min_width)
+        self.seed = _validate.seed(seed)
+        if walkers is not None:
+            walkers = _validate.integer("walkers", walkers, 1, 2**31 - 1)
+        dev = resolve_device(device)
+        self.walkers = default_walkers(dev.facts) if walkers is None else walkers
+        self.options = choose_options(dev.facts, self.geom, wg, lattice, table, hist)
+        check_engine_memory(dev, self.geom, self.walkers)
+        self.device = dev
+        self._engine = Engine(dev, self.geom, self.walkers, self.seed, options=self.options)
+        self._engine.randomize()
+        self.log_weights = np.zeros(self.geom.nbins)
+        self.width = self.protocol.min_width
+        self._u = 1.0                       # updates per walker before rounding (as cudamuca)
+        self._kl = 1e-4
+        self._history = []
+        self._last_hist = None              # histogram of the last iteration ...
+        self._applied = True                # ... and whether the weights were updated from it
+        self._iter = None                   # the iteration in progress (after Ctrl-C)
+        self._prod = None                   # the production in progress
+        self._slice = 64                    # steps per launch slice, adapted to ~TARGET_SECONDS
+
+    # ------------------------------------------------------------ properties
+    @property
+    def L(self):
+        return self.geom.L
+
+    @property
+    def dim(self):
+        return self.geom.dim
+
+    @property
+    def history(self) -> History:
+        return History(self._history)
+
+    @property
+    def energies(self):
+        """The energy of every bin of log_weights."""
+        return self.geom.energies()
+
+    @property
+    def converged(self) -> bool:
+        """The last iteration met the d_k bound of the last iterate() call."""
+        return bool(self._history) and not self._applied and self._history[-1].d_k < self._kl
+
+    @property
+    def kl(self) -> float:
+        """The d_k bound of the last iterate() call (1e-4 before any)."""
+        return self._kl
+
+    @property
+    def steps(self) -> int:
+        """Flips attempted by every walker so far (the global step counter)."""
+        return self._engine.t
+
+    def set_log_weights(self, log_w):
+        """Use these ln W(E) (one per bin of `energies`) from now on, e.g. -ln g(E)."""
+        if self._iter is not None or self._prod is not None:
+            raise ValueError("an iteration or production is in progress; finish it first")
+        w = _validate.finite_array("log_weights", log_w, ndim=1, dtype=float)
+        if w.shape != (self.geom.nbins,):
+            raise ValueError(f"log_weights must have {self.geom.nbins} entries (one per energy "
+                             f"{self.geom.e_min} .. {-self.geom.e_min} in steps of 4), got {w.shape[0]}")
+        self.log_weights = w.astype(np.float64).copy()
+        self._applied = True
+
+    def walker_state(self):
+        """(lattices (words, walkers) uint32, energy bins, magnetizations) from the device."""
+        bins, mags = self._engine.read_bins()
+        return self._engine.read_lattice(), bins, mags
+
+    def __repr__(self):
+        return (f"<Multicanonical {self.geom}, {self.walkers} walkers, seed {self.seed}, "
+                f"{len(self._history)} iterations, on {self.device.name}>")
+
+    # ------------------------------------------------------------ the weight iteration
+    def iterate(self, kl=1e-4, max_iterations=None, progress=None, callback=None) -> History:
+        """Weight iterations until d_k < kl (or max_iterations more of them).
+
+        progress: None (a line per iteration on a terminal), True (always),
+        False, or a callable f(done, max_iterations or 0); callback: called with
+        each IterationRecord. Ctrl-C raises clphys.runtime.Interrupted within
+        about a second, leaving the object consistent (save() it to resume).
+        """
+        self._kl = _validate.real("kl", kl, 0.0, strict_min=True)
+        if max_iterations is not None:
+            max_iterations = _validate.integer("max_iterations", max_iterations, 0)
+        _check_progress(progress)
+        if callback is not None and not callable(callback):
+            raise TypeError(f"callback must be callable, got {callback!r}")
+        if self._prod is not None:
+            raise ValueError("a production run is in progress: finish it with produce() first")
+        report = _line_reporter(progress, self.geom.full_width)
+        done = 0
+        with interrupt_deferred() as pending:
+            while max_iterations is None or done < max_iterations:
+                if self._iter is None:
+                    if not self._applied:
+                        if self._history[-1].d_k < self._kl:
+                            break
+                        self._apply(self._last_hist)
+                    self._start_iteration()
+                self._run_iteration()
+                record = self._finish_iteration()
+                done += 1
+                report(record, done, max_iterations)
+                if callback is not None:
+                    callback(record)
+                if pending():
+                    raise Interrupted(done, max_iterations or done, "iterations")
+        return self.history
+
+    def _start_iteration(self):
+        therm, updates, u = self.protocol.plan(self.width, self.geom.full_width, self.walkers, self._u)
+        self._engine.configure(1, False)
+        self._engine.set_thresholds(proto.thresholds(self.log_weights, self.dim))
+        self._iter = {"therm": therm, "updates": updates, "u": u, "done": 0, "seconds": 0.0}
+
+    def _advance(self, state, n):
+        """Enqueue n more steps of the running phase (thermalisation first)."""
+        skip = min(n, max(0, state["therm"] - state["done"]))
+        self._engine.advance(n, skip)
+        state["done"] += n
+
+    def _run_phase(self, state, progress=False, label=""):
+        total = state["therm"] + state["updates"]
+        t0 = time.perf_counter()
+        start = state["done"]
+        try:
+            run_sliced(total - start, lambda s, n: self._advance(state, n), self._engine.queue,
+                       progress=progress, label=label, what="steps per walker",
+                       target_seconds=TARGET_SECONDS, first=self._slice)
+        finally:
+            elapsed = time.perf_counter() - t0
+            state["seconds"] += elapsed
+            if state["done"] > start and elapsed > 0:
+                rate = (state["done"] - start) / elapsed
+                self._slice = max(1, int(rate * TARGET_SECONDS))
+
+    def _run_iteration(self):
+        self._run_phase(self._iter)
+
+    def _finish_iteration(self):
+        it = self._iter
+        t0 = time.perf_counter()
+        self._engine.flush()
+        hist = self._reduce(self._engine.hist[0])
+        record = IterationRecord(
+            iteration=len(self._history) + 1, width=int(self.width), therm=it["therm"],
+            updates=it["updates"], d_k=proto.kullback_leibler(hist), d_c=proto.chebyshev(hist),
+            visited=int(np.count_nonzero(hist)), seconds=it["seconds"] + time.perf_counter() - t0,
+            flips=self.walkers * (it["therm"] + it["updates"]))
+        self._history.append(record)
+        self._last_hist, self._applied, self._u, self._iter = hist, False, it["u"], None
+        return record
+
+    def _apply(self, hist):
+        rng = proto.covered_range(hist)
+        if rng is not None:
+            self.width = max(self.width, rng[1] - rng[0])
+        self.log_weights = proto.update_weights(self.log_weights, hist)
+        self._applied = True
+
+    def _reduce(self, counts):
+        """Where walkers on several devices would add their histograms (an MPI
+        Allreduce); one device holds them all here."""
+        return counts
+
+    # ------------------------------------------------------------ production
+    def produce(self, blocks=None, updates=None, therm=None, magnetization=None,
+                progress=None) -> MucaResult:
+        """A production run with the current weights: `therm` unrecorded flips
+        (default f_therm * width), then `updates` recorded flips per walker
+        (default blocks * factor * width^z / walkers, i.e. `blocks` times the
+        statistics of one iteration). The walkers form `blocks` (default 100)
+        groups whose histograms give jackknife errors. magnetization: record (E, |M|)
+        histograms for canonical() (default: when they take at most 64 MiB).
+        progress: a bar over the production (as everywhere)."""
+        _check_progress(progress)
+        if self._iter is not None:
+            raise ValueError("an iteration was interrupted: finish it with iterate() first")
+        if self._prod is None:
+            self._start_production(blocks, updates, therm, magnetization)
+        else:
+            self._check_resumed_production(blocks, updates, therm, magnetization)
+        prod = self._prod
+        self._run_phase(prod, progress=progress, label="muca production")
+        t0 = time.perf_counter()
+        eng = self._engine
+        eng.flush()
+        block_hist = self._reduce(eng.hist)
+        moments = self._reduce(eng.moments) if eng.magnet else None
+        result = make_result(self.geom, self.log_weights, block_hist, moments, walkers=self.walkers,
+                             therm=prod["therm"], updates=prod["updates"], converged=self.converged,
+                             iterations=len(self._history),
+                             seconds=prod["seconds"] + time.perf_counter() - t0)
+        self._prod = None
+        return result
+
+    def _production_defaults(self, blocks, updates, therm, magnetization):
+        blocks = _validate.integer("blocks", 100 if blocks is None else blocks, 2, self.walkers)
+        if therm is None:
+            therm = int(self.protocol.f_therm * self.width)
+        therm = _validate.integer("therm", therm, 0, 2**62)
+        if updates is None:
+            updates = math.ceil(blocks * self.protocol.factor * float(self.width) ** self.protocol.z
+                                / self.walkers)
+        updates = _validate.integer("updates", updates, 1, 2**62)
+        if magnetization is None:
+            magnet = buffer_sizes(self.geom, 1, blocks, True)["magnetization histograms"] <= MAGNET_BUDGET
+        elif isinstance(magnetization, (bool, np.bool_)):
+            magnet = bool(magnetization)
+        else:
+            raise TypeError(f"magnetization must be True, False or None, got {magnetization!r}")
+        return blocks, updates, therm, magnet
+
+    def _start_production(self, blocks, updates, therm, magnetization):
+        blocks, updates, therm, magnet = self._production_defaults(blocks, updates, therm, magnetization)
+        check_engine_memory(self.device, self.geom, self.walkers, blocks, magnet)
+        if not self._applied and not self.converged:
+            self._apply(self._last_hist)    # stopped early: use the newest weights, as cudamuca
+        eng = self._engine
+        eng.configure(blocks, magnet)
+        eng.measure()                       # magnetizations are tracked only while recorded
+        eng.set_thresholds(proto.thresholds(self.log_weights, self.dim))
+        self._prod = {"blocks": blocks, "therm": therm, "updates": updates, "magnet": magnet,
+                      "done": 0, "seconds": 0.0}
+
+    def _check_resumed_production(self, blocks, updates, therm, magnetization):
+        prod = self._prod
+        for name, value in (("blocks", blocks), ("updates", updates), ("therm", therm),
+                            ("magnetization", magnetization)):
+            key = "magnet" if name == "magnetization" else name
+            if value is not None and value != prod[key]:
+                raise ValueError(f"the production in progress has {name} = {prod[key]}, got {value}")
+
+    # ------------------------------------------------------------ checkpoints
+    def save(self, path):
+        """Write the whole state (walkers, weights, counters, partial histograms)
+        to `path` (.npz, clphys checkpoint format), atomically."""
+        eng = self._engine
+        pend_hist, pend_mhist, since = eng.pending()
+        lattice, bins, mags = self.walker_state()
+        g = self.geom
+        header = {"dim": g.dim, "L": g.L, "walkers": self.walkers, "seed": self.seed,
+                  "words": g.words, "nbins": g.nbins, "nm": g.nm, "slots": eng.slots,
+                  "magnet": eng.magnet, "since": since, "t": eng.t, "width": int(self.width),
+                  "u": self._u, "kl": self._kl, "applied": self._applied,
+                  "protocol": {f.name: getattr(self.protocol, f.name) for f in fields(self.protocol)},
+                  "options": self.options, "iteration": self._iter, "production": self._prod,
+                  "algorithm": "parallel multicanonical, Philox4x32-10"}
+        arrays = {"lattice": lattice, "bins": bins, "mags": mags, "log_weights": self.log_weights,
+                  "last_hist": (self._last_hist if self._last_hist is not None
+                                else np.zeros(g.nbins, np.int64)),
+                  "hist": eng.hist, "pending_hist": pend_hist,
+                  "moments": eng.moments if eng.magnet else np.zeros((eng.slots, g.nbins, 3)),
+                  "pending_mhist": (pend_mhist if eng.magnet
+                                    else np.zeros((eng.slots, g.nbins, g.nm), np.uint32)),
+                  "history": np.array([astuple(r) for r in self._history], np.float64).reshape(-1, 9)}
+        save_checkpoint(path, CHECKPOINT_KIND, header, arrays)
+
+    @staticmethod
+    def peek(path) -> dict:
+        """{L, dim, walkers, seed} of the checkpoint at `path`, checked, without
+        touching a device."""
+        header, _ = load_checkpoint(path, CHECKPOINT_KIND)
+        p = str(path)
+        out = {"L": field(header, "L", int, minimum=2, path=p),
+               "dim": field(header, "dim", int, choices=(2, 3), path=p),
+               "walkers": field(header, "walkers", int, minimum=1, path=p),
+               "seed": field(header, "seed", int, minimum=0, path=p)}
+        try:
+            Geometry.checked(out["L"], out["dim"])
+        except ValueError as exc:
+            raise CheckpointError(f"checkpoint {p!r}: {exc}") from None
+        return out
+
+    @classmethod
+    def load(cls, path, device=None, **options):
+        """The simulation saved in `path`, ready to continue bit for bit (on any
+        device; `options` are kernel options as in the constructor)."""
+        p = str(path)
+        info = cls.peek(path)
+        L, dim, walkers, seed = info["L"], info["dim"], info["walkers"], info["seed"]
+        geom = Geometry.checked(L, dim)
+        spec = {"lattice": ("uint32", ("words", "walkers")), "bins": ("int32", ("walkers",)),
+                "mags": ("int32", ("walkers",)), "log_weights": ("float64", ("nbins",)),
+                "last_hist": ("int64", ("nbins",)), "hist": ("int64", ("slots", "nbins")),
+                "pending_hist": ("uint32", ("slots", "nbins")),
+                "moments": ("float64", ("slots", "nbins", 3)),
+                "pending_mhist": ("uint32", ("slots", "nbins", "nm")),
+                "history": ("float64", (None, 9))}
+        header, arrays = load_checkpoint(path, CHECKPOINT_KIND, spec)
+        for name, want in (("words", geom.words), ("nbins", geom.nbins), ("nm", geom.nm)):
+            if field(header, name, int, path=p) != want:
+                raise CheckpointError(f"checkpoint {p!r}: {name} = {header[name]} does not match {geom}")
+        slots = field(header, "slots", int, minimum=1, path=p)
+        prot = field(header, "protocol", dict, path=p)
+        try:
+            sim = cls(L, dim, walkers, seed, device, **prot, **options)
+        except (TypeError, ValueError) as exc:
+            raise CheckpointError(f"checkpoint {p!r}: {exc}") from None
+        sim._restore(header, arrays, p, slots)
+        return sim
+
+    def _restore(self, header, arrays, p, slots):
+        eng = self._engine
+        magnet = field(header, "magnet", bool, path=p)
+        eng.configure(slots, magnet)
+        eng.t = field(header, "t", int, minimum=0, path=p)
+        eng.write_lattice(arrays["lattice"])
+        bins, mags = eng.measure()
+        if not np.array_equal(bins, arrays["bins"]) or (magnet and not np.array_equal(mags, arrays["mags"])):
+            raise CheckpointError(f"checkpoint {p!r}: the stored energies do not match the stored spins")
+        eng.hist[...] = arrays["hist"]
+        if magnet:
+            eng.moments[...] = arrays["moments"]
+        since = field(header, "since", int, minimum=0, path=p)
+        if since > eng.limit:
+            raise CheckpointError(f"checkpoint {p!r}: since = {since} exceeds {eng.limit}")
+        eng.set_pending(arrays["pending_hist"], arrays["pending_mhist"], since)
+        w = arrays["log_weights"]
+        if not np.all(np.isfinite(w)):
+            raise CheckpointError(f"checkpoint {p!r}: log_weights are not all finite")
+        self.log_weights = w.copy()
+        self.width = field(header, "width", int, minimum=1, path=p)
+        self._u = float(field(header, "u", float, path=p))
+        self._kl = float(field(header, "kl", float, path=p))
+        self._applied = field(header, "applied", bool, path=p)
+        rows = arrays["history"]
+        self._history = [IterationRecord(int(r[0]), int(r[1]), int(r[2]), int(r[3]), float(r[4]),
+                                         float(r[5]), int(r[6]), float(r[7]), int(r[8])) for r in rows]
+        self._last_hist = arrays["last_hist"].copy() if self._history else None
+        if not self._applied and not self._history:
+            raise CheckpointError(f"checkpoint {p!r}: unapplied weights without an iteration")
+        self._iter = _phase(header, "iteration", ("therm", "updates", "u", "done", "seconds"), p)
+        self._prod = _phase(header, "production", ("blocks", "therm", "updates", "magnet", "done",
+                                                   "seconds"), p)
+        if self._iter is not None or self._prod is not None:
+            eng.set_thresholds(proto.thresholds(self.log_weights, self.dim))
+
+
+def _check_progress(progress):
+    # (clphys.progress.check_progress on main does the same; use it after the merge)
+    if not (progress is None or isinstance(progress, bool) or callable(progress)):
+        raise TypeError(f"progress must be None, True, False or a callable f(done, total), "
+                        f"got {progress!r}")
+
+
+def _phase(header, name, keys, p):
+    state = header.get(name)
+    if state is None:
+        return None
+    if not isinstance(state, dict) or set(state) != set(keys):
+        raise CheckpointError(f"checkpoint {p!r}: field {name!r} must hold {sorted(keys)}")
+    for k in keys:
+        if k in ("u", "seconds"):
+            field(state, k, float, minimum=0, path=p)
+        elif k == "magnet":
+            field(state, k, bool, path=p)
+        else:
+            field(state, k, int, minimum=0, path=p)
+    if state["done"] > state["therm"] + state["updates"]:
+        raise CheckpointError(f"checkpoint {p!r}: {name} has done more steps than planned")
+    return dict(state)
+
+
+def _line_reporter(progress, full_width):
+    """One line per iteration on stderr (progress True, or None on a terminal),
+    or progress(done, max_iterations or 0) for a callable."""
+    if callable(progress):
+        return lambda record, done, most: progress(done, most or 0)
+    show = progress is True or (progress is None and sys.stderr.isatty())
+    if not show:
+        return lambda record, done, most: None
+
+    def line(r, done, most):
+        print(f"muca iteration {r.iteration}: width {r.width}/{full_width}, d_k {r.d_k:.3e}, "
+              f"d_c {r.d_c:.3f}, therm {r.therm}, updates {r.updates}, {r.seconds:.3f} s",
+              file=sys.stderr, flush=True)
+    return line
+
+
+def run(L, dim=2, walkers=None, seed=0, device=None, *, kl=1e-4, max_iterations=None, blocks=None,
+        updates=None, magnetization=None, progress=None, **options) -> MucaResult:
+    """Iterate the weights to d_k < kl, then a production run: the result
+    (see Multicanonical, iterate and produce for the arguments). Warns if
+    max_iterations ran out before convergence (the result says converged=False)."""
+    sim = Multicanonical(L, dim, walkers, seed, device, **options)
+    sim.iterate(kl=kl, max_iterations=max_iterations, progress=progress)
+    if not sim.converged:
+        import warnings
+        warnings.warn(f"multicanonical {sim.geom}: d_k = {sim.history[-1].d_k:.3g} >= {kl} after "
+                      f"{len(sim.history)} iterations; producing with the last weights",
+                      RuntimeWarning, stacklevel=2)
+    return sim.produce(blocks=blocks, updates=updates, magnetization=magnetization,
+                       progress=progress)

@@ -1,0 +1,307 @@
+"""Multicanonical sampling against exact results: ln g(E) against Beale's exact
+density of states (2D) and enumeration (3D L = 2), exact low-energy counts in
+3D, canonical averages by reweighting against Kaufman's finite lattice and
+enumeration, flat histograms from exact weights; reproducibility, bit-exact
+checkpoint/resume, bad input.
+
+Statistical checks use 4 sigma (jackknife over independent walker groups), so
+they pass for essentially any seed; every check also bounds the error bar, so
+a run with useless statistics cannot pass."""
+
+import math
+import os
+import signal
+
+import numpy as np
+import pytest
+
+from clphys import muca
+from clphys.exact import density_of_states, enumerate_lattice, finite_lattice
+from clphys.muca import Multicanonical
+from clphys.runtime.checkpoint import CheckpointError, save_checkpoint
+from clphys.runtime.longrun import Interrupted
+
+Z = 4.0
+_RUNS = {}
+
+
+def _pipeline(device, L, dim=2, walkers=256, seed=1, blocks=32, **produce):
+    """Iterate to d_k < 1e-4 and produce; cached per device for the module."""
+    key = (device.facts.index, L, dim, walkers, seed, blocks, tuple(sorted(produce.items())))
+    if key not in _RUNS:
+        sim = Multicanonical(L, dim=dim, walkers=walkers, seed=seed, device=device)
+        sim.iterate(kl=1e-4)
+        assert sim.converged
+        _RUNS[key] = (sim, sim.produce(blocks=blocks, **produce))
+    return _RUNS[key]
+
+
+def _assert_within(value, err, exact, what, max_err):
+    value, err, exact = map(np.asarray, (value, err, exact))
+    assert np.all(err > 0) and np.all(err < max_err), f"{what}: error bars {err} not in (0, {max_err})"
+    z = (value - exact) / err
+    assert np.all(np.abs(z) < Z), f"{what}: deviations {z} sigma (value {value}, exact {exact})"
+
+
+def _enumerate_3d(L):
+    """(E, |M|) of every state of the L^3 periodic lattice."""
+    N = L**3
+    states = np.arange(2**N)
+    s = np.array([1 - 2 * ((states >> i) & 1) for i in range(N)]).reshape(L, L, L, -1)
+    bond = sum((s * np.roll(s, -1, axis=a)).sum(axis=(0, 1, 2)) for a in range(3))
+    return -bond, np.abs(s.sum(axis=(0, 1, 2)))
+
+
+# ------------------------------------------------------------------ 2D against Beale
+def test_2d_l4_density_of_states_and_canonical(device):
+    sim, res = _pipeline(device, 4)
+    E, ln_g = density_of_states(4)
+    np.testing.assert_array_equal(res.energies, E)
+    _assert_within(res.ln_g, res.ln_g_err, ln_g, "ln g, L=4", 0.25)
+    assert res.histogram.sum() == res.walkers * res.updates          # no lost counts
+    np.testing.assert_array_equal(res.block_histograms.sum(axis=0), res.histogram)
+    # flat production histogram: within the bound the final d_k allows (sum of
+    # squared relative deviations <= 2 n d_k) plus its own statistics
+    n = len(res.energies)
+    stat = 1.0 / math.sqrt(res.histogram.min() / (res.updates * res.walkers / res.histogram.sum()))
+    assert res.chebyshev < math.sqrt(2 * n * sim.history[-1].d_k) + Z * res.ln_g_err.max() + stat
+    temps = [1.5, 2.0, 2.5, 3.5]
+    c = res.canonical(temps)
+    exact = finite_lattice(4, temps)
+    _assert_within(c.energy, c.energy_err, exact.energy, "<E>/N, L=4", 0.05)
+    _assert_within(c.specific_heat, c.specific_heat_err, exact.specific_heat, "C/N, L=4", 0.1)
+    enum = enumerate_lattice(4, 4, temps)
+    _assert_within(c.abs_magnetization, c.abs_magnetization_err, enum.abs_magnetization, "<|m|>", 0.05)
+    _assert_within(c.m2, c.m2_err, enum.m2, "<m^2>", 0.05)
+    binder = 1 - enum.m4 / (3 * enum.m2**2)
+    _assert_within(c.binder, c.binder_err, binder, "U4", 0.1)
+
+
+@pytest.mark.slow
+def test_2d_l8_density_of_states_and_reweighting(device):
+    """L = 8: every ln g(E) and <E>/N, C/N at T = 2.0 and 2.5 (Kaufman)."""
+    sim, res = _pipeline(device, 8, walkers=512, magnetization=False)
+    E, ln_g = density_of_states(8)
+    np.testing.assert_array_equal(res.energies, E)
+    _assert_within(res.ln_g, res.ln_g_err, ln_g, "ln g, L=8", 0.3)
+    c = res.canonical([2.0, 2.5])
+    exact = finite_lattice(8, [2.0, 2.5])
+    _assert_within(c.energy, c.energy_err, exact.energy, "<E>/N, L=8", 0.03)
+    _assert_within(c.specific_heat, c.specific_heat_err, exact.specific_heat, "C/N, L=8", 0.06)
+    assert c.abs_magnetization is None and c.binder is None
+    scalar = res.canonical(2.0)
+    assert isinstance(scalar.energy, float) and scalar.energy == pytest.approx(c.energy[0], rel=1e-12)
+
+
+def test_exact_weights_give_a_flat_histogram(device):
+    """ln W = -ln g (Beale): every accessible energy is visited equally often
+    (tests the update without the iteration)."""
+    L = 8
+    E, ln_g = density_of_states(L)
+    sim = Multicanonical(L, walkers=256, seed=7, device=device)
+    w = np.zeros(sim.geom.nbins)
+    w[(E - sim.geom.e_min) // 4] = -ln_g
+    sim.set_log_weights(w)
+    res = sim.produce(blocks=32, therm=100_000, updates=20_000, magnetization=False)
+    np.testing.assert_array_equal(res.energies, E)
+    assert res.histogram.sum() == 256 * 20_000
+    frac = res.block_histograms / res.block_histograms.sum(axis=1, keepdims=True)
+    mean = frac.mean(axis=0)
+    err = frac.std(axis=0, ddof=1) / math.sqrt(len(frac))
+    _assert_within(mean, err, 1.0 / len(E), "visit fractions", 0.1 / len(E))
+    _assert_within(res.ln_g, res.ln_g_err, ln_g, "ln g from exact weights", 0.2)
+
+
+# ------------------------------------------------------------------ 3D
+def test_3d_l2_against_enumeration(device):
+    sim, res = _pipeline(device, 2, dim=3, walkers=128)
+    E_all, M_all = _enumerate_3d(2)
+    E, g = np.unique(E_all, return_counts=True)
+    np.testing.assert_array_equal(res.energies, E)
+    _assert_within(res.ln_g, res.ln_g_err, np.log(g), "ln g, 3D L=2", 0.1)
+    temps = np.array([3.0, 5.0])
+    wts = np.exp(-E_all[None, :] / temps[:, None])
+    Zs = wts.sum(axis=1)
+    e_mean = (wts * E_all).sum(axis=1) / Zs
+    c_exact = ((wts * E_all**2).sum(axis=1) / Zs - e_mean**2) / (temps**2 * 8)
+    m_exact = (wts * M_all).sum(axis=1) / Zs / 8
+    c = res.canonical(temps)
+    _assert_within(c.energy, c.energy_err, e_mean / 8, "<E>/N 3D", 0.05)
+    _assert_within(c.specific_heat, c.specific_heat_err, c_exact, "C/N 3D", 0.1)
+    _assert_within(c.abs_magnetization, c.abs_magnetization_err, m_exact, "<|m|> 3D", 0.05)
+
+
+@pytest.mark.slow
+def test_3d_l4_low_energy_counts(device):
+    """3D L = 4 (64 spins, no enumeration): the exact degeneracies next to the
+    ground state, relative to g(E0) = 2: one flipped spin N (E0 + 12), a
+    flipped bond 3N (E0 + 20), two separate flipped spins N(N-1)/2 - 3N (E0 + 24)."""
+    sim, res = _pipeline(device, 4, dim=3, walkers=256, magnetization=False)
+    N = 64
+    E0 = -3 * N
+    np.testing.assert_array_equal(res.energies[:4], [E0, E0 + 12, E0 + 20, E0 + 24])
+    assert res.energies[-1] == 3 * N
+    d = res.ln_g[1:4] - res.ln_g[0]
+    err = np.hypot(res.ln_g_err[1:4], res.ln_g_err[0])
+    _assert_within(d, err, np.log([N, 3 * N, N * (N - 1) / 2 - 3 * N]), "3D low-energy ratios", 0.2)
+    assert res.ln_g[0] == pytest.approx(math.log(2), abs=Z * res.ln_g_err[0])
+
+
+# ------------------------------------------------------------------ reproducibility
+def _short(device, seed=3, **options):
+    sim = Multicanonical(4, walkers=48, seed=seed, device=device, **options)
+    sim.iterate(kl=1e-4, max_iterations=6)
+    res = sim.produce(blocks=6, updates=300)
+    return sim, res
+
+
+def _records(sim):
+    return [(r.iteration, r.width, r.therm, r.updates, r.d_k, r.d_c, r.visited, r.flips)
+            for r in sim.history]
+
+
+def test_same_seed_same_bits_for_every_kernel_variant(device):
+    sim, res = _short(device)
+    for opts in (dict(wg=8, lattice="global", table="global", hist="global"),
+                 dict(wg=16, lattice="local", table="local", hist="local"),
+                 dict(wg=4, lattice="local", table="global", hist="local")):
+        other, other_res = _short(device, **opts)
+        assert _records(other) == _records(sim)
+        np.testing.assert_array_equal(other.log_weights, sim.log_weights)
+        np.testing.assert_array_equal(other_res.block_histograms, res.block_histograms)
+        np.testing.assert_array_equal(other_res.moments, res.moments)
+    diff, diff_res = _short(device, seed=4)
+    assert _records(diff) != _records(sim)
+
+
+def _interrupt_on_call(sim, call):
+    """SIGINT to ourselves on the call-th launch slice: run_sliced stops after it."""
+    real = sim._engine.advance
+    count = [0]
+
+    def advance(n, n_skip):
+        count[0] += 1
+        if count[0] == call:
+            os.kill(os.getpid(), signal.SIGINT)
+        return real(n, n_skip)
+
+    sim._engine.advance = advance
+
+
+def test_checkpoint_resumes_bit_for_bit(device, tmp_path):
+    ref = Multicanonical(6, walkers=64, seed=5, device=device)
+    ref.iterate(kl=1e-3)
+    ref_res = ref.produce(blocks=8, updates=2000)
+
+    sim = Multicanonical(6, walkers=64, seed=5, device=device)
+    _interrupt_on_call(sim, 9)
+    with pytest.raises(Interrupted):
+        sim.iterate(kl=1e-3)
+    assert sim._iter is not None or len(sim.history) < len(ref.history)
+    path = tmp_path / "muca.npz"
+    sim.save(path)
+    sim = Multicanonical.load(path, device=device)
+    sim.iterate(kl=1e-3)
+    assert _records(sim) == _records(ref)
+    assert sim.converged and sim.steps == ref.steps - ref_res.therm - ref_res.updates
+
+    sim._slice = 100                           # small first slices: stop inside the production
+    _interrupt_on_call(sim, 3)
+    with pytest.raises(Interrupted):
+        sim.produce(blocks=8, updates=2000)
+    assert 0 < sim._prod["done"] < sim._prod["therm"] + sim._prod["updates"]
+    sim.save(path)
+    sim = Multicanonical.load(path, device=device, wg=4, lattice="global")   # other kernel options
+    res = sim.produce(blocks=8, updates=2000)
+    np.testing.assert_array_equal(res.block_histograms, ref_res.block_histograms)
+    np.testing.assert_array_equal(res.moments, ref_res.moments)
+    np.testing.assert_array_equal(res.ln_g, ref_res.ln_g)
+    np.testing.assert_array_equal(sim.walker_state()[0], ref.walker_state()[0])
+
+
+def test_checkpoint_errors(device, tmp_path):
+    sim = Multicanonical(4, walkers=16, seed=1, device=device)
+    path = tmp_path / "a.npz"
+    sim.save(path)
+    save_checkpoint(tmp_path / "other.npz", "ising-ensemble", {}, {"x": np.zeros(3)})
+    with pytest.raises(CheckpointError, match="not a 'muca'"):
+        Multicanonical.load(tmp_path / "other.npz", device=device)
+    (tmp_path / "cut.npz").write_bytes(path.read_bytes()[:200])
+    with pytest.raises(CheckpointError, match="truncated"):
+        Multicanonical.load(tmp_path / "cut.npz", device=device)
+    with np.load(path) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    arrays["bins"] = arrays["bins"] + 1                         # energies that do not fit the spins
+    np.savez(tmp_path / "bad.npz", **arrays)
+    with pytest.raises(CheckpointError, match="energies do not match"):
+        Multicanonical.load(tmp_path / "bad.npz", device=device)
+    arrays["bins"] = arrays["bins"][:8]
+    np.savez(tmp_path / "short.npz", **arrays)
+    with pytest.raises(CheckpointError, match="shape"):
+        Multicanonical.load(tmp_path / "short.npz", device=device)
+
+
+# ------------------------------------------------------------------ API and bad input
+def test_run_and_history(device):
+    with pytest.warns(RuntimeWarning, match="producing with the last weights"):
+        res = muca.run(4, walkers=32, seed=2, device=device, max_iterations=2, blocks=4, updates=50)
+    assert not res.converged and res.iterations == 2
+    sim = Multicanonical(4, walkers=32, seed=2, device=device)
+    seen = []
+    hist = sim.iterate(max_iterations=3, callback=seen.append, progress=False)
+    assert len(hist) == 3 and list(hist) == seen and hist.width.shape == (3,)
+    assert hist.width[0] == 10 and hist.therm[0] == 300
+    assert hist.updates[0] == int(6 * 10**2.25 / 32) + 1          # the published rule
+    assert "d_k" in str(hist) and "Multicanonical 2D L = 4" in repr(sim)
+
+
+def test_default_walkers_fill_the_device():
+    from clphys.runtime import fake_facts
+    assert muca.default_walkers(fake_facts("nvidia")) == 132 * 2048       # cudamuca's W on an H100
+    assert muca.default_walkers(fake_facts("pocl")) == 2 * 64
+
+
+@pytest.mark.parametrize("kwargs,error,match", [
+    (dict(L=5), ValueError, "even"), (dict(L=0), ValueError, "L must be >= 2"),
+    (dict(L=4, dim=4), ValueError, "dim"), (dict(L=4.0), TypeError, "integer"),
+    (dict(L=4, walkers=0), ValueError, "walkers must be >= 1"),
+    (dict(L=4, f_therm=float("nan")), ValueError, "f_therm must be finite"),
+    (dict(L=4, z=-1.0), ValueError, "z must be > 0"), (dict(L=4, seed=-1), ValueError, "seed"),
+    (dict(L=4, lattice="texture"), ValueError, "lattice must be one of"),
+    (dict(L=64, walkers=2**31 - 1), ValueError, r"needs .* GiB"),
+])
+def test_bad_input_before_device_work(device, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        Multicanonical(device=device, **kwargs)
+
+
+def test_bad_arguments_of_the_methods(device):
+    sim = Multicanonical(4, walkers=16, seed=1, device=device)
+    with pytest.raises(ValueError, match="kl must be > 0"):
+        sim.iterate(kl=0.0)
+    with pytest.raises(ValueError, match="kl must be finite"):
+        sim.iterate(kl=float("nan"))
+    with pytest.raises(ValueError, match="max_iterations must be >= 0"):
+        sim.iterate(max_iterations=-1)
+    with pytest.raises(TypeError, match="progress must be"):
+        sim.iterate(progress="yes")
+    with pytest.raises(TypeError, match="callback must be callable"):
+        sim.iterate(callback=3)
+    with pytest.raises(TypeError, match="progress must be"):
+        sim.produce(blocks=4, progress=1.5)
+    with pytest.raises(TypeError, match="magnetization must be"):
+        sim.produce(blocks=4, magnetization="on")
+    with pytest.raises(ValueError, match="blocks must be >= 2"):
+        sim.produce(blocks=1)
+    with pytest.raises(ValueError, match="blocks must be <= 16"):
+        sim.produce(blocks=17)
+    with pytest.raises(ValueError, match="updates must be >= 1"):
+        sim.produce(blocks=4, updates=0)
+    with pytest.raises(ValueError, match="log_weights must have 17 entries"):
+        sim.set_log_weights(np.zeros(16))
+    with pytest.raises(ValueError, match="non-finite"):
+        sim.set_log_weights(np.full(17, np.nan))
+    res = sim.produce(blocks=4, updates=20)
+    for T in (0.0, -1.0, float("inf"), [[1.0]]):
+        with pytest.raises(ValueError, match="T"):
+            res.canonical(T)

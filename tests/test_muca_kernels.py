@@ -1,0 +1,182 @@
+"""Multicanonical kernels bit for bit: device walkers and histograms against the
+NumPy twin (clphys.muca.reference) for every kernel variant, PoCL against
+Oclgrind, walkers split over engines (as over MPI ranks) against one engine;
+the templates render for fake devices."""
+
+import re
+
+import numpy as np
+import pytest
+
+from clphys.muca import protocol
+from clphys.muca import reference as ref
+from clphys.muca.engine import Engine, choose_options
+from clphys.muca.geometry import Geometry
+from clphys.runtime import fake_facts, render
+
+VARIANTS = [dict(wg=8, lattice="global", table="global", hist="global"),
+            dict(wg=4, lattice="local", table="local", hist="local"),
+            dict(wg=16, lattice="local", table="global", hist="global"),
+            dict(wg=2, lattice="global", table="local", hist="local")]
+
+
+def _engine(dev, geom, walkers, seed, offset=0, total=None, **opts):
+    try:
+        options = choose_options(dev.facts, geom, **opts)
+    except ValueError as exc:           # e.g. a large local table on PoCL (see engine.py)
+        pytest.skip(f"{opts} does not fit {dev.name} for {geom}: {exc}")
+    return Engine(dev, geom, walkers, seed, offset=offset, total=total, options=options)
+
+
+def _random_thresholds(geom, seed=1):
+    return protocol.thresholds(np.random.default_rng(seed).normal(0.0, 1.5, geom.nbins), geom.dim)
+
+
+def _check_against_twin(dev, geom, walkers, opts, *, magnet, t0=5, n=37, n_skip=10, slots=None,
+                        seed=11):
+    slots = slots or (3 if magnet else 1)       # one slot: the iterations' one-row local histogram
+    eng = _engine(dev, geom, walkers, seed, **opts)
+    bins, mags = eng.randomize()
+    lat0 = ref.initial_lattice(geom, walkers, seed)
+    np.testing.assert_array_equal(eng.read_lattice(), lat0)
+    want_bins, want_mags = ref.measure(geom, lat0)
+    np.testing.assert_array_equal(bins, want_bins)
+    np.testing.assert_array_equal(mags, want_mags)
+    thr = _random_thresholds(geom)
+    eng.set_thresholds(thr)
+    eng.configure(slots, magnet)
+    eng.t = t0                               # a ragged start inside a Philox block
+    eng.advance(n, n_skip)
+    eng.flush()
+    lat, b, m, hist, mhist = ref.update(geom, lat0, want_bins, want_mags, thr, t0, n, n_skip, seed,
+                                        slots=slots, magnet=magnet)
+    np.testing.assert_array_equal(eng.read_lattice(), lat)
+    got_b, got_m = eng.read_bins()
+    np.testing.assert_array_equal(got_b, b)
+    np.testing.assert_array_equal(eng.hist, hist)
+    assert eng.hist.sum() == walkers * (n - n_skip)          # no lost counts
+    if magnet:
+        np.testing.assert_array_equal(got_m, m)
+        am = 2.0 * np.arange(geom.nm) / geom.N
+        np.testing.assert_allclose(eng.moments[..., 1], mhist.astype(float) @ am**2, rtol=1e-12)
+    np.testing.assert_array_equal(eng.measure()[0], b)       # tracked energies = recomputed
+    return eng
+
+
+CASES = [(Geometry(2, 4), 13), (Geometry(2, 6), 29), (Geometry(3, 4), 9), (Geometry(2, 34), 5),
+         (Geometry(3, 2), 7)]
+
+
+@pytest.mark.parametrize("geom,walkers", CASES, ids=[f"{g.dim}d-L{g.L}-W{w}" for g, w in CASES])
+@pytest.mark.parametrize("opts", VARIANTS, ids=lambda o: "-".join(f"{k}{v}" for k, v in o.items()))
+def test_engine_matches_numpy_twin(device, geom, walkers, opts):
+    _check_against_twin(device, geom, walkers, opts, magnet=(walkers % 2 == 1))
+
+
+def test_oclgrind_runs_every_kernel_and_matches(oclgrind):
+    """Every muca kernel and variant at a tiny size on Oclgrind (race and
+    uninitialised-value checks), bit for bit against the twin. The engines are
+    kept alive: Oclgrind's checker confuses the shadow state of freed buffers
+    with later ones (see conftest.py)."""
+    keep = []
+    for geom, walkers, variants in ((Geometry(2, 4), 9, VARIANTS[:2]), (Geometry(3, 2), 5, VARIANTS[:2]),
+                                    (Geometry(2, 34), 3, VARIANTS[::2])):
+        for opts in variants:
+            for magnet in (False, True):
+                keep.append(_check_against_twin(oclgrind, geom, walkers, opts, magnet=magnet, n=9,
+                                                n_skip=2))
+
+
+def test_walkers_split_over_engines_add_up(device):
+    """Two engines holding walkers 0..11 and 12..29 of 30 (as two MPI ranks
+    would) give histograms summing to those of one engine with all 30."""
+    geom, seed = Geometry(2, 6), 4
+    thr = _random_thresholds(geom, 2)
+    parts = []
+    for offset, count in ((0, 30), (0, 12), (12, 18)):
+        eng = _engine(device, geom, count, seed, offset=offset, total=30, wg=4)
+        eng.randomize()
+        eng.set_thresholds(thr)
+        eng.configure(5, True)
+        eng.advance(50, 7)
+        eng.flush()
+        parts.append((eng.hist, eng.moments, eng.read_lattice()))
+    (h, mom, lat), (h1, m1, lat1), (h2, m2, lat2) = parts
+    np.testing.assert_array_equal(h, h1 + h2)
+    np.testing.assert_allclose(mom, m1 + m2, rtol=1e-14)
+    np.testing.assert_array_equal(lat, np.concatenate([lat1, lat2], axis=1))
+
+
+def test_flushes_at_the_count_limit_lose_nothing(device):
+    """32-bit device counts are moved to 64-bit host totals every `limit`
+    recorded steps, at the same steps however the launches are cut."""
+    geom, seed, walkers = Geometry(2, 4), 3, 6
+    thr = _random_thresholds(geom, 3)
+    results = []
+    for pieces in ((41,), (5, 17, 19), (1,) * 41):
+        eng = _engine(device, geom, walkers, seed, wg=2)
+        eng.randomize()
+        eng.set_thresholds(thr)
+        eng.configure(2, True)
+        eng.limit = 7                        # flush every 7 recorded steps
+        skip = 3
+        for n in pieces:
+            eng.advance(n, min(n, skip))
+            skip = max(0, skip - n)
+        eng.flush()
+        results.append((eng.hist.copy(), eng.moments.copy()))
+        assert eng.hist.sum() == walkers * 38
+    for h, m in results[1:]:
+        np.testing.assert_array_equal(h, results[0][0])
+        np.testing.assert_array_equal(m, results[0][1])     # same flush points: same float sums
+
+
+def test_thresholds_realise_the_metropolis_probabilities():
+    geom = Geometry(2, 4)
+    w = np.linspace(0.0, -30.0, geom.nbins)
+    thr = protocol.thresholds(w, 2).astype(np.float64)
+    p = (thr + 1) / 2**32
+    for b in range(1, geom.nbins - 2):
+        for k in range(5):
+            target = b + k - 2
+            want = min(1.0, np.exp(w[target] - w[b]))
+            assert abs(p[b, k] - want) <= 2.0**-32
+    assert np.all(thr[0, :2] == 0) and np.all(thr[-1, 3:] == 0)     # off the range: never
+
+
+@pytest.mark.parametrize("vendor", ["nvidia", "amd", "pocl"])
+def test_templates_render(vendor):
+    facts = fake_facts(vendor)
+    cases = [("muca/setup.cl", dict(dim=d, L=L)) for d, L in ((2, 4), (2, 34), (3, 2), (3, 64))]
+    cases += [("muca/update.cl", dict(dim=d, L=L, wg=64, lattice=la, table=t, hist=h, magnet=m,
+                                      wide=(L == 66), hist_rows=1 + m))
+              for d, L in ((2, 32), (3, 6), (2, 66))
+              for la in ("local", "global") for t in ("local", "global") for h in ("local", "global")
+              for m in (False, True)]
+    cases += [("muca/common.cl", {})]
+    for template, params in cases:
+        src = render(template, facts, **params)
+        assert src.count("{") == src.count("}") and "${" not in src and "<%" not in src
+        for name in re.findall(r"__kernel\s+(?:__attribute__\s*\(\(.*?\)\)\s*)?void\s+(\S+)\s*\(", src, re.S):
+            assert re.fullmatch(r"muca_\w+", name)
+    with pytest.raises(ValueError, match="lattice must be one of"):
+        render("muca/update.cl", facts, dim=2, L=8, wg=64, lattice="texture", table="local",
+               hist="local", magnet=False, wide=False, hist_rows=2)
+    with pytest.raises(ValueError, match="L must be even"):
+        render("muca/setup.cl", facts, dim=2, L=7)
+
+
+def test_local_memory_choice_is_checked():
+    pocl = fake_facts("pocl")                    # reports 512 KiB; 4 KiB are safe (engine.py)
+    assert choose_options(pocl, Geometry(2, 32)) == {"wg": 64, "lattice": "global",
+                                                     "table": "global", "hist": "global"}
+    assert choose_options(pocl, Geometry(2, 8))["lattice"] == "local"
+    with pytest.raises(ValueError, match="PoCL: a safe cap"):
+        choose_options(pocl, Geometry(2, 32), table="local")
+    facts = fake_facts("nvidia")                 # 48 KiB of local memory per work group
+    geom = Geometry(2, 64)
+    with pytest.raises(ValueError, match="local memory per work group"):
+        choose_options(facts, geom, wg=128, lattice="local")
+    opts = choose_options(facts, Geometry(2, 32))
+    assert opts == {"wg": 128, "lattice": "local", "table": "local", "hist": "local"}
+    assert choose_options(facts, geom)["lattice"] == "global"
