@@ -95,6 +95,8 @@ def run_sliced(total: int, advance, queue, *, progress=None, label: str = "", wh
     """
     total = int(total)
     size = max(1, int(first))
+    if comm is not None:
+        size = comm.bcast(size, root=0)       # the same slices on every rank
     cap = max(1, int(largest)) if largest is not None else None
     done = 0
     own = bar is None
