@@ -854,7 +854,21 @@ class _Single:
                                       f"Ensemble{cls._ensemble.dim}D.load")
             return header, arrays
         header, arrays = mpi.all_ok(comm, read)
+        return cls._split_from(header, arrays, str(path), device, comm)
+
+    @classmethod
+    def _split_from(cls, header, arrays, path, device, comm):
+        """A lattice split over the ranks of `comm` from a loaded (and read-
+        checked) checkpoint of one lattice (collective; every rank holds the
+        same file, so a bad one fails alike everywhere)."""
+        where = f"checkpoint {path!r}"
         shape = field(header, "shape", list, path=path)
+        dim = cls._ensemble.dim
+        if len(shape) != dim or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 2
+                                        for v in shape):
+            raise CheckpointError(f"{where}: field 'shape' = {shape!r} is not {dim} sizes >= 2")
+        _check_array(where, arrays, "spins", np.uint8, (1, -(-int(np.prod(shape)) // 8)))
+        _check_array(where, arrays, "temperatures", np.float64, (1,))
         options = {k: (tuple(v) if isinstance(v, list) else v)
                    for k, v in field(header, "options", dict, path=path).items()}
         for k in ("sweeps_per_launch", "band"):       # one sweep per launch over ranks
