@@ -378,13 +378,14 @@ ${joint_flip("        ")}
 // One half-sweep of colour `colour`: own = its words, other = the other colour's.
 // thr: (R, ${D}) per-slot thresholds. One work item per run of ${W} words of a row.
 // Several ranks (clphys.ising.slabs and split ensembles): r0 is the global index
-// of replica 0, the launch updates rows row_begin .. row_end - 1 of every replica
-// (items past them return), and gshift is the first Philox counter of local row 0
-// (its global row x words per row x calls per word); 0, 0, ROWS, 0 on one device.
+// of replica 0; the launch updates n_rows rows of every replica from row_begin on,
+// wrapping to row 0 at row_wrap (so one launch does both edges of a slab share;
+// items past them return); gshift is the first Philox counter of local row 0 (its
+// global row x words per row x calls per word). One device: 0, 0, ROWS, ROWS, 0.
 <% sweep_args = ("__global uint *own, __global const uint *other, __global const uint *thr, "
                   "const uint colour, const uint R, const uint k0, const uint k1, "
                   "const uint t_lo, const uint t_hi, const uint r0, const uint row_begin, "
-                  "const uint row_end, const uint gshift") %>
+                  "const uint n_rows, const uint row_wrap, const uint gshift") %>
 % if wg:
 __kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
 void ising_ms_sweep(${sweep_args})
@@ -403,9 +404,10 @@ __kernel void ising_ms_sweep(${sweep_args})
     if (t >= R * BPR * MS_WR)
         return;
     const uint q1 = t / MS_WR, w = t - q1 * MS_WR;
-    const uint r = q1 / BPR, row0 = (q1 - r * BPR) * ${W}u + row_begin, rg = r0 + r;
-    if (row0 >= row_end)
+    const uint r = q1 / BPR, rel = (q1 - r * BPR) * ${W}u, rg = r0 + r;
+    if (rel >= n_rows)
         return;
+    const uint row0 = row_begin + rel - (row_begin + rel >= row_wrap ? row_wrap : 0u);
     const uint z = row0 / MS_LY, y0 = row0 - z * MS_LY;
     __global uint *me = own + (r * MS_ROWS + row0) * MS_WR + w;
     __global const uint *pl = other + (r * MS_ROWS + z * MS_LY) * MS_WR + w;
@@ -471,16 +473,18 @@ ${accept_code("nocompare" if diag == "nocompare" else accept, "        ")}
     // whole rows row .. row + ${RR - 1} (one z plane)
     const uint IPR = MS_ROWS / ${RR}u;
     if (t >= (size_t)R * IPR) return;
-    const uint r = (uint)(t / IPR), row = (uint)(t - (size_t)r * IPR) * ${RR}u + row_begin, w0 = 0u;
-    if (row >= row_end) return;
+    const uint r = (uint)(t / IPR), rel = (uint)(t - (size_t)r * IPR) * ${RR}u, w0 = 0u;
+    if (rel >= n_rows) return;
+    const uint row = row_begin + rel - (row_begin + rel >= row_wrap ? row_wrap : 0u);
     const uint z = row / MS_LY, y = row - z * MS_LY;
     const uint yp = y + ${RR}u == MS_LY ? 0u : y + ${RR}u, ym = y == 0u ? MS_LY - 1u : y - 1u;
 % else:
     const uint RPR = MS_WR / ${W}u, IPR = MS_ROWS * RPR;
     if (t >= (size_t)R * IPR) return;
     const uint r = (uint)(t / IPR), rem = (uint)(t - (size_t)r * IPR);
-    const uint rrow = rem / RPR, w0 = (rem - rrow * RPR) * ${W}u, row = rrow + row_begin;
-    if (row >= row_end) return;
+    const uint rel = rem / RPR, w0 = (rem - rel * RPR) * ${W}u;
+    if (rel >= n_rows) return;
+    const uint row = row_begin + rel - (row_begin + rel >= row_wrap ? row_wrap : 0u);
     const uint z = row / MS_LY, y = row - z * MS_LY;
     const uint yp = y + 1u == MS_LY ? 0u : y + 1u, ym = y == 0u ? MS_LY - 1u : y - 1u;
 % endif

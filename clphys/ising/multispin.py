@@ -350,25 +350,27 @@ class MultispinBackend:
             for c in (0, 1):
                 k(q, glob, local, b[c], b[1 - c], self.thr_buf, np.uint32(c), np.uint32(self.R),
                   np.uint32(self.key[0]), np.uint32(self.key[1]), lo, hi, np.uint32(self.r0),
-                  np.uint32(0), np.uint32(self.rows), np.uint32(0))
+                  np.uint32(0), np.uint32(self.rows), np.uint32(self.rows), np.uint32(0))
             self.t += 1
 
-    def half_sweep(self, colour, row_begin, row_end, first_row, thresholds):
-        """Enqueue the update of colour `colour` in rows row_begin .. row_end - 1
-        (multiples of rows_per_item) of every replica; local row 0 is row
-        `first_row` of the whole lattice (its Philox counters). Does not count
-        the sweep (clphys.ising.slabs counts it after colour 1)."""
+    def half_sweep(self, colour, row_begin, n_rows, first_row, thresholds, wait_for=None):
+        """Enqueue the update of colour `colour` in n_rows rows from row_begin
+        on, wrapping to row 0 after the own rows (all multiples of
+        rows_per_item), of every replica; local row 0 is row `first_row` of the
+        whole lattice (its Philox counters). Returns the launch's event. Does
+        not count the sweep (clphys.ising.slabs counts it after colour 1)."""
         self._set_thresholds(thresholds)
         gshift = (first_row * self.WR * self._cpw) % 2**32
-        items = self.R * (row_end - row_begin) * self.WR // self.W
+        items = self.R * n_rows * self.WR // self.W
         local = (self.wg,) if self.wg else None
         glob = (-(-items // self.wg) * self.wg,) if self.wg else (items,)
         b = self.bufs
-        self.sweep_prg.ising_ms_sweep(
+        return self.sweep_prg.ising_ms_sweep(
             self.dev.queue, glob, local, b[colour], b[1 - colour], self.thr_buf, np.uint32(colour),
             np.uint32(self.R), np.uint32(self.key[0]), np.uint32(self.key[1]),
             np.uint32(self.t & 0xFFFFFFFF), np.uint32(self.t >> 32), np.uint32(self.r0),
-            np.uint32(row_begin), np.uint32(row_end), np.uint32(gshift))
+            np.uint32(row_begin), np.uint32(n_rows), np.uint32(self.own_rows), np.uint32(gshift),
+            wait_for=wait_for)
 
     def _multisweep(self, n):
         k = self.sweep_prg.ising_ms_multisweep

@@ -10,13 +10,15 @@ global row (the colours need no shift), and the Philox counters of a row are
 those of its global row: a seed gives bit for bit the spins of the same
 lattice on one device, for any number of ranks.
 
-A half-sweep of colour c: the rows of one work item at each edge of the own
-slabs are updated first, the two edge slabs are read into pinned host
-buffers, the interior is launched, and while it runs the edge slabs go to the
-neighbouring ranks (mpi4py Isend/Irecv); the slabs received are written into
-the halos before the next half-sweep. ``lat.halo_times`` says where the host
-time went: waiting for the edge slabs (edge kernels + device-to-host copies),
-the exchange, and queueing the halo writes.
+A half-sweep of colour c: one launch updates the rows of one work item at
+each edge of the own slabs, a second queue reads the two edge slabs into
+pinned host buffers, the interior is launched, and while it runs the edge
+slabs go to the neighbouring ranks (mpi4py Isend/Irecv) and the slabs
+received are written into the halos (on the second queue, so the copies
+overlap the interior; the next half-sweep's edges wait for them).
+``lat.halo_times`` says where the host time went: waiting for the edge slabs
+(the edge launch, and whatever of the previous half-sweep was still running,
+plus the device-to-host copies), the exchange, and queueing the halo writes.
 
 Why slabs and not 2D blocks: a 2D block of a multispin lattice needs halo
 columns too, and a column of a multispin word layout is one bit of every
@@ -85,6 +87,10 @@ class SlabBackend:
         # Oclgrind's uninitialised-value checker loses writes at an offset into a
         # buffer: there the halos are patched into a copy of the whole colour array
         self._whole_writes = dev.facts.vendor == "oclgrind"
+        # the slab copies go through a queue of their own, beside the kernels': the
+        # edge slabs' reads and the halo writes overlap the interior's update
+        self.copies = cl.CommandQueue(dev.context, dev.cl_device)
+        self._written = [None, None]          # the last halo write of each colour
         self.halo_times = {"edge wait": 0.0, "exchange": 0.0, "halo writes": 0.0, "half-sweeps": 0}
 
     @staticmethod
@@ -122,28 +128,44 @@ class SlabBackend:
                 self.comm.Isend(send_last, dest=self.down, tag=2 * colour + 1)]
         reqs[0].Waitall(reqs)
         t1 = time.perf_counter()
-        q, buf = self.dev.queue, self.inner.bufs[colour]
+        buf = self.inner.bufs[colour]
         if self._whole_writes:
+            q = self.dev.queue
+            q.finish()
             whole = np.empty(self.inner.words, np.uint32)
             cl.enqueue_copy(q, whole, buf)
             whole[self.own * self.words:] = self._recv
-            cl.enqueue_copy(q, buf, whole)
+            self._written[colour] = cl.enqueue_copy(q, buf, whole)
         else:
-            cl.enqueue_copy(q, buf, self._recv, dst_offset=self._slab_offset(self.own), is_blocking=False)
+            self._written[colour] = cl.enqueue_copy(self.copies, buf, self._recv,
+                                                    dst_offset=self._slab_offset(self.own),
+                                                    is_blocking=False)
+            self.copies.flush()
         self.halo_times["exchange"] += t1 - t0
         self.halo_times["halo writes"] += time.perf_counter() - t1
 
-    def _read_edges(self, colour):
-        q, buf = self.dev.queue, self.inner.bufs[colour]
-        cl.enqueue_copy(q, self._host[0], buf, src_offset=self._slab_offset(0), is_blocking=False)
-        return cl.enqueue_copy(q, self._host[1], buf, src_offset=self._slab_offset(self.own - 1),
+    def _read_edges(self, colour, after):
+        """Read the edge slabs of `colour` once the kernel event `after` is done."""
+        qc, buf = self.copies, self.inner.bufs[colour]
+        cl.enqueue_copy(qc, self._host[0], buf, src_offset=self._slab_offset(0), is_blocking=False,
+                        wait_for=[after])
+        done = cl.enqueue_copy(qc, self._host[1], buf, src_offset=self._slab_offset(self.own - 1),
                                is_blocking=False)
+        qc.flush()
+        return done
+
+    def _halos_written(self):
+        """Later kernels (sums, spins, unpacking) wait for the halo writes."""
+        pending = [e for e in self._written if e is not None]
+        if pending:
+            cl.enqueue_barrier(self.dev.queue, wait_for=pending)
 
     def exchange_halos(self):
         """Both colours' halos from the neighbours (after setting the spins)."""
         for c in (0, 1):
-            self._read_edges(c).wait()
+            self._read_edges(c, cl.enqueue_marker(self.dev.queue)).wait()
             self._exchange(c)
+        self._halos_written()
         self.dev.queue.finish()
 
     # ------------------------------------------------------------ spins
@@ -179,26 +201,29 @@ class SlabBackend:
 
     # ------------------------------------------------------------ dynamics
     def sweep(self, n, thresholds):
-        inner, own_rows = self.inner, self.own * self.slab_rows
+        inner, q, own_rows = self.inner, self.dev.queue, self.own * self.slab_rows
         edge = self.edge
         first_row = self.first * self.slab_rows
-        if own_rows > 2 * edge:
-            edges, interior = [(0, edge), (own_rows - edge, own_rows)], (edge, own_rows - edge)
-        else:
-            edges, interior = [(0, own_rows)], None
+        # one launch for both edges (from the last `edge` rows on, wrapping to the
+        # first), one for the interior; a thin share is all edge
+        edges, interior = (((own_rows - edge, 2 * edge), (edge, own_rows - 2 * edge))
+                           if own_rows > 2 * edge else ((0, own_rows), None))
         for _ in range(n):
             for c in (0, 1):
-                for lo, hi in edges:
-                    inner.half_sweep(c, lo, hi, first_row, thresholds)
-                done = self._read_edges(c)
+                # the edges read the other colour's halos: after their write
+                wait = [self._written[1 - c]] if self._written[1 - c] is not None else None
+                done_edges = inner.half_sweep(c, *edges, first_row, thresholds, wait_for=wait)
+                done = self._read_edges(c, done_edges)
                 if interior:
                     inner.half_sweep(c, *interior, first_row, thresholds)
+                q.flush()                   # the interior runs while the host waits and talks
                 t0 = time.perf_counter()
                 done.wait()
                 self.halo_times["edge wait"] += time.perf_counter() - t0
                 self._exchange(c)
                 self.halo_times["half-sweeps"] += 1
             inner.t += 1
+        self._halos_written()
 
     # ------------------------------------------------------------ observables
     def measure_into(self, buffer, index):
