@@ -61,3 +61,41 @@ def test_unsplit_commands_and_bad_input_exit_2_once(device):
     assert r.stderr.count("cannot be split over 3 MPI ranks") == 1, r.stderr
     r = run_cli(2, ["muca", "--size", "4", "--checkpoint", "x.npz"], device)
     assert r.returncode == 2 and r.stderr.count("not supported with walkers split over MPI") == 1
+
+
+def test_ctrl_c_stops_every_rank_and_keeps_the_state(device, tmp_path):
+    """SIGINT to mpiexec (which forwards it): every rank stops after the same
+    slice, rank 0 writes the checkpoint, exit 130 with one message."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    from clphys.runtime.checkpoint import load_checkpoint
+    from mpi_run import mpiexec
+    ckpt = tmp_path / "run.npz"
+    env = dict(os.environ, PYTHONUNBUFFERED="1", CLPHYS_DEVICE=device.facts.index)
+    proc = subprocess.Popen([mpiexec(), "-n", "2", sys.executable, "-m", "clphys", "ising", "--size", "128",
+                             "--sweeps", "10000000", "--progress", "--checkpoint", ckpt],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    err = []
+    threading.Thread(target=lambda: err.extend(iter(lambda: proc.stderr.read(1), "")), daemon=True).start()
+    t0 = time.monotonic()
+    while "elapsed" not in "".join(err) and time.monotonic() - t0 < 120 and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError("mpiexec did not stop within 60 s of Ctrl-C: " + "".join(err)[-2000:])
+    time.sleep(0.2)
+    text = "".join(err)
+    assert proc.returncode == 130, text[-2000:]
+    done = re.findall(r"interrupted after (\d+) of 10000000 sweeps; state saved in", text)
+    assert len(done) == 1, text[-2000:]
+    header, arrays = load_checkpoint(ckpt, "ising-run")     # the whole lattice, at the sweep it says
+    assert header["run"]["done"] == header["backend"]["sweeps"] == int(done[0]) > 0
+    assert arrays["spins"].shape == (1, 128 * 128 // 8)
