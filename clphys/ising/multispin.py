@@ -78,15 +78,14 @@ class MultispinBackend:
     # DeviceFacts.is_gpu: two launches per sweep (~10 us each on an H100,
     # 15-30 us on PoCL) cost more than the sweep itself there.
     MULTISWEEP_MAX_SITES = {True: 2**25, False: 2**19}
-    MULTISWEEP_SWEEPS = {True: {"band": 2, "whole": 4}, False: {"band": 8, "whole": 8}}
+    MULTISWEEP_SWEEPS = {"band": 2, "whole": 4}       # GPUs
     MULTISWEEP_WG = {True: 1024, False: 256}
-    # On CPUs (one core per work group) the multi-sweep kernel is used only
-    # where it is cheaper than single launches by the model of _best_band
-    # with a launch worth CPU_LAUNCH_WORDS word updates of one core (PoCL:
-    # 15-30 us per launch, ~40-70 ns per 32-spin word; this value reproduced
-    # every ordering measured on 2 cores for 2D L = 64..512, 3D L = 16..64 and
-    # 64 replicas of 64^2)
+    # On CPUs (one core per work group) the plan, single launches or m sweeps
+    # per launch with a tile, is the cheapest by the model of _cpu_plan, with a
+    # launch worth CPU_LAUNCH_WORDS word updates of one core (PoCL: 15-30 us
+    # per launch, ~40-70 ns per 32-spin word), m from CPU_SWEEPS
     CPU_LAUNCH_WORDS = 400
+    CPU_SWEEPS = (1, 2, 4, 8, 16, 32, 64)
 
     @classmethod
     def check_shape(cls, shape):
@@ -110,10 +109,13 @@ class MultispinBackend:
             _validate.choice("spins_per_word", opts["spins_per_word"], SPINS_PER_WORD)
         if opts["sweeps_per_launch"] is not None:
             _validate.integer("sweeps_per_launch", opts["sweeps_per_launch"], 1, 2**16)
-        if opts["band"] is not None:
-            _validate.integer("band", opts["band"], 1)
-            if opts["sweeps_per_launch"] == 1:
-                raise ValueError("band needs sweeps_per_launch > 1 (or None)")
+        band = opts["band"]
+        if isinstance(band, (tuple, list)):
+            if len(band) != 2:
+                raise ValueError(f"band must be an integer or (z planes, y rows), got {band!r}")
+            opts["band"] = tuple(_validate.integer("band", b, 1) for b in band)
+        elif band is not None:
+            opts["band"] = _validate.integer("band", band, 1)
         return opts
 
     @classmethod
@@ -126,7 +128,8 @@ class MultispinBackend:
                 "partial sums": SumsReducer.nbytes(facts, n_replicas, words),
                 "thresholds": 4 * n_replicas * 2 * (2 * len(shape) + 1),
                 "joint decision tables": 8 * _thr.MAX_CELLS * n_replicas}
-        if n_replicas * int(np.prod(shape)) <= cls.MULTISWEEP_MAX_SITES[facts.is_gpu]:
+        if (n_replicas * int(np.prod(shape)) <= cls.MULTISWEEP_MAX_SITES[facts.is_gpu]
+                or options.get("band") is not None or (options.get("sweeps_per_launch") or 1) > 1):
             need["band copies (several sweeps per launch)"] = spins
         return need
 
@@ -158,7 +161,7 @@ class MultispinBackend:
         if self.spins_per_word not in (1, "auto") and self.row_bits % self.spins_per_word:
             raise ValueError(f"spins_per_word={self.spins_per_word} must divide the "
                              f"{self.row_bits} spins of a row word (Lx = {Lx})")
-        self.sweeps_per_launch, self.band, self.mwg = self._plan_launches(opts, dev, lanes, W)
+        self.sweeps_per_launch, self.band, self.yband, self.mwg = self._plan_launches(opts, dev, lanes, W)
         if lanes > 1 and self.WR < wanted and not self.band:
             # short rows: an item takes W / WR whole rows of a z plane, so that
             # the joint mode's Philox calls fill the SIMD lanes
@@ -174,7 +177,7 @@ class MultispinBackend:
         self.W, self.wg, self.lanes = W, wg, lanes
         self.reducer = SumsReducer(dev, n_replicas, self.words)
         self._params = dict(dim=self.dim, Lx=Lx, Ly=Ly, Lz=self.Lz, W=W, lanes=lanes, wg=wg,
-                            rwg=self.reducer.wg, band=self.band, mwg=self.mwg)
+                            rwg=self.reducer.wg, band=self.band, yband=self.yband, mwg=self.mwg)
         self._accept = opts["accept"]
         self._programs = {}
         self._tables = {}             # joint tables by (layout, thresholds of a replica)
@@ -190,71 +193,139 @@ class MultispinBackend:
         self.t = 0
 
     def _plan_launches(self, opts, dev, lanes=1, W=1):
-        """(sweeps per launch, (slabs, halo) of a band or None, multi-sweep
-        work-group size: at most MULTISWEEP_WG, no larger than the first
-        half-sweep's words (runs of W words with lanes 4/8) need)."""
+        """(sweeps per launch, (slabs, halo) of a band or None, (rows, halo) of
+        a 3D band's y tile or None, multi-sweep work-group size: at most
+        MULTISWEEP_WG, no larger than the first half-sweep's words (runs of W
+        words with lanes 4/8) need)."""
         spl, band = opts["sweeps_per_launch"], opts["band"]
-        auto = spl is None
-        lout = self.Lz if self.dim == 3 else self.shape[1]
-        slab = 8 * (self.shape[1] if self.dim == 3 else 1) * self.WR     # bytes, both colours
-        budget = dev.facts.local_mem
-        gpu = dev.facts.is_gpu
-        if auto:
-            if self.R * self.N > self.MULTISWEEP_MAX_SITES[gpu]:
-                return 1, None, None
-            spl = self.MULTISWEEP_SWEEPS[gpu]["whole" if lout * slab <= budget else "band"]
-        if spl == 1:
-            return 1, None, None
-        mwg = min(self.MULTISWEEP_WG[gpu], dev.facts.max_work_group)
-        if band is None:
-            band = self._best_band(spl, lout, slab, budget, dev.facts.compute_units, mwg, gpu)
-            if band is None or (auto and not gpu and not self._cpu_gain(spl, band, lout, slab,
-                                                                     dev.facts.compute_units)):
-                if auto:
-                    return 1, None, None
-                raise ValueError(f"sweeps_per_launch={spl}: no band of {'z planes' if self.dim == 3 else 'rows'} "
-                                 f"with a {2 * spl}-slab halo on each side fits the "
-                                 f"{budget} bytes of local memory ({slab} bytes per slab); use fewer")
-        halo = 0 if band == lout else 2 * spl
-        if lout % band or (band + 2 * halo) * slab > budget:
-            raise ValueError(f"band must divide {lout} and, with a {halo}-slab halo on each side, fit "
-                             f"the {budget} bytes of local memory ({slab} bytes per slab); got {band}")
-        items = (band + 2 * halo - (2 if halo else 0)) * (slab // 8) // (W if lanes > 1 else 1)
-        floor = max(dev.facts.wg_multiple, 1)
+        facts, gpu = dev.facts, dev.facts.is_gpu
+        plain = 1, None, None, None
+        if spl == 1 and band is None:
+            return plain
+        budget, units = facts.local_mem, facts.compute_units
+        mwg = min(self.MULTISWEEP_WG[gpu], facts.max_work_group)
+        shape = None if band is None else self._band_shape(band)
+        tile = None
+        if spl is None and gpu:
+            if band is None and self.R * self.N > self.MULTISWEEP_MAX_SITES[gpu]:
+                return plain
+            spl = self.MULTISWEEP_SWEEPS["whole" if self._fits(self._tile(self._sides()[0], None, 1),
+                                                                budget) else "band"]
+        elif spl is None:
+            spl, tile = self._cpu_plan(budget, units, shape)
+            if tile is None:
+                return plain
+        if tile is None and shape is not None:
+            tile = self._tile(*shape, spl)
+            if not self._fits(tile, budget):
+                raise ValueError(f"band {band!r} with {2 * spl}-slab halos needs {self._tile_bytes(tile)} "
+                                 f"bytes of local memory, more than the {budget} there are; use a smaller one")
+        if tile is None:
+            tile = self._best_tile(spl, budget, units, mwg, gpu)
+        if tile is None:
+            if opts["sweeps_per_launch"] is None:
+                return plain
+            raise ValueError(f"sweeps_per_launch={spl}: no band of {'z planes' if self.dim == 3 else 'rows'} "
+                             f"with a {2 * spl}-slab halo on each side fits the {budget} bytes of local "
+                             f"memory ({self._tile_bytes(self._tile(1, None, 0))} bytes per slab); use fewer")
+        T, BH, TY, HY = tile
+        items = self._half_sweep_words(tile, spl)[0] // (W if lanes > 1 else 1)
+        floor = max(facts.wg_multiple, 1)
         while mwg // 2 >= max(items, floor):
             mwg //= 2
-        return spl, (band, halo), mwg
+        return spl, (T, BH), (None if TY is None else (TY, HY)), mwg
 
-    def _cpu_gain(self, spl, band, lout, slab, units):
-        """Whether spl sweeps per launch with this band beat single launches on
-        a CPU: per sweep, 2 (launch + words of a colour / units) against
-        (launch + waves x words of one group) / spl, launch = CPU_LAUNCH_WORDS."""
-        words = slab // 8
-        halo = 0 if band == lout else 2 * spl
-        hs = band + 2 * halo
-        group = sum((hs if not halo else hs - 2 - 2 * j) * words for j in range(2 * spl))
-        plain = 2 * (self.CPU_LAUNCH_WORDS + self.R * lout * words / units)
-        multi = (self.CPU_LAUNCH_WORDS + -(-self.R * (lout // band) // units) * group) / spl
-        return multi < plain
+    # ------------------------------------------------ multi-sweep plans
+    # A tile is (T, BH, TY, HY): a band of T slabs (rows in 2D, z planes in 3D)
+    # with BH halo slabs on each side (0 iff T is the whole side); in 3D, TY
+    # rows of each plane with HY halo rows (TY None: the whole plane, no halo).
+    # Halos are 2 m for m sweeps per launch.
+    def _sides(self):
+        """(slabs per lattice, rows per slab)."""
+        return (self.Lz, self.shape[1]) if self.dim == 3 else (self.shape[1], 1)
 
-    def _best_band(self, spl, lout, slab, budget, units, mwg, gpu):
-        """The band (a divisor of the side, or the whole side: no halo) that fits
-        local memory and minimises waves of work groups x the time of one group:
+    def _tile(self, T, TY, spl):
+        lout, rows = self._sides()
+        TY = None if TY in (None, rows) else TY
+        return (T, 0 if T == lout else 2 * spl, TY, 0 if TY is None else 2 * spl)
+
+    def _band_shape(self, band):
+        """(T, TY) of option `band`: slabs, or (z planes, y rows) in 3D."""
+        lout, rows = self._sides()
+        T, TY = (band, None) if isinstance(band, int) else band
+        if TY is not None and self.dim == 2:
+            raise ValueError(f"band must be an integer (rows per band) in 2D, got {band!r}")
+        if lout % T or (TY is not None and rows % TY):
+            raise ValueError(f"band must divide {lout}" + (f" and its y rows divide {rows}" if TY else "")
+                             + f"; got {band!r}")
+        return T, TY
+
+    def _tile_bytes(self, tile):
+        T, BH, TY, HY = tile
+        rows = self._sides()[1] if TY is None else TY + 2 * HY
+        return 8 * (T + 2 * BH) * rows * self.WR          # both colours
+
+    def _fits(self, tile, budget):
+        return self._tile_bytes(tile) <= budget
+
+    def _half_sweep_words(self, tile, spl):
+        """Words of one colour a group updates in each of the 2 spl half-sweeps
+        of a launch (the valid region shrinks by one slab and row per half-sweep)."""
+        T, BH, TY, HY = tile
+        hs, hy = T + 2 * BH, (self._sides()[1] if TY is None else TY + 2 * HY)
+        return [(hs - 2 - 2 * j if BH else hs) * (hy - 2 - 2 * j if HY else hy) * self.WR
+                for j in range(2 * spl)]
+
+    def _groups(self, tile):
+        T, _, TY, _ = tile
+        lout, rows = self._sides()
+        return self.R * (lout // T) * (1 if TY is None else rows // TY)
+
+    def _tiles(self, spl, budget):
+        """Every tile for spl sweeps per launch that fits local memory."""
+        lout, rows = self._sides()
+        ys = [None] if self.dim == 2 else [d for d in range(rows, 0, -1) if rows % d == 0]
+        for T in (d for d in range(lout, 0, -1) if lout % d == 0):
+            for TY in ys:
+                tile = self._tile(T, TY, spl)
+                if self._fits(tile, budget):
+                    yield tile
+
+    def _best_tile(self, spl, budget, units, mwg, gpu):
+        """The tile that minimises waves of work groups x the time of one group:
         on GPUs its rounds (words / work-group size per half-sweep), on CPUs
-        (one core per group) its words. None if no band fits."""
-        words_per_slab = slab // 8
+        (one core per group) its words. None if no tile fits."""
         best, best_cost = None, None
-        for T in range(lout, 0, -1):
-            halo = 0 if T == lout else 2 * spl
-            hs = T + 2 * halo
-            if lout % T or hs * slab > budget:
-                continue
-            slabs = [hs if not halo else hs - 2 - 2 * j for j in range(2 * spl)]
-            per_group = sum(max(1, -(-n * words_per_slab // mwg)) if gpu else n * words_per_slab
-                            for n in slabs)
-            cost = -(-self.R * (lout // T) // units) * per_group
+        for tile in self._tiles(spl, budget):
+            words = self._half_sweep_words(tile, spl)
+            per_group = sum(max(1, -(-n // mwg)) for n in words) if gpu else sum(words)
+            cost = -(-self._groups(tile) // units) * per_group
             if best_cost is None or cost < best_cost:
-                best, best_cost = T, cost
+                best, best_cost = tile, cost
+        return best
+
+    def _cpu_plan(self, budget, units, shape=None):
+        """(sweeps per launch, tile) of the cheapest plan on a CPU, or (1, None)
+        where single launches are cheapest (shape: the tile's (T, TY) if
+        given). Model, in word updates of one core per sweep: single launches
+        2 (CPU_LAUNCH_WORDS + words of a colour / cores); m sweeps per launch
+        (CPU_LAUNCH_WORDS + waves of groups x words of a group) / m."""
+        best = (1, None)
+        best_cost = None if shape else 2 * (self.CPU_LAUNCH_WORDS + self.R * self.words / units)
+        if shape is None and self.R * self.N > self.MULTISWEEP_MAX_SITES[False]:
+            return best
+        for spl in self.CPU_SWEEPS:
+            tiles = [self._tile(*shape, spl)] if shape else self._tiles(spl, budget)
+            for tile in tiles:
+                if not self._fits(tile, budget):
+                    continue
+                group = sum(self._half_sweep_words(tile, spl))
+                cost = (self.CPU_LAUNCH_WORDS + -(-self._groups(tile) // units) * group) / spl
+                if best_cost is None or cost < best_cost:
+                    best, best_cost = (spl, tile), cost
+        if shape and best[1] is None:
+            raise ValueError(f"band {shape}: its halos do not fit the {budget} bytes of local memory "
+                             "even for 2 sweeps per launch")
         return best
 
     def _program(self, always, slots, joint):
@@ -330,8 +401,7 @@ class MultispinBackend:
 
     def _multisweep(self, n):
         k = self.sweep_prg.ising_ms_multisweep
-        lout = self.Lz if self.dim == 3 else self.shape[1]
-        glob = (self.R * (lout // self.band[0]) * self.mwg,)
+        glob = (self._groups(self.band + (self.yband or (None, 0))) * self.mwg,)
         done = 0
         while done < n:
             m = min(self.sweeps_per_launch, n - done)
