@@ -69,8 +69,6 @@
     if lanes > 1 and (W not in (1, 2, 4, 8) or (W % WR or Ly % RR if ROWS_RUN else WR % W)):
         raise ValueError("multispin.cl: W must be 1, 2, 4 or 8 and divide the %d words per row, or "
                          "be whole rows (W / %d dividing Ly = %d)" % (WR, WR, Ly))
-    if ROWS_RUN and context.get("band"):
-        raise ValueError("multispin.cl: the multi-sweep kernel needs W to divide the words per row")
     if lanes == 1 and W not in (1, 2, 4, 8, 16, 32):
         raise ValueError("multispin.cl: W must be 1, 2, 4, 8, 16 or 32 with lanes = 1, got %r" % (W,))
     accept = context.get("accept", "select")
@@ -665,6 +663,9 @@ ${accept_code("joint" if joint is not None else "select", "        ")}
         raise ValueError("multispin.cl: yband %r must divide Ly = %d (halo 0 iff the whole side)" % ((TY, HY), Ly))
     if dim == 2 and context.get("yband"):
         raise ValueError("multispin.cl: yband is for 3D lattices")
+    if ROWS_RUN and (HY if dim == 3 else BH):
+        raise ValueError("multispin.cl: runs of whole rows (W > %d words per row) need rows with no "
+                         "halo: the whole replica (2D) or whole y rows (3D)" % WR)
     OFF = LOUT * (-(-BH // LOUT)) - BH       # slab(s) = (band * BT + s + OFF) % LOUT
     OFFY = Ly * (-(-HY // Ly)) - HY          # row(s) = (tile * TY + s + OFFY) % Ly
 %>
@@ -727,7 +728,7 @@ void ising_ms_multisweep(__global const uint *in0, __global const uint *in1, __g
         const uint ny = ${"%du - 2u * j" % (HSY - 2) if HY else "%du" % HSY}, nyw = ny * MS_WR;
         const uint n = ${"(%du - 2u * j)" % (HS - 2) if BH else "%du" % HS} * nyw;
 %   if lanes > 1:
-        // runs of ${W} words of a row, the lanes 4/8 update (SIMD Philox lanes on CPUs)
+        // runs of ${W} words of a row${" (%d whole rows)" % RR if ROWS_RUN else ""}, the lanes 4/8 update (SIMD Philox lanes on CPUs)
         for (uint i = lid * ${W}u; i < n; i += ${mwg * W}u) {
             const uint q = i / nyw, iw = i - q * nyw, qy = iw / MS_WR;
             const uint sl = lo + q, sy = ylo + qy, w0 = iw - qy * MS_WR;
@@ -741,14 +742,20 @@ void ising_ms_multisweep(__global const uint *in0, __global const uint *in1, __g
 %   if dim == 3:
             const uint z = MS_SLAB(sl), y = MS_YROW(sy);
             const uint sym = ${"sy - 1u" if HY else "sy == 0u ? %du : sy - 1u" % (HSY - 1)};
-            const uint syp = ${"sy + 1u" if HY else "sy + 1u == %du ? 0u : sy + 1u" % HSY};
+            ## lanes_run takes the row after its run of RR rows as `dn`
+            const uint syp = ${"sy + 1u" if HY else "sy + %du == %du ? 0u : sy + %du" % (RR, HSY, RR)};
             // this row, the rows y -+ 1 of its slab and the row y of the slabs z -+ 1
             const uint me_at = sl * ${SW}u + sy * MS_WR;
             const uint up_at = sl * ${SW}u + sym * MS_WR, dn_at = sl * ${SW}u + syp * MS_WR;
             const uint fr_at = slm * ${SW}u + sy * MS_WR, bk_at = slp * ${SW}u + sy * MS_WR;
 %   else:
             const uint z = 0u, y = MS_SLAB(sl);
+%     if RR > 1:
+            const uint me_at = sl * ${SW}u, up_at = slm * ${SW}u;
+            const uint dn_at = (sl + ${RR}u == ${HS}u ? 0u : sl + ${RR}u) * ${SW}u;
+%     else:
             const uint me_at = sl * ${SW}u, up_at = slm * ${SW}u, dn_at = slp * ${SW}u;
+%     endif
 %   endif
             const uint odd = (colour + y + z) & 1u;
 %   if lanes > 1:

@@ -81,10 +81,15 @@ class MultispinBackend:
     MULTISWEEP_SWEEPS = {"band": 2, "whole": 4}       # GPUs
     MULTISWEEP_WG = {True: 1024, False: 256}
     # On CPUs (one core per work group) the plan, single launches or m sweeps
-    # per launch with a tile, is the cheapest by the model of _cpu_plan, with a
-    # launch worth CPU_LAUNCH_WORDS word updates of one core (PoCL: 15-30 us
-    # per launch, ~40-70 ns per 32-spin word), m from CPU_SWEEPS
+    # per launch with a tile, is the cheapest by the model of _cpu_plan: a
+    # launch is worth CPU_LAUNCH_WORDS word updates of one core (PoCL: ~7-30
+    # us per launch, ~9-25 ns per 32-spin word), a work item's run of W words
+    # CPU_RUN_WORDS more, m from CPU_SWEEPS; the model counts on all cores but
+    # CPU_SPARE_CORES (on the shared 2-core machine where it was fitted, two
+    # groups ran no faster than one: docs/ising.md, Speed, PoCL)
     CPU_LAUNCH_WORDS = 400
+    CPU_RUN_WORDS = 0.6
+    CPU_SPARE_CORES = 1
     CPU_SWEEPS = (1, 2, 4, 8, 16, 32, 64)
 
     @classmethod
@@ -149,11 +154,6 @@ class MultispinBackend:
         S = Lx // 2
         self.WR = max(1, S // 32)
         self.rows = Ly * self.Lz
-        # lanes 4/8: W consecutive words of a row (or of rows, below); lanes 1:
-        # W consecutive rows of a z plane (one word each)
-        wanted = W
-        while (self.WR if lanes > 1 else Ly) % W:
-            W //= 2
         self.words = self.rows * self.WR          # per colour and replica
         self.row_bits = min(S, 32)                # spins per word
         spw = opts["spins_per_word"]
@@ -161,25 +161,27 @@ class MultispinBackend:
         if self.spins_per_word not in (1, "auto") and self.row_bits % self.spins_per_word:
             raise ValueError(f"spins_per_word={self.spins_per_word} must divide the "
                              f"{self.row_bits} spins of a row word (Lx = {Lx})")
-        self.sweeps_per_launch, self.band, self.yband, self.mwg = self._plan_launches(opts, dev, lanes, W)
-        if lanes > 1 and self.WR < wanted and not self.band:
-            # short rows: an item takes W / WR whole rows of a z plane, so that
-            # the joint mode's Philox calls fill the SIMD lanes
-            W = wanted
-            while W > self.WR and Ly % (W // self.WR):
-                W //= 2
+        self.lanes, self._wanted_W = lanes, W
+        self.sweeps_per_launch, tile = self._plan_launches(opts, dev)
+        W = self._item_words(tile)
+        self.band = self.yband = self.mwg = None
+        if tile is not None:
+            T, BH, TY, HY = tile
+            self.band, self.yband = (T, BH), (None if TY is None else (TY, HY))
+            self.mwg = self._group_size(tile, self.sweeps_per_launch, W if lanes > 1 else 1, dev.facts)
         if opts["words_per_item"] is None and dev.facts.is_gpu:
             # keep at least MIN_GROUPS_PER_CU work groups per compute unit (the
             # waves' tail costs more than the per-item setup saved)
             min_items = self.MIN_GROUPS_PER_CU * dev.facts.compute_units * wg
             while W > 1 and n_replicas * self.words // W < min_items:
                 W //= 2
-        self.W, self.wg, self.lanes = W, wg, lanes
+        self.W, self.wg = W, wg
         self.reducer = SumsReducer(dev, n_replicas, self.words)
         self._params = dict(dim=self.dim, Lx=Lx, Ly=Ly, Lz=self.Lz, W=W, lanes=lanes, wg=wg,
                             rwg=self.reducer.wg, band=self.band, yband=self.yband, mwg=self.mwg)
         self._accept = opts["accept"]
         self._programs = {}
+        self._launchers = {}          # kernel instances by (program, name, variant)
         self._tables = {}             # joint tables by (layout, thresholds of a replica)
         # pack/unpack/sums come from the smallest variant (no slots)
         self.prg = self._program(tuple(range(2 * (2 * self.dim + 1))), (), None)
@@ -187,19 +189,36 @@ class MultispinBackend:
         self.bufs = [zeroed_buffer(dev, nbytes) for _ in (0, 1)]
         # the multi-sweep kernel reads one pair and writes the other, then they swap
         self.alt = [zeroed_buffer(dev, nbytes) for _ in (0, 1)] if self.band else None
+        self._pair = self.bufs
         self._nat = None
         self._thr_key = None
         self.key = _rng.seed_key(seed)
         self.t = 0
 
-    def _plan_launches(self, opts, dev, lanes=1, W=1):
-        """(sweeps per launch, (slabs, halo) of a band or None, (rows, halo) of
-        a 3D band's y tile or None, multi-sweep work-group size: at most
-        MULTISWEEP_WG, no larger than the first half-sweep's words (runs of W
-        words with lanes 4/8) need)."""
+    def _item_words(self, tile=None):
+        """Words per work item, the largest power of two up to the one asked for
+        that fits: lanes 1, rows of a z plane (one word each); lanes 4/8,
+        consecutive words of a row, or where rows are short (fewer words than
+        asked for) whole consecutive rows of a z plane, so that the joint mode's
+        Philox calls fill the SIMD lanes. The multi-sweep kernel (tile) takes
+        whole rows only where its rows have no halo: the whole replica (2D) or
+        whole y rows (3D)."""
+        W, Ly, WR = self._wanted_W, self.shape[1], self.WR
+        if self.lanes == 1:
+            return min(W, Ly & -Ly)
+        whole_rows = tile is None or not (tile[3] if self.dim == 3 else tile[1])
+        if WR >= W or WR & (WR - 1) or not whole_rows:      # (rows of 3, 5, ... words: no runs of rows)
+            return min(W, WR & -WR)
+        while W > WR and Ly % (W // WR):
+            W //= 2
+        return W
+
+    def _plan_launches(self, opts, dev):
+        """(sweeps per launch, tile of the multi-sweep kernel or None: single
+        launches)."""
         spl, band = opts["sweeps_per_launch"], opts["band"]
         facts, gpu = dev.facts, dev.facts.is_gpu
-        plain = 1, None, None, None
+        plain = 1, None
         if spl == 1 and band is None:
             return plain
         budget, units = facts.local_mem, facts.compute_units
@@ -228,12 +247,17 @@ class MultispinBackend:
             raise ValueError(f"sweeps_per_launch={spl}: no band of {'z planes' if self.dim == 3 else 'rows'} "
                              f"with a {2 * spl}-slab halo on each side fits the {budget} bytes of local "
                              f"memory ({self._tile_bytes(self._tile(1, None, 0))} bytes per slab); use fewer")
-        T, BH, TY, HY = tile
-        items = self._half_sweep_words(tile, spl)[0] // (W if lanes > 1 else 1)
+        return spl, tile
+
+    def _group_size(self, tile, spl, per_item, facts):
+        """Work-group size of the multi-sweep kernel: at most MULTISWEEP_WG, no
+        larger than the first half-sweep's words (per_item words per item) need."""
+        mwg = min(self.MULTISWEEP_WG[facts.is_gpu], facts.max_work_group)
+        items = -(-self._half_sweep_words(tile, spl)[0] // per_item)
         floor = max(facts.wg_multiple, 1)
         while mwg // 2 >= max(items, floor):
             mwg //= 2
-        return spl, (T, BH), (None if TY is None else (TY, HY)), mwg
+        return mwg
 
     # ------------------------------------------------ multi-sweep plans
     # A tile is (T, BH, TY, HY): a band of T slabs (rows in 2D, z planes in 3D)
@@ -308,10 +332,13 @@ class MultispinBackend:
         """(sweeps per launch, tile) of the cheapest plan on a CPU, or (1, None)
         where single launches are cheapest (shape: the tile's (T, TY) if
         given). Model, in word updates of one core per sweep: single launches
-        2 (CPU_LAUNCH_WORDS + words of a colour / cores); m sweeps per launch
+        2 (CPU_LAUNCH_WORDS + words of a colour / cores), counting all cores but
+        CPU_SPARE_CORES, word costs by _cpu_word_cost; m sweeps per launch
         (CPU_LAUNCH_WORDS + waves of groups x words of a group) / m."""
+        units = max(1, units - self.CPU_SPARE_CORES)
         best = (1, None)
-        best_cost = None if shape else 2 * (self.CPU_LAUNCH_WORDS + self.R * self.words / units)
+        plain = 2 * (self.CPU_LAUNCH_WORDS + self.R * self.words / units * self._cpu_word_cost(None))
+        best_cost = None if shape else plain
         if shape is None and self.R * self.N > self.MULTISWEEP_MAX_SITES[False]:
             return best
         for spl in self.CPU_SWEEPS:
@@ -319,14 +346,20 @@ class MultispinBackend:
             for tile in tiles:
                 if not self._fits(tile, budget):
                     continue
-                group = sum(self._half_sweep_words(tile, spl))
+                group = sum(self._half_sweep_words(tile, spl)) * self._cpu_word_cost(tile)
                 cost = (self.CPU_LAUNCH_WORDS + -(-self._groups(tile) // units) * group) / spl
                 if best_cost is None or cost < best_cost:
                     best, best_cost = (spl, tile), cost
         if shape and best[1] is None:
             raise ValueError(f"band {shape}: its halos do not fit the {budget} bytes of local memory "
-                             "even for 2 sweeps per launch")
+                             "even for 1 sweep per launch")
         return best
+
+    def _cpu_word_cost(self, tile):
+        """Cost of a word update on a CPU relative to long runs: each work item's
+        run of W words carries CPU_RUN_WORDS of overhead (index arithmetic,
+        Philox lanes left empty)."""
+        return 1 + self.CPU_RUN_WORDS / self._item_words(tile)
 
     def _program(self, always, slots, joint):
         key = (always, slots, joint)
@@ -341,6 +374,7 @@ class MultispinBackend:
                 cap = prg.ising_ms_multisweep.work_group_limit(self.dev)
                 self.mwg = self._params["mwg"] = 1 << (cap.bit_length() - 1)
                 self._programs.clear()
+                self._launchers.clear()
                 return self._program(always, slots, joint)
             self._programs[key] = prg
         return self._programs[key]
@@ -390,22 +424,31 @@ class MultispinBackend:
         q = self.dev.queue
         if self.band:
             return self._multisweep(n)
-        k = self.sweep_prg.ising_ms_sweep
         b = self.bufs
+        kc = [self._launcher("ising_ms_sweep", c) for c in (0, 1)]
         for _ in range(n):
             lo, hi = np.uint32(self.t & 0xFFFFFFFF), np.uint32(self.t >> 32)
             for c in (0, 1):
-                k(q, glob, local, b[c], b[1 - c], self.thr_buf, np.uint32(c), np.uint32(self.R),
-                  np.uint32(self.key[0]), np.uint32(self.key[1]), lo, hi)
+                kc[c](q, glob, local, b[c], b[1 - c], self.thr_buf, np.uint32(c), np.uint32(self.R),
+                      np.uint32(self.key[0]), np.uint32(self.key[1]), lo, hi)
             self.t += 1
 
+    def _launcher(self, name, variant):
+        """Kernel `name` of the current sweep program, one instance per variant
+        (colour, buffer pair): each keeps its own arguments, so that a launch
+        re-sets only the sweep counter, not the buffers (microseconds each)."""
+        key = (self.sweep_prg, name, variant)
+        if key not in self._launchers:
+            self._launchers[key] = self.sweep_prg.instance(name)
+        return self._launchers[key]
+
     def _multisweep(self, n):
-        k = self.sweep_prg.ising_ms_multisweep
         glob = (self._groups(self.band + (self.yband or (None, 0))) * self.mwg,)
         done = 0
         while done < n:
             m = min(self.sweeps_per_launch, n - done)
             lo, hi = np.uint32(self.t & 0xFFFFFFFF), np.uint32(self.t >> 32)
+            k = self._launcher("ising_ms_multisweep", self.bufs is self._pair)
             k(self.dev.queue, glob, (self.mwg,), self.bufs[0], self.bufs[1], self.alt[0], self.alt[1],
               self.thr_buf, np.uint32(self.R), np.uint32(self.key[0]), np.uint32(self.key[1]), lo, hi,
               np.uint32(2 * m))
