@@ -78,7 +78,9 @@ class MultispinBackend:
     # DeviceFacts.is_gpu: two launches per sweep (~10 us each on an H100,
     # 15-30 us on PoCL) cost more than the sweep itself there.
     MULTISWEEP_MAX_SITES = {True: 2**25, False: 2**19}
-    MULTISWEEP_SWEEPS = {"band": 2, "whole": 4}       # GPUs
+    # GPUs: m for a whole replica in local memory, for bands of whole slabs,
+    # and for 3D tiles cut in y too (where no band fits: the least redundant)
+    MULTISWEEP_SWEEPS = {"whole": 4, "band": 4, "tile": 2}
     MULTISWEEP_WG = {True: 1024, False: 256}
     # On CPUs (one core per work group) the plan, single launches or m sweeps
     # per launch with a tile, is the cheapest by the model of _cpu_plan: a
@@ -228,8 +230,12 @@ class MultispinBackend:
         if spl is None and gpu:
             if band is None and self.R * self.N > self.MULTISWEEP_MAX_SITES[gpu]:
                 return plain
-            spl = self.MULTISWEEP_SWEEPS["whole" if self._fits(self._tile(self._sides()[0], None, 1),
-                                                                budget) else "band"]
+            if self._fits(self._tile(self._sides()[0], None, 1), budget):
+                spl = self.MULTISWEEP_SWEEPS["whole"]
+            elif shape[1] is None if shape else any(self._zbands(self.MULTISWEEP_SWEEPS["band"], budget)):
+                spl = self.MULTISWEEP_SWEEPS["band"]
+            else:
+                spl = self.MULTISWEEP_SWEEPS["tile"]
         elif spl is None:
             spl, tile = self._cpu_plan(budget, units, shape)
             if tile is None:
@@ -315,14 +321,24 @@ class MultispinBackend:
                 if self._fits(tile, budget):
                     yield tile
 
+    def _zbands(self, spl, budget):
+        """The tiles of whole slabs (no cut in y) that fit."""
+        return (t for t in self._tiles(spl, budget) if t[2] is None)
+
     def _best_tile(self, spl, budget, units, mwg, gpu):
         """The tile that minimises waves of work groups x the time of one group:
-        on GPUs its rounds (words / work-group size per half-sweep), on CPUs
-        (one core per group) its words. None if no tile fits."""
+        on GPUs its rounds (words / work-group size per half-sweep), among
+        whole slabs where one fits (the plans measured; tiles cut in y only
+        where no band fits), on CPUs (one core per group) its words. None if
+        no tile fits."""
         best, best_cost = None, None
-        for tile in self._tiles(spl, budget):
+        tiles = list(self._tiles(spl, budget))
+        if gpu and any(t[2] is None for t in tiles):
+            tiles = [t for t in tiles if t[2] is None]
+        for tile in tiles:
             words = self._half_sweep_words(tile, spl)
-            per_group = sum(max(1, -(-n // mwg)) for n in words) if gpu else sum(words)
+            per_group = (sum(max(1, -(-n // mwg)) for n in words) if gpu
+                         else sum(words) * self._cpu_word_cost(tile))
             cost = -(-self._groups(tile) // units) * per_group
             if best_cost is None or cost < best_cost:
                 best, best_cost = tile, cost
