@@ -28,17 +28,20 @@ Options (None: the device's default, from its DeviceFacts):
   slot-index bit planes, then one integer compare; "compare" compares every
   word with every slot's threshold into one packed mask per slot;
 * ``wg``: work-group size; None lets the driver choose on CPUs, 128 on GPUs;
-* ``sweeps_per_launch``: 1 launches one kernel per half-sweep; m > 1 runs up
-  to m sweeps per launch (ising_ms_multisweep: a work group keeps a band of
-  rows (2D) or z planes (3D) with a halo of 2m slabs in local memory, or a
-  whole replica when it fits, and sweeps it between barriers; the halo
-  shrinks by one slab per half-sweep, so the spins are exactly those of m
-  sweeps of single launches). None: MULTISWEEP_SWEEPS for up to
-  MULTISWEEP_MAX_SITES sites in all (where launches, not the device, set the
-  pace), else 1;
+* ``sweeps_per_launch``: 1 launches one kernel per half-sweep (or with
+  ``band``, one multi-sweep launch per sweep); m > 1 runs up to m sweeps per
+  launch (ising_ms_multisweep: a work group keeps a tile, a band of rows (2D)
+  or z planes (3D) with a halo of 2m slabs, in 3D optionally cut in y with a
+  halo of 2m rows, or a whole replica when it fits, in local memory and sweeps
+  it between barriers; the halo shrinks by one slab per half-sweep, so the
+  spins are exactly those of m sweeps of single launches). None: on GPUs
+  MULTISWEEP_SWEEPS up to MULTISWEEP_MAX_SITES sites in all (where launches,
+  not the device, set the pace), on CPUs the cheapest plan by _cpu_plan's
+  model, else 1;
 * ``band``: slabs per band of the multi-sweep kernel (a divisor of Ly in 2D,
-  Lz in 3D; the whole side: no halo); None: the cheapest that fits local
-  memory by a simple cost model (see _best_band).
+  Lz in 3D; the whole side: no halo), or in 3D (z planes, y rows); None: the
+  cheapest tile that fits local memory by a simple cost model (_best_tile,
+  _cpu_plan; GPUs cut in y only where no band of whole planes fits).
 
 The threshold table is split on the host into classes accepted with certainty
 (threshold 2^32 - 1 in every replica) and slots of classes that share a
