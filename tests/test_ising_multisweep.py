@@ -20,9 +20,13 @@ def _thr(dim, temps, J=1.0, h=0.0):
 
 
 CASES = [((64, 8), 1.0, 0.0, {"sweeps_per_launch": 2}, (8, 0), None),                # whole replica
+         ((64, 8), 1.0, 0.0, {}, (8, 0), None),                # default plan: whole, runs of rows
          ((64, 16), 1.0, 0.2, {"sweeps_per_launch": 2, "band": 2}, (2, 4), None),     # halo 4 > band
          ((128, 12), -1.0, 0.0, {"sweeps_per_launch": 2, "band": 4, "spins_per_word": 1}, (4, 4), None),
          ((64, 12), 1.0, 0.0, {"sweeps_per_launch": 1, "band": 3}, (3, 2), None),    # one launch per sweep
+         # rows of 3 words (Lx = 192): items of one word (single launches crashed on CPUs)
+         ((192, 8), 1.0, 0.1, {"sweeps_per_launch": 1}, None, None),
+         ((192, 8), 1.0, 0.0, {"sweeps_per_launch": 2, "band": 4}, (4, 4), None),
          ((16, 4, 8), 1.0, 0.0, {"sweeps_per_launch": 3, "band": 2}, (2, 6), None),
          ((16, 4, 8), 1.0, 0.3, {"sweeps_per_launch": 3}, (8, 0), None),
          ((128, 2, 6), 0.5, -0.2, {"sweeps_per_launch": 2, "band": 3, "lanes": 1}, (3, 4), None),
