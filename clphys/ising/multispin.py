@@ -19,11 +19,11 @@ Options (None: the device's default, from its DeviceFacts):
   (default on GPUs: fewest instructions per spin, coalesced loads);
 * ``words_per_item``: words (32 spins each) per work item, reduced to the
   largest power of two that fits: with lanes 4/8, 1, 2, 4 or 8 consecutive
-  words of a row (dividing the words per row; with rows shorter than that and
-  one launch per half-sweep, of whole consecutive rows); with lanes 1, 1
-  to 32 words of consecutive rows (dividing Ly), one per loop step (default 4, halved on
-  GPUs while the launch would have fewer than ``MIN_GROUPS_PER_CU`` work
-  groups per compute unit);
+  words of a row (dividing the words per row; with rows shorter than that,
+  of whole consecutive rows, where the rows have no halo); with lanes 1, 1
+  to 32 words of consecutive rows (dividing Ly), one per loop step (default:
+  8 on CPUs; 4 on GPUs, halved while the launch would have fewer than
+  ``MIN_GROUPS_PER_CU`` work groups per compute unit);
 * ``accept`` (lanes 1): "select" (default) picks each spin's threshold from
   slot-index bit planes, then one integer compare; "compare" compares every
   word with every slot's threshold into one packed mask per slot;
@@ -76,7 +76,7 @@ class MultispinBackend:
     # docs/ising.md "Speed" for the measurements behind them
     GPU_DEFAULTS = {"lanes": 1, "words_per_item": 4}
     MIN_GROUPS_PER_CU = 6
-    CPU_DEFAULTS = {"lanes": 8, "words_per_item": 4}
+    CPU_DEFAULTS = {"lanes": 8, "words_per_item": 8}
     # Several sweeps per launch up to this many sites (all replicas), by
     # DeviceFacts.is_gpu: two launches per sweep (~10 us each on an H100,
     # 15-30 us on PoCL) cost more than the sweep itself there.
