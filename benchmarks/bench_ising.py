@@ -4,7 +4,7 @@ kernel design and update mode, against L, on the device chosen by
 CLPHYS_DEVICE; a NumPy checkerboard on the CPU as the baseline.
 
     CLPHYS_DEVICE=nvidia python benchmarks/bench_ising.py --json ising_gpu.jsonl  # full (H100: ~5 min)
-    CLPHYS_DEVICE=portable python benchmarks/bench_ising.py --quick               # PoCL (~5 min on 2 cores)
+    CLPHYS_DEVICE=portable python benchmarks/bench_ising.py --quick               # PoCL (~3 min on 2 cores)
     ... --best --repeats 5    # best of 5 (a machine shared with other jobs)
     ... --no-tune            # skip the tuning variants
     ... --variants "lanes=1 words_per_item=4 wg=128; lanes=1 words_per_item=8"  # tune these instead
