@@ -51,6 +51,8 @@ the signs of J and h but not on the temperature, so temperature scans compile on
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pyopencl as cl
 
@@ -85,6 +87,9 @@ class MultispinBackend:
     # and for 3D tiles cut in y too (where no band fits: the least redundant)
     MULTISWEEP_SWEEPS = {"whole": 4, "band": 4, "tile": 2}
     MULTISWEEP_WG = {True: 1024, False: 256}
+    # the global index of replica 0 in the Philox counters: set by an ensemble
+    # split over MPI ranks (clphys.ising.lattice.Ensemble(comm=...))
+    r0 = 0
     # On CPUs (one core per work group) the plan, single launches or m sweeps
     # per launch with a tile, is the cheapest by the model of _cpu_plan: a
     # launch is worth CPU_LAUNCH_WORDS word updates of one core (PoCL: ~7-30
@@ -143,8 +148,16 @@ class MultispinBackend:
             need["band copies (several sweeps per launch)"] = spins
         return need
 
-    def __init__(self, dev, shape, n_replicas, *, rng, seed, **options):
+    def __init__(self, dev, shape, n_replicas, *, rng, seed, own=None, **options):
+        """own (clphys.ising.slabs): the lattice is one rank's share of a lattice
+        split over MPI ranks: its first `own` slabs (rows in 2D, z planes in 3D)
+        are updated, the two after them are halos; one sweep per launch."""
         opts = self.check_options(options)
+        if own is not None:
+            if opts["sweeps_per_launch"] not in (None, 1) or opts["band"] is not None:
+                raise ValueError("a lattice split over MPI ranks runs one sweep per launch: "
+                                 "sweeps_per_launch must be 1 (or None) and band None")
+            opts["sweeps_per_launch"] = 1
         defaults = self.GPU_DEFAULTS if dev.facts.is_gpu else self.CPU_DEFAULTS
         lanes = opts["lanes"] if opts["lanes"] is not None else defaults["lanes"]
         W = opts["words_per_item"] if opts["words_per_item"] is not None else defaults["words_per_item"]
@@ -166,7 +179,7 @@ class MultispinBackend:
         if self.spins_per_word not in (1, "auto") and self.row_bits % self.spins_per_word:
             raise ValueError(f"spins_per_word={self.spins_per_word} must divide the "
                              f"{self.row_bits} spins of a row word (Lx = {Lx})")
-        self.lanes, self._wanted_W = lanes, W
+        self.lanes, self._wanted_W, self._own = lanes, W, own
         self.sweeps_per_launch, tile = self._plan_launches(opts, dev)
         W = self._item_words(tile)
         self.band = self.yband = self.mwg = None
@@ -181,6 +194,10 @@ class MultispinBackend:
             while W > 1 and n_replicas * self.words // W < min_items:
                 W //= 2
         self.W, self.wg = W, wg
+        # rows of one work item, and the rows (words per colour) updated and summed
+        self.rows_per_item = W if lanes == 1 else max(1, W // self.WR)
+        self.own_rows = self.rows if own is None else own * (Ly if self.dim == 3 else 1)
+        self.sum_words = self.own_rows * self.WR
         self.reducer = SumsReducer(dev, n_replicas, self.words)
         self._params = dict(dim=self.dim, Lx=Lx, Ly=Ly, Lz=self.Lz, W=W, lanes=lanes, wg=wg,
                             rwg=self.reducer.wg, band=self.band, yband=self.yband, mwg=self.mwg)
@@ -209,12 +226,17 @@ class MultispinBackend:
         whole rows only where its rows have no halo: the whole replica (2D) or
         whole y rows (3D)."""
         W, Ly, WR = self._wanted_W, self.shape[1], self.WR
+        # a 2D slab share (own rows, then 2 halo rows): an item's rows stay in
+        # the own rows, and whole-row runs also divide the local rows
+        split2d = self._own is not None and self.dim == 2
         if self.lanes == 1:
-            return min(W, Ly & -Ly)
+            span = self._own if split2d else Ly
+            return min(W, span & -span)
         whole_rows = tile is None or not (tile[3] if self.dim == 3 else tile[1])
         if WR >= W or WR & (WR - 1) or not whole_rows:      # (rows of 3, 5, ... words: no runs of rows)
             return min(W, WR & -WR)
-        while W > WR and Ly % (W // WR):
+        span = math.gcd(self._own, Ly) if split2d else Ly
+        while W > WR and span % (W // WR):
             W //= 2
         return W
 
@@ -430,6 +452,9 @@ class MultispinBackend:
             always, slots, table = plan.always, plan.slots, plan.data
             joint = plan.layout and (plan.layout.k, plan.layout.field, plan.layout.shift,
                                      plan.layout.cells)
+            # Philox calls per word (cl_kernels/ising/multispin.cl, CPW)
+            self._cpw = (self.row_bits // 4 if plan.layout is None
+                         else -(-(self.row_bits // plan.layout.k) // 4))
             self.sweep_prg = self._program(always, slots, joint)
             self.thr_buf = cl.Buffer(self.dev.context, cl.mem_flags.READ_ONLY, table.nbytes)
             enqueue_upload(self.dev.queue, self.thr_buf, table)
@@ -449,7 +474,8 @@ class MultispinBackend:
             lo, hi = np.uint32(self.t & 0xFFFFFFFF), np.uint32(self.t >> 32)
             for c in (0, 1):
                 kc[c](q, glob, local, b[c], b[1 - c], self.thr_buf, np.uint32(c), np.uint32(self.R),
-                      np.uint32(self.key[0]), np.uint32(self.key[1]), lo, hi)
+                      np.uint32(self.key[0]), np.uint32(self.key[1]), lo, hi, np.uint32(self.r0),
+                      np.uint32(0), np.uint32(self.rows), np.uint32(self.rows), np.uint32(0))
             self.t += 1
 
     def _launcher(self, name, variant):
@@ -461,6 +487,26 @@ class MultispinBackend:
             self._launchers[key] = self.sweep_prg.instance(name)
         return self._launchers[key]
 
+    def half_sweep(self, colour, row_begin, n_rows, first_row, thresholds, wait_for=None):
+        """Enqueue the update of colour `colour` in n_rows rows from row_begin
+        on, wrapping to row 0 after the own rows (all multiples of
+        rows_per_item), of every replica; local row 0 is row `first_row` of the
+        whole lattice (its Philox counters). Returns the launch's event. Does
+        not count the sweep (clphys.ising.slabs counts it after colour 1)."""
+        self._set_thresholds(thresholds)
+        gshift = (first_row * self.WR * self._cpw) % 2**32
+        items = self.R * n_rows * self.WR // self.W
+        local = (self.wg,) if self.wg else None
+        glob = (-(-items // self.wg) * self.wg,) if self.wg else (items,)
+        b = self.bufs
+        # one instance per colour and row range (a slab share's edges, its interior)
+        k = self._launcher("ising_ms_sweep", (colour, row_begin, n_rows))
+        return k(self.dev.queue, glob, local, b[colour], b[1 - colour], self.thr_buf, np.uint32(colour),
+                 np.uint32(self.R), np.uint32(self.key[0]), np.uint32(self.key[1]),
+                 np.uint32(self.t & 0xFFFFFFFF), np.uint32(self.t >> 32), np.uint32(self.r0),
+                 np.uint32(row_begin), np.uint32(n_rows), np.uint32(self.own_rows), np.uint32(gshift),
+                 wait_for=wait_for)
+
     def _multisweep(self, n):
         glob = (self._groups(self.band + (self.yband or (None, 0))) * self.mwg,)
         done = 0
@@ -470,7 +516,7 @@ class MultispinBackend:
             k = self._launcher("ising_ms_multisweep", self.bufs is self._pair)
             k(self.dev.queue, glob, (self.mwg,), self.bufs[0], self.bufs[1], self.alt[0], self.alt[1],
               self.thr_buf, np.uint32(self.R), np.uint32(self.key[0]), np.uint32(self.key[1]), lo, hi,
-              np.uint32(2 * m))
+              np.uint32(2 * m), np.uint32(self.r0))
             self.bufs, self.alt = self.alt, self.bufs
             self.t += m
             done += m
@@ -480,7 +526,8 @@ class MultispinBackend:
         """See clphys.ising.backends: int64 pair (bond, M) of measurement `index`."""
         red = self.reducer
         self.prg.ising_ms_sums(self.dev.queue, (self.R * red.parts * red.wg,), (red.wg,),
-                               self.bufs[0], self.bufs[1], red.partial, np.uint32(red.parts))
+                               self.bufs[0], self.bufs[1], red.partial, np.uint32(red.parts),
+                               np.uint32(self.sum_words))
         red.finish(buffer, index)
 
     def sums(self):
