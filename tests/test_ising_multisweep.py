@@ -74,6 +74,22 @@ def test_multisweep_sample_and_checkpoint(device):
     np.testing.assert_array_equal(again.spins(), a.spins())
 
 
+@pytest.mark.parametrize("opts", [{"sweeps_per_launch": 2, "band": (2, 4)},
+                                  {"sweeps_per_launch": 1, "band": (3, 2), "lanes": 1}])
+def test_multisweep_continues_the_replica_numbering(device, opts):
+    """Replicas 2, 3 of an ensemble run in 3D tiles cut in y are an ensemble of
+    2 with replica_offset 2 (the Philox replica index of a split ensemble)."""
+    temps = [3.9, 4.3, 4.5, 5.0]
+    whole = Ensemble3D((64, 8, 6), temps, seed=6, device=device, **opts)
+    part = Ensemble3D((64, 8, 6), temps[2:], seed=6, replica_offset=2, device=device, **opts)
+    assert part._backend.yband is not None
+    start = whole.spins()
+    whole.sweep(3)
+    part.sweep(3)
+    assert np.any(part.spins() != start[2:])
+    np.testing.assert_array_equal(part.spins(), whole.spins()[2:])
+
+
 def test_pocl_and_oclgrind_agree(device, oclgrind):
     """The multi-sweep kernel on Oclgrind (barriers: race and uninitialised
     checks), bands with halos and whole replicas, 2D and 3D."""
