@@ -4,7 +4,7 @@ kernel design and update mode, against L, on the device chosen by
 CLPHYS_DEVICE; a NumPy checkerboard on the CPU as the baseline.
 
     CLPHYS_DEVICE=nvidia python benchmarks/bench_ising.py --json ising_gpu.jsonl  # full (H100: ~5 min)
-    CLPHYS_DEVICE=portable python benchmarks/bench_ising.py --quick               # PoCL (~5 min on 2 cores)
+    CLPHYS_DEVICE=portable python benchmarks/bench_ising.py --quick               # PoCL (~3 min on 2 cores)
     ... --best --repeats 5    # best of 5 (a machine shared with other jobs)
     ... --no-tune            # skip the tuning variants
     ... --variants "lanes=1 words_per_item=4 wg=128; lanes=1 words_per_item=8"  # tune these instead
@@ -245,20 +245,28 @@ class Timer:
 
     def run(self, alg, dim, L, opts, R=1, tag=None):
         """Time one workload; store (flips/ns, GB/s, options) under its name and
-        return its JSON extras (launch mode), or None if it cannot run."""
+        return its JSON extras (launch mode), or None if it cannot run: a
+        variant whose options do not apply to this size or device (the
+        constructor's ValueError) is reported as not applicable, not as an error."""
         name = tag or f"{alg} {dim}D L={L}" + (f" R={R}" if R > 1 else "")
         try:
             backends.load(alg).check_shape((L,) * dim)
             ens = ENSEMBLE[dim](L, np.full(R, TC[dim]), algorithm=alg, seed=1, device=self.dev, **opts)
+        except ValueError as exc:
+            print(f"# {name} {label(opts)}: not applicable ({exc})", flush=True)
+            self.results[(name, label(opts))] = None
+            return None
+        try:
             rate, n = timed_sweeps(ens, self.target, self.repeats, self.best)
-        except Exception as exc:            # a variant the device cannot run
-            print(f"# {name} {label(opts)}: {type(exc).__name__}: {exc}", flush=True)
+        except Exception as exc:            # a real failure: say so
+            print(f"# {name} {label(opts)}: ERROR {type(exc).__name__}: {exc}", flush=True)
             return None
         gbs = rate * bytes_per_flip(alg, ens)
         extra = {"sweeps": n, "options": label(opts), "gb_per_s": round(gbs, 2)}
         if alg == "multispin":
             be = ens._backend
-            extra.update(sweeps_per_launch=be.sweeps_per_launch, band=be.band and list(be.band))
+            extra.update(sweeps_per_launch=be.sweeps_per_launch, band=be.band and list(be.band),
+                         yband=be.yband and list(be.yband))
         self.report.add(f"{name} {label(opts)}", "flips_per_ns", round(rate, 4), **extra)
         self.results[(name, label(opts))] = (rate, gbs, opts)
         del ens
@@ -306,10 +314,11 @@ def tune(timer, quick, variants):
             timer.run("multispin", dim, L, dict(v, spins_per_word="auto"))
         # k = 2: a 16-cell (3D) / 9-cell (2D) table, twice the Philox calls of k = 4
         timer.run("multispin", dim, L, {"spins_per_word": 2})
-    mids = {2: 256 if quick else 4096, 3: 32 if quick else 128}
-    for dim, L in mids.items():
-        for spl in (1, 2, 4, 8):
-            timer.run("multispin", dim, L, {"sweeps_per_launch": spl})
+    mids = {2: [256] if quick else [4096], 3: [32] if quick else [128, 256]}
+    for dim, Ls in mids.items():
+        for L in Ls:
+            for spl in (1, 2, 4, 8):
+                timer.run("multispin", dim, L, {"sweeps_per_launch": spl})
 
 
 # ---------------------------------------------------------------- 6. PTX
@@ -364,7 +373,11 @@ def summary(timer, base, copy_gbs):
     print()
     print(f"copy bandwidth {copy_gbs:.1f} GB/s (clEnqueueCopyBuffer, read + write)")
     print(f"{'workload':<34} {'options':<44} {'flips/ns':>10} {'GB/s':>8} {'% copy':>7} {'x NumPy':>8}")
-    for (name, opts), (rate, gbs, _) in timer.results.items():
+    for (name, opts), row in timer.results.items():
+        if row is None:
+            print(f"{name:<34} {opts:<44} {'not applicable':>10}")
+            continue
+        rate, gbs, _ = row
         dim = 3 if " 3D " in f" {name} " else 2
         print(f"{name:<34} {opts:<44} {rate:>10.3f} {gbs:>8.1f} {100 * gbs / copy_gbs:>6.1f}% "
               f"{rate / base[dim]:>8.1f}")

@@ -1,7 +1,8 @@
 """Multispin with several sweeps per launch (ising_ms_multisweep, temporal
 blocking in local memory): the same spins as single launches, bit for bit,
-for bands with halos and whole replicas, both decision modes; Oclgrind
-checks the barriers (races, uninitialised reads)."""
+for bands with halos, 3D bands cut in y too, one sweep per launch, and
+whole replicas, both decision modes; Oclgrind checks the barriers (races,
+uninitialised reads)."""
 
 import numpy as np
 import pytest
@@ -18,22 +19,32 @@ def _thr(dim, temps, J=1.0, h=0.0):
     return np.stack([metropolis_thresholds(dim, T, J, h) for T in temps])
 
 
-CASES = [((64, 8), 1.0, 0.0, {"sweeps_per_launch": 2}, (8, 0)),                      # whole replica
-         ((64, 16), 1.0, 0.2, {"sweeps_per_launch": 2, "band": 2}, (2, 4)),           # halo 4 > band
-         ((128, 12), -1.0, 0.0, {"sweeps_per_launch": 2, "band": 4, "spins_per_word": 1}, (4, 4)),
-         ((16, 4, 8), 1.0, 0.0, {"sweeps_per_launch": 3, "band": 2}, (2, 6)),
-         ((16, 4, 8), 1.0, 0.3, {"sweeps_per_launch": 3}, (8, 0)),
-         ((128, 2, 6), 0.5, -0.2, {"sweeps_per_launch": 2, "band": 3, "lanes": 1}, (3, 4))]
+CASES = [((64, 8), 1.0, 0.0, {"sweeps_per_launch": 2}, (8, 0), None),                # whole replica
+         ((64, 8), 1.0, 0.0, {}, (8, 0), None),                # default plan: whole, runs of rows
+         ((64, 16), 1.0, 0.2, {"sweeps_per_launch": 2, "band": 2}, (2, 4), None),     # halo 4 > band
+         ((128, 12), -1.0, 0.0, {"sweeps_per_launch": 2, "band": 4, "spins_per_word": 1}, (4, 4), None),
+         ((64, 12), 1.0, 0.0, {"sweeps_per_launch": 1, "band": 3}, (3, 2), None),    # one launch per sweep
+         # rows of 3 words (Lx = 192): items of one word (single launches crashed on CPUs)
+         ((192, 8), 1.0, 0.1, {"sweeps_per_launch": 1}, None, None),
+         ((192, 8), 1.0, 0.0, {"sweeps_per_launch": 2, "band": 4}, (4, 4), None),
+         ((16, 4, 8), 1.0, 0.0, {"sweeps_per_launch": 3, "band": 2}, (2, 6), None),
+         ((16, 4, 8), 1.0, 0.3, {"sweeps_per_launch": 3}, (8, 0), None),
+         ((128, 2, 6), 0.5, -0.2, {"sweeps_per_launch": 2, "band": 3, "lanes": 1}, (3, 4), None),
+         # 3D bands cut in y: halos in y and z, in y only, one sweep per launch
+         ((128, 8, 6), 1.0, 0.1, {"sweeps_per_launch": 2, "band": (2, 4)}, (2, 4), (4, 4)),
+         ((64, 6, 4), 1.0, 0.0, {"sweeps_per_launch": 2, "band": (4, 2), "lanes": 1}, (4, 0), (2, 4)),
+         ((16, 8, 4), -1.0, 0.0, {"sweeps_per_launch": 1, "band": (2, 2), "spins_per_word": 1}, (2, 2),
+          (2, 2))]
 
 
-@pytest.mark.parametrize("shape,J,h,opts,band", CASES)
-def test_multisweep_matches_numpy_twin(device, shape, J, h, opts, band):
-    """5 sweeps (launches of 2 or 3 sweeps and a shorter last one), then 2
+@pytest.mark.parametrize("shape,J,h,opts,band,yband", CASES)
+def test_multisweep_matches_numpy_twin(device, shape, J, h, opts, band, yband):
+    """5 sweeps (launches of 1, 2 or 3 sweeps and a shorter last one), then 2
     more: the twin's spins and sums, bit for bit; the one-word mode gives the
     checkerboard algorithm's spins."""
     temps = [1.9, 2.6, 4.6]
     ens = ENSEMBLE[len(shape)](shape, temps, J=J, h=h, seed=5, device=device, **opts)
-    assert ens._backend.band == band
+    assert (ens._backend.band, ens._backend.yband) == (band, yband)
     start = ens.spins()
     ens.sweep(5)
     ens.sweep(2)
@@ -63,11 +74,29 @@ def test_multisweep_sample_and_checkpoint(device):
     np.testing.assert_array_equal(again.spins(), a.spins())
 
 
+@pytest.mark.parametrize("opts", [{"sweeps_per_launch": 2, "band": (2, 4)},
+                                  {"sweeps_per_launch": 1, "band": (3, 2), "lanes": 1}])
+def test_multisweep_continues_the_replica_numbering(device, opts):
+    """Replicas 2, 3 of an ensemble run in 3D tiles cut in y are an ensemble of
+    2 with replica_offset 2 (the Philox replica index of a split ensemble)."""
+    temps = [3.9, 4.3, 4.5, 5.0]
+    whole = Ensemble3D((64, 8, 6), temps, seed=6, device=device, **opts)
+    part = Ensemble3D((64, 8, 6), temps[2:], seed=6, replica_offset=2, device=device, **opts)
+    assert part._backend.yband is not None
+    start = whole.spins()
+    whole.sweep(3)
+    part.sweep(3)
+    assert np.any(part.spins() != start[2:])
+    np.testing.assert_array_equal(part.spins(), whole.spins()[2:])
+
+
 def test_pocl_and_oclgrind_agree(device, oclgrind):
     """The multi-sweep kernel on Oclgrind (barriers: race and uninitialised
     checks), bands with halos and whole replicas, 2D and 3D."""
     cases = [((64, 8), {"sweeps_per_launch": 2, "band": 2}), ((8, 2, 4), {"sweeps_per_launch": 2}),
-             ((16, 2, 6), {"sweeps_per_launch": 1 + 1, "band": 2, "spins_per_word": 1})]
+             ((16, 2, 6), {"sweeps_per_launch": 1 + 1, "band": 2, "spins_per_word": 1}),
+             ((64, 6, 4), {"sweeps_per_launch": 2, "band": (2, 2)}),
+             ((64, 6, 4), {"sweeps_per_launch": 1, "band": (4, 3), "lanes": 1})]
     for shape, opts in cases:
         out = []
         for dev in (device, oclgrind):
@@ -78,8 +107,14 @@ def test_pocl_and_oclgrind_agree(device, oclgrind):
 
 
 def test_options_checked(device):
-    with pytest.raises(ValueError, match="band needs sweeps_per_launch > 1"):
-        MultispinBackend.check_options({"sweeps_per_launch": 1, "band": 4})
+    with pytest.raises(ValueError, match=r"band must be an integer or \(z planes, y rows\)"):
+        MultispinBackend.check_options({"band": (1, 2, 3)})
+    with pytest.raises(ValueError, match="band must be >= 1"):
+        MultispinBackend.check_options({"band": (2, 0)})
+    with pytest.raises(ValueError, match=r"band must be an integer \(rows per band\) in 2D"):
+        Ensemble2D((64, 16), [2.0], sweeps_per_launch=2, band=(2, 2), device=device)
+    with pytest.raises(ValueError, match="band must divide 8 and its y rows divide 6"):
+        Ensemble3D((64, 6, 8), [4.0], sweeps_per_launch=2, band=(2, 4), device=device)
     with pytest.raises(ValueError, match="sweeps_per_launch must be >= 1"):
         Ensemble2D(16, [2.0], sweeps_per_launch=0)
     with pytest.raises(ValueError, match="band must divide 16"):

@@ -99,6 +99,31 @@ def test_build_error_shows_log_and_source(device, tmp_path, monkeypatch):
     assert "undefined_name" in text and ">>" in text and device.name in text
 
 
+def test_kernel_instances_keep_their_own_arguments(device, tmp_path, monkeypatch):
+    """Program.instance: a second Kernel of the same name whose arguments (re-set
+    only where they change) do not leak into the first one's launches."""
+    import pyopencl as cl
+    (tmp_path / "fill.cl").write_text("__kernel void fill(__global uint *x, const uint v)\n"
+                                      "{\n    x[get_global_id(0)] = v;\n}\n")
+    monkeypatch.setattr(render_module, "kernel_dir", lambda: tmp_path)
+    monkeypatch.setattr(render_module, "_lookup", None)
+    prg = device.build("fill.cl")
+    a, b = prg.instance("fill"), prg.instance("fill")
+    assert a is not b and a is not prg.fill
+    bufs = [cl.Buffer(device.context, cl.mem_flags.READ_WRITE, 16) for _ in (0, 1)]
+    q = device.queue
+    a(q, (4,), None, bufs[0], np.uint32(1))
+    b(q, (4,), None, bufs[1], np.uint32(2))
+    a(q, (4,), None, bufs[0], np.uint32(3))          # only v re-set: still bufs[0]
+    b(q, (4,), None, bufs[1], np.uint32(2))          # nothing re-set
+    out = [np.empty(4, np.uint32) for _ in (0, 1)]
+    for o, buf in zip(out, bufs):
+        cl.enqueue_copy(q, o, buf)
+    assert out[0].tolist() == [3] * 4 and out[1].tolist() == [2] * 4
+    with pytest.raises(AttributeError, match="no kernel 'nope'"):
+        prg.instance("nope")
+
+
 def test_render_needs_device_facts():
     with pytest.raises(TypeError, match="DeviceFacts"):
         clphys.runtime.render("rng/generate.cl", "nvidia", generator="philox")

@@ -69,8 +69,6 @@
     if lanes > 1 and (W not in (1, 2, 4, 8) or (W % WR or Ly % RR if ROWS_RUN else WR % W)):
         raise ValueError("multispin.cl: W must be 1, 2, 4 or 8 and divide the %d words per row, or "
                          "be whole rows (W / %d dividing Ly = %d)" % (WR, WR, Ly))
-    if ROWS_RUN and context.get("band"):
-        raise ValueError("multispin.cl: the multi-sweep kernel needs W to divide the words per row")
     if lanes == 1 and W not in (1, 2, 4, 8, 16, 32):
         raise ValueError("multispin.cl: W must be 1, 2, 4, 8, 16 or 32 with lanes = 1, got %r" % (W,))
     accept = context.get("accept", "select")
@@ -666,22 +664,34 @@ ${accept_code("joint" if joint is not None else "select", "        ")}
     band, mwg = context.get("band"), context.get("mwg")
     BT, BH = band                            # slabs per band, halo slabs per side
     LOUT = Lz if dim == 3 else Ly            # slabs per lattice (z planes in 3D, rows in 2D)
-    SROWS = Ly if dim == 3 else 1            # rows per slab
-    SW = SROWS * WR                          # words per slab and colour
+    # 3D bands may also be cut in y: tiles of TY rows with HY halo rows on each
+    # side (yband; the whole plane, no halo, by default); 2D slabs are one row
+    TY, HY = context.get("yband") or ((Ly, 0) if dim == 3 else (1, 0))
+    HSY = TY + 2 * HY                        # rows per slab in local memory
+    SW = HSY * WR                            # words per local slab and colour
     HS = BT + 2 * BH                         # slabs in local memory
     NBANDS = LOUT // BT
+    NBY = Ly // TY if dim == 3 else 1
     if LOUT % BT or (BH == 0) != (BT == LOUT) or not mwg:
         raise ValueError("multispin.cl: band %r must divide the %d slabs (halo 0 iff the band is "
                          "the whole lattice) and mwg must be set" % (band, LOUT))
+    if dim == 3 and (Ly % TY or (HY == 0) != (TY == Ly)):
+        raise ValueError("multispin.cl: yband %r must divide Ly = %d (halo 0 iff the whole side)" % ((TY, HY), Ly))
+    if dim == 2 and context.get("yband"):
+        raise ValueError("multispin.cl: yband is for 3D lattices")
+    if ROWS_RUN and (HY if dim == 3 else BH):
+        raise ValueError("multispin.cl: runs of whole rows (W > %d words per row) need rows with no "
+                         "halo: the whole replica (2D) or whole y rows (3D)" % WR)
     OFF = LOUT * (-(-BH // LOUT)) - BH       # slab(s) = (band * BT + s + OFF) % LOUT
+    OFFY = Ly * (-(-HY // Ly)) - HY          # row(s) = (tile * TY + s + OFFY) % Ly
 %>
 // Several half-sweeps per launch (temporal blocking), same words and spins as
-// nhalf launches of ising_ms_sweep. Work group g = (replica r, band b) holds
-// slabs b * ${BT} - ${BH} .. b * ${BT} + ${BT + BH - 1} (periodic; a slab is ${"a z plane" if dim == 3 else "a row"}, ${SW} words per
+// nhalf launches of ising_ms_sweep. Work group g = (replica r, band b${", y tile by" if NBY > 1 else ""}) holds
+// slabs b * ${BT} - ${BH} .. b * ${BT} + ${BT + BH - 1} (periodic; a slab is ${"a z plane" if dim == 3 else "a row"}${", rows by * %d - %d .. by * %d + %d of it" % (TY, HY, TY, TY + HY - 1) if NBY > 1 else ""}; ${SW} words per
 // colour) of both colours in local memory. Half-sweep j updates colour j % 2 of
-% if BH:
-// local slabs j + 1 .. ${HS - 2} - j, whose neighbours are still exact (the halo
-// shrinks by one slab per half-sweep), so nhalf <= ${2 * BH} leaves the band exact.
+% if BH or HY:
+// the local slabs (and rows) whose neighbours are still exact: the halo shrinks
+// by one slab (row) per half-sweep, so nhalf <= ${2 * min(h for h in (BH, HY) if h)} leaves the band exact.
 % else:
 // every slab (the whole replica, periodic), so any nhalf leaves it exact.
 % endif
@@ -696,15 +706,23 @@ void ising_ms_multisweep(__global const uint *in0, __global const uint *in1, __g
 {
     __local uint sm[${2 * HS * SW}];
     const uint lid = get_local_id(0), grp = get_group_id(0);
-    const uint r = grp / ${NBANDS}u, bnd = grp - r * ${NBANDS}u, rg = r0 + r, gshift = 0u;
+    const uint rb = grp / ${NBY}u, by = grp - rb * ${NBY}u;
+    const uint r = rb / ${NBANDS}u, bnd = rb - r * ${NBANDS}u, rg = r0 + r, gshift = 0u;
     if (r >= R)
         return;
     // remainders as x - q d (Oclgrind cannot check the `freeze` of LLVM's div/rem pairing)
-#define MS_SLAB(s) ((bnd * ${BT}u + (s) + ${OFF}u) - ((bnd * ${BT}u + (s) + ${OFF}u) / MS_LOUT) * MS_LOUT)
-#define MS_LOUT ${LOUT}u
+#define MS_MOD(x, m) ((x) - ((x) / (m)) * (m))
+#define MS_SLAB(s) MS_MOD(bnd * ${BT}u + (s) + ${OFF}u, ${LOUT}u)
+% if dim == 3:
+#define MS_YROW(s) MS_MOD(by * ${TY}u + (s) + ${OFFY}u, MS_LY)
+#define MS_GROW(sl, sy) (MS_SLAB(sl) * MS_LY + MS_YROW(sy))
+% else:
+#define MS_GROW(sl, sy) MS_SLAB(sl)
+% endif
     for (uint i = lid; i < ${2 * HS * SW}u; i += ${mwg}u) {
-        const uint c = i / ${HS * SW}u, rest = i - c * ${HS * SW}u, sl = rest / ${SW}u, w = rest - sl * ${SW}u;
-        sm[i] = (c ? in1 : in0)[(r * MS_ROWS + MS_SLAB(sl) * ${SROWS}u) * MS_WR + w];
+        const uint c = i / ${HS * SW}u, rest = i - c * ${HS * SW}u, sl = rest / ${SW}u;
+        const uint sw = rest - sl * ${SW}u, sy = sw / MS_WR, w = sw - sy * MS_WR;
+        sm[i] = (c ? in1 : in0)[(r * MS_ROWS + MS_GROW(sl, sy)) * MS_WR + w];
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     const uint2 key = (uint2)(k0, k1);
@@ -722,72 +740,83 @@ void ising_ms_multisweep(__global const uint *in0, __global const uint *in1, __g
         const uint t_lo = (uint)tj, t_hi = (uint)(tj >> 32), c3 = 2u * t_hi + colour;
         __local uint *own = sm + colour * ${HS * SW}u;
         __local const uint *oth = sm + (1u - colour) * ${HS * SW}u;
-%   if BH:
-        const uint lo = j + 1u, n = (${HS - 2}u - 2u * j) * ${SW}u;
-%   else:
-        const uint lo = 0u, n = ${HS * SW}u;
-%   endif
+        // the slabs lo .. and rows ylo .. ylo + ny - 1 of each that are updated
+        const uint lo = ${"j + 1u" if BH else "0u"}, ylo = ${"j + 1u" if HY else "0u"};
+        const uint ny = ${"%du - 2u * j" % (HSY - 2) if HY else "%du" % HSY}, nyw = ny * MS_WR;
+        const uint n = ${"(%du - 2u * j)" % (HS - 2) if BH else "%du" % HS} * nyw;
 %   if lanes > 1:
-        // runs of ${W} words of a row, the lanes 4/8 update (SIMD Philox lanes on CPUs)
+        // runs of ${W} words of a row${" (%d whole rows)" % RR if ROWS_RUN else ""}, the lanes 4/8 update (SIMD Philox lanes on CPUs)
         for (uint i = lid * ${W}u; i < n; i += ${mwg * W}u) {
-            const uint sl = lo + i / ${SW}u, wi0 = i - (i / ${SW}u) * ${SW}u;
-            const uint slm = ${"sl - 1u" if BH else "sl == 0u ? %du : sl - 1u" % (HS - 1)};
-            const uint slp = ${"sl + 1u" if BH else "sl + 1u == %du ? 0u : sl + 1u" % HS};
-%     if dim == 3:
-            const uint z = MS_SLAB(sl), y = wi0 / MS_WR, w0 = wi0 - y * MS_WR;
-            const uint ym = (y == 0u ? MS_LY - 1u : y - 1u), yp = (y + 1u == MS_LY ? 0u : y + 1u);
-            __local uint *me = own + sl * ${SW}u + y * MS_WR;
-            __local const uint *oc = oth + sl * ${SW}u + y * MS_WR;
-            __local const uint *up = oth + sl * ${SW}u + ym * MS_WR, *dn = oth + sl * ${SW}u + yp * MS_WR;
-            __local const uint *fr = oth + slm * ${SW}u + y * MS_WR, *bk = oth + slp * ${SW}u + y * MS_WR;
-%     else:
-            const uint z = 0u, y = MS_SLAB(sl), w0 = wi0;
-            __local uint *me = own + sl * ${SW}u;
-            __local const uint *oc = oth + sl * ${SW}u, *up = oth + slm * ${SW}u, *dn = oth + slp * ${SW}u;
-%     endif
-            const uint row = z * MS_LY + y, odd = (colour + y + z) & 1u;
-${lanes_run("me", "oc", "up", "dn", "fr", "bk")}
-        }
+            const uint q = i / nyw, iw = i - q * nyw, qy = iw / MS_WR;
+            const uint sl = lo + q, sy = ylo + qy, w0 = iw - qy * MS_WR;
 %   else:
         for (uint i = lid; i < n; i += ${mwg}u) {
-            const uint sl = lo + i / ${SW}u, wi = i - (i / ${SW}u) * ${SW}u;
+            const uint q = i / nyw, iw = i - q * nyw, qy = iw / MS_WR;
+            const uint sl = lo + q, sy = ylo + qy, w = iw - qy * MS_WR;
+%   endif
             const uint slm = ${"sl - 1u" if BH else "sl == 0u ? %du : sl - 1u" % (HS - 1)};
             const uint slp = ${"sl + 1u" if BH else "sl + 1u == %du ? 0u : sl + 1u" % HS};
 %   if dim == 3:
-            const uint z = MS_SLAB(sl), yy = wi / MS_WR, w = wi - yy * MS_WR, y = yy;
-            const uint rb = sl * ${SW}u + yy * MS_WR;             // this row in local memory
-            const uint ym = (yy == 0u ? MS_LY - 1u : yy - 1u), yp = (yy + 1u == MS_LY ? 0u : yy + 1u);
-            const uint u = oth[sl * ${SW}u + ym * MS_WR + w], d = oth[sl * ${SW}u + yp * MS_WR + w];
-            const uint f = oth[slm * ${SW}u + wi], b = oth[slp * ${SW}u + wi];
+            const uint z = MS_SLAB(sl), y = MS_YROW(sy);
+            const uint sym = ${"sy - 1u" if HY else "sy == 0u ? %du : sy - 1u" % (HSY - 1)};
+            ## lanes_run takes the row after its run of RR rows as `dn`
+            const uint syp = ${"sy + 1u" if HY else "sy + %du == %du ? 0u : sy + %du" % (RR, HSY, RR)};
+            // this row, the rows y -+ 1 of its slab and the row y of the slabs z -+ 1
+            const uint me_at = sl * ${SW}u + sy * MS_WR;
+            const uint up_at = sl * ${SW}u + sym * MS_WR, dn_at = sl * ${SW}u + syp * MS_WR;
+            const uint fr_at = slm * ${SW}u + sy * MS_WR, bk_at = slp * ${SW}u + sy * MS_WR;
 %   else:
-            const uint z = 0u, y = MS_SLAB(sl), w = wi, rb = sl * ${SW}u;
-            const uint u = oth[slm * ${SW}u + wi], d = oth[slp * ${SW}u + wi];
+            const uint z = 0u, y = MS_SLAB(sl);
+%     if RR > 1:
+            const uint me_at = sl * ${SW}u, up_at = slm * ${SW}u;
+            const uint dn_at = (sl + ${RR}u == ${HS}u ? 0u : sl + ${RR}u) * ${SW}u;
+%     else:
+            const uint me_at = sl * ${SW}u, up_at = slm * ${SW}u, dn_at = slp * ${SW}u;
+%     endif
 %   endif
-            const uint s = own[sl * ${SW}u + wi], c = oth[sl * ${SW}u + wi];
             const uint odd = (colour + y + z) & 1u;
-%   if PARTIAL:
-            const uint hn = ms_horizontal(c, 0u, 0u, odd);
+%   if lanes > 1:
+            const uint row = z * MS_LY + y;
+            __local uint *me = own + me_at;
+            __local const uint *oc = oth + me_at, *up = oth + up_at, *dn = oth + dn_at;
+%     if dim == 3:
+            __local const uint *fr = oth + fr_at, *bk = oth + bk_at;
+%     endif
+${lanes_run("me", "oc", "up", "dn", "fr", "bk")}
 %   else:
-            const uint hn = ms_horizontal(c, oth[rb + (w == 0u ? MS_WR - 1u : w - 1u)],
-                                          oth[rb + (w + 1u == MS_WR ? 0u : w + 1u)], odd);
-%   endif
+            const uint s = own[me_at + w], c = oth[me_at + w];
+            const uint u = oth[up_at + w], d = oth[dn_at + w];
+%     if dim == 3:
+            const uint f = oth[fr_at + w], b = oth[bk_at + w];
+%     endif
+%     if PARTIAL:
+            const uint hn = ms_horizontal(c, 0u, 0u, odd);
+%     else:
+            const uint hn = ms_horizontal(c, oth[me_at + (w == 0u ? MS_WR - 1u : w - 1u)],
+                                          oth[me_at + (w + 1u == MS_WR ? 0u : w + 1u)], odd);
+%     endif
             MS_COUNT(s, c, hn, u, d, ${"f" if dim == 3 else "0u"}, ${"b" if dim == 3 else "0u"})
             uint flip = ${mask_of(always)};
             const uint g0 = ((z * MS_LY + y) * MS_WR + w) * ${CPW}u;
-%   if D:
+%     if D:
 ${accept_code("joint" if joint is not None else accept, "            ")}
+%     endif
+            own[me_at + w] = s ^ (flip & MS_VALID);
 %   endif
-            own[sl * ${SW}u + wi] = s ^ (flip & MS_VALID);
         }
-%   endif
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    for (uint i = lid; i < ${2 * BT * SW}u; i += ${mwg}u) {
-        const uint c = i / ${BT * SW}u, rest = i - c * ${BT * SW}u, sl = ${BH}u + rest / ${SW}u;
-        const uint w = rest - (rest / ${SW}u) * ${SW}u;
-        (c ? out1 : out0)[(r * MS_ROWS + MS_SLAB(sl) * ${SROWS}u) * MS_WR + w] = sm[(c * ${HS}u + sl) * ${SW}u + w];
+    for (uint i = lid; i < ${2 * BT * TY * WR}u; i += ${mwg}u) {
+        const uint c = i / ${BT * TY * WR}u, rest = i - c * ${BT * TY * WR}u, q = rest / ${TY * WR}u;
+        const uint qw = rest - q * ${TY * WR}u, qy = qw / MS_WR, w = qw - qy * MS_WR;
+        const uint sl = ${BH}u + q, sy = ${HY}u + qy;
+        (c ? out1 : out0)[(r * MS_ROWS + MS_GROW(sl, sy)) * MS_WR + w] = sm[(c * ${HS}u + sl) * ${SW}u + sy * MS_WR + w];
     }
+#undef MS_MOD
 #undef MS_SLAB
-#undef MS_LOUT
+#undef MS_GROW
+% if dim == 3:
+#undef MS_YROW
+% endif
 }
 % endif

@@ -19,26 +19,29 @@ Options (None: the device's default, from its DeviceFacts):
   (default on GPUs: fewest instructions per spin, coalesced loads);
 * ``words_per_item``: words (32 spins each) per work item, reduced to the
   largest power of two that fits: with lanes 4/8, 1, 2, 4 or 8 consecutive
-  words of a row (dividing the words per row; with rows shorter than that and
-  one launch per half-sweep, of whole consecutive rows); with lanes 1, 1
-  to 32 words of consecutive rows (dividing Ly), one per loop step (default 4, halved on
-  GPUs while the launch would have fewer than ``MIN_GROUPS_PER_CU`` work
-  groups per compute unit);
+  words of a row (dividing the words per row; with rows shorter than that,
+  of whole consecutive rows, where the rows have no halo); with lanes 1, 1
+  to 32 words of consecutive rows (dividing Ly), one per loop step (default:
+  8 on CPUs; 4 on GPUs, halved while the launch would have fewer than
+  ``MIN_GROUPS_PER_CU`` work groups per compute unit);
 * ``accept`` (lanes 1): "select" (default) picks each spin's threshold from
   slot-index bit planes, then one integer compare; "compare" compares every
   word with every slot's threshold into one packed mask per slot;
 * ``wg``: work-group size; None lets the driver choose on CPUs, 128 on GPUs;
-* ``sweeps_per_launch``: 1 launches one kernel per half-sweep; m > 1 runs up
-  to m sweeps per launch (ising_ms_multisweep: a work group keeps a band of
-  rows (2D) or z planes (3D) with a halo of 2m slabs in local memory, or a
-  whole replica when it fits, and sweeps it between barriers; the halo
-  shrinks by one slab per half-sweep, so the spins are exactly those of m
-  sweeps of single launches). None: MULTISWEEP_SWEEPS for up to
-  MULTISWEEP_MAX_SITES sites in all (where launches, not the device, set the
-  pace), else 1;
+* ``sweeps_per_launch``: 1 launches one kernel per half-sweep (or with
+  ``band``, one multi-sweep launch per sweep); m > 1 runs up to m sweeps per
+  launch (ising_ms_multisweep: a work group keeps a tile, a band of rows (2D)
+  or z planes (3D) with a halo of 2m slabs, in 3D optionally cut in y with a
+  halo of 2m rows, or a whole replica when it fits, in local memory and sweeps
+  it between barriers; the halo shrinks by one slab per half-sweep, so the
+  spins are exactly those of m sweeps of single launches). None: on GPUs
+  MULTISWEEP_SWEEPS up to MULTISWEEP_MAX_SITES sites in all (where launches,
+  not the device, set the pace), on CPUs the cheapest plan by _cpu_plan's
+  model, else 1;
 * ``band``: slabs per band of the multi-sweep kernel (a divisor of Ly in 2D,
-  Lz in 3D; the whole side: no halo); None: the cheapest that fits local
-  memory by a simple cost model (see _best_band).
+  Lz in 3D; the whole side: no halo), or in 3D (z planes, y rows); None: the
+  cheapest tile that fits local memory by a simple cost model (_best_tile,
+  _cpu_plan; GPUs cut in y only where no band of whole planes fits).
 
 The threshold table is split on the host into classes accepted with certainty
 (threshold 2^32 - 1 in every replica) and slots of classes that share a
@@ -75,23 +78,29 @@ class MultispinBackend:
     # docs/ising.md "Speed" for the measurements behind them
     GPU_DEFAULTS = {"lanes": 1, "words_per_item": 4}
     MIN_GROUPS_PER_CU = 6
-    CPU_DEFAULTS = {"lanes": 8, "words_per_item": 4}
+    CPU_DEFAULTS = {"lanes": 8, "words_per_item": 8}
     # Several sweeps per launch up to this many sites (all replicas), by
     # DeviceFacts.is_gpu: two launches per sweep (~10 us each on an H100,
     # 15-30 us on PoCL) cost more than the sweep itself there.
     MULTISWEEP_MAX_SITES = {True: 2**25, False: 2**19}
-    MULTISWEEP_SWEEPS = {True: {"band": 2, "whole": 4}, False: {"band": 8, "whole": 8}}
+    # GPUs: m for a whole replica in local memory, for bands of whole slabs,
+    # and for 3D tiles cut in y too (where no band fits: the least redundant)
+    MULTISWEEP_SWEEPS = {"whole": 4, "band": 4, "tile": 2}
     MULTISWEEP_WG = {True: 1024, False: 256}
     # the global index of replica 0 in the Philox counters: set by an ensemble
     # split over MPI ranks (clphys.ising.lattice.Ensemble(comm=...))
     r0 = 0
-    # On CPUs (one core per work group) the multi-sweep kernel is used only
-    # where it is cheaper than single launches by the model of _best_band
-    # with a launch worth CPU_LAUNCH_WORDS word updates of one core (PoCL:
-    # 15-30 us per launch, ~40-70 ns per 32-spin word; this value reproduced
-    # every ordering measured on 2 cores for 2D L = 64..512, 3D L = 16..64 and
-    # 64 replicas of 64^2)
+    # On CPUs (one core per work group) the plan, single launches or m sweeps
+    # per launch with a tile, is the cheapest by the model of _cpu_plan: a
+    # launch is worth CPU_LAUNCH_WORDS word updates of one core (PoCL: ~7-30
+    # us per launch, ~9-25 ns per 32-spin word), a work item's run of W words
+    # CPU_RUN_WORDS more, m from CPU_SWEEPS; the model counts on all cores but
+    # CPU_SPARE_CORES (on the shared 2-core machine where it was fitted, two
+    # groups ran no faster than one: docs/ising.md, Speed, PoCL)
     CPU_LAUNCH_WORDS = 400
+    CPU_RUN_WORDS = 0.6
+    CPU_SPARE_CORES = 1
+    CPU_SWEEPS = (1, 2, 4, 8, 16, 32, 64)
 
     @classmethod
     def check_shape(cls, shape):
@@ -115,10 +124,13 @@ class MultispinBackend:
             _validate.choice("spins_per_word", opts["spins_per_word"], SPINS_PER_WORD)
         if opts["sweeps_per_launch"] is not None:
             _validate.integer("sweeps_per_launch", opts["sweeps_per_launch"], 1, 2**16)
-        if opts["band"] is not None:
-            _validate.integer("band", opts["band"], 1)
-            if opts["sweeps_per_launch"] == 1:
-                raise ValueError("band needs sweeps_per_launch > 1 (or None)")
+        band = opts["band"]
+        if isinstance(band, (tuple, list)):
+            if len(band) != 2:
+                raise ValueError(f"band must be an integer or (z planes, y rows), got {band!r}")
+            opts["band"] = tuple(_validate.integer("band", b, 1) for b in band)
+        elif band is not None:
+            opts["band"] = _validate.integer("band", band, 1)
         return opts
 
     @classmethod
@@ -131,7 +143,8 @@ class MultispinBackend:
                 "partial sums": SumsReducer.nbytes(facts, n_replicas, words),
                 "thresholds": 4 * n_replicas * 2 * (2 * len(shape) + 1),
                 "joint decision tables": 8 * _thr.MAX_CELLS * n_replicas}
-        if n_replicas * int(np.prod(shape)) <= cls.MULTISWEEP_MAX_SITES[facts.is_gpu]:
+        if (n_replicas * int(np.prod(shape)) <= cls.MULTISWEEP_MAX_SITES[facts.is_gpu]
+                or options.get("band") is not None or (options.get("sweeps_per_launch") or 1) > 1):
             need["band copies (several sweeps per launch)"] = spins
         return need
 
@@ -159,14 +172,6 @@ class MultispinBackend:
         S = Lx // 2
         self.WR = max(1, S // 32)
         self.rows = Ly * self.Lz
-        # lanes 4/8: W consecutive words of a row (or of rows, below); lanes 1:
-        # W consecutive rows of a z plane (one word each)
-        wanted = W
-        # rows an item may span: a z plane, or in 2D the rows a slab share updates
-        # (and, for whole-row runs, the local rows with the halos too)
-        span = Ly if own is None or self.dim == 3 else own
-        while (self.WR if lanes > 1 else span) % W:
-            W //= 2
         self.words = self.rows * self.WR          # per colour and replica
         self.row_bits = min(S, 32)                # spins per word
         spw = opts["spins_per_word"]
@@ -174,30 +179,31 @@ class MultispinBackend:
         if self.spins_per_word not in (1, "auto") and self.row_bits % self.spins_per_word:
             raise ValueError(f"spins_per_word={self.spins_per_word} must divide the "
                              f"{self.row_bits} spins of a row word (Lx = {Lx})")
-        self.sweeps_per_launch, self.band, self.mwg = self._plan_launches(opts, dev, lanes, W)
-        if lanes > 1 and self.WR < wanted and not self.band:
-            # short rows: an item takes W / WR whole rows of a z plane, so that
-            # the joint mode's Philox calls fill the SIMD lanes
-            W = wanted
-            span = Ly if own is None or self.dim == 3 else math.gcd(own, Ly)
-            while W > self.WR and span % (W // self.WR):
-                W //= 2
+        self.lanes, self._wanted_W, self._own = lanes, W, own
+        self.sweeps_per_launch, tile = self._plan_launches(opts, dev)
+        W = self._item_words(tile)
+        self.band = self.yband = self.mwg = None
+        if tile is not None:
+            T, BH, TY, HY = tile
+            self.band, self.yband = (T, BH), (None if TY is None else (TY, HY))
+            self.mwg = self._group_size(tile, self.sweeps_per_launch, W if lanes > 1 else 1, dev.facts)
         if opts["words_per_item"] is None and dev.facts.is_gpu:
             # keep at least MIN_GROUPS_PER_CU work groups per compute unit (the
             # waves' tail costs more than the per-item setup saved)
             min_items = self.MIN_GROUPS_PER_CU * dev.facts.compute_units * wg
             while W > 1 and n_replicas * self.words // W < min_items:
                 W //= 2
-        self.W, self.wg, self.lanes = W, wg, lanes
+        self.W, self.wg = W, wg
         # rows of one work item, and the rows (words per colour) updated and summed
         self.rows_per_item = W if lanes == 1 else max(1, W // self.WR)
         self.own_rows = self.rows if own is None else own * (Ly if self.dim == 3 else 1)
         self.sum_words = self.own_rows * self.WR
         self.reducer = SumsReducer(dev, n_replicas, self.words)
         self._params = dict(dim=self.dim, Lx=Lx, Ly=Ly, Lz=self.Lz, W=W, lanes=lanes, wg=wg,
-                            rwg=self.reducer.wg, band=self.band, mwg=self.mwg)
+                            rwg=self.reducer.wg, band=self.band, yband=self.yband, mwg=self.mwg)
         self._accept = opts["accept"]
         self._programs = {}
+        self._launchers = {}          # kernel instances by (program, name, variant)
         self._tables = {}             # joint tables by (layout, thresholds of a replica)
         # pack/unpack/sums come from the smallest variant (no slots)
         self.prg = self._program(tuple(range(2 * (2 * self.dim + 1))), (), None)
@@ -205,78 +211,196 @@ class MultispinBackend:
         self.bufs = [zeroed_buffer(dev, nbytes) for _ in (0, 1)]
         # the multi-sweep kernel reads one pair and writes the other, then they swap
         self.alt = [zeroed_buffer(dev, nbytes) for _ in (0, 1)] if self.band else None
+        self._pair = self.bufs
         self._nat = None
         self._thr_key = None
         self.key = _rng.seed_key(seed)
         self.t = 0
 
-    def _plan_launches(self, opts, dev, lanes=1, W=1):
-        """(sweeps per launch, (slabs, halo) of a band or None, multi-sweep
-        work-group size: at most MULTISWEEP_WG, no larger than the first
-        half-sweep's words (runs of W words with lanes 4/8) need)."""
+    def _item_words(self, tile=None):
+        """Words per work item, the largest power of two up to the one asked for
+        that fits: lanes 1, rows of a z plane (one word each); lanes 4/8,
+        consecutive words of a row, or where rows are short (fewer words than
+        asked for) whole consecutive rows of a z plane, so that the joint mode's
+        Philox calls fill the SIMD lanes. The multi-sweep kernel (tile) takes
+        whole rows only where its rows have no halo: the whole replica (2D) or
+        whole y rows (3D)."""
+        W, Ly, WR = self._wanted_W, self.shape[1], self.WR
+        # a 2D slab share (own rows, then 2 halo rows): an item's rows stay in
+        # the own rows, and whole-row runs also divide the local rows
+        split2d = self._own is not None and self.dim == 2
+        if self.lanes == 1:
+            span = self._own if split2d else Ly
+            return min(W, span & -span)
+        whole_rows = tile is None or not (tile[3] if self.dim == 3 else tile[1])
+        if WR >= W or WR & (WR - 1) or not whole_rows:      # (rows of 3, 5, ... words: no runs of rows)
+            return min(W, WR & -WR)
+        span = math.gcd(self._own, Ly) if split2d else Ly
+        while W > WR and span % (W // WR):
+            W //= 2
+        return W
+
+    def _plan_launches(self, opts, dev):
+        """(sweeps per launch, tile of the multi-sweep kernel or None: single
+        launches)."""
         spl, band = opts["sweeps_per_launch"], opts["band"]
-        auto = spl is None
-        lout = self.Lz if self.dim == 3 else self.shape[1]
-        slab = 8 * (self.shape[1] if self.dim == 3 else 1) * self.WR     # bytes, both colours
-        budget = dev.facts.local_mem
-        gpu = dev.facts.is_gpu
-        if auto:
-            if self.R * self.N > self.MULTISWEEP_MAX_SITES[gpu]:
-                return 1, None, None
-            spl = self.MULTISWEEP_SWEEPS[gpu]["whole" if lout * slab <= budget else "band"]
-        if spl == 1:
-            return 1, None, None
-        mwg = min(self.MULTISWEEP_WG[gpu], dev.facts.max_work_group)
-        if band is None:
-            band = self._best_band(spl, lout, slab, budget, dev.facts.compute_units, mwg, gpu)
-            if band is None or (auto and not gpu and not self._cpu_gain(spl, band, lout, slab,
-                                                                     dev.facts.compute_units)):
-                if auto:
-                    return 1, None, None
-                raise ValueError(f"sweeps_per_launch={spl}: no band of {'z planes' if self.dim == 3 else 'rows'} "
-                                 f"with a {2 * spl}-slab halo on each side fits the "
-                                 f"{budget} bytes of local memory ({slab} bytes per slab); use fewer")
-        halo = 0 if band == lout else 2 * spl
-        if lout % band or (band + 2 * halo) * slab > budget:
-            raise ValueError(f"band must divide {lout} and, with a {halo}-slab halo on each side, fit "
-                             f"the {budget} bytes of local memory ({slab} bytes per slab); got {band}")
-        items = (band + 2 * halo - (2 if halo else 0)) * (slab // 8) // (W if lanes > 1 else 1)
-        floor = max(dev.facts.wg_multiple, 1)
+        facts, gpu = dev.facts, dev.facts.is_gpu
+        plain = 1, None
+        if spl == 1 and band is None:
+            return plain
+        budget, units = facts.local_mem, facts.compute_units
+        mwg = min(self.MULTISWEEP_WG[gpu], facts.max_work_group)
+        shape = None if band is None else self._band_shape(band)
+        tile = None
+        if spl is None and gpu:
+            if band is None and self.R * self.N > self.MULTISWEEP_MAX_SITES[gpu]:
+                return plain
+            if self._fits(self._tile(self._sides()[0], None, 1), budget):
+                spl = self.MULTISWEEP_SWEEPS["whole"]
+            elif shape[1] is None if shape else any(self._zbands(self.MULTISWEEP_SWEEPS["band"], budget)):
+                spl = self.MULTISWEEP_SWEEPS["band"]
+            else:
+                spl = self.MULTISWEEP_SWEEPS["tile"]
+        elif spl is None:
+            spl, tile = self._cpu_plan(budget, units, shape)
+            if tile is None:
+                return plain
+        if tile is None and shape is not None:
+            tile = self._tile(*shape, spl)
+            if not self._fits(tile, budget):
+                raise ValueError(f"band {band!r} with {2 * spl}-slab halos needs {self._tile_bytes(tile)} "
+                                 f"bytes of local memory, more than the {budget} there are; use a smaller one")
+        if tile is None:
+            tile = self._best_tile(spl, budget, units, mwg, gpu)
+        if tile is None:
+            if opts["sweeps_per_launch"] is None:
+                return plain
+            raise ValueError(f"sweeps_per_launch={spl}: no band of {'z planes' if self.dim == 3 else 'rows'} "
+                             f"with a {2 * spl}-slab halo on each side fits the {budget} bytes of local "
+                             f"memory ({self._tile_bytes(self._tile(1, None, 0))} bytes per slab); use fewer")
+        return spl, tile
+
+    def _group_size(self, tile, spl, per_item, facts):
+        """Work-group size of the multi-sweep kernel: at most MULTISWEEP_WG, no
+        larger than the first half-sweep's words (per_item words per item) need."""
+        mwg = min(self.MULTISWEEP_WG[facts.is_gpu], facts.max_work_group)
+        items = -(-self._half_sweep_words(tile, spl)[0] // per_item)
+        floor = max(facts.wg_multiple, 1)
         while mwg // 2 >= max(items, floor):
             mwg //= 2
-        return spl, (band, halo), mwg
+        return mwg
 
-    def _cpu_gain(self, spl, band, lout, slab, units):
-        """Whether spl sweeps per launch with this band beat single launches on
-        a CPU: per sweep, 2 (launch + words of a colour / units) against
-        (launch + waves x words of one group) / spl, launch = CPU_LAUNCH_WORDS."""
-        words = slab // 8
-        halo = 0 if band == lout else 2 * spl
-        hs = band + 2 * halo
-        group = sum((hs if not halo else hs - 2 - 2 * j) * words for j in range(2 * spl))
-        plain = 2 * (self.CPU_LAUNCH_WORDS + self.R * lout * words / units)
-        multi = (self.CPU_LAUNCH_WORDS + -(-self.R * (lout // band) // units) * group) / spl
-        return multi < plain
+    # ------------------------------------------------ multi-sweep plans
+    # A tile is (T, BH, TY, HY): a band of T slabs (rows in 2D, z planes in 3D)
+    # with BH halo slabs on each side (0 iff T is the whole side); in 3D, TY
+    # rows of each plane with HY halo rows (TY None: the whole plane, no halo).
+    # Halos are 2 m for m sweeps per launch.
+    def _sides(self):
+        """(slabs per lattice, rows per slab)."""
+        return (self.Lz, self.shape[1]) if self.dim == 3 else (self.shape[1], 1)
 
-    def _best_band(self, spl, lout, slab, budget, units, mwg, gpu):
-        """The band (a divisor of the side, or the whole side: no halo) that fits
-        local memory and minimises waves of work groups x the time of one group:
-        on GPUs its rounds (words / work-group size per half-sweep), on CPUs
-        (one core per group) its words. None if no band fits."""
-        words_per_slab = slab // 8
+    def _tile(self, T, TY, spl):
+        lout, rows = self._sides()
+        TY = None if TY in (None, rows) else TY
+        return (T, 0 if T == lout else 2 * spl, TY, 0 if TY is None else 2 * spl)
+
+    def _band_shape(self, band):
+        """(T, TY) of option `band`: slabs, or (z planes, y rows) in 3D."""
+        lout, rows = self._sides()
+        T, TY = (band, None) if isinstance(band, int) else band
+        if TY is not None and self.dim == 2:
+            raise ValueError(f"band must be an integer (rows per band) in 2D, got {band!r}")
+        if lout % T or (TY is not None and rows % TY):
+            raise ValueError(f"band must divide {lout}" + (f" and its y rows divide {rows}" if TY else "")
+                             + f"; got {band!r}")
+        return T, TY
+
+    def _tile_bytes(self, tile):
+        T, BH, TY, HY = tile
+        rows = self._sides()[1] if TY is None else TY + 2 * HY
+        return 8 * (T + 2 * BH) * rows * self.WR          # both colours
+
+    def _fits(self, tile, budget):
+        return self._tile_bytes(tile) <= budget
+
+    def _half_sweep_words(self, tile, spl):
+        """Words of one colour a group updates in each of the 2 spl half-sweeps
+        of a launch (the valid region shrinks by one slab and row per half-sweep)."""
+        T, BH, TY, HY = tile
+        hs, hy = T + 2 * BH, (self._sides()[1] if TY is None else TY + 2 * HY)
+        return [(hs - 2 - 2 * j if BH else hs) * (hy - 2 - 2 * j if HY else hy) * self.WR
+                for j in range(2 * spl)]
+
+    def _groups(self, tile):
+        T, _, TY, _ = tile
+        lout, rows = self._sides()
+        return self.R * (lout // T) * (1 if TY is None else rows // TY)
+
+    def _tiles(self, spl, budget):
+        """Every tile for spl sweeps per launch that fits local memory."""
+        lout, rows = self._sides()
+        ys = [None] if self.dim == 2 else [d for d in range(rows, 0, -1) if rows % d == 0]
+        for T in (d for d in range(lout, 0, -1) if lout % d == 0):
+            for TY in ys:
+                tile = self._tile(T, TY, spl)
+                if self._fits(tile, budget):
+                    yield tile
+
+    def _zbands(self, spl, budget):
+        """The tiles of whole slabs (no cut in y) that fit."""
+        return (t for t in self._tiles(spl, budget) if t[2] is None)
+
+    def _best_tile(self, spl, budget, units, mwg, gpu):
+        """The tile that minimises waves of work groups x the time of one group:
+        on GPUs its rounds (words / work-group size per half-sweep), among
+        whole slabs where one fits (the plans measured; tiles cut in y only
+        where no band fits), on CPUs (one core per group) its words. None if
+        no tile fits."""
         best, best_cost = None, None
-        for T in range(lout, 0, -1):
-            halo = 0 if T == lout else 2 * spl
-            hs = T + 2 * halo
-            if lout % T or hs * slab > budget:
-                continue
-            slabs = [hs if not halo else hs - 2 - 2 * j for j in range(2 * spl)]
-            per_group = sum(max(1, -(-n * words_per_slab // mwg)) if gpu else n * words_per_slab
-                            for n in slabs)
-            cost = -(-self.R * (lout // T) // units) * per_group
+        tiles = list(self._tiles(spl, budget))
+        if gpu and any(t[2] is None for t in tiles):
+            tiles = [t for t in tiles if t[2] is None]
+        for tile in tiles:
+            words = self._half_sweep_words(tile, spl)
+            per_group = (sum(max(1, -(-n // mwg)) for n in words) if gpu
+                         else sum(words) * self._cpu_word_cost(tile))
+            cost = -(-self._groups(tile) // units) * per_group
             if best_cost is None or cost < best_cost:
-                best, best_cost = T, cost
+                best, best_cost = tile, cost
         return best
+
+    def _cpu_plan(self, budget, units, shape=None):
+        """(sweeps per launch, tile) of the cheapest plan on a CPU, or (1, None)
+        where single launches are cheapest (shape: the tile's (T, TY) if
+        given). Model, in word updates of one core per sweep: single launches
+        2 (CPU_LAUNCH_WORDS + words of a colour / cores), counting all cores but
+        CPU_SPARE_CORES, word costs by _cpu_word_cost; m sweeps per launch
+        (CPU_LAUNCH_WORDS + waves of groups x words of a group) / m."""
+        units = max(1, units - self.CPU_SPARE_CORES)
+        best = (1, None)
+        plain = 2 * (self.CPU_LAUNCH_WORDS + self.R * self.words / units * self._cpu_word_cost(None))
+        best_cost = None if shape else plain
+        if shape is None and self.R * self.N > self.MULTISWEEP_MAX_SITES[False]:
+            return best
+        for spl in self.CPU_SWEEPS:
+            tiles = [self._tile(*shape, spl)] if shape else self._tiles(spl, budget)
+            for tile in tiles:
+                if not self._fits(tile, budget):
+                    continue
+                group = sum(self._half_sweep_words(tile, spl)) * self._cpu_word_cost(tile)
+                cost = (self.CPU_LAUNCH_WORDS + -(-self._groups(tile) // units) * group) / spl
+                if best_cost is None or cost < best_cost:
+                    best, best_cost = (spl, tile), cost
+        if shape and best[1] is None:
+            raise ValueError(f"band {shape}: its halos do not fit the {budget} bytes of local memory "
+                             "even for 1 sweep per launch")
+        return best
+
+    def _cpu_word_cost(self, tile):
+        """Cost of a word update on a CPU relative to long runs: each work item's
+        run of W words carries CPU_RUN_WORDS of overhead (index arithmetic,
+        Philox lanes left empty)."""
+        return 1 + self.CPU_RUN_WORDS / self._item_words(tile)
 
     def _program(self, always, slots, joint):
         key = (always, slots, joint)
@@ -291,6 +415,7 @@ class MultispinBackend:
                 cap = prg.ising_ms_multisweep.work_group_limit(self.dev)
                 self.mwg = self._params["mwg"] = 1 << (cap.bit_length() - 1)
                 self._programs.clear()
+                self._launchers.clear()
                 return self._program(always, slots, joint)
             self._programs[key] = prg
         return self._programs[key]
@@ -343,15 +468,24 @@ class MultispinBackend:
         q = self.dev.queue
         if self.band:
             return self._multisweep(n)
-        k = self.sweep_prg.ising_ms_sweep
         b = self.bufs
+        kc = [self._launcher("ising_ms_sweep", c) for c in (0, 1)]
         for _ in range(n):
             lo, hi = np.uint32(self.t & 0xFFFFFFFF), np.uint32(self.t >> 32)
             for c in (0, 1):
-                k(q, glob, local, b[c], b[1 - c], self.thr_buf, np.uint32(c), np.uint32(self.R),
-                  np.uint32(self.key[0]), np.uint32(self.key[1]), lo, hi, np.uint32(self.r0),
-                  np.uint32(0), np.uint32(self.rows), np.uint32(self.rows), np.uint32(0))
+                kc[c](q, glob, local, b[c], b[1 - c], self.thr_buf, np.uint32(c), np.uint32(self.R),
+                      np.uint32(self.key[0]), np.uint32(self.key[1]), lo, hi, np.uint32(self.r0),
+                      np.uint32(0), np.uint32(self.rows), np.uint32(self.rows), np.uint32(0))
             self.t += 1
+
+    def _launcher(self, name, variant):
+        """Kernel `name` of the current sweep program, one instance per variant
+        (colour, buffer pair): each keeps its own arguments, so that a launch
+        re-sets only the sweep counter, not the buffers (microseconds each)."""
+        key = (self.sweep_prg, name, variant)
+        if key not in self._launchers:
+            self._launchers[key] = self.sweep_prg.instance(name)
+        return self._launchers[key]
 
     def half_sweep(self, colour, row_begin, n_rows, first_row, thresholds, wait_for=None):
         """Enqueue the update of colour `colour` in n_rows rows from row_begin
@@ -365,21 +499,21 @@ class MultispinBackend:
         local = (self.wg,) if self.wg else None
         glob = (-(-items // self.wg) * self.wg,) if self.wg else (items,)
         b = self.bufs
-        return self.sweep_prg.ising_ms_sweep(
-            self.dev.queue, glob, local, b[colour], b[1 - colour], self.thr_buf, np.uint32(colour),
-            np.uint32(self.R), np.uint32(self.key[0]), np.uint32(self.key[1]),
-            np.uint32(self.t & 0xFFFFFFFF), np.uint32(self.t >> 32), np.uint32(self.r0),
-            np.uint32(row_begin), np.uint32(n_rows), np.uint32(self.own_rows), np.uint32(gshift),
-            wait_for=wait_for)
+        # one instance per colour and row range (a slab share's edges, its interior)
+        k = self._launcher("ising_ms_sweep", (colour, row_begin, n_rows))
+        return k(self.dev.queue, glob, local, b[colour], b[1 - colour], self.thr_buf, np.uint32(colour),
+                 np.uint32(self.R), np.uint32(self.key[0]), np.uint32(self.key[1]),
+                 np.uint32(self.t & 0xFFFFFFFF), np.uint32(self.t >> 32), np.uint32(self.r0),
+                 np.uint32(row_begin), np.uint32(n_rows), np.uint32(self.own_rows), np.uint32(gshift),
+                 wait_for=wait_for)
 
     def _multisweep(self, n):
-        k = self.sweep_prg.ising_ms_multisweep
-        lout = self.Lz if self.dim == 3 else self.shape[1]
-        glob = (self.R * (lout // self.band[0]) * self.mwg,)
+        glob = (self._groups(self.band + (self.yband or (None, 0))) * self.mwg,)
         done = 0
         while done < n:
             m = min(self.sweeps_per_launch, n - done)
             lo, hi = np.uint32(self.t & 0xFFFFFFFF), np.uint32(self.t >> 32)
+            k = self._launcher("ising_ms_multisweep", self.bufs is self._pair)
             k(self.dev.queue, glob, (self.mwg,), self.bufs[0], self.bufs[1], self.alt[0], self.alt[1],
               self.thr_buf, np.uint32(self.R), np.uint32(self.key[0]), np.uint32(self.key[1]), lo, hi,
               np.uint32(2 * m), np.uint32(self.r0))
