@@ -17,7 +17,10 @@ from clphys.runtime import fake_facts, render
 VARIANTS = [dict(wg=8, lattice="global", table="global", hist="global"),
             dict(wg=4, lattice="local", table="local", hist="local"),
             dict(wg=16, lattice="local", table="global", hist="global"),
-            dict(wg=2, lattice="global", table="local", hist="local")]
+            dict(wg=2, lattice="global", table="local", hist="local"),
+            dict(wg=4, lattice="local", table="local", hist="local", nbr="popc", classes="skip", wpi=2),
+            dict(wg=8, lattice="global", table="global", hist="local", nbr="popc"),
+            dict(wg=2, lattice="local", table="global", hist="global", classes="skip", wpi=2)]
 
 
 def _engine(dev, geom, walkers, seed, offset=0, total=None, **opts):
@@ -35,6 +38,7 @@ def _random_thresholds(geom, seed=1):
 def _check_against_twin(dev, geom, walkers, opts, *, magnet, t0=5, n=37, n_skip=10, slots=None,
                         seed=11):
     slots = slots or (3 if magnet else 1)       # one slot: the iterations' one-row local histogram
+    trips = magnet                              # passage counts with the production's options
     eng = _engine(dev, geom, walkers, seed, **opts)
     bins, mags = eng.randomize()
     lat0 = ref.initial_lattice(geom, walkers, seed)
@@ -44,12 +48,20 @@ def _check_against_twin(dev, geom, walkers, opts, *, magnet, t0=5, n=37, n_skip=
     np.testing.assert_array_equal(mags, want_mags)
     thr = _random_thresholds(geom)
     eng.set_thresholds(thr)
-    eng.configure(slots, magnet)
+    eng.configure(slots, magnet, trips)
+    trip_range = (geom.nbins // 2 - 1, geom.nbins // 2 + 1)     # ends the walkers reach in n steps
+    state0 = ((np.arange(walkers, dtype=np.uint32) * 5) << 2) | (np.arange(walkers, dtype=np.uint32) % 3)
+    eng.reset_passages(*trip_range, state0)
     eng.t = t0                               # a ragged start inside a Philox block
     eng.advance(n, n_skip)
     eng.flush()
-    lat, b, m, hist, mhist = ref.update(geom, lat0, want_bins, want_mags, thr, t0, n, n_skip, seed,
-                                        slots=slots, magnet=magnet)
+    lat, b, m, hist, mhist, *passages = ref.update(
+        geom, lat0, want_bins, want_mags, thr, t0, n, n_skip, seed, slots=slots, magnet=magnet,
+        **(dict(passages=state0, trip_range=trip_range) if trips else {}))
+    if trips:
+        got = eng.read_passages()
+        np.testing.assert_array_equal(got, passages[0])
+        assert np.any(got >> 2 > state0 >> 2)              # some walkers made passages
     np.testing.assert_array_equal(eng.read_lattice(), lat)
     got_b, got_m = eng.read_bins()
     np.testing.assert_array_equal(got_b, b)
@@ -148,28 +160,35 @@ def test_thresholds_realise_the_metropolis_probabilities():
 def test_templates_render(vendor):
     facts = fake_facts(vendor)
     cases = [("muca/setup.cl", dict(dim=d, L=L)) for d, L in ((2, 4), (2, 34), (3, 2), (3, 64))]
+    variants = [dict(nbr="shift", classes="all", wpi=1, rounds=10),
+                dict(nbr="popc", classes="skip", wpi=2, rounds=10),
+                dict(nbr="popc", classes="all", wpi=1, rounds=7)]
     cases += [("muca/update.cl", dict(dim=d, L=L, wg=64, lattice=la, table=t, hist=h, magnet=m,
-                                      wide=(L == 66), hist_rows=1 + m))
+                                      wide=(L == 66), hist_rows=1 + m, trips=m, **v))
               for d, L in ((2, 32), (3, 6), (2, 66))
               for la in ("local", "global") for t in ("local", "global") for h in ("local", "global")
-              for m in (False, True)]
+              for m in (False, True) for v in variants if la == "local" or v["wpi"] == 1]
     cases += [("muca/common.cl", {})]
     for template, params in cases:
         src = render(template, facts, **params)
         assert src.count("{") == src.count("}") and "${" not in src and "<%" not in src
         for name in re.findall(r"__kernel\s+(?:__attribute__\s*\(\(.*?\)\)\s*)?void\s+(\S+)\s*\(", src, re.S):
             assert re.fullmatch(r"muca_\w+", name)
+    base = dict(dim=2, L=8, wg=64, table="local", hist="local", magnet=False, wide=False, hist_rows=2,
+                trips=False, nbr="shift", classes="all", rounds=10)
     with pytest.raises(ValueError, match="lattice must be one of"):
-        render("muca/update.cl", facts, dim=2, L=8, wg=64, lattice="texture", table="local",
-               hist="local", magnet=False, wide=False, hist_rows=2)
+        render("muca/update.cl", facts, lattice="texture", wpi=1, **base)
+    with pytest.raises(ValueError, match="wpi > 1 needs lattice='local'"):
+        render("muca/update.cl", facts, lattice="global", wpi=2, **base)
     with pytest.raises(ValueError, match="L must be even"):
         render("muca/setup.cl", facts, dim=2, L=7)
 
 
 def test_local_memory_choice_is_checked():
     pocl = fake_facts("pocl")                    # reports 512 KiB; 4 KiB are safe (engine.py)
-    assert choose_options(pocl, Geometry(2, 32)) == {"wg": 64, "lattice": "global",
-                                                     "table": "global", "hist": "global"}
+    assert choose_options(pocl, Geometry(2, 32)) == {"wg": 64, "lattice": "global", "table": "global",
+                                                     "hist": "global", "nbr": "shift",
+                                                     "classes": "all", "wpi": 1}
     assert choose_options(pocl, Geometry(2, 8))["lattice"] == "local"
     with pytest.raises(ValueError, match="PoCL: a safe cap"):
         choose_options(pocl, Geometry(2, 32), table="local")
@@ -178,5 +197,10 @@ def test_local_memory_choice_is_checked():
     with pytest.raises(ValueError, match="local memory per work group"):
         choose_options(facts, geom, wg=128, lattice="local")
     opts = choose_options(facts, Geometry(2, 32))
-    assert opts == {"wg": 128, "lattice": "local", "table": "local", "hist": "local"}
+    assert opts == {"wg": 128, "lattice": "local", "table": "local", "hist": "local", "nbr": "shift",
+                    "classes": "all", "wpi": 1}
+    with pytest.raises(ValueError, match="wpi = 2 needs lattice='local'"):
+        choose_options(facts, geom, lattice="global", wpi=2)
+    with pytest.raises(ValueError, match="nbr must be one of"):
+        choose_options(facts, geom, nbr="table")
     assert choose_options(facts, geom)["lattice"] == "global"

@@ -24,6 +24,9 @@ SITES_CAP = 1 << 16            # steps per launch (site descriptors: 16 bytes ea
 LATTICE_MODES = ("local", "global")
 TABLE_MODES = ("local", "global")
 HIST_MODES = ("local", "global")
+NBR_MODES = ("shift", "popc")
+CLASS_MODES = ("all", "skip")
+WPI_MODES = (1, 2)
 MAGNET_BUDGET = 64 << 20       # magnetization histograms are recorded by default up to this size
 # pip PoCL 3.0 (pthread device) corrupts its own memory once a work group uses
 # more than ~6 KiB of local memory (a plain 1600-word __local array, launched
@@ -38,23 +41,37 @@ def default_walkers(facts) -> int:
     return int(facts.compute_units) * (2048 if facts.is_gpu else 64)
 
 
-def _local_bytes(geom, wg, lattice, table, hist, hist_rows=2):
-    return ((wg * geom.words * 4 if lattice == "local" else 0)
-            + (geom.nbins * geom.ncls * 4 if table == "local" else 0)
+def table_columns(geom, classes):
+    """Columns of the device threshold table: every k, or all but k = dim
+    (always accepted) with classes="skip"."""
+    return geom.ncls if classes == "all" else geom.ncls - 1
+
+
+def _local_bytes(geom, wg, lattice, table, hist, hist_rows=2, classes="all", wpi=1):
+    return ((wg * wpi * geom.words * 4 if lattice == "local" else 0)
+            + (geom.nbins * table_columns(geom, classes) * 4 if table == "local" else 0)
             + (hist_rows * geom.nbins * 4 if hist == "local" else 0))
 
 
-def choose_options(facts, geom: Geometry, wg=None, lattice=None, table=None, hist=None) -> dict:
+def choose_options(facts, geom: Geometry, wg=None, lattice=None, table=None, hist=None, *,
+                   nbr="shift", classes="all", wpi=1) -> dict:
     """Work-group size and where lattice, threshold table and histogram live
     during a launch: the caller's choices, checked, else defaults from `facts`:
     each in local memory where it fits (fastest on PoCL; on GPUs the walker
-    lattices then never touch global memory inside a launch)."""
+    lattices then never touch global memory inside a launch). nbr, classes and
+    wpi choose code variants (update.cl; results do not depend on them)."""
     if lattice is not None:
         _validate.choice("lattice", lattice, LATTICE_MODES)
     if table is not None:
         _validate.choice("table", table, TABLE_MODES)
     if hist is not None:
         _validate.choice("hist", hist, HIST_MODES)
+    _validate.choice("nbr", nbr, NBR_MODES)
+    _validate.choice("classes", classes, CLASS_MODES)
+    _validate.choice("wpi", wpi, WPI_MODES)
+    if wpi > 1 and lattice == "global":
+        raise ValueError(f"wpi = {wpi} needs lattice='local', got lattice='global'")
+    variant = {"classes": classes, "wpi": wpi}
     room = min(facts.local_mem, POCL_LOCAL_BUDGET) if facts.vendor == "pocl" else facts.local_mem
     if wg is None:
         wanted = (128, 64) if facts.is_gpu else ((8,) if facts.vendor == "oclgrind" else (64,))
@@ -62,29 +79,33 @@ def choose_options(facts, geom: Geometry, wg=None, lattice=None, table=None, his
     else:
         candidates = [_validate.integer("wg", wg, 1, facts.max_work_group)]
     if table is None:
-        table = "local" if geom.nbins * geom.ncls * 4 <= room // 2 else "global"
+        table = "local" if geom.nbins * table_columns(geom, classes) * 4 <= room // 2 else "global"
     if hist is None:
-        hist = "local" if _local_bytes(geom, 1, "global", table, "local") <= room * 3 // 4 else "global"
+        hist = ("local" if _local_bytes(geom, 1, "global", table, "local", **variant) <= room * 3 // 4
+                else "global")
     if lattice is None:
-        fits = [c for c in candidates if _local_bytes(geom, c, "local", table, hist) <= room]
+        fits = [c for c in candidates if _local_bytes(geom, c, "local", table, hist, **variant) <= room]
         lattice = "local" if fits else "global"
         candidates = fits or candidates
+    if wpi > 1 and lattice == "global":
+        raise ValueError(f"wpi = {wpi} needs the lattices in local memory, and they do not fit for {geom}")
     wg = candidates[0]
-    need = _local_bytes(geom, wg, lattice, table, hist)
+    need = _local_bytes(geom, wg, lattice, table, hist, **variant)
     if need > room:
         raise ValueError(f"lattice={lattice!r}, table={table!r}, hist={hist!r} with wg = {wg} need "
                          f"{format_bytes(need)} of local memory per work group for {geom}; "
                          f"{facts.name or 'the device'} allows {format_bytes(room)}"
                          + (" (PoCL: a safe cap, see POCL_LOCAL_BUDGET)" if facts.vendor == "pocl" else "")
                          + ": choose 'global' for some of them or a smaller wg")
-    return {"wg": wg, "lattice": lattice, "table": table, "hist": hist}
+    return {"wg": wg, "lattice": lattice, "table": table, "hist": hist, "nbr": nbr,
+            "classes": classes, "wpi": wpi}
 
 
 def buffer_sizes(geom: Geometry, walkers: int, slots: int = 1, magnet: bool = False) -> dict:
     """Bytes of every device buffer an engine allocates."""
     sizes = {"lattices": walkers * geom.words * 4, "energies": walkers * 4, "magnetizations": walkers * 4,
              "thresholds": geom.nbins * geom.ncls * 4, "sites": SITES_CAP * 16,
-             "histograms": slots * geom.nbins * 4}
+             "histograms": slots * geom.nbins * 4, "passages": walkers * 4}
     if magnet:
         sizes["magnetization histograms"] = slots * geom.nbins * geom.nm * 4
     return sizes
@@ -101,13 +122,19 @@ class Engine:
         self.total = walkers if total is None else total
         self.wg, self.lattice_mode = options["wg"], options["lattice"]
         self.table_mode, self.hist_pref = options["table"], options["hist"]
+        self.nbr = options.get("nbr", "shift")
+        self.classes = options.get("classes", "all")
+        self.wpi = options.get("wpi", 1)
+        self.rounds = options.get("rounds", 10)     # Philox rounds: 10; fewer only in the probe
         self.key = seed_key(seed)
         self.seed = seed
         self._setup = dev.build("muca/setup.cl", **geom.template())
         self.lattice = self._buffer(walkers * geom.words, np.uint32)
         self.bins = self._buffer(walkers, np.int32)
         self.mags = self._buffer(walkers, np.int32)
-        self.thr = self._buffer(geom.nbins * geom.ncls, np.uint32)
+        self.thr = self._buffer(geom.nbins * table_columns(geom, self.classes), np.uint32)
+        self.passages = self._buffer(walkers, np.uint32)
+        self.trip_range = (0, geom.nbins - 1)
         self.sites = self._buffer(SITES_CAP * 4, np.uint32)
         self.limit = (2**32 - 1) // walkers            # recorded steps between flushes
         self.t = 0
@@ -129,6 +156,9 @@ class Engine:
 
     def _groups(self):
         return -(-self.W // self.wg)
+
+    def _update_groups(self):
+        return -(-self.W // (self.wg * self.wpi))
 
     def randomize(self):
         """Random initial spins (Philox words), then measure."""
@@ -154,25 +184,31 @@ class Engine:
         thr = np.ascontiguousarray(thr, dtype=np.uint32)
         if thr.shape != (self.geom.nbins, self.geom.ncls):
             raise ValueError(f"thresholds must have shape {(self.geom.nbins, self.geom.ncls)}, got {thr.shape}")
+        if self.classes == "skip":      # k = dim: same energy, always accepted
+            thr = np.ascontiguousarray(np.delete(thr, self.geom.dim, axis=1))
         cl.enqueue_copy(self.queue, self.thr, thr, is_blocking=True)
 
     # ----------------------------------------------------------- histograms
-    def configure(self, slots: int, magnet: bool):
+    def configure(self, slots: int, magnet: bool, trips: bool = False):
         """Start new histograms: `slots` groups of walkers (jackknife blocks), and
-        (E, |M|) histograms if `magnet`. Totals restart at zero."""
+        (E, |M|) histograms if `magnet`. Totals restart at zero. With `trips`,
+        the launches also count each walker's passages between the ends of
+        `trip_range` (see reset_passages)."""
         g = self.geom
         hist = self.hist_pref
-        if hist == "local" and self.total // slots < self.wg:
+        if hist == "local" and self.total // slots < self.wg * self.wpi:
             hist = "global"           # a work group could span three slots: count per walker
         # one local row with one slot (the iterations): 4 KiB less per work group at L = 32
         rows = 1 if slots == 1 else 2
-        key = (hist, bool(magnet), rows)
+        key = (hist, bool(magnet), rows, bool(trips))
         if key not in self._programs:     # built once per engine (each iteration configures)
             self._programs[key] = self.dev.build(
                 "muca/update.cl", **g.template(), wg=self.wg, lattice=self.lattice_mode,
                 table=self.table_mode, hist=hist, magnet=bool(magnet), wide=self.W * g.words >= 2**32,
-                hist_rows=rows)
+                hist_rows=rows, trips=bool(trips), nbr=self.nbr, classes=self.classes, wpi=self.wpi,
+                rounds=self.rounds)
         self._prog = self._programs[key]
+        self.trips = bool(trips)
         msize = slots * g.nbins * g.nm if magnet else 1
         if self._hist_buf is None or (slots, msize) != (self.slots, self._mhist_zero.size):
             self._hist_zero = np.zeros(slots * g.nbins, np.uint32)
@@ -184,6 +220,22 @@ class Engine:
         self.moments = np.zeros((slots, g.nbins, 3), np.float64) if magnet else None
         self._since = 0
         self._zero_device()
+
+    # ----------------------------------------------------------- passages
+    def reset_passages(self, lo: int, hi: int, state=None):
+        """Count passages between the energy bins <= lo and >= hi from now on:
+        a walker makes one when it reaches the end opposite to the last one it
+        saw (a round trip is two). `state`: per-walker words to continue from
+        (passages << 2 | last end), default none yet."""
+        self.trip_range = (int(lo), int(hi))
+        state = np.zeros(self.W, np.uint32) if state is None else np.ascontiguousarray(state, np.uint32)
+        cl.enqueue_copy(self.queue, self.passages, state)
+
+    def read_passages(self):
+        """Per-walker words passages << 2 | last end (0 none, 1 low, 2 high)."""
+        out = np.empty(self.W, np.uint32)
+        cl.enqueue_copy(self.queue, out, self.passages)
+        return out
 
     def _zero_device(self):
         cl.enqueue_copy(self.queue, self._hist_buf, self._hist_zero)
@@ -242,11 +294,12 @@ class Engine:
         k0, k1 = np.uint32(self.key[0]), np.uint32(self.key[1])
         blocks = ((t + n - 1) >> 2) - (t >> 2) + 1
         self._setup.muca_sites(self.queue, (blocks,), None, self.sites, lo, hi, np.uint32(n), k0, k1)
-        self._prog.muca_update(self.queue, (self._groups() * self.wg,), (self.wg,), self.lattice,
+        self._prog.muca_update(self.queue, (self._update_groups() * self.wg,), (self.wg,), self.lattice,
                                self.bins, self.mags, self.thr, self.sites, self._hist_buf,
-                               self._mhist_buf, np.uint32(n), np.uint32(n_skip), lo, hi, k0, k1,
-                               np.uint32(self.W), np.uint32(self.offset), np.uint32(self.slots),
-                               np.uint32(self.total))
+                               self._mhist_buf, self.passages, np.uint32(n), np.uint32(n_skip), lo, hi,
+                               k0, k1, np.uint32(self.W), np.uint32(self.offset), np.uint32(self.slots),
+                               np.uint32(self.total), np.int32(self.trip_range[0]),
+                               np.int32(self.trip_range[1]))
         self.t += n
 
     # ----------------------------------------------------------- state

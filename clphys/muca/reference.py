@@ -75,10 +75,12 @@ def site_descriptors(geom: Geometry, t0: int, n: int, seed: int) -> np.ndarray:
 
 
 def update(geom: Geometry, lattice, bins, mags, thr, t0, n, n_skip, seed, *, offset=0,
-           slots=1, total=None, magnet=False):
+           slots=1, total=None, magnet=False, passages=None, trip_range=None):
     """Do steps t0 .. t0 + n - 1 on (copies of) the walkers; returns
     (lattice, bins, mags, hist[slots, nbins], mhist[slots, nbins, nm] or None)
-    with int64 counts. Walker g (global index) counts into slot g * slots // total
+    with int64 counts, and the passage words when `passages` (per walker:
+    passages << 2 | last end, Engine.read_passages) is given with trip_range
+    (lo, hi). Walker g (global index) counts into slot g * slots // total
     (total: all walkers, default these)."""
     lat = np.array(lattice, dtype=np.uint32)
     b = np.array(bins, dtype=np.int64)
@@ -93,6 +95,10 @@ def update(geom: Geometry, lattice, bins, mags, thr, t0, n, n_skip, seed, *, off
     sites = site_descriptors(geom, t0, n, seed).astype(np.int64)
     wpr = geom.wpr
     words = None
+    track = passages is not None
+    if track:
+        tr = np.array(passages, dtype=np.int64)
+        lo, hi = trip_range
     for i in range(n):
         t = t0 + i
         if words is None or t % 4 == 0:
@@ -115,8 +121,13 @@ def update(geom: Geometry, lattice, bins, mags, thr, t0, n, n_skip, seed, *, off
         b = b + np.where(acc, k - geom.dim, 0)
         if magnet:
             m = m + np.where(acc, np.where(s == 1, -2, 2), 0)
+        if track:
+            end = np.where(b <= lo, 1, np.where(b >= hi, 2, 0))
+            new = (end != 0) & (end != (tr & 3))
+            tr = np.where(new, (((tr >> 2) + ((tr & 3) != 0)) << 2) | end, tr)
         if i >= n_skip:
             np.add.at(hist, (slot, b), 1)
             if magnet:
                 np.add.at(mhist, (slot, b, np.abs(m) // 2), 1)
-    return lat, b.astype(np.int32), m.astype(np.int32), hist, mhist
+    out = (lat, b.astype(np.int32), m.astype(np.int32), hist, mhist)
+    return out + (tr.astype(np.uint32),) if track else out
