@@ -36,9 +36,9 @@ def _random_thresholds(geom, seed=1):
 
 
 def _check_against_twin(dev, geom, walkers, opts, *, magnet, t0=5, n=37, n_skip=10, slots=None,
-                        seed=11):
+                        seed=11, tm=False):
     slots = slots or (3 if magnet else 1)       # one slot: the iterations' one-row local histogram
-    trips = magnet                              # passage counts with the production's options
+    trips = magnet or tm                        # passage counts with the production's options
     eng = _engine(dev, geom, walkers, seed, **opts)
     bins, mags = eng.randomize()
     lat0 = ref.initial_lattice(geom, walkers, seed)
@@ -48,7 +48,7 @@ def _check_against_twin(dev, geom, walkers, opts, *, magnet, t0=5, n=37, n_skip=
     np.testing.assert_array_equal(mags, want_mags)
     thr = _random_thresholds(geom)
     eng.set_thresholds(thr)
-    eng.configure(slots, magnet, trips)
+    eng.configure(slots, magnet, trips, tm)
     trip_range = (geom.nbins // 2 - 1, geom.nbins // 2 + 1)     # ends the walkers reach in n steps
     state0 = ((np.arange(walkers, dtype=np.uint32) * 5) << 2) | (np.arange(walkers, dtype=np.uint32) % 3)
     eng.reset_passages(*trip_range, state0)
@@ -56,7 +56,7 @@ def _check_against_twin(dev, geom, walkers, opts, *, magnet, t0=5, n=37, n_skip=
     eng.advance(n, n_skip)
     eng.flush()
     lat, b, m, hist, mhist, *passages = ref.update(
-        geom, lat0, want_bins, want_mags, thr, t0, n, n_skip, seed, slots=slots, magnet=magnet,
+        geom, lat0, want_bins, want_mags, thr, t0, n, n_skip, seed, slots=slots, magnet=magnet, tm=tm,
         **(dict(passages=state0, trip_range=trip_range) if trips else {}))
     if trips:
         got = eng.read_passages()
@@ -85,6 +85,16 @@ def test_engine_matches_numpy_twin(device, geom, walkers, opts):
     _check_against_twin(device, geom, walkers, opts, magnet=(walkers % 2 == 1))
 
 
+@pytest.mark.parametrize("slots", [1, 3, 4])
+def test_transition_counts_match_the_twin(device, slots):
+    """tm: counts of (bin before, k proposed); 32 walkers in 4 slots of 8 keep
+    one local row per work group of 8 (aligned), 3 slots need two."""
+    geom = Geometry(2, 6)
+    eng = _check_against_twin(device, geom, 32, dict(wg=8, lattice="local", table="global", hist="local"),
+                              magnet=False, slots=slots, tm=True)
+    assert eng.hist.shape == (slots, geom.nbins, geom.ncls)
+
+
 def test_oclgrind_runs_every_kernel_and_matches(oclgrind):
     """Every muca kernel and variant at a tiny size on Oclgrind (race and
     uninitialised-value checks), bit for bit against the twin. The engines are
@@ -96,7 +106,7 @@ def test_oclgrind_runs_every_kernel_and_matches(oclgrind):
         for opts in variants:
             for magnet in (False, True):
                 keep.append(_check_against_twin(oclgrind, geom, walkers, opts, magnet=magnet, n=9,
-                                                n_skip=2))
+                                                n_skip=2, tm=magnet and geom.dim == 2))
 
 
 def test_walkers_split_over_engines_add_up(device):
@@ -164,7 +174,7 @@ def test_templates_render(vendor):
                 dict(nbr="popc", classes="skip", wpi=2, rounds=10),
                 dict(nbr="popc", classes="all", wpi=1, rounds=7)]
     cases += [("muca/update.cl", dict(dim=d, L=L, wg=64, lattice=la, table=t, hist=h, magnet=m,
-                                      wide=(L == 66), hist_rows=1 + m, trips=m, **v))
+                                      wide=(L == 66), hist_rows=1 + m, trips=m, tm=m and la == "local", **v))
               for d, L in ((2, 32), (3, 6), (2, 66))
               for la in ("local", "global") for t in ("local", "global") for h in ("local", "global")
               for m in (False, True) for v in variants if la == "local" or v["wpi"] == 1]
@@ -175,7 +185,7 @@ def test_templates_render(vendor):
         for name in re.findall(r"__kernel\s+(?:__attribute__\s*\(\(.*?\)\)\s*)?void\s+(\S+)\s*\(", src, re.S):
             assert re.fullmatch(r"muca_\w+", name)
     base = dict(dim=2, L=8, wg=64, table="local", hist="local", magnet=False, wide=False, hist_rows=2,
-                trips=False, nbr="shift", classes="all", rounds=10)
+                trips=False, nbr="shift", classes="all", rounds=10, tm=False)
     with pytest.raises(ValueError, match="lattice must be one of"):
         render("muca/update.cl", facts, lattice="texture", wpi=1, **base)
     with pytest.raises(ValueError, match="wpi > 1 needs lattice='local'"):

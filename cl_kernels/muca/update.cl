@@ -18,7 +18,7 @@
 ##   hist ("global": atomics on the global histogram | "local": a work-group
 ##   histogram merged once per launch), magnet (track M and record (bin, |M|)),
 ##   wide (64-bit lattice indices: words * W >= 2^32), hist_rows (rows of the local
-##   histogram: 1 with one slot, else 2),
+##   histogram: 1 when every work group's walkers lie in one slot, else 2),
 ##   trips (count each walker's passages between the ends trip_lo / trip_hi of
 ##   the energy range: trips[j] = passages << 2 | last end (1 low, 2 high)),
 ##   nbr ("shift": neighbour bits extracted one by one | "popc": the neighbours
@@ -28,7 +28,10 @@
 ##   wpi (walkers per work item: 1 | 2, lattice="local" only; a group holds the
 ##   consecutive walkers base .. base + wg wpi - 1, item lid walkers base + lid
 ##   and base + wg + lid), rounds (Philox rounds: 10; fewer only to measure the
-##   generator's share of the time, benchmarks/probe_muca2.py)
+##   generator's share of the time, benchmarks/probe_muca2.py),
+##   tm (transition-matrix counts: a recorded step counts (bin before the
+##   step, k of the proposed flip) at row index bin * (2 dim + 1) + k instead of
+##   the bin after it; their sum over k is the energy histogram)
 <%namespace name="philox" file="/rng/philox.cl"/>
 <%namespace name="mc" file="/muca/common.cl"/>
 <%
@@ -36,7 +39,7 @@
                                  ("table", table, ("local", "global")),
                                  ("hist", hist, ("local", "global")), ("hist_rows", hist_rows, (1, 2)),
                                  ("nbr", nbr, ("shift", "popc")), ("classes", classes, ("all", "skip")),
-                                 ("wpi", wpi, (1, 2))):
+                                 ("wpi", wpi, (1, 2)), ("tm", tm, (False, True))):
         if value not in allowed:
             raise ValueError("muca update.cl: %s must be one of %s, got %r" % (name, allowed, value))
     if wpi > 1 and lattice != "local":
@@ -50,6 +53,7 @@ ${mc.geometry(dim, L)}
 ${philox.philox4x32("mu_", rounds)}
 ${mc.counters()}
 #define MU_NCOL ${ncol}u
+#define MU_HROW ${"MU_NBINS * MU_NCLS" if tm else "MU_NBINS"}     // histogram entries per slot
 
 % if lattice == "local":
 #define LAT(q, word) lat_l[(word) * ${span}u + ${wg}u * (q) + lid]
@@ -137,6 +141,9 @@ ${neighbours(q)}
                 || (${words[q]}) <= THR((uint)bin${q} * MU_NCOL + k${q} - (k${q} > MU_DIM));
 %   endif
             LAT(${q}, self) = r${q} ^ (acc${q} << bit);
+%   if tm:
+            const uint entry${q} = (uint)bin${q} * MU_NCLS + k${q};
+%   endif
             bin${q} += acc${q} ? (int)k${q} - MU_DIM : 0;
 %   if magnet:
             m${q} += acc${q} ? (s${q} ? -2 : 2) : 0;
@@ -151,14 +158,17 @@ ${neighbours(q)}
 % endfor
             if (${idx} >= n_skip) {
 % for q in walkers:
-<%   live = "" if q == 0 else "if (live%d) " % q %>
+<%
+    live = "" if q == 0 else "if (live%d) " % q
+    entry = "entry%d" % q if tm else "(uint)bin%d" % q
+%>
 %   if hist == "local":
-                ${live}atomic_inc(&hist_l[row_l${q} + (uint)bin${q}]);
+                ${live}atomic_inc(&hist_l[row_l${q} + ${entry}]);
 %   else:
-                ${live}atomic_inc(&hist[slot_base${q} + (uint)bin${q}]);
+                ${live}atomic_inc(&hist[slot_base${q} + ${entry}]);
 %   endif
 %   if magnet:
-                ${live}atomic_inc(&mhist[((size_t)slot_base${q} + (uint)bin${q}) * MU_NM + (uint)abs(m${q}) / 2u]);
+                ${live}atomic_inc(&mhist[((size_t)slot${q} * MU_NBINS + (uint)bin${q}) * MU_NM + (uint)abs(m${q}) / 2u]);
 %   endif
 % endfor
             }
@@ -180,7 +190,7 @@ void muca_update(__global uint *lattice, __global int *bins, __global int *mags,
     __local uint thr_l[MU_NBINS * MU_NCOL];
 % endif
 % if hist == "local":
-    __local uint hist_l[${hist_rows}u * MU_NBINS];
+    __local uint hist_l[${hist_rows}u * MU_HROW];
 % endif
     const uint lid = get_local_id(0);
     const uint base = (uint)get_group_id(0) * ${span}u;       // the group's first walker on this device
@@ -188,24 +198,17 @@ void muca_update(__global uint *lattice, __global int *bins, __global int *mags,
     const uint j${q} = base + ${wg}u * ${q}u + lid;          // walker on this device
     const uint g${q} = offset + j${q};                       // global walker index: its Philox stream
     const uint slot${q} = (uint)(((ulong)g${q} * slots) / total);
-    const uint slot_base${q} = slot${q} * MU_NBINS;
+    const uint slot_base${q} = slot${q} * MU_HROW;
 % endfor
 % if table == "local":
     for (uint q = lid; q < MU_NBINS * MU_NCOL; q += ${wg}u) thr_l[q] = thr[q];
 % endif
 % if hist == "local":
-    for (uint q = lid; q < ${hist_rows}u * MU_NBINS; q += ${wg}u) hist_l[q] = 0u;
-%   if hist_rows == 1:
-    const uint slot0_l = 0u;
-%     for q in walkers:
-    const uint row_l${q} = 0u;
-%     endfor
-%   else:
+    for (uint q = lid; q < ${hist_rows}u * MU_HROW; q += ${wg}u) hist_l[q] = 0u;
     const uint slot0_l = (uint)(((ulong)(offset + base) * slots) / total);   // the group's first slot
-%     for q in walkers:
-    const uint row_l${q} = (slot${q} - slot0_l) * MU_NBINS;
-%     endfor
-%   endif
+%   for q in walkers:
+    const uint row_l${q} = ${"0u" if hist_rows == 1 else "(slot%d - slot0_l) * MU_HROW" % q};
+%   endfor
 % endif
 % if table == "local" or hist == "local":
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -271,9 +274,9 @@ ${step(["word%d" % q for q in walkers], "i")}
     }
 % if hist == "local":
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint q = lid; q < ${hist_rows}u * MU_NBINS; q += ${wg}u) {
+    for (uint q = lid; q < ${hist_rows}u * MU_HROW; q += ${wg}u) {
         const uint c = hist_l[q];
-        if (c) atomic_add(&hist[slot0_l * MU_NBINS + q], c);
+        if (c) atomic_add(&hist[slot0_l * MU_HROW + q], c);
     }
 % endif
 }

@@ -41,6 +41,11 @@ def default_walkers(facts) -> int:
     return int(facts.compute_units) * (2048 if facts.is_gpu else 64)
 
 
+def local_room(facts):
+    """Bytes of local memory a work group may use (PoCL: see POCL_LOCAL_BUDGET)."""
+    return min(facts.local_mem, POCL_LOCAL_BUDGET) if facts.vendor == "pocl" else facts.local_mem
+
+
 def table_columns(geom, classes):
     """Columns of the device threshold table: every k, or all but k = dim
     (always accepted) with classes="skip"."""
@@ -72,7 +77,7 @@ def choose_options(facts, geom: Geometry, wg=None, lattice=None, table=None, his
     if wpi > 1 and lattice == "global":
         raise ValueError(f"wpi = {wpi} needs lattice='local', got lattice='global'")
     variant = {"classes": classes, "wpi": wpi}
-    room = min(facts.local_mem, POCL_LOCAL_BUDGET) if facts.vendor == "pocl" else facts.local_mem
+    room = local_room(facts)
     if wg is None:
         wanted = (128, 64) if facts.is_gpu else ((8,) if facts.vendor == "oclgrind" else (64,))
         candidates = [c for c in wanted if c <= facts.max_work_group] or [facts.max_work_group]
@@ -189,34 +194,45 @@ class Engine:
         cl.enqueue_copy(self.queue, self.thr, thr, is_blocking=True)
 
     # ----------------------------------------------------------- histograms
-    def configure(self, slots: int, magnet: bool, trips: bool = False):
+    def configure(self, slots: int, magnet: bool, trips: bool = False, tm: bool = False):
         """Start new histograms: `slots` groups of walkers (jackknife blocks), and
         (E, |M|) histograms if `magnet`. Totals restart at zero. With `trips`,
         the launches also count each walker's passages between the ends of
-        `trip_range` (see reset_passages)."""
+        `trip_range` (see reset_passages). With `tm`, the histograms count
+        (bin before the step, k of the proposed flip): hist has shape
+        (slots, nbins, 2 dim + 1) and its sum over k is the energy histogram."""
         g = self.geom
         hist = self.hist_pref
-        if hist == "local" and self.total // slots < self.wg * self.wpi:
+        span = self.wg * self.wpi
+        # one local row when no work group straddles two slots (the iterations:
+        # one slot; 4 KiB less per work group at L = 32)
+        aligned = self.total % slots == 0 and (self.total // slots) % span == 0 and self.offset % span == 0
+        rows = 1 if slots == 1 or aligned else 2
+        if hist == "local" and self.total // slots < span:
             hist = "global"           # a work group could span three slots: count per walker
-        # one local row with one slot (the iterations): 4 KiB less per work group at L = 32
-        rows = 1 if slots == 1 else 2
-        key = (hist, bool(magnet), rows, bool(trips))
+        if hist == "local" and tm:
+            extra = rows * g.nbins * (g.ncls - 1) * 4
+            if _local_bytes(g, self.wg, self.lattice_mode, self.table_mode, hist, rows, self.classes,
+                            self.wpi) + extra > local_room(self.dev.facts):
+                hist = "global"
+        key = (hist, bool(magnet), rows, bool(trips), bool(tm))
         if key not in self._programs:     # built once per engine (each iteration configures)
             self._programs[key] = self.dev.build(
                 "muca/update.cl", **g.template(), wg=self.wg, lattice=self.lattice_mode,
                 table=self.table_mode, hist=hist, magnet=bool(magnet), wide=self.W * g.words >= 2**32,
                 hist_rows=rows, trips=bool(trips), nbr=self.nbr, classes=self.classes, wpi=self.wpi,
-                rounds=self.rounds)
+                rounds=self.rounds, tm=bool(tm))
         self._prog = self._programs[key]
-        self.trips = bool(trips)
+        self.trips, self.tm = bool(trips), bool(tm)
+        self.hist_shape = (slots, g.nbins) + ((g.ncls,) if tm else ())
         msize = slots * g.nbins * g.nm if magnet else 1
-        if self._hist_buf is None or (slots, msize) != (self.slots, self._mhist_zero.size):
-            self._hist_zero = np.zeros(slots * g.nbins, np.uint32)
+        if self._hist_buf is None or (self.hist_shape, msize) != (self._hist_zero.shape, self._mhist_zero.size):
+            self._hist_zero = np.zeros(self.hist_shape, np.uint32)
             self._hist_buf = self._buffer(self._hist_zero.size, np.uint32)
             self._mhist_zero = np.zeros(msize, np.uint32)
             self._mhist_buf = self._buffer(msize, np.uint32)
         self.slots, self.magnet, self.hist_mode = slots, bool(magnet), hist
-        self.hist = np.zeros((slots, g.nbins), np.int64)
+        self.hist = np.zeros(self.hist_shape, np.int64)
         self.moments = np.zeros((slots, g.nbins, 3), np.float64) if magnet else None
         self._since = 0
         self._zero_device()
@@ -244,7 +260,7 @@ class Engine:
     def pending(self):
         """The device's counts since the last flush: (hist, mhist or None, recorded steps)."""
         g = self.geom
-        h = np.empty((self.slots, g.nbins), np.uint32)
+        h = np.empty(self.hist_shape, np.uint32)
         cl.enqueue_copy(self.queue, h, self._hist_buf)
         mh = None
         if self.magnet:
