@@ -52,7 +52,7 @@ def table_columns(geom, classes):
     return geom.ncls if classes == "all" else geom.ncls - 1
 
 
-def _local_bytes(geom, wg, lattice, table, hist, hist_rows=2, classes="all", wpi=1):
+def _local_bytes(geom, wg, lattice, table, hist, hist_rows=1, classes="all", wpi=1):
     return ((wg * wpi * geom.words * 4 if lattice == "local" else 0)
             + (geom.nbins * table_columns(geom, classes) * 4 if table == "local" else 0)
             + (hist_rows * geom.nbins * 4 if hist == "local" else 0))
@@ -210,11 +210,11 @@ class Engine:
         rows = 1 if slots == 1 or aligned else 2
         if hist == "local" and self.total // slots < span:
             hist = "global"           # a work group could span three slots: count per walker
-        if hist == "local" and tm:
-            extra = rows * g.nbins * (g.ncls - 1) * 4
-            if _local_bytes(g, self.wg, self.lattice_mode, self.table_mode, hist, rows, self.classes,
-                            self.wpi) + extra > local_room(self.dev.facts):
-                hist = "global"
+        row = g.nbins * (g.ncls if tm else 1) * 4
+        if hist == "local" and (_local_bytes(g, self.wg, self.lattice_mode, self.table_mode, "global",
+                                             classes=self.classes, wpi=self.wpi)
+                                + rows * row > local_room(self.dev.facts)):
+            hist = "global"           # (choose_options checked one row of energy counts)
         key = (hist, bool(magnet), rows, bool(trips), bool(tm))
         if key not in self._programs:     # built once per engine (each iteration configures)
             self._programs[key] = self.dev.build(
