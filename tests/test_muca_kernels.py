@@ -214,3 +214,26 @@ def test_local_memory_choice_is_checked():
     with pytest.raises(ValueError, match="nbr must be one of"):
         choose_options(facts, geom, nbr="table")
     assert choose_options(facts, geom)["lattice"] == "global"
+
+
+def test_transition_estimator_is_exact_on_exact_counts():
+    """Counts proportional to the exact microcanonical class averages (every
+    state of the 4 x 4 torus enumerated, any weight per energy) give Beale's
+    ln g to rounding; a bin linked to nothing is NaN, not a number."""
+    from clphys.exact import density_of_states
+    from clphys.muca.transition import transition_ln_g
+    geom = Geometry(2, 4)
+    states = np.arange(2**16)
+    s = (1 - 2 * ((states[:, None] >> np.arange(16)) & 1)).reshape(-1, 4, 4)
+    nb = sum(np.roll(s, sh, axis=ax) for ax in (1, 2) for sh in (1, -1))
+    k = (4 + s * nb) // 2                                  # neighbours equal to the spin
+    bins = (32 - (s * (np.roll(s, 1, 1) + np.roll(s, 1, 2))).sum(axis=(1, 2))) // 4
+    counts = np.zeros((geom.nbins, geom.ncls))
+    np.add.at(counts, (np.repeat(bins, 16), k.reshape(-1)), 1.0)
+    counts *= np.exp(np.random.default_rng(0).normal(0, 3, geom.nbins))[:, None]   # any weights
+    E, ln_g = density_of_states(4)
+    got = transition_ln_g(counts, 2, 16)
+    np.testing.assert_allclose(got[(E - geom.e_min) // 4], ln_g, rtol=0, atol=1e-9)
+    assert np.all(np.isnan(np.delete(got, (E - geom.e_min) // 4)))
+    both = transition_ln_g(np.stack([counts, 2 * counts]), 2, 16)       # vectorised over samples
+    np.testing.assert_allclose(both[1], got, rtol=0, atol=1e-9)
