@@ -18,9 +18,8 @@ VARIANTS = [dict(wg=8, lattice="global", table="global", hist="global"),
             dict(wg=4, lattice="local", table="local", hist="local"),
             dict(wg=16, lattice="local", table="global", hist="global"),
             dict(wg=2, lattice="global", table="local", hist="local"),
-            dict(wg=4, lattice="local", table="local", hist="local", nbr="popc", classes="skip", wpi=2),
-            dict(wg=8, lattice="global", table="global", hist="local", nbr="popc"),
-            dict(wg=2, lattice="local", table="global", hist="global", classes="skip", wpi=2)]
+            dict(wg=4, lattice="local", table="local", hist="local", sites="packed"),
+            dict(wg=8, lattice="local", table="global", hist="local", sites="packed")]
 
 
 def _engine(dev, geom, walkers, seed, offset=0, total=None, **opts):
@@ -101,8 +100,8 @@ def test_oclgrind_runs_every_kernel_and_matches(oclgrind):
     kept alive: Oclgrind's checker confuses the shadow state of freed buffers
     with later ones (see conftest.py)."""
     keep = []
-    for geom, walkers, variants in ((Geometry(2, 4), 9, VARIANTS[:2]), (Geometry(3, 2), 5, VARIANTS[:2]),
-                                    (Geometry(2, 34), 3, VARIANTS[::2])):
+    for geom, walkers, variants in ((Geometry(2, 4), 9, VARIANTS[:2] + VARIANTS[4:5]),
+                                    (Geometry(3, 2), 5, VARIANTS[:2]), (Geometry(2, 34), 3, VARIANTS[::2])):
         for opts in variants:
             for magnet in (False, True):
                 keep.append(_check_against_twin(oclgrind, geom, walkers, opts, magnet=magnet, n=9,
@@ -170,26 +169,25 @@ def test_thresholds_realise_the_metropolis_probabilities():
 def test_templates_render(vendor):
     facts = fake_facts(vendor)
     cases = [("muca/setup.cl", dict(dim=d, L=L)) for d, L in ((2, 4), (2, 34), (3, 2), (3, 64))]
-    variants = [dict(nbr="shift", classes="all", wpi=1, rounds=10),
-                dict(nbr="popc", classes="skip", wpi=2, rounds=10),
-                dict(nbr="popc", classes="all", wpi=1, rounds=7)]
-    cases += [("muca/update.cl", dict(dim=d, L=L, wg=64, lattice=la, table=t, hist=h, magnet=m,
-                                      wide=(L == 66), hist_rows=1 + m, trips=m, tm=m and la == "local", **v))
+    cases += [("muca/update.cl", dict(dim=d, L=L, wg=64, lattice=la, table=t, hist=h, record=rec, magnet=m,
+                                      wide=(L == 66), hist_rows=1 + m, trips=m, tm=m and la == "local",
+                                      sites=si, rounds=7 if m else 10))
               for d, L in ((2, 32), (3, 6), (2, 66))
               for la in ("local", "global") for t in ("local", "global") for h in ("local", "global")
-              for m in (False, True) for v in variants if la == "local" or v["wpi"] == 1]
+              for rec in (False, True) for m in (False, True)
+              for si in ("packed", "direct") if la == "local" or si == "packed"]
     cases += [("muca/common.cl", {})]
     for template, params in cases:
         src = render(template, facts, **params)
         assert src.count("{") == src.count("}") and "${" not in src and "<%" not in src
         for name in re.findall(r"__kernel\s+(?:__attribute__\s*\(\(.*?\)\)\s*)?void\s+(\S+)\s*\(", src, re.S):
             assert re.fullmatch(r"muca_\w+", name)
-    base = dict(dim=2, L=8, wg=64, table="local", hist="local", magnet=False, wide=False, hist_rows=2,
-                trips=False, nbr="shift", classes="all", rounds=10, tm=False)
+    base = dict(dim=2, L=8, wg=64, table="local", hist="local", record=True, magnet=False, wide=False,
+                hist_rows=2, trips=False, rounds=10, tm=False)
     with pytest.raises(ValueError, match="lattice must be one of"):
-        render("muca/update.cl", facts, lattice="texture", wpi=1, **base)
-    with pytest.raises(ValueError, match="wpi > 1 needs lattice='local'"):
-        render("muca/update.cl", facts, lattice="global", wpi=2, **base)
+        render("muca/update.cl", facts, lattice="texture", sites="packed", **base)
+    with pytest.raises(ValueError, match="sites='direct' needs lattice='local'"):
+        render("muca/update.cl", facts, lattice="global", sites="direct", **base)
     with pytest.raises(ValueError, match="L must be even"):
         render("muca/setup.cl", facts, dim=2, L=7)
 
@@ -197,8 +195,7 @@ def test_templates_render(vendor):
 def test_local_memory_choice_is_checked():
     pocl = fake_facts("pocl")                    # reports 512 KiB; 4 KiB are safe (engine.py)
     assert choose_options(pocl, Geometry(2, 32)) == {"wg": 64, "lattice": "global", "table": "global",
-                                                     "hist": "global", "nbr": "shift",
-                                                     "classes": "all", "wpi": 1}
+                                                     "hist": "global", "sites": "packed"}
     assert choose_options(pocl, Geometry(2, 8))["lattice"] == "local"
     with pytest.raises(ValueError, match="PoCL: a safe cap"):
         choose_options(pocl, Geometry(2, 32), table="local")
@@ -207,12 +204,13 @@ def test_local_memory_choice_is_checked():
     with pytest.raises(ValueError, match="local memory per work group"):
         choose_options(facts, geom, wg=128, lattice="local")
     opts = choose_options(facts, Geometry(2, 32))
-    assert opts == {"wg": 128, "lattice": "local", "table": "local", "hist": "local", "nbr": "shift",
-                    "classes": "all", "wpi": 1}
-    with pytest.raises(ValueError, match="wpi = 2 needs lattice='local'"):
-        choose_options(facts, geom, lattice="global", wpi=2)
-    with pytest.raises(ValueError, match="nbr must be one of"):
-        choose_options(facts, geom, nbr="table")
+    assert opts == {"wg": 128, "lattice": "local", "table": "local", "hist": "local", "sites": "direct"}
+    with pytest.raises(ValueError, match="sites='direct' needs lattice='local'"):
+        choose_options(facts, geom, lattice="global", sites="direct")
+    with pytest.raises(ValueError, match="sites='direct' needs the lattices in local memory"):
+        choose_options(facts, geom, sites="direct")
+    with pytest.raises(ValueError, match="sites must be one of"):
+        choose_options(facts, geom, sites="table")
     assert choose_options(facts, geom)["lattice"] == "global"
 
 
