@@ -165,7 +165,7 @@ def test_same_seed_same_bits_for_every_kernel_variant(device):
     sim, res = _short(device)
     for opts in (dict(wg=8, lattice="global", table="global", hist="global"),
                  dict(wg=16, lattice="local", table="local", hist="local"),
-                 dict(wg=4, lattice="local", table="global", hist="local")):
+                 dict(wg=4, lattice="local", table="global", hist="local", sites="direct")):
         other, other_res = _short(device, **opts)
         assert _records(other) == _records(sim)
         np.testing.assert_array_equal(other.log_weights, sim.log_weights)

@@ -15,8 +15,8 @@ from clphys.muca.geometry import Geometry
 from clphys.runtime import fake_facts, render
 
 VARIANTS = [dict(wg=8, lattice="global", table="global", hist="global"),
-            dict(wg=4, lattice="local", table="local", hist="local"),
-            dict(wg=16, lattice="local", table="global", hist="global"),
+            dict(wg=4, lattice="local", table="local", hist="local", sites="direct"),
+            dict(wg=16, lattice="local", table="global", hist="global", sites="direct"),
             dict(wg=2, lattice="global", table="local", hist="local"),
             dict(wg=4, lattice="local", table="local", hist="local", sites="packed"),
             dict(wg=8, lattice="local", table="global", hist="local", sites="packed")]

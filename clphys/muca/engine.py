@@ -86,13 +86,14 @@ def _local_bytes(geom, wg, lattice, table, hist, hist_rows=1):
 
 
 def choose_options(facts, geom: Geometry, wg=None, lattice=None, table=None, hist=None,
-                   sites=None) -> dict:
+                   sites=None, regs=None) -> dict:
     """Work-group size and where lattice, threshold table and histogram live
     during a launch: the caller's choices, checked, else defaults from `facts`:
     each in local memory where it fits (fastest on PoCL; on GPUs the walker
     lattices then never touch global memory inside a launch). sites: the site
-    descriptors, "direct" (default with local lattices) or "packed" (update.cl;
-    results do not depend on it)."""
+    descriptors, "direct" (default on GPUs with local lattices) or "packed" (update.cl;
+    results do not depend on it); regs: at most this many registers per work
+    item (NVIDIA builds; more resident work groups), in the dict only when given."""
     if lattice is not None:
         _validate.choice("lattice", lattice, LATTICE_MODES)
     if table is not None:
@@ -103,6 +104,8 @@ def choose_options(facts, geom: Geometry, wg=None, lattice=None, table=None, his
         _validate.choice("sites", sites, SITES_MODES)
         if sites == "direct" and lattice == "global":
             raise ValueError("sites='direct' needs lattice='local', got lattice='global'")
+    if regs is not None:
+        regs = _validate.integer("regs", regs, 16, 255)
     room = local_room(facts)
     if wg is None:
         wanted = (128, 64) if facts.is_gpu else ((8,) if facts.vendor == "oclgrind" else (64,))
@@ -124,8 +127,8 @@ def choose_options(facts, geom: Geometry, wg=None, lattice=None, table=None, his
         candidates = fits or candidates
     if sites == "direct" and lattice == "global":
         raise ValueError(f"sites='direct' needs the lattices in local memory, and they do not fit for {geom}")
-    if sites is None:
-        sites = "direct" if lattice == "local" else "packed"
+    if sites is None:       # direct: fewer integer instructions per flip on GPUs (NOTES-muca2.md)
+        sites = "direct" if lattice == "local" and facts.is_gpu else "packed"
     wg = candidates[0]
     if need(wg, lattice) > room:
         raise ValueError(f"lattice={lattice!r}, table={table!r}, hist={hist!r} with wg = {wg} need "
@@ -133,7 +136,8 @@ def choose_options(facts, geom: Geometry, wg=None, lattice=None, table=None, his
                          f"{facts.name or 'the device'} allows {format_bytes(room)}"
                          + (" (PoCL: a safe cap, see POCL_LOCAL_BUDGET)" if facts.vendor == "pocl" else "")
                          + ": choose 'global' for some of them or a smaller wg")
-    return {"wg": wg, "lattice": lattice, "table": table, "hist": hist, "sites": sites}
+    out = {"wg": wg, "lattice": lattice, "table": table, "hist": hist, "sites": sites}
+    return out if regs is None else dict(out, regs=regs)
 
 
 def buffer_sizes(geom: Geometry, walkers: int, slots: int = 1, magnet: bool = False,
