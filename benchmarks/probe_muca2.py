@@ -11,7 +11,8 @@ as it measures, and a summary table at the end; --json also writes PTX and
 the NVIDIA build logs (registers, spills) of the variants next to the JSON file):
 
   kernel   2D L = 32: site descriptors (packed / direct), work-group size,
-           table placement, register cap; each first checked bit for bit
+           table placement (register caps -cl-nv-maxrregcount 80 / 64 were
+           measured in run 4, gained nothing and were removed); each first checked bit for bit
            against the NumPy twin at a tiny size; attempted flips/ns at fixed
            exact weights, thermalisation and recorded launches, at one
            resident wave of the variant (from its registers and local memory)
@@ -43,7 +44,8 @@ import clphys  # noqa: E402
 from clphys.exact import density_of_states  # noqa: E402
 from clphys.muca import Multicanonical, protocol  # noqa: E402
 from clphys.muca import reference as ref  # noqa: E402
-from clphys.muca.engine import Engine, choose_options, default_walkers, resident_walkers  # noqa: E402
+from clphys.muca.engine import (NV_REGISTERS_ASSUMED, Engine, choose_options, default_walkers,  # noqa: E402
+                                resident_walkers)
 from clphys.muca.geometry import Geometry  # noqa: E402
 
 from bench_muca import Report  # noqa: E402  (this folder is on sys.path when run as a script)
@@ -84,9 +86,8 @@ def resident(dev, geom, opts, info):
     """One wave of resident walkers of this variant (NVIDIA: from its measured
     registers and local memory; elsewhere the default walker count)."""
     o = full_options(dev, geom, opts)
-    if info.get("registers"):
-        o["regs"] = info["registers"]
-    return resident_walkers(dev, geom, o) or default_walkers(dev.facts)
+    regs = info.get("registers") or NV_REGISTERS_ASSUMED
+    return resident_walkers(dev, geom, o, regs) or default_walkers(dev.facts)
 
 
 def nv_build_info(dev, geom, opts, out_dir, tag):
@@ -98,9 +99,8 @@ def nv_build_info(dev, geom, opts, out_dir, tag):
     params = dict(geom.template(), wg=o["wg"], lattice=o["lattice"], table=o["table"], hist=o["hist"],
                   record=False, magnet=False, wide=False, hist_rows=1, trips=False, sites=o["sites"],
                   rounds=o["rounds"], tm=False)
-    extra = (f"-cl-nv-maxrregcount={o['regs']}",) if o.get("regs") else ()
     try:
-        prg = dev.build("muca/update.cl", options=("-cl-nv-verbose",) + extra, **params)
+        prg = dev.build("muca/update.cl", options=("-cl-nv-verbose",), **params)
         log = prg.cl_program.get_build_info(dev.cl_device, cl.program_build_info.LOG)
         if out_dir:
             ptx = prg.cl_program.get_info(cl.program_info.BINARIES)[0]
@@ -163,17 +163,13 @@ def rate(dev, geom, walkers, opts, steps, recorded, weights, repeats=3):
 KERNEL_VARIANTS = [
     ("packed128", dict(wg=128, lattice="local", table="local", hist="local", sites="packed")),
     ("direct128", dict(wg=128, lattice="local", table="local", hist="local", sites="direct")),
-    ("direct128-r80", dict(wg=128, lattice="local", table="local", hist="local", sites="direct", regs=80)),
-    ("direct128-r64", dict(wg=128, lattice="local", table="local", hist="local", sites="direct", regs=64)),
-    ("direct128-tg-r64", dict(wg=128, lattice="local", table="global", hist="local", sites="direct",
-                              regs=64)),
-    ("direct192-r64", dict(wg=192, lattice="local", table="local", hist="local", sites="direct", regs=64)),
-    ("direct256-tg-r64", dict(wg=256, lattice="local", table="global", hist="local", sites="direct",
-                              regs=64)),
+    ("direct128-tg", dict(wg=128, lattice="local", table="global", hist="local", sites="direct")),
+    ("direct192", dict(wg=192, lattice="local", table="local", hist="local", sites="direct")),
+    ("direct256-tg", dict(wg=256, lattice="local", table="global", hist="local", sites="direct")),
     ("direct128-rounds2", dict(wg=128, lattice="local", table="local", hist="local", sites="direct",
                                rounds=2)),
 ]
-QUICK_VARIANTS = ("packed128", "direct128", "direct128-tg-r64")
+QUICK_VARIANTS = ("packed128", "direct128", "direct128-tg")
 
 
 def section_kernel(dev, report, quick, out_dir, deadline):
@@ -251,7 +247,7 @@ def section_protocol(dev, report, quick, deadline, best):
     protocol_run(dev, report, 32, deadline, walkers=270336, produce=False, tag="cudamuca W")
     if best is not None:
         tag, opts = best
-        keep = {k: v for k, v in opts.items() if k in ("wg", "lattice", "table", "hist", "sites", "regs")}
+        keep = {k: v for k, v in opts.items() if k in ("wg", "lattice", "table", "hist", "sites")}
         protocol_run(dev, report, 32, deadline, options=keep, tag=f"fastest {tag}")
 
 

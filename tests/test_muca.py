@@ -264,6 +264,29 @@ def test_default_walkers_fill_the_device():
     assert muca.default_walkers(fake_facts("pocl")) == 2 * 64
 
 
+def test_default_walkers_one_resident_wave_on_nvidia():
+    # one wave of the default kernel on an H100 (132 SMs, cc 9.0, 96 registers per
+    # item at wg = 128: 5 groups per SM): W = 84480, which converged fastest
+    # (docs/muca.md); unknown compute capability or another vendor: None
+    from types import SimpleNamespace
+
+    from clphys.muca.engine import choose_options, resident_walkers
+    from clphys.muca.geometry import Geometry
+    from clphys.runtime import fake_facts
+    f = fake_facts("nvidia")
+    h100 = SimpleNamespace(facts=f, cl_device=SimpleNamespace(compute_capability_major_nv=9,
+                                                              compute_capability_minor_nv=0))
+    geom = Geometry(2, 32)
+    opts = choose_options(f, geom)
+    assert opts["sites"] == "direct" and opts["wg"] == 128
+    assert resident_walkers(h100, geom, opts) == 132 * 5 * 128 == 84480
+    assert resident_walkers(h100, geom, opts, registers=80) == 132 * 6 * 128
+    # wg = 256 with the table in global memory: 2 groups by registers (96 x 256 per group)
+    assert resident_walkers(h100, geom, choose_options(f, geom, wg=256, table="global")) == 132 * 2 * 256
+    unknown = SimpleNamespace(facts=f, cl_device=SimpleNamespace())
+    assert resident_walkers(unknown, geom, opts) is None
+
+
 @pytest.mark.parametrize("kwargs,error,match", [
     (dict(L=5), ValueError, "even"), (dict(L=0), ValueError, "L must be >= 2"),
     (dict(L=4, dim=4), ValueError, "dim"), (dict(L=4.0), TypeError, "integer"),

@@ -44,14 +44,16 @@ def default_walkers(facts) -> int:
 NV_SHARED_PER_SM = {(7, 0): 96 << 10, (7, 5): 64 << 10, (8, 0): 164 << 10, (8, 6): 100 << 10,
                     (8, 7): 164 << 10, (8, 9): 100 << 10, (9, 0): 228 << 10}
 NV_RESERVED_PER_GROUP, NV_THREADS_PER_SM, NV_REGISTERS_PER_SM = 1024, 2048, 65536
-NV_REGISTERS_ASSUMED = 96      # per work item when the build does not cap them (options["regs"])
+# registers per work item of the default kernel (sites="direct", wg = 128): 96 in
+# ptxas's report for sm_90 (probe_muca2.py, run 4; packed descriptors: 80)
+NV_REGISTERS_ASSUMED = 96
 
 
-def resident_walkers(dev, geom, options) -> int | None:
+def resident_walkers(dev, geom, options, registers=NV_REGISTERS_ASSUMED) -> int | None:
     """Walkers resident at once (one wave) on an NVIDIA GPU whose compute
     capability we know: work groups per SM limited by threads, local memory
     (the larger of the thermalisation's and the recorded program's) and
-    registers; None elsewhere."""
+    `registers` per work item; None elsewhere."""
     facts = dev.facts
     try:
         cc = (dev.cl_device.compute_capability_major_nv, dev.cl_device.compute_capability_minor_nv)
@@ -63,9 +65,8 @@ def resident_walkers(dev, geom, options) -> int | None:
     wg = options["wg"]
     local = max(_local_bytes(geom, wg, options["lattice"], options["table"], "global"),
                 _local_bytes(geom, wg, options["lattice"], "global", options["hist"]))
-    regs = options.get("regs") or NV_REGISTERS_ASSUMED
     groups = min(NV_THREADS_PER_SM // wg, shared // (local + NV_RESERVED_PER_GROUP),
-                 NV_REGISTERS_PER_SM // (-(-regs // 8) * 8 * wg))
+                 NV_REGISTERS_PER_SM // (-(-registers // 8) * 8 * wg))
     return facts.compute_units * max(1, groups) * wg
 
 
@@ -86,14 +87,13 @@ def _local_bytes(geom, wg, lattice, table, hist, hist_rows=1):
 
 
 def choose_options(facts, geom: Geometry, wg=None, lattice=None, table=None, hist=None,
-                   sites=None, regs=None) -> dict:
+                   sites=None) -> dict:
     """Work-group size and where lattice, threshold table and histogram live
     during a launch: the caller's choices, checked, else defaults from `facts`:
     each in local memory where it fits (fastest on PoCL; on GPUs the walker
     lattices then never touch global memory inside a launch). sites: the site
     descriptors, "direct" (default on GPUs with local lattices) or "packed" (update.cl;
-    results do not depend on it); regs: at most this many registers per work
-    item (NVIDIA builds; more resident work groups), in the dict only when given."""
+    results do not depend on it)."""
     if lattice is not None:
         _validate.choice("lattice", lattice, LATTICE_MODES)
     if table is not None:
@@ -104,8 +104,6 @@ def choose_options(facts, geom: Geometry, wg=None, lattice=None, table=None, his
         _validate.choice("sites", sites, SITES_MODES)
         if sites == "direct" and lattice == "global":
             raise ValueError("sites='direct' needs lattice='local', got lattice='global'")
-    if regs is not None:
-        regs = _validate.integer("regs", regs, 16, 255)
     room = local_room(facts)
     if wg is None:
         wanted = (128, 64) if facts.is_gpu else ((8,) if facts.vendor == "oclgrind" else (64,))
@@ -136,8 +134,7 @@ def choose_options(facts, geom: Geometry, wg=None, lattice=None, table=None, his
                          f"{facts.name or 'the device'} allows {format_bytes(room)}"
                          + (" (PoCL: a safe cap, see POCL_LOCAL_BUDGET)" if facts.vendor == "pocl" else "")
                          + ": choose 'global' for some of them or a smaller wg")
-    out = {"wg": wg, "lattice": lattice, "table": table, "hist": hist, "sites": sites}
-    return out if regs is None else dict(out, regs=regs)
+    return {"wg": wg, "lattice": lattice, "table": table, "hist": hist, "sites": sites}
 
 
 def buffer_sizes(geom: Geometry, walkers: int, slots: int = 1, magnet: bool = False,
@@ -166,9 +163,6 @@ class Engine:
         self.table_mode, self.hist_pref = options["table"], options["hist"]
         self.sites_mode = options.get("sites", "packed")
         self.rounds = options.get("rounds", 10)     # Philox rounds: 10; fewer only in the probe
-        # registers per work item (NVIDIA: -cl-nv-maxrregcount), for more resident groups
-        regs = options.get("regs")
-        self.build_options = (f"-cl-nv-maxrregcount={int(regs)}",) if regs and dev.facts.vendor == "nvidia" else ()
         self.key = seed_key(seed)
         self.seed = seed
         self._setup = dev.build("muca/setup.cl", **geom.template())
@@ -264,7 +258,7 @@ class Engine:
             key = (hist, bool(magnet), rows, bool(trips), bool(tm), record, table)
             if key not in self._programs:     # built once per engine (each iteration configures)
                 self._programs[key] = self.dev.build(
-                    "muca/update.cl", options=self.build_options, **g.template(), wg=self.wg,
+                    "muca/update.cl", **g.template(), wg=self.wg,
                     lattice=self.lattice_mode, table=table, hist=hist, record=record,
                     magnet=bool(magnet), wide=self.W * g.words >= 2**32, hist_rows=rows,
                     trips=bool(trips), sites=self.sites_mode, rounds=self.rounds, tm=bool(tm))

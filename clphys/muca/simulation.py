@@ -88,8 +88,7 @@ class Multicanonical:
     Protocol (Gross et al. 2018): f_therm, z, factor, growth, min_width.
     Kernel options (results do not depend on them): wg, lattice, table, hist
     ("local" or "global": where each lives during a launch), sites ("direct"
-    or "packed" site descriptors, see update.cl), regs (a register cap per
-    work item on NVIDIA, for more resident work groups).
+    or "packed" site descriptors, see update.cl).
 
     comm (an mpi4py communicator): a collective construction; the walkers
     (default: as many as fill every rank's device) are split over the ranks,
@@ -102,15 +101,15 @@ class Multicanonical:
 
     def __init__(self, L, dim=2, walkers=None, seed=0, device=None, *, f_therm=30.0, z=2.25,
                  factor=6.0, growth=1.1, min_width=10, wg=None, lattice=None, table=None, hist=None,
-                 sites=None, regs=None, comm=None):
+                 sites=None, comm=None):
         self._comm = comm
         if comm is None:
             self._setup(L, dim, walkers, seed, device, (f_therm, z, factor, growth, min_width),
-                        (wg, lattice, table, hist, sites, regs), None)
+                        (wg, lattice, table, hist, sites), None)
             return
         size, rank = mpi.comm_size_rank(comm)
         total = mpi.all_ok(comm, self._setup, L, dim, walkers, seed, device,
-                           (f_therm, z, factor, growth, min_width), (wg, lattice, table, hist, sites, regs), size)
+                           (f_therm, z, factor, growth, min_width), (wg, lattice, table, hist, sites), size)
         mpi.agree(comm, "multicanonical parameters", L=self.geom.L, dim=self.geom.dim, walkers=total,
                   seed=self.seed, protocol=repr(self.protocol), options=repr(self.options))
         if total < size:                 # (the same on every rank: no one is left waiting)
@@ -132,10 +131,11 @@ class Multicanonical:
         self.device = dev
         self.options = choose_options(dev.facts, self.geom, *options)
         if walkers is None:
-            # one wave of resident walkers where we can tell (the same flips/ns as
-            # three waves, and each walker three times as fast: the iteration
-            # converges sooner and the production's round trips come sooner),
-            # else the paper's rule
+            # one wave of resident walkers where we can tell, else the paper's
+            # rule. H100, 2D L = 32 (benchmarks/probe_muca2.py, run 4): one wave (84480)
+            # 331 flips/ns, 3.9 flips/us per walker, converged in 0.88 s; the
+            # paper's 270336: 276 flips/ns, 1.0 per walker, 3.06 s (the
+            # iteration's and the production's cost is per walker)
             walkers = resident_walkers(dev, self.geom, self.options) or default_walkers(dev.facts)
             walkers *= ranks or 1
         if ranks is not None:
