@@ -19,7 +19,9 @@ VARIANTS = [dict(wg=8, lattice="global", table="global", hist="global"),
             dict(wg=16, lattice="local", table="global", hist="global", sites="direct"),
             dict(wg=2, lattice="global", table="local", hist="local"),
             dict(wg=4, lattice="local", table="local", hist="local", sites="packed"),
-            dict(wg=8, lattice="local", table="global", hist="local", sites="packed")]
+            dict(wg=8, lattice="local", table="global", hist="local", sites="packed"),
+            # the GPU default at L >= 64 (lattices and table in global memory)
+            dict(wg=4, lattice="global", table="global", hist="local")]
 
 
 def _engine(dev, geom, walkers, seed, offset=0, total=None, **opts):
@@ -100,7 +102,7 @@ def test_oclgrind_runs_every_kernel_and_matches(oclgrind):
     kept alive: Oclgrind's checker confuses the shadow state of freed buffers
     with later ones (see conftest.py)."""
     keep = []
-    for geom, walkers, variants in ((Geometry(2, 4), 9, VARIANTS[:2] + VARIANTS[4:5]),
+    for geom, walkers, variants in ((Geometry(2, 4), 9, VARIANTS[:2] + VARIANTS[4:5] + VARIANTS[6:7]),
                                     (Geometry(3, 2), 5, VARIANTS[:2]), (Geometry(2, 34), 3, VARIANTS[::2])):
         for opts in variants:
             for magnet in (False, True):
