@@ -149,7 +149,7 @@ def jackknife(x, func=np.mean, n_blocks=32, bias_correct=False):
     return Estimate(value, err)
 
 
-def jackknife_blocks(blocks, func):
+def jackknife_blocks(blocks, func, vectorized=False):
     """Jackknife over independent blocks of any shape, for array-valued estimators.
 
     blocks: array (n_blocks, ...) of per-block data (e.g. one histogram per
@@ -157,7 +157,9 @@ def jackknife_blocks(blocks, func):
     (shape blocks.shape[1:]) to an array of estimates. Returns (value, error)
     arrays: func of the mean over all blocks, and
     sqrt((n-1)/n sum_i (f_i - mean f)^2) over the leave-one-out values f_i.
-    Entries where some f_i is not finite get error inf.
+    Entries where some f_i is not finite get error inf. vectorized: func
+    takes a stack of means (n + 1, ...) at once (the full mean first) and
+    returns the stacked estimates.
     """
     data = np.asarray(blocks)
     if data.dtype.kind not in "biuf":
@@ -169,8 +171,12 @@ def jackknife_blocks(blocks, func):
     data = data.astype(np.float64)
     n = data.shape[0]
     total = data.sum(axis=0)
-    value = np.asarray(func(total / n), dtype=float)
-    f = np.stack([np.asarray(func((total - data[i]) / (n - 1)), dtype=float) for i in range(n)])
+    if vectorized:
+        out = np.asarray(func(np.concatenate([(total / n)[None], (total - data) / (n - 1)])), dtype=float)
+        value, f = out[0], out[1:]
+    else:
+        value = np.asarray(func(total / n), dtype=float)
+        f = np.stack([np.asarray(func((total - data[i]) / (n - 1)), dtype=float) for i in range(n)])
     with np.errstate(invalid="ignore"):
         err = np.sqrt((n - 1) / n * np.sum((f - f.mean(axis=0)) ** 2, axis=0))
     err = np.where(np.all(np.isfinite(f), axis=0), err, np.inf)

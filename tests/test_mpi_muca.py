@@ -18,11 +18,11 @@ from clphys import muca
 comm = MPI.COMM_WORLD
 sim = muca.Multicanonical(comm=comm, **ARGS)
 h = sim.iterate(kl=1e-3, max_iterations=4, progress=False)
-res = sim.produce(blocks=4, updates=50, magnetization=True, progress=False)
+res = sim.produce(blocks=4, magnetization=True, progress=False)   # ends by passages (Allreduce)
 c = res.canonical([2.0, 2.5])
 out = {"d_k": h.d_k, "d_c": h.d_c, "visited": h.visited, "width": h.width, "log_w": sim.log_weights,
        "ln_g": res.ln_g, "ln_g_err": res.ln_g_err, "block_histograms": res.block_histograms,
-       "moments": res.moments}
+       "moments": res.moments, "steps": [res.therm, res.updates], "passages": [res.therm_passages, res.passages]}
 out.update({f"c.{k}": v for k, v in c.__dict__.items() if v is not None})
 np.savez(OUT + f".{comm.rank}.npz", **out)
 """
@@ -35,11 +35,12 @@ def test_split_walkers_equal_one_device(device, ranks, tmp_path):
     assert r.returncode == 0, r.stderr[-4000:]
     sim = muca.Multicanonical(device=device, **ARGS)
     h = sim.iterate(kl=1e-3, max_iterations=4, progress=False)
-    res = sim.produce(blocks=4, updates=50, magnetization=True, progress=False)
+    res = sim.produce(blocks=4, magnetization=True, progress=False)   # ends by passages (Allreduce)
     c = res.canonical([2.0, 2.5])
     want = {"d_k": h.d_k, "d_c": h.d_c, "visited": h.visited, "width": h.width, "log_w": sim.log_weights,
             "ln_g": res.ln_g, "ln_g_err": res.ln_g_err, "block_histograms": res.block_histograms,
-            "moments": res.moments}
+            "moments": res.moments, "steps": [res.therm, res.updates],
+            "passages": [res.therm_passages, res.passages]}
     want.update({f"c.{f.name}": getattr(c, f.name) for f in dataclasses.fields(c)
                  if getattr(c, f.name) is not None})
     for rank in range(ranks):                  # every rank holds the whole result

@@ -11,6 +11,7 @@ a run with useless statistics cannot pass."""
 import math
 import os
 import signal
+import warnings
 
 import numpy as np
 import pytest
@@ -164,7 +165,7 @@ def test_same_seed_same_bits_for_every_kernel_variant(device):
     sim, res = _short(device)
     for opts in (dict(wg=8, lattice="global", table="global", hist="global"),
                  dict(wg=16, lattice="local", table="local", hist="local"),
-                 dict(wg=4, lattice="local", table="global", hist="local")):
+                 dict(wg=4, lattice="local", table="global", hist="local", sites="direct")):
         other, other_res = _short(device, **opts)
         assert _records(other) == _records(sim)
         np.testing.assert_array_equal(other.log_weights, sim.log_weights)
@@ -191,7 +192,7 @@ def _interrupt_on_call(sim, call):
 def test_checkpoint_resumes_bit_for_bit(device, tmp_path):
     ref = Multicanonical(6, walkers=64, seed=5, device=device)
     ref.iterate(kl=1e-3)
-    ref_res = ref.produce(blocks=8, updates=2000)
+    ref_res = ref.produce(blocks=8)
 
     sim = Multicanonical(6, walkers=64, seed=5, device=device)
     _interrupt_on_call(sim, 9)
@@ -208,14 +209,16 @@ def test_checkpoint_resumes_bit_for_bit(device, tmp_path):
     sim._slice = 100                           # small first slices: stop inside the production
     _interrupt_on_call(sim, 3)
     with pytest.raises(Interrupted):
-        sim.produce(blocks=8, updates=2000)
+        sim.produce(blocks=8)
     assert 0 < sim._prod["done"] < sim._prod["therm"] + sim._prod["updates"]
+    assert sim._prod["phase"] == "therm"                 # inside the passage-driven thermalisation
     sim.save(path)
     sim = Multicanonical.load(path, device=device, wg=4, lattice="global")   # other kernel options
-    res = sim.produce(blocks=8, updates=2000)
+    res = sim.produce(blocks=8)
     np.testing.assert_array_equal(res.block_histograms, ref_res.block_histograms)
     np.testing.assert_array_equal(res.moments, ref_res.moments)
     np.testing.assert_array_equal(res.ln_g, ref_res.ln_g)
+    assert (res.therm, res.updates, res.passages) == (ref_res.therm, ref_res.updates, ref_res.passages)
     np.testing.assert_array_equal(sim.walker_state()[0], ref.walker_state()[0])
 
 
@@ -259,6 +262,29 @@ def test_default_walkers_fill_the_device():
     from clphys.runtime import fake_facts
     assert muca.default_walkers(fake_facts("nvidia")) == 132 * 2048       # cudamuca's W on an H100
     assert muca.default_walkers(fake_facts("pocl")) == 2 * 64
+
+
+def test_default_walkers_one_resident_wave_on_nvidia():
+    # one wave of the default kernel on an H100 (132 SMs, cc 9.0, 96 registers per
+    # item at wg = 128: 5 groups per SM): W = 84480, which converged fastest
+    # (docs/muca.md); unknown compute capability or another vendor: None
+    from types import SimpleNamespace
+
+    from clphys.muca.engine import choose_options, resident_walkers
+    from clphys.muca.geometry import Geometry
+    from clphys.runtime import fake_facts
+    f = fake_facts("nvidia")
+    h100 = SimpleNamespace(facts=f, cl_device=SimpleNamespace(compute_capability_major_nv=9,
+                                                              compute_capability_minor_nv=0))
+    geom = Geometry(2, 32)
+    opts = choose_options(f, geom)
+    assert opts["sites"] == "direct" and opts["wg"] == 128
+    assert resident_walkers(h100, geom, opts) == 132 * 5 * 128 == 84480
+    assert resident_walkers(h100, geom, opts, registers=80) == 132 * 6 * 128
+    # wg = 256 with the table in global memory: 2 groups by registers (96 x 256 per group)
+    assert resident_walkers(h100, geom, choose_options(f, geom, wg=256, table="global")) == 132 * 2 * 256
+    unknown = SimpleNamespace(facts=f, cl_device=SimpleNamespace())
+    assert resident_walkers(unknown, geom, opts) is None
 
 
 @pytest.mark.parametrize("kwargs,error,match", [
@@ -305,3 +331,34 @@ def test_bad_arguments_of_the_methods(device):
     for T in (0.0, -1.0, float("inf"), [[1.0]]):
         with pytest.raises(ValueError, match="T"):
             res.canonical(T)
+
+
+def test_production_thermalises_under_the_final_weights(device):
+    """Walkers started far from equilibrium (random spins, E ~ 0) under exact
+    weights: the old default production (30 w unrecorded flips, then 100
+    iterations' worth of recorded ones, 1/100 of a passage through the energy
+    range per walker) samples the start and gives ln g many sigma off Beale in
+    many bins, with a RuntimeWarning; the default production (thermalised to
+    half a passage per walker, recorded to one) agrees in every bin."""
+    from clphys.exact import density_of_states
+    E, ln_g = density_of_states(8)
+
+    def production(**kwargs):
+        sim = Multicanonical(8, walkers=4096, seed=3, device=device)
+        w = np.zeros(sim.geom.nbins)
+        w[(E - sim.geom.e_min) // 4] = -ln_g
+        sim.set_log_weights(w)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            res = sim.produce(**kwargs)
+        assert np.array_equal(res.energies, E)
+        return res, np.abs(res.ln_g - ln_g) / res.ln_g_err, [str(c.message) for c in caught]
+
+    old, z_old, warned = production(therm=30 * 64, updates=math.ceil(100 * 6 * 64**2.25 / 4096))
+    assert z_old.max() > 5 and np.sum(z_old > 4) >= 10                  # measured 7.3-9 sigma, 26-35 bins
+    assert old.passages < 0.05 and any("passages per walker" in m for m in warned)
+    new, z_new, warned = production()
+    assert z_new.max() < 4 and not warned                                # measured 1.4-2.5 sigma
+    assert new.therm_passages >= 0.5 and new.passages >= 1.0
+    assert new.updates >= math.ceil(100 * 6 * 64**2.25 / 4096)           # at least the old statistics
+    assert np.all(new.ln_g_err < 0.05)                                   # errors that can fail the check

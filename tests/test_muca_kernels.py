@@ -15,9 +15,13 @@ from clphys.muca.geometry import Geometry
 from clphys.runtime import fake_facts, render
 
 VARIANTS = [dict(wg=8, lattice="global", table="global", hist="global"),
-            dict(wg=4, lattice="local", table="local", hist="local"),
-            dict(wg=16, lattice="local", table="global", hist="global"),
-            dict(wg=2, lattice="global", table="local", hist="local")]
+            dict(wg=4, lattice="local", table="local", hist="local", sites="direct"),
+            dict(wg=16, lattice="local", table="global", hist="global", sites="direct"),
+            dict(wg=2, lattice="global", table="local", hist="local"),
+            dict(wg=4, lattice="local", table="local", hist="local", sites="packed"),
+            dict(wg=8, lattice="local", table="global", hist="local", sites="packed"),
+            # the GPU default at L >= 64 (lattices and table in global memory)
+            dict(wg=4, lattice="global", table="global", hist="local")]
 
 
 def _engine(dev, geom, walkers, seed, offset=0, total=None, **opts):
@@ -33,8 +37,9 @@ def _random_thresholds(geom, seed=1):
 
 
 def _check_against_twin(dev, geom, walkers, opts, *, magnet, t0=5, n=37, n_skip=10, slots=None,
-                        seed=11):
+                        seed=11, tm=False):
     slots = slots or (3 if magnet else 1)       # one slot: the iterations' one-row local histogram
+    trips = magnet or tm                        # passage counts with the production's options
     eng = _engine(dev, geom, walkers, seed, **opts)
     bins, mags = eng.randomize()
     lat0 = ref.initial_lattice(geom, walkers, seed)
@@ -44,12 +49,20 @@ def _check_against_twin(dev, geom, walkers, opts, *, magnet, t0=5, n=37, n_skip=
     np.testing.assert_array_equal(mags, want_mags)
     thr = _random_thresholds(geom)
     eng.set_thresholds(thr)
-    eng.configure(slots, magnet)
+    eng.configure(slots, magnet, trips, tm)
+    trip_range = (geom.nbins // 2 - 1, geom.nbins // 2 + 1)     # ends the walkers reach in n steps
+    state0 = ((np.arange(walkers, dtype=np.uint32) * 5) << 2) | (np.arange(walkers, dtype=np.uint32) % 3)
+    eng.reset_passages(*trip_range, state0)
     eng.t = t0                               # a ragged start inside a Philox block
     eng.advance(n, n_skip)
     eng.flush()
-    lat, b, m, hist, mhist = ref.update(geom, lat0, want_bins, want_mags, thr, t0, n, n_skip, seed,
-                                        slots=slots, magnet=magnet)
+    lat, b, m, hist, mhist, *passages = ref.update(
+        geom, lat0, want_bins, want_mags, thr, t0, n, n_skip, seed, slots=slots, magnet=magnet, tm=tm,
+        **(dict(passages=state0, trip_range=trip_range) if trips else {}))
+    if trips:
+        got = eng.read_passages()
+        np.testing.assert_array_equal(got, passages[0])
+        assert np.any(got >> 2 > state0 >> 2)              # some walkers made passages
     np.testing.assert_array_equal(eng.read_lattice(), lat)
     got_b, got_m = eng.read_bins()
     np.testing.assert_array_equal(got_b, b)
@@ -73,18 +86,28 @@ def test_engine_matches_numpy_twin(device, geom, walkers, opts):
     _check_against_twin(device, geom, walkers, opts, magnet=(walkers % 2 == 1))
 
 
+@pytest.mark.parametrize("slots", [1, 3, 4])
+def test_transition_counts_match_the_twin(device, slots):
+    """tm: counts of (bin before, k proposed); 32 walkers in 4 slots of 8 keep
+    one local row per work group of 8 (aligned), 3 slots need two."""
+    geom = Geometry(2, 6)
+    eng = _check_against_twin(device, geom, 32, dict(wg=8, lattice="local", table="global", hist="local"),
+                              magnet=False, slots=slots, tm=True)
+    assert eng.hist.shape == (slots, geom.nbins, geom.ncls)
+
+
 def test_oclgrind_runs_every_kernel_and_matches(oclgrind):
     """Every muca kernel and variant at a tiny size on Oclgrind (race and
     uninitialised-value checks), bit for bit against the twin. The engines are
     kept alive: Oclgrind's checker confuses the shadow state of freed buffers
     with later ones (see conftest.py)."""
     keep = []
-    for geom, walkers, variants in ((Geometry(2, 4), 9, VARIANTS[:2]), (Geometry(3, 2), 5, VARIANTS[:2]),
-                                    (Geometry(2, 34), 3, VARIANTS[::2])):
+    for geom, walkers, variants in ((Geometry(2, 4), 9, VARIANTS[:2] + VARIANTS[4:5] + VARIANTS[6:7]),
+                                    (Geometry(3, 2), 5, VARIANTS[:2]), (Geometry(2, 34), 3, VARIANTS[::2])):
         for opts in variants:
             for magnet in (False, True):
                 keep.append(_check_against_twin(oclgrind, geom, walkers, opts, magnet=magnet, n=9,
-                                                n_skip=2))
+                                                n_skip=2, tm=magnet and geom.dim == 2))
 
 
 def test_walkers_split_over_engines_add_up(device):
@@ -148,28 +171,33 @@ def test_thresholds_realise_the_metropolis_probabilities():
 def test_templates_render(vendor):
     facts = fake_facts(vendor)
     cases = [("muca/setup.cl", dict(dim=d, L=L)) for d, L in ((2, 4), (2, 34), (3, 2), (3, 64))]
-    cases += [("muca/update.cl", dict(dim=d, L=L, wg=64, lattice=la, table=t, hist=h, magnet=m,
-                                      wide=(L == 66), hist_rows=1 + m))
+    cases += [("muca/update.cl", dict(dim=d, L=L, wg=64, lattice=la, table=t, hist=h, record=rec, magnet=m,
+                                      wide=(L == 66), hist_rows=1 + m, trips=m, tm=m and la == "local",
+                                      sites=si, rounds=7 if m else 10))
               for d, L in ((2, 32), (3, 6), (2, 66))
               for la in ("local", "global") for t in ("local", "global") for h in ("local", "global")
-              for m in (False, True)]
+              for rec in (False, True) for m in (False, True)
+              for si in ("packed", "direct") if la == "local" or si == "packed"]
     cases += [("muca/common.cl", {})]
     for template, params in cases:
         src = render(template, facts, **params)
         assert src.count("{") == src.count("}") and "${" not in src and "<%" not in src
         for name in re.findall(r"__kernel\s+(?:__attribute__\s*\(\(.*?\)\)\s*)?void\s+(\S+)\s*\(", src, re.S):
             assert re.fullmatch(r"muca_\w+", name)
+    base = dict(dim=2, L=8, wg=64, table="local", hist="local", record=True, magnet=False, wide=False,
+                hist_rows=2, trips=False, rounds=10, tm=False)
     with pytest.raises(ValueError, match="lattice must be one of"):
-        render("muca/update.cl", facts, dim=2, L=8, wg=64, lattice="texture", table="local",
-               hist="local", magnet=False, wide=False, hist_rows=2)
+        render("muca/update.cl", facts, lattice="texture", sites="packed", **base)
+    with pytest.raises(ValueError, match="sites='direct' needs lattice='local'"):
+        render("muca/update.cl", facts, lattice="global", sites="direct", **base)
     with pytest.raises(ValueError, match="L must be even"):
         render("muca/setup.cl", facts, dim=2, L=7)
 
 
 def test_local_memory_choice_is_checked():
     pocl = fake_facts("pocl")                    # reports 512 KiB; 4 KiB are safe (engine.py)
-    assert choose_options(pocl, Geometry(2, 32)) == {"wg": 64, "lattice": "global",
-                                                     "table": "global", "hist": "global"}
+    assert choose_options(pocl, Geometry(2, 32)) == {"wg": 64, "lattice": "global", "table": "global",
+                                                     "hist": "global", "sites": "packed"}
     assert choose_options(pocl, Geometry(2, 8))["lattice"] == "local"
     with pytest.raises(ValueError, match="PoCL: a safe cap"):
         choose_options(pocl, Geometry(2, 32), table="local")
@@ -178,5 +206,34 @@ def test_local_memory_choice_is_checked():
     with pytest.raises(ValueError, match="local memory per work group"):
         choose_options(facts, geom, wg=128, lattice="local")
     opts = choose_options(facts, Geometry(2, 32))
-    assert opts == {"wg": 128, "lattice": "local", "table": "local", "hist": "local"}
+    assert opts == {"wg": 128, "lattice": "local", "table": "local", "hist": "local", "sites": "direct"}
+    with pytest.raises(ValueError, match="sites='direct' needs lattice='local'"):
+        choose_options(facts, geom, lattice="global", sites="direct")
+    with pytest.raises(ValueError, match="sites='direct' needs the lattices in local memory"):
+        choose_options(facts, geom, sites="direct")
+    with pytest.raises(ValueError, match="sites must be one of"):
+        choose_options(facts, geom, sites="table")
     assert choose_options(facts, geom)["lattice"] == "global"
+
+
+def test_transition_estimator_is_exact_on_exact_counts():
+    """Counts proportional to the exact microcanonical class averages (every
+    state of the 4 x 4 torus enumerated, any weight per energy) give Beale's
+    ln g to rounding; a bin linked to nothing is NaN, not a number."""
+    from clphys.exact import density_of_states
+    from clphys.muca.transition import transition_ln_g
+    geom = Geometry(2, 4)
+    states = np.arange(2**16)
+    s = (1 - 2 * ((states[:, None] >> np.arange(16)) & 1)).reshape(-1, 4, 4)
+    nb = sum(np.roll(s, sh, axis=ax) for ax in (1, 2) for sh in (1, -1))
+    k = (4 + s * nb) // 2                                  # neighbours equal to the spin
+    bins = (32 - (s * (np.roll(s, 1, 1) + np.roll(s, 1, 2))).sum(axis=(1, 2))) // 4
+    counts = np.zeros((geom.nbins, geom.ncls))
+    np.add.at(counts, (np.repeat(bins, 16), k.reshape(-1)), 1.0)
+    counts *= np.exp(np.random.default_rng(0).normal(0, 3, geom.nbins))[:, None]   # any weights
+    E, ln_g = density_of_states(4)
+    got = transition_ln_g(counts, 2, 16)
+    np.testing.assert_allclose(got[(E - geom.e_min) // 4], ln_g, rtol=0, atol=1e-9)
+    assert np.all(np.isnan(np.delete(got, (E - geom.e_min) // 4)))
+    both = transition_ln_g(np.stack([counts, 2 * counts]), 2, 16)       # vectorised over samples
+    np.testing.assert_allclose(both[1], got, rtol=0, atol=1e-9)

@@ -7,7 +7,7 @@ import pytest
 from scipy.signal import lfilter
 
 from clphys.stats import (Estimate, autocorrelation, binned_error, binning, binning_levels,
-                          integrated_autocorrelation_time, jackknife, mean_error)
+                          integrated_autocorrelation_time, jackknife, jackknife_blocks, mean_error)
 
 
 def ar1(phi, n, seed):
@@ -141,3 +141,12 @@ def test_stats_value_errors():
         integrated_autocorrelation_time(np.arange(100.0), c=0)
     with pytest.raises(ValueError, match="method must be one of"):
         mean_error(np.arange(10.0), method="bootstrap")
+
+
+def test_jackknife_blocks_vectorized_equals_the_loop():
+    rng = np.random.default_rng(3)
+    data = rng.exponential(size=(9, 4))
+    loop = jackknife_blocks(data, lambda m: np.log(m) - np.log(m.sum()))
+    vec = jackknife_blocks(data, lambda m: np.log(m) - np.log(m.sum(axis=-1, keepdims=True)), vectorized=True)
+    np.testing.assert_allclose(vec[0], loop[0], rtol=1e-14)
+    np.testing.assert_allclose(vec[1], loop[1], rtol=1e-12)

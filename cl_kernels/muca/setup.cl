@@ -90,3 +90,48 @@ __kernel void muca_sites(__global uint4 *sites, const uint t_lo, const uint t_hi
                 (size_t)(t - t0), (__global uint *)sites);
     }
 }
+
+// The same sites as direct descriptors for update.cl's sites="direct" (lattice
+// in local memory, `stride` = work-group size): per step `ndesc` uint4,
+//   u0 = (x % 32, (x-1) % 32, (x+1) % 32, 1 << x % 32)   (bits within their words)
+//   u1 = byte offsets (word * stride * 4) of the site's word and of the same x in
+//        the rows y-1, y+1, then (3D) z-1 or (2D, one word per row) x % 32 again;
+//   u2 = (z+1, the words of x-1 and x+1, x % 32)   (ndesc = 2 in 2D with one word
+//        per row: no u2; else 3).
+<% ndesc = 2 if (dim == 2 and (L + 31) // 32 == 1) else 3 %>
+__kernel void muca_sites_direct(__global uint4 *sites, const uint t_lo, const uint t_hi, const uint n,
+                                const uint k0, const uint k1, const uint stride)
+{
+    const ulong t0 = ((ulong)t_hi << 32) | t_lo;
+    const ulong block = (t0 >> 2) + get_global_id(0);
+    if (block > ((t0 + n - 1u) >> 2)) return;
+    const uint4 r = mu_philox(mu_step_counter(block << 2, 0u, MU_TAG_SITE), (uint2)(k0, k1));
+    const uint v[4] = {r.x, r.y, r.z, r.w};
+    const uint unit = stride * 4u;                  // bytes from one word to the next
+    for (uint q = 0; q < 4u; ++q) {
+        const ulong t = (block << 2) + q;
+        if (t < t0 || t >= t0 + n) continue;
+        const uint s = mul_hi(v[q], MU_N);
+        const uint row = s / MU_L, z = row / MU_L;
+        const uint x = s - row * MU_L, y = row - z * MU_L;
+        const uint xm = x == 0u ? MU_L - 1u : x - 1u, xp = x + 1u == MU_L ? 0u : x + 1u;
+        const uint ym = y == 0u ? MU_L - 1u : y - 1u, yp = y + 1u == MU_L ? 0u : y + 1u;
+        const uint xw = x >> 5;
+        __global uint *out = (__global uint *)sites + (size_t)(t - t0) * ${4 * ndesc}u;
+        vstore4((uint4)(x & 31u, xm & 31u, xp & 31u, 1u << (x & 31u)), 0, out);
+% if dim == 3:
+        const uint zm = z == 0u ? MU_L - 1u : z - 1u, zp = z + 1u == MU_L ? 0u : z + 1u;
+        const uint zm_word = ((zm * MU_L + y) * MU_WPR + xw) * unit, zp_word = ((zp * MU_L + y) * MU_WPR + xw) * unit;
+% else:
+        const uint zm_word = x & 31u, zp_word = 0u;      // (u1.w: x again)
+% endif
+        vstore4((uint4)((row * MU_WPR + xw) * unit, ((z * MU_L + ym) * MU_WPR + xw) * unit,
+                        ((z * MU_L + yp) * MU_WPR + xw) * unit, zm_word), 1, out);
+% if ndesc == 3:
+        vstore4((uint4)(zp_word, (row * MU_WPR + (xm >> 5)) * unit, (row * MU_WPR + (xp >> 5)) * unit, x & 31u),
+                2, out);
+% else:
+        (void)zp_word;
+% endif
+    }
+}

@@ -5,11 +5,18 @@
 ## multiply on GPUs and, unlike mul_hi, stays fast on PoCL (3x in the Ising
 ## blocks kernel there).
 <%def name="philox4x32_10(prefix)">
+${philox4x32(prefix, 10)}
+</%def>
+
+## The same with another number of rounds: 10 is Philox4x32-10; fewer rounds
+## exist only to measure the generator's share of a kernel's time
+## (benchmarks/probe_muca2.py), never for results.
+<%def name="philox4x32(prefix, rounds)">
 inline uint4 ${prefix}philox(uint4 ctr, uint2 key)
 {
     uint c0 = ctr.x, c1 = ctr.y, c2 = ctr.z, c3 = ctr.w;
     uint k0 = key.x, k1 = key.y;
-% for r in range(10):
+% for r in range(rounds):
 %   if r:
     k0 += 0x9E3779B9u; k1 += 0xBB67AE85u;
 %   endif

@@ -69,7 +69,9 @@ def cmd_muca(args) -> int:
                           progress=args.progress)
     print(f"production  {res.blocks} blocks of walkers, {res.updates} recorded flips per walker "
           f"(+{res.therm} thermalisation), {res.seconds:.3f} s, "
-          f"{res.flips / max(res.seconds, 1e-12) / 1e9:.3f} flips/ns, d_c = {res.chebyshev:.3f}")
+          f"{res.flips / max(res.seconds, 1e-12) / 1e9:.3f} flips/ns, d_c = {res.chebyshev:.3f}; "
+          f"passages per walker through the energy range {res.therm_passages:.2f} thermalising, "
+          f"{res.passages:.2f} in all")
     exact = _exact(sim, res)
     temps = np.array(SUMMARY_T[sim.dim])
     c = res.canonical(temps)
@@ -215,8 +217,9 @@ def add_parsers(sub):
     p.add_argument("--production-blocks", type=int, default=None,
                    help="groups of walkers for the jackknife errors (default 100)")
     p.add_argument("--production-updates", type=int, default=None,
-                   help="recorded flips per walker in the production (default: blocks times one "
-                        "iteration's statistics)")
+                   help="recorded flips per walker in the production (default: until the walkers "
+                        "made one passage through the energy range each on average, after half a "
+                        "passage of thermalisation, and at least blocks times one iteration's statistics)")
     add_device(p)
     add_progress(p)
     add_plot(p, "draw ln g(E), its deviation from the exact one and C(T)")

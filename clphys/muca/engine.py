@@ -24,6 +24,7 @@ SITES_CAP = 1 << 16            # steps per launch (site descriptors: 16 bytes ea
 LATTICE_MODES = ("local", "global")
 TABLE_MODES = ("local", "global")
 HIST_MODES = ("local", "global")
+SITES_MODES = ("packed", "direct")
 MAGNET_BUDGET = 64 << 20       # magnetization histograms are recorded by default up to this size
 # pip PoCL 3.0 (pthread device) corrupts its own memory once a work group uses
 # more than ~6 KiB of local memory (a plain 1600-word __local array, launched
@@ -38,24 +39,72 @@ def default_walkers(facts) -> int:
     return int(facts.compute_units) * (2048 if facts.is_gpu else 64)
 
 
-def _local_bytes(geom, wg, lattice, table, hist, hist_rows=2):
+# NVIDIA: local (shared) memory per SM by compute capability (major, minor), the
+# 1 KiB it reserves per work group, threads and registers per SM
+NV_SHARED_PER_SM = {(7, 0): 96 << 10, (7, 5): 64 << 10, (8, 0): 164 << 10, (8, 6): 100 << 10,
+                    (8, 7): 164 << 10, (8, 9): 100 << 10, (9, 0): 228 << 10}
+NV_RESERVED_PER_GROUP, NV_THREADS_PER_SM, NV_REGISTERS_PER_SM = 1024, 2048, 65536
+# registers per work item of the default kernel (sites="direct", wg = 128): 96 in
+# ptxas's report for sm_90 (probe_muca2.py, run 4; packed descriptors: 80)
+NV_REGISTERS_ASSUMED = 96
+
+
+def resident_walkers(dev, geom, options, registers=NV_REGISTERS_ASSUMED) -> int | None:
+    """Walkers resident at once (one wave) on an NVIDIA GPU whose compute
+    capability we know: work groups per SM limited by threads, local memory
+    (the larger of the thermalisation's and the recorded program's) and
+    `registers` per work item; None elsewhere."""
+    facts = dev.facts
+    try:
+        cc = (dev.cl_device.compute_capability_major_nv, dev.cl_device.compute_capability_minor_nv)
+    except Exception:                        # not NVIDIA, or no cl_nv_device_attribute_query
+        return None
+    shared = NV_SHARED_PER_SM.get(cc)
+    if facts.vendor != "nvidia" or shared is None:
+        return None
+    wg = options["wg"]
+    local = max(_local_bytes(geom, wg, options["lattice"], options["table"], "global"),
+                _local_bytes(geom, wg, options["lattice"], "global", options["hist"]))
+    groups = min(NV_THREADS_PER_SM // wg, shared // (local + NV_RESERVED_PER_GROUP),
+                 NV_REGISTERS_PER_SM // (-(-registers // 8) * 8 * wg))
+    return facts.compute_units * max(1, groups) * wg
+
+
+def local_room(facts):
+    """Bytes of local memory a work group may use (PoCL: see POCL_LOCAL_BUDGET)."""
+    return min(facts.local_mem, POCL_LOCAL_BUDGET) if facts.vendor == "pocl" else facts.local_mem
+
+
+def site_words(geom, sites):
+    """uint32 words per step of the site descriptors (update.cl, setup.cl)."""
+    return 4 if sites == "packed" else (8 if geom.dim == 2 and geom.wpr == 1 else 12)
+
+
+def _local_bytes(geom, wg, lattice, table, hist, hist_rows=1):
     return ((wg * geom.words * 4 if lattice == "local" else 0)
             + (geom.nbins * geom.ncls * 4 if table == "local" else 0)
             + (hist_rows * geom.nbins * 4 if hist == "local" else 0))
 
 
-def choose_options(facts, geom: Geometry, wg=None, lattice=None, table=None, hist=None) -> dict:
+def choose_options(facts, geom: Geometry, wg=None, lattice=None, table=None, hist=None,
+                   sites=None) -> dict:
     """Work-group size and where lattice, threshold table and histogram live
     during a launch: the caller's choices, checked, else defaults from `facts`:
     each in local memory where it fits (fastest on PoCL; on GPUs the walker
-    lattices then never touch global memory inside a launch)."""
+    lattices then never touch global memory inside a launch). sites: the site
+    descriptors, "direct" (default on GPUs with local lattices) or "packed" (update.cl;
+    results do not depend on it)."""
     if lattice is not None:
         _validate.choice("lattice", lattice, LATTICE_MODES)
     if table is not None:
         _validate.choice("table", table, TABLE_MODES)
     if hist is not None:
         _validate.choice("hist", hist, HIST_MODES)
-    room = min(facts.local_mem, POCL_LOCAL_BUDGET) if facts.vendor == "pocl" else facts.local_mem
+    if sites is not None:
+        _validate.choice("sites", sites, SITES_MODES)
+        if sites == "direct" and lattice == "global":
+            raise ValueError("sites='direct' needs lattice='local', got lattice='global'")
+    room = local_room(facts)
     if wg is None:
         wanted = (128, 64) if facts.is_gpu else ((8,) if facts.vendor == "oclgrind" else (64,))
         candidates = [c for c in wanted if c <= facts.max_work_group] or [facts.max_work_group]
@@ -65,26 +114,36 @@ def choose_options(facts, geom: Geometry, wg=None, lattice=None, table=None, his
         table = "local" if geom.nbins * geom.ncls * 4 <= room // 2 else "global"
     if hist is None:
         hist = "local" if _local_bytes(geom, 1, "global", table, "local") <= room * 3 // 4 else "global"
+    def need(c, lat):
+        # the thermalisation's program holds lattice + table, the recorded one
+        # lattice + histogram (+ the table where it still fits: Engine.configure)
+        return max(_local_bytes(geom, c, lat, table, "global"), _local_bytes(geom, c, lat, "global", hist))
+
     if lattice is None:
-        fits = [c for c in candidates if _local_bytes(geom, c, "local", table, hist) <= room]
+        fits = [c for c in candidates if need(c, "local") <= room]
         lattice = "local" if fits else "global"
         candidates = fits or candidates
+    if sites == "direct" and lattice == "global":
+        raise ValueError(f"sites='direct' needs the lattices in local memory, and they do not fit for {geom}")
+    if sites is None:       # direct: fewer integer instructions per flip on GPUs (NOTES-muca2.md)
+        sites = "direct" if lattice == "local" and facts.is_gpu else "packed"
     wg = candidates[0]
-    need = _local_bytes(geom, wg, lattice, table, hist)
-    if need > room:
+    if need(wg, lattice) > room:
         raise ValueError(f"lattice={lattice!r}, table={table!r}, hist={hist!r} with wg = {wg} need "
-                         f"{format_bytes(need)} of local memory per work group for {geom}; "
+                         f"{format_bytes(need(wg, lattice))} of local memory per work group for {geom}; "
                          f"{facts.name or 'the device'} allows {format_bytes(room)}"
                          + (" (PoCL: a safe cap, see POCL_LOCAL_BUDGET)" if facts.vendor == "pocl" else "")
                          + ": choose 'global' for some of them or a smaller wg")
-    return {"wg": wg, "lattice": lattice, "table": table, "hist": hist}
+    return {"wg": wg, "lattice": lattice, "table": table, "hist": hist, "sites": sites}
 
 
-def buffer_sizes(geom: Geometry, walkers: int, slots: int = 1, magnet: bool = False) -> dict:
-    """Bytes of every device buffer an engine allocates."""
+def buffer_sizes(geom: Geometry, walkers: int, slots: int = 1, magnet: bool = False,
+                 tm: bool = False) -> dict:
+    """Bytes of every device buffer an engine allocates (sites: the larger,
+    direct, descriptors; tm: transition counts instead of energy counts)."""
     sizes = {"lattices": walkers * geom.words * 4, "energies": walkers * 4, "magnetizations": walkers * 4,
-             "thresholds": geom.nbins * geom.ncls * 4, "sites": SITES_CAP * 16,
-             "histograms": slots * geom.nbins * 4}
+             "thresholds": geom.nbins * geom.ncls * 4, "sites": SITES_CAP * 4 * site_words(geom, "direct"),
+             "histograms": slots * geom.nbins * (geom.ncls if tm else 1) * 4, "passages": walkers * 4}
     if magnet:
         sizes["magnetization histograms"] = slots * geom.nbins * geom.nm * 4
     return sizes
@@ -102,6 +161,8 @@ class Engine:
         self.total = walkers if total is None else total
         self.wg, self.lattice_mode = options["wg"], options["lattice"]
         self.table_mode, self.hist_pref = options["table"], options["hist"]
+        self.sites_mode = options.get("sites", "packed")
+        self.rounds = options.get("rounds", 10)     # Philox rounds: 10; fewer only in the probe
         self.key = seed_key(seed)
         self.seed = seed
         self._setup = dev.build("muca/setup.cl", **geom.template())
@@ -109,7 +170,9 @@ class Engine:
         self.bins = self._buffer(walkers, np.int32)
         self.mags = self._buffer(walkers, np.int32)
         self.thr = self._buffer(geom.nbins * geom.ncls, np.uint32)
-        self.sites = self._buffer(SITES_CAP * 4, np.uint32)
+        self.passages = self._buffer(walkers, np.uint32)
+        self.trip_range = (0, geom.nbins - 1)
+        self.sites = self._buffer(SITES_CAP * site_words(geom, self.sites_mode), np.uint32)
         # recorded steps between flushes: fixed by the whole ensemble (every engine
         # flushes at the same steps, and the counts summed over them cannot wrap)
         self.limit = (2**32 - 1) // self.total
@@ -157,36 +220,78 @@ class Engine:
         thr = np.ascontiguousarray(thr, dtype=np.uint32)
         if thr.shape != (self.geom.nbins, self.geom.ncls):
             raise ValueError(f"thresholds must have shape {(self.geom.nbins, self.geom.ncls)}, got {thr.shape}")
+        if self.sites_mode == "direct":      # columns by differing neighbours nd = 2 dim - k
+            thr = np.ascontiguousarray(thr[:, ::-1])
         cl.enqueue_copy(self.queue, self.thr, thr, is_blocking=True)
 
     # ----------------------------------------------------------- histograms
-    def configure(self, slots: int, magnet: bool):
+    def configure(self, slots: int, magnet: bool, trips: bool = False, tm: bool = False):
         """Start new histograms: `slots` groups of walkers (jackknife blocks), and
-        (E, |M|) histograms if `magnet`. Totals restart at zero."""
+        (E, |M|) histograms if `magnet`. Totals restart at zero. With `trips`,
+        the launches also count each walker's passages between the ends of
+        `trip_range` (see reset_passages). With `tm`, the histograms count
+        (bin before the step, k of the proposed flip): hist has shape
+        (slots, nbins, 2 dim + 1) and its sum over k is the energy histogram."""
         g = self.geom
         hist = self.hist_pref
-        if hist == "local" and self.total // slots < self.wg:
+        span = self.wg
+        # one local row when no work group straddles two slots (the iterations:
+        # one slot; 4 KiB less per work group at L = 32)
+        aligned = self.total % slots == 0 and (self.total // slots) % span == 0 and self.offset % span == 0
+        rows = 1 if slots == 1 or aligned else 2
+        if hist == "local" and self.total // slots < span:
             hist = "global"           # a work group could span three slots: count per walker
-        # one local row with one slot (the iterations): 4 KiB less per work group at L = 32
-        rows = 1 if slots == 1 else 2
-        key = (hist, bool(magnet), rows)
-        if key not in self._programs:     # built once per engine (each iteration configures)
-            self._programs[key] = self.dev.build(
-                "muca/update.cl", **g.template(), wg=self.wg, lattice=self.lattice_mode,
-                table=self.table_mode, hist=hist, magnet=bool(magnet), wide=self.W * g.words >= 2**32,
-                hist_rows=rows)
-        self._prog = self._programs[key]
+        row = g.nbins * (g.ncls if tm else 1) * 4
+        if hist == "local" and (_local_bytes(g, self.wg, self.lattice_mode, "global", "global")
+                                + rows * row > local_room(self.dev.facts)):
+            hist = "global"           # not even with the table in global memory
+        # two programs: the thermalisation's launches (nothing counted, no
+        # histogram code or local histogram) and the recorded ones, whose local
+        # histogram may push the table out to global memory (e.g. wg = 192 at L = 32)
+        self._prog = {}
+        for record in (False, True):
+            table = self.table_mode
+            if (record and hist == "local" and table == "local"
+                    and _local_bytes(g, self.wg, self.lattice_mode, table, "global") + rows * row
+                    > local_room(self.dev.facts)):
+                table = "global"
+            key = (hist, bool(magnet), rows, bool(trips), bool(tm), record, table)
+            if key not in self._programs:     # built once per engine (each iteration configures)
+                self._programs[key] = self.dev.build(
+                    "muca/update.cl", **g.template(), wg=self.wg,
+                    lattice=self.lattice_mode, table=table, hist=hist, record=record,
+                    magnet=bool(magnet), wide=self.W * g.words >= 2**32, hist_rows=rows,
+                    trips=bool(trips), sites=self.sites_mode, rounds=self.rounds, tm=bool(tm))
+            self._prog[record] = self._programs[key]
+        self.trips, self.tm = bool(trips), bool(tm)
+        self.hist_shape = (slots, g.nbins) + ((g.ncls,) if tm else ())
         msize = slots * g.nbins * g.nm if magnet else 1
-        if self._hist_buf is None or (slots, msize) != (self.slots, self._mhist_zero.size):
-            self._hist_zero = np.zeros(slots * g.nbins, np.uint32)
+        if self._hist_buf is None or (self.hist_shape, msize) != (self._hist_zero.shape, self._mhist_zero.size):
+            self._hist_zero = np.zeros(self.hist_shape, np.uint32)
             self._hist_buf = self._buffer(self._hist_zero.size, np.uint32)
             self._mhist_zero = np.zeros(msize, np.uint32)
             self._mhist_buf = self._buffer(msize, np.uint32)
         self.slots, self.magnet, self.hist_mode = slots, bool(magnet), hist
-        self.hist = np.zeros((slots, g.nbins), np.int64)
+        self.hist = np.zeros(self.hist_shape, np.int64)
         self.moments = np.zeros((slots, g.nbins, 3), np.float64) if magnet else None
         self._since = 0
         self._zero_device()
+
+    # ----------------------------------------------------------- passages
+    def reset_passages(self, lo: int, hi: int, state=None):
+        """Count passages between the energy bins <= lo and >= hi from now on:
+        a walker makes one when it reaches the end opposite to the last one it
+        saw (a round trip is two). `state`: per-walker words to continue from
+        (passages << 2 | last end), default none yet."""
+        self.trip_range = (int(lo), int(hi))
+        state = np.zeros(self.W, np.uint32) if state is None else np.ascontiguousarray(state, np.uint32)
+        cl.enqueue_copy(self.queue, self.passages, state)
+
+    def read_passages(self):
+        """Per-walker words passages << 2 | last end (0 none, 1 low, 2 high)."""
+        out = np.empty(self.W, np.uint32)
+        cl.enqueue_copy(self.queue, out, self.passages)
+        return out
 
     def _zero_device(self):
         cl.enqueue_copy(self.queue, self._hist_buf, self._hist_zero)
@@ -195,7 +300,7 @@ class Engine:
     def pending(self):
         """The device's counts since the last flush: (hist, mhist or None, recorded steps)."""
         g = self.geom
-        h = np.empty((self.slots, g.nbins), np.uint32)
+        h = np.empty(self.hist_shape, np.uint32)
         cl.enqueue_copy(self.queue, h, self._hist_buf)
         mh = None
         if self.magnet:
@@ -240,23 +345,32 @@ class Engine:
                 if self._since == self.limit:
                     self.flush()
                 chunk = min(chunk, first_rec + self.limit - self._since)
-            self._launch(chunk, min(first_rec, chunk))
-            self._since += max(0, chunk - first_rec)
+            skip = min(first_rec, chunk)
+            if skip:
+                self._launch(skip, False)
+            if chunk > skip:
+                self._launch(chunk - skip, True)
+            self._since += chunk - skip
             i += chunk
             if self._since == self.limit:
                 self.flush()
 
-    def _launch(self, n, n_skip):
+    def _launch(self, n, record):
         t = self.t
         lo, hi = np.uint32(t & 0xFFFFFFFF), np.uint32(t >> 32)
         k0, k1 = np.uint32(self.key[0]), np.uint32(self.key[1])
         blocks = ((t + n - 1) >> 2) - (t >> 2) + 1
-        self._setup.muca_sites(self.queue, (blocks,), None, self.sites, lo, hi, np.uint32(n), k0, k1)
-        self._prog.muca_update(self.queue, (self._groups() * self.wg,), (self.wg,), self.lattice,
+        if self.sites_mode == "direct":
+            self._setup.muca_sites_direct(self.queue, (blocks,), None, self.sites, lo, hi, np.uint32(n),
+                                          k0, k1, np.uint32(self.wg))
+        else:
+            self._setup.muca_sites(self.queue, (blocks,), None, self.sites, lo, hi, np.uint32(n), k0, k1)
+        self._prog[record].muca_update(self.queue, (self._groups() * self.wg,), (self.wg,), self.lattice,
                                self.bins, self.mags, self.thr, self.sites, self._hist_buf,
-                               self._mhist_buf, np.uint32(n), np.uint32(n_skip), lo, hi, k0, k1,
-                               np.uint32(self.W), np.uint32(self.offset), np.uint32(self.slots),
-                               np.uint32(self.total))
+                               self._mhist_buf, self.passages, np.uint32(n), lo, hi,
+                               k0, k1, np.uint32(self.W), np.uint32(self.offset), np.uint32(self.slots),
+                               np.uint32(self.total), np.int32(self.trip_range[0]),
+                               np.int32(self.trip_range[1]))
         self.t += n
 
     # ----------------------------------------------------------- state

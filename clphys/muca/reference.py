@@ -75,11 +75,14 @@ def site_descriptors(geom: Geometry, t0: int, n: int, seed: int) -> np.ndarray:
 
 
 def update(geom: Geometry, lattice, bins, mags, thr, t0, n, n_skip, seed, *, offset=0,
-           slots=1, total=None, magnet=False):
+           slots=1, total=None, magnet=False, passages=None, trip_range=None, tm=False):
     """Do steps t0 .. t0 + n - 1 on (copies of) the walkers; returns
     (lattice, bins, mags, hist[slots, nbins], mhist[slots, nbins, nm] or None)
-    with int64 counts. Walker g (global index) counts into slot g * slots // total
-    (total: all walkers, default these)."""
+    with int64 counts, and the passage words when `passages` (per walker:
+    passages << 2 | last end, Engine.read_passages) is given with trip_range
+    (lo, hi). Walker g (global index) counts into slot g * slots // total
+    (total: all walkers, default these). With `tm`, hist[slots, nbins, 2 dim + 1]
+    counts (bin before the step, k of the proposed flip) instead."""
     lat = np.array(lattice, dtype=np.uint32)
     b = np.array(bins, dtype=np.int64)
     m = np.array(mags, dtype=np.int64)
@@ -87,12 +90,16 @@ def update(geom: Geometry, lattice, bins, mags, thr, t0, n, n_skip, seed, *, off
     g = offset + np.arange(W, dtype=np.uint64)
     total = W if total is None else total
     slot = g.astype(np.int64) * slots // total
-    hist = np.zeros((slots, geom.nbins), dtype=np.int64)
+    hist = np.zeros((slots, geom.nbins) + ((geom.ncls,) if tm else ()), dtype=np.int64)
     mhist = np.zeros((slots, geom.nbins, geom.nm), dtype=np.int64) if magnet else None
     thr = np.asarray(thr, dtype=np.uint32).reshape(geom.nbins, geom.ncls)
     sites = site_descriptors(geom, t0, n, seed).astype(np.int64)
     wpr = geom.wpr
     words = None
+    track = passages is not None
+    if track:
+        tr = np.array(passages, dtype=np.int64)
+        lo, hi = trip_range
     for i in range(n):
         t = t0 + i
         if words is None or t % 4 == 0:
@@ -111,12 +118,18 @@ def update(geom: Geometry, lattice, bins, mags, thr, t0, n, n_skip, seed, *, off
             nb = nb + bit(r, x)
         k = np.where(s == 1, nb, 2 * geom.dim - nb)
         acc = w <= thr[b, k]
+        entry = (slot, b, k) if tm else None
         lat[d[1] * wpr + x // 32] ^= acc.astype(np.uint32) << np.uint32(x % 32)
         b = b + np.where(acc, k - geom.dim, 0)
         if magnet:
             m = m + np.where(acc, np.where(s == 1, -2, 2), 0)
+        if track:
+            end = np.where(b <= lo, 1, np.where(b >= hi, 2, 0))
+            new = (end != 0) & (end != (tr & 3))
+            tr = np.where(new, (((tr >> 2) + ((tr & 3) != 0)) << 2) | end, tr)
         if i >= n_skip:
-            np.add.at(hist, (slot, b), 1)
+            np.add.at(hist, entry or (slot, b), 1)
             if magnet:
                 np.add.at(mhist, (slot, b, np.abs(m) // 2), 1)
-    return lat, b.astype(np.int32), m.astype(np.int32), hist, mhist
+    out = (lat, b.astype(np.int32), m.astype(np.int32), hist, mhist)
+    return out + (tr.astype(np.uint32),) if track else out

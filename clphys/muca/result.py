@@ -52,7 +52,10 @@ class MucaResult:
     histogram: the production counts (sum = walkers * updates);
     block_histograms: (blocks, energies) counts of each group of walkers;
     moments: (blocks, energies, 3) sums of |m|, m^2, m^4 (m = M/N) over the
-    recorded samples, or None; log_weights: ln W(E) of the run.
+    recorded samples, or None; log_weights: ln W(E) of the run; therm, updates:
+    unrecorded and recorded flips per walker; therm_passages, passages: passages
+    per walker through the energy range (lowest to highest energy or back) at
+    the end of the thermalisation and of the production (Multicanonical.produce).
     """
     dim: int
     L: int
@@ -70,6 +73,8 @@ class MucaResult:
     converged: bool
     iterations: int
     seconds: float
+    therm_passages: float = float("nan")
+    passages: float = float("nan")
 
     @property
     def N(self):
@@ -135,7 +140,8 @@ class MucaResult:
 
     def __str__(self):
         lines = [f"multicanonical {self.dim}D L = {self.L}: {self.walkers} walkers, {self.blocks} blocks, "
-                 f"{self.updates} recorded flips per walker, {len(self.energies)} energies",
+                 f"{self.therm} + {self.updates} recorded flips per walker ({self.passages:.2f} passages "
+                 f"through the energy range), {len(self.energies)} energies",
                  f"{'E':>8} {'ln g(E)':>14} {'error':>10}"]
         for E, v, e in zip(self.energies, self.ln_g, self.ln_g_err):
             lines.append(f"{int(E):8d} {v:14.6f} {e:10.2e}")
@@ -143,7 +149,8 @@ class MucaResult:
 
 
 def make_result(geom, log_w_all, block_hist, block_moments, *, walkers, therm, updates,
-                converged, iterations, seconds) -> MucaResult:
+                converged, iterations, seconds, therm_passages=float("nan"),
+                passages=float("nan")) -> MucaResult:
     """MucaResult from the per-block histograms over all bins."""
     total = block_hist.sum(axis=0)
     seen = np.nonzero(total > 0)[0]
@@ -164,4 +171,5 @@ def make_result(geom, log_w_all, block_hist, block_moments, *, walkers, therm, u
                       updates=updates, energies=geom.energies(seen), ln_g=value, ln_g_err=err,
                       histogram=total[seen].astype(np.int64), log_weights=w,
                       block_histograms=H.astype(np.int64), moments=moments, converged=converged,
-                      iterations=iterations, seconds=seconds)
+                      iterations=iterations, seconds=seconds, therm_passages=float(therm_passages),
+                      passages=float(passages))

@@ -23,15 +23,26 @@ import numpy as np
 from .. import _validate
 from ..runtime import mpi, resolve_device
 from ..runtime.checkpoint import CheckpointError, field, load_checkpoint, save_checkpoint
+from ..progress import Progress
 from ..runtime.longrun import Interrupted, interrupt_deferred, run_sliced
 from . import protocol as proto
 from .engine import (MAGNET_BUDGET, Engine, buffer_sizes, check_engine_memory, choose_options,
-                     default_walkers)
+                     default_walkers, resident_walkers)
 from .geometry import Geometry
 from .result import MucaResult, make_result
 
 CHECKPOINT_KIND = "muca"
 TARGET_SECONDS = 0.25
+# The production (NOTES-muca2.md: H100 runs at L = 16, 32): thermalise under the
+# final weights until the walkers made this many passages through the energy
+# range each on average, record until this many since the production began,
+# each part at most PASSAGE_CAP * width^2 flips per walker (a passage took
+# 5-15 width^2 flips at L = 8 .. 32 with exact weights)
+THERM_PASSAGES = 0.5
+RECORD_PASSAGES = 1.0
+PASSAGE_CAP = 200
+PRODUCTION_KEYS = ("blocks", "magnet", "done", "seconds", "therm_fixed", "updates_fixed", "therm", "updates",
+                   "least", "check", "cap", "phase", "therm_passages", "passages")
 
 
 @dataclass(frozen=True)
@@ -76,7 +87,8 @@ class Multicanonical:
     device (compute units x resident work items per unit); seed: 64-bit.
     Protocol (Gross et al. 2018): f_therm, z, factor, growth, min_width.
     Kernel options (results do not depend on them): wg, lattice, table, hist
-    ("local" or "global": where each lives during a launch).
+    ("local" or "global": where each lives during a launch), sites ("direct"
+    or "packed" site descriptors, see update.cl).
 
     comm (an mpi4py communicator): a collective construction; the walkers
     (default: as many as fill every rank's device) are split over the ranks,
@@ -89,15 +101,15 @@ class Multicanonical:
 
     def __init__(self, L, dim=2, walkers=None, seed=0, device=None, *, f_therm=30.0, z=2.25,
                  factor=6.0, growth=1.1, min_width=10, wg=None, lattice=None, table=None, hist=None,
-                 comm=None):
+                 sites=None, comm=None):
         self._comm = comm
         if comm is None:
             self._setup(L, dim, walkers, seed, device, (f_therm, z, factor, growth, min_width),
-                        (wg, lattice, table, hist), None)
+                        (wg, lattice, table, hist, sites), None)
             return
         size, rank = mpi.comm_size_rank(comm)
         total = mpi.all_ok(comm, self._setup, L, dim, walkers, seed, device,
-                           (f_therm, z, factor, growth, min_width), (wg, lattice, table, hist), size)
+                           (f_therm, z, factor, growth, min_width), (wg, lattice, table, hist, sites), size)
         mpi.agree(comm, "multicanonical parameters", L=self.geom.L, dim=self.geom.dim, walkers=total,
                   seed=self.seed, protocol=repr(self.protocol), options=repr(self.options))
         if total < size:                 # (the same on every rank: no one is left waiting)
@@ -118,9 +130,17 @@ class Multicanonical:
         dev = resolve_device(device)
         self.device = dev
         self.options = choose_options(dev.facts, self.geom, *options)
+        if walkers is None:
+            # one wave of resident walkers where we can tell, else the paper's
+            # rule. H100, 2D L = 32 (benchmarks/probe_muca2.py, run 4): one wave (84480)
+            # 331 flips/ns, 3.9 flips/us per walker, converged in 0.88 s; the
+            # paper's 270336: 276 flips/ns, 1.0 per walker, 3.06 s (the
+            # iteration's and the production's cost is per walker)
+            walkers = resident_walkers(dev, self.geom, self.options) or default_walkers(dev.facts)
+            walkers *= ranks or 1
         if ranks is not None:
-            return ranks * default_walkers(dev.facts) if walkers is None else walkers
-        self.walkers = default_walkers(dev.facts) if walkers is None else walkers
+            return walkers
+        self.walkers = walkers
         self._open(self.walkers, 0)
 
     def _open(self, count, first):
@@ -247,12 +267,14 @@ class Multicanonical:
         self._engine.advance(n, skip)
         state["done"] += n
 
-    def _run_phase(self, state, progress=False, label=""):
+    def _run_phase(self, state, progress=False, label="", n=None):
+        """The rest of the phase (or its next n steps) in time-bounded slices."""
         total = state["therm"] + state["updates"]
         t0 = time.perf_counter()
         start = state["done"]
         try:
-            run_sliced(total - start, lambda s, n: self._advance(state, n), self._engine.queue,
+            run_sliced(total - start if n is None else n, lambda s, n: self._advance(state, n),
+                       self._engine.queue,
                        progress=progress, label=label, what="steps per walker",
                        target_seconds=TARGET_SECONDS, first=self._slice, comm=self._comm)
         finally:
@@ -294,13 +316,30 @@ class Multicanonical:
     # ------------------------------------------------------------ production
     def produce(self, blocks=None, updates=None, therm=None, magnetization=None,
                 progress=None) -> MucaResult:
-        """A production run with the current weights: `therm` unrecorded flips
-        (default f_therm * width), then `updates` recorded flips per walker
-        (default blocks * factor * width^z / walkers, i.e. `blocks` times the
-        statistics of one iteration). The walkers form `blocks` (default 100)
-        groups whose histograms give jackknife errors. magnetization: record (E, |M|)
-        histograms for canonical() (default: when they take at most 64 MiB).
-        progress: a bar over the production (as everywhere)."""
+        """A production run with the current weights, in two parts, both
+        measured in passages (a walker's trips from one end of the energy range
+        to the other, counted on the device):
+
+        * thermalisation under these weights, not recorded: until the walkers
+          made THERM_PASSAGES passages each on average (`therm`: that many
+          flips per walker instead). The iteration leaves the walkers in the
+          distribution of its last short window, not in equilibrium with the
+          final weights; recording from there biases ln g by more than its
+          errors (2D L = 32 on an H100: 15-20 sigma, NOTES-muca2.md);
+        * recorded flips until RECORD_PASSAGES passages per walker since the
+          production began, and at least `blocks` times one iteration's
+          statistics (blocks * factor * width^z / walkers flips per walker);
+          `updates`: that many recorded flips instead.
+
+        Passages are checked every `check` steps (fixed by the size, so a seed
+        gives the same run); each part stops at PASSAGE_CAP * width^2 flips per
+        walker. A RuntimeWarning says when either part ended with fewer
+        passages than these targets: its errors then may not cover the bias.
+        The walkers form `blocks` (default 100) groups of consecutive walkers,
+        independent chains whose histograms give jackknife errors.
+        magnetization: record (E, |M|) histograms for canonical() (default:
+        when they take at most 64 MiB). progress: a bar over the production
+        (as everywhere; percent of the passage targets)."""
         _check_progress(progress)
         if self._comm is not None and self._comm.Get_rank():
             progress = False
@@ -311,7 +350,7 @@ class Multicanonical:
         else:
             self._check_resumed_production(blocks, updates, therm, magnetization)
         prod = self._prod
-        self._run_phase(prod, progress=progress, label="muca production")
+        self._run_production(progress)
         t0 = time.perf_counter()
         eng = self._engine
         eng.flush()
@@ -320,19 +359,31 @@ class Multicanonical:
         result = make_result(self.geom, self.log_weights, block_hist, moments, walkers=self.walkers,
                              therm=prod["therm"], updates=prod["updates"], converged=self.converged,
                              iterations=len(self._history),
-                             seconds=prod["seconds"] + time.perf_counter() - t0)
+                             seconds=prod["seconds"] + time.perf_counter() - t0,
+                             therm_passages=prod["therm_passages"], passages=prod["passages"])
         self._prod = None
+        self._warn_short(result)
         return result
+
+    def _warn_short(self, res):
+        short = []
+        if res.therm_passages < THERM_PASSAGES:
+            short.append(f"the thermalisation under the final weights {res.therm_passages:.2f} "
+                         f"(wanted {THERM_PASSAGES})")
+        if res.passages < RECORD_PASSAGES:
+            short.append(f"the whole production {res.passages:.2f} (wanted {RECORD_PASSAGES})")
+        if short:
+            import warnings
+            warnings.warn(f"multicanonical {self.geom}: passages per walker through the energy range in "
+                          + " and in ".join(short) + ": ln g may be biased by more than its errors "
+                          "(a longer production: therm=None, updates=None)", RuntimeWarning, stacklevel=3)
 
     def _production_defaults(self, blocks, updates, therm, magnetization):
         blocks = _validate.integer("blocks", 100 if blocks is None else blocks, 2, self.walkers)
-        if therm is None:
-            therm = int(self.protocol.f_therm * self.width)
-        therm = _validate.integer("therm", therm, 0, 2**62)
-        if updates is None:
-            updates = math.ceil(blocks * self.protocol.factor * float(self.width) ** self.protocol.z
-                                / self.walkers)
-        updates = _validate.integer("updates", updates, 1, 2**62)
+        if therm is not None:
+            therm = _validate.integer("therm", therm, 0, 2**62)
+        if updates is not None:
+            updates = _validate.integer("updates", updates, 1, 2**62)
         if magnetization is None:
             magnet = buffer_sizes(self.geom, 1, blocks, True)["magnetization histograms"] <= MAGNET_BUDGET
         elif isinstance(magnetization, (bool, np.bool_)):
@@ -343,23 +394,78 @@ class Multicanonical:
 
     def _start_production(self, blocks, updates, therm, magnetization):
         blocks, updates, therm, magnet = self._production_defaults(blocks, updates, therm, magnetization)
-        check_engine_memory(self.device, self.geom, self.walkers, blocks, magnet)
+        check_engine_memory(self.device, self.geom, self._engine.W, blocks, magnet)
         if not self._applied and not self.converged:
             self._apply(self._last_hist)    # stopped early: use the newest weights, as cudamuca
         eng = self._engine
-        eng.configure(blocks, magnet)
+        g = self.geom
+        eng.configure(blocks, magnet, trips=True)
+        eng.reset_passages(0, g.nbins - 1)  # passages between the lowest and the highest energy
         eng.measure()                       # magnetizations are tracked only while recorded
         eng.set_thresholds(proto.thresholds(self.log_weights, self.dim))
-        self._prod = {"blocks": blocks, "therm": therm, "updates": updates, "magnet": magnet,
-                      "done": 0, "seconds": 0.0}
+        w = float(g.full_width)
+        cap = max(64, int(PASSAGE_CAP * w * w))
+        least = math.ceil(blocks * self.protocol.factor * float(self.width) ** self.protocol.z / self.walkers)
+        self._prod = {"blocks": blocks, "magnet": magnet, "done": 0, "seconds": 0.0,
+                      "therm_fixed": therm is not None, "updates_fixed": updates is not None,
+                      # until decided: the cap (every step of the part unrecorded / recorded)
+                      "therm": cap if therm is None else therm,
+                      "updates": (cap if updates is None else updates),
+                      "least": least, "check": max(64, int(w * w) // 4), "cap": cap,
+                      "phase": "therm", "therm_passages": 0.0, "passages": 0.0}
+        if therm == 0:
+            self._prod["phase"] = "record"
 
     def _check_resumed_production(self, blocks, updates, therm, magnetization):
         prod = self._prod
-        for name, value in (("blocks", blocks), ("updates", updates), ("therm", therm),
-                            ("magnetization", magnetization)):
-            key = "magnet" if name == "magnetization" else name
-            if value is not None and value != prod[key]:
-                raise ValueError(f"the production in progress has {name} = {prod[key]}, got {value}")
+        for name, value, key in (("blocks", blocks, "blocks"), ("magnetization", magnetization, "magnet"),
+                                 ("therm", therm, "therm"), ("updates", updates, "updates")):
+            if value is None:
+                continue
+            fixed = prod.get(key + "_fixed", True)
+            if not fixed or value != prod[key]:
+                raise ValueError(f"the production in progress has {name} = "
+                                 f"{prod[key] if fixed else 'None (by passages)'}, got {value}")
+
+    def mean_passages(self) -> float:
+        """Passages per walker (through the whole energy range) counted since
+        the production began, averaged over every walker (all ranks)."""
+        words = self._engine.read_passages()
+        total = float(np.sum(words >> 2, dtype=np.int64))
+        if self._comm is not None:
+            total = self._comm.allreduce(total)
+        return total / self.walkers
+
+    def _run_production(self, progress):
+        """Rounds of `check` steps (to the next multiple: the same steps on
+        resume), deciding after each where the thermalisation and the recording end."""
+        prod = self._prod
+        bar = Progress(100, progress, label="muca production")
+        shown = 0
+        try:
+            while prod["phase"] != "done":
+                end = prod["therm"] if prod["phase"] == "therm" else prod["therm"] + prod["updates"]
+                n = min(end, (prod["done"] // prod["check"] + 1) * prod["check"]) - prod["done"]
+                if n > 0:
+                    self._run_phase(prod, n=n)
+                p = self.mean_passages()
+                if prod["phase"] == "therm":
+                    if prod["done"] >= prod["therm"] or (not prod["therm_fixed"] and p >= THERM_PASSAGES):
+                        prod["therm"], prod["therm_passages"], prod["phase"] = prod["done"], p, "record"
+                    target, part = THERM_PASSAGES, 0
+                else:
+                    rec = prod["done"] - prod["therm"]
+                    if rec >= prod["updates"] or (not prod["updates_fixed"] and p >= RECORD_PASSAGES
+                                                  and rec >= prod["least"]):
+                        prod["updates"], prod["phase"] = rec, "done"
+                    target, part = RECORD_PASSAGES, 50
+                prod["passages"] = p
+                pct = 100 if prod["phase"] == "done" else min(part + 49, part + int(50 * p / target))
+                if pct > shown:
+                    bar.update(pct - shown)
+                    shown = pct
+        finally:
+            bar.close()
 
     # ------------------------------------------------------------ checkpoints
     def save(self, path):
@@ -386,7 +492,8 @@ class Multicanonical:
                   "moments": eng.moments if eng.magnet else np.zeros((eng.slots, g.nbins, 3)),
                   "pending_mhist": (pend_mhist if eng.magnet
                                     else np.zeros((eng.slots, g.nbins, g.nm), np.uint32)),
-                  "history": np.array([astuple(r) for r in self._history], np.float64).reshape(-1, 9)}
+                  "history": np.array([astuple(r) for r in self._history], np.float64).reshape(-1, 9),
+                  "passages": eng.read_passages()}
         save_checkpoint(path, CHECKPOINT_KIND, header, arrays)
 
     @staticmethod
@@ -419,7 +526,7 @@ class Multicanonical:
                 "pending_hist": ("uint32", ("slots", "nbins")),
                 "moments": ("float64", ("slots", "nbins", 3)),
                 "pending_mhist": ("uint32", ("slots", "nbins", "nm")),
-                "history": ("float64", (None, 9))}
+                "history": ("float64", (None, 9)), "passages": ("uint32", ("walkers",))}
         header, arrays = load_checkpoint(path, CHECKPOINT_KIND, spec)
         for name, want in (("words", geom.words), ("nbins", geom.nbins), ("nm", geom.nm)):
             if field(header, name, int, path=p) != want:
@@ -464,8 +571,14 @@ class Multicanonical:
         if not self._applied and not self._history:
             raise CheckpointError(f"checkpoint {p!r}: unapplied weights without an iteration")
         self._iter = _phase(header, "iteration", ("therm", "updates", "u", "done", "seconds"), p)
-        self._prod = _phase(header, "production", ("blocks", "therm", "updates", "magnet", "done",
-                                                   "seconds"), p)
+        self._prod = _phase(header, "production", PRODUCTION_KEYS, p)
+        if self._prod is not None:
+            eng.configure(slots, magnet, trips=True)
+            eng.hist[...] = arrays["hist"]
+            if magnet:
+                eng.moments[...] = arrays["moments"]
+            eng.set_pending(arrays["pending_hist"], arrays["pending_mhist"], since)
+            eng.reset_passages(0, self.geom.nbins - 1, arrays["passages"])
         if self._iter is not None or self._prod is not None:
             eng.set_thresholds(proto.thresholds(self.log_weights, self.dim))
 
@@ -484,10 +597,12 @@ def _phase(header, name, keys, p):
     if not isinstance(state, dict) or set(state) != set(keys):
         raise CheckpointError(f"checkpoint {p!r}: field {name!r} must hold {sorted(keys)}")
     for k in keys:
-        if k in ("u", "seconds"):
+        if k in ("u", "seconds", "therm_passages", "passages"):
             field(state, k, float, minimum=0, path=p)
-        elif k == "magnet":
+        elif k in ("magnet", "therm_fixed", "updates_fixed"):
             field(state, k, bool, path=p)
+        elif k == "phase":
+            field(state, k, str, choices=("therm", "record", "done"), path=p)
         else:
             field(state, k, int, minimum=0, path=p)
     if state["done"] > state["therm"] + state["updates"]:
