@@ -1,4 +1,4 @@
-"""Probe for branch ising13b (NOTES-ising13b.md): which multispin launch plan
+"""Probe for branch ising13b (docs/ising.md, Speed): which multispin launch plan
 is fastest at the sizes between the multi-sweep and the plain regimes, on
 the device of CLPHYS_DEVICE, after the cheaper launch path (one kernel
 instance per colour / buffer pair). Bit-exact checks of the tiles cut in y

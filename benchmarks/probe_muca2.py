@@ -1,7 +1,7 @@
 """Probe for the multicanonical follow-up (issue 11, branch muca2), phase 3:
 the kernel variants built from phase 1's measurements and the production
 protocol with its new defaults, in about 3 minutes on an H100.
-NOTES-muca2.md says what each section decides.
+docs/muca.md (Speed, Production) says what each section decided.
 
     CLPHYS_DEVICE=nvidia python3 benchmarks/probe_muca2.py --json $OUT/probe_muca3.jsonl
     CLPHYS_DEVICE=portable python benchmarks/probe_muca2.py --quick         # PoCL, < 1 minute

@@ -125,7 +125,7 @@ def choose_options(facts, geom: Geometry, wg=None, lattice=None, table=None, his
         candidates = fits or candidates
     if sites == "direct" and lattice == "global":
         raise ValueError(f"sites='direct' needs the lattices in local memory, and they do not fit for {geom}")
-    if sites is None:       # direct: fewer integer instructions per flip on GPUs (NOTES-muca2.md)
+    if sites is None:       # direct: fewer integer instructions per flip on GPUs (docs/muca.md)
         sites = "direct" if lattice == "local" and facts.is_gpu else "packed"
     wg = candidates[0]
     if need(wg, lattice) > room:

@@ -33,7 +33,7 @@ from .result import MucaResult, make_result
 
 CHECKPOINT_KIND = "muca"
 TARGET_SECONDS = 0.25
-# The production (NOTES-muca2.md: H100 runs at L = 16, 32): thermalise under the
+# The production (docs/muca.md, Production: H100 runs at L = 16, 32): thermalise under the
 # final weights until the walkers made this many passages through the energy
 # range each on average, record until this many since the production began,
 # each part at most PASSAGE_CAP * width^2 flips per walker (a passage took
@@ -325,7 +325,7 @@ class Multicanonical:
           flips per walker instead). The iteration leaves the walkers in the
           distribution of its last short window, not in equilibrium with the
           final weights; recording from there biases ln g by more than its
-          errors (2D L = 32 on an H100: 15-20 sigma, NOTES-muca2.md);
+          errors (2D L = 32 on an H100: 15-20 sigma, docs/muca.md);
         * recorded flips until RECORD_PASSAGES passages per walker since the
           production began, and at least `blocks` times one iteration's
           statistics (blocks * factor * width^z / walkers flips per walker);
