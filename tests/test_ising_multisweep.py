@@ -11,6 +11,7 @@ from clphys.ising import Ensemble2D, Ensemble3D
 from clphys.ising import reference as ref
 from clphys.ising.multispin import MultispinBackend
 from clphys.ising.thresholds import metropolis_thresholds
+from clphys.runtime import fake_facts
 
 ENSEMBLE = {2: Ensemble2D, 3: Ensemble3D}
 
@@ -123,3 +124,25 @@ def test_options_checked(device):
     with pytest.raises(ValueError, match="fits the .* bytes of local memory"):
         Ensemble2D((2**26, 8), [2.0], sweeps_per_launch=4, device=device)
     assert Ensemble2D((64, 16), [2.0], sweeps_per_launch=1, device=device)._backend.band is None
+
+
+def _gpu_plan(shape, replicas=1):
+    """(sweeps per launch, tile) the planner picks on an H100's facts, without a device."""
+    be = MultispinBackend.__new__(MultispinBackend)
+    be.dim, be.shape, be.R = len(shape), tuple(shape), replicas
+    be.N, be.Lz, be.WR = int(np.prod(shape)), shape[-1], max(1, shape[0] // 64)
+    opts = {"sweeps_per_launch": None, "band": None}
+    return be._plan_launches(opts, type("Dev", (), {"facts": fake_facts("nvidia")})())
+
+
+def test_gpu_plans_fill_the_device_in_3d():
+    # 3D L = 128: 64 bands of whole planes would leave half of 132 compute units idle;
+    # tiles cut in y fill them (H100: 175 -> 338 flips/ns)
+    spl, (T, BH, TY, HY) = _gpu_plan((128, 128, 128))
+    assert (spl, TY is not None) == (4, True) and (128 // T) * (128 // TY) >= 128
+    # a whole replica in local memory and 2D bands stay as measured
+    assert _gpu_plan((32, 32, 32)) == (4, (32, 0, None, 0))
+    assert _gpu_plan((512, 512)) == (4, (64, 8, None, 0))
+    # ensembles that occupy the device with whole-plane bands keep them
+    assert _gpu_plan((128, 128, 128), replicas=16)[1][2] is None
+    assert _gpu_plan((64, 64, 64), replicas=64)[1][2] is None

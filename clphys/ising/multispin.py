@@ -352,22 +352,28 @@ class MultispinBackend:
 
     def _best_tile(self, spl, budget, units, mwg, gpu):
         """The tile that minimises waves of work groups x the time of one group:
-        on GPUs its rounds (words / work-group size per half-sweep), among
-        whole slabs where one fits (the plans measured; tiles cut in y only
-        where no band fits), on CPUs (one core per group) its words. None if
-        no tile fits."""
-        best, best_cost = None, None
-        tiles = list(self._tiles(spl, budget))
-        if gpu and any(t[2] is None for t in tiles):
-            tiles = [t for t in tiles if t[2] is None]
-        for tile in tiles:
+        on GPUs its rounds (words / work-group size per half-sweep), on CPUs
+        (one core per group) its words. GPUs take whole slabs (the plans
+        measured) where the best of them is the whole replica or occupies at
+        least half of the compute units, and always in 2D; otherwise (3D),
+        tiles cut in y compete, ties
+        going to more groups, then fewer words loaded (H100, 3D L = 128: 64
+        groups of 2 planes ran 175 flips/ns, 128 tiles of 16 planes x 8 rows 338;
+        L = 64: 60 -> 64-80). None if no tile fits."""
+        def cost(tile):
             words = self._half_sweep_words(tile, spl)
             per_group = (sum(max(1, -(-n // mwg)) for n in words) if gpu
                          else sum(words) * self._cpu_word_cost(tile))
-            cost = -(-self._groups(tile) // units) * per_group
-            if best_cost is None or cost < best_cost:
-                best, best_cost = tile, cost
-        return best
+            return -(-self._groups(tile) // units) * per_group
+
+        tiles = list(self._tiles(spl, budget))
+        if not gpu:
+            return min(tiles, key=cost, default=None)
+        best = min((t for t in tiles if t[2] is None), key=cost, default=None)
+        if best is not None and (self.dim == 2 or best[1] == 0 or 2 * self._groups(best) >= units):
+            return best
+        return min(tiles, key=lambda t: (cost(t), -min(self._groups(t), units),
+                                         self._groups(t) * self._tile_bytes(t)), default=None)
 
     def _cpu_plan(self, budget, units, shape=None):
         """(sweeps per launch, tile) of the cheapest plan on a CPU, or (1, None)
