@@ -141,15 +141,17 @@ class _Direct:
         acc_bytes = _common.ACC_DTYPE[self.acc].itemsize
         per_cu = 16 if facts.is_gpu else 4
         G = t.groups or max(1, -(-per_cu * facts.compute_units // (self.lag_blocks * E)))
-        # the partial sums take a quarter of the device at most
+        # the partial sums (K blocks of Gs = min(G, tpb) columns) take a quarter of the
+        # device at most
         room = max(1, items_that_fit(dev, n_pairs * E * self.K * nlags * acc_bytes) // 4)
-        self.G = max(1, min(G, self.tpb, room))
+        self.G = max(1, G if room >= self.tpb else min(G, room))
+        self.Gs = min(self.G, self.tpb)
         self.elem = 8 if value == "float2" else 4
         self.align = BLOCK
         self.yoff = np.concatenate([[0], np.cumsum(-(-n // self.align) * self.align)[:-1]])
         self.ylen = n.copy()
         self.fixed = {
-            "partial sums": n_pairs * E * self.K * self.G * nlags * acc_bytes,
+            "partial sums": n_pairs * E * self.K * self.Gs * nlags * acc_bytes,
             "block sums": n_pairs * E * self.K * nlags * acc_bytes,
             "results": 4 * n_pairs * E * nlags * 8,
             "per-tile sums": E * self.tiles * acc_bytes + E * 8 * 64}
@@ -286,7 +288,8 @@ class _Direct:
                         wg=t.wg, lpi=t.lpi, chunk=t.chunk, run=t.run, rows=self.rows, block=BLOCK)
         dtype = _common.ACC_DTYPE[acc]
         npairs = len(pairs)
-        partial = _zeros(dev, npairs * self.E * K * self.G * self.nlags, dtype)
+        Gs = min(self.G, tpb)                 # slot columns per block (pairs.cl)
+        partial = _zeros(dev, npairs * self.E * K * Gs * self.nlags, dtype)
         qarr = self.inp._array(np.asarray(qs, dtype=np.float32))
         invarr = self.inp._array(np.asarray(inv, dtype=np.float32)) if inv is not None \
             else qarr
@@ -318,7 +321,7 @@ class _Direct:
         out = _common.work_array(dev, npairs * self.E * K * self.nlags, dtype)
         fin = 64
         prg.ts_pair_finish(queue, (-(-self.nlags // fin) * fin, self.rows, npairs * self.E * K),
-                           (fin, self.rows, 1), partial.data, np.uint32(self.G),
+                           (fin, self.rows, 1), partial.data, np.uint32(Gs),
                            np.uint32(self.nlags), out.data)
         return out
 
