@@ -14,7 +14,7 @@ from .runtime.files import check_output_path
 
 __all__ = ["add_progress", "progress_arg", "add_device", "add_plot", "add_output",
            "add_checkpoint", "check_outputs", "require_matplotlib", "EXIT_BAD_INPUT",
-           "EXIT_INTERRUPTED"]
+           "EXIT_INTERRUPTED", "allow_mpi", "mpi_world", "is_root"]
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
@@ -48,6 +48,27 @@ def add_plot(p: argparse.ArgumentParser, help_text: str = "also draw a plot into
 
 def add_output(p: argparse.ArgumentParser, help_text: str = "write the result to FILE") -> None:
     p.add_argument("-o", "--output", metavar="FILE", default=None, help=help_text)
+
+
+def allow_mpi(p: argparse.ArgumentParser) -> None:
+    """Mark a command that splits its work over MPI ranks when started by
+    mpiexec with several ranks (the others refuse to run N copies of
+    themselves). It finds the communicator in ``args.comm`` (None otherwise)."""
+    p.set_defaults(mpi=True)
+
+
+def mpi_world():
+    """MPI.COMM_WORLD when this process was started by an MPI launcher with
+    several ranks (ImportError with the fix if mpi4py is missing), else None."""
+    from .runtime.mpi import launcher_ranks, require_mpi4py
+    if launcher_ranks() is None:
+        return None
+    return require_mpi4py().COMM_WORLD
+
+
+def is_root(comm) -> bool:
+    """Whether this rank prints and writes the outputs (rank 0, or no MPI)."""
+    return comm is None or comm.Get_rank() == 0
 
 
 def add_checkpoint(p: argparse.ArgumentParser) -> None:

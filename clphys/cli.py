@@ -113,26 +113,81 @@ def main(argv=None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    args.comm = None
+    if args.command != "info":
+        from .runtime.mpi import launcher_ranks
+        ranks = launcher_ranks()
+        if ranks is not None:
+            if not getattr(args, "mpi", False):
+                if ranks[0] == 0:
+                    name = " ".join(filter(None, (args.command, getattr(args, "sde_model", None))))
+                    print(f"clphys {name}: error: this command does not split its work over MPI ranks "
+                          f"({ranks[1]} started); run it without mpiexec", file=sys.stderr)
+                return EXIT_BAD_INPUT
+            try:
+                args.comm = _mpi_world()
+            except ImportError as exc:
+                print(f"clphys {args.command}: error: started by an MPI launcher with {ranks[1]} ranks, "
+                      f"but {exc}", file=sys.stderr)
+                return EXIT_BAD_INPUT
+    if args.comm is None or args.comm.Get_rank() == 0:
+        return _run(args)
+    # the other ranks work silently (rank 0 prints and writes); errors only they
+    # have still show, and end the job rather than leave rank 0 waiting
+    import contextlib
+    import os
+    with open(os.devnull, "w") as null, contextlib.redirect_stdout(null), contextlib.redirect_stderr(null):
+        status, message = _run(args, quiet=True)
+    if message:
+        print(message, file=sys.stderr)
+    if status == 1:
+        args.comm.Abort(1)
+    return status
+
+
+def _mpi_world():
+    from ._cli import mpi_world
+    return mpi_world()
+
+
+def _run(args, quiet=False):
+    """The command's exit status; quiet (ranks other than 0), with the error
+    line to print only where it is this rank's own (exit status 1: bad input
+    and Ctrl-C reach every rank alike, and rank 0 says so)."""
+    status, message = _dispatch(args)
+    if quiet:
+        return status, (message if status == 1 else None)
+    if message:
+        print(message, file=sys.stderr)
+    if status == 1 and args.comm is not None:
+        sys.stderr.flush()
+        args.comm.Abort(1)          # the other ranks may be waiting for this one
+    return status
+
+
+def _dispatch(args):
     try:
-        return int(args.func(args) or 0)
+        return int(args.func(args) or 0), None
     except Interrupted as exc:
-        print(f"clphys {args.command}: {exc}{'; ' + exc.kept if getattr(exc, 'kept', '') else ''}",
-              file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return EXIT_INTERRUPTED, (f"clphys {args.command}: {exc}"
+                                  f"{'; ' + exc.kept if getattr(exc, 'kept', '') else ''}")
     except KeyboardInterrupt:
-        print(f"clphys {args.command}: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return EXIT_INTERRUPTED, f"clphys {args.command}: interrupted"
     except BrokenPipeError:
         # `clphys acrw ... | head`: the reader left; say nothing more.
         _silence_stdout()
-        return 0
+        return 0, None
     except (ValueError, TypeError, FileNotFoundError, IsADirectoryError, NotADirectoryError,
             PermissionError) as exc:
-        print(f"clphys {args.command}: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return EXIT_BAD_INPUT, f"clphys {args.command}: error: {exc}"
     except (ClphysError, ImportError, OSError) as exc:
-        print(f"clphys {args.command}: error: {exc}", file=sys.stderr)
-        return 1
+        return 1, f"clphys {args.command}: error: {exc}"
+    except Exception as exc:
+        if args.comm is None:
+            raise
+        import traceback
+        return 1, f"clphys {args.command}: internal error on MPI rank {args.comm.Get_rank()}:\n" + \
+            "".join(traceback.format_exception(exc))
 
 
 def _silence_stdout():

@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-__all__ = ["mpiexec", "run_mpi"]
+__all__ = ["mpiexec", "run_mpi", "run_cli"]
 
 
 def mpiexec() -> str:
@@ -35,11 +35,22 @@ _PREAMBLE = "import os as _os\ndef say(text):\n    _os.write(1, (str(text) + chr
 def run_mpi(n: int, code: str, device=None, timeout: float = 300, env=None) -> subprocess.CompletedProcess:
     """Run `code` (a Python snippet; ``say(text)`` prints a line) on `n` ranks; the device's spec goes in
     CLPHYS_DEVICE. Root may run MPI here (Open MPI refuses it otherwise)."""
+    # python -m mpi4py: an uncaught exception on one rank aborts the job instead of leaving
+    # the other ranks waiting in a collective
+    return _launch(n, ["-m", "mpi4py", "-c", _PREAMBLE + textwrap.dedent(code)], device, timeout, env)
+
+
+def run_cli(n: int, argv, device=None, timeout: float = 300, env=None) -> subprocess.CompletedProcess:
+    """``mpiexec -n N python -m clphys ARGV...``, as a user runs the command."""
+    return _launch(n, ["-m", "clphys", *map(str, argv)], device, timeout, env)
+
+
+def _launch(n, python_args, device, timeout, env):
     full = dict(os.environ, PYTHONUNBUFFERED="1", OMPI_ALLOW_RUN_AS_ROOT="1",
                 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", **(env or {}))
     if device is not None:
         full["CLPHYS_DEVICE"] = device.facts.index
-    args = [mpiexec(), "-n", str(n), sys.executable, "-c", _PREAMBLE + textwrap.dedent(code)]
+    args = [mpiexec(), "-n", str(n), sys.executable, *python_args]
     try:
         return subprocess.run(args, capture_output=True, text=True, env=full, timeout=timeout)
     except subprocess.TimeoutExpired as exc:

@@ -14,6 +14,8 @@
 ## neighbour words, neighbour counts of the 16 bytes at once (SWAR), per site a
 ## table load and a compare, one vector store.
 ## ising_cb_split / ising_cb_merge: natural layout (R, Lz, Ly, Lx) <-> colours.
+## r0: the global index of replica 0 in the Philox counters (a share of an
+## ensemble split over MPI ranks; 0 on one device).
 ## params: dim, Lx, Ly, Lz, rng ("philox" | "lcg" | "xorshift32"), wg (None or the
 ## work-group size), rwg (work-group size of the sums kernel, a power of two)
 <%namespace name="philox" file="/rng/philox.cl"/>
@@ -49,7 +51,7 @@ ${red.wg_reduce("cbs_", "long", rwg, "return a + b;")}
 // states: (R, 2, G) generator states (unused with Philox).
 <% sweep_args = ("__global char *spins, __global const uint *thr, const uint colour, "
                   "const uint R, const uint k0, const uint k1, const uint t_lo, "
-                  "const uint t_hi, __global uint *states") %>
+                  "const uint t_hi, __global uint *states, const uint r0") %>
 % if wg:
 __kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
 void ising_cb_sweep(${sweep_args})
@@ -61,7 +63,7 @@ __kernel void ising_cb_sweep(${sweep_args})
     if (t >= (size_t)R * CB_G) return;
     const uint r = (uint)(t / CB_G), g = (uint)(t - (size_t)r * CB_G);
 % if rng == "philox":
-    const uint4 v = cb_philox(cb_counter(g, r, t_lo, t_hi, colour), (uint2)(k0, k1));
+    const uint4 v = cb_philox(cb_counter(g, r0 + r, t_lo, t_hi, colour), (uint2)(k0, k1));
     const uint w[4] = {v.x, v.y, v.z, v.w};
 % else:
     const size_t si = ((size_t)r * 2u + colour) * CB_G + g;
@@ -142,7 +144,7 @@ __kernel void ising_cb_sweep16(${sweep_args})
     uint w[16];
 %   for q in range(4):
     {
-        const uint4 v = cb_philox(cb_counter(g + ${q}u, r, t_lo, t_hi, colour), (uint2)(k0, k1));
+        const uint4 v = cb_philox(cb_counter(g + ${q}u, r0 + r, t_lo, t_hi, colour), (uint2)(k0, k1));
         w[${4 * q}] = v.x; w[${4 * q + 1}] = v.y; w[${4 * q + 2}] = v.z; w[${4 * q + 3}] = v.w;
     }
 %   endfor

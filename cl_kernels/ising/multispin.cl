@@ -131,7 +131,7 @@
             out.append("uint %s;" % ", ".join("ja%d = 0u" % a for a in range(JNA)))
             for h in range(CPW):
                 out.append("{")
-                out.append("    const uint4 v = ms_philox((uint4)(g0 + %du, r, t_lo, c3), key);" % h)
+                out.append("    const uint4 v = ms_philox((uint4)(g0 + %du, rg, t_lo, c3), key);" % h)
                 for j, x in enumerate(("v.x", "v.y", "v.z", "v.w")):
                     if 4 * h + j < JNG:
                         out.append(joint_decode(x, 4 * h + j, "    "))
@@ -146,7 +146,7 @@
             out.append("uint %s;" % ", ".join("B%d = 0u" % i for i in range(D)))
         for q in range(NBITS // 4):
             out.append("{")
-            out.append("    const uint4 v = ms_philox((uint4)(g0 + %du, r, t_lo, c3), key);" % q)
+            out.append("    const uint4 v = ms_philox((uint4)(g0 + %du, rg, t_lo, c3), key);" % q)
             for j, x in enumerate(("v.x", "v.y", "v.z", "v.w")):
                 bit = "0x%08Xu" % (1 << (4 * q + j))
                 if mode == "nocompare":
@@ -260,7 +260,8 @@ inline uint ms_horizontal(uint c, uint cm, uint cp, uint odd)
 ## (z Ly + y) of replica r: own, oc, up, dn, fr, bk are pointers (global or
 ## local) to the starts of that row in the own colour and of the rows y, y - 1,
 ## y + 1, z - 1, z + 1 in the other colour. In scope: w0, row, odd, r, colour,
-## t_lo, t_hi, key, and tb (joint) or th0.. (one word per spin).
+## t_lo, t_hi, key, rg (the replica's global index), gshift (the Philox counter
+## of local row 0), and tb (joint) or th0.. (one word per spin).
 <%def name="lanes_run(own, oc, up, dn, fr, bk)">
 <% ld = (lambda p: "%s[w0]" % p) if W == 1 else (lambda p: "vload%d(0, %s + w0)" % (W, p)) %>
     const uint${vec} s_v = ${ld(own)};
@@ -289,7 +290,7 @@ inline uint ms_horizontal(uint c, uint cm, uint cp, uint odd)
 <%   NB = -(-(W * CPW) // VL) %>
 %   for b in range(NB):
     uint${VL} jx${b}, jy${b}, jz${b}, jw${b};
-    ms_philox_lanes((uint${VL})((row * MS_WR + w0) * ${CPW}u + ${b * VL}u) + LANE, r, t_lo,
+    ms_philox_lanes((uint${VL})((row * MS_WR + w0) * ${CPW}u + gshift + ${b * VL}u) + LANE, rg, t_lo,
                     t_hi * 2u + colour, key, &jx${b}, &jy${b}, &jz${b}, &jw${b});
 %   endfor
 % endif
@@ -337,13 +338,13 @@ ${joint_flip("        ")}
         // Lane q of Philox batch h is group g0 + ${lanes}h + q = bits 4q..4q+3 of
         // the batch's ${4 * lanes} bits; component j is bit 4q + j. Lane shifts
         // move that bit to the MSB (select) or pick it (accept bits).
-        const uint g0 = ${"(row + %du) * (MS_S / 4u)" % k if PARTIAL else "row * (MS_S / 4u) + (w0 + %du) * 8u" % k};
+        const uint g0 = gshift + ${"(row + %du) * (MS_S / 4u)" % k if PARTIAL else "row * (MS_S / 4u) + (w0 + %du) * 8u" % k};
         uint acc = 0u;
 %     for h in range(8 // lanes):
 %       if 4 * lanes * h < NBITS:
         {
             uint${lanes} vx, vy, vz, vw;
-            ms_philox_lanes((uint${lanes})(g0 + ${lanes * h}u) + LANE, r, t_lo, t_hi * 2u + colour, key,
+            ms_philox_lanes((uint${lanes})(g0 + ${lanes * h}u) + LANE, rg, t_lo, t_hi * 2u + colour, key,
                             &vx, &vy, &vz, &vw);
 %         for b in range(NP):
             const uint${lanes} P${b}v = (uint${lanes})(P${b} >> ${4 * lanes * h});
@@ -376,9 +377,15 @@ ${joint_flip("        ")}
 
 // One half-sweep of colour `colour`: own = its words, other = the other colour's.
 // thr: (R, ${D}) per-slot thresholds. One work item per run of ${W} words of a row.
+// Several ranks (clphys.ising.slabs and split ensembles): r0 is the global index
+// of replica 0; the launch updates n_rows rows of every replica from row_begin on,
+// wrapping to row 0 at row_wrap (so one launch does both edges of a slab share;
+// items past them return); gshift is the first Philox counter of local row 0 (its
+// global row x words per row x calls per word). One device: 0, 0, ROWS, ROWS, 0.
 <% sweep_args = ("__global uint *own, __global const uint *other, __global const uint *thr, "
                   "const uint colour, const uint R, const uint k0, const uint k1, "
-                  "const uint t_lo, const uint t_hi") %>
+                  "const uint t_lo, const uint t_hi, const uint r0, const uint row_begin, "
+                  "const uint n_rows, const uint row_wrap, const uint gshift") %>
 % if wg:
 __kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
 void ising_ms_sweep(${sweep_args})
@@ -397,7 +404,10 @@ __kernel void ising_ms_sweep(${sweep_args})
     if (t >= R * BPR * MS_WR)
         return;
     const uint q1 = t / MS_WR, w = t - q1 * MS_WR;
-    const uint r = q1 / BPR, row0 = (q1 - r * BPR) * ${W}u;
+    const uint r = q1 / BPR, rel = (q1 - r * BPR) * ${W}u, rg = r0 + r;
+    if (rel >= n_rows)
+        return;
+    const uint row0 = row_begin + rel - (row_begin + rel >= row_wrap ? row_wrap : 0u);
     const uint z = row0 / MS_LY, y0 = row0 - z * MS_LY;
     __global uint *me = own + (r * MS_ROWS + row0) * MS_WR + w;
     __global const uint *pl = other + (r * MS_ROWS + z * MS_LY) * MS_WR + w;
@@ -411,7 +421,7 @@ __kernel void ising_ms_sweep(${sweep_args})
     __global const uint *pp = pl + (w + 1u == MS_WR ? 1 - (int)MS_WR : 1);
 %   endif
     // first Philox counter of the word (CPW calls per word)
-    uint g0 = (row0 * MS_WR + w) * ${CPW}u;
+    uint g0 = (row0 * MS_WR + w) * ${CPW}u + gshift;
 %   if joint is not None:
     __global const uint2 *tb = (__global const uint2 *)thr + r * ${JCELLS}u;
 %   else:
@@ -463,18 +473,22 @@ ${accept_code("nocompare" if diag == "nocompare" else accept, "        ")}
     // whole rows row .. row + ${RR - 1} (one z plane)
     const uint IPR = MS_ROWS / ${RR}u;
     if (t >= (size_t)R * IPR) return;
-    const uint r = (uint)(t / IPR), row = (uint)(t - (size_t)r * IPR) * ${RR}u, w0 = 0u;
+    const uint r = (uint)(t / IPR), rel = (uint)(t - (size_t)r * IPR) * ${RR}u, w0 = 0u;
+    if (rel >= n_rows) return;
+    const uint row = row_begin + rel - (row_begin + rel >= row_wrap ? row_wrap : 0u);
     const uint z = row / MS_LY, y = row - z * MS_LY;
     const uint yp = y + ${RR}u == MS_LY ? 0u : y + ${RR}u, ym = y == 0u ? MS_LY - 1u : y - 1u;
 % else:
     const uint RPR = MS_WR / ${W}u, IPR = MS_ROWS * RPR;
     if (t >= (size_t)R * IPR) return;
     const uint r = (uint)(t / IPR), rem = (uint)(t - (size_t)r * IPR);
-    const uint row = rem / RPR, w0 = (rem - row * RPR) * ${W}u;
+    const uint rel = rem / RPR, w0 = (rem - rel * RPR) * ${W}u;
+    if (rel >= n_rows) return;
+    const uint row = row_begin + rel - (row_begin + rel >= row_wrap ? row_wrap : 0u);
     const uint z = row / MS_LY, y = row - z * MS_LY;
     const uint yp = y + 1u == MS_LY ? 0u : y + 1u, ym = y == 0u ? MS_LY - 1u : y - 1u;
 % endif
-    const uint odd = (colour + y + z) & 1u;
+    const uint odd = (colour + y + z) & 1u, rg = r0 + r;
     const size_t rbase = (size_t)r * MS_ROWS;
     __global uint *me = own + (rbase + row) * MS_WR;
     __global const uint *oc = other + (rbase + row) * MS_WR;
@@ -498,17 +512,19 @@ ${lanes_run("me", "oc", "up", "dn", "fr", "bk")}
 % endif
 
 // Partial sums per (replica, part) over colour-0 words, as pairs of longs: bond
-// sum (every bond has exactly one colour-0 end), magnetization of both colours.
+// sum (every bond has exactly one colour-0 end), magnetization of both colours;
+// over the first n_words words of each colour (all: MS_ROWS * MS_WR; a slab of a
+// lattice split over ranks: its own rows, the halo rows after them).
 __kernel __attribute__((reqd_work_group_size(${rwg}, 1, 1)))
 void ising_ms_sums(__global const uint *s0, __global const uint *s1, __global long *partial,
-                   const uint parts)
+                   const uint parts, const uint n_words)
 {
     __local long scratch[${rwg}];
     const uint grp = get_group_id(0), lid = get_local_id(0);
     const uint r = grp / parts, j = grp - r * parts;
     const size_t rbase = (size_t)r * MS_ROWS;
     long bond = 0, mag = 0;
-    for (uint i = j * ${rwg}u + lid; i < MS_ROWS * MS_WR; i += parts * ${rwg}u) {
+    for (uint i = j * ${rwg}u + lid; i < n_words; i += parts * ${rwg}u) {
         const uint row = i / MS_WR, w = i - row * MS_WR;
         const uint z = row / MS_LY, y = row - z * MS_LY;
         const uint yp = y + 1u == MS_LY ? 0u : y + 1u, ym = y == 0u ? MS_LY - 1u : y - 1u;
@@ -593,7 +609,7 @@ __kernel void ising_ms_accept_stats(__global const uint *thr, const uint k0, con
 {
     const uint i = get_global_id(0), r = get_global_id(1), items = get_global_size(0);
     const uint2 key = (uint2)(k0, k1);
-    const uint t_lo = 0u, c3 = 0u;
+    const uint t_lo = 0u, c3 = 0u, rg = r;
 %   if joint is not None:
     __global const uint2 *tb = (__global const uint2 *)thr + r * ${JCELLS}u;
 %   else:
@@ -675,11 +691,12 @@ ${accept_code("joint" if joint is not None else "select", "        ")}
 __kernel __attribute__((reqd_work_group_size(${mwg}, 1, 1)))
 void ising_ms_multisweep(__global const uint *in0, __global const uint *in1, __global uint *out0,
                          __global uint *out1, __global const uint *thr, const uint R, const uint k0,
-                         const uint k1, const uint t_lo0, const uint t_hi0, const uint nhalf)
+                         const uint k1, const uint t_lo0, const uint t_hi0, const uint nhalf,
+                         const uint r0)
 {
     __local uint sm[${2 * HS * SW}];
     const uint lid = get_local_id(0), grp = get_group_id(0);
-    const uint r = grp / ${NBANDS}u, bnd = grp - r * ${NBANDS}u;
+    const uint r = grp / ${NBANDS}u, bnd = grp - r * ${NBANDS}u, rg = r0 + r, gshift = 0u;
     if (r >= R)
         return;
     // remainders as x - q d (Oclgrind cannot check the `freeze` of LLVM's div/rem pairing)

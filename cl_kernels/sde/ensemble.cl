@@ -17,6 +17,12 @@
 ##   hist       [(rendered expression, bins)]
 ##   disp       indices of the variables whose displacement the observables use
 ##
+## Several ranks (clphys.sde.Ensemble(comm=...)): a rank holds grid points g0 .. of the
+## whole grid and paths p0 .. of each of them. The Philox path index is the global one,
+## (g0 + g) * rng_paths + p0 + p (rng_paths: the paths per grid point of the whole
+## ensemble), so a path's noise does not depend on the split; partials of sample slots
+## are kept apart (pbase) when the moments are combined across ranks at the end.
+##
 ## Time: sde_tin[g] is the time (modulo the drive period) at the start of the launch,
 ## sde_tout[g] receives it at the end (work item 0 of the grid point), so t follows one
 ## float recurrence whatever the launch split; the host rewrites sde_tin from float64 at
@@ -102,7 +108,7 @@ ${red.wg_reduce(P + "fin_", MOM, wgf, chan)}
 #define SDE_DRAW(out) do { \
     const ulong sde_b_ = sde_j >> 2; \
     if (sde_b_ != sde_blk) { \
-        const uint4 sde_w_ = ${P}philox((uint4)((uint)sde_i, (uint)sde_b_, (uint)(sde_b_ >> 32), 0u), sde_key); \
+        const uint4 sde_w_ = ${P}philox((uint4)((uint)sde_ri, (uint)sde_b_, (uint)(sde_b_ >> 32), 0u), sde_key); \
         sde_buf = (float4)(${P}box_muller(sde_w_.x, sde_w_.y), ${P}box_muller(sde_w_.z, sde_w_.w)); \
         sde_blk = sde_b_; \
         for (uint sde_r_ = (uint)sde_j & 3u; sde_r_; --sde_r_) sde_buf = sde_buf.yzwx; \
@@ -139,7 +145,8 @@ void sde_advance(__global real_t *sde_state, __global int *sde_laps,
 % for name in sparams:
                  const real_t sde_p_${name},
 % endfor
-                 const int sde_observe, __global ${MOM} *sde_partials,
+                 const ulong sde_g0, const ulong sde_p0, const ulong sde_rng_paths,
+                 const int sde_observe, __global ${MOM} *sde_partials, const ulong sde_pbase,
                  __global uint *sde_hist, __global const real_t *sde_hist_range,
                  __global real_t *sde_rec, const uint sde_n_record, const uint sde_rec_slot)
 {
@@ -157,6 +164,7 @@ void sde_advance(__global real_t *sde_state, __global int *sde_laps,
     const int sde_active = sde_p < sde_n_paths;
     const ulong sde_n_total = (ulong)sde_n_grid * sde_n_paths;
     const ulong sde_i = (ulong)sde_g * sde_n_paths + sde_p;
+    const ulong sde_ri = (sde_g0 + sde_g) * sde_rng_paths + sde_p0 + sde_p;   // global path index
 
 % for k, name in enumerate(gparams):
     const real_t ${name} = sde_gpar[${k}ul * sde_n_grid + sde_g];
@@ -252,7 +260,11 @@ ${drift_block("sde_y", "sde_c", "sde_t1", "sde_g")}
         if (sde_p == 0u) sde_tout[sde_g] = sde_t;    // every path of g has the same t
     }
 
-    if (sde_observe) {
+    // The observing part runs in every launch and only its writes depend on
+    // sde_observe: PoCL 3.1 miscompiled the barriers of the reductions below inside
+    // a branch on a kernel argument (a later kernel with both observables and
+    // histograms then counted stray values).
+    {
 %   for k in range(len(obs)):
         acc_t sde_o${k} = (acc_t)0;
 %   endfor
@@ -281,7 +293,7 @@ ${drift_block("sde_y", "sde_c", "sde_t1", "sde_g")}
 %   for k, (e, b) in enumerate(hist):
             sde_h${k} = (acc_t)${e};
 %   endfor
-            if (sde_p < sde_n_record) {
+            if (sde_observe && sde_p < sde_n_record) {
                 __global real_t *sde_r = sde_rec + (((ulong)sde_rec_slot * sde_n_grid + sde_g)
                                                     * sde_n_record + sde_p) * ${nv}u;
 %   for k in range(nv):
@@ -301,7 +313,7 @@ ${drift_block("sde_y", "sde_c", "sde_t1", "sde_g")}
             sde_m.mean = sde_o${k};
             sde_m.m2 = (acc_t)0;
             sde_m = ${P}adv_wg_reduce(sde_m, sde_lid, sde_scratch);
-            if (sde_lid == 0) sde_partials[(ulong)sde_grp * ${len(obs)}u + ${k}u] = sde_m;
+            if (sde_observe && sde_lid == 0) sde_partials[sde_pbase + (ulong)sde_grp * ${len(obs)}u + ${k}u] = sde_m;
         }
 %     endfor
 %   endif
@@ -323,7 +335,7 @@ ${drift_block("sde_y", "sde_c", "sde_t1", "sde_g")}
 %     for k, (e, b) in enumerate(hist):
         for (uint sde_b = sde_lid; sde_b < ${b}u; sde_b += ${wg}u) {
             const uint sde_c = sde_lh[${hist_off[k]}u + sde_b];
-            if (sde_c) atomic_add(&sde_hist[(ulong)${hist_off[k]}u * sde_n_grid + (ulong)sde_g * ${b}u + sde_b], sde_c);
+            if (sde_observe && sde_c) atomic_add(&sde_hist[(ulong)${hist_off[k]}u * sde_n_grid + (ulong)sde_g * ${b}u + sde_b], sde_c);
         }
 %     endfor
 %   endif
@@ -356,12 +368,18 @@ void sde_moments(__global const ${MOM} *partials, const uint groups_per_grid, co
 }
 
 // Variable `var` of every path uniform in [lo, hi): dst[off + i] from word 0 of
-// philox((i, var, i >> 32, 1), key).
+// philox((gi, var, gi >> 32, 1), key), gi the global path index of local path i
+// (n_local paths per grid point here, from grid point g0 and path p0 of an
+// ensemble of rng_paths paths per grid point).
 __kernel void sde_init_uniform(__global real_t *dst, const ulong off, const ulong n, const real_t lo,
-                               const real_t hi, const uint var, const uint k0, const uint k1)
+                               const real_t hi, const uint var, const uint k0, const uint k1,
+                               const ulong g0, const ulong p0, const ulong n_local,
+                               const ulong rng_paths)
 {
     const ulong i = get_global_id(0);
     if (i >= n) return;
-    const uint4 w = ${P}philox((uint4)((uint)i, var, (uint)(i >> 32), 1u), (uint2)(k0, k1));
+    const ulong g = i / n_local;
+    const ulong gi = (g0 + g) * rng_paths + p0 + (i - g * n_local);
+    const uint4 w = ${P}philox((uint4)((uint)gi, var, (uint)(gi >> 32), 1u), (uint2)(k0, k1));
     dst[off + i] = lo + (hi - lo) * (real_t)${P}u01(w.x);
 }

@@ -25,7 +25,7 @@ import numpy as np
 from .. import _validate
 from ..exact import TC_2D, TC_3D
 from ..progress import Progress, check_progress
-from ..runtime import Interrupted, resolve_device
+from ..runtime import Interrupted, mpi, resolve_device
 from ..runtime.memory import items_that_fit
 from ..stats import MIN_TAUS, Estimate, TooShortWarning, mean_estimates
 from . import backends
@@ -274,7 +274,7 @@ def _pieces(backend, facts, shape, total, rng, options, n_measure, host_bytes):
 
 def binder_scan(sizes, temperatures, dim=2, *, n_therm=DEFAULTS["n_therm"], n_measure=DEFAULTS["n_measure"],
                 every=DEFAULTS["every"], replicas=DEFAULTS["replicas"], algorithm=None, rng=None, seed=0,
-                device=None, progress=None, **options) -> BinderScan:
+                device=None, progress=None, comm=None, gather="root", **options) -> BinderScan:
     """U4, susceptibility and specific heat for each size and temperature, with
     jackknife errors, and the crossing temperatures of consecutive sizes' U4.
 
@@ -294,7 +294,53 @@ def binder_scan(sizes, temperatures, dim=2, *, n_therm=DEFAULTS["n_therm"], n_me
     piece p > 0 with seed + p * 0xD1B54A32D192ED03 added: the numbers then
     differ from a one-piece run (statistically equivalent). Ctrl-C raises
     :class:`clphys.runtime.Interrupted` (within about a second).
+
+    comm (an mpi4py communicator): a collective call; the replicas of every
+    size (temperatures x replicas) are split over the ranks, each keeping
+    its piece's seed and Philox replica index, so the scan is bit for bit
+    that of one device of the same kind. The BinderScan is returned on rank
+    0 (every rank with ``gather="all"``), None elsewhere; rank 0 shows the
+    progress of its share. Needs multispin or checkerboard with Philox.
     """
+    if comm is None:
+        return _scan(sizes, temperatures, dim, n_therm, n_measure, every, replicas, algorithm, rng, seed,
+                     device, progress, None, options)
+    size, rank = mpi.comm_size_rank(comm)
+    mpi.all_ok(comm, _validate.choice, "gather", gather, ("root", "all"))
+    mpi.agree(comm, "binder_scan arguments", sizes=repr(sizes), temperatures=repr(np.asarray(temperatures).tolist()),
+              dim=repr(dim), n_therm=repr(n_therm), n_measure=repr(n_measure), every=repr(every),
+              replicas=repr(replicas), algorithm=repr(algorithm), rng=repr(rng), seed=repr(seed),
+              options=repr(sorted(options.items())))
+    parts = _scan(sizes, temperatures, dim, n_therm, n_measure, every, replicas, algorithm, rng, seed,
+                  device, progress if rank == 0 else False, comm, options)
+    got = comm.gather(parts, root=0)
+    scan = None
+    if got is not None:
+        args, arrays = got[0]
+        for _args, (fine, tau, drift, drift_var, mine) in got[1:]:
+            for a, b in zip(arrays[:4], (fine, tau, drift, drift_var)):
+                a[mine] = b[mine]
+        scan = _analyse(*args[:8], *arrays[:4], args[8])
+    return comm.bcast(scan, root=0) if gather == "all" else scan
+
+
+def _scan(sizes, temperatures, dim, n_therm, n_measure, every, replicas, algorithm, rng, seed, device,
+          progress, comm, options):
+    """binder_scan's work: on one device the BinderScan; with comm this rank's
+    share, ((analysis arguments), (fine, tau, drift, drift_var, mask of the
+    replicas it ran))."""
+    check = (lambda f, *a: f(*a)) if comm is None else (lambda f, *a: mpi.all_ok(comm, f, *a))
+    checked = check(_checked_scan, sizes, temperatures, dim, n_therm, n_measure, every, replicas,
+                    algorithm, rng, seed, device, progress, comm, options)
+    if comm is not None:
+        # one plan of pieces (seeds) everywhere, or the ranks' replicas would not be one device's
+        mpi.agree(comm, "binder_scan pieces (devices of one kind?)", plan=checked[-1])
+    return check(_run_scan, *checked)
+
+
+def _checked_scan(sizes, temperatures, dim, n_therm, n_measure, every, replicas, algorithm, rng, seed,
+                  device, progress, comm, options):
+    """The checks of binder_scan and a plan of its pieces, then _run_scan."""
     dim = _validate.choice("dim", dim, (2, 3))
     sizes = _sizes(sizes)
     temps = np.sort(_temperatures(temperatures))
@@ -317,8 +363,20 @@ def binder_scan(sizes, temperatures, dim=2, *, n_therm=DEFAULTS["n_therm"], n_me
         backend.check_shape((L,) * dim)
     if hasattr(backend, "check_options"):
         backend.check_options(options)
-    Ensemble = Ensemble2D if dim == 2 else Ensemble3D
+    if comm is not None and not (hasattr(backend, "r0") and rng_name == "philox"):
+        raise ValueError(f"binder_scan over MPI ranks needs an algorithm that numbers replicas globally "
+                         f"(multispin or checkerboard) with rng='philox'; got {backend.algorithm!r}, "
+                         f"{rng_name!r}")
     dev = resolve_device(device)
+    plan = [_pieces(backend, dev.facts, (L,) * dim, temps.size * replicas, rng_name, options, n_measure,
+                    DEFAULT_HOST_BYTES) for L in sizes]
+    return dim, sizes, temps, n_therm, n_measure, every, replicas, algorithm, rng, seed, dev, \
+        progress, comm, options, plan
+
+
+def _run_scan(dim, sizes, temps, n_therm, n_measure, every, replicas, algorithm, rng, seed, dev,
+              progress, comm, options, plan):
+    Ensemble = Ensemble2D if dim == 2 else Ensemble3D
 
     nT, R, nq, M = temps.size, replicas, 5, FINE_BLOCKS
     fine = np.empty((len(sizes), nT * R, nq, M))     # per-replica block means: e, e^2, |m|, m^2, m^4
@@ -327,18 +385,23 @@ def binder_scan(sizes, temperatures, dim=2, *, n_therm=DEFAULTS["n_therm"], n_me
     drift_var = np.empty((len(sizes), nT * R, 2))
     N = np.array([L**dim for L in sizes], dtype=float)
     sweeps = n_therm + n_measure * every
-    plan = [_pieces(backend, dev.facts, (L,) * dim, nT * R, rng_name, options, n_measure, DEFAULT_HOST_BYTES)
-            for L in sizes]
-    total = int(sum(N[i] * nT * R * sweeps for i in range(len(sizes))))
+    # this rank's replicas of every size (all of them on one device); a piece's
+    # replicas keep their seed and Philox replica index wherever they run
+    first, count = (0, nT * R) if comm is None else mpi.split(nT * R, *mpi.comm_size_rank(comm))
+    mine = np.zeros((len(sizes), nT * R), dtype=bool)
+    mine[:, first:first + count] = True
+    total = int(sum(N[i] * count * sweeps for i in range(len(sizes))))
     rep_temps = np.repeat(temps, R)
     with Progress(total, progress, label="binder") as bar:
         for i, L in enumerate(sizes):
             K = plan[i]
-            for p, r0 in enumerate(range(0, nT * R, K)):
-                r1 = min(nT * R, r0 + K)
+            for p, start in enumerate(range(0, nT * R, K)):
+                r0, r1 = max(start, first), min(nT * R, start + K, first + count)
+                if r0 >= r1:
+                    continue
                 piece_seed = (seed + (i + 1) * _GOLDEN + p * _PIECE) % 2**64
                 ens = Ensemble(L, rep_temps[r0:r1], algorithm=algorithm, rng=rng, start="up", device=dev,
-                               seed=piece_seed, **options)
+                               seed=piece_seed, replica_offset=r0 - start, **options)
                 run = ens._run(n_measure, every, n_therm)
                 try:
                     run.run(bar=_Scaled(bar, int(N[i]) * (r1 - r0)))
@@ -351,8 +414,12 @@ def binder_scan(sizes, temperatures, dim=2, *, n_therm=DEFAULTS["n_therm"], n_me
                 _reduce(s, fine[i, r0:r1], tau[i, r0:r1], drift[i, r0:r1], drift_var[i, r0:r1])
                 del s, run, ens
 
+    pieces = tuple(-(-nT * R // k) for k in plan)
+    if comm is not None:
+        return (dim, sizes, temps, n_therm, n_measure, every, R, N, pieces), (fine, tau, drift,
+                                                                              drift_var, mine)
     return _analyse(dim, sizes, temps, n_therm, n_measure, every, R, N, fine, tau, drift, drift_var,
-                    tuple(-(-nT * R // k) for k in plan))
+                    pieces)
 
 
 def _reduce(s, fine, tau, drift, drift_var):

@@ -32,6 +32,7 @@ class CheckerboardBackend:
     dims = (2, 3)
     rngs = ("philox", "lcg", "xorshift32")
     options = {"wg": None, "chunks": None}
+    r0 = 0      # the global index of replica 0 in the Philox counters (see MultispinBackend.r0)
 
     @classmethod
     def check_shape(cls, shape):
@@ -125,7 +126,7 @@ class CheckerboardBackend:
             for c in (0, 1):
                 k(self.dev.queue, glob, local, self.spins_buf, self.thr_buf, np.uint32(c),
                   np.uint32(self.R), np.uint32(self.key[0]), np.uint32(self.key[1]),
-                  np.uint32(lo), np.uint32(hi), self.states_buf)
+                  np.uint32(lo), np.uint32(hi), self.states_buf, np.uint32(self.r0))
             self.t += 1
 
     # ------------------------------------------------------------ observables

@@ -11,7 +11,9 @@ import warnings
 
 import numpy as np
 
-from .._cli import add_checkpoint, add_device, add_plot, add_progress, check_outputs, progress_arg
+from .._cli import (add_checkpoint, add_device, add_plot, add_progress, allow_mpi, check_outputs, is_root,
+                    progress_arg)
+from ..runtime import mpi
 from ..progress import Progress
 from ..runtime import Interrupted, run_sliced
 from ..runtime.checkpoint import CheckpointError, field, load_checkpoint, save_checkpoint
@@ -82,28 +84,59 @@ def _check_ising_params(p):
             raise ValueError(f"--{name} must be finite, got {p[name]}")
 
 
-def _new_run(p, device):
+def _new_run(p, device, comm=None):
     from . import Ising2D, Ising3D
     from .lattice import _Run, split_run
     cls = Ising2D if p["dim"] == 2 else Ising3D
     lat = cls(_size(p["size"]), p["temperature"], J=p["coupling"], h=p["field"], algorithm=p["algorithm"],
-              rng=p["rng"], seed=p["seed"], start=p["start"], device=device)
+              rng=p["rng"], seed=p["seed"], start=p["start"], device=device, comm=comm)
     n_therm, n_measure = split_run(p["sweeps"], p["every"], p["therm"])
     return lat, _Run(lat._ens, n_therm, n_measure, p["every"])
 
 
 def _save_run(path, lat, run, p):
+    """Collective for a lattice split over ranks: the whole lattice and the
+    measurements summed over the ranks, written by rank 0."""
     header, arrays = lat._ens._checkpoint()
     header["run"] = {**{k: (list(v) if isinstance(v, tuple) else v) for k, v in p.items()},
                      "n_therm": run.n_therm, "n_measure": run.n_measure, "done": run.done,
                      "therm_before": run.therm_before}
-    arrays["measurements"] = run.out[:run.measured]
-    save_checkpoint(path, RUN_KIND, header, arrays)
+    meas = run.out[:run.measured]
+    comm = lat._ens._slab
+    if comm is None:
+        arrays["measurements"] = meas
+        return save_checkpoint(path, RUN_KIND, header, arrays)
+    arrays["measurements"] = meas.copy()
+    lat._ens._backend.reduce_measurements(arrays["measurements"])
+    mpi.all_ok(comm, lambda: is_root(comm) and save_checkpoint(path, RUN_KIND, header, arrays))
 
 
-def _load_run(path, args, device):
+def _load_run(path, args, device, comm=None):
     """(lattice, run, params) from a --resume file; the options given on the
-    command line must agree with it."""
+    command line must agree with it. With comm (every rank reads the file)
+    the lattice is split over the ranks."""
+    if comm is None:
+        return _read_run(path, args, device, None)
+    header, arrays, saved, counts = mpi.all_ok(comm, _read_run, path, args, device, comm)
+    return _split_run(path, header, arrays, saved, counts, device, comm)
+
+
+def _split_run(path, header, arrays, saved, counts, device, comm):
+    from . import Ising2D, Ising3D
+    from .lattice import _Run
+    n_therm, n_measure, done, therm_before = counts
+    cls = Ising2D if saved["dim"] == 2 else Ising3D
+    lat = cls._split_from(header, arrays, path, device, comm)
+    # the file holds the sums over every rank; they are added up again at the end
+    meas = arrays["measurements"] if is_root(comm) else np.zeros_like(arrays["measurements"])
+    run = _Run(lat._ens, n_therm, n_measure, saved["every"], done=done, measured=meas,
+               therm_before=therm_before)
+    return lat, run, saved
+
+
+def _read_run(path, args, device, comm):
+    """_load_run's reading and checks; with comm, no device work: (header,
+    arrays, params, (n_therm, n_measure, done, therm_before))."""
     from . import Ising2D, Ising3D
     from .lattice import _Run
     header, arrays = load_checkpoint(path, RUN_KIND)
@@ -131,10 +164,6 @@ def _load_run(path, args, device):
         raise CheckpointError(f"checkpoint {path!r}: the run header is inconsistent (therm {n_therm}, "
                               f"{n_measure} measurements every {saved['every']}, {done} of "
                               f"{saved['sweeps']} sweeps done)")
-    cls = Ising2D if saved["dim"] == 2 else Ising3D
-    lat = cls.__new__(cls)
-    lat._ens = cls._ensemble.__new__(cls._ensemble)
-    lat._ens._from_checkpoint(header, arrays, path, device, single=True, extra=("measurements",))
     measured = max(0, done - n_therm) // saved["every"]
     if "measurements" not in arrays:
         raise CheckpointError(f"checkpoint {path!r} lacks the array 'measurements'")
@@ -142,6 +171,12 @@ def _load_run(path, args, device):
     if meas.dtype != np.int64 or meas.shape != (measured, 1, 2):
         raise CheckpointError(f"checkpoint {path!r}: array 'measurements' has dtype {meas.dtype} and shape "
                               f"{meas.shape}, expected int64 {(measured, 1, 2)}")
+    if comm is not None:
+        return header, arrays, saved, (n_therm, n_measure, done, therm_before)
+    cls = Ising2D if saved["dim"] == 2 else Ising3D
+    lat = cls.__new__(cls)
+    lat._ens = cls._ensemble.__new__(cls._ensemble)
+    lat._ens._from_checkpoint(header, arrays, path, device, single=True, extra=("measurements",))
     run = _Run(lat._ens, n_therm, n_measure, saved["every"], done=done, measured=meas,
                therm_before=therm_before)
     return lat, run, saved
@@ -168,12 +203,13 @@ def cmd_ising(args) -> int:
     check_outputs(args)
     if args.checkpoint_every is not None and not args.checkpoint_every > 0:
         raise ValueError(f"--checkpoint-every must be > 0 seconds, got {args.checkpoint_every}")
+    comm = getattr(args, "comm", None)
     if args.resume:
-        lat, run, p = _load_run(args.resume, args, args.device)
+        lat, run, p = _load_run(args.resume, args, args.device, comm)
     else:
         p = _ising_params(args)
         _check_ising_params(p)
-        lat, run = _new_run(p, args.device)
+        lat, run = _new_run(p, args.device, comm)
     queue = lat.device.queue
     ckpt = args.checkpoint or args.resume          # a resumed run keeps saving into its file
     every_s = args.checkpoint_every or CHECKPOINT_SECONDS
@@ -186,7 +222,10 @@ def cmd_ising(args) -> int:
             run.step(n)
             queue.finish()
             timing[phase].append((n, time.perf_counter() - t0))
-            if ckpt and time.monotonic() - last_save[0] > every_s:
+            due = bool(ckpt) and time.monotonic() - last_save[0] > every_s
+            if ckpt and comm is not None:
+                due = comm.bcast(due, root=0)        # saving is collective: rank 0's clock decides
+            if due:
                 _save_run(ckpt, lat, run, p)
                 last_save[0] = time.monotonic()
         return step
@@ -197,7 +236,7 @@ def cmd_ising(args) -> int:
             for phase, end in (("therm", run.n_therm), ("measure", run.total)):
                 if run.done < end:
                     run_sliced(end - run.done, slices(phase), queue, bar=bar, what="sweeps",
-                               largest=run.largest)
+                               largest=run.largest, comm=comm)
         except Interrupted:
             exc = Interrupted(run.done, run.total, "sweeps")
             if ckpt:
@@ -208,17 +247,18 @@ def cmd_ising(args) -> int:
             raise exc from None
     if ckpt:
         _save_run(ckpt, lat, run, p)
-    _print_ising(lat, run, p, timing)
+    _print_ising(lat, run.samples(), run, p, timing, comm)
     if args.plot:
-        _plot_lattice(lat, p, args.plot)
+        _plot_lattice(lat, p, args.plot, comm)
     return 0
 
 
-def _print_ising(lat, run, p, timing):
+def _print_ising(lat, s, run, p, timing, comm=None):
     shape = "x".join(map(str, lat.shape))
+    where = (f"{comm.Get_size()} MPI ranks (rank 0: {lat.device.name}; slabs of "
+             f"{'x'.join(map(str, lat.local_shape))})" if comm is not None else lat.device.name)
     print(f"Ising {p['dim']}D {shape}, T = {p['temperature']:g}, J = {p['coupling']:g}, h = {p['field']:g}, "
-          f"{lat.algorithm}/{lat.rng}, seed {p['seed']}, {p['start']} start, on {lat.device.name}")
-    s = run.samples()
+          f"{lat.algorithm}/{lat.rng}, seed {p['seed']}, {p['start']} start, on {where}")
     n = s.energy.shape[-1]
     print(f"sweeps      {run.total}: {s.n_therm} thermalisation (discarded), then {n} measurements, "
           f"one every {run.every} sweep{'s' if run.every > 1 else ''}")
@@ -256,14 +296,23 @@ def _print_ising(lat, run, p, timing):
         label = f"after the first, measurements every {run.every} included"
     sweeps, secs = sum(k for k, _ in pure), sum(t for _, t in pure)
     if sweeps and secs > 0:
-        print(f"speed       {lat.n_spins * sweeps / secs / 1e9:.3f} spin flips/ns ({sweeps} sweeps in "
-              f"{secs:.3f} s, {label})")
+        rate = lat.n_spins * sweeps / secs / 1e9
+        ranks = "" if comm is None else f", {rate / comm.Get_size():.3f} per rank on {comm.Get_size()} ranks"
+        print(f"speed       {rate:.3f} spin flips/ns{ranks} ({sweeps} sweeps in {secs:.3f} s, {label})")
+        if comm is not None:
+            t = lat.halo_times
+            n = max(1, t["half-sweeps"])
+            print(f"halo path   rank 0, per half-sweep: {1e6 * t['edge wait'] / n:.1f} us waiting for the "
+                  f"edge slabs, {1e6 * t['exchange'] / n:.1f} us exchanging them (MPI), "
+                  f"{1e6 * t['halo writes'] / n:.1f} us queueing the halo writes")
 
 
-def _plot_lattice(lat, p, path):
+def _plot_lattice(lat, p, path, comm=None):
     from ..plotting import pyplot
+    s = lat.spins()                      # (gathered: every rank takes part)
+    if not is_root(comm):
+        return
     plt = pyplot()
-    s = lat.spins()
     img = s if s.ndim == 2 else s[0]
     fig, ax = plt.subplots(figsize=(6, 6))
     ax.imshow(img, cmap="gray", vmin=-1, vmax=1, interpolation="nearest")
@@ -291,7 +340,9 @@ def cmd_binder(args) -> int:
         scan = binder_scan(_ints(args.sizes), temps, dim=args.dim, n_therm=args.therm,
                            n_measure=args.measure, every=args.every, replicas=args.replicas,
                            algorithm=args.algorithm, rng=args.rng, seed=args.seed, device=args.device,
-                           progress=progress_arg(args))
+                           progress=progress_arg(args), comm=getattr(args, "comm", None))
+    if scan is None:                   # another rank than 0 of a split scan
+        return 0
     print(scan)
     if args.plot:
         from ..plotting import pyplot
@@ -354,6 +405,7 @@ def add_parsers(sub):
     p.add_argument("--checkpoint-every", type=float, default=None, metavar="SECONDS",
                    help=f"seconds between checkpoint writes (default {CHECKPOINT_SECONDS:g})")
     p.set_defaults(func=cmd_ising)
+    allow_mpi(p)            # mpiexec -n R clphys ising ...: one lattice split over R ranks
 
     p = sub.add_parser("binder", help="Binder-cumulant scan over sizes and temperatures",
                        description="U4, chi, C and |m| with jackknife errors over sizes and temperatures, "
@@ -374,3 +426,4 @@ def add_parsers(sub):
     _common(p, {})
     add_plot(p, "draw U4 against T into FILE")
     p.set_defaults(func=cmd_binder)
+    allow_mpi(p)            # the replicas of every size split over the ranks

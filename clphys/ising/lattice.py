@@ -25,7 +25,7 @@ import pyopencl as cl
 from .. import _validate
 from .. import rng as _rng
 from ..progress import check_progress
-from ..runtime import check_memory, items_that_fit, resolve_device, run_sliced
+from ..runtime import check_memory, items_that_fit, mpi, resolve_device, run_sliced
 from ..runtime.checkpoint import CheckpointError, field, load_checkpoint, save_checkpoint
 from ..runtime.files import check_output_path
 from ..runtime.memory import check_host_memory
@@ -138,7 +138,7 @@ class _Run:
         self.ens, self.n_therm, self.n_measure, self.every = ens, n_therm, n_measure, every
         self.total = n_therm + n_measure * every
         self.therm_before = therm_before      # sweeps at this temperature before the run
-        R = ens.n_replicas
+        R = len(ens._T)                       # this rank's replicas
         # the int64 sums and the E/N, M/N series made from them
         check_host_memory(32 * R * n_measure, f"{n_measure} measurements of {R} replicas",
                           "Measure less often (every=) or fewer times, or use fewer replicas.")
@@ -177,7 +177,7 @@ class _Run:
                 if fast:
                     if self._buf is None:
                         self._buf = cl.Buffer(ens.device.context, cl.mem_flags.READ_WRITE,
-                                              _MEASURE_BYTES * ens.n_replicas * self.cap)
+                                              _MEASURE_BYTES * len(ens._T) * self.cap)
                     be.measure_into(self._buf, local)
                     local += 1
                 else:
@@ -191,14 +191,18 @@ class _Run:
         """Do the remaining sweeps (or `total` of them) in time-bounded slices."""
         todo = self.total - self.done if total is None else total
         run_sliced(todo, lambda start, n: self.step(n), self.ens.device.queue, progress=progress,
-                   bar=bar, label="ising", what="sweeps", largest=self.largest)
+                   bar=bar, label="ising", what="sweeps", largest=self.largest, comm=self.ens._slab)
 
     def samples(self) -> Samples:
         ens = self.ens
         m = self.measured
-        bond, mag = self.out[:m, :, 0].T, self.out[:m, :, 1].T
+        out = self.out[:m]
+        if hasattr(ens._backend, "reduce_measurements"):     # a lattice split over ranks
+            out = out.copy()
+            ens._backend.reduce_measurements(out)
+        bond, mag = out[:, :, 0].T, out[:, :, 1].T
         energy = (-ens.J * bond - ens.h * mag) / ens.n_spins
-        return Samples(ens.temperatures, ens.n_spins, energy, mag / ens.n_spins,
+        return Samples(ens._T.copy(), ens.n_spins, energy, mag / ens.n_spins,
                        n_therm=self.therm_before + self.n_therm, every=self.every,
                        trapped=ens._trapped(bond, mag, self.every))
 
@@ -211,11 +215,69 @@ class Ensemble:
     :class:`Ensemble3D`. Options (``wg=``, ``words_per_item=``, ...) go to the
     backend; see docs/ising.md. The device memory the ensemble needs is
     checked before anything is allocated.
+
+    Several MPI ranks: with ``comm`` (an mpi4py communicator; a collective
+    call with the same arguments on every rank) the replicas are split over
+    the ranks, each keeping the Philox stream of its global replica index,
+    so every replica's spins and measurements are bit for bit those of one
+    device. sweep() is local; sums(), energy(), magnetization(), spins() and
+    sample() are collective and return the whole ensemble's results on rank
+    0 (every rank with ``gather="all"``), None elsewhere. Needs a backend
+    with a replica offset (multispin, checkerboard) and rng="philox".
+    ``replica_offset`` (no comm) is that offset itself: the global index of
+    replica 0 of this ensemble.
     """
     dim = None
 
     def __init__(self, L, temperatures, *, J=1.0, h=0.0, algorithm=None, rng=None, seed=0,
-                 start="random", device=None, **options):
+                 start="random", device=None, replica_offset=0, comm=None, gather="root",
+                 _slab_comm=None, **options):
+        self._comm, self._gather, self._slab = None, "root", None
+        self._T_all, self._r0 = None, 0
+        if _slab_comm is not None:          # one lattice split over ranks (Ising2D/3D(comm=))
+            mpi.comm_size_rank(_slab_comm)
+            args = (L, temperatures, J, h, algorithm, rng, seed, start, replica_offset, options)
+            backend = mpi.all_ok(_slab_comm, self._check_args, *args, slab_size=_slab_comm.Get_size())
+            mpi.agree(_slab_comm, "lattice parameters", L=list(self.shape), T=self._T.tolist(), J=self.J,
+                      h=self.h, algorithm=self.algorithm, rng=self.rng, seed=self.seed, start=start,
+                      options=repr(sorted(self.options.items())))
+            self._slab = _slab_comm
+            mpi.all_ok(_slab_comm, self._open, backend, device, start)
+            self._backend.exchange_halos()      # every rank has its spins: no one waits for a failed one
+            return
+        if comm is None:
+            self._setup(L, temperatures, J, h, algorithm, rng, seed, start, device, replica_offset,
+                        options)
+            return
+        size, rank = mpi.comm_size_rank(comm)
+
+        def check():
+            temps = _temperatures(temperatures)
+            _validate.choice("gather", gather, ("root", "all"))
+            if replica_offset != 0:
+                raise ValueError("replica_offset is set from comm; give one or the other")
+            if temps.size < size:
+                raise ValueError(f"{temps.size} replicas cannot be split over {size} MPI ranks: use at "
+                                 f"least one replica per rank")
+            return temps
+        temps = mpi.all_ok(comm, check)
+        mpi.agree(comm, "ensemble parameters", L=repr(L), temperatures=temps.tolist(), J=repr(J),
+                  h=repr(h), algorithm=repr(algorithm), rng=repr(rng), seed=repr(seed),
+                  start=repr(start), options=repr(sorted(options.items())), gather=gather)
+        first, count = mpi.split(temps.size, size, rank)
+        self._comm, self._gather, self._T_all = comm, gather, temps
+        mpi.all_ok(comm, self._setup, L, temps[first:first + count], J, h, algorithm, rng, seed,
+                   start, device, first, options)
+
+    def _setup(self, L, temperatures, J, h, algorithm, rng, seed, start, device, replica_offset,
+               options):
+        backend = self._check_args(L, temperatures, J, h, algorithm, rng, seed, start, replica_offset,
+                                   options)
+        self._open(backend, device, start)
+
+    def _check_args(self, L, temperatures, J, h, algorithm, rng, seed, start, replica_offset, options,
+                    slab_size=None):
+        """Every argument checked (no device work); returns the backend class."""
         shape = _shape(L, self.dim)
         temps = _temperatures(temperatures)
         J = _validate.real("J", J)
@@ -239,14 +301,47 @@ class Ensemble:
             if unknown:
                 raise TypeError(f"algorithm {algorithm!r} got unknown option(s) {', '.join(unknown)}; "
                                 f"it accepts: {', '.join(sorted(_backend_options(backend)))}")
+        r0 = _validate.integer("replica_offset", replica_offset, 0, 2**32 - len(temps))
+        if r0 and not (hasattr(backend, "r0") and rng == "philox"):
+            raise ValueError(f"algorithm {algorithm!r} with rng {rng!r} cannot continue the replica "
+                             f"numbering of another ensemble (a replica offset, or an ensemble split "
+                             f"over MPI ranks): use multispin or checkerboard with rng='philox'")
+        if slab_size is not None:
+            if algorithm != "multispin" or len(temps) != 1:
+                raise ValueError(f"a lattice split over MPI ranks runs algorithm 'multispin' (got "
+                                 f"{algorithm!r}); run the other algorithms on one device")
+            from .slabs import slab_shares
+            slab_shares(shape[-1], slab_size)
+        self._r0 = r0
         self.shape, self.J, self.h = shape, J, h
         self.algorithm, self.rng, self.seed, self.options = algorithm, rng, seed, dict(options)
         self.n_spins = int(np.prod(shape))
         self._T = temps
         self._thr = self._thresholds(temps)
+        return backend
+
+    def _open(self, backend, device, start):
+        """Device, memory check, backend, initial spins."""
         self.device = resolve_device(device)
-        self._check_memory(backend, len(temps))
-        self._backend = backend(self.device, shape, len(temps), rng=rng, seed=seed, **options)
+        if self._slab is not None:
+            from .slabs import SlabBackend, slab_shares
+            size, rank = mpi.comm_size_rank(self._slab)
+            local = self.shape[:-1] + (slab_shares(self.shape[-1], size)[rank][1] + 2,)
+            need = SlabBackend.device_bytes(self.device.facts, local, **self.options)
+            check_memory(self.device, need, f"rank {rank}'s share {'x'.join(map(str, local))} (with "
+                         f"halos) of a {'x'.join(map(str, self.shape))} lattice",
+                         "Use more ranks or a smaller lattice.")
+            self._resident = need
+            self._backend = SlabBackend(self._slab, self.device, self.shape, rng=self.rng, seed=self.seed,
+                                        **self.options)
+            self._settled = 0
+            self._backend.start(STARTS.index(start))
+            return
+        self._check_memory(backend, len(self._T))
+        self._backend = backend(self.device, self.shape, len(self._T), rng=self.rng, seed=self.seed,
+                                **self.options)
+        if self._r0:
+            self._backend.r0 = self._r0
         self._settled = 0          # sweeps since the start, set_spins or a temperature change
         self._start(start)
 
@@ -269,14 +364,15 @@ class Ensemble:
         check_memory(facts, need, f"{type(self).__name__} of {R} replicas of {size}", hint)
 
     def _start(self, start):
-        dev, R = self.device, self.n_replicas
+        dev, R = self.device, len(self._T)
         Lz = self.shape[2] if self.dim == 3 else 1
         prg = dev.build("ising/init.cl", dim=self.dim, Lx=self.shape[0], Ly=self.shape[1], Lz=Lz)
         buf = zeroed_buffer(dev, R * self.n_spins)
         k0, k1 = _rng.seed_key(self.seed)
         items = R * 2 * (-(-(self.n_spins // 2) // 4))
         prg.ising_init_spins(dev.queue, (items,), None, buf, np.uint32(R),
-                             np.uint32(STARTS.index(start)), np.uint32(k0), np.uint32(k1))
+                             np.uint32(STARTS.index(start)), np.uint32(k0), np.uint32(k1),
+                             np.uint32(self._r0), np.uint32(0))
         if hasattr(self._backend, "set_spins_device"):
             self._backend.set_spins_device(buf)
         else:
@@ -287,19 +383,25 @@ class Ensemble:
     # ------------------------------------------------------------ properties
     @property
     def n_replicas(self) -> int:
-        return len(self._T)
+        """Replicas of the whole ensemble (over every MPI rank)."""
+        return len(self._T if self._T_all is None else self._T_all)
 
     @property
     def temperatures(self) -> np.ndarray:
         """Temperature of each replica; assign an array (or a scalar for all)
-        between sweeps: only the threshold table changes, nothing recompiles."""
-        return self._T.copy()
+        between sweeps: only the threshold table changes, nothing recompiles.
+        (With comm: every replica's; assign the same values on every rank.)"""
+        return (self._T if self._T_all is None else self._T_all).copy()
 
     @temperatures.setter
     def temperatures(self, T):
-        temps = _temperatures(np.broadcast_to(T, self._T.shape) if np.ndim(T) == 0 else T)
-        if temps.shape != self._T.shape:
-            raise ValueError(f"temperatures must have {self.n_replicas} entries, got {temps.size}")
+        whole = self._T if self._T_all is None else self._T_all
+        temps = _temperatures(np.broadcast_to(T, whole.shape) if np.ndim(T) == 0 else T)
+        if temps.shape != whole.shape:
+            raise ValueError(f"temperatures must have {whole.size} entries, got {temps.size}")
+        if self._T_all is not None:
+            self._T_all = temps
+            temps = temps[self._r0:self._r0 + len(self._T)]
         if not np.array_equal(temps, self._T):
             self._settled = 0
         self._thr, self._T = self._thresholds(temps), temps
@@ -323,7 +425,7 @@ class Ensemble:
         enqueued without host sync; more run in time-bounded slices (Ctrl-C
         stops at the next slice with clphys.runtime.Interrupted)."""
         n = _validate.integer("n", n, 0, MAX_SWEEPS)
-        if n <= SWEEP_QUEUE:
+        if n <= SWEEP_QUEUE and self._slab is None:
             if n:
                 self._backend.sweep(n, self._thr)
                 self._settled += n
@@ -332,33 +434,54 @@ class Ensemble:
         def advance(start, k):
             self._backend.sweep(k, self._thr)
             self._settled += k
-        run_sliced(n, advance, self.device.queue, what="sweeps")
+        if n:
+            run_sliced(n, advance, self.device.queue, what="sweeps", comm=self._slab)
         return self
+
+    def _gathered(self, part, axis=0):
+        """This rank's per-replica array joined with the other ranks' (collective
+        with comm: on rank 0, on every rank with gather='all', else None)."""
+        if self._comm is None:
+            return part
+        got = self._comm.gather(part, root=0)
+        whole = None if got is None else np.concatenate(got, axis=axis)
+        return self._comm.bcast(whole, root=0) if self._gather == "all" else whole
 
     def sums(self):
         """(bond sum, magnetization) per replica, int64, reduced on the device."""
-        return self._backend.sums()
+        both = self._gathered(np.stack(self._backend.sums(), axis=1))
+        return None if both is None else (both[:, 0].copy(), both[:, 1].copy())
 
     def energy(self) -> np.ndarray:
         """E/N per replica."""
-        bond, mag = self.sums()
-        return (-self.J * bond - self.h * mag) / self.n_spins
+        sums = self.sums()
+        return None if sums is None else (-self.J * sums[0] - self.h * sums[1]) / self.n_spins
 
     def magnetization(self) -> np.ndarray:
         """M/N per replica (signed)."""
-        return self.sums()[1] / self.n_spins
+        sums = self.sums()
+        return None if sums is None else sums[1] / self.n_spins
 
     def _check_spin_copy(self):
-        nbytes = self.n_replicas * self.n_spins
-        what = f"reading the spins of {self.n_replicas} replicas of {'x'.join(map(str, self.shape))}"
+        if self._slab is not None:
+            from .slabs import check_gather
+            return check_gather(self.shape)
+        nbytes = len(self._T) * self.n_spins
+        what = f"reading the spins of {len(self._T)} replicas of {'x'.join(map(str, self.shape))}"
         check_memory(self.device, {**self._resident, "int8 copy of the spins": nbytes}, what,
                      "use fewer replicas per ensemble")
         check_host_memory(nbytes, what, "Use fewer replicas per ensemble.")
 
-    def spins(self) -> np.ndarray:
-        """int8 +-1 array (R, Ly, Lx) or (R, Lz, Ly, Lx)."""
+    def _local_spins(self) -> np.ndarray:
         self._check_spin_copy()
         return self._backend.spins()
+
+    def spins(self) -> np.ndarray:
+        """int8 +-1 array (R, Ly, Lx) or (R, Lz, Ly, Lx)."""
+        if self._comm is not None:
+            check_host_memory(self.n_replicas * self.n_spins, "gathering the spins of every replica",
+                              "Use fewer replicas per ensemble.")
+        return self._gathered(self._local_spins())
 
     def set_spins(self, spins):
         """Set every replica from (R, Ly, Lx) / (R, Lz, Ly, Lx) +-1 values, or
@@ -371,6 +494,8 @@ class Ensemble:
             raise ValueError(f"spins must have shape {(self.n_replicas,) + lat} or {lat}, got {arr.shape}")
         if arr.dtype.kind not in "iuf" or not np.all((arr == 1) | (arr == -1)):
             raise ValueError("spins must hold only +1 and -1")
+        if self._comm is not None:
+            arr = arr[self._r0:self._r0 + len(self._T)]
         self._check_spin_copy()
         self._backend.set_spins(np.ascontiguousarray(arr, dtype=np.int8))
         self._settled = 0
@@ -399,9 +524,23 @@ class Ensemble:
         the update (see docs/ising.md, "Small lattices").
         """
         check_progress(progress)
+        if self._comm is not None and self._comm.Get_rank():
+            progress = False
         run = self._run(n_measure, every, n_therm)
         run.run(progress)
-        return run.samples()
+        return self._gathered_samples(run.samples())
+
+    def _gathered_samples(self, s: Samples) -> Samples:
+        """The Samples of every replica (collective with comm, see sums())."""
+        if self._comm is None:
+            return s
+        e = self._gathered(s.energy)
+        m = self._gathered(s.magnetization)
+        trapped = self._gathered(np.asarray(s.trapped))
+        if e is None:
+            return None
+        return Samples(self.temperatures, s.n_spins, e, m, n_therm=s.n_therm, every=s.every,
+                       trapped=trapped)
 
     def _trapped(self, bond, mag, every):
         """(R,) bool: replicas in a deterministic cycle of the checkerboard
@@ -411,13 +550,13 @@ class Ensemble:
         trapped = np.zeros(R, dtype=bool)
         lag = 1 if every % 2 == 0 else 2
         tail = min(n, _TRAP_TAIL)
-        if self.algorithm not in backends.PLAIN_ORDER or tail < lag + 2:
+        if self.algorithm not in backends.PLAIN_ORDER or tail < lag + 2 or self._slab is not None:
             return trapped
         b, m = bond[:, n - tail:], mag[:, n - tail:]
         cand = np.all(b[:, lag:] == b[:, :-lag], axis=1) & np.all(m[:, lag:] == m[:, :-lag], axis=1)
         if not cand.any() or R * self.n_spins > _TRAP_READ_LIMIT:
             return trapped
-        trapped[cand] = reference.trapped(self.spins()[cand], self._thr[cand])
+        trapped[cand] = reference.trapped(self._local_spins()[cand], self._thr[cand])
         if trapped.any():
             idx = np.nonzero(trapped)[0]
             shown = ", ".join(map(str, idx[:8])) + (", ..." if idx.size > 8 else "")
@@ -429,10 +568,17 @@ class Ensemble:
         return trapped
 
     # ------------------------------------------------------------ checkpoints
+    def _no_split_checkpoint(self):
+        if self._comm is not None:
+            raise ValueError("state() and save() of an ensemble split over MPI ranks are not "
+                             "supported: checkpoint each rank's replicas as an ensemble of its own "
+                             "(replica_offset=) or run on one process")
+
     def state(self) -> dict:
         """Everything needed to continue bit for bit, as an in-memory dict
         (spins, RNG counters and states, parameters). To store it, use
         :meth:`save`."""
+        self._no_split_checkpoint()
         return {"format": STATE_FORMAT, "dim": self.dim, "shape": self.shape, "J": self.J,
                 "h": self.h, "temperatures": self.temperatures, "algorithm": self.algorithm,
                 "rng": self.rng, "seed": self.seed, "options": dict(self.options),
@@ -489,6 +635,13 @@ class Ensemble:
         renamed): spins (1 bit each), temperatures, generator counters and
         states, parameters, in the clphys checkpoint format (plain arrays and a
         JSON header, loadable with allow_pickle=False)."""
+        self._no_split_checkpoint()
+        if self._slab is not None:        # a lattice split over ranks: rank 0 writes the whole of it
+            path = mpi.all_ok(self._slab, check_output_path, path, "path", (".npz",))
+            header, arrays = self._checkpoint()
+            root = self._slab.Get_rank() == 0
+            mpi.all_ok(self._slab, lambda: root and save_checkpoint(path, CHECKPOINT_KIND, header, arrays))
+            return
         path = check_output_path(path, "path", (".npz",))
         header, arrays = self._checkpoint()
         save_checkpoint(path, CHECKPOINT_KIND, header, arrays)
@@ -593,10 +746,27 @@ class _Single:
     _ensemble = None
 
     def __init__(self, L, T, *, J=1.0, h=0.0, algorithm=None, rng=None, seed=0, start="random",
-                 device=None, **options):
-        T = _validate.real("T", T, minimum=0.0, strict_min=True)
+                 device=None, comm=None, **options):
+        if comm is not None:
+            T = mpi.all_ok(comm, _validate.real, "T", T, 0.0, None, strict_min=True)
+        else:
+            T = _validate.real("T", T, minimum=0.0, strict_min=True)
         self._ens = self._ensemble(L, [T], J=J, h=h, algorithm=algorithm, rng=rng, seed=seed,
-                                   start=start, device=device, **options)
+                                   start=start, device=device, _slab_comm=comm, **options)
+
+    @property
+    def local_shape(self) -> tuple:
+        """This rank's part of the lattice, (Lx, rows) in 2D, (Lx, Ly, planes) in
+        3D (the whole shape on one device)."""
+        be = self._ens._backend
+        return be.local_shape[:-1] + (be.own,) if self._ens._slab is not None else self.shape
+
+    @property
+    def halo_times(self) -> dict | None:
+        """Host seconds of the halo path of a lattice split over ranks (see
+        clphys.ising.slabs), None on one device."""
+        be = self._ens._backend
+        return dict(be.halo_times) if self._ens._slab is not None else None
 
     shape = property(lambda self: self._ens.shape)
     J = property(lambda self: self._ens.J)
@@ -664,13 +834,60 @@ class _Single:
         self._ens.save(path)
 
     @classmethod
-    def load(cls, path, device=None):
+    def load(cls, path, device=None, comm=None):
         """The lattice saved at `path` (see Ensemble.load); a file holding
-        an ensemble of several replicas is refused."""
-        header, arrays = load_checkpoint(path, CHECKPOINT_KIND)
-        inst = cls.__new__(cls)
-        inst._ens = cls._ensemble.__new__(cls._ensemble)
-        inst._ens._from_checkpoint(header, arrays, str(path), device, single=True)
+        an ensemble of several replicas is refused. With `comm` (collective;
+        every rank reads the file) the lattice is split over the ranks: a file
+        written on one device or on any number of ranks continues bit for bit."""
+        if comm is None:
+            header, arrays = load_checkpoint(path, CHECKPOINT_KIND)
+            inst = cls.__new__(cls)
+            inst._ens = cls._ensemble.__new__(cls._ensemble)
+            inst._ens._from_checkpoint(header, arrays, str(path), device, single=True)
+            return inst
+
+        def read():
+            # checked as a one-device load would, without a device: then the fields
+            header, arrays = load_checkpoint(path, CHECKPOINT_KIND)
+            if field(header, "replicas", int, minimum=1, path=path) != 1:
+                raise CheckpointError(f"checkpoint {str(path)!r} holds an ensemble; use "
+                                      f"Ensemble{cls._ensemble.dim}D.load")
+            return header, arrays
+        header, arrays = mpi.all_ok(comm, read)
+        return cls._split_from(header, arrays, str(path), device, comm)
+
+    @classmethod
+    def _split_from(cls, header, arrays, path, device, comm):
+        """A lattice split over the ranks of `comm` from a loaded (and read-
+        checked) checkpoint of one lattice (collective; every rank holds the
+        same file, so a bad one fails alike everywhere)."""
+        where = f"checkpoint {path!r}"
+        shape = field(header, "shape", list, path=path)
+        dim = cls._ensemble.dim
+        if len(shape) != dim or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 2
+                                        for v in shape):
+            raise CheckpointError(f"{where}: field 'shape' = {shape!r} is not {dim} sizes >= 2")
+        _check_array(where, arrays, "spins", np.uint8, (1, -(-int(np.prod(shape)) // 8)))
+        _check_array(where, arrays, "temperatures", np.float64, (1,))
+        options = {k: (tuple(v) if isinstance(v, list) else v)
+                   for k, v in field(header, "options", dict, path=path).items()}
+        for k in ("sweeps_per_launch", "band"):       # one sweep per launch over ranks
+            options.pop(k, None)
+        temps = arrays.get("temperatures")
+        inst = cls(tuple(shape), float(temps[0]) if temps is not None and temps.size else 1.0,
+                   J=field(header, "J", float, path=path), h=field(header, "h", float, path=path),
+                   algorithm=field(header, "algorithm", str, path=path),
+                   rng=field(header, "rng", str, path=path), seed=field(header, "seed", int, path=path),
+                   start="up", device=device, comm=comm, **options)
+        N = int(np.prod(shape))
+        bits = np.unpackbits(arrays["spins"], axis=1, count=N)
+        spins = (1 - 2 * bits.astype(np.int8)).reshape((1,) + tuple(reversed(shape)))
+        bstate = field(header, "backend", dict, path=path)
+        ens = inst._ens
+        mpi.all_ok(comm, ens._backend.set_spins, spins)
+        mpi.all_ok(comm, ens._backend.set_state, bstate)
+        ens._backend.exchange_halos()
+        ens._settled = field(header, "settled", int, minimum=0, path=path)
         return inst
 
     def __repr__(self):

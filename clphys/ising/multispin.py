@@ -48,6 +48,8 @@ the signs of J and h but not on the temperature, so temperature scans compile on
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pyopencl as cl
 
@@ -80,6 +82,9 @@ class MultispinBackend:
     MULTISWEEP_MAX_SITES = {True: 2**25, False: 2**19}
     MULTISWEEP_SWEEPS = {True: {"band": 2, "whole": 4}, False: {"band": 8, "whole": 8}}
     MULTISWEEP_WG = {True: 1024, False: 256}
+    # the global index of replica 0 in the Philox counters: set by an ensemble
+    # split over MPI ranks (clphys.ising.lattice.Ensemble(comm=...))
+    r0 = 0
     # On CPUs (one core per work group) the multi-sweep kernel is used only
     # where it is cheaper than single launches by the model of _best_band
     # with a launch worth CPU_LAUNCH_WORDS word updates of one core (PoCL:
@@ -130,8 +135,16 @@ class MultispinBackend:
             need["band copies (several sweeps per launch)"] = spins
         return need
 
-    def __init__(self, dev, shape, n_replicas, *, rng, seed, **options):
+    def __init__(self, dev, shape, n_replicas, *, rng, seed, own=None, **options):
+        """own (clphys.ising.slabs): the lattice is one rank's share of a lattice
+        split over MPI ranks: its first `own` slabs (rows in 2D, z planes in 3D)
+        are updated, the two after them are halos; one sweep per launch."""
         opts = self.check_options(options)
+        if own is not None:
+            if opts["sweeps_per_launch"] not in (None, 1) or opts["band"] is not None:
+                raise ValueError("a lattice split over MPI ranks runs one sweep per launch: "
+                                 "sweeps_per_launch must be 1 (or None) and band None")
+            opts["sweeps_per_launch"] = 1
         defaults = self.GPU_DEFAULTS if dev.facts.is_gpu else self.CPU_DEFAULTS
         lanes = opts["lanes"] if opts["lanes"] is not None else defaults["lanes"]
         W = opts["words_per_item"] if opts["words_per_item"] is not None else defaults["words_per_item"]
@@ -149,7 +162,10 @@ class MultispinBackend:
         # lanes 4/8: W consecutive words of a row (or of rows, below); lanes 1:
         # W consecutive rows of a z plane (one word each)
         wanted = W
-        while (self.WR if lanes > 1 else Ly) % W:
+        # rows an item may span: a z plane, or in 2D the rows a slab share updates
+        # (and, for whole-row runs, the local rows with the halos too)
+        span = Ly if own is None or self.dim == 3 else own
+        while (self.WR if lanes > 1 else span) % W:
             W //= 2
         self.words = self.rows * self.WR          # per colour and replica
         self.row_bits = min(S, 32)                # spins per word
@@ -163,7 +179,8 @@ class MultispinBackend:
             # short rows: an item takes W / WR whole rows of a z plane, so that
             # the joint mode's Philox calls fill the SIMD lanes
             W = wanted
-            while W > self.WR and Ly % (W // self.WR):
+            span = Ly if own is None or self.dim == 3 else math.gcd(own, Ly)
+            while W > self.WR and span % (W // self.WR):
                 W //= 2
         if opts["words_per_item"] is None and dev.facts.is_gpu:
             # keep at least MIN_GROUPS_PER_CU work groups per compute unit (the
@@ -172,6 +189,10 @@ class MultispinBackend:
             while W > 1 and n_replicas * self.words // W < min_items:
                 W //= 2
         self.W, self.wg, self.lanes = W, wg, lanes
+        # rows of one work item, and the rows (words per colour) updated and summed
+        self.rows_per_item = W if lanes == 1 else max(1, W // self.WR)
+        self.own_rows = self.rows if own is None else own * (Ly if self.dim == 3 else 1)
+        self.sum_words = self.own_rows * self.WR
         self.reducer = SumsReducer(dev, n_replicas, self.words)
         self._params = dict(dim=self.dim, Lx=Lx, Ly=Ly, Lz=self.Lz, W=W, lanes=lanes, wg=wg,
                             rwg=self.reducer.wg, band=self.band, mwg=self.mwg)
@@ -306,6 +327,9 @@ class MultispinBackend:
             always, slots, table = plan.always, plan.slots, plan.data
             joint = plan.layout and (plan.layout.k, plan.layout.field, plan.layout.shift,
                                      plan.layout.cells)
+            # Philox calls per word (cl_kernels/ising/multispin.cl, CPW)
+            self._cpw = (self.row_bits // 4 if plan.layout is None
+                         else -(-(self.row_bits // plan.layout.k) // 4))
             self.sweep_prg = self._program(always, slots, joint)
             self.thr_buf = cl.Buffer(self.dev.context, cl.mem_flags.READ_ONLY, table.nbytes)
             enqueue_upload(self.dev.queue, self.thr_buf, table)
@@ -325,8 +349,28 @@ class MultispinBackend:
             lo, hi = np.uint32(self.t & 0xFFFFFFFF), np.uint32(self.t >> 32)
             for c in (0, 1):
                 k(q, glob, local, b[c], b[1 - c], self.thr_buf, np.uint32(c), np.uint32(self.R),
-                  np.uint32(self.key[0]), np.uint32(self.key[1]), lo, hi)
+                  np.uint32(self.key[0]), np.uint32(self.key[1]), lo, hi, np.uint32(self.r0),
+                  np.uint32(0), np.uint32(self.rows), np.uint32(self.rows), np.uint32(0))
             self.t += 1
+
+    def half_sweep(self, colour, row_begin, n_rows, first_row, thresholds, wait_for=None):
+        """Enqueue the update of colour `colour` in n_rows rows from row_begin
+        on, wrapping to row 0 after the own rows (all multiples of
+        rows_per_item), of every replica; local row 0 is row `first_row` of the
+        whole lattice (its Philox counters). Returns the launch's event. Does
+        not count the sweep (clphys.ising.slabs counts it after colour 1)."""
+        self._set_thresholds(thresholds)
+        gshift = (first_row * self.WR * self._cpw) % 2**32
+        items = self.R * n_rows * self.WR // self.W
+        local = (self.wg,) if self.wg else None
+        glob = (-(-items // self.wg) * self.wg,) if self.wg else (items,)
+        b = self.bufs
+        return self.sweep_prg.ising_ms_sweep(
+            self.dev.queue, glob, local, b[colour], b[1 - colour], self.thr_buf, np.uint32(colour),
+            np.uint32(self.R), np.uint32(self.key[0]), np.uint32(self.key[1]),
+            np.uint32(self.t & 0xFFFFFFFF), np.uint32(self.t >> 32), np.uint32(self.r0),
+            np.uint32(row_begin), np.uint32(n_rows), np.uint32(self.own_rows), np.uint32(gshift),
+            wait_for=wait_for)
 
     def _multisweep(self, n):
         k = self.sweep_prg.ising_ms_multisweep
@@ -338,7 +382,7 @@ class MultispinBackend:
             lo, hi = np.uint32(self.t & 0xFFFFFFFF), np.uint32(self.t >> 32)
             k(self.dev.queue, glob, (self.mwg,), self.bufs[0], self.bufs[1], self.alt[0], self.alt[1],
               self.thr_buf, np.uint32(self.R), np.uint32(self.key[0]), np.uint32(self.key[1]), lo, hi,
-              np.uint32(2 * m))
+              np.uint32(2 * m), np.uint32(self.r0))
             self.bufs, self.alt = self.alt, self.bufs
             self.t += m
             done += m
@@ -348,7 +392,8 @@ class MultispinBackend:
         """See clphys.ising.backends: int64 pair (bond, M) of measurement `index`."""
         red = self.reducer
         self.prg.ising_ms_sums(self.dev.queue, (self.R * red.parts * red.wg,), (red.wg,),
-                               self.bufs[0], self.bufs[1], red.partial, np.uint32(red.parts))
+                               self.bufs[0], self.bufs[1], red.partial, np.uint32(red.parts),
+                               np.uint32(self.sum_words))
         red.finish(buffer, index)
 
     def sums(self):

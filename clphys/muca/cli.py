@@ -8,7 +8,8 @@ import time
 
 import numpy as np
 
-from .._cli import add_checkpoint, add_device, add_output, add_plot, add_progress, check_outputs
+from .._cli import (add_checkpoint, add_device, add_output, add_plot, add_progress, allow_mpi,
+                    check_outputs, is_root)
 from ..runtime.files import atomic_output
 
 CHECKPOINT_EVERY = 60.0        # seconds between periodic checkpoints
@@ -27,6 +28,10 @@ def cmd_muca(args) -> int:
             raise ValueError(f"{name} must be >= {low}, got {value}")
     if args.kl is not None and not (math.isfinite(args.kl) and args.kl > 0):
         raise ValueError(f"--kl must be a positive number, got {args.kl}")
+    comm = getattr(args, "comm", None)
+    if comm is not None and (args.checkpoint or args.resume):
+        raise ValueError("--checkpoint and --resume are not supported with walkers split over MPI "
+                         "ranks; run on one process to checkpoint")
     t_start = time.perf_counter()
     if args.resume:
         saved = Multicanonical.peek(args.resume)          # checked before any device work
@@ -40,9 +45,10 @@ def cmd_muca(args) -> int:
         if args.size is None:
             raise ValueError("--size is required (or --resume FILE)")
         sim = Multicanonical(args.size, dim=args.dim or 2, walkers=args.walkers, seed=args.seed or 0,
-                             device=args.device)
+                             device=args.device, comm=comm)
     o = sim.options
-    print(f"muca {sim.geom}, {sim.walkers} walkers, seed {sim.seed}, on {sim.device.name} "
+    where = sim.device.name if comm is None else f"{comm.Get_size()} MPI ranks (rank 0: {sim.device.name})"
+    print(f"muca {sim.geom}, {sim.walkers} walkers, seed {sim.seed}, on {where} "
           f"(wg {o['wg']}, lattice {o['lattice']}, table {o['table']}, histogram {o['hist']})"
           + (f", resumed from {args.resume}" if args.resume else ""), flush=True)
 
@@ -79,6 +85,8 @@ def cmd_muca(args) -> int:
             line += f" {ref.energy[i]:12.6f} {ref.specific_heat[i]:10.6f}"
         print(line)
     print(f"wall        {time.perf_counter() - t_start:.3f} s in all (build and transfers included)")
+    if not is_root(comm):                 # every rank holds the result; rank 0 writes it
+        return 0
     if args.output:
         _write_output(args.output, sim, res, exact)
         print(f"output      {args.output}")
@@ -215,3 +223,4 @@ def add_parsers(sub):
     add_output(p, "write ln g(E), errors, histograms and C(T) to FILE (.npz)")
     add_checkpoint(p)
     p.set_defaults(func=cmd_muca)
+    allow_mpi(p)            # the walkers split over the ranks

@@ -95,8 +95,9 @@ class Engine:
     ``t`` (steps done by every walker), ``hist`` / ``moments`` (host totals)."""
 
     def __init__(self, dev, geom: Geometry, walkers: int, seed: int, *, offset: int = 0,
-                 total: int | None = None, options: dict):
+                 total: int | None = None, options: dict, comm=None):
         self.dev, self.geom, self.W = dev, geom, walkers
+        self.comm = comm                 # engines of the other walkers (MPI ranks): counts are summed
         self.offset = offset
         self.total = walkers if total is None else total
         self.wg, self.lattice_mode = options["wg"], options["lattice"]
@@ -109,7 +110,9 @@ class Engine:
         self.mags = self._buffer(walkers, np.int32)
         self.thr = self._buffer(geom.nbins * geom.ncls, np.uint32)
         self.sites = self._buffer(SITES_CAP * 4, np.uint32)
-        self.limit = (2**32 - 1) // walkers            # recorded steps between flushes
+        # recorded steps between flushes: fixed by the whole ensemble (every engine
+        # flushes at the same steps, and the counts summed over them cannot wrap)
+        self.limit = (2**32 - 1) // self.total
         self.t = 0
         self._hist_buf = self._mhist_buf = None
         self._programs = {}
@@ -207,8 +210,15 @@ class Engine:
         self._since = int(since)
 
     def flush(self):
-        """Add the device counts into the host totals and zero them."""
+        """Add the device counts into the host totals and zero them. With a
+        communicator (collective) the counts of every rank's walkers are summed
+        first, so the totals are those of one engine with all the walkers."""
         h, mh, _ = self.pending()
+        if self.comm is not None:
+            from mpi4py import MPI
+            self.comm.Allreduce(MPI.IN_PLACE, h, op=MPI.SUM)
+            if self.magnet:
+                self.comm.Allreduce(MPI.IN_PLACE, mh, op=MPI.SUM)
         self.hist += h
         if self.magnet:
             # moments of |m| = |M| / N per (slot, bin): sum of counts |m|^1, ^2, ^4

@@ -21,7 +21,7 @@ from dataclasses import astuple, dataclass, fields
 import numpy as np
 
 from .. import _validate
-from ..runtime import resolve_device
+from ..runtime import mpi, resolve_device
 from ..runtime.checkpoint import CheckpointError, field, load_checkpoint, save_checkpoint
 from ..runtime.longrun import Interrupted, interrupt_deferred, run_sliced
 from . import protocol as proto
@@ -77,21 +77,57 @@ class Multicanonical:
     Protocol (Gross et al. 2018): f_therm, z, factor, growth, min_width.
     Kernel options (results do not depend on them): wg, lattice, table, hist
     ("local" or "global": where each lives during a launch).
+
+    comm (an mpi4py communicator): a collective construction; the walkers
+    (default: as many as fill every rank's device) are split over the ranks,
+    each keeping the Philox stream of its global index, and each histogram is
+    summed over the ranks (Allreduce) where one device would read its own, so
+    iterate() and produce() give, on every rank, bit for bit the results of
+    the same walkers on one device (of the same kind). save()/load() are not
+    supported over ranks; walker_state() gives this rank's walkers.
     """
 
     def __init__(self, L, dim=2, walkers=None, seed=0, device=None, *, f_therm=30.0, z=2.25,
-                 factor=6.0, growth=1.1, min_width=10, wg=None, lattice=None, table=None, hist=None):
+                 factor=6.0, growth=1.1, min_width=10, wg=None, lattice=None, table=None, hist=None,
+                 comm=None):
+        self._comm = comm
+        if comm is None:
+            self._setup(L, dim, walkers, seed, device, (f_therm, z, factor, growth, min_width),
+                        (wg, lattice, table, hist), None)
+            return
+        size, rank = mpi.comm_size_rank(comm)
+        total = mpi.all_ok(comm, self._setup, L, dim, walkers, seed, device,
+                           (f_therm, z, factor, growth, min_width), (wg, lattice, table, hist), size)
+        mpi.agree(comm, "multicanonical parameters", L=self.geom.L, dim=self.geom.dim, walkers=total,
+                  seed=self.seed, protocol=repr(self.protocol), options=repr(self.options))
+        if total < size:                 # (the same on every rank: no one is left waiting)
+            raise ValueError(f"{total} walkers cannot be split over {size} MPI ranks: use at least one "
+                             f"walker per rank")
+        first, count = mpi.split(total, size, rank)
+        self.walkers = total
+        mpi.all_ok(comm, self._open, count, first)
+
+    def _setup(self, L, dim, walkers, seed, device, protocol, options, ranks):
+        """Checks, device and kernel options; on one device the engine too. With
+        `ranks`, returns the walkers of the whole ensemble."""
         self.geom = Geometry.checked(L, dim)
-        self.protocol = proto.Protocol.checked(f_therm, z, factor, growth, min_width)
+        self.protocol = proto.Protocol.checked(*protocol)
         self.seed = _validate.seed(seed)
         if walkers is not None:
             walkers = _validate.integer("walkers", walkers, 1, 2**31 - 1)
         dev = resolve_device(device)
-        self.walkers = default_walkers(dev.facts) if walkers is None else walkers
-        self.options = choose_options(dev.facts, self.geom, wg, lattice, table, hist)
-        check_engine_memory(dev, self.geom, self.walkers)
         self.device = dev
-        self._engine = Engine(dev, self.geom, self.walkers, self.seed, options=self.options)
+        self.options = choose_options(dev.facts, self.geom, *options)
+        if ranks is not None:
+            return ranks * default_walkers(dev.facts) if walkers is None else walkers
+        self.walkers = default_walkers(dev.facts) if walkers is None else walkers
+        self._open(self.walkers, 0)
+
+    def _open(self, count, first):
+        """The engine of walkers first .. first + count - 1 of self.walkers."""
+        check_engine_memory(self.device, self.geom, count)
+        self._engine = Engine(self.device, self.geom, count, self.seed, offset=first, total=self.walkers,
+                              options=self.options, comm=self._comm)
         self._engine.randomize()
         self.log_weights = np.zeros(self.geom.nbins)
         self.width = self.protocol.min_width
@@ -174,6 +210,8 @@ class Multicanonical:
             raise TypeError(f"callback must be callable, got {callback!r}")
         if self._prod is not None:
             raise ValueError("a production run is in progress: finish it with produce() first")
+        if self._comm is not None and self._comm.Get_rank():
+            progress = False
         report = _line_reporter(progress, self.geom.full_width)
         done = 0
         with interrupt_deferred() as pending:
@@ -190,7 +228,10 @@ class Multicanonical:
                 report(record, done, max_iterations)
                 if callback is not None:
                     callback(record)
-                if pending():
+                stop = pending()
+                if self._comm is not None:            # every rank stops after the same iteration
+                    stop = any(self._comm.allgather(bool(stop)))
+                if stop:
                     raise Interrupted(done, max_iterations or done, "iterations")
         return self.history
 
@@ -213,7 +254,7 @@ class Multicanonical:
         try:
             run_sliced(total - start, lambda s, n: self._advance(state, n), self._engine.queue,
                        progress=progress, label=label, what="steps per walker",
-                       target_seconds=TARGET_SECONDS, first=self._slice)
+                       target_seconds=TARGET_SECONDS, first=self._slice, comm=self._comm)
         finally:
             elapsed = time.perf_counter() - t0
             state["seconds"] += elapsed
@@ -246,8 +287,8 @@ class Multicanonical:
         self._applied = True
 
     def _reduce(self, counts):
-        """Where walkers on several devices would add their histograms (an MPI
-        Allreduce); one device holds them all here."""
+        """The histograms of every walker: the engine's totals, which its
+        flush() already summed over the ranks (an MPI Allreduce of the counts)."""
         return counts
 
     # ------------------------------------------------------------ production
@@ -261,6 +302,8 @@ class Multicanonical:
         histograms for canonical() (default: when they take at most 64 MiB).
         progress: a bar over the production (as everywhere)."""
         _check_progress(progress)
+        if self._comm is not None and self._comm.Get_rank():
+            progress = False
         if self._iter is not None:
             raise ValueError("an iteration was interrupted: finish it with iterate() first")
         if self._prod is None:
@@ -322,6 +365,9 @@ class Multicanonical:
     def save(self, path):
         """Write the whole state (walkers, weights, counters, partial histograms)
         to `path` (.npz, clphys checkpoint format), atomically."""
+        if self._comm is not None:
+            raise ValueError("save() of walkers split over MPI ranks is not supported: run on one "
+                             "process to checkpoint")
         eng = self._engine
         pend_hist, pend_mhist, since = eng.pending()
         lattice, bins, mags = self.walker_state()

@@ -78,7 +78,7 @@ class interrupt_deferred:
 
 def run_sliced(total: int, advance, queue, *, progress=None, label: str = "", what: str = "",
                target_seconds: float = 0.25, first: int = 1, largest: int | None = None,
-               bar: Progress | None = None) -> int:
+               bar: Progress | None = None, comm=None) -> int:
     """Do `total` units of work: ``advance(start, n)`` enqueues units
     [start, start + n); after each call the queue is finished.
 
@@ -87,9 +87,16 @@ def run_sliced(total: int, advance, queue, *, progress=None, label: str = "", wh
     `progress` is as everywhere (None, bool or a callable(done, total)); pass
     `bar` instead to count into an enclosing :class:`Progress`. Returns
     `total`; raises :class:`Interrupted` with the completed count on Ctrl-C.
+
+    comm (an mpi4py communicator, for work whose slices talk to other ranks):
+    every rank takes the same slices (sized by the slowest rank's time) and
+    Ctrl-C on any rank stops every rank after the same slice, so no rank is
+    left waiting for one that stopped.
     """
     total = int(total)
     size = max(1, int(first))
+    if comm is not None:
+        size = comm.bcast(size, root=0)       # the same slices on every rank
     cap = max(1, int(largest)) if largest is not None else None
     done = 0
     own = bar is None
@@ -105,7 +112,11 @@ def run_sliced(total: int, advance, queue, *, progress=None, label: str = "", wh
                 elapsed = time.perf_counter() - t0
                 done += n
                 meter.update(n)
-                if pending():
+                stop = pending()
+                if comm is not None:
+                    views = comm.allgather((elapsed, bool(stop)))
+                    elapsed, stop = max(v[0] for v in views), any(v[1] for v in views)
+                if stop:
                     raise Interrupted(done, total, what)
                 if elapsed < 0.5 * target_seconds and n == size:
                     size *= 2

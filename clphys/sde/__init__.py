@@ -7,7 +7,8 @@ from . import models
 from .ensemble import Ensemble, EnsembleState, RunResult
 from .junction import JosephsonResult, josephson
 from .model import Model
-from .oscillators import Kuramoto, KuramotoResult, kuramoto
+from .oscillators import Kuramoto, KuramotoResult, KuramotoSweep, kuramoto, kuramoto_sweep
 
 __all__ = ["Model", "Ensemble", "EnsembleState", "RunResult", "models", "josephson",
-           "JosephsonResult", "kuramoto", "Kuramoto", "KuramotoResult"]
+           "JosephsonResult", "kuramoto", "Kuramoto", "KuramotoResult", "kuramoto_sweep",
+           "KuramotoSweep"]

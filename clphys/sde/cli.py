@@ -18,8 +18,8 @@ import warnings
 
 import numpy as np
 
-from .._cli import (add_checkpoint, add_device, add_output, add_plot, add_progress, check_outputs,
-                    progress_arg)
+from .._cli import (add_checkpoint, add_device, add_output, add_plot, add_progress, allow_mpi,
+                    check_outputs, progress_arg)
 from ..runtime.files import atomic_output
 from ..runtime.longrun import Interrupted
 
@@ -70,6 +70,7 @@ def add_parsers(sub):
     _common(j)
     add_output(j, "also write the table to FILE at full precision (text)")
     j.set_defaults(func=cmd_josephson)
+    allow_mpi(j)            # the grid points (or paths) split over the ranks
 
     k = models.add_parser("kuramoto", help="order parameter r(t) of noisy Kuramoto oscillators",
                           description="gamma dtheta_i = (omega + (K/N) sum_j sin(theta_j - theta_i)) dt "
@@ -146,9 +147,11 @@ def cmd_josephson(args) -> int:
                         scheme=args.scheme, rng=args.rng, seed=args.seed, dtype=args.dtype,
                         fast_math=args.fast_math, progress=progress_arg(args), device=args.device,
                         checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
-                        resume=args.resume)
+                        resume=args.resume, comm=getattr(args, "comm", None))
     except Interrupted as exc:
         raise _interrupted(exc, args)
+    if res is None:                   # another rank than 0 of a sweep split over ranks
+        return 0
     print("  ".join(f"{n:>10}" for n in swept + ["<<v>>", "error"]))
     rows = []
     for idx in np.ndindex(*res.v.shape):

@@ -28,7 +28,8 @@ import pyopencl.array as cla
 
 from .. import _validate as check
 from ..rng import chained_seeds, seed_key
-from ..runtime import resolve_device, zeros
+from ..errors import DeviceError
+from ..runtime import mpi, resolve_device, zeros
 from ..runtime import work_group_size as _wg_size
 from ..runtime import checkpoint as ckpt
 from ..runtime.checkpoint import CheckpointError, check_arrays, load_checkpoint, save_checkpoint
@@ -39,7 +40,7 @@ from . import expr as _expr
 from .model import Model
 
 __all__ = ["Ensemble", "EnsembleState", "RunResult", "SCHEMES", "RNGS", "DTYPES", "TIME_RESYNC",
-           "check_fits"]
+           "check_fits", "Share", "shares", "GATHERS"]
 
 SCHEMES = ("srk2", "euler")
 RNGS = ("philox", "xorshift32")
@@ -51,6 +52,48 @@ MAX_HIST_BINS = 4096
 # split into launches, slices or resumed runs.
 TIME_RESYNC = 16384
 CHECKPOINT_KIND = "sde-ensemble"
+GATHERS = ("root", "all")        # where a distributed ensemble's results end up: rank 0, every rank
+
+
+@dataclass(frozen=True)
+class Share:
+    """One rank's part of a distributed ensemble: grid points g0 .. g0 + n_grid - 1
+    and, of each, paths p0 .. p0 + n_paths - 1 (p0 a multiple of the work-group size)."""
+    g0: int
+    n_grid: int
+    p0: int
+    n_paths: int
+
+
+def shares(n_grid: int, n_paths: int, wg: int, size: int) -> list:
+    """The Share of every rank of `size`: whole grid points where that balances
+    the work as well as splitting the paths of every point (then nothing is
+    combined across ranks before the end), else the paths of every grid point
+    in whole work groups (whose partial moments are combined at the end, in the
+    order one device combines them). ValueError if some rank would get nothing."""
+    from ..runtime.mpi import split
+    if size == 1:
+        return [Share(0, n_grid, 0, n_paths)]
+    groups = -(-n_paths // wg)
+    by_grid = [Share(*split(n_grid, size, r), 0, n_paths) for r in range(size)]
+    grid_load = max(s.n_grid for s in by_grid) * n_paths
+    if groups >= size:
+        by_paths = []
+        for r in range(size):
+            j0, nj = split(groups, size, r)
+            by_paths.append(Share(0, n_grid, j0 * wg, min(n_paths, (j0 + nj) * wg) - j0 * wg))
+        if n_grid < size or max(s.n_paths for s in by_paths) * n_grid < 0.9 * grid_load:
+            return by_paths
+    elif n_grid < size:
+        small = wg
+        while small > 1 and -(-n_paths // small) < size:
+            small //= 2
+        fix = f"a work_group_size of at most {small} (where the call takes one), " if small < wg else ""
+        raise ValueError(f"an ensemble of {n_grid} grid point{'s' * (n_grid > 1)} x {n_paths} paths "
+                         f"({groups} work group{'s' * (groups > 1)} of {wg} per point) cannot be split "
+                         f"over {size} MPI ranks: use at least {(size - 1) * wg + 1} paths, {fix}"
+                         f"or fewer ranks")
+    return by_grid
 
 
 def _next_pow2(n: int) -> int:
@@ -338,7 +381,23 @@ class Ensemble:
 
     def __init__(self, model, n_paths, params, dt, *, scheme="srk2", rng="philox", seed=0,
                  dtype="float32", fast_math=False, initial=None, work_group_size=None,
-                 device=None):
+                 device=None, comm=None, gather="root"):
+        self._comm, self._gather = None, "root"
+        args = (model, n_paths, params, dt, scheme, rng, seed, dtype, fast_math, initial)
+        if comm is None:
+            init = self._check_args(*args)
+        else:
+            # collective: every rank checks, a failure anywhere is an error everywhere
+            mpi.comm_size_rank(comm)
+            init = mpi.all_ok(comm, self._check_args, *args)
+            gather = mpi.all_ok(comm, check.choice, "gather", gather, GATHERS)
+            mpi.agree(comm, "Ensemble parameters", **self._identity(init), gather=gather,
+                      work_group_size=repr(work_group_size))
+            self._comm, self._gather = comm, gather
+        self._open(device, work_group_size, init)
+
+    def _check_args(self, model, n_paths, params, dt, scheme, rng, seed, dtype, fast_math, initial):
+        """Every argument checked (no device yet); returns the checked initial values."""
         if not isinstance(model, Model):
             raise TypeError(f"model must be a clphys.sde.Model, got {type(model).__name__}")
         self.model = model
@@ -364,30 +423,68 @@ class Ensemble:
                 raise ValueError(f"drive_period {model.drive_period!r} must be finite and > 0; it is "
                                  f"{periods[bad][0]} at grid point {int(np.argmax(bad))}")
         self._periods = periods
-        init = self._check_initial(initial)
-        self.device = dev = resolve_device(device)
-        if self.dtype == "float64" and not dev.facts.fp64:
-            raise ValueError(f"dtype='float64' needs fp64, which {dev.name} lacks; use 'float32'")
-        if work_group_size is None:
-            wg = work_group_size_default(dev.facts, self.n_paths)
-        else:
+        return self._check_initial(initial)
+
+    def _identity(self, init) -> dict:
+        """What must agree across ranks (arrays by their hash)."""
+        def tag(v):
+            if isinstance(v, tuple):
+                return list(v)
+            return "sha1:" + hashlib.sha1(np.ascontiguousarray(v, dtype=float).tobytes()).hexdigest()
+        return {"model": self.model.describe(), "n_paths": self.n_paths,
+                "params": _encode_params(self._params), "dt": self.dt, "scheme": self.scheme,
+                "rng": self.rng, "seed": self.seed, "dtype": self.dtype, "fast_math": self.fast_math,
+                "initial": {v: tag(val) for v, val in init.items()}}
+
+    def _collective(self, fn, *args):
+        """fn(*args) here; with a communicator on every rank, failing everywhere if it fails anywhere."""
+        return fn(*args) if self._comm is None else mpi.all_ok(self._comm, fn, *args)
+
+    def _open(self, device, work_group_size, init):
+        """Device, work-group size, this rank's share, memory check, buffers, initial state."""
+        def pick_device():
+            self.device = dev = resolve_device(device)
+            if self.dtype == "float64" and not dev.facts.fp64:
+                raise ValueError(f"dtype='float64' needs fp64, which {dev.name} lacks; use 'float32'")
+            if work_group_size is None:
+                return work_group_size_default(dev.facts, self.n_paths)
             wg = check.integer("work_group_size", work_group_size, 1, dev.facts.max_work_group)
             if wg & (wg - 1):
                 raise ValueError(f"work_group_size must be a power of two, got {wg}")
+            return wg
+
+        wg = self._collective(pick_device)
         self.work_group_size = wg
-        self._groups_per_grid = -(-self.n_paths // wg)
         self._real = np.dtype(self.dtype)
-        self._acc = np.dtype(np.float64 if dev.facts.fp64 else np.float32)
-        self._nper = len(model.periodic)
+        self._acc = np.dtype(np.float64 if self.device.facts.fp64 else np.float32)
+        size, rank = (1, 0) if self._comm is None else mpi.comm_size_rank(self._comm)
+        if self._comm is not None:
+            # the same work groups and accumulator everywhere, or the statistics differ in their bits
+            mpi.agree(self._comm, "work-group sizes and accumulators of the ranks' devices (pass "
+                      "work_group_size=, or use devices of one kind)", work_group_size=wg,
+                      accumulator=self._acc.name)
+        self._shares = shares(self.n_grid, self.n_paths, wg, size)
+        self.share = sh = self._shares[rank]
+        self._ng, self._np = sh.n_grid, sh.n_paths      # this rank's grid points and paths per point
+        self._nl = sh.n_grid * sh.n_paths
+        self._groups_per_grid = -(-sh.n_paths // wg)
+        self._nper = len(self.model.periodic)
         self._check_representable(init)
-        check_memory(dev, self._buffer_sizes(),
-                     f"an ensemble of {self.n_paths} paths x {self.n_grid} grid points",
-                     "Use fewer paths or grid points.")
+        self._collective(check_memory, self.device, self._buffer_sizes(),
+                         f"an ensemble of {self._np} paths x {self._ng} grid points"
+                         + (f" (rank {rank}'s share)" if size > 1 else ""),
+                         "Use fewer paths or grid points" + (", or more ranks." if size > 1 else "."))
         self._step = 0
         self._origin_step = 0
         self._slice = 1                  # the slice size (steps) the last run settled on
-        self._alloc()
-        self._set_initial(init)
+
+        def make():
+            try:
+                self._alloc()
+                self._set_initial(init)
+            except cl.Error as exc:
+                raise DeviceError(f"{self.device.name}: {exc}") from None
+        self._collective(make)
 
     def _check_representable(self, init):
         for p in self.model.parameters:
@@ -401,67 +498,110 @@ class Ensemble:
             check_fits(f"initial[{v!r}]", val[1:] if isinstance(val, tuple) else val, self._real)
 
     def _buffer_sizes(self) -> dict:
-        nv, r = len(self.model.variables), self._real.itemsize
-        return {"state": nv * self.n_total * r, "origin": nv * self.n_total * r,
-                "laps": self._nper * self.n_total * 4,
-                "rng": 8 * self.n_total if self.rng == "xorshift32" else 0,
-                "parameters": len(self.model.parameters) * self.n_grid * r,
-                "times": 3 * self.n_grid * r}
+        nv, r, n = len(self.model.variables), self._real.itemsize, self._nl
+        return {"state": nv * n * r, "origin": nv * n * r, "laps": self._nper * n * 4,
+                "rng": 8 * n if self.rng == "xorshift32" else 0,
+                "parameters": len(self.model.parameters) * self._ng * r,
+                "times": 3 * self._ng * r}
 
     # ------------------------------------------------------------ set-up
     @classmethod
-    def from_state(cls, state, *, work_group_size=None, device=None):
+    def from_state(cls, state, *, work_group_size=None, device=None, comm=None, gather="root"):
         """An ensemble continuing exactly where `state` (an
         :class:`EnsembleState` from :meth:`state`, or the path of a file
-        written by :meth:`save`) was."""
-        if isinstance(state, (str, os.PathLike)):
-            state = EnsembleState.load(state)
-        if not isinstance(state, EnsembleState):
-            raise TypeError(f"state must be an EnsembleState or a checkpoint file name, "
-                            f"got {type(state).__name__}")
+        written by :meth:`save`) was. With `comm` (collective) every rank
+        passes the same state (or file) and keeps its share of it: a state
+        continues bit for bit on any number of ranks."""
+        def read():
+            st = EnsembleState.load(state) if isinstance(state, (str, os.PathLike)) else state
+            if not isinstance(st, EnsembleState):
+                raise TypeError(f"state must be an EnsembleState or a checkpoint file name, "
+                                f"got {type(st).__name__}")
+            return st
+        state = read() if comm is None else mpi.all_ok(comm, read)
         ens = cls(state.model, state.n_paths, state.params, state.dt, scheme=state.scheme,
                   rng=state.rng, seed=state.seed, dtype=state.dtype, fast_math=state.fast_math,
-                  initial={}, work_group_size=work_group_size, device=device)
+                  initial={}, work_group_size=work_group_size, device=device, comm=comm, gather=gather)
+        if comm is not None:
+            mpi.agree(comm, "states", step=state.step, origin_step=state.origin_step,
+                      values=hashlib.sha1(state.values.tobytes()).hexdigest())
         q = ens.device.queue
-        cl.enqueue_copy(q, ens._state.data, np.ascontiguousarray(state.values))
-        cl.enqueue_copy(q, ens._origin.data, np.ascontiguousarray(state.origin))
+        cl.enqueue_copy(q, ens._state.data, ens._local_of(state.values))
+        cl.enqueue_copy(q, ens._origin.data, ens._local_of(state.origin))
         if ens._nper:
-            cl.enqueue_copy(q, ens._laps.data, np.ascontiguousarray(state.laps))
+            cl.enqueue_copy(q, ens._laps.data, ens._local_of(state.laps))
         if ens.rng == "xorshift32":
-            cl.enqueue_copy(q, ens._xs.data, state.xs_state)
-            cl.enqueue_copy(q, ens._spare.data, state.xs_spare)
-        cl.enqueue_copy(q, ens._t[ens._tcur].data, state.time)
+            cl.enqueue_copy(q, ens._xs.data, ens._local_of(state.xs_state[None])[0])
+            cl.enqueue_copy(q, ens._spare.data, ens._local_of(state.xs_spare[None])[0])
+        g0 = ens.share.g0
+        cl.enqueue_copy(q, ens._t[ens._tcur].data, np.ascontiguousarray(state.time[g0:g0 + ens._ng]))
         ens._t_valid = True
         ens._step, ens._origin_step = state.step, state.origin_step
         q.finish()
         return ens
 
     @classmethod
-    def load(cls, path, *, model=None, work_group_size=None, device=None):
+    def load(cls, path, *, model=None, work_group_size=None, device=None, comm=None, gather="root"):
         """The ensemble saved by :meth:`save` at `path`. With `model`, the
-        file must hold that model (a CheckpointError says which it holds)."""
-        state = EnsembleState.load(path)
-        if model is not None and state.model != model:
-            raise CheckpointError(f"checkpoint {os.fspath(path)!r} holds the model {state.model!r}, "
-                                  f"not {model!r}")
-        return cls.from_state(state, work_group_size=work_group_size, device=device)
+        file must hold that model (a CheckpointError says which it holds).
+        With `comm` (collective) every rank reads the file (a shared file
+        system) and keeps its share, on any number of ranks."""
+        def read():
+            st = EnsembleState.load(path)
+            if model is not None and st.model != model:
+                raise CheckpointError(f"checkpoint {os.fspath(path)!r} holds the model {st.model!r}, "
+                                      f"not {model!r}")
+            return st
+        state = read() if comm is None else mpi.all_ok(comm, read)
+        return cls.from_state(state, work_group_size=work_group_size, device=device, comm=comm,
+                              gather=gather)
 
-    def state(self) -> EnsembleState:
-        """A checkpoint of everything that determines the future of the run."""
+    def state(self) -> EnsembleState | None:
+        """A checkpoint of everything that determines the future of the run.
+        With a communicator: collective; the whole ensemble's state on rank 0
+        (every rank with gather='all'), None elsewhere."""
         xs = self._xs.get() if self.rng == "xorshift32" else np.zeros(0, np.uint32)
         sp = self._spare.get() if self.rng == "xorshift32" else np.zeros(0, np.float32)
-        laps = self._laps.get() if self._nper else np.zeros((0, self.n_total), np.int32)
+        laps = self._laps.get() if self._nper else np.zeros((0, self._nl), np.int32)
         time = self._t[self._tcur].get() if self._t_valid else self._exact_time(self._step)
+        values, origin = self._state.get(), self._origin.get()
+        if self._comm is not None:
+            whole = self._whole([values, laps, origin, xs[None] if xs.size else xs.reshape(0, 0),
+                                 sp[None] if sp.size else sp.reshape(0, 0)], time)
+            if whole is None:
+                return None
+            values, laps, origin, xs, sp, time = whole
+            xs, sp = xs.reshape(-1), sp.reshape(-1)
         return EnsembleState(self.model.describe(), self.n_paths, dict(self._params), self.dt,
                              self.scheme, self.rng, self.seed, self.dtype, self.fast_math, self._step,
-                             self._origin_step, self._state.get(), laps, self._origin.get(), time,
-                             xs, sp)
+                             self._origin_step, values, laps, origin, time, xs, sp)
+
+    def _whole(self, arrays, time):
+        """Every rank's (lead, local paths) arrays as (lead, n_total) arrays of the
+        whole ensemble, and the (n_grid,) times (collective: on rank 0, on every
+        rank with gather='all', else None)."""
+        got = self._comm.gather((arrays, time), root=0)
+        out = None
+        if got is not None:
+            out = []
+            for j, a in enumerate(arrays):
+                grid = np.zeros(a.shape[:-1] + (self.n_grid, self.n_paths), a.dtype)
+                for sh, (parts, _t) in zip(self._shares, got):
+                    part = parts[j].reshape(a.shape[:-1] + (sh.n_grid, sh.n_paths))
+                    grid[..., sh.g0:sh.g0 + sh.n_grid, sh.p0:sh.p0 + sh.n_paths] = part
+                out.append(grid.reshape(a.shape[:-1] + (self.n_total,)) if a.shape[-1:] != (0,)
+                           else a)
+            out.append(got[0][1] if self._by_paths else np.concatenate([t for _a, t in got]))
+        return self._comm.bcast(out, root=0) if self._gather == "all" else out
 
     def save(self, path) -> None:
         """Write :meth:`state` to `path` (.npz, atomically); :meth:`load` or
-        :meth:`from_state` resume it bit for bit."""
-        check_output_path(path, "checkpoint", (".npz",))
-        self.state().save(path)
+        :meth:`from_state` resume it bit for bit. With a communicator:
+        collective, rank 0 writes the whole ensemble's state."""
+        self._collective(check_output_path, path, "checkpoint", (".npz",))
+        state = self.state()
+        rank = 0 if self._comm is None else self._comm.Get_rank()
+        self._collective(lambda: state.save(path) if rank == 0 else None)
 
     def _check_initial(self, initial):
         initial = {} if initial is None else initial
@@ -491,53 +631,68 @@ class Ensemble:
     def _alloc(self):
         q = self.device.queue
         nv = len(self.model.variables)
-        self._state = zeros(self.device, (nv, self.n_total), self._real)
-        self._origin = zeros(self.device, (nv, self.n_total), self._real)
-        self._laps = zeros(self.device, (max(self._nper, 1), self.n_total if self._nper else 1), np.int32)
+        n = self._nl
+        self._state = zeros(self.device, (nv, n), self._real)
+        self._origin = zeros(self.device, (nv, n), self._real)
+        self._laps = zeros(self.device, (max(self._nper, 1), n if self._nper else 1), np.int32)
         if self.rng == "xorshift32":
-            self._xs = cla.to_device(q, chained_seeds(self.n_total, self.seed))
-            self._spare = zeros(self.device, self.n_total, np.float32)
+            # the seeds of the whole ensemble's paths, this rank's share of them
+            seeds = chained_seeds(self.n_total, self.seed)
+            self._xs = cla.to_device(q, self._local_of(seeds[None])[0])
+            self._spare = zeros(self.device, n, np.float32)
         else:
             self._xs = zeros(self.device, 1, np.uint32)
             self._spare = zeros(self.device, 1, np.float32)
         gp = self._grid_params()
-        table = np.array([np.broadcast_to(self._values[p], (self.n_grid,)) for p in gp],
-                         dtype=self._real).reshape(len(gp), self.n_grid)
+        mine = slice(self.share.g0, self.share.g0 + self._ng)
+        table = np.array([np.broadcast_to(self._values[p], (self.n_grid,))[mine] for p in gp],
+                         dtype=self._real).reshape(len(gp), self._ng)
         self._gpar = cla.to_device(q, table if gp else np.zeros(1, self._real))
         # t at the start of the next launch and at its end (swapped after each launch)
-        self._t = [zeros(self.device, self.n_grid, self._real) for _ in range(2)]
+        self._t = [zeros(self.device, self._ng, self._real) for _ in range(2)]
         self._tcur, self._t_valid = 0, False
-        self._period = cla.to_device(q, (self._periods if self._periods is not None
-                                         else np.ones(self.n_grid)).astype(self._real))
+        self._period = cla.to_device(q, (self._periods[mine] if self._periods is not None
+                                         else np.ones(self._ng)).astype(self._real))
 
     def _grid_params(self):
         return [p for p in self.model.parameters if not np.isscalar(self._values[p])]
 
     def _exact_time(self, step) -> np.ndarray:
-        """(n_grid,) time at absolute `step`, modulo the drive period, from float64."""
-        t = np.full(self.n_grid, step * self.dt)
+        """(local grid points,) time at absolute `step`, modulo the drive period, from float64."""
+        t = np.full(self._ng, step * self.dt)
         if self._periods is not None:
-            t = np.mod(t, self._periods)
+            t = np.mod(t, self._periods[self.share.g0:self.share.g0 + self._ng])
         return t.astype(self._real)
+
+    def _local_of(self, whole) -> np.ndarray:
+        """This rank's part (lead, local paths) of an array (lead, n_total) of every path."""
+        sh = self.share
+        lead = whole.shape[:-1]
+        grid = whole.reshape(lead + (self.n_grid, self.n_paths))
+        part = grid[..., sh.g0:sh.g0 + sh.n_grid, sh.p0:sh.p0 + sh.n_paths]
+        return np.ascontiguousarray(part).reshape(lead + (self._nl,))
 
     def _set_initial(self, init):
         q = self.device.queue
         nv = len(self.model.variables)
         if any(not isinstance(val, tuple) for val in init.values()):
-            host = np.zeros((nv, self.n_total), dtype=self._real)
+            host = np.zeros((nv, self._nl), dtype=self._real)
             for k, v in enumerate(self.model.variables):
                 if v in init and not isinstance(init[v], tuple):
-                    host[k] = np.asarray(init[v], dtype=self._real).reshape(self.n_total)
+                    whole = np.asarray(init[v], dtype=self._real).reshape(1, self.n_total)
+                    host[k] = self._local_of(whole)[0]
             cl.enqueue_copy(q, self._state.data, host)
         for k, v in enumerate(self.model.variables):
             val = init.get(v)
             if isinstance(val, tuple):
                 prg = self._program((), (), ())
                 k0, k1 = seed_key(self.seed)
-                prg.sde_init_uniform(q, (self.n_total,), None, self._state.data,
-                                     np.uint64(k * self.n_total), np.uint64(self.n_total),
+                sh = self.share
+                prg.sde_init_uniform(q, (self._nl,), None, self._state.data,
+                                     np.uint64(k * self._nl), np.uint64(self._nl),
                                      self._real.type(val[1]), self._real.type(val[2]), np.uint32(k),
-                                     np.uint32(k0), np.uint32(k1))
+                                     np.uint32(k0), np.uint32(k1), np.uint64(sh.g0),
+                                     np.uint64(sh.p0), np.uint64(sh.n_paths), np.uint64(self.n_paths))
         self.set_origin()
 
     def _program(self, obs, hist, disp):
@@ -580,11 +735,18 @@ class Ensemble:
         return {p: np.broadcast_to(self._values[p], (self.n_grid,)).reshape(self.grid_shape)
                 for p in self.model.parameters}
 
-    def values(self, unwrap=False) -> dict:
+    def values(self, unwrap=False) -> dict | None:
         """{variable: array (*grid_shape, n_paths)} of the current state;
-        with unwrap=True periodic variables are float64 x + laps * period."""
+        with unwrap=True periodic variables are float64 x + laps * period.
+        With a communicator: collective, the whole ensemble's values on rank 0
+        (every rank with gather='all'), None elsewhere."""
         host = self._state.get()
-        laps = self._laps.get()
+        laps = self._laps.get() if self._nper else np.zeros((0, self._nl), np.int32)
+        if self._comm is not None:
+            whole = self._whole([host, laps], np.zeros(self._ng))
+            if whole is None:
+                return None
+            host, laps, _t = whole
         out = {}
         for k, v in enumerate(self.model.variables):
             a = host[k]
@@ -642,7 +804,37 @@ class Ensemble:
         :class:`clphys.runtime.Interrupted` with the ensemble at the last
         completed step (consistent: it can be saved and continued) and the
         samples recorded so far as ``exc.partial`` (a RunResult).
+
+        With a communicator (``Ensemble(..., comm=)``) run is collective:
+        every rank calls it with the same arguments, advances its share,
+        and the statistics are combined at the end, bit for bit those of
+        one device (of the same kind). The RunResult is returned on rank 0,
+        and on every rank with ``gather="all"``; other ranks get None.
+        Progress is shown on rank 0 only. On Ctrl-C every rank raises
+        Interrupted with ``exc.partial = None`` (the ranks may have stopped
+        at different steps).
         """
+        plan = self._collective(self._plan, t_end, steps, sample_every, observables, histograms,
+                                record_paths, steps_per_launch)
+        if self._comm is not None:
+            mpi.agree(self._comm, "run arguments", steps=plan.n_steps, sample_every=plan.M,
+                      observables=plan.obs_names, histograms=repr(plan.hist_spec),
+                      record_paths=plan.n_record)
+            if self._comm.Get_rank() != 0:
+                progress = False
+        return self._finish(self._advance(plan, progress))
+
+    def _run_local(self, t_end=None, *, progress=None, **kwargs) -> "_Local":
+        """run() on this rank's share only, with no collective: for callers that
+        run an unknown number of times per rank (time-bounded slices) and
+        combine once at the end with :meth:`_finish` (the Josephson sweep)."""
+        return self._advance(self._plan(t_end, *(kwargs.get(k) for k in (
+            "steps", "sample_every", "observables", "histograms")), kwargs.get("record_paths", 0),
+            kwargs.get("steps_per_launch")), progress)
+
+    def _plan(self, t_end, steps, sample_every, observables, histograms, record_paths,
+              steps_per_launch) -> "_Plan":
+        """The checked arguments of a run, with its memory checked."""
         n_steps = self._steps_for(t_end, steps)
         M = n_steps if sample_every is None else check.integer("sample_every", sample_every, 1)
         M = min(M, n_steps)             # the same samples, and the step arithmetic stays in int64
@@ -659,31 +851,55 @@ class Ensemble:
         recording = bool(obs or hist or n_record)
         # samples every M steps from now and at the end: counted, never listed
         n_samples = n_steps // M + (n_steps % M != 0) if recording else 0
-        acc, dev, q = self._acc, self.device, self.device.queue
+        plan = _Plan(n_steps, M, obs_names, obs, hist_names, hist, hist_range, disp, n_record,
+                     spl, n_samples, dict(histograms or {}))
+        sh, acc = self.share, self._acc
         mom = np.dtype([("n", acc), ("mean", acc), ("m2", acc)])
-        n_groups = self._groups_per_grid * self.n_grid
+        n_groups = self._groups_per_grid * self._ng
+        kept = n_samples if self._by_paths else 1          # partials kept per sample slot
+        nrl = min(self._np, max(0, n_record - sh.p0))      # recorded paths of this rank's share
         nv = len(self.model.variables)
-        check_memory(dev, {**self._buffer_sizes(),
-                           "partials": n_groups * len(obs) * mom.itemsize,
-                           "moments": n_samples * self.n_grid * len(obs) * 2 * acc.itemsize,
-                           "histograms": total_bins * self.n_grid * 4,
-                           "paths": n_samples * self.n_grid * n_record * nv * self._real.itemsize},
-                     f"this run ({n_samples} samples of {self.n_grid} grid points)",
-                     "Record fewer samples (a larger sample_every), observables or paths.")
+        check_memory(self.device, {
+            **self._buffer_sizes(), "partials": kept * n_groups * len(obs) * mom.itemsize,
+            "moments": 0 if self._by_paths else n_samples * self._ng * len(obs) * 2 * acc.itemsize,
+            "histograms": total_bins * self._ng * 4,
+            "paths": n_samples * self._ng * nrl * nv * self._real.itemsize},
+            f"this run ({n_samples} samples of {self._ng} grid points)",
+            "Record fewer samples (a larger sample_every), observables or paths"
+            + (", or use more ranks." if self._comm is not None else "."))
+        return plan
 
-        prg = self._program(obs, hist, disp)
+    @property
+    def _by_paths(self) -> bool:
+        """The paths of a grid point are split over ranks (their moments are combined at the end)."""
+        return self._np != self.n_paths
+
+    def _advance(self, plan: "_Plan", progress) -> "_Local":
+        n_steps, M, obs, hist, n_samples = plan.n_steps, plan.M, plan.obs, plan.hist, plan.n_samples
+        recording = n_samples > 0
+        total_bins = sum(b for _, b in hist)
+        sh, wg, acc, dev, q = self.share, self.work_group_size, self._acc, self.device, self.device.queue
+        mom = np.dtype([("n", acc), ("mean", acc), ("m2", acc)])
+        n_groups = self._groups_per_grid * self._ng
+        by_paths = self._by_paths
+        nv = len(self.model.variables)
+        nrl = min(self._np, max(0, plan.n_record - sh.p0))
+
+        prg = self._program(obs, hist, plan.disp)
         dummy = zeros(dev, 1, np.uint32)
-        partials = zeros(dev, n_groups * len(obs) * mom.itemsize, np.uint8) if obs else dummy
-        moments = cla.empty(q, (max(n_samples, 1), self.n_grid, len(obs), 2), acc) if obs else dummy
-        hist_dev = zeros(dev, max(total_bins * self.n_grid, 1), np.uint32)
-        hist_rng = cla.to_device(q, np.array(hist_range or [0.0], dtype=self._real))
-        rec = (cla.empty(q, (n_samples, self.n_grid, n_record, nv), self._real)
-               if n_record and n_samples else dummy)
+        slots = max(n_samples, 1) if by_paths else 1
+        partials = zeros(dev, slots * n_groups * len(obs) * mom.itemsize, np.uint8) if obs else dummy
+        moments = (cla.empty(q, (max(n_samples, 1), self._ng, len(obs), 2), acc)
+                   if obs and not by_paths else dummy)
+        hist_dev = zeros(dev, max(total_bins * self._ng, 1), np.uint32)
+        hist_rng = cla.to_device(q, np.array(plan.hist_range or [0.0], dtype=self._real))
+        rec = (cla.empty(q, (n_samples, self._ng, nrl, nv), self._real)
+               if nrl and n_samples else dummy)
         k0, k1 = seed_key(self.seed)
         ns = len(self.model.noise_sources)
         scal = [self._real.type(self._values[p]) for p in self.model.parameters if p not in self._grid_params()]
-        hist_total = np.zeros(total_bins * self.n_grid, dtype=np.uint64)
-        flush_every = max(1, (2**32 - 1) // self.n_paths)     # samples before uint32 bins could wrap
+        hist_total = np.zeros(total_bins * self._ng, dtype=np.uint64)
+        flush_every = max(1, (2**32 - 1) // self._np)     # samples before uint32 bins could wrap
         pending_hist = [0]
         gsize = (n_groups * wg,)
         wgf = _wg_size(dev.facts, 64)
@@ -695,20 +911,22 @@ class Ensemble:
                 cl.enqueue_copy(q, self._t[self._tcur].data, self._exact_time(S))
                 self._t_valid = True
             observe = slot >= 0
+            pbase = max(slot, 0) * n_groups * len(obs) if by_paths else 0
             prg.sde_advance(q, gsize, (wg,), self._state.data, self._laps.data, self._origin.data,
                             self._xs.data, self._spare.data, self._gpar.data,
                             self._t[self._tcur].data, self._t[1 - self._tcur].data, self._period.data,
-                            np.uint32(self.n_paths), np.uint32(self.n_grid),
+                            np.uint32(self._np), np.uint32(self._ng),
                             np.uint32(self._groups_per_grid), self._real.type(self.dt),
                             np.uint32(k), np.uint64(S * ns), np.uint32(k0), np.uint32(k1),
-                            *scal, np.int32(observe), partials.data, hist_dev.data, hist_rng.data,
-                            rec.data, np.uint32(n_record), np.uint32(max(slot, 0)))
+                            *scal, np.uint64(sh.g0), np.uint64(sh.p0), np.uint64(self.n_paths),
+                            np.int32(observe), partials.data, np.uint64(pbase), hist_dev.data,
+                            hist_rng.data, rec.data, np.uint32(nrl), np.uint32(max(slot, 0)))
             self._tcur ^= 1
             self._step += k
-            if observe and obs:
-                prg.sde_moments(q, (self.n_grid * len(obs) * wgf,), (wgf,), partials.data,
+            if observe and obs and not by_paths:
+                prg.sde_moments(q, (self._ng * len(obs) * wgf,), (wgf,), partials.data,
                                 np.uint32(self._groups_per_grid), np.uint32(len(obs)),
-                                np.uint32(self.n_grid), np.uint32(slot), moments.data)
+                                np.uint32(self._ng), np.uint32(slot), moments.data)
             if observe and hist:
                 pending_hist[0] += 1
                 if pending_hist[0] == flush_every:
@@ -726,7 +944,7 @@ class Ensemble:
             self._slice = max(self._slice, n) if done else n
             s, end = done, done + n
             while s < end:
-                k = min(end - s, spl, TIME_RESYNC - self._step % TIME_RESYNC)
+                k = min(end - s, plan.spl, TIME_RESYNC - self._step % TIME_RESYNC)
                 if recording:
                     k = min(k, M - s % M)
                 e = s + k
@@ -736,46 +954,116 @@ class Ensemble:
                 launch(k, slot)
                 s = e
 
-        def result():
+        def local():
+            """What this rank recorded so far."""
             k = n_samples if self._step - start == n_steps else (self._step - start) // M
             marks = np.minimum(np.arange(1, k + 1, dtype=np.int64) * M, n_steps)
-            times = (start + marks) * self.dt
-            shp = (k,) + self.grid_shape
-            mean, var = {}, {}
+            out = _Local(plan, (start + marks) * self.dt, prg)
             if obs and k:
-                m = moments.get()[:k]
-                for j, name in enumerate(obs_names):
-                    mean[name] = m[:, :, j, 0].astype(np.float64).reshape(shp)
-                    var[name] = m[:, :, j, 1].astype(np.float64).reshape(shp)
-            hists, edges = {}, {}
+                if by_paths:
+                    host = np.empty((slots, self._ng, self._groups_per_grid, len(obs)), mom)
+                    cl.enqueue_copy(q, host, partials.data)
+                    out.partials = host[:k]
+                else:
+                    out.moments = moments.get()[:k]
             if hist:
                 flush_hist()
                 off = 0
-                for j, (name, (_e, bins)) in enumerate(zip(hist_names, hist)):
-                    block = hist_total[off * self.n_grid:(off + bins) * self.n_grid]
-                    hists[name] = block.reshape(self.grid_shape + (bins,))
-                    edges[name] = np.linspace(hist_range[2 * j], hist_range[2 * j + 1], bins + 1)
+                for _e, bins in hist:
+                    block = hist_total[off * self._ng:(off + bins) * self._ng]
+                    out.hists.append(block.reshape(self._ng, bins))
                     off += bins
-            paths = {}
-            if n_record and k:
-                r = rec.get()[:k]
-                for j, v in enumerate(self.model.variables):
-                    paths[v] = r[..., j].astype(np.float64).reshape(shp + (n_record,))
-            return RunResult(times, mean, var, self.n_paths, self.grid_shape, hists, edges, paths)
+            if nrl and k:
+                out.paths = rec.get()[:k]
+            return out
 
         try:
             run_sliced(n_steps, advance, q, progress=progress, label="sde", what="time steps",
                        first=self._slice)
         except Interrupted as exc:
-            exc.partial = result()
+            # with several ranks nothing collective may happen here: they stop at different steps
+            exc.local = local()
+            exc.partial = self._finish(exc.local) if self._comm is None else None
             raise
-        return result()
+        return local()
+
+    def _finish(self, loc: "_Local"):
+        """The RunResult of what every rank recorded (collective with a
+        communicator: on rank 0, on every rank with gather='all', else None)."""
+        plan, k = loc.plan, len(loc.times)
+        if self._comm is not None:
+            got = self._comm.gather(loc.payload(), root=0)
+            if self._comm.Get_rank() == 0:
+                result = self._combine(loc, got)
+            else:
+                result = None
+            if self._gather == "all":
+                result = self._comm.bcast(result, root=0)
+            return result
+        shp = (k,) + self.grid_shape
+        mean, var = {}, {}
+        if loc.moments is not None:
+            for j, name in enumerate(plan.obs_names):
+                mean[name] = loc.moments[:, :, j, 0].astype(np.float64).reshape(shp)
+                var[name] = loc.moments[:, :, j, 1].astype(np.float64).reshape(shp)
+        hists, edges = {}, {}
+        for j, (name, (_e, bins), h) in enumerate(zip(plan.hist_names, plan.hist, loc.hists)):
+            hists[name] = h.reshape(self.grid_shape + (bins,))
+            edges[name] = np.linspace(plan.hist_range[2 * j], plan.hist_range[2 * j + 1], bins + 1)
+        paths = {}
+        if loc.paths is not None:
+            for j, v in enumerate(self.model.variables):
+                paths[v] = loc.paths[..., j].astype(np.float64).reshape(shp + (plan.n_record,))
+        return RunResult(loc.times, mean, var, self.n_paths, self.grid_shape, hists, edges, paths)
+
+    def _combine(self, loc: "_Local", got: list):
+        """On rank 0: the whole ensemble's record from every rank's (payloads
+        in rank order), as if one device had made it; then :meth:`_finish`."""
+        plan = loc.plan
+        whole = _Local(plan, loc.times, loc.prg)
+        if self._by_paths:
+            # every grid point's work-group partials in the order one device keeps them,
+            # combined by the same kernel: the same bits as one device
+            if got[0]["partials"] is not None:
+                whole.moments = self._moments_of(plan, np.concatenate([g["partials"] for g in got], axis=2),
+                                                 loc.prg)
+            whole.hists = [sum(g["hists"][j] for g in got) for j in range(len(plan.hist))]
+            parts = [g["paths"] for g in got if g["paths"] is not None]
+            whole.paths = np.concatenate(parts, axis=2) if parts else None
+        else:
+            if got[0]["moments"] is not None:
+                whole.moments = np.concatenate([g["moments"] for g in got], axis=1)
+            whole.hists = [np.concatenate([g["hists"][j] for g in got]) for j in range(len(plan.hist))]
+            if got[0]["paths"] is not None:
+                whole.paths = np.concatenate([g["paths"] for g in got], axis=1)
+        comm, self._comm = self._comm, None
+        try:
+            return self._finish(whole)
+        finally:
+            self._comm = comm
+
+    def _moments_of(self, plan, partials, prg) -> np.ndarray:
+        """(k, n_grid, n_obs, 2) moments of the whole ensemble's partials
+        (k, n_grid, groups per grid point, n_obs), one sample at a time."""
+        k, n_grid, gpg, n_obs = partials.shape
+        dev, q = self.device, self.device.queue
+        wgf = _wg_size(dev.facts, 64)
+        check_memory(dev, {"partials": partials[0].nbytes, "moments": k * n_grid * n_obs * 2 * self._acc.itemsize},
+                     f"combining the moments of {k} samples", "Record fewer samples.")
+        buf = cla.to_device(q, np.ascontiguousarray(partials[0]).view(np.uint8))
+        moments = cla.empty(q, (max(k, 1), n_grid, n_obs, 2), self._acc)
+        for slot in range(k):
+            if slot:
+                cl.enqueue_copy(q, buf.data, np.ascontiguousarray(partials[slot]))
+            prg.sde_moments(q, (n_grid * n_obs * wgf,), (wgf,), buf.data, np.uint32(gpg),
+                            np.uint32(n_obs), np.uint32(n_grid), np.uint32(slot), moments.data)
+        return moments.get()[:k]
 
     def _steps_per_launch_default(self) -> int:
         # ~2^28 path-steps per launch on GPUs (launch overhead negligible), 2^20 on
         # CPUs (a launch well under a slice, so Ctrl-C is answered in time)
         budget = 2**28 if self.device.facts.is_gpu else 2**20
-        return max(1, min(TIME_RESYNC, budget // self.n_total))
+        return max(1, min(TIME_RESYNC, budget // self._nl))
 
     def _recording(self, observables, histograms):
         """Checked and rendered observables and histograms of a run, and the
@@ -830,6 +1118,42 @@ class Ensemble:
             raise ValueError(f"t_end must be later than the current time t = {self.t} by at least "
                              f"one step dt = {self.dt}, got {t_end}")
         return int(n)
+
+
+@dataclass
+class _Plan:
+    """The checked arguments of one Ensemble.run."""
+    n_steps: int
+    M: int
+    obs_names: list
+    obs: list
+    hist_names: list
+    hist: list
+    hist_range: list
+    disp: list
+    n_record: int
+    spl: int
+    n_samples: int
+    hist_spec: dict
+
+
+@dataclass
+class _Local:
+    """What one rank recorded in a run: moments (k, grid points, n_obs, 2) of its
+    whole grid points, or its work groups' partial moments (k, n_grid, groups,
+    n_obs) when the paths are split; histograms (grid points, bins) each;
+    recorded paths (k, grid points, paths, n_vars)."""
+    plan: _Plan
+    times: np.ndarray
+    prg: object
+    moments: np.ndarray | None = None
+    partials: np.ndarray | None = None
+    hists: list = field(default_factory=list)
+    paths: np.ndarray | None = None
+
+    def payload(self) -> dict:
+        return {"moments": self.moments, "partials": self.partials, "hists": self.hists,
+                "paths": self.paths}
 
 
 def work_group_size_default(facts, n_paths: int) -> int:

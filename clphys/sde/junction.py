@@ -22,6 +22,7 @@ import numpy as np
 
 from .. import _validate as check
 from ..runtime.checkpoint import CheckpointError, check_arrays, load_checkpoint
+from ..runtime.longrun import Interrupted
 from .ensemble import Ensemble, EnsembleState, _encode_params
 from .longrun import check_checkpoint_args, checkpointed_run
 from .models import JOSEPHSON
@@ -51,7 +52,8 @@ class JosephsonResult:
 def josephson(a=4.2, *, gamma=0.9, omega=4.9, f=0.1, kT=0.001, n_paths=1024, periods=2000,
               transient=None, steps_per_period=100, density_bins=0, scheme="srk2", rng="philox",
               seed=0, dtype="float32", fast_math=False, progress=None, device=None,
-              checkpoint=None, checkpoint_every=60.0, resume=None) -> JosephsonResult:
+              checkpoint=None, checkpoint_every=60.0, resume=None, comm=None,
+              gather="root") -> JosephsonResult | None:
     """<<v>> per grid point; a, f, kT, gamma may be 1-D arrays (a Cartesian
     grid in that order); omega is a number (dt = 2 pi / (omega *
     steps_per_period)). Runs `periods` drive periods and averages over the
@@ -63,7 +65,110 @@ def josephson(a=4.2, *, gamma=0.9, omega=4.9, f=0.1, kT=0.001, n_paths=1024, per
     is written there every `checkpoint_every` seconds and on Ctrl-C;
     ``resume=path`` continues such a file (the other arguments must describe
     the same run) and gives the same result, bit for bit, as a run that was
-    never stopped."""
+    never stopped.
+
+    comm (an mpi4py communicator): a collective call; the grid points (or,
+    for fewer points than ranks, the paths of each) are split over the
+    ranks, each path keeps the noise it has on one device, and the result
+    is the one device's bit for bit (devices of one kind). It is returned on
+    rank 0, and on every rank with ``gather="all"``; other ranks get None.
+    Checkpoints are not written in a distributed run (checkpoint= and
+    resume= are refused there)."""
+    args = (a, gamma, omega, f, kT, n_paths, periods, transient, steps_per_period, density_bins,
+            checkpoint, checkpoint_every)
+    if comm is None:
+        checked = _check_args(*args)
+    else:
+        from ..runtime import mpi
+        mpi.comm_size_rank(comm)
+
+        def refuse_checkpoints():
+            if checkpoint is not None or resume is not None:
+                raise ValueError("checkpoint= and resume= are not supported with comm= (a distributed "
+                                 "run); run on one process to checkpoint")
+            return _check_args(*args)
+        checked = mpi.all_ok(comm, refuse_checkpoints)
+        mpi.agree(comm, "josephson arguments", params=_encode_params(checked[0]),
+                  **{k: v for k, v in zip(("n_paths", "periods", "transient", "steps_per_period",
+                                           "density_bins"), checked[1:6])},
+                  scheme=scheme, rng=rng, seed=repr(seed), dtype=dtype, fast_math=repr(fast_math))
+        if comm.Get_rank() != 0:
+            progress = False
+    params, n_paths, periods, transient, spp, bins, checkpoint, checkpoint_every = checked
+    omega = params["omega"]
+    T = 2 * np.pi / omega
+    dt = T / spp
+    total = periods * spp
+    setup = dict(n_paths=n_paths, params=params, dt=dt, scheme=scheme, rng=rng, seed=seed,
+                 dtype=dtype, fast_math=fast_math)
+    plan = {"periods": periods, "transient": transient, "steps_per_period": spp, "density_bins": bins}
+    hist_spec = {"x": (bins, 0.0, 1.0)} if bins else None
+    start = transient * spp          # the step where the measurement (and the displacement) starts
+
+    if resume is not None:
+        ens, hist_total = _resume(resume, setup, plan, total, device)
+    else:
+        ens = Ensemble(JOSEPHSON, n_paths, params, dt, scheme=scheme, rng=rng, seed=seed, dtype=dtype,
+                       fast_math=fast_math, initial={"x": ("uniform", 0.0, 1.0),
+                                                     "v": ("uniform", -2.0, 2.0)}, device=device,
+                       comm=comm, gather=gather)
+        hist_total = np.zeros((ens.share.n_grid, bins), np.uint64)
+    last = {}
+
+    def advance(n, report):
+        """n more steps, not crossing the start of the measurement; there
+        the displacement starts, and every period boundary after it is a
+        sample (of the displacement and of x for the density). Runs on this
+        rank's share only: the ranks meet once, at the end."""
+        if ens.step < start:
+            ens._run_local(steps=n, observables=[], progress=report)
+            return
+        if ens.origin_step != start:
+            ens.set_origin()
+        try:
+            loc = ens._run_local(steps=n, sample_every=spp, observables=["displacement(x)"],
+                                 histograms=hist_spec, progress=report)
+        except Interrupted as exc:
+            keep(exc.local)
+            raise
+        keep(loc)
+
+    def keep(loc):
+        if loc.hists:                     # not in the transient
+            hist_total[...] += loc.hists[0]
+        if loc.times.size:
+            last["loc"] = loc
+
+    def save():
+        header, arrays = ens.state().checkpoint_parts()
+        header["josephson"] = plan
+        arrays["hist"] = hist_total
+        return CHECKPOINT_KIND, header, arrays
+
+    checkpointed_run(ens, total, spp, advance, lambda partial: None, save, progress=progress,
+                     label="josephson", checkpoint=checkpoint, checkpoint_every=checkpoint_every,
+                     boundaries=(start,))
+    loc = last["loc"]
+    if bins:
+        loc.hists = [hist_total]          # the whole measurement's counts
+    r = ens._finish(loc)
+    if r is None:
+        return None
+    span = (periods - transient) * T
+    v = r.mean["displacement(x)"][-1] / span
+    v_err = np.sqrt(r.var["displacement(x)"][-1] / n_paths) / span
+    density = edges = None
+    if bins:
+        counts = r.hist["x"].astype(float)
+        density = counts / np.maximum(counts.sum(axis=-1, keepdims=True), 1) * bins
+        edges = np.linspace(0.0, 1.0, bins + 1)
+    return JosephsonResult(ens.grid, v, v_err, density, edges, n_paths, periods, transient, dt)
+
+
+def _check_args(a, gamma, omega, f, kT, n_paths, periods, transient, steps_per_period, density_bins,
+                checkpoint, checkpoint_every):
+    """josephson's arguments checked: (params, n_paths, periods, transient,
+    steps per period, density bins, checkpoint, checkpoint_every)."""
     omega = check.real("omega", omega, 0.0, strict_min=True)
     n_paths = check.integer("n_paths", n_paths, 1)
     periods = check.integer("periods", periods, 2)
@@ -82,63 +187,10 @@ def josephson(a=4.2, *, gamma=0.9, omega=4.9, f=0.1, kT=0.001, n_paths=1024, per
             raise ValueError(f"{name} must be {'>= 0' if name == 'kT' else '> 0'}, got {arr.min()}")
         params[name] = float(arr) if arr.ndim == 0 else arr
     params["omega"] = omega
-    T = 2 * np.pi / omega
-    dt = T / spp
     total = periods * spp
     if total >= 2**63:
         raise ValueError(f"periods x steps_per_period = {total} time steps; at most 2^63 - 1")
-    setup = dict(n_paths=n_paths, params=params, dt=dt, scheme=scheme, rng=rng, seed=seed,
-                 dtype=dtype, fast_math=fast_math)
-    plan = {"periods": periods, "transient": transient, "steps_per_period": spp, "density_bins": bins}
-    hist_spec = {"x": (bins, 0.0, 1.0)} if bins else None
-    start = transient * spp          # the step where the measurement (and the displacement) starts
-
-    if resume is not None:
-        ens, hist_total = _resume(resume, setup, plan, total, device)
-    else:
-        ens = Ensemble(JOSEPHSON, n_paths, params, dt, scheme=scheme, rng=rng, seed=seed, dtype=dtype,
-                       fast_math=fast_math, initial={"x": ("uniform", 0.0, 1.0),
-                                                     "v": ("uniform", -2.0, 2.0)}, device=device)
-        hist_total = np.zeros((ens.n_grid, bins), np.uint64)
-    last = {}
-
-    def advance(n, report):
-        """n more steps, not crossing the start of the measurement; there
-        the displacement starts, and every period boundary after it is a
-        sample (of the displacement and of x for the density)."""
-        if ens.step < start:
-            ens.run(steps=n, observables=[], progress=report)
-            return
-        if ens.origin_step != start:
-            ens.set_origin()
-        record(ens.run(steps=n, sample_every=spp, observables=["displacement(x)"],
-                       histograms=hist_spec, progress=report))
-
-    def record(r):
-        if "x" in r.hist:                 # not in the transient
-            hist_total[...] += r.hist["x"].reshape(ens.n_grid, bins)
-        if r.times.size:
-            last["r"] = r
-
-    def save():
-        header, arrays = ens.state().checkpoint_parts()
-        header["josephson"] = plan
-        arrays["hist"] = hist_total
-        return CHECKPOINT_KIND, header, arrays
-
-    checkpointed_run(ens, total, spp, advance, record, save, progress=progress, label="josephson",
-                     checkpoint=checkpoint, checkpoint_every=checkpoint_every,
-                     boundaries=(start,))
-    r = last["r"]
-    span = (periods - transient) * T
-    v = r.mean["displacement(x)"][-1] / span
-    v_err = np.sqrt(r.var["displacement(x)"][-1] / n_paths) / span
-    density = edges = None
-    if bins:
-        counts = hist_total.reshape(ens.grid_shape + (bins,)).astype(float)
-        density = counts / np.maximum(counts.sum(axis=-1, keepdims=True), 1) * bins
-        edges = np.linspace(0.0, 1.0, bins + 1)
-    return JosephsonResult(ens.grid, v, v_err, density, edges, n_paths, periods, transient, dt)
+    return params, n_paths, periods, transient, spp, bins, checkpoint, checkpoint_every
 
 
 def _resume(path, setup, plan, total, device):

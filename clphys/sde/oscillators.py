@@ -43,7 +43,7 @@ from ..runtime.memory import check_memory
 from .ensemble import DTYPES, SCHEMES, check_fits
 from .longrun import check_checkpoint_args, checkpointed_run
 
-__all__ = ["Kuramoto", "KuramotoResult", "kuramoto", "KERNELS"]
+__all__ = ["Kuramoto", "KuramotoResult", "kuramoto", "kuramoto_sweep", "KuramotoSweep", "KERNELS"]
 
 KERNELS = ("auto", "mean-field", "all-pairs")
 CHECKPOINT_KIND = "sde-kuramoto"
@@ -469,6 +469,96 @@ def kuramoto(n, coupling, *, kT=1.0, gamma=1.0, omega=0.0, t_end=10.0, dt=0.01, 
     checkpointed_run(sim, steps, M, advance, record, save, progress=progress, label="kuramoto",
                      checkpoint=checkpoint, checkpoint_every=checkpoint_every)
     return KuramotoResult(samples["times"], samples["r"], samples["psi"], sim.kernel, sim._theta.copy())
+
+
+@dataclass(frozen=True)
+class KuramotoSweep:
+    """A Kuramoto run at every point of a (coupling, kT) grid: coupling, kT of
+    shape grid_shape (coupling-major), sample times (n_samples,), r and psi of
+    shape (*grid_shape, n_samples)."""
+    coupling: np.ndarray
+    kT: np.ndarray
+    times: np.ndarray
+    r: np.ndarray
+    psi: np.ndarray
+    kernel: str
+
+
+def kuramoto_sweep(n, coupling, kT=1.0, *, gamma=1.0, omega=0.0, t_end=10.0, dt=0.01,
+                   sample_every=10, kernel="auto", scheme="srk2", seed=0, dtype="float32",
+                   initial="uniform", progress=None, device=None, comm=None,
+                   gather="root") -> KuramotoSweep | None:
+    """:func:`kuramoto` at every point of the grid of `coupling` (numbers K)
+    and `kT` (numbers or 1-D arrays each): every point is the run
+    ``kuramoto(n, K, kT=kT, seed=seed, ...)``, bit for bit (the same noise at
+    every point: common random numbers make r(K) smooth).
+
+    comm (an mpi4py communicator): a collective call; the points are split
+    over the ranks (a rank may get none) and the result is returned on rank
+    0, and on every rank with ``gather="all"``; other ranks get None. A
+    single system is not split over ranks: each step needs the sums over all
+    oscillators of the step before, so it would wait for a collective twice
+    per step; run one system per device instead."""
+    def grid():
+        """The (coupling, kT) grid, checked; and its shape (one axis per swept argument)."""
+        values = []
+        for name, value in (("coupling", coupling), ("kT", kT)):
+            arr = check.finite_array(name, value, dtype=float)
+            if arr.ndim > 1 or arr.size == 0:
+                raise ValueError(f"{name} must be a number or a non-empty 1-D array, got shape {arr.shape}")
+            values.append(arr)
+        if np.any(values[1] < 0):
+            raise ValueError(f"kT must be >= 0, got {values[1].min()}")
+        check.choice("gather", gather, ("root", "all"))
+        shape = tuple(a.size for a in values if a.ndim)
+        return np.meshgrid(*values, indexing="ij"), shape
+
+    size, rank = (1, 0)
+    if comm is not None:
+        from ..runtime import mpi
+        size, rank = mpi.comm_size_rank(comm)
+        (Kg, Tg), shape = mpi.all_ok(comm, grid)
+        mpi.agree(comm, "kuramoto_sweep arguments", coupling=Kg.ravel().tolist(), kT=Tg.ravel().tolist(),
+                  n=repr(n), gamma=repr(gamma), omega=_tag(omega), t_end=repr(t_end), dt=repr(dt),
+                  sample_every=repr(sample_every), kernel=repr(kernel), scheme=repr(scheme),
+                  seed=repr(seed), dtype=repr(dtype), initial=_tag(initial), gather=gather)
+        if rank:
+            progress = False
+    else:
+        (Kg, Tg), shape = grid()
+    from ..runtime.mpi import split
+    first, count = split(Kg.size, size, rank)
+
+    def mine():
+        out = []
+        for i in range(first, first + count):
+            res = kuramoto(n, float(Kg.flat[i]), kT=float(Tg.flat[i]), gamma=gamma, omega=omega,
+                           t_end=t_end, dt=dt, sample_every=sample_every, kernel=kernel,
+                           scheme=scheme, seed=seed, dtype=dtype, initial=initial,
+                           progress=progress, device=device)
+            out.append((res.times, res.r, res.psi, res.kernel))
+        return out
+
+    runs = mine() if comm is None else mpi.all_ok(comm, mine)   # one rank failing fails all
+    if comm is not None:
+        got = comm.gather(runs, root=0)
+        runs = None if got is None else [r for part in got for r in part]
+        if gather == "all":
+            runs = comm.bcast(runs, root=0)
+        if runs is None:
+            return None
+    times = runs[0][0]
+    r = np.stack([x[1] for x in runs]).reshape(shape + (-1,))
+    psi = np.stack([x[2] for x in runs]).reshape(shape + (-1,))
+    return KuramotoSweep(Kg.reshape(shape), Tg.reshape(shape), times, r, psi, runs[0][3])
+
+
+def _tag(value):
+    """A number or a string as is, an array by its hash (for agreement across ranks)."""
+    if isinstance(value, (str, int, float)):
+        return repr(value)
+    import hashlib
+    return "sha1:" + hashlib.sha1(np.ascontiguousarray(value, dtype=float).tobytes()).hexdigest()
 
 
 def _initial_tag(initial):

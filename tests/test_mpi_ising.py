@@ -1,0 +1,195 @@
+"""Ising over MPI ranks (mpiexec from pytest): one lattice split in slabs (2D
+rows, 3D planes; uneven shares on 3 ranks; both multispin modes) equals the
+same lattice on one device bit for bit (spins, energies, sampled series);
+its checkpoint resumes on another number of ranks and on one device;
+ensembles and binder_scan split by replicas equal one device; bad input
+fails on every rank without a hang."""
+
+import numpy as np
+import pytest
+
+from clphys.ising import Ensemble2D, Ising2D, Ising3D, binder_scan
+from mpi_run import run_mpi
+
+LATTICES = [(2, 64, 2.3, 1), (2, 64, 2.3, "auto"), (3, 16, 4.4, 1), (3, 16, 4.4, "auto")]
+
+# run on the ranks: every lattice of LATTICES, 3 sweeps, a sample of 6, then the first one saved
+SPLIT = """
+import numpy as np
+from mpi4py import MPI
+from clphys.ising import Ising2D, Ising3D
+comm = MPI.COMM_WORLD
+out = {}
+for i, (dim, L, T, spw) in enumerate(LATTICES):
+    lat = (Ising2D if dim == 2 else Ising3D)(L, T, seed=7 + i, spins_per_word=spw, comm=comm)
+    lat.sweep(3)
+    s = lat.sample(6, every=1, n_therm=0)
+    out[f"{i}.spins"], out[f"{i}.e"], out[f"{i}.m"] = lat.spins(), s.energy, s.magnetization
+    out[f"{i}.E"] = np.array([lat.energy(), lat.magnetization()])
+    assert lat.local_shape[-1] < L and lat.halo_times["half-sweeps"] == 2 * 9
+    if i == 0:
+        lat.save(CKPT)
+if comm.rank == 0:
+    np.savez(OUT, **out)
+"""
+
+RESUME = """
+import numpy as np
+from mpi4py import MPI
+from clphys.ising import Ising2D
+comm = MPI.COMM_WORLD
+lat = Ising2D.load(CKPT, comm=comm)
+lat.sweep(4)
+spins = lat.spins()
+if comm.rank == 0:
+    np.save(OUT, spins)
+"""
+
+
+def _single(i, dim, L, T, spw):
+    lat = (Ising2D if dim == 2 else Ising3D)(L, T, seed=7 + i, spins_per_word=spw)
+    lat.sweep(3)
+    s = lat.sample(6, every=1, n_therm=0)
+    return {f"{i}.spins": lat.spins(), f"{i}.e": s.energy, f"{i}.m": s.magnetization,
+            f"{i}.E": np.array([lat.energy(), lat.magnetization()])}
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_split_lattice_equals_one_device(device, ranks, tmp_path):
+    ckpt, out = tmp_path / "lattice.npz", tmp_path / "out.npz"
+    r = run_mpi(ranks, f"LATTICES = {LATTICES!r}\nCKPT = {str(ckpt)!r}\nOUT = {str(out)!r}\n" + SPLIT,
+                device)
+    assert r.returncode == 0, r.stderr[-4000:]
+    got = dict(np.load(out))
+    want = {}
+    with device:
+        for i, args in enumerate(LATTICES):
+            want.update(_single(i, *args))
+    differ = [k for k in want if not np.array_equal(got[k], want[k])]
+    assert not differ, f"differ from one device: {differ}"
+    # the gathered checkpoint continues on the other number of ranks and on one device
+    r = run_mpi(5 - ranks, f"CKPT = {str(ckpt)!r}\nOUT = {str(tmp_path / 'resumed.npy')!r}\n" + RESUME,
+                device)
+    assert r.returncode == 0, r.stderr[-4000:]
+    one = Ising2D(64, 2.3, seed=7, spins_per_word=1, device=device)
+    one.sweep(3)
+    one.sample(6, every=1, n_therm=0)
+    one.sweep(4)
+    assert np.array_equal(np.load(tmp_path / "resumed.npy"), one.spins())
+    loaded = Ising2D.load(ckpt, device=device)
+    loaded.sweep(4)
+    assert np.array_equal(loaded.spins(), one.spins())
+
+
+def test_split_lattice_kernels_on_oclgrind(oclgrind):
+    """Row ranges, Philox shifts and halo writes on Oclgrind (its checks log
+    into the file the fixture reads): 2D with short rows, 2 ranks."""
+    r = run_mpi(2, """
+        import numpy as np
+        from mpi4py import MPI
+        from clphys.ising import Ising2D
+        lat = Ising2D(16, 2.3, seed=1, comm=MPI.COMM_WORLD)
+        assert lat.device.facts.vendor == "oclgrind"
+        lat.sweep(1)
+        say(f"{MPI.COMM_WORLD.rank} {lat.energy()}")
+    """, oclgrind, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = sorted(r.stdout.splitlines())
+    assert [l.split()[0] for l in lines] == ["0", "1"] and lines[0].split()[1] == lines[1].split()[1]
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_split_ensembles_and_binder_equal_one_device(device, ranks, tmp_path):
+    temps = [2.0, 2.2, 2.4, 2.6, 3.0]
+    scan = dict(sizes=[8, 16], temperatures=[2.2, 2.3, 2.4], n_measure=32, every=1, replicas=2, seed=4)
+    r = run_mpi(ranks, f"""
+        import numpy as np, warnings
+        from mpi4py import MPI
+        from clphys.ising import Ensemble2D, binder_scan
+        warnings.simplefilter("ignore")
+        comm = MPI.COMM_WORLD
+        out = {{}}
+        for alg in ("multispin", "checkerboard"):
+            ens = Ensemble2D(16, {temps!r}, seed=3, algorithm=alg, comm=comm, gather="all")
+            ens.sweep(5)
+            s = ens.sample(8, every=1, n_therm=0)
+            out[alg + ".spins"], out[alg + ".e"], out[alg + ".m"] = ens.spins(), s.energy, s.magnetization
+        scan = binder_scan(comm=comm, **{scan!r})
+        if comm.rank == 0:
+            out.update(binder=scan.binder, binder_err=scan.binder_err, chi=scan.susceptibility,
+                       tau=scan.tau_int, energy=scan.energy)
+            np.savez({str(tmp_path / "out.npz")!r}, **out)
+        else:
+            assert scan is None
+    """, device)
+    assert r.returncode == 0, r.stderr[-4000:]
+    got = dict(np.load(tmp_path / "out.npz"))
+    for alg in ("multispin", "checkerboard"):
+        ens = Ensemble2D(16, temps, seed=3, algorithm=alg, device=device)
+        ens.sweep(5)
+        s = ens.sample(8, every=1, n_therm=0)
+        assert np.array_equal(got[alg + ".spins"], ens.spins())
+        assert np.array_equal(got[alg + ".e"], s.energy) and np.array_equal(got[alg + ".m"], s.magnetization)
+    with pytest.warns(Warning):
+        one = binder_scan(device=device, **scan)
+    for name, value in (("binder", one.binder), ("binder_err", one.binder_err), ("chi", one.susceptibility),
+                        ("tau", one.tau_int), ("energy", one.energy)):
+        assert np.array_equal(got[name], value, equal_nan=True), name
+
+
+def test_replica_offset_continues_the_numbering(device):
+    """Replicas 3, 4 of an ensemble are an ensemble of 2 with replica_offset 3."""
+    temps = [2.1, 2.2, 2.3, 2.4, 2.5]
+    whole = Ensemble2D(16, temps, seed=9, device=device)
+    part = Ensemble2D(16, temps[3:], seed=9, replica_offset=3, device=device)
+    whole.sweep(4)
+    part.sweep(4)
+    assert np.array_equal(whole.spins()[3:], part.spins())
+    with pytest.raises(ValueError, match="cannot continue the replica numbering"):
+        Ensemble2D(16, temps, seed=9, algorithm="checkerboard", rng="lcg", replica_offset=1, device=device)
+
+
+def test_bad_input_fails_on_every_rank(device):
+    r = run_mpi(3, """
+        from mpi4py import MPI
+        from clphys.ising import Ising2D, Ensemble2D
+        comm = MPI.COMM_WORLD
+        cases = {
+            "split": lambda: Ising2D((64, 4), 2.3, comm=comm),
+            "differ": lambda: Ising2D(64, 2.3 + 0.1 * (comm.rank == 2), comm=comm),
+            "algorithm": lambda: Ising2D(64, 2.3, algorithm="checkerboard", comm=comm),
+            "replicas": lambda: Ensemble2D(16, [2.0, 2.5], comm=comm),
+            "temperature": lambda: Ising2D(64, -1.0 if comm.rank == 1 else 2.0, comm=comm),
+        }
+        for name, make in cases.items():
+            try:
+                make()
+            except (ValueError, TypeError) as exc:
+                say(f"{name} {comm.rank} {exc}")
+        comm.Barrier()
+    """, device, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = r.stdout.splitlines()
+    for name, text in (("split", "cannot be split over 3 MPI ranks"),
+                       ("differ", "lattice parameters differ across MPI ranks"),
+                       ("algorithm", "runs algorithm 'multispin'"),
+                       ("replicas", "2 replicas cannot be split over 3 MPI ranks"),
+                       ("temperature", "rank 1: T must be > 0")):
+        mine = [l for l in lines if l.startswith(name + " ")]
+        assert sorted(l.split()[1] for l in mine) == ["0", "1", "2"], (name, r.stdout)
+        assert all(text in l for l in mine), (name, mine)
+
+
+def test_a_rank_without_a_device_fails_everywhere(device):
+    r = run_mpi(2, """
+        from mpi4py import MPI
+        from clphys.ising import Ising2D
+        try:
+            Ising2D(64, 2.3, comm=MPI.COMM_WORLD)
+        except Exception as exc:
+            say(f"{MPI.COMM_WORLD.rank} {type(exc).__name__} {exc}")
+    """, env={"CLPHYS_DEVICE": f"{device.facts.index};no-such-device-xyz"}, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = sorted(l for l in r.stdout.splitlines() if "Error rank" in l)     # (messages go on)
+    assert [l.split()[0] for l in lines] == ["0", "1"], r.stdout
+    assert all("DeviceError rank 1:" in l and "no-such-device-xyz" in l for l in lines), lines

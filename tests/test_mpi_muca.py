@@ -1,0 +1,69 @@
+"""Multicanonical walkers over MPI ranks (mpiexec from pytest): the weight
+iteration and the production equal the same walkers on one device, bit for
+bit (histograms summed by Allreduce, Philox streams of global walker indices)."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from clphys import muca
+from mpi_run import run_mpi
+
+ARGS = dict(L=4, dim=2, walkers=40, seed=3)
+RUN = """
+import numpy as np
+from mpi4py import MPI
+from clphys import muca
+comm = MPI.COMM_WORLD
+sim = muca.Multicanonical(comm=comm, **ARGS)
+h = sim.iterate(kl=1e-3, max_iterations=4, progress=False)
+res = sim.produce(blocks=4, updates=50, magnetization=True, progress=False)
+c = res.canonical([2.0, 2.5])
+out = {"d_k": h.d_k, "d_c": h.d_c, "visited": h.visited, "width": h.width, "log_w": sim.log_weights,
+       "ln_g": res.ln_g, "ln_g_err": res.ln_g_err, "block_histograms": res.block_histograms,
+       "moments": res.moments}
+out.update({f"c.{k}": v for k, v in c.__dict__.items() if v is not None})
+np.savez(OUT + f".{comm.rank}.npz", **out)
+"""
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_split_walkers_equal_one_device(device, ranks, tmp_path):
+    out = str(tmp_path / "muca")
+    r = run_mpi(ranks, f"ARGS = {ARGS!r}\nOUT = {out!r}\n" + RUN, device)
+    assert r.returncode == 0, r.stderr[-4000:]
+    sim = muca.Multicanonical(device=device, **ARGS)
+    h = sim.iterate(kl=1e-3, max_iterations=4, progress=False)
+    res = sim.produce(blocks=4, updates=50, magnetization=True, progress=False)
+    c = res.canonical([2.0, 2.5])
+    want = {"d_k": h.d_k, "d_c": h.d_c, "visited": h.visited, "width": h.width, "log_w": sim.log_weights,
+            "ln_g": res.ln_g, "ln_g_err": res.ln_g_err, "block_histograms": res.block_histograms,
+            "moments": res.moments}
+    want.update({f"c.{f.name}": getattr(c, f.name) for f in dataclasses.fields(c)
+                 if getattr(c, f.name) is not None})
+    for rank in range(ranks):                  # every rank holds the whole result
+        got = dict(np.load(f"{out}.{rank}.npz"))
+        assert sorted(got) == sorted(want)
+        differ = [k for k in want if not np.array_equal(got[k], want[k], equal_nan=True)]
+        assert not differ, f"rank {rank} differs from one device: {differ}"
+
+
+def test_walkers_that_do_not_split_fail_on_every_rank(device):
+    r = run_mpi(3, """
+        from mpi4py import MPI
+        from clphys import muca
+        comm = MPI.COMM_WORLD
+        for name, kw in (("few", dict(walkers=2)), ("differ", dict(walkers=8 + comm.rank))):
+            try:
+                muca.Multicanonical(4, comm=comm, **kw)
+            except ValueError as exc:
+                say(f"{name} {comm.rank} {exc}")
+    """, device, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = r.stdout.splitlines()
+    for name, text in (("few", "2 walkers cannot be split over 3 MPI ranks"),
+                       ("differ", "multicanonical parameters differ across MPI ranks")):
+        mine = [l for l in lines if l.startswith(name + " ")]
+        assert sorted(l.split()[1] for l in mine) == ["0", "1", "2"], (name, r.stdout)
+        assert all(text in l for l in mine), (name, mine)
