@@ -77,7 +77,9 @@ def test_short_series_and_tails(device, n):
 
 @pytest.mark.parametrize("tuning", [PairTuning(wg=8, lpi=1, chunk=64, run=8),
                                     PairTuning(wg=4, lpi=5, chunk=32, run=16, groups=3),
-                                    PairTuning(wg=16, lpi=2, chunk=128, run=32, groups=1)])
+                                    PairTuning(wg=16, lpi=2, chunk=128, run=32, groups=1),
+                                    # the GPU default's shape: wg not a power of two, odd lpi
+                                    PairTuning(wg=12, lpi=5, chunk=64, run=16)])
 def test_tunings_agree(device, tuning):
     """Several lag blocks, several tile groups, lag counts not a multiple of wg * lpi."""
     p = series("acrw", 5_001, seed=3)
