@@ -59,6 +59,21 @@ def test_against_reference(device, kind, acc):
                              _tuning=tuning), ref)
 
 
+@pytest.mark.parametrize("kind", ["walk", "acrw"])
+def test_one_program_per_past_gives_the_same_sums(device, kind):
+    """The GPUs' default (Δt⁻ compiled in, one launch per Δt⁻) against the reference,
+    and the same bits as one program for every Δt⁻ (the same arithmetic, no guards)."""
+    p = series(kind, 1_237, seed=5)
+    shape = dict(wg=8, tb=16, launch_pairs=40_000)
+    per_past = pattern_conformity(p, 6, 5, 100.0, 150, device=device,
+                                  _tuning=PatternTuning(per_past=True, **shape))
+    check(per_past, pattern_conformity_numpy(p, 6, 5, 100.0, 150))
+    one = pattern_conformity(p, 6, 5, 100.0, 150, device=device, _tuning=PatternTuning(**shape))
+    np.testing.assert_array_equal(per_past.xi, one.xi)
+    np.testing.assert_array_equal(per_past.norm, one.norm)
+    np.testing.assert_array_equal(per_past.pairs, one.pairs)
+
+
 def test_shortest_series(device):
     """T = max_past + max_future + 1: one (t̂, τ) pair in the cell (max_future, max_past)."""
     p = series("walk", 9, seed=5)
@@ -133,9 +148,11 @@ def test_bad_input(kwargs, exc, match):
 
 @pytest.mark.oclgrind
 def test_kernel_oclgrind(oclgrind):
-    """Two launches, partial groups and tiles, both accumulators, integer data with ties."""
+    """Two launches, partial groups and tiles, both accumulators, integer data with ties;
+    one program for every Δt⁻ and one per Δt⁻ (the GPUs' default)."""
     p = series("acrw", 31, seed=9)
     ref = pattern_conformity_loops(p, 3, 2, 50.0, 6)
-    for acc in ("double", "compensated"):
+    for acc, per_past in (("double", False), ("compensated", True)):
         check(pattern_conformity(p, 3, 2, 50.0, 6, device=oclgrind, _accumulate=acc,
-                                 _tuning=PatternTuning(wg=4, tb=4, launch_pairs=200)), ref)
+                                 _tuning=PatternTuning(wg=4, tb=4, launch_pairs=200,
+                                                       per_past=per_past)), ref)
