@@ -243,6 +243,30 @@ def test_windows_and_slices_give_the_same_bits(device, monkeypatch):
         assert np.array_equal(a, b)
 
 
+def test_more_groups_than_tiles_per_block_same_bits(device, monkeypatch):
+    """G above the tiles per jackknife block (GPUs' default: 16 groups per compute unit;
+    here 16 groups, 10 tiles per block, so every tile has its own slot column): slices
+    of a few tiles give the same bits as one launch, and the values and errors hold."""
+    p = acrw_numpy(10_001, 0.044, seed=2) + walk(10_001, 5)
+    x = np.diff(p)
+    t = PairTuning(wg=8, lpi=4, chunk=64, run=16, groups=16)
+    assert _Direct(device, _ingest.batch("p", p, 2, ""), 30, 1, "blocked", 1,
+                   tuning=t).tpb < 16
+
+    def results():
+        h = hurst(p, 30, device=device, _tuning=t)
+        a = autocorrelation(x, 30, device=device, _tuning=t)
+        return [h.S, h.S_err, h.H_err, a.rho, a.rho_err]
+    monkeypatch.setattr(correlation, "FIRST_SLICE_PAIRS", {True: 1 << 40, False: 1 << 40})
+    one = results()
+    np.testing.assert_allclose(one[0], hurst_numpy(p, 30)[0], rtol=1e-6)
+    np.testing.assert_allclose(one[3], autocorrelation_numpy(x, 30), atol=1e-7)
+    assert np.all(np.isfinite(one[1])) and np.all(one[1] > 0)
+    monkeypatch.setattr(correlation, "FIRST_SLICE_PAIRS", {True: 1, False: 1})
+    for a, b in zip(one, results()):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_pattern_conformity_windows_same_bits(device, monkeypatch):
     p = acrw_numpy(3_000, 0.044, seed=2)
     t = PatternTuning(wg=8, tb=16, launch_pairs=20_000)
