@@ -341,14 +341,15 @@ class _Direct:
         t = _common.acc_to_float64(self.tile_sums.get()).reshape(-1, 2)
         boff = self.inp.boff.astype(np.int64) if len(self.windows) == 1 \
             else np.array([0, self.tiles])
-        s = np.zeros((2, self.E))
-        sk = np.zeros((2, self.E, self.K))
-        for e in range(self.E):
-            row = t[boff[e]:boff[e + 1]]
-            s[:, e] = row.sum(axis=0)
-            for k in range(self.K):
-                sk[:, e, k] = row[k * self.tpb:(k + 1) * self.tpb if k < self.K - 1
-                                  else None].sum(axis=0)
+        E, K = self.E, self.K
+        per = np.diff(boff)                                 # tiles per series
+        series = np.repeat(np.arange(E), per)
+        block = np.minimum((np.arange(boff[-1]) - np.repeat(boff[:-1], per)) // self.tpb, K - 1)
+        # one pass for every series and block (a loop of E x K NumPy sums cost ~30 ms for
+        # 512 series on the H100 host)
+        cell = series * K + block
+        sk = np.stack([np.bincount(cell, t[:boff[-1], c], E * K).reshape(E, K) for c in (0, 1)])
+        s = np.stack([np.bincount(series, t[:boff[-1], c], E) for c in (0, 1)])
         return s[0], s[1], sk[0], sk[1]
 
 
