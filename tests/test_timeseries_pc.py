@@ -156,3 +156,17 @@ def test_kernel_oclgrind(oclgrind):
         check(pattern_conformity(p, 3, 2, 50.0, 6, device=oclgrind, _accumulate=acc,
                                  _tuning=PatternTuning(wg=4, tb=4, launch_pairs=200,
                                                        per_past=per_past)), ref)
+
+
+def test_default_tuning_per_device():
+    """GPUs: one program per Δt⁻ for jobs of PER_PAST_MIN_TRIPLES triples or more (and
+    when the size is not given), one program below; CPUs: always one program."""
+    from clphys.runtime import fake_facts
+    from clphys.timeseries import pattern
+    gpu, cpu = fake_facts("nvidia"), fake_facts("pocl")
+    big = pattern_pairs(10**6, 20, 16384)
+    assert big >= pattern.PER_PAST_MIN_TRIPLES
+    assert pattern.default_tuning(gpu, 20, big).per_past
+    assert pattern.default_tuning(gpu, 20).per_past
+    assert not pattern.default_tuning(gpu, 20, pattern_pairs(5_000, 20, 1000)).per_past
+    assert not pattern.default_tuning(cpu, 20, big).per_past

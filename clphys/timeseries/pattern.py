@@ -63,8 +63,12 @@ class PatternTuning:
     sign: str = "cmp"
 
 
-def default_tuning(facts, max_future: int) -> PatternTuning:
-    """On GPUs one program per Δt⁻: on the H100 (T = 65537, 20 x 20, τ̂ = 16384; probe
+PER_PAST_MIN_TRIPLES = 1 << 36   # ~1 s on an H100: below, one program (one build)
+
+
+def default_tuning(facts, max_future: int, triples: int | None = None) -> PatternTuning:
+    """On GPUs, for jobs of at least PER_PAST_MIN_TRIPLES (t̂, τ, Δt⁻) triples (None:
+    any), one program per Δt⁻: on the H100 (T = 65537, 20 x 20, τ̂ = 16384; probe
     ts14b) 8.85e10 triples/s with mad and cmp against 6.81e10 for the one program with
     guards (7.37e10 with mad and cmp alone); its cost is max_past builds (~0.6 s each
     there, once: the binaries are cached on disk).  On CPUs one program (the builds
@@ -72,7 +76,8 @@ def default_tuning(facts, max_future: int) -> PatternTuning:
     wg = 64 if facts.is_gpu else 16
     while wg > 1 and wg * (2 * max_future * 8 + 8) + 4 * (wg + 512) > facts.local_mem // 2:
         wg //= 2
-    return PatternTuning(wg=wg, tb=128 if facts.is_gpu else 64, per_past=facts.is_gpu)
+    big = triples is None or triples >= PER_PAST_MIN_TRIPLES
+    return PatternTuning(wg=wg, tb=128 if facts.is_gpu else 64, per_past=facts.is_gpu and big)
 
 
 def pattern_pairs(T: int, max_past: int, max_history: int) -> int:
@@ -246,7 +251,8 @@ def pattern_conformity(p, max_past=20, max_future=20, chi=100.0, max_history=163
     prepared = [_ticks(x, tick) for x in series]
     dev = resolve_device(device)
     acc = _common.accumulator(dev, _accumulate)
-    t = _tuning or default_tuning(dev.facts, max_future)
+    t = _tuning or default_tuning(dev.facts, max_future,
+                                  sum(pattern_pairs(x.size, max_past, max_history) for x in series))
     acc_dtype = _common.ACC_DTYPE[acc]
     E = len(series)
     T = np.array([x.size for x in series])
