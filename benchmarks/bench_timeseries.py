@@ -49,6 +49,7 @@ from clphys.timeseries.correlation import PairTuning, _Direct, _staged  # noqa: 
 from clphys.timeseries.correlation import default_tuning  # noqa: E402
 from clphys.timeseries.pattern import PatternTuning, pattern_pairs  # noqa: E402
 from clphys.timeseries.pattern import default_tuning as pc_default_tuning  # noqa: E402
+from clphys.timeseries.pattern import local_bytes as pc_local_bytes  # noqa: E402
 from clphys.timeseries.reference import (autocorrelation_numpy, hurst_numpy,  # noqa: E402
                                          pattern_conformity_numpy)
 
@@ -194,17 +195,21 @@ def pair_variants(facts, max_lag):
 
 
 def pc_variants(facts, quick):
-    """The default and, on GPUs, the one program for every Δt⁻ (with guards) beside it
-    (wg 32/128, tb 256, native_exp were within 1% of the default: probe_ts14b)."""
-    out = [pc_default_tuning(facts, PC_FULL["max_future"])]
+    """The default and, on GPUs, the windows normalised once per tile (pre; 2.25x on
+    PoCL, not yet measured on a GPU) and the one program for every Δt⁻ (with guards)
+    beside it (wg 32/128, tb 256, native_exp were within 1% of the default:
+    probe_ts14b).  The full run takes the fastest."""
+    mp, mf = PC_FULL["max_past"], PC_FULL["max_future"]
+    out = [pc_default_tuning(facts, mf, max_past=mp)]
     if facts.is_gpu and not quick:
-        out += [dataclasses.replace(out[0], per_past=False)]
-    return list(dict.fromkeys(out))
+        out += [dataclasses.replace(out[0], pre=True),
+                dataclasses.replace(out[0], per_past=False)]
+    return [t for t in dict.fromkeys(out) if pc_local_bytes(t, mp, mf) <= facts.local_mem]
 
 
 def pc_label(t):
     return (f"wg={t.wg} tb={t.tb} {t.exp} {t.qform} {t.sign}"
-            f"{' per Δt⁻' if t.per_past else ' one program'}")
+            f"{' per Δt⁻' if t.per_past else ' one program'}{' pre' if t.pre else ''}")
 
 
 def kernel_time(dev, series, kind, max_lag, tuning, repeats):
@@ -384,7 +389,8 @@ def bench_pc(dev, repeats, quick):
     triples_try = pattern_pairs(T_try, full["max_past"], mh_try)
     triples_full = pattern_pairs(full["T"], full["max_past"], full["max_history"])
     best = None
-    for t in pc_variants(dev.facts, quick):
+    variants = pc_variants(dev.facts, quick)
+    for t in variants:
         k = timed(lambda: pattern_conformity(p[:T_try], max_history=mh_try, device=dev,
                                              _tuning=t, **args), 1 if gpu else 2)
         rate = triples_try / k
@@ -393,6 +399,8 @@ def bench_pc(dev, repeats, quick):
         if best is None or rate > best[0]:
             best = (rate, t, label)
     rate, t, label = best
+    default = t == variants[0]
+    label += " = default" if default else "; NOT the default"
     wl = "pc T=1e6 20x20 chi=100 max_history=16384"
     estimate = triples_full / rate
     emit(dev, wl, "extrapolated s", estimate,
@@ -404,7 +412,8 @@ def bench_pc(dev, repeats, quick):
         wall = time.perf_counter() - t0
         emit(dev, wl, "call s", wall, f"{wall:.2f} s measured end to end [{label}]")
         target("pattern conformity T=1e6 20x20 chi=100 max_history=16384", "<= 2 s",
-               f"{wall:.2f} s", wall <= 2.0)
+               f"{wall:.2f} s{'' if default else ' (a tuning that is not the default)'}",
+               wall <= 2.0)
     else:
         target("pattern conformity T=1e6 20x20 chi=100 max_history=16384", "<= 2 s",
                f"{estimate:.1f} s extrapolated", None)

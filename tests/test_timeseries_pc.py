@@ -60,11 +60,13 @@ def test_against_reference(device, kind, acc):
 
 
 @pytest.mark.parametrize("kind", ["walk", "acrw"])
-def test_one_program_per_past_gives_the_same_sums(device, kind):
+@pytest.mark.parametrize("pre", [False, True])
+def test_one_program_per_past_gives_the_same_sums(device, kind, pre):
     """The GPUs' default (Δt⁻ compiled in, one launch per Δt⁻) against the reference,
-    and the same bits as one program for every Δt⁻ (the same arithmetic, no guards)."""
+    and the same bits as one program for every Δt⁻ (the same arithmetic, no guards);
+    with and without the windows normalised once per tile (pre)."""
     p = series(kind, 1_237, seed=5)
-    shape = dict(wg=8, tb=16, launch_pairs=40_000)
+    shape = dict(wg=8, tb=16, launch_pairs=40_000, pre=pre)
     per_past = pattern_conformity(p, 6, 5, 100.0, 150, device=device,
                                   _tuning=PatternTuning(per_past=True, **shape))
     check(per_past, pattern_conformity_numpy(p, 6, 5, 100.0, 150))
@@ -152,10 +154,11 @@ def test_kernel_oclgrind(oclgrind):
     one program for every Δt⁻ and one per Δt⁻ (the GPUs' default)."""
     p = series("acrw", 31, seed=9)
     ref = pattern_conformity_loops(p, 3, 2, 50.0, 6)
-    for acc, per_past in (("double", False), ("compensated", True)):
+    for acc, per_past, pre in (("double", False, True), ("compensated", True, False),
+                               ("compensated", True, True)):
         check(pattern_conformity(p, 3, 2, 50.0, 6, device=oclgrind, _accumulate=acc,
                                  _tuning=PatternTuning(wg=4, tb=4, launch_pairs=200,
-                                                       per_past=per_past)), ref)
+                                                       per_past=per_past, pre=pre)), ref)
 
 
 def test_default_tuning_per_device():
@@ -170,3 +173,17 @@ def test_default_tuning_per_device():
     assert pattern.default_tuning(gpu, 20).per_past
     assert not pattern.default_tuning(gpu, 20, pattern_pairs(5_000, 20, 1000)).per_past
     assert not pattern.default_tuning(cpu, 20, big).per_past
+    # windows normalised once per tile: CPUs where the local memory holds them
+    assert pattern.default_tuning(cpu, 20, big, 20).pre
+    assert not pattern.default_tuning(gpu, 20, big, 20).pre
+    small = fake_facts("oclgrind")                          # 32 KiB of local memory
+    t = pattern.default_tuning(small, 64, big, 64)
+    assert pattern.local_bytes(t, 64, 64) <= small.local_mem
+
+
+def test_tuning_too_large_for_local_memory(device):
+    """Refused before anything is built: the tiles of normalised windows would not fit."""
+    tb = device.facts.local_mem // (4 * 66) + 1
+    with pytest.raises(ValueError, match="local memory"):
+        pattern_conformity(series("walk", 500, seed=1), 64, 64, 1.0, 100, device=device,
+                           _tuning=PatternTuning(wg=4, tb=tb, pre=True))

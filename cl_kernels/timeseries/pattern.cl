@@ -15,6 +15,11 @@
 ##         sign   (optional) "sub" (default): sgn of b - K; "cmp": b compared with K (the
 ##                same decision: b - K rounds to 0 only when b == K, barring flushed
 ##                subnormals), one instruction less per Δt⁺
+##         pre    (optional, default 0) 1: each historical window of a tile (wg + tb - 1
+##                positions, shared by the items at lid - k = const) is normalised once per
+##                tile into local memory (its minimum, range and (h - min)/range), instead of
+##                by every (t^, τ) item that reads it; the sign decisions use the same
+##                minimum and range floats (the same bits), Q the stored normalised values
 ##
 ## The launch covers t^ in [t_lo, t_hi) with t_lo - 1 a multiple of wg; work group j of it
 ## owns wg consecutive t^ and adds into slot (slot0 + j) % nslots, so that a slot receives
@@ -43,11 +48,13 @@
     mfix = context.get("mfix", 0)
     qform = context.get("qform", "plain")
     sign = context.get("sign", "sub")
+    pre = context.get("pre", 0)
     if not 0 <= mfix <= maxp or qform not in ("plain", "mad", "fast") or sign not in ("sub", "cmp"):
         raise ValueError("pattern.cl: need 0 <= mfix <= maxp, qform 'plain', 'mad' or 'fast', "
                          "sign 'sub' or 'cmp'")
     P = "pc_" + acc[0] + "_"          # helper names carry the accumulator variant
     tile_len = wg + tb + maxp + maxf
+    NPOS = wg + tb - 1                # historical window positions of a tile (pre)
     TH = range(1, (mfix or maxp) + 1)  # θ
 
     def guard(t):
@@ -74,6 +81,10 @@ void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, cons
     __local float tile[${tile_len}];
     __local ${P}acc_t lacc[${2 * maxf * wg}];
     __local uint lcnt[${3 * wg}];
+% if pre:
+    __local float plo[${NPOS}], prg[${NPOS}];      // window minimum and range by position
+    __local float phn[${(mfix or maxp) * NPOS}];   // (h_θ - min) / range, θ-major
+% endif
     const uint lid = get_local_id(0);
     const uint slot = (slot0 + get_group_id(0)) % nslots;
 % if mfix:
@@ -138,12 +149,46 @@ void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, cons
         const float rct = ok ? pc_val(P(th - ihi), ot) - lct : 0.0f;
         const float c1lt = ok ? pc_val(P(th - 1u), ot) - lct : 0.0f;
         barrier(CLK_LOCAL_MEM_FENCE);
+% if pre:
+        // position j: the historical window tile[j + maxp - θ], θ = 1 .. m
+        for (uint j = lid; j < ${NPOS}u; j += ${wg}u) {
+            const uint i0 = j + ${maxp}u;
+            const float g1 = tile[i0 - 1u];
+            float lo = g1, hi = g1;
+%   for t in TH[1:]:
+            float g${t} = 0.0f;
+            if (${guard(t)}) { g${t} = tile[i0 - ${t}u]; lo = min(lo, g${t}); hi = max(hi, g${t}); }
+%   endfor
+            const float rg = hi - lo;
+%   if qform == "fast":
+            const float ir = rg > 0.0f ? native_recip(rg) : 0.0f;
+%   else:
+            const float ir = rg > 0.0f ? 1.0f / rg : 0.0f;
+%   endif
+            plo[j] = lo;
+            prg[j] = rg;
+%   for t in TH:
+            if (${guard(t)}) phn[${(t - 1) * NPOS}u + j] = (g${t} - lo) * ir;
+%   endfor
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+% endif
 % for f in F:
         float up${f} = 0.0f, dn${f} = 0.0f;       // Σ w over b > 0, over b < 0
 % endfor
         const uint kend = tau_max >= t0 ? min(${tb}u, tau_max + 1u - t0) : 0u;
         for (uint k = 0; k < kend; ++k) {
             const int i0 = (int)th - (int)(t0 + k) - base;     // tile index of p(t^ - τ)
+% if pre:
+            const uint j = (uint)i0 - ${maxp}u;
+            const float lh = plo[j], rh = prg[j];
+            if (rh > 0.0f) {
+                float d = c1 - phn[j];
+                float s = d * d;
+%   for t in TH[1:]:
+                if (${guard(t)}) { d = c${t} - phn[${(t - 1) * NPOS}u + j]; s = mad(d, d, s); }
+%   endfor
+% else:
             const float h1 = tile[i0 - 1];
             float lh = h1, hh = h1;
 % for t in TH[1:]:
@@ -152,6 +197,8 @@ void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, cons
 % endfor
             const float rh = hh - lh;
             if (rh > 0.0f) {
+% endif
+% if not pre:
 % if qform == "fast":
                 const float irh = native_recip(rh);
 % else:
@@ -169,6 +216,7 @@ void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, cons
 %   for t in TH[1:]:
                 if (${guard(t)}) { d = c${t} - (h${t} - lh) * irh; s += d * d; }
 %   endfor
+% endif
 % endif
                 const float w = ${exp}(-chim * s);
                 const float K = c1lt * rh;
