@@ -180,7 +180,7 @@ def _rendered_source(facts, template: str, params: dict) -> tuple[str, str]:
     key = None
     if not any(isinstance(v, np.ndarray) for v in params.values()):
         text = repr(sorted(params.items()))     # repr: True and 1, 1 and 1.0 stay apart
-        if "..." not in text:
+        if "..." not in text and " at 0x" not in text:      # whole, and no object ids
             key = (facts.cache_id, template, text)
     hit = _rendered.get(key) if key is not None else None
     if hit is None:
