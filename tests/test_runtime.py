@@ -88,6 +88,29 @@ def test_build_is_cached_and_source_kept(device, tmp_path, monkeypatch):
         a.no_such_kernel
 
 
+def test_rendered_sources_are_cached_by_parameters(monkeypatch):
+    """build() renders a (template, parameters) once; parameters equal in value but not
+    in repr (True and 1) render apart."""
+    from clphys.runtime import fake_facts
+    R = importlib.import_module("clphys.runtime.render")
+    calls = []
+    real = R.render
+    monkeypatch.setattr(R, "render", lambda *a, **k: calls.append(k) or real(*a, **k))
+    monkeypatch.setattr(R, "_rendered", {})
+    facts = fake_facts("nvidia")
+    one = R._rendered_source(facts, "common/reduce.cl", dict(in_t="float", acc="double", wg=64))
+    again = R._rendered_source(facts, "common/reduce.cl", dict(wg=64, acc="double", in_t="float"))
+    assert one == again and len(calls) == 1
+    R._rendered_source(facts, "common/reduce.cl", dict(in_t="float", acc="double", wg=128))
+    shape = dict(wg=8, tb=8, maxp=2, maxf=2, acc="double", exp="exp")
+    R._rendered_source(facts, "timeseries/pattern.cl", dict(pre=True, **shape))
+    R._rendered_source(facts, "timeseries/pattern.cl", dict(pre=1, **shape))
+    assert len(calls) == 4
+    R._rendered_source(fake_facts("amd"), "common/reduce.cl", dict(in_t="float", acc="double",
+                                                                  wg=64))
+    assert len(calls) == 5                                      # per device kind
+
+
 def test_build_error_shows_log_and_source(device, tmp_path, monkeypatch):
     bad = tmp_path / "bad.cl"
     bad.write_text("__kernel void broken(__global int *x)\n{\n    x[0] = undefined_name;\n}\n")

@@ -77,7 +77,9 @@ def test_short_series_and_tails(device, n):
 
 @pytest.mark.parametrize("tuning", [PairTuning(wg=8, lpi=1, chunk=64, run=8),
                                     PairTuning(wg=4, lpi=5, chunk=32, run=16, groups=3),
-                                    PairTuning(wg=16, lpi=2, chunk=128, run=32, groups=1)])
+                                    PairTuning(wg=16, lpi=2, chunk=128, run=32, groups=1),
+                                    # the GPU default's shape: wg not a power of two, odd lpi
+                                    PairTuning(wg=12, lpi=5, chunk=64, run=16)])
 def test_tunings_agree(device, tuning):
     """Several lag blocks, several tile groups, lag counts not a multiple of wg * lpi."""
     p = series("acrw", 5_001, seed=3)
@@ -366,3 +368,19 @@ def test_default_device_used():
     with clphys.device(clphys.runtime.test_devices()[0]):
         r = hurst(np.arange(10.0), 3)
     assert_close(r.S, [1, 2, 3], rtol=1e-7)
+
+
+def test_default_pair_tuning_shapes():
+    """GPUs: 5 lags per item in work groups of a multiple of the SIMD width covering the
+    lags (224 x 5 for 1024 on NVIDIA); CPUs: powers of two; the tiles fit local memory."""
+    from clphys.runtime import fake_facts
+    from clphys.timeseries.correlation import default_tuning
+    nv, amd, cpu = fake_facts("nvidia"), fake_facts("amd"), fake_facts("pocl")
+    assert default_tuning(nv, 1024) == PairTuning(wg=224, lpi=5, chunk=1024, run=32)
+    for facts in (nv, amd, cpu):
+        for nlags in (1, 16, 100, 256, 1024, 5000):
+            t = default_tuning(facts, nlags)
+            assert t.wg <= facts.max_work_group and t.wg % facts.wg_multiple == 0
+            assert 4 * (2 * t.chunk + t.wg * t.lpi) <= facts.local_mem // 2
+            if nlags <= (256 if facts.is_gpu else 64) * t.lpi:     # the largest groups
+                assert t.wg * t.lpi >= nlags                  # one lag block

@@ -59,6 +59,23 @@ def test_against_reference(device, kind, acc):
                              _tuning=tuning), ref)
 
 
+@pytest.mark.parametrize("kind", ["walk", "acrw"])
+@pytest.mark.parametrize("pre", [False, True])
+def test_one_program_per_past_gives_the_same_sums(device, kind, pre):
+    """The GPUs' default (Δt⁻ compiled in, one launch per Δt⁻) against the reference,
+    and the same bits as one program for every Δt⁻ (the same arithmetic, no guards);
+    with and without the windows normalised once per tile (pre)."""
+    p = series(kind, 1_237, seed=5)
+    shape = dict(wg=8, tb=16, launch_pairs=40_000, pre=pre)
+    per_past = pattern_conformity(p, 6, 5, 100.0, 150, device=device,
+                                  _tuning=PatternTuning(per_past=True, **shape))
+    check(per_past, pattern_conformity_numpy(p, 6, 5, 100.0, 150))
+    one = pattern_conformity(p, 6, 5, 100.0, 150, device=device, _tuning=PatternTuning(**shape))
+    np.testing.assert_array_equal(per_past.xi, one.xi)
+    np.testing.assert_array_equal(per_past.norm, one.norm)
+    np.testing.assert_array_equal(per_past.pairs, one.pairs)
+
+
 def test_shortest_series(device):
     """T = max_past + max_future + 1: one (t̂, τ) pair in the cell (max_future, max_past)."""
     p = series("walk", 9, seed=5)
@@ -133,9 +150,40 @@ def test_bad_input(kwargs, exc, match):
 
 @pytest.mark.oclgrind
 def test_kernel_oclgrind(oclgrind):
-    """Two launches, partial groups and tiles, both accumulators, integer data with ties."""
+    """Two launches, partial groups and tiles, both accumulators, integer data with ties;
+    one program for every Δt⁻ and one per Δt⁻ (the GPUs' default)."""
     p = series("acrw", 31, seed=9)
     ref = pattern_conformity_loops(p, 3, 2, 50.0, 6)
-    for acc in ("double", "compensated"):
+    for acc, per_past, pre in (("double", False, True), ("compensated", True, False),
+                               ("compensated", True, True)):
         check(pattern_conformity(p, 3, 2, 50.0, 6, device=oclgrind, _accumulate=acc,
-                                 _tuning=PatternTuning(wg=4, tb=4, launch_pairs=200)), ref)
+                                 _tuning=PatternTuning(wg=4, tb=4, launch_pairs=200,
+                                                       per_past=per_past, pre=pre)), ref)
+
+
+def test_default_tuning_per_device():
+    """GPUs: one program per Δt⁻ for jobs of PER_PAST_MIN_TRIPLES triples or more (and
+    when the size is not given), one program below; CPUs: always one program."""
+    from clphys.runtime import fake_facts
+    from clphys.timeseries import pattern
+    gpu, cpu = fake_facts("nvidia"), fake_facts("pocl")
+    big = pattern_pairs(10**6, 20, 16384)
+    assert big >= pattern.PER_PAST_MIN_TRIPLES
+    assert pattern.default_tuning(gpu, 20, big).per_past
+    assert pattern.default_tuning(gpu, 20).per_past
+    assert not pattern.default_tuning(gpu, 20, pattern_pairs(5_000, 20, 1000)).per_past
+    assert not pattern.default_tuning(cpu, 20, big).per_past
+    # windows normalised once per tile: CPUs where the local memory holds them
+    assert pattern.default_tuning(cpu, 20, big, 20).pre
+    assert not pattern.default_tuning(gpu, 20, big, 20).pre
+    small = fake_facts("oclgrind")                          # 32 KiB of local memory
+    t = pattern.default_tuning(small, 64, big, 64)
+    assert pattern.local_bytes(t, 64, 64) <= small.local_mem
+
+
+def test_tuning_too_large_for_local_memory(device):
+    """Refused before anything is built: the tiles of normalised windows would not fit."""
+    tb = device.facts.local_mem // (4 * 66) + 1
+    with pytest.raises(ValueError, match="local memory"):
+        pattern_conformity(series("walk", 500, seed=1), 64, 64, 1.0, 100, device=device,
+                           _tuning=PatternTuning(wg=4, tb=tb, pre=True))

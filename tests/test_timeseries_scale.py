@@ -2,8 +2,10 @@
 autocorrelation under shifts, pattern conformity in integer ticks, and long inputs:
 time-bounded slices and device-sized windows/pieces that give the same bits."""
 
+import collections
 import dataclasses
 import importlib
+import math
 import os
 import signal
 
@@ -21,6 +23,7 @@ from clphys.timeseries.reference import (autocorrelation_numpy, hurst_numpy,
                                          pattern_conformity_numpy)
 
 acrw_module = importlib.import_module("clphys.timeseries.acrw")   # the package exports acrw()
+render_module = importlib.import_module("clphys.runtime.render")  # ... and render()
 
 # float64 data from subnormal to near the overflow threshold
 SCALES = [1e-310, 1e-300, 1e-40, 1e-22, 1e19, 1e36, 1e300]
@@ -240,6 +243,30 @@ def test_windows_and_slices_give_the_same_bits(device, monkeypatch):
         assert np.array_equal(a, b)
 
 
+def test_more_groups_than_tiles_per_block_same_bits(device, monkeypatch):
+    """G above the tiles per jackknife block (GPUs' default: 16 groups per compute unit;
+    here 16 groups, 10 tiles per block, so every tile has its own slot column): slices
+    of a few tiles give the same bits as one launch, and the values and errors hold."""
+    p = acrw_numpy(10_001, 0.044, seed=2) + walk(10_001, 5)
+    x = np.diff(p)
+    t = PairTuning(wg=8, lpi=4, chunk=64, run=16, groups=16)
+    assert _Direct(device, _ingest.batch("p", p, 2, ""), 30, 1, "blocked", 1,
+                   tuning=t).tpb < 16
+
+    def results():
+        h = hurst(p, 30, device=device, _tuning=t)
+        a = autocorrelation(x, 30, device=device, _tuning=t)
+        return [h.S, h.S_err, h.H_err, a.rho, a.rho_err]
+    monkeypatch.setattr(correlation, "FIRST_SLICE_PAIRS", {True: 1 << 40, False: 1 << 40})
+    one = results()
+    np.testing.assert_allclose(one[0], hurst_numpy(p, 30)[0], rtol=1e-6)
+    np.testing.assert_allclose(one[3], autocorrelation_numpy(x, 30), atol=1e-7)
+    assert np.all(np.isfinite(one[1])) and np.all(one[1] > 0)
+    monkeypatch.setattr(correlation, "FIRST_SLICE_PAIRS", {True: 1, False: 1})
+    for a, b in zip(one, results()):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_pattern_conformity_windows_same_bits(device, monkeypatch):
     p = acrw_numpy(3_000, 0.044, seed=2)
     t = PatternTuning(wg=8, tb=16, launch_pairs=20_000)
@@ -279,26 +306,58 @@ def test_too_large_for_the_device_is_refused(device, monkeypatch):
         acrw(10_000_000, 0.1, device=device)
 
 
+def doubling_slices(monkeypatch):
+    """run_sliced whose slices only double (first, 2 first, 4 first, ...): the number of
+    launches no longer depends on how fast the device is (Oclgrind runs a launch ~10x
+    slower once earlier tests have built up its state, and timed slices then shrink to
+    one tile each: hundreds of launches)."""
+    from clphys.runtime import longrun
+
+    def run_sliced(*args, **kwargs):
+        return longrun.run_sliced(*args, **dict(kwargs, target_seconds=math.inf))
+    for module in (correlation, pattern, acrw_module):
+        monkeypatch.setattr(module, "run_sliced", run_sliced)
+
+
 @pytest.mark.oclgrind
 def test_sliced_windowed_kernels_oclgrind(oclgrind, monkeypatch):
-    """The partial sums read back at every launch, windows at an offset, the max pass
-    and the per-lag scales, pattern windows and acrw pieces, under Oclgrind's checks."""
+    """Slices that continue the partial sums of earlier launches, windows at an offset,
+    the max pass and the per-lag scales (q = 1 and 3 in one pass), the autocorrelation's
+    ends of a windowed series, pattern windows and blocks, acrw pieces, under Oclgrind's
+    checks; few launches (each is slow on Oclgrind), counted."""
     p = acrw_numpy(2_000, 0.044, seed=3) + walk(2_000, 4)
     t = PairTuning(wg=4, lpi=2, chunk=16, run=4, groups=3)
     S1, S3 = hurst_numpy(p, 9)[0], hurst_numpy(p, 9, q=3.0)[0]
-    small_device(monkeypatch, oclgrind, 40_000, 6_000)
-    monkeypatch.setattr(correlation, "FIRST_SLICE_PAIRS", {True: 1, False: 1})
-    assert len(_Direct(oclgrind, _ingest.batch("p", p, 2, ""), 9, 1, "blocked", 1,
+    small_device(monkeypatch, oclgrind, 50_000, 10_000)         # two windows of the series
+    doubling_slices(monkeypatch)
+    # 2 lag blocks of 8 lags x 16 values per tile: the first slice is 16 of the 125 tiles
+    monkeypatch.setattr(correlation, "FIRST_SLICE_PAIRS", {True: 4096, False: 4096})
+    launches = collections.Counter()
+    kernel_call = render_module.Kernel.__call__
+
+    def counted(self, *args, **kwargs):
+        launches[self.name] += 1
+        return kernel_call(self, *args, **kwargs)
+    monkeypatch.setattr(render_module.Kernel, "__call__", counted)
+    assert len(_Direct(oclgrind, _ingest.batch("p", p, 2, ""), 9, 1, "blocked", 2,
                        tuning=t).windows) >= 2
-    np.testing.assert_allclose(hurst(p, 9, device=oclgrind, _tuning=t).S, S1, rtol=1e-6)
-    np.testing.assert_allclose(hurst(p, 9, q=3.0, device=oclgrind, _tuning=t).S, S3, rtol=1e-6)
+    S = hurst(p, 9, q=[1.0, 3.0], device=oclgrind, _tuning=t).S
+    np.testing.assert_allclose(S[0], S1, rtol=1e-6)
+    np.testing.assert_allclose(S[1], S3, rtol=1e-6)
     np.testing.assert_allclose(autocorrelation(np.diff(p), 9, device=oclgrind, _tuning=t).rho,
                                autocorrelation_numpy(np.diff(p), 9), atol=1e-7)
+    # slices and windows: more than one launch per pass, far fewer than one per tile
+    assert 3 * 3 <= launches["ts_pair_sums"] <= 3 * 8
     k = acrw_numpy(120, 0.044, seed=4)
     ref = pattern_conformity_numpy(k, 3, 2, 50.0, 10)
+    monkeypatch.setattr(pattern, "PC_BLOCKS", 2)
+    # two windows of the series (the planner is tested on small devices above)
+    monkeypatch.setattr(pattern, "_pc_windows", lambda dev, T, wg, units, *rest:
+                        [(0, units // 2), (units // 2, units)])
     r = pattern_conformity(k, 3, 2, 50.0, 10, device=oclgrind,
-                           _tuning=PatternTuning(wg=4, tb=4, launch_pairs=100))
+                           _tuning=PatternTuning(wg=4, tb=4, launch_pairs=960))
     np.testing.assert_allclose(r.Xi[:, 1:], ref.Xi[:, 1:], atol=1e-5)
+    assert launches["ts_pc_fold"] == 2 and 3 <= launches["ts_pc_sweep"] <= 8
     monkeypatch.setattr(acrw_module, "PIECE_BLOCKS", 1)
     n = 2 * acrw_module.BLOCK + 5
     np.testing.assert_array_equal(acrw(n, 0.3, seed=8, device=oclgrind), acrw_numpy(n, 0.3, seed=8))

@@ -32,10 +32,12 @@
 ## and the tiles c in [c_begin, c_end) of entry e with c % G == g, in increasing order.
 ## A tile keeps x(t0 .. t0 + chunk) and the shifted span x(t0 + L0 .. t0 + L0 + chunk +
 ## wg*lpi) in local memory; item i keeps its lpi lags' accumulators in registers, read from
-## partial[p][e][k][g] when it starts on block k and written back when it leaves it
-## (partial starts zeroed), so a group folds its tiles in the same order however the tile
-## range is split into launches (time-bounded slices, upload segments, windows): the sums
-## are the same bits.  ts_pair_finish then reduces partial over g.
+## the slot partial[p][e][k][c % Gs] (Gs = min(G, tpb) columns per block) when it starts on
+## block k and written back when it leaves it (partial starts zeroed): with G <= tpb the
+## column is the group's own, with G > tpb every tile has a slot of its own (a group's
+## tiles lie in different blocks).  So a group folds its tiles in the same order however
+## the tile range is split into launches (time-bounded slices, upload segments, windows):
+## the sums are the same bits.  ts_pair_finish then reduces partial over the Gs columns.
 <%namespace name="accns" file="/timeseries/acc.cl"/>
 <%
     KINDS = ("absdiff", "sqdiff", "powdiff", "product", "absmax")
@@ -194,6 +196,7 @@ void ts_pair_sums(__global const tp_in_t *x, __global const float2 *tab,
     const uint c_stop = min(c_end, nch);
     const uint c_start = c_begin + (g + G - c_begin % G) % G;
     if (c_start >= c_stop) return;                      // no tile here: partial stays
+    const uint Gs = min(G, tpb);                        // slot columns per block
 % for p in NP:
 %   if PL[p] == "powdiff":
     const float q${p} = qs[${p}];
@@ -219,12 +222,13 @@ void ts_pair_sums(__global const tp_in_t *x, __global const float2 *tab,
 % endfor
     for (uint c = c_start; c < c_stop; c += G) {
         const uint k = min(c / tpb, nblk - 1u);
-        if (k != kcur) {
+        if (k != kcur) {                    // (with G > tpb every tile starts a block)
             if (kcur < nblk) {
 ${slot("store")}
             }
 % for p in NP:
-            slot_${p} = ((((size_t)${p} * nentries + e) * nblk + k) * G + g) * nlags;
+            slot_${p} = ((((size_t)${p} * nentries + e) * nblk + k) * Gs + (c - c / Gs * Gs))
+                      * nlags;
 % endfor
 ${slot("load")}
             kcur = k;

@@ -6,6 +6,20 @@
 ##         maxp, maxf   max_past and max_future (they size the unrolled register arrays)
 ##         acc    "double" | "compensated" (see acc.cl)
 ##         exp    "exp" | "native_exp": the function for e^{-χQ}
+##         mfix   (optional, default 0) a fixed Δt⁻ = mfix compiled in (one launch per Δt⁻,
+##                grid axis 1 of size 1; the windows' loops need no run-time guards);
+##                0: Δt⁻ = group id 1 + 1, every Δt⁻ in one launch
+##         qform  (optional) "plain" (default) | "mad": Q's terms with mad() (Q needs no
+##                exact rounding; only the sign decisions do) | "fast": mad() and
+##                native_recip for the historical range
+##         sign   (optional) "sub" (default): sgn of b - K; "cmp": b compared with K (the
+##                same decision: b - K rounds to 0 only when b == K, barring flushed
+##                subnormals), one instruction less per Δt⁺
+##         pre    (optional, default 0) 1: each historical window of a tile (wg + tb - 1
+##                positions, shared by the items at lid - k = const) is normalised once per
+##                tile into local memory (its minimum, range and (h - min)/range), instead of
+##                by every (t^, τ) item that reads it; the sign decisions use the same
+##                minimum and range floats (the same bits), Q the stored normalised values
 ##
 ## The launch covers t^ in [t_lo, t_hi) with t_lo - 1 a multiple of wg; work group j of it
 ## owns wg consecutive t^ and adds into slot (slot0 + j) % nslots, so that a slot receives
@@ -31,9 +45,21 @@
         raise ValueError("pattern.cl: wg, tb, maxp, maxf must be >= 1")
     if exp not in ("exp", "native_exp"):
         raise ValueError("pattern.cl: exp must be 'exp' or 'native_exp', got %r" % (exp,))
+    mfix = context.get("mfix", 0)
+    qform = context.get("qform", "plain")
+    sign = context.get("sign", "sub")
+    pre = context.get("pre", 0)
+    if not 0 <= mfix <= maxp or qform not in ("plain", "mad", "fast") or sign not in ("sub", "cmp"):
+        raise ValueError("pattern.cl: need 0 <= mfix <= maxp, qform 'plain', 'mad' or 'fast', "
+                         "sign 'sub' or 'cmp'")
     P = "pc_" + acc[0] + "_"          # helper names carry the accumulator variant
     tile_len = wg + tb + maxp + maxf
-    TH = range(1, maxp + 1)           # θ
+    NPOS = wg + tb - 1                # historical window positions of a tile (pre)
+    TH = range(1, (mfix or maxp) + 1)  # θ
+
+    def guard(t):
+        """The run-time test that θ = t is inside the window (none when Δt⁻ is fixed)."""
+        return "true" if mfix else "m >= %du" % t
     F = range(1, maxf + 1)            # Δt⁺
 %>
 // Sign decisions compare two rounded products; a fused multiply-add would round one only.
@@ -55,9 +81,17 @@ void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, cons
     __local float tile[${tile_len}];
     __local ${P}acc_t lacc[${2 * maxf * wg}];
     __local uint lcnt[${3 * wg}];
+% if pre:
+    __local float plo[${NPOS}], prg[${NPOS}];      // window minimum and range by position
+    __local float phn[${(mfix or maxp) * NPOS}];   // (h_θ - min) / range, θ-major
+% endif
     const uint lid = get_local_id(0);
     const uint slot = (slot0 + get_group_id(0)) % nslots;
+% if mfix:
+    const uint m = ${mfix}u;
+% else:
     const uint m = get_group_id(1) + 1;
+% endif
     const uint A = t_lo + get_group_id(0) * ${wg}u;    // first t^ of the group
     const uint th = A + lid;
     const bool active = th < t_hi && th >= m;
@@ -71,7 +105,7 @@ void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, cons
     uint ilo = 1, ihi = 1;                        // θ of the window's minimum and maximum
     if (active) {
 % for t in TH[1:]:
-        if (m >= ${t}u) {
+        if (${guard(t)}) {
             c${t} = pc_val(P(th - ${t}u), o);
             if (c${t} < lc) { lc = c${t}; ilo = ${t}u; }
             if (c${t} > hc) { hc = c${t}; ihi = ${t}u; }
@@ -115,33 +149,88 @@ void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, cons
         const float rct = ok ? pc_val(P(th - ihi), ot) - lct : 0.0f;
         const float c1lt = ok ? pc_val(P(th - 1u), ot) - lct : 0.0f;
         barrier(CLK_LOCAL_MEM_FENCE);
+% if pre:
+        // position j: the historical window tile[j + maxp - θ], θ = 1 .. m
+        for (uint j = lid; j < ${NPOS}u; j += ${wg}u) {
+            const uint i0 = j + ${maxp}u;
+            const float g1 = tile[i0 - 1u];
+            float lo = g1, hi = g1;
+%   for t in TH[1:]:
+            float g${t} = 0.0f;
+            if (${guard(t)}) { g${t} = tile[i0 - ${t}u]; lo = min(lo, g${t}); hi = max(hi, g${t}); }
+%   endfor
+            const float rg = hi - lo;
+%   if qform == "fast":
+            const float ir = rg > 0.0f ? native_recip(rg) : 0.0f;
+%   else:
+            const float ir = rg > 0.0f ? 1.0f / rg : 0.0f;
+%   endif
+            plo[j] = lo;
+            prg[j] = rg;
+%   for t in TH:
+            if (${guard(t)}) phn[${(t - 1) * NPOS}u + j] = (g${t} - lo) * ir;
+%   endfor
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+% endif
 % for f in F:
         float up${f} = 0.0f, dn${f} = 0.0f;       // Σ w over b > 0, over b < 0
 % endfor
         const uint kend = tau_max >= t0 ? min(${tb}u, tau_max + 1u - t0) : 0u;
         for (uint k = 0; k < kend; ++k) {
             const int i0 = (int)th - (int)(t0 + k) - base;     // tile index of p(t^ - τ)
+% if pre:
+            const uint j = (uint)i0 - ${maxp}u;
+            const float lh = plo[j], rh = prg[j];
+            if (rh > 0.0f) {
+                float d = c1 - phn[j];
+                float s = d * d;
+%   for t in TH[1:]:
+                if (${guard(t)}) { d = c${t} - phn[${(t - 1) * NPOS}u + j]; s = mad(d, d, s); }
+%   endfor
+% else:
             const float h1 = tile[i0 - 1];
             float lh = h1, hh = h1;
 % for t in TH[1:]:
             float h${t} = 0.0f;
-            if (m >= ${t}u) { h${t} = tile[i0 - ${t}]; lh = min(lh, h${t}); hh = max(hh, h${t}); }
+            if (${guard(t)}) { h${t} = tile[i0 - ${t}]; lh = min(lh, h${t}); hh = max(hh, h${t}); }
 % endfor
             const float rh = hh - lh;
             if (rh > 0.0f) {
+% endif
+% if not pre:
+% if qform == "fast":
+                const float irh = native_recip(rh);
+% else:
                 const float irh = 1.0f / rh;
+% endif
+% if qform in ("mad", "fast"):
+                float d = mad(lh - h1, irh, c1);
+                float s = d * d;
+%   for t in TH[1:]:
+                if (${guard(t)}) { d = mad(lh - h${t}, irh, c${t}); s = mad(d, d, s); }
+%   endfor
+% else:
                 float d = c1 - (h1 - lh) * irh;
                 float s = d * d;
-% for t in TH[1:]:
-                if (m >= ${t}u) { d = c${t} - (h${t} - lh) * irh; s += d * d; }
-% endfor
+%   for t in TH[1:]:
+                if (${guard(t)}) { d = c${t} - (h${t} - lh) * irh; s += d * d; }
+%   endfor
+% endif
+% endif
                 const float w = ${exp}(-chim * s);
                 const float K = c1lt * rh;
 % for f in F:
                 {
+% if sign == "cmp":
+                    const float b = (tile[i0 + ${f - 1}] - lh) * rct;
+                    up${f} += b > K ? w : 0.0f;
+                    dn${f} += b < K ? w : 0.0f;
+% else:
                     const float b = (tile[i0 + ${f - 1}] - lh) * rct - K;
                     up${f} += b > 0.0f ? w : 0.0f;       // two predicated adds: fewer
                     dn${f} += b < 0.0f ? w : 0.0f;       // instructions than sgn and |sgn|
+% endif
                 }
 % endfor
             } else {

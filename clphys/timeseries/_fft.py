@@ -43,15 +43,17 @@ class FFT:
     unnormalised, forward (sign -1) and inverse (+1), between ping-pong buffers; and
     the autocorrelation step of fft.cl.  Twiddle tables are for order 2n (the real
     transforms of length 2n need w_{2n}).  `max_bits` caps the passes' radix (tests
-    use it to cover several passes at small n)."""
+    use it to cover several passes at small n); `jmax` the columns per work group (the
+    benchmarks try several)."""
 
-    def __init__(self, dev, n: int, batch: int, real: str, max_bits: int | None = None):
+    def __init__(self, dev, n: int, batch: int, real: str, max_bits: int | None = None,
+                 jmax: int | None = None):
         if n < 1 or n & (n - 1):
             raise ValueError(f"FFT length must be a power of two, got {n}")
         self.dev, self.n, self.batch, self.real = dev, n, batch, real
         self.csize = 16 if real == "double" else 8
         self.cdtype = np.complex128 if real == "double" else np.complex64
-        Jmax = 16 if dev.facts.is_gpu else 4
+        Jmax = jmax or (16 if dev.facts.is_gpu else 4)     # columns per work group
         self.passes = []
         Ns = 1
         for b in plan(n, max_bits or _radix_bits(dev, self.csize, Jmax)):

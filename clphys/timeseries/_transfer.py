@@ -44,9 +44,13 @@ PATHS = ("pageable", "pinned", "pinned-unmap")
 CACHE_SLOTS = 2                 # free staging slots kept per device
 CACHE_BYTES = 1 << 29           # ... of at most this much in all (each: device + pinned)
 PINNED_MIN_BYTES = 1 << 20      # below this the default path is pageable (nothing to win)
+# Measured on the H100 host (16 cores; benchmarks/probe_ts14b.py, NOTES-ts14b.md): 16 MB
+# segments filled by threads taking 4 MB chunks each sent 64 MB in 4.0 ms and 128 MB in
+# 6.6 ms (1 MB chunks: 6.8 and 11.7 ms); into freshly allocated result arrays 16 threads
+# copy at 16.6 GB/s, 8 at 10 GB/s, one at 2.4 GB/s (the page faults of new memory).
 SEGMENT_BYTES = 1 << 24         # the pinned buffer is filled and sent this much at a time
-COPY_CHUNK = 1 << 20            # ... by threads copying this much each
-COPY_THREADS = max(1, min(8, os.cpu_count() or 1))
+COPY_CHUNK = 1 << 22            # ... by threads copying this much each
+COPY_THREADS = max(1, min(16, os.cpu_count() or 1))
 
 
 @dataclass(frozen=True)
@@ -295,9 +299,10 @@ class Staged:
 
 def download(dev, src: cl.Buffer, dst: np.ndarray, transfer: Transfer = None):
     """dst[:] = the first dst.nbytes bytes of the device buffer `src` (blocking).  Large
-    results on GPUs come through a pinned staging buffer in segments, each copied out
-    (by a few threads) while the next is on its way; small ones, and CPU devices, read
-    straight into dst."""
+    results on GPUs come through a pinned staging buffer in segments, each copied out by
+    the copy threads as soon as it is in, while the later ones are on their way (dst is
+    typically a new array: the threads also share its first-touch page faults); small
+    ones, and CPU devices, read straight into dst."""
     nbytes = dst.nbytes
     transfer = default(dev, nbytes) if transfer is None else transfer
     queue = dev.queue
@@ -316,9 +321,12 @@ def download(dev, src: cl.Buffer, dst: np.ndarray, transfer: Transfer = None):
         events = [(a, min(nbytes, a + step),
                    cl.enqueue_copy(queue, host[a:min(nbytes, a + step)], src, src_offset=a,
                                    is_blocking=False)) for a in range(0, nbytes, step)]
+        jobs = []
         for a, b, ev in events:
             ev.wait()
-            _copy(view[a:b], host[a:b])
+            jobs += _copy_jobs(view[a:b], host[a:b])
+        for job in jobs:
+            job.result()
     finally:
         queue.finish()
         _give_back(dev, slot)

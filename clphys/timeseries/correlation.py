@@ -78,7 +78,10 @@ BLOCK = 256                   # values per offset block of the "blocked" layout 
 JACK_BLOCKS = 16              # jackknife blocks of pair start times per series
 # The first time-bounded slice covers about this many pair terms (then run_sliced
 # doubles or halves it): a few ms on a CPU, well under a ms on a GPU.
-FIRST_SLICE_PAIRS = {True: 1 << 30, False: 1 << 25}      # by DeviceFacts.is_gpu
+# On GPUs 2^35 terms (~7 ms on an H100, well under the 0.25 s slice target on a GPU 30x
+# slower): a T = 2^24, max_lag = 1024 job is one launch, not five launches each followed
+# by a queue finish (the 2^30 start doubled).
+FIRST_SLICE_PAIRS = {True: 1 << 35, False: 1 << 25}      # by DeviceFacts.is_gpu
 
 # benchmarks/bench_timeseries.py sets TRACE to a list: (phase, time.perf_counter()) are
 # appended at the points where the host waits for the device anyway (no extra syncs)
@@ -93,13 +96,20 @@ STAGING_SLACK = 9 / 8         # staging buffers are rounded up by at most 1/8 (_
 
 def default_tuning(facts, nlags: int, shortest: int = 1 << 30) -> PairTuning:
     """Tiles of 1024 values on GPUs, 512 on CPUs, halved (down to 32) while the shortest
-    series has fewer than JACK_BLOCKS tiles, so that it still gets its error bars."""
+    series has fewer than JACK_BLOCKS tiles, so that it still gets its error bars.
+
+    GPUs: 5 lags per item in work groups of a multiple of the SIMD width (224 x 5 for
+    1024 lags).  An odd lpi keeps the items' strided local-memory reads (tb[tt + me + j],
+    stride lpi) off each other's banks: on the H100 224 x 5 ran the pair kernels in
+    3.21 / 2.85 ms (hurst / acf, T = 2^24, 1024 lags) against 3.59 / 3.78 ms for 128 x 8."""
     if facts.is_gpu:
-        lpi, lo, hi, chunk = 8, max(32, facts.wg_multiple), 256, 1024
+        lpi, lo, hi, chunk = 5, max(32, facts.wg_multiple), 256, 1024
     else:
         lpi, lo, hi, chunk = 8, 8, 64, 512
     lpi = max(1, min(lpi, -(-nlags // lo)))
-    wg = min(max(_common.pow2_at_least(-(-nlags // lpi)), lo), hi, facts.max_work_group)
+    items = -(-nlags // lpi)
+    items = -(-items // lo) * lo if facts.is_gpu else _common.pow2_at_least(items)
+    wg = min(max(items, lo), hi, facts.max_work_group)
     while chunk > 32 and (4 * (2 * chunk + wg * lpi) > facts.local_mem // 2
                           or shortest < JACK_BLOCKS * chunk):
         chunk //= 2
@@ -141,15 +151,17 @@ class _Direct:
         acc_bytes = _common.ACC_DTYPE[self.acc].itemsize
         per_cu = 16 if facts.is_gpu else 4
         G = t.groups or max(1, -(-per_cu * facts.compute_units // (self.lag_blocks * E)))
-        # the partial sums take a quarter of the device at most
+        # the partial sums (K blocks of Gs = min(G, tpb) columns) take a quarter of the
+        # device at most
         room = max(1, items_that_fit(dev, n_pairs * E * self.K * nlags * acc_bytes) // 4)
-        self.G = max(1, min(G, self.tpb, room))
+        self.G = max(1, G if room >= self.tpb else min(G, room))
+        self.Gs = min(self.G, self.tpb)
         self.elem = 8 if value == "float2" else 4
         self.align = BLOCK
         self.yoff = np.concatenate([[0], np.cumsum(-(-n // self.align) * self.align)[:-1]])
         self.ylen = n.copy()
         self.fixed = {
-            "partial sums": n_pairs * E * self.K * self.G * nlags * acc_bytes,
+            "partial sums": n_pairs * E * self.K * self.Gs * nlags * acc_bytes,
             "block sums": n_pairs * E * self.K * nlags * acc_bytes,
             "results": 4 * n_pairs * E * nlags * 8,
             "per-tile sums": E * self.tiles * acc_bytes + E * 8 * 64}
@@ -286,7 +298,8 @@ class _Direct:
                         wg=t.wg, lpi=t.lpi, chunk=t.chunk, run=t.run, rows=self.rows, block=BLOCK)
         dtype = _common.ACC_DTYPE[acc]
         npairs = len(pairs)
-        partial = _zeros(dev, npairs * self.E * K * self.G * self.nlags, dtype)
+        Gs = min(self.G, tpb)                 # slot columns per block (pairs.cl)
+        partial = _zeros(dev, npairs * self.E * K * Gs * self.nlags, dtype)
         qarr = self.inp._array(np.asarray(qs, dtype=np.float32))
         invarr = self.inp._array(np.asarray(inv, dtype=np.float32)) if inv is not None \
             else qarr
@@ -318,7 +331,7 @@ class _Direct:
         out = _common.work_array(dev, npairs * self.E * K * self.nlags, dtype)
         fin = 64
         prg.ts_pair_finish(queue, (-(-self.nlags // fin) * fin, self.rows, npairs * self.E * K),
-                           (fin, self.rows, 1), partial.data, np.uint32(self.G),
+                           (fin, self.rows, 1), partial.data, np.uint32(Gs),
                            np.uint32(self.nlags), out.data)
         return out
 
@@ -328,14 +341,15 @@ class _Direct:
         t = _common.acc_to_float64(self.tile_sums.get()).reshape(-1, 2)
         boff = self.inp.boff.astype(np.int64) if len(self.windows) == 1 \
             else np.array([0, self.tiles])
-        s = np.zeros((2, self.E))
-        sk = np.zeros((2, self.E, self.K))
-        for e in range(self.E):
-            row = t[boff[e]:boff[e + 1]]
-            s[:, e] = row.sum(axis=0)
-            for k in range(self.K):
-                sk[:, e, k] = row[k * self.tpb:(k + 1) * self.tpb if k < self.K - 1
-                                  else None].sum(axis=0)
+        E, K = self.E, self.K
+        per = np.diff(boff)                                 # tiles per series
+        series = np.repeat(np.arange(E), per)
+        block = np.minimum((np.arange(boff[-1]) - np.repeat(boff[:-1], per)) // self.tpb, K - 1)
+        # one pass for every series and block (a loop of E x K NumPy sums cost ~30 ms for
+        # 512 series on the H100 host)
+        cell = series * K + block
+        sk = np.stack([np.bincount(cell, t[:boff[-1], c], E * K).reshape(E, K) for c in (0, 1)])
+        s = np.stack([np.bincount(series, t[:boff[-1], c], E) for c in (0, 1)])
         return s[0], s[1], sk[0], sk[1]
 
 
@@ -856,12 +870,14 @@ def _fft_run(dev, b, max_lag, form, accumulate, transfer, progress, label, error
         _phase("conversion and FFT")
         if f64:
             out, second, prg = rows.finish(inp, b.lengths, nl, exps, form, odtype)
-            arrays = [out, second]
+            # only what is returned comes back (ρ's second array is the direct path's
+            # error slot: NaN here, never downloaded)
+            arrays = [out, second] if form == "msd" else [out]
             if with_err:
                 bout, bsecond, _ = brows.finish(binp, np.repeat(bs, K), nlb,
                                                 np.repeat(exps, K), form, np.float64)
                 spread = [bout] + ([bsecond] if form == "msd" else [])
-                arrays = arrays[:1 if form != "msd" else 2] + [
+                arrays = arrays + [
                     _block_errors(dev, prg, th, K, nlb, bs, b.lengths, nl, odtype)
                     for th in spread]
             res = [_xfer.download(dev, a.data, np.empty((E, nl), odtype)) for a in arrays]

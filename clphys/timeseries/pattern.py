@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -49,18 +50,51 @@ class PatternConformity:
 class PatternTuning:
     """Code shape of pattern.cl: work-group size, lags τ per local-memory tile,
     the exponential ("exp" or the faster, less accurate "native_exp");
-    `launch_pairs`: about how many (t̂, Δt⁻, τ) triples one launch covers."""
+    `launch_pairs`: about how many (t̂, Δt⁻, τ) triples one launch covers;
+    `per_past`: one program per Δt⁻ (compiled in: no run-time guards on the window
+    steps; max_past programs to build, one launch each) instead of one for all Δt⁻;
+    `qform`, `sign`: pattern.cl's variants ("mad": Q by mad(), "cmp": b compared with K;
+    the sign decisions stay exact); `pre`: each historical window normalised once per
+    tile in local memory (pattern.cl), not by every item that reads it."""
     wg: int
     tb: int
     launch_pairs: int | None = None
     exp: str = "exp"
+    per_past: bool = False
+    qform: str = "mad"
+    sign: str = "cmp"
+    pre: bool = False
 
 
-def default_tuning(facts, max_future: int) -> PatternTuning:
+PER_PAST_MIN_TRIPLES = 1 << 36   # ~1 s on an H100: below, one program (one build)
+
+
+def local_bytes(t: PatternTuning, max_past: int, max_future: int) -> int:
+    """Local memory of a ts_pc_sweep work group (8-byte accumulators)."""
+    tile = 4 * (t.wg + t.tb + max_past + max_future)
+    pre = 4 * (2 + max_past) * (t.wg + t.tb - 1) if t.pre else 0
+    return tile + 8 * 2 * max_future * t.wg + 4 * 3 * t.wg + pre
+
+
+def default_tuning(facts, max_future: int, triples: int | None = None,
+                   max_past: int = MAX_PAST) -> PatternTuning:
+    """On GPUs, for jobs of at least PER_PAST_MIN_TRIPLES (t̂, τ, Δt⁻) triples (None:
+    any), one program per Δt⁻: on the H100 (T = 65537, 20 x 20, τ̂ = 16384; probe
+    ts14b) 8.85e10 triples/s with mad and cmp against 6.81e10 for the one program with
+    guards (7.37e10 with mad and cmp alone); its cost is max_past builds (~0.6 s each
+    there, once: the binaries are cached on disk).  On CPUs one program (the builds
+    would cost more than the guards).  `pre` (windows normalised once per tile) where
+    it fits the local memory, on CPUs only for now: 2.25x on PoCL here (T = 3000,
+    20 x 20, τ̂ = 512); not yet measured on a GPU (the benchmark tries it)."""
     wg = 64 if facts.is_gpu else 16
     while wg > 1 and wg * (2 * max_future * 8 + 8) + 4 * (wg + 512) > facts.local_mem // 2:
         wg //= 2
-    return PatternTuning(wg=wg, tb=128 if facts.is_gpu else 64)
+    big = triples is None or triples >= PER_PAST_MIN_TRIPLES
+    t = PatternTuning(wg=wg, tb=128 if facts.is_gpu else 64, per_past=facts.is_gpu and big)
+    pre = dataclasses.replace(t, pre=True)
+    if not facts.is_gpu and local_bytes(pre, max_past, max_future) <= facts.local_mem:
+        return pre
+    return t
 
 
 def pattern_pairs(T: int, max_past: int, max_history: int) -> int:
@@ -234,7 +268,13 @@ def pattern_conformity(p, max_past=20, max_future=20, chi=100.0, max_history=163
     prepared = [_ticks(x, tick) for x in series]
     dev = resolve_device(device)
     acc = _common.accumulator(dev, _accumulate)
-    t = _tuning or default_tuning(dev.facts, max_future)
+    t = _tuning or default_tuning(dev.facts, max_future,
+                                  sum(pattern_pairs(x.size, max_past, max_history) for x in series),
+                                  max_past)
+    if local_bytes(t, max_past, max_future) > dev.facts.local_mem:
+        raise ValueError(f"_tuning: {t} needs {local_bytes(t, max_past, max_future)} bytes of "
+                         f"local memory for max_past = {max_past}, max_future = {max_future}; "
+                         f"{dev.name} has {dev.facts.local_mem} (smaller wg or tb, or pre=False)")
     acc_dtype = _common.ACC_DTYPE[acc]
     E = len(series)
     T = np.array([x.size for x in series])
@@ -254,8 +294,13 @@ def pattern_conformity(p, max_past=20, max_future=20, chi=100.0, max_history=163
     what = f"pattern conformity of {int(T.max())} points with max_history = {max_history}"
     windows = [_pc_windows(dev, int(T[e]), t.wg, int(units[e]), reach_back + t.wg + max_future,
                            fixed, what) for e in range(E)]
-    prg = dev.build("timeseries/pattern.cl", wg=t.wg, tb=t.tb, maxp=max_past, maxf=max_future,
-                    acc=acc, exp=t.exp)
+    shape = dict(wg=t.wg, tb=t.tb, maxp=max_past, maxf=max_future, acc=acc, exp=t.exp,
+                 qform=t.qform, sign=t.sign, pre=int(t.pre))
+    # (program, grid rows): each Δt⁻ compiled in, or all Δt⁻ as grid rows of one launch
+    sweeps = ([(dev.build("timeseries/pattern.cl", mfix=m, **shape), 1)
+               for m in range(1, max_past + 1)] if t.per_past
+              else [(dev.build("timeseries/pattern.cl", **shape), max_past)])
+    prg = sweeps[0][0]                              # ts_pc_fold: the same in every program
     queue = dev.queue
     spans = [[_pc_span(a, b, int(T[e]), t.wg, reach_back, max_future) for a, b in windows[e]]
              for e in range(E)]
@@ -283,10 +328,12 @@ def pattern_conformity(p, max_past=20, max_future=20, chi=100.0, max_history=163
             a, b = u0 + start - g0, u0 + end - g0           # the series' own units
             t_lo, t_hi = 1 + a * t.wg, min(int(T[e]), 1 + b * t.wg)
             v0, v1 = spans[e][w]
-            prg.ts_pc_sweep(queue, ((b - a) * t.wg, max_past), (t.wg, 1), x.data, np.uint64(0),
-                            np.uint32(v0), np.uint32(v1), np.uint32(T[e]), np.uint32(t_lo),
-                            np.uint32(t_hi), np.uint32((a - b0) % slots), np.uint32(slots),
-                            np.uint32(max_history), np.float32(chi), pool.data, cpool.data)
+            for sweep, grid_rows in sweeps:
+                sweep.ts_pc_sweep(queue, ((b - a) * t.wg, grid_rows), (t.wg, 1), x.data,
+                                  np.uint64(0), np.uint32(v0), np.uint32(v1), np.uint32(T[e]),
+                                  np.uint32(t_lo), np.uint32(t_hi), np.uint32((a - b0) % slots),
+                                  np.uint32(slots), np.uint32(max_history), np.float32(chi),
+                                  pool.data, cpool.data)
             if end == g1 and ends_block:
                 prg.ts_pc_fold(queue, (max(ncells, ncounts),), None, pool.data, cpool.data,
                                np.uint32(slots), np.uint32(ncells), np.uint32(ncounts),
