@@ -195,15 +195,15 @@ def pair_variants(facts, max_lag):
 
 
 def pc_variants(facts, quick):
-    """The default and, on GPUs, the windows normalised once per tile (pre; 2.25x on
-    PoCL, not yet measured on a GPU) and the one program for every Δt⁻ (with guards)
-    beside it (wg 32/128, tb 256, native_exp were within 1% of the default:
-    probe_ts14b).  The full run takes the fastest."""
+    """The default (one program, windows normalised once per tile where they fit)
+    and, on GPUs, the same without pre and one program per Δt⁻ beside it (wg 32/128,
+    tb 256, native_exp were within 1% of the default: probe_ts14b).  The full run
+    takes the fastest."""
     mp, mf = PC_FULL["max_past"], PC_FULL["max_future"]
     out = [pc_default_tuning(facts, mf, max_past=mp)]
     if facts.is_gpu and not quick:
-        out += [dataclasses.replace(out[0], pre=True),
-                dataclasses.replace(out[0], per_past=False)]
+        out += [dataclasses.replace(out[0], pre=False),
+                dataclasses.replace(out[0], per_past=True)]
     return [t for t in dict.fromkeys(out) if pc_local_bytes(t, mp, mf) <= facts.local_mem]
 
 

@@ -1,6 +1,6 @@
 """Phase-1 probe for the issue-14 follow-up (branch ts14b): measures, in one run of at
 most ~3 minutes on an H100, what decides how hurst(), autocorrelation() and
-pattern_conformity() get to their end-to-end targets.  NOTES-ts14b.md says what each
+pattern_conformity() get to their end-to-end targets.  docs/timeseries.md says what each
 section decides.
 
     CLPHYS_DEVICE=nvidia python3 benchmarks/probe_ts14b.py --json $OUT/probe_ts14b.jsonl

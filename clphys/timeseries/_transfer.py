@@ -44,7 +44,7 @@ PATHS = ("pageable", "pinned", "pinned-unmap")
 CACHE_SLOTS = 2                 # free staging slots kept per device
 CACHE_BYTES = 1 << 29           # ... of at most this much in all (each: device + pinned)
 PINNED_MIN_BYTES = 1 << 20      # below this the default path is pageable (nothing to win)
-# Measured on the H100 host (16 cores; benchmarks/probe_ts14b.py, NOTES-ts14b.md): 16 MB
+# Measured on the H100 host (16 cores; benchmarks/probe_ts14b.py): 16 MB
 # segments filled by threads taking 4 MB chunks each sent 64 MB in 4.0 ms and 128 MB in
 # 6.6 ms (1 MB chunks: 6.8 and 11.7 ms); into freshly allocated result arrays 16 threads
 # copy at 16.6 GB/s, 8 at 10 GB/s, one at 2.4 GB/s (the page faults of new memory).
