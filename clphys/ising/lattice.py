@@ -768,9 +768,16 @@ class _Single:
         return be.local_shape[:-1] + (be.own,) if self._ens._slab is not None else self.shape
 
     @property
+    def halo(self) -> int | None:
+        """Halo slabs per side of a lattice split over ranks (one exchange every
+        halo / 2 sweeps; 1: every half-sweep), None on one device."""
+        return self._ens._backend.h if self._ens._slab is not None else None
+
+    @property
     def halo_times(self) -> dict | None:
-        """Host seconds of the halo path of a lattice split over ranks (see
-        clphys.ising.slabs), None on one device."""
+        """Host seconds of the halo path of a lattice split over ranks, and the
+        half-sweeps and exchanges made (see clphys.ising.slabs), None on one
+        device."""
         be = self._ens._backend
         return dict(be.halo_times) if self._ens._slab is not None else None
 
