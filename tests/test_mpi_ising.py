@@ -82,10 +82,12 @@ def test_split_lattice_equals_one_device(device, ranks, tmp_path):
 
 
 # deep halos: (dim, shape, T, spins_per_word, halo, sweep() calls); uneven shares on 3 ranks
-# (64 rows: 22, 22, 20; 14 planes: 6, 4, 4), cycles of k = halo / 2 sweeps ending
-# inside a call and continuing across calls, and halo = 1 (an exchange per half-sweep)
-DEEP = [(2, 64, 2.3, 1, 2, (3, 2)), (2, 64, 2.3, "auto", 8, (5, 2)), (2, 64, 2.3, 1, 1, (2,)),
-        (3, (16, 8, 14), 4.4, 1, 2, (3,)), (3, (16, 8, 14), 4.4, "auto", 4, (3, 2))]
+# (64 rows: 22, 22, 20; 14 planes: 6, 4, 4; 30 planes: 10 each), cycles of k = halo / 2 sweeps ending
+# inside a call and continuing across calls, 1 and 2 sweeps of the next cycle run
+# ahead during an exchange, and halo = 1 (an exchange per half-sweep)
+DEEP = [(2, 64, 2.3, 1, 2, (3, 2)), (2, 64, 2.3, "auto", 8, (5, 6)), (2, 64, 2.3, 1, 1, (2,)),
+        (3, (16, 8, 14), 4.4, 1, 2, (3,)), (3, (16, 8, 14), 4.4, "auto", 4, (3, 2)),
+        (3, (16, 8, 30), 4.4, 1, 6, (4, 13))]
 
 
 def _deep_single(dim, shape, T, spw, calls, device):

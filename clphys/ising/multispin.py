@@ -491,14 +491,16 @@ class MultispinBackend:
             self._launchers[key] = self.sweep_prg.instance(name)
         return self._launchers[key]
 
-    def half_sweep(self, colour, rows, counters, thresholds, wait_for=None):
+    def half_sweep(self, colour, rows, counters, thresholds, wait_for=None, t=None):
         """Enqueue the update of colour `colour` in the rows (row_begin, n_rows,
         row_wrap): n_rows rows from row_begin on, wrapping to row 0 at row_wrap
         (all multiples of rows_per_item), of every replica. counters (gfirst,
         gsplit, grows): local row r has the Philox counters of global row
         (gfirst + r) mod grows, rows from gsplit on those of the global row
         self.rows before it (cl_kernels/ising/multispin.cl). Returns the
-        launch's event. Does not count the sweep (clphys.ising.slabs does)."""
+        launch's event. t: the sweep (default self.t, which it does not count:
+        clphys.ising.slabs does)."""
+        t = self.t if t is None else t
         self._set_thresholds(thresholds)
         items = self.R * rows[1] * self.WR // self.W
         local = (self.wg,) if self.wg else None
@@ -508,7 +510,7 @@ class MultispinBackend:
         k = self._launcher("ising_ms_sweep", (colour,) + tuple(rows))
         return k(self.dev.queue, glob, local, b[colour], b[1 - colour], self.thr_buf, np.uint32(colour),
                  np.uint32(self.R), np.uint32(self.key[0]), np.uint32(self.key[1]),
-                 np.uint32(self.t & 0xFFFFFFFF), np.uint32(self.t >> 32), np.uint32(self.r0),
+                 np.uint32(t & 0xFFFFFFFF), np.uint32(t >> 32), np.uint32(self.r0),
                  *(np.uint32(v) for v in tuple(rows) + tuple(counters)), wait_for=wait_for)
 
     def _multisweep(self, n):

@@ -21,9 +21,13 @@ and any h. A half-sweep is one launch (its valid rows, rounded out to whole
 work items: rows beyond the valid region are wrong either way); the last
 half-sweep of a cycle launches the edge slabs (the first and last h own ones)
 first, and their device-to-host reads (of colour 0 too, read since the
-half-sweep before) overlap the interior's update. A cycle runs across
-sweep() calls (sweep(1) k times exchanges once), since only the own slabs,
-valid after every sweep, are ever read back.
+half-sweep before) overlap the interior's update. While the host exchanges
+the halos, the device already runs the next cycle's first AHEAD sweeps where
+they need no halo (half-sweep j: the own slabs j in from their ends, each
+colour after its edge slabs were read); after the halo writes one launch per
+half-sweep does the rest of each. A cycle runs across sweep() calls (sweep(1)
+k times exchanges once), since only the own slabs, valid after every sweep,
+are ever read back.
 
 h = 1 is today's path with one exchange per half-sweep: one launch for
 the rows of one work item at each edge of the own slabs, a second queue reads
@@ -154,6 +158,7 @@ class SlabBackend:
         self.copies = cl.CommandQueue(dev.context, dev.cl_device)
         self._written = [None, None]          # the last halo write of each colour
         self._phase = 0                       # sweeps since the last exchange (h >= 2)
+        self._ahead = None                    # _most_ahead(), from the first exchange_halos()
         self.halo_times = {"edge wait": 0.0, "exchange": 0.0, "halo writes": 0.0, "half-sweeps": 0,
                            "exchanges": 0}
 
@@ -239,6 +244,8 @@ class SlabBackend:
         self._halos_written()
         self.dev.queue.finish()
         self._phase = 0
+        if self._ahead is None:
+            self._ahead = self._most_ahead()
 
     # ------------------------------------------------------------ spins
     def start(self, mode):
@@ -312,39 +319,86 @@ class SlabBackend:
         hi = -(-(n - j * sr) // rpi) * rpi
         return ((lo - self.h * sr) % n, hi - lo, n)
 
+    def _interior(self, j):
+        """(first, end) local rows of half-sweep j's rows that need no halo: j
+        units in from the own slabs' ends, a unit a slab, or in 2D the rows of a
+        work item if more (so the interiors of successive half-sweeps stay
+        nested a slab apart: each reads only the one before)."""
+        unit = max(self.slab_rows, self.inner.rows_per_item)
+        return j * unit, self.own * self.slab_rows - j * unit
+
+    def _most_ahead(self):
+        """Sweeps of the next cycle whose interiors can run during an exchange:
+        up to AHEAD, short of a whole cycle, while their interiors are not
+        empty on any rank (the same on every rank: collective)."""
+        from mpi4py import MPI
+        ahead = min(self.AHEAD, self.k - 1)
+        while ahead and self._interior(2 * ahead)[1] <= self._interior(2 * ahead)[0]:
+            ahead -= 1
+        return self.comm.allreduce(ahead, op=MPI.MIN)
+
+    # Sweeps of the next cycle run (their rows that need no halo) while the
+    # host exchanges the halos: hides ~4 half-sweeps of exchange for 2 launches
+    # more per cycle (the rest of those half-sweeps, after the halo writes)
+    AHEAD = 2
+
     def _sweep_deep(self, n, thresholds):
         """h >= 2: k = h / 2 sweeps per exchange (see the module doc)."""
         inner, q, sr, h, own = self.inner, self.dev.queue, self.slab_rows, self.h, self.own
+        cnt, n_local = self.counters, self.local_rows
         if own > 2 * h:
             edges, interior = ((own - h) * sr, 2 * h * sr, own * sr), (h * sr, (own - 2 * h) * sr, own * sr)
         else:
             edges, interior = (0, own * sr, own * sr), None
-        for _ in range(n):
+        left = n
+        while left:
+            left -= 1
             self._phase += 1
             j = 2 * self._phase - 1                 # colour 0's half-sweep in the cycle
             # the first launch after an exchange waits for the halo writes
             wait = [e for e in self._written if e is not None] or None
-            done0 = inner.half_sweep(0, self._valid_rows(j), self.counters, thresholds, wait_for=wait)
+            done0 = inner.half_sweep(0, self._valid_rows(j), cnt, thresholds, wait_for=wait)
             self._written = [None, None]
-            if self._phase < self.k:
-                inner.half_sweep(1, self._valid_rows(j + 1), self.counters, thresholds)
-            else:
-                # the cycle's last sweep: colour 0's edge slabs are final, read them
-                # while colour 1 updates its edge slabs, then those while the interior runs
-                read0 = self._read_edges(0, done0)
-                done1 = inner.half_sweep(1, edges, self.counters, thresholds)
-                read1 = self._read_edges(1, done1)
-                if interior:
-                    inner.half_sweep(1, interior, self.counters, thresholds)
-                q.flush()
-                self._wait_edges(read0)
-                self._exchange(0, wait_for=[done1])     # colour 1's edges read colour 0's halos
-                self._wait_edges(read1)
-                self._exchange(1)
-                self.halo_times["exchanges"] += 1
-                self._phase = 0
             self.halo_times["half-sweeps"] += 2
+            if self._phase < self.k:
+                inner.half_sweep(1, self._valid_rows(j + 1), cnt, thresholds)
+                inner.t += 1
+                continue
+            # the cycle's last sweep: colour 0's edge slabs are final, read them
+            # while colour 1 updates its edge slabs, then those while the interior runs
+            read0 = self._read_edges(0, done0)
+            done1 = inner.half_sweep(1, edges, cnt, thresholds)
+            read1 = self._read_edges(1, done1)
+            if interior:
+                inner.half_sweep(1, interior, cnt, thresholds)
             inner.t += 1
+            # the next cycle's first sweeps where they need no halo (they change
+            # the own slabs: each colour after its edge slabs are read)
+            ahead = min(self._ahead, left)
+            for s in range(ahead):
+                for c in (0, 1):
+                    first, end = self._interior(2 * s + c + 1)
+                    inner.half_sweep(c, (first, end - first, n_local), cnt, thresholds, t=inner.t + s,
+                                     wait_for=[(read0, read1)[c]] if s == 0 else None)
+            q.flush()
+            self._wait_edges(read0)
+            self._exchange(0, wait_for=[done1])     # colour 1's edges read colour 0's halos
+            self._wait_edges(read1)
+            self._exchange(1)
+            self.halo_times["exchanges"] += 1
+            # the rest of those sweeps (the ring of local rows outside each
+            # interior: the halos, the own slabs' edges, and rows beyond the valid
+            # region, whose updates are wrong either way)
+            for s in range(ahead):
+                for c in (0, 1):
+                    first, end = self._interior(2 * s + c + 1)
+                    wait = [e for e in self._written if e is not None] if s == c == 0 else None
+                    inner.half_sweep(c, (end % n_local, n_local - (end - first), n_local), cnt, thresholds,
+                                     t=inner.t + s, wait_for=wait)
+            inner.t += ahead
+            left -= ahead
+            self._phase = ahead
+            self.halo_times["half-sweeps"] += 2 * ahead
 
     # ------------------------------------------------------------ observables
     def measure_into(self, buffer, index):
