@@ -29,7 +29,7 @@ half-sweep does the rest of each. A cycle runs across sweep() calls (sweep(1)
 k times exchanges once), since only the own slabs, valid after every sweep,
 are ever read back.
 
-h = 1 is today's path with one exchange per half-sweep: one launch for
+h = 1 is the older path, one exchange per half-sweep: one launch for
 the rows of one work item at each edge of the own slabs, a second queue reads
 the two edge slabs into pinned host buffers, the interior is launched, and
 while it runs the edge slabs go to the neighbouring ranks (mpi4py
@@ -120,6 +120,11 @@ class SlabBackend:
     halo: slabs per side (halo_depth)."""
 
     algorithm = "multispin"
+    # Sweeps of the next cycle run (their rows that need no halo) while the
+    # host exchanges the halos: hides up to 4 half-sweeps' interiors of
+    # exchange for 2 launches more per sweep ahead (the rest of its half-sweeps,
+    # after the halo writes)
+    AHEAD = 2
 
     def __init__(self, comm, dev, shape, *, rng, seed, halo, **options):
         self.comm = comm
@@ -336,11 +341,6 @@ class SlabBackend:
         while ahead and self._interior(2 * ahead)[1] <= self._interior(2 * ahead)[0]:
             ahead -= 1
         return self.comm.allreduce(ahead, op=MPI.MIN)
-
-    # Sweeps of the next cycle run (their rows that need no halo) while the
-    # host exchanges the halos: hides ~4 half-sweeps of exchange for 2 launches
-    # more per cycle (the rest of those half-sweeps, after the halo writes)
-    AHEAD = 2
 
     def _sweep_deep(self, n, thresholds):
         """h >= 2: k = h / 2 sweeps per exchange (see the module doc)."""
