@@ -101,7 +101,8 @@ def test_deep_halos_equal_one_device(device, ranks, tmp_path):
     """Halos of h slabs exchanged every h / 2 sweeps (their rows updated
     redundantly with their global Philox counters): the spins, energy and
     magnetization of one device, bit for bit, after sweep() calls that are
-    not multiples of the cycle; exchanges only once per cycle."""
+    not multiples of the cycle, and after set_spins mid-cycle; exchanges only
+    once per cycle."""
     out = tmp_path / "deep.npz"
     r = run_mpi(ranks, f"""
         import numpy as np
@@ -116,6 +117,12 @@ def test_deep_halos_equal_one_device(device, ranks, tmp_path):
                 lat.sweep(n)
             got[f"{{i}}.spins"], got[f"{{i}}.E"] = lat.spins(), np.array([lat.energy(), lat.magnetization()])
             got[f"{{i}}.exchanges"] = np.array(lat.halo_times["exchanges"])
+        # set_spins in the middle of a cycle (halos set too: a new cycle)
+        lat = Ising2D(64, 2.3, seed=11, comm=comm, halo=4)
+        lat.sweep(3)
+        lat.set_spins(np.where(np.random.default_rng(2).random((64, 64)) < 0.5, 1, -1))
+        lat.sweep(5)
+        got["set.spins"] = lat.spins()
         if comm.rank == 0:
             np.savez({str(out)!r}, **got)
     """, device)
@@ -128,6 +135,11 @@ def test_deep_halos_equal_one_device(device, ranks, tmp_path):
         # one exchange per cycle of halo / 2 sweeps (h = 1: per half-sweep)
         want = 2 * sum(calls) if halo == 1 else sum(calls) // (halo // 2)
         assert int(got[f"{i}.exchanges"]) == want, (i, halo)
+    one = Ising2D(64, 2.3, seed=11, device=device)
+    one.sweep(3)
+    one.set_spins(np.where(np.random.default_rng(2).random((64, 64)) < 0.5, 1, -1))
+    one.sweep(5)
+    assert np.array_equal(got["set.spins"], one.spins())
 
 
 def test_halo_depth_is_checked():

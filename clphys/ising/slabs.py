@@ -277,6 +277,7 @@ class SlabBackend:
         """spins: (1, *lattice) int8 of the whole lattice (the same on every rank)."""
         local = np.take(spins[0], self._local_rows(), axis=0)
         self.inner.set_spins(local[None])
+        self._phase = 0                 # the halos too are set: a new cycle
 
     def spins(self):
         """(1, *lattice) int8 of the whole lattice, on every rank."""
