@@ -152,8 +152,10 @@ def test_halo_depth_is_checked():
         check_halo(2.0, 64, 3)
     with pytest.raises(ValueError, match="cannot be split"):
         check_halo(2, 4, 3)
-    # the device's default, at most the thinnest share (14 planes over 3 ranks: 6, 4, 4)
-    assert halo_depth(32768, 2, None, True) == 16 and halo_depth(14, 3, None, True) == 4
+    # the device's default, at most a quarter of the thinnest share, else 1 (14 planes
+    # over 3 ranks: 6, 4, 4; 40 over 2: 20 each)
+    assert halo_depth(32768, 2, None, True) == 16 and halo_depth(64, 2, None, False) == 4
+    assert halo_depth(40, 2, None, True) == 4 and halo_depth(14, 3, None, True) == 1
     assert halo_depth(14, 3, 2, True) == 2
     with pytest.raises(ValueError, match="needs comm"):
         Ising2D(16, 2.3, halo=2)

@@ -100,11 +100,14 @@ def check_halo(halo, n_slabs: int, size: int):
 
 def halo_depth(n_slabs: int, size: int, halo, is_gpu: bool) -> int:
     """Halo slabs per side: `halo` if given (check_halo), else DEFAULT_HALO
-    for the device kind, reduced to the thinnest share (always even, >= 2)."""
+    for the device kind, at most a quarter of the thinnest share (even; the
+    redundant halo updates then cost at most ~1/4 of a sweep), and 1 (an
+    exchange per half-sweep) for shares thinner than 8 slabs."""
     halo = check_halo(halo, n_slabs, size)
     if halo is not None:
         return halo
-    return min(DEFAULT_HALO[is_gpu], min(n for _, n in slab_shares(n_slabs, size)))
+    deepest = min(n for _, n in slab_shares(n_slabs, size)) // 4 // 2 * 2
+    return min(DEFAULT_HALO[is_gpu], deepest) if deepest >= 2 else 1
 
 
 def local_shape(shape, size: int, rank: int, halo: int) -> tuple:
