@@ -28,9 +28,12 @@ Figures (JSON lines: device, workload, metric, value; the table last):
   GPUs;
 * strong 2D: one --strong^2 lattice on 1 .. k ranks (speed-up over one
   device without MPI);
-* halo path (rank 0 and the slowest rank, per half-sweep): host time waiting
+* halo path (rank 0 and the slowest rank, per half-sweep, the exchanges of
+  halos of h slabs every h / 2 sweeps amortised over them): host time waiting
   for the edge slabs (edge kernels + device-to-host copies), in the MPI
   exchange, and queueing the halo writes, against the half-sweep's time;
+  ``--halo 1 16`` measures each halo depth (1: an exchange per half-sweep, the
+  older path), default the device's (clphys.ising.slabs.DEFAULT_HALO);
 * josephson: a sweep of --points drive amplitudes x --paths paths over k
   ranks (grid points split), its speed-up (target >= 1.9x at 2 GPUs).
 T = Tc (2D: 2.269185, 3D: 4.5115), random start, a warm-up of 4 sweeps, then
@@ -62,11 +65,11 @@ def _comm():
     return MPI.COMM_WORLD
 
 
-def _lattice(dim, shape, split, seed=1):
+def _lattice(dim, shape, split, seed=1, halo=None):
     from clphys.ising import Ising2D, Ising3D
     cls = Ising2D if dim == 2 else Ising3D
     if split:
-        return cls(shape, TC[dim], seed=seed, comm=_comm())
+        return cls(shape, TC[dim], seed=seed, comm=_comm(), halo=halo)
     return cls(shape, TC[dim], seed=seed, sweeps_per_launch=1)
 
 
@@ -107,7 +110,7 @@ def worker_lattice(args):
     else:
         shape = (L,) * dim
     split = not args.plain
-    lat = _lattice(dim, shape, split)
+    lat = _lattice(dim, shape, split, halo=args.halo_slabs)
     before = dict(lat.halo_times) if split else None
     per_sweep, n = _timed_sweeps(lat, comm, args.seconds, args.repeats)
     out = {"ranks": size, "shape": list(shape), "sweep_s": per_sweep, "sweeps": n,
@@ -123,6 +126,7 @@ def worker_lattice(args):
             out["halo_max_us"] = {k: 1e6 * max(e[k] for e in everyone) for k in mine}
             out["half_sweep_us"] = 1e6 * per_sweep / 2
             out["local_shape"] = list(lat.local_shape)
+            out["halo"] = lat.halo
     if comm.Get_rank() == 0:
         print("RESULT " + json.dumps(out), flush=True)
 
@@ -154,7 +158,7 @@ def worker_check(args):
     comm = _comm()
     ok = True
     for dim, shape in ((2, (args.size, args.size)), (3, (32, 32, 16 * comm.Get_size()))):
-        lat = _lattice(dim, shape, True, seed=5)
+        lat = _lattice(dim, shape, True, seed=5, halo=args.halo_slabs)
         lat.sweep(3)
         spins, e = lat.spins(), lat.energy()
         if comm.Get_rank() == 0:
@@ -220,11 +224,11 @@ def lattices(d, a, ranks):
             continue
         dev = base["device"]
         d.emit(dev, f"{case} {label}, 1 device (no MPI)", "flips/ns", base["flips_per_ns"])
-        for k in range(1, ranks + 1):
-            r = d.run(k, case, "--size", size)
+        for k, halo in ((k, h) for k in range(1, ranks + 1) for h in a.halo):
+            r = d.run(k, case, "--size", size, *(() if halo is None else ("--halo-slabs", halo)))
             if r is None:
                 continue
-            w = f"{case} {label}, {k} rank{'s' * (k > 1)}"
+            w = f"{case} {label}, {k} rank{'s' * (k > 1)}, halo {r['halo']}"
             d.emit(f"{dev} x {k}", w, "flips/ns (total)", r["flips_per_ns"])
             d.emit(f"{dev} x {k}", w, "flips/ns per rank", r["flips_per_ns"] / k)
             if case.startswith("weak"):
@@ -268,6 +272,10 @@ def main():
     ap.add_argument("--paths", type=int, default=None, help="Josephson paths per point (default 1024; quick 256)")
     ap.add_argument("--periods", type=int, default=None, help="Josephson periods (default 2000; quick 20)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per launch")
+    ap.add_argument("--halo", type=int, nargs="+", default=[None],
+                    help="halo slabs per side of the split lattices, one run each (default: the "
+                         "device's; e.g. --halo 1 16: an exchange per half-sweep, then every 8 sweeps)")
+    ap.add_argument("--halo-slabs", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--json", default=None, help="append the JSON lines to this file")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--size", type=int, default=None, help=argparse.SUPPRESS)
@@ -288,7 +296,7 @@ def main():
             return worker_check(a)
         return worker_lattice(a)
     d = Driver(a)
-    check = d.run(a.ranks, "check", "--size", 128)
+    check = d.run(a.ranks, "check", "--size", 128, *(() if a.halo[-1] is None else ("--halo-slabs", a.halo[-1])))
     if check is None or not check["ok"]:
         print("FAILED: a split lattice differs from the same lattice on one device", file=sys.stderr)
         d.failed = True

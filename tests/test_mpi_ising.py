@@ -81,16 +81,97 @@ def test_split_lattice_equals_one_device(device, ranks, tmp_path):
     assert np.array_equal(loaded.spins(), one.spins())
 
 
+# deep halos: (dim, shape, T, spins_per_word, halo, sweep() calls); uneven shares on 3 ranks
+# (64 rows: 22, 22, 20; 14 planes: 6, 4, 4; 30 planes: 10 each), cycles of k = halo / 2 sweeps ending
+# inside a call and continuing across calls, 1 and 2 sweeps of the next cycle run
+# ahead during an exchange, and halo = 1 (an exchange per half-sweep)
+DEEP = [(2, 64, 2.3, 1, 2, (3, 2)), (2, 64, 2.3, "auto", 8, (5, 6)), (2, 64, 2.3, 1, 1, (2,)),
+        (3, (16, 8, 14), 4.4, 1, 2, (3,)), (3, (16, 8, 14), 4.4, "auto", 4, (3, 2)),
+        (3, (16, 8, 30), 4.4, 1, 6, (4, 13))]
+
+
+def _deep_single(dim, shape, T, spw, calls, device):
+    lat = (Ising2D if dim == 2 else Ising3D)(shape, T, seed=11, spins_per_word=spw, device=device)
+    lat.sweep(sum(calls))
+    return lat.spins(), np.array([lat.energy(), lat.magnetization()])
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_deep_halos_equal_one_device(device, ranks, tmp_path):
+    """Halos of h slabs exchanged every h / 2 sweeps (their rows updated
+    redundantly with their global Philox counters): the spins, energy and
+    magnetization of one device, bit for bit, after sweep() calls that are
+    not multiples of the cycle, and after set_spins mid-cycle; exchanges only
+    once per cycle."""
+    out = tmp_path / "deep.npz"
+    r = run_mpi(ranks, f"""
+        import numpy as np
+        from mpi4py import MPI
+        from clphys.ising import Ising2D, Ising3D
+        comm = MPI.COMM_WORLD
+        got = {{}}
+        for i, (dim, shape, T, spw, halo, calls) in enumerate({DEEP!r}):
+            lat = (Ising2D if dim == 2 else Ising3D)(shape, T, seed=11, spins_per_word=spw, comm=comm,
+                                                     halo=halo)
+            for n in calls:
+                lat.sweep(n)
+            got[f"{{i}}.spins"], got[f"{{i}}.E"] = lat.spins(), np.array([lat.energy(), lat.magnetization()])
+            got[f"{{i}}.exchanges"] = np.array(lat.halo_times["exchanges"])
+        # set_spins in the middle of a cycle (halos set too: a new cycle)
+        lat = Ising2D(64, 2.3, seed=11, comm=comm, halo=4)
+        lat.sweep(3)
+        lat.set_spins(np.where(np.random.default_rng(2).random((64, 64)) < 0.5, 1, -1))
+        lat.sweep(5)
+        got["set.spins"] = lat.spins()
+        if comm.rank == 0:
+            np.savez({str(out)!r}, **got)
+    """, device)
+    assert r.returncode == 0, r.stderr[-4000:]
+    got = dict(np.load(out))
+    for i, (dim, shape, T, spw, halo, calls) in enumerate(DEEP):
+        spins, E = _deep_single(dim, shape, T, spw, calls, device)
+        assert np.array_equal(got[f"{i}.spins"], spins), (i, halo)
+        assert np.array_equal(got[f"{i}.E"], E), (i, halo)
+        # one exchange per cycle of halo / 2 sweeps (h = 1: per half-sweep)
+        want = 2 * sum(calls) if halo == 1 else sum(calls) // (halo // 2)
+        assert int(got[f"{i}.exchanges"]) == want, (i, halo)
+    one = Ising2D(64, 2.3, seed=11, device=device)
+    one.sweep(3)
+    one.set_spins(np.where(np.random.default_rng(2).random((64, 64)) < 0.5, 1, -1))
+    one.sweep(5)
+    assert np.array_equal(got["set.spins"], one.spins())
+
+
+def test_halo_depth_is_checked():
+    from clphys.ising.slabs import check_halo, halo_depth
+    assert check_halo(None, 64, 3) is None and check_halo(8, 64, 3) == 8 and check_halo(1, 64, 3) == 1
+    for bad, text in ((3, "even number of slabs up to 20"), (22, "up to 20"), (0, ">= 1")):
+        with pytest.raises(ValueError, match=text):
+            check_halo(bad, 64, 3)
+    with pytest.raises(TypeError, match="halo must be an integer"):
+        check_halo(2.0, 64, 3)
+    with pytest.raises(ValueError, match="cannot be split"):
+        check_halo(2, 4, 3)
+    # the device's default, at most a quarter of the thinnest share, else 1 (14 planes
+    # over 3 ranks: 6, 4, 4; 40 over 2: 20 each)
+    assert halo_depth(32768, 2, None, True) == 16 and halo_depth(64, 2, None, False) == 4
+    assert halo_depth(40, 2, None, True) == 4 and halo_depth(14, 3, None, True) == 1
+    assert halo_depth(14, 3, 2, True) == 2
+    with pytest.raises(ValueError, match="needs comm"):
+        Ising2D(16, 2.3, halo=2)
+
+
 def test_split_lattice_kernels_on_oclgrind(oclgrind):
-    """Row ranges, Philox shifts and halo writes on Oclgrind (its checks log
-    into the file the fixture reads): 2D with short rows, 2 ranks."""
+    """Row ranges, global Philox rows and halo writes on Oclgrind (its checks
+    log into the file the fixture reads): 2D with short rows, 2 ranks, halos of
+    2 rows (valid regions wrapping over the local rows, edges and interior)."""
     r = run_mpi(2, """
         import numpy as np
         from mpi4py import MPI
         from clphys.ising import Ising2D
-        lat = Ising2D(16, 2.3, seed=1, comm=MPI.COMM_WORLD)
+        lat = Ising2D(16, 2.3, seed=1, comm=MPI.COMM_WORLD, halo=2)
         assert lat.device.facts.vendor == "oclgrind"
-        lat.sweep(1)
+        lat.sweep(2)
         say(f"{MPI.COMM_WORLD.rank} {lat.energy()}")
     """, oclgrind, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -160,6 +241,7 @@ def test_bad_input_fails_on_every_rank(device):
             "algorithm": lambda: Ising2D(64, 2.3, algorithm="checkerboard", comm=comm),
             "replicas": lambda: Ensemble2D(16, [2.0, 2.5], comm=comm),
             "temperature": lambda: Ising2D(64, -1.0 if comm.rank == 1 else 2.0, comm=comm),
+            "halo": lambda: Ising2D(64, 2.3, halo=4 if comm.rank == 1 else 2, comm=comm),
         }
         for name, make in cases.items():
             try:
@@ -174,7 +256,8 @@ def test_bad_input_fails_on_every_rank(device):
                        ("differ", "lattice parameters differ across MPI ranks"),
                        ("algorithm", "runs algorithm 'multispin'"),
                        ("replicas", "2 replicas cannot be split over 3 MPI ranks"),
-                       ("temperature", "rank 1: T must be > 0")):
+                       ("temperature", "rank 1: T must be > 0"),
+                       ("halo", "lattice parameters differ across MPI ranks")):
         mine = [l for l in lines if l.startswith(name + " ")]
         assert sorted(l.split()[1] for l in mine) == ["0", "1", "2"], (name, r.stdout)
         assert all(text in l for l in mine), (name, mine)

@@ -378,12 +378,21 @@ ${joint_flip("        ")}
 // Several ranks (clphys.ising.slabs and split ensembles): r0 is the global index
 // of replica 0; the launch updates n_rows rows of every replica from row_begin on,
 // wrapping to row 0 at row_wrap (so one launch does both edges of a slab share;
-// items past them return); gshift is the first Philox counter of local row 0 (its
-// global row x words per row x calls per word). One device: 0, 0, ROWS, ROWS, 0.
+// items past them return). Philox counters are those of the global row: local row
+// r is global row (gfirst + r) mod grows, except rows from gsplit on (a slab
+// share's lower halo, after its upper one), which lie MS_ROWS rows earlier.
+// One device: 0, 0, ROWS, ROWS, 0, ROWS, ROWS. A work item's rows never straddle
+// gsplit or the global wrap (the host aligns them), so gshift is per item.
 <% sweep_args = ("__global uint *own, __global const uint *other, __global const uint *thr, "
                   "const uint colour, const uint R, const uint k0, const uint k1, "
                   "const uint t_lo, const uint t_hi, const uint r0, const uint row_begin, "
-                  "const uint n_rows, const uint row_wrap, const uint gshift") %>
+                  "const uint n_rows, const uint row_wrap, const uint gfirst, const uint gsplit, "
+                  "const uint grows") %>
+## gshift: the counter of local row 0 were the item's rows' global rows linear in local rows
+<%def name="global_shift(row)">
+    const uint gx = ${row} + gfirst + (${row} >= gsplit ? grows - MS_ROWS % grows : 0u);
+    const uint gshift = (gx - (gx / grows) * grows - ${row}) * MS_WR * ${CPW}u;
+</%def>
 % if wg:
 __kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
 void ising_ms_sweep(${sweep_args})
@@ -407,7 +416,7 @@ __kernel void ising_ms_sweep(${sweep_args})
         return;
     const uint row0 = row_begin + rel - (row_begin + rel >= row_wrap ? row_wrap : 0u);
     const uint z = row0 / MS_LY, y0 = row0 - z * MS_LY;
-    __global uint *me = own + (r * MS_ROWS + row0) * MS_WR + w;
+${global_shift("row0")}    __global uint *me = own + (r * MS_ROWS + row0) * MS_WR + w;
     __global const uint *pl = other + (r * MS_ROWS + z * MS_LY) * MS_WR + w;
 %   if dim == 3:
     const uint zp = z + 1u == MS_LZ ? 0u : z + 1u, zm = z == 0u ? MS_LZ - 1u : z - 1u;
@@ -475,7 +484,7 @@ ${accept_code("nocompare" if diag == "nocompare" else accept, "        ")}
     if (rel >= n_rows) return;
     const uint row = row_begin + rel - (row_begin + rel >= row_wrap ? row_wrap : 0u);
     const uint z = row / MS_LY, y = row - z * MS_LY;
-    const uint yp = y + ${RR}u == MS_LY ? 0u : y + ${RR}u, ym = y == 0u ? MS_LY - 1u : y - 1u;
+${global_shift("row")}    const uint yp = y + ${RR}u == MS_LY ? 0u : y + ${RR}u, ym = y == 0u ? MS_LY - 1u : y - 1u;
 % else:
     const uint RPR = MS_WR / ${W}u, IPR = MS_ROWS * RPR;
     if (t >= (size_t)R * IPR) return;
@@ -484,7 +493,7 @@ ${accept_code("nocompare" if diag == "nocompare" else accept, "        ")}
     if (rel >= n_rows) return;
     const uint row = row_begin + rel - (row_begin + rel >= row_wrap ? row_wrap : 0u);
     const uint z = row / MS_LY, y = row - z * MS_LY;
-    const uint yp = y + 1u == MS_LY ? 0u : y + 1u, ym = y == 0u ? MS_LY - 1u : y - 1u;
+${global_shift("row")}    const uint yp = y + 1u == MS_LY ? 0u : y + 1u, ym = y == 0u ? MS_LY - 1u : y - 1u;
 % endif
     const uint odd = (colour + y + z) & 1u, rg = r0 + r;
     const size_t rbase = (size_t)r * MS_ROWS;

@@ -302,7 +302,9 @@ def _print_ising(lat, s, run, p, timing, comm=None):
         if comm is not None:
             t = lat.halo_times
             n = max(1, t["half-sweeps"])
-            print(f"halo path   rank 0, per half-sweep: {1e6 * t['edge wait'] / n:.1f} us waiting for the "
+            every = "every half-sweep" if lat.halo == 1 else f"every {lat.halo // 2} sweeps"
+            print(f"halo path   rank 0, halos of {lat.halo} slabs exchanged {every}, per half-sweep: "
+                  f"{1e6 * t['edge wait'] / n:.1f} us waiting for the "
                   f"edge slabs, {1e6 * t['exchange'] / n:.1f} us exchanging them (MPI), "
                   f"{1e6 * t['halo writes'] / n:.1f} us queueing the halo writes")
 

@@ -236,11 +236,14 @@ class Ensemble:
         self._T_all, self._r0 = None, 0
         if _slab_comm is not None:          # one lattice split over ranks (Ising2D/3D(comm=))
             mpi.comm_size_rank(_slab_comm)
+            options = dict(options)
+            halo = options.pop("halo", None)        # how deep the halos are, not physics: not saved
             args = (L, temperatures, J, h, algorithm, rng, seed, start, replica_offset, options)
-            backend = mpi.all_ok(_slab_comm, self._check_args, *args, slab_size=_slab_comm.Get_size())
+            backend = mpi.all_ok(_slab_comm, self._check_args, *args, slab_size=_slab_comm.Get_size(),
+                                 halo=halo)
             mpi.agree(_slab_comm, "lattice parameters", L=list(self.shape), T=self._T.tolist(), J=self.J,
                       h=self.h, algorithm=self.algorithm, rng=self.rng, seed=self.seed, start=start,
-                      options=repr(sorted(self.options.items())))
+                      options=repr(sorted(self.options.items())), halo=self._halo)
             self._slab = _slab_comm
             mpi.all_ok(_slab_comm, self._open, backend, device, start)
             self._backend.exchange_halos()      # every rank has its spins: no one waits for a failed one
@@ -276,7 +279,7 @@ class Ensemble:
         self._open(backend, device, start)
 
     def _check_args(self, L, temperatures, J, h, algorithm, rng, seed, start, replica_offset, options,
-                    slab_size=None):
+                    slab_size=None, halo=None):
         """Every argument checked (no device work); returns the backend class."""
         shape = _shape(L, self.dim)
         temps = _temperatures(temperatures)
@@ -310,8 +313,8 @@ class Ensemble:
             if algorithm != "multispin" or len(temps) != 1:
                 raise ValueError(f"a lattice split over MPI ranks runs algorithm 'multispin' (got "
                                  f"{algorithm!r}); run the other algorithms on one device")
-            from .slabs import slab_shares
-            slab_shares(shape[-1], slab_size)
+            from .slabs import check_halo
+            self._halo = check_halo(halo, shape[-1], slab_size)
         self._r0 = r0
         self.shape, self.J, self.h = shape, J, h
         self.algorithm, self.rng, self.seed, self.options = algorithm, rng, seed, dict(options)
@@ -324,16 +327,17 @@ class Ensemble:
         """Device, memory check, backend, initial spins."""
         self.device = resolve_device(device)
         if self._slab is not None:
-            from .slabs import SlabBackend, slab_shares
+            from .slabs import SlabBackend, halo_depth, local_shape
             size, rank = mpi.comm_size_rank(self._slab)
-            local = self.shape[:-1] + (slab_shares(self.shape[-1], size)[rank][1] + 2,)
+            halo = halo_depth(self.shape[-1], size, self._halo, self.device.facts.is_gpu)
+            local = local_shape(self.shape, size, rank, halo)
             need = SlabBackend.device_bytes(self.device.facts, local, **self.options)
             check_memory(self.device, need, f"rank {rank}'s share {'x'.join(map(str, local))} (with "
                          f"halos) of a {'x'.join(map(str, self.shape))} lattice",
                          "Use more ranks or a smaller lattice.")
             self._resident = need
             self._backend = SlabBackend(self._slab, self.device, self.shape, rng=self.rng, seed=self.seed,
-                                        **self.options)
+                                        halo=halo, **self.options)
             self._settled = 0
             self._backend.start(STARTS.index(start))
             return
@@ -751,6 +755,8 @@ class _Single:
             T = mpi.all_ok(comm, _validate.real, "T", T, 0.0, None, strict_min=True)
         else:
             T = _validate.real("T", T, minimum=0.0, strict_min=True)
+            if "halo" in options:
+                raise ValueError("halo (slabs per side of a lattice split over MPI ranks) needs comm")
         self._ens = self._ensemble(L, [T], J=J, h=h, algorithm=algorithm, rng=rng, seed=seed,
                                    start=start, device=device, _slab_comm=comm, **options)
 
@@ -762,9 +768,16 @@ class _Single:
         return be.local_shape[:-1] + (be.own,) if self._ens._slab is not None else self.shape
 
     @property
+    def halo(self) -> int | None:
+        """Halo slabs per side of a lattice split over ranks (one exchange every
+        halo / 2 sweeps; 1: every half-sweep), None on one device."""
+        return self._ens._backend.h if self._ens._slab is not None else None
+
+    @property
     def halo_times(self) -> dict | None:
-        """Host seconds of the halo path of a lattice split over ranks (see
-        clphys.ising.slabs), None on one device."""
+        """Host seconds of the halo path of a lattice split over ranks, and the
+        half-sweeps and exchanges made (see clphys.ising.slabs), None on one
+        device."""
         be = self._ens._backend
         return dict(be.halo_times) if self._ens._slab is not None else None
 

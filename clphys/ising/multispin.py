@@ -148,10 +148,10 @@ class MultispinBackend:
             need["band copies (several sweeps per launch)"] = spins
         return need
 
-    def __init__(self, dev, shape, n_replicas, *, rng, seed, own=None, **options):
+    def __init__(self, dev, shape, n_replicas, *, rng, seed, own=None, halo=1, **options):
         """own (clphys.ising.slabs): the lattice is one rank's share of a lattice
         split over MPI ranks: its first `own` slabs (rows in 2D, z planes in 3D)
-        are updated, the two after them are halos; one sweep per launch."""
+        are its own, the 2 x halo slabs after them are halos; one sweep per launch."""
         opts = self.check_options(options)
         if own is not None:
             if opts["sweeps_per_launch"] not in (None, 1) or opts["band"] is not None:
@@ -179,7 +179,7 @@ class MultispinBackend:
         if self.spins_per_word not in (1, "auto") and self.row_bits % self.spins_per_word:
             raise ValueError(f"spins_per_word={self.spins_per_word} must divide the "
                              f"{self.row_bits} spins of a row word (Lx = {Lx})")
-        self.lanes, self._wanted_W, self._own = lanes, W, own
+        self.lanes, self._wanted_W, self._own, self._halo = lanes, W, own, halo
         self.sweeps_per_launch, tile = self._plan_launches(opts, dev)
         W = self._item_words(tile)
         self.band = self.yband = self.mwg = None
@@ -226,19 +226,25 @@ class MultispinBackend:
         whole rows only where its rows have no halo: the whole replica (2D) or
         whole y rows (3D)."""
         W, Ly, WR = self._wanted_W, self.shape[1], self.WR
-        # a 2D slab share (own rows, then 2 halo rows): an item's rows stay in
-        # the own rows, and whole-row runs also divide the local rows
+        # a 2D slab share (own rows, then 2 x halo rows): an item's rows stay in
+        # the own rows or in one halo (they run from multiples of gcd(own, halo))
         split2d = self._own is not None and self.dim == 2
         if self.lanes == 1:
-            span = self._own if split2d else Ly
+            span = self._row_align() if split2d else Ly
             return min(W, span & -span)
         whole_rows = tile is None or not (tile[3] if self.dim == 3 else tile[1])
         if WR >= W or WR & (WR - 1) or not whole_rows:      # (rows of 3, 5, ... words: no runs of rows)
             return min(W, WR & -WR)
-        span = math.gcd(self._own, Ly) if split2d else Ly
+        span = math.gcd(self._row_align(), Ly) if split2d else Ly
         while W > WR and span % (W // WR):
             W //= 2
         return W
+
+    def _row_align(self):
+        """Rows an item's run of rows of a 2D slab share must start at multiples
+        of: the own rows, and with halos deeper than 1 row (updated too, see
+        clphys.ising.slabs) each halo."""
+        return math.gcd(self._own, self._halo) if self._halo > 1 else self._own
 
     def _plan_launches(self, opts, dev):
         """(sweeps per launch, tile of the multi-sweep kernel or None: single
@@ -458,9 +464,6 @@ class MultispinBackend:
             always, slots, table = plan.always, plan.slots, plan.data
             joint = plan.layout and (plan.layout.k, plan.layout.field, plan.layout.shift,
                                      plan.layout.cells)
-            # Philox calls per word (cl_kernels/ising/multispin.cl, CPW)
-            self._cpw = (self.row_bits // 4 if plan.layout is None
-                         else -(-(self.row_bits // plan.layout.k) // 4))
             self.sweep_prg = self._program(always, slots, joint)
             self.thr_buf = cl.Buffer(self.dev.context, cl.mem_flags.READ_ONLY, table.nbytes)
             enqueue_upload(self.dev.queue, self.thr_buf, table)
@@ -481,7 +484,8 @@ class MultispinBackend:
             for c in (0, 1):
                 kc[c](q, glob, local, b[c], b[1 - c], self.thr_buf, np.uint32(c), np.uint32(self.R),
                       np.uint32(self.key[0]), np.uint32(self.key[1]), lo, hi, np.uint32(self.r0),
-                      np.uint32(0), np.uint32(self.rows), np.uint32(self.rows), np.uint32(0))
+                      np.uint32(0), np.uint32(self.rows), np.uint32(self.rows), np.uint32(0),
+                      np.uint32(self.rows), np.uint32(self.rows))
             self.t += 1
 
     def _launcher(self, name, variant):
@@ -493,25 +497,27 @@ class MultispinBackend:
             self._launchers[key] = self.sweep_prg.instance(name)
         return self._launchers[key]
 
-    def half_sweep(self, colour, row_begin, n_rows, first_row, thresholds, wait_for=None):
-        """Enqueue the update of colour `colour` in n_rows rows from row_begin
-        on, wrapping to row 0 after the own rows (all multiples of
-        rows_per_item), of every replica; local row 0 is row `first_row` of the
-        whole lattice (its Philox counters). Returns the launch's event. Does
-        not count the sweep (clphys.ising.slabs counts it after colour 1)."""
+    def half_sweep(self, colour, rows, counters, thresholds, wait_for=None, t=None):
+        """Enqueue the update of colour `colour` in the rows (row_begin, n_rows,
+        row_wrap): n_rows rows from row_begin on, wrapping to row 0 at row_wrap
+        (all multiples of rows_per_item), of every replica. counters (gfirst,
+        gsplit, grows): local row r has the Philox counters of global row
+        (gfirst + r) mod grows, rows from gsplit on those of the global row
+        self.rows before it (cl_kernels/ising/multispin.cl). Returns the
+        launch's event. t: the sweep (default self.t, which it does not count:
+        clphys.ising.slabs does)."""
+        t = self.t if t is None else t
         self._set_thresholds(thresholds)
-        gshift = (first_row * self.WR * self._cpw) % 2**32
-        items = self.R * n_rows * self.WR // self.W
+        items = self.R * rows[1] * self.WR // self.W
         local = (self.wg,) if self.wg else None
         glob = (-(-items // self.wg) * self.wg,) if self.wg else (items,)
         b = self.bufs
-        # one instance per colour and row range (a slab share's edges, its interior)
-        k = self._launcher("ising_ms_sweep", (colour, row_begin, n_rows))
+        # one instance per colour and row range (a slab share's edges, its interior, ...)
+        k = self._launcher("ising_ms_sweep", (colour,) + tuple(rows))
         return k(self.dev.queue, glob, local, b[colour], b[1 - colour], self.thr_buf, np.uint32(colour),
                  np.uint32(self.R), np.uint32(self.key[0]), np.uint32(self.key[1]),
-                 np.uint32(self.t & 0xFFFFFFFF), np.uint32(self.t >> 32), np.uint32(self.r0),
-                 np.uint32(row_begin), np.uint32(n_rows), np.uint32(self.own_rows), np.uint32(gshift),
-                 wait_for=wait_for)
+                 np.uint32(t & 0xFFFFFFFF), np.uint32(t >> 32), np.uint32(self.r0),
+                 *(np.uint32(v) for v in tuple(rows) + tuple(counters)), wait_for=wait_for)
 
     def _multisweep(self, n):
         glob = (self._groups(self.band + (self.yband or (None, 0))) * self.mwg,)

@@ -1,35 +1,53 @@
 """One Ising lattice split over MPI ranks in slabs: rows in 2D, z planes in 3D
-(``Ising2D(L, T, comm=MPI.COMM_WORLD)``), with the multispin kernels.
+(``Ising2D(L, T, comm=MPI.COMM_WORLD, halo=h)``), with the multispin kernels.
 
-Layout. A rank keeps its own slabs, then two halo slabs: the slab after its
-last one, then the slab before its first (periodic over the ranks). The
-kernels' periodic neighbour arithmetic over the local slabs then reads the
-halos exactly where the lattice continues on the neighbouring ranks. Every
-rank holds an even number of slabs, so a local row has the parity of its
-global row (the colours need no shift), and the Philox counters of a row are
-those of its global row: a seed gives bit for bit the spins of the same
-lattice on one device, for any number of ranks.
+Layout. A rank keeps its own slabs, then h halo slabs on each side: the h
+slabs after its last one, then the h slabs before its first (periodic over
+the ranks). The kernels' periodic neighbour arithmetic over the local slabs
+then reads the halos exactly where the lattice continues on the neighbouring
+ranks. Every rank holds an even number of slabs, own + 2h, so a local row has
+the parity of its global row (the colours need no shift).
 
-A half-sweep of colour c: one launch updates the rows of one work item at
-each edge of the own slabs, a second queue reads the two edge slabs into
-pinned host buffers, the interior is launched, and while it runs the edge
-slabs go to the neighbouring ranks (mpi4py Isend/Irecv) and the slabs
-received are written into the halos (on the second queue, so the copies
-overlap the interior; the next half-sweep's edges wait for them).
-``lat.halo_times`` says where the host time went: waiting for the edge slabs
-(the edge launch, and whatever of the previous half-sweep was still running,
-plus the device-to-host copies), the exchange, and queueing the halo writes.
+Deep halos (h even, the default): after an exchange both colours' halos are
+valid, and each half-sweep updates every local slab whose neighbours are
+still valid, so the valid region shrinks by one slab on each side per
+half-sweep and k = h / 2 sweeps run between exchanges: one exchange (of h
+slabs each way and colour) per k sweeps instead of one per half-sweep. The
+halo slabs are updated redundantly, the same rows the neighbouring rank
+updates as its own, with the Philox counters of their global rows (the sweep
+kernel maps local to global rows, gfirst / gsplit / grows): a seed gives bit
+for bit the spins of the same lattice on one device, for any number of ranks
+and any h. A half-sweep is one launch (its valid rows, rounded out to whole
+work items: rows beyond the valid region are wrong either way); the last
+half-sweep of a cycle launches the edge slabs (the first and last h own ones)
+first, and their device-to-host reads (of colour 0 too, read since the
+half-sweep before) overlap the interior's update. While the host exchanges
+the halos, the device already runs the next cycle's first AHEAD sweeps where
+they need no halo (half-sweep j: the own slabs j in from their ends, each
+colour after its edge slabs were read); after the halo writes one launch per
+half-sweep does the rest of each. A cycle runs across sweep() calls (sweep(1)
+k times exchanges once), since only the own slabs, valid after every sweep,
+are ever read back.
+
+h = 1 is the older path, one exchange per half-sweep: one launch for
+the rows of one work item at each edge of the own slabs, a second queue reads
+the two edge slabs into pinned host buffers, the interior is launched, and
+while it runs the edge slabs go to the neighbouring ranks (mpi4py
+Isend/Irecv) and the slabs received are written into the halos (on the
+second queue, so the copies overlap the interior; the next half-sweep's edges
+wait for them). ``lat.halo_times`` says where the host time went: waiting for
+the edge slabs (the edge launch, and whatever of the previous half-sweeps was
+still running, plus the device-to-host copies), the exchange, and queueing
+the halo writes, and how many half-sweeps and exchanges ran.
 
 Why slabs and not 2D blocks: a 2D block of a multispin lattice needs halo
 columns too, and a column of a multispin word layout is one bit of every
 row's word (32 spins per word run along x): it would be gathered bit by bit
 from every row. A slab's halo is a contiguous row (or plane) of words, one
 copy each way, and its size (Lx / 8 bytes per row and colour: 4 KB at
-L = 32768) is what a PCIe or network message does at its latency, so the
-exchange (6-17 us measured on the 2-GPU machine) hides behind a
-half-sweep's interior (~0.25-0.5 ms at 32768^2 per GPU). Blocks would cut
-the halo volume only beyond ~Ly / Lx ranks per row of blocks, far above the
-GPUs of one node.
+L = 32768) is what a PCIe or network message does at its latency.
+Blocks would cut the halo volume only beyond ~Ly / Lx ranks per row of
+blocks, far above the GPUs of one node.
 """
 
 from __future__ import annotations
@@ -39,13 +57,20 @@ import time
 import numpy as np
 import pyopencl as cl
 
+from .. import _validate
 from .. import rng as _rng
 from ..runtime import mpi
 from ..runtime.memory import check_host_memory
 from ._device import zeroed_buffer
 from .multispin import MultispinBackend
 
-__all__ = ["SlabBackend", "slab_shares"]
+__all__ = ["SlabBackend", "slab_shares", "check_halo", "halo_depth"]
+
+# Default halo depth by DeviceFacts.is_gpu: on GPUs an exchange (a host chain
+# of ~60-90 us, benchmarks/RESULTS.md "MPI scaling") every 8 sweeps, while the
+# redundant halo rows cost ~h / own of a sweep; on CPUs (PoCL) launches are
+# cheap next to the sweep of the rows, so shallower halos.
+DEFAULT_HALO = {True: 16, False: 4}
 
 
 def slab_shares(n_slabs: int, size: int) -> list:
@@ -58,32 +83,81 @@ def slab_shares(n_slabs: int, size: int) -> list:
     return [(2 * a, 2 * n) for a, n in (mpi.split(n_slabs // 2, size, r) for r in range(size))]
 
 
+def check_halo(halo, n_slabs: int, size: int):
+    """halo (slabs per side, or None: the device's default) validated for a
+    lattice of n_slabs slabs over size ranks: 1, or even and at most the
+    thinnest rank's share (a halo comes from one neighbour's own slabs).
+    ValueError also if the lattice does not split (slab_shares)."""
+    thinnest = min(n for _, n in slab_shares(n_slabs, size))
+    if halo is None:
+        return None
+    halo = _validate.integer("halo", halo, 1)
+    if (halo > 1 and halo % 2) or halo > thinnest:
+        raise ValueError(f"halo must be 1 or an even number of slabs up to {thinnest} (the thinnest "
+                         f"rank's share of {n_slabs} slabs over {size} ranks), got {halo}")
+    return halo
+
+
+def halo_depth(n_slabs: int, size: int, halo, is_gpu: bool) -> int:
+    """Halo slabs per side: `halo` if given (check_halo), else DEFAULT_HALO
+    for the device kind, at most a quarter of the thinnest share (even; the
+    redundant halo updates then cost at most ~1/4 of a sweep), and 1 (an
+    exchange per half-sweep) for shares thinner than 8 slabs."""
+    halo = check_halo(halo, n_slabs, size)
+    if halo is not None:
+        return halo
+    deepest = min(n for _, n in slab_shares(n_slabs, size)) // 4 // 2 * 2
+    return min(DEFAULT_HALO[is_gpu], deepest) if deepest >= 2 else 1
+
+
+def local_shape(shape, size: int, rank: int, halo: int) -> tuple:
+    """Shape of rank's share of a lattice of `shape` with its 2 x halo slabs."""
+    return tuple(shape[:-1]) + (slab_shares(shape[-1], size)[rank][1] + 2 * halo,)
+
+
 class SlabBackend:
     """The backend of a lattice split over MPI ranks (see the module doc);
     implements the interface of clphys.ising.backends for one replica, its
     collective parts on every rank: sums() (reduced over the ranks), spins()
-    (gathered), set_spins() (of the whole lattice), sweep() (halo exchanges)."""
+    (gathered), set_spins() (of the whole lattice), sweep() (halo exchanges).
+    halo: slabs per side (halo_depth)."""
 
     algorithm = "multispin"
+    # Sweeps of the next cycle run (their rows that need no halo) while the
+    # host exchanges the halos: hides up to 4 half-sweeps' interiors of
+    # exchange for 2 launches more per sweep ahead (the rest of its half-sweeps,
+    # after the halo writes)
+    AHEAD = 2
 
-    def __init__(self, comm, dev, shape, *, rng, seed, **options):
+    def __init__(self, comm, dev, shape, *, rng, seed, halo, **options):
         self.comm = comm
         size, rank = mpi.comm_size_rank(comm)
         self.dim, self.shape = len(shape), tuple(shape)
         self.n_slabs = shape[-1]
         self.first, self.own = slab_shares(self.n_slabs, size)[rank]
+        self.h = halo
+        self.k = max(1, halo // 2)                                 # sweeps per exchange (h >= 2)
         self.slab_rows = shape[1] if self.dim == 3 else 1          # rows per slab
-        self.local_shape = self.shape[:-1] + (self.own + 2,)
-        self.inner = MultispinBackend(dev, self.local_shape, 1, rng=rng, seed=seed, own=self.own, **options)
+        self.local_shape = local_shape(shape, size, rank, halo)
+        self.inner = MultispinBackend(dev, self.local_shape, 1, rng=rng, seed=seed, own=self.own,
+                                      halo=halo, **options)
         self.dev, self.seed = dev, seed
         self.up, self.down = (rank - 1) % size, (rank + 1) % size
-        # rows updated first at each edge: whole work items, at least a slab
-        self.edge = max(self.inner.rows_per_item, self.slab_rows)
-        self.words = self.slab_rows * self.inner.WR                # per slab and colour
-        send_first, send_last, recv = self._host_buffers(dev, (self.words, self.words, 2 * self.words))
-        # the halos are local slabs own (below) and own + 1 (above): one write
-        self._host = [send_first, send_last, recv[:self.words], recv[self.words:]]
-        self._recv = recv
+        sr = self.slab_rows
+        self.local_rows = self.local_shape[-1] * sr
+        # the sweep kernel's global rows: local row 0 is row first * sr; the lower
+        # halo (local slabs own + h on) lies before it
+        self.counters = (self.first * sr, (self.own + halo) * sr, self.n_slabs * sr)
+        self.words = sr * self.inner.WR                            # per slab and colour
+        hw = halo * self.words
+        # per colour (both colours' slabs are in flight at once with h >= 2): the
+        # first and last h own slabs, and the halos received, local slabs
+        # own .. own + 2h - 1 (above, then below): one write
+        self._host, self._recv = [], []
+        for _ in (0, 1):
+            send_first, send_last, recv = self._host_buffers(dev, (hw, hw, 2 * hw))
+            self._host.append([send_first, send_last, recv[:hw], recv[hw:]])
+            self._recv.append(recv)
         # Oclgrind's uninitialised-value checker loses writes at an offset into a
         # buffer: there the halos are patched into a copy of the whole colour array
         self._whole_writes = dev.facts.vendor == "oclgrind"
@@ -91,7 +165,10 @@ class SlabBackend:
         # edge slabs' reads and the halo writes overlap the interior's update
         self.copies = cl.CommandQueue(dev.context, dev.cl_device)
         self._written = [None, None]          # the last halo write of each colour
-        self.halo_times = {"edge wait": 0.0, "exchange": 0.0, "halo writes": 0.0, "half-sweeps": 0}
+        self._phase = 0                       # sweeps since the last exchange (h >= 2)
+        self._ahead = None                    # _most_ahead(), from the first exchange_halos()
+        self.halo_times = {"edge wait": 0.0, "exchange": 0.0, "halo writes": 0.0, "half-sweeps": 0,
+                           "exchanges": 0}
 
     @staticmethod
     def _host_buffers(dev, sizes):
@@ -117,10 +194,11 @@ class SlabBackend:
         """Byte offset of local slab `slab` in a colour array."""
         return 4 * slab * self.words
 
-    def _exchange(self, colour):
+    def _exchange(self, colour, wait_for=None):
         """Send the edge slabs of `colour` (already read into the send buffers)
-        and write the received ones into the halos."""
-        send_first, send_last, recv_below, recv_above = self._host
+        and write the received ones into the halos (after the events
+        `wait_for`: kernels still reading the halos)."""
+        send_first, send_last, recv_below, recv_above = self._host[colour]
         t0 = time.perf_counter()
         reqs = [self.comm.Irecv(recv_below, source=self.down, tag=2 * colour),
                 self.comm.Irecv(recv_above, source=self.up, tag=2 * colour + 1),
@@ -134,25 +212,31 @@ class SlabBackend:
             q.finish()
             whole = np.empty(self.inner.words, np.uint32)
             cl.enqueue_copy(q, whole, buf)
-            whole[self.own * self.words:] = self._recv
+            whole[self.own * self.words:] = self._recv[colour]
             self._written[colour] = cl.enqueue_copy(q, buf, whole)
         else:
-            self._written[colour] = cl.enqueue_copy(self.copies, buf, self._recv,
+            self._written[colour] = cl.enqueue_copy(self.copies, buf, self._recv[colour],
                                                     dst_offset=self._slab_offset(self.own),
-                                                    is_blocking=False)
+                                                    is_blocking=False, wait_for=wait_for)
             self.copies.flush()
         self.halo_times["exchange"] += t1 - t0
         self.halo_times["halo writes"] += time.perf_counter() - t1
 
     def _read_edges(self, colour, after):
-        """Read the edge slabs of `colour` once the kernel event `after` is done."""
-        qc, buf = self.copies, self.inner.bufs[colour]
-        cl.enqueue_copy(qc, self._host[0], buf, src_offset=self._slab_offset(0), is_blocking=False,
+        """Read the first and last h own slabs of `colour` once the kernel event
+        `after` is done."""
+        qc, buf, host = self.copies, self.inner.bufs[colour], self._host[colour]
+        cl.enqueue_copy(qc, host[0], buf, src_offset=self._slab_offset(0), is_blocking=False,
                         wait_for=[after])
-        done = cl.enqueue_copy(qc, self._host[1], buf, src_offset=self._slab_offset(self.own - 1),
+        done = cl.enqueue_copy(qc, host[1], buf, src_offset=self._slab_offset(self.own - self.h),
                                is_blocking=False)
         qc.flush()
         return done
+
+    def _wait_edges(self, done):
+        t0 = time.perf_counter()
+        done.wait()
+        self.halo_times["edge wait"] += time.perf_counter() - t0
 
     def _halos_written(self):
         """Later kernels (sums, spins, unpacking) wait for the halo writes."""
@@ -167,6 +251,9 @@ class SlabBackend:
             self._exchange(c)
         self._halos_written()
         self.dev.queue.finish()
+        self._phase = 0
+        if self._ahead is None:
+            self._ahead = self._most_ahead()
 
     # ------------------------------------------------------------ spins
     def start(self, mode):
@@ -185,14 +272,15 @@ class SlabBackend:
         self.inner.set_spins_device(buf)
 
     def _local_rows(self):
-        """Indices of the whole lattice's slabs held here: own, then the halos."""
-        idx = np.arange(self.first, self.first + self.own + 1) % self.n_slabs
-        return np.append(idx, (self.first - 1) % self.n_slabs)
+        """Indices of the whole lattice's slabs held here: own, the h after, the h before."""
+        idx = np.arange(self.first, self.first + self.own + self.h)
+        return np.append(idx, np.arange(self.first - self.h, self.first)) % self.n_slabs
 
     def set_spins(self, spins):
         """spins: (1, *lattice) int8 of the whole lattice (the same on every rank)."""
         local = np.take(spins[0], self._local_rows(), axis=0)
         self.inner.set_spins(local[None])
+        self._phase = 0                 # the halos too are set: a new cycle
 
     def spins(self):
         """(1, *lattice) int8 of the whole lattice, on every rank."""
@@ -201,29 +289,120 @@ class SlabBackend:
 
     # ------------------------------------------------------------ dynamics
     def sweep(self, n, thresholds):
+        if self.h == 1:
+            self._sweep_exchanging_halves(n, thresholds)
+        else:
+            self._sweep_deep(n, thresholds)
+        self._halos_written()
+
+    def _sweep_exchanging_halves(self, n, thresholds):
+        """h = 1: an exchange per half-sweep (see the module doc)."""
         inner, q, own_rows = self.inner, self.dev.queue, self.own * self.slab_rows
-        edge = self.edge
-        first_row = self.first * self.slab_rows
+        edge = max(inner.rows_per_item, self.slab_rows)    # whole work items, at least a slab
         # one launch for both edges (from the last `edge` rows on, wrapping to the
         # first), one for the interior; a thin share is all edge
-        edges, interior = (((own_rows - edge, 2 * edge), (edge, own_rows - 2 * edge))
-                           if own_rows > 2 * edge else ((0, own_rows), None))
+        edges, interior = (((own_rows - edge, 2 * edge, own_rows), (edge, own_rows - 2 * edge, own_rows))
+                           if own_rows > 2 * edge else ((0, own_rows, own_rows), None))
         for _ in range(n):
             for c in (0, 1):
                 # the edges read the other colour's halos: after their write
                 wait = [self._written[1 - c]] if self._written[1 - c] is not None else None
-                done_edges = inner.half_sweep(c, *edges, first_row, thresholds, wait_for=wait)
+                done_edges = inner.half_sweep(c, edges, self.counters, thresholds, wait_for=wait)
                 done = self._read_edges(c, done_edges)
                 if interior:
-                    inner.half_sweep(c, *interior, first_row, thresholds)
+                    inner.half_sweep(c, interior, self.counters, thresholds)
                 q.flush()                   # the interior runs while the host waits and talks
-                t0 = time.perf_counter()
-                done.wait()
-                self.halo_times["edge wait"] += time.perf_counter() - t0
+                self._wait_edges(done)
                 self._exchange(c)
                 self.halo_times["half-sweeps"] += 1
+                self.halo_times["exchanges"] += 1
             inner.t += 1
-        self._halos_written()
+
+    def _valid_rows(self, j):
+        """(row_begin, n_rows, row_wrap) of half-sweep j = 1 .. 2k of a cycle:
+        the local slabs whose neighbours are still valid, j slabs in from the
+        outer ends of the halos, rounded out to whole work items."""
+        sr, rpi, n = self.slab_rows, self.inner.rows_per_item, self.local_rows
+        # rows counted from the outer end of the lower halo (local slab own + h)
+        lo = j * sr // rpi * rpi
+        hi = -(-(n - j * sr) // rpi) * rpi
+        return ((lo - self.h * sr) % n, hi - lo, n)
+
+    def _interior(self, j):
+        """(first, end) local rows of half-sweep j's rows that need no halo: j
+        units in from the own slabs' ends, a unit a slab, or in 2D the rows of a
+        work item if more (so the interiors of successive half-sweeps stay
+        nested a slab apart: each reads only the one before)."""
+        unit = max(self.slab_rows, self.inner.rows_per_item)
+        return j * unit, self.own * self.slab_rows - j * unit
+
+    def _most_ahead(self):
+        """Sweeps of the next cycle whose interiors can run during an exchange:
+        up to AHEAD, short of a whole cycle, while their interiors are not
+        empty on any rank (the same on every rank: collective)."""
+        from mpi4py import MPI
+        ahead = min(self.AHEAD, self.k - 1)
+        while ahead and self._interior(2 * ahead)[1] <= self._interior(2 * ahead)[0]:
+            ahead -= 1
+        return self.comm.allreduce(ahead, op=MPI.MIN)
+
+    def _sweep_deep(self, n, thresholds):
+        """h >= 2: k = h / 2 sweeps per exchange (see the module doc)."""
+        inner, q, sr, h, own = self.inner, self.dev.queue, self.slab_rows, self.h, self.own
+        cnt, n_local = self.counters, self.local_rows
+        if own > 2 * h:
+            edges, interior = ((own - h) * sr, 2 * h * sr, own * sr), (h * sr, (own - 2 * h) * sr, own * sr)
+        else:
+            edges, interior = (0, own * sr, own * sr), None
+        left = n
+        while left:
+            left -= 1
+            self._phase += 1
+            j = 2 * self._phase - 1                 # colour 0's half-sweep in the cycle
+            # the first launch after an exchange waits for the halo writes
+            wait = [e for e in self._written if e is not None] or None
+            done0 = inner.half_sweep(0, self._valid_rows(j), cnt, thresholds, wait_for=wait)
+            self._written = [None, None]
+            self.halo_times["half-sweeps"] += 2
+            if self._phase < self.k:
+                inner.half_sweep(1, self._valid_rows(j + 1), cnt, thresholds)
+                inner.t += 1
+                continue
+            # the cycle's last sweep: colour 0's edge slabs are final, read them
+            # while colour 1 updates its edge slabs, then those while the interior runs
+            read0 = self._read_edges(0, done0)
+            done1 = inner.half_sweep(1, edges, cnt, thresholds)
+            read1 = self._read_edges(1, done1)
+            if interior:
+                inner.half_sweep(1, interior, cnt, thresholds)
+            inner.t += 1
+            # the next cycle's first sweeps where they need no halo (they change
+            # the own slabs: each colour after its edge slabs are read)
+            ahead = min(self._ahead, left)
+            for s in range(ahead):
+                for c in (0, 1):
+                    first, end = self._interior(2 * s + c + 1)
+                    inner.half_sweep(c, (first, end - first, n_local), cnt, thresholds, t=inner.t + s,
+                                     wait_for=[(read0, read1)[c]] if s == 0 else None)
+            q.flush()
+            self._wait_edges(read0)
+            self._exchange(0, wait_for=[done1])     # colour 1's edges read colour 0's halos
+            self._wait_edges(read1)
+            self._exchange(1)
+            self.halo_times["exchanges"] += 1
+            # the rest of those sweeps (the ring of local rows outside each
+            # interior: the halos, the own slabs' edges, and rows beyond the valid
+            # region, whose updates are wrong either way)
+            for s in range(ahead):
+                for c in (0, 1):
+                    first, end = self._interior(2 * s + c + 1)
+                    wait = [e for e in self._written if e is not None] if s == c == 0 else None
+                    inner.half_sweep(c, (end % n_local, n_local - (end - first), n_local), cnt, thresholds,
+                                     t=inner.t + s, wait_for=wait)
+            inner.t += ahead
+            left -= ahead
+            self._phase = ahead
+            self.halo_times["half-sweeps"] += 2 * ahead
 
     # ------------------------------------------------------------ observables
     def measure_into(self, buffer, index):
