@@ -40,7 +40,6 @@ queue.finish() before the clock is read. T = T_c, random start.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import re
@@ -53,6 +52,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _report import Report  # noqa: E402  (this folder is on sys.path when run as a script)
 import clphys  # noqa: E402
 from clphys.exact import TC_2D, TC_3D  # noqa: E402
 from clphys.ising import Ensemble2D, Ensemble3D, backends  # noqa: E402
@@ -62,21 +62,6 @@ from clphys.ising.thresholds import metropolis_thresholds  # noqa: E402
 ENSEMBLE = {2: Ensemble2D, 3: Ensemble3D}
 TC = {2: TC_2D, 3: TC_3D}
 MODES = ("auto", 1)                      # spins_per_word: joint decisions, one word per spin
-
-
-class Report:
-    def __init__(self, device, json_path):
-        self.device, self.rows = device, []
-        self.fh = open(json_path, "a") if json_path else None
-
-    def add(self, workload, metric, value, **extra):
-        line = json.dumps({"device": self.device, "workload": workload, "metric": metric,
-                           "value": value, **extra})
-        print(line, flush=True)
-        if self.fh:
-            self.fh.write(line + "\n")
-            self.fh.flush()
-        self.rows.append((workload, metric, value, extra))
 
 
 def label(v):

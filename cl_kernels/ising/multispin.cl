@@ -388,6 +388,16 @@ ${joint_flip("        ")}
                   "const uint t_lo, const uint t_hi, const uint r0, const uint row_begin, "
                   "const uint n_rows, const uint row_wrap, const uint gfirst, const uint gsplit, "
                   "const uint grows") %>
+## replica `rep`'s thresholds: the joint-decision table tb, or one threshold th<i> per class
+<%def name="thresholds(rep)">
+% if joint is not None:
+    __global const uint2 *tb = (__global const uint2 *)thr + ${rep} * ${JCELLS}u;
+% else:
+%   for i in range(D):
+    const uint th${i} = thr[${rep} * ${D}u + ${i}u];
+%   endfor
+% endif
+</%def>
 ## gshift: the counter of local row 0 were the item's rows' global rows linear in local rows
 <%def name="global_shift(row)">
     const uint gx = ${row} + gfirst + (${row} >= gsplit ? grows - MS_ROWS % grows : 0u);
@@ -429,13 +439,7 @@ ${global_shift("row0")}    __global uint *me = own + (r * MS_ROWS + row0) * MS_W
 %   endif
     // first Philox counter of the word (CPW calls per word)
     uint g0 = (row0 * MS_WR + w) * ${CPW}u + gshift;
-%   if joint is not None:
-    __global const uint2 *tb = (__global const uint2 *)thr + r * ${JCELLS}u;
-%   else:
-%     for i in range(D):
-    const uint th${i} = thr[r * ${D}u + ${i}u];
-%     endfor
-%   endif
+${thresholds("r")}
     const uint2 key = (uint2)(k0, k1);
     const uint c3 = t_hi * 2u + colour;
     uint u = pl[(y0 == 0u ? MS_LY - 1u : y0 - 1u) * MS_WR], c = pl[y0 * MS_WR];
@@ -507,13 +511,7 @@ ${global_shift("row")}    const uint yp = y + 1u == MS_LY ? 0u : y + 1u, ym = y 
     __global const uint *bk = other + (rbase + zp * MS_LY + y) * MS_WR;
 % endif
     const uint2 key = (uint2)(k0, k1);
-% if joint is not None:
-    __global const uint2 *tb = (__global const uint2 *)thr + (size_t)r * ${JCELLS}u;
-% else:
-%   for i in range(D):
-    const uint th${i} = thr[(size_t)r * ${D}u + ${i}u];
-%   endfor
-% endif
+${thresholds("(size_t)r")}
 ${lanes_run("me", "oc", "up", "dn", "fr", "bk")}
 }
 % endif
@@ -617,13 +615,7 @@ __kernel void ising_ms_accept_stats(__global const uint *thr, const uint k0, con
     const uint i = get_global_id(0), r = get_global_id(1), items = get_global_size(0);
     const uint2 key = (uint2)(k0, k1);
     const uint t_lo = 0u, c3 = 0u, rg = r;
-%   if joint is not None:
-    __global const uint2 *tb = (__global const uint2 *)thr + r * ${JCELLS}u;
-%   else:
-%     for d in range(D):
-    const uint th${d} = thr[r * ${D}u + ${d}u];
-%     endfor
-%   endif
+${thresholds("r")}
     uint cnt[${NCNT}];
     for (uint c = 0; c < ${NCNT}u; ++c)
         cnt[c] = 0u;
@@ -735,13 +727,7 @@ void ising_ms_multisweep(__global const uint *in0, __global const uint *in1, __g
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     const uint2 key = (uint2)(k0, k1);
-%   if joint is not None:
-    __global const uint2 *tb = (__global const uint2 *)thr + r * ${JCELLS}u;
-%   else:
-%     for i in range(D):
-    const uint th${i} = thr[r * ${D}u + ${i}u];
-%     endfor
-%   endif
+${thresholds("r")}
     const ulong t0 = ((ulong)t_hi0 << 32) | t_lo0;
     for (uint j = 0; j < nhalf; ++j) {
         const uint colour = j & 1u;

@@ -1,0 +1,20 @@
+"""The benchmarks' JSON-lines report: one line per figure (device, workload, metric,
+value and any extra fields), printed and appended to --json FILE; `rows` keeps
+(workload, metric, value) for the table a script prints last."""
+
+import json
+
+
+class Report:
+    def __init__(self, device, json_path):
+        self.device, self.rows = device, []
+        self.fh = open(json_path, "a") if json_path else None
+
+    def add(self, workload, metric, value, **extra):
+        line = json.dumps({"device": self.device, "workload": workload, "metric": metric,
+                           "value": value, **extra})
+        print(line, flush=True)
+        if self.fh:
+            self.fh.write(line + "\n")
+            self.fh.flush()
+        self.rows.append((workload, metric, value))
