@@ -74,7 +74,14 @@
     # whole consecutive rows of one z plane (contiguous in memory)
     ROWS_RUN = lanes > 1 and WR < W
     RR = W // WR if ROWS_RUN else 1
-    if lanes > 1 and (W not in (1, 2, 4, 8) or (W % WR or Ly % RR if ROWS_RUN else WR % W)):
+    # 3D planes of fewer rows than that: an item takes PP = RR / LYF whole
+    # consecutive z planes (rows of planes of folded rows, clphys.ising.backends.multispin_fold)
+    PLANES = ROWS_RUN and dim == 3 and RR > LYF
+    PP = RR // LYF if PLANES else 1
+    if PLANES and (RR % LYF or Lz % PP):
+        raise ValueError("multispin.cl: W = %d words are %d rows, not whole planes of %d rows "
+                         "dividing Lz = %d" % (W, RR, LYF, Lz))
+    if lanes > 1 and (W not in (1, 2, 4, 8) or (W % WR or (not PLANES and LYF % RR) if ROWS_RUN else WR % W)):
         raise ValueError("multispin.cl: W must be 1, 2, 4 or 8 and divide the %d words per row, or "
                          "be whole rows (W / %d dividing Ly = %d)" % (WR, WR, Ly))
     if lanes == 1 and W not in (1, 2, 4, 8, 16, 32):
@@ -303,7 +310,10 @@ inline uint ms_horizontal(uint c, uint cm, uint cp, uint odd)
 <% ld = (lambda p: "%s[w0]" % p) if W == 1 else (lambda p: "vload%d(0, %s + w0)" % (W, p)) %>
     const uint${vec} s_v = ${ld(own)};
     const uint${vec} c_v = ${ld(oc)};
-% if ROWS_RUN:
+% if PLANES:
+    // ${PP} whole planes z .. z + ${PP - 1}: fr / bk point at the planes z - 1 and
+    // z + ${PP}; the other neighbour rows and words are the run's own other-colour words
+% elif ROWS_RUN:
     // ${RR} whole rows: up / dn point at the rows y - 1 and y + ${RR}; the other
     // neighbour rows and words are the run's own other-colour words
 %   for j in range(WR):
@@ -313,7 +323,7 @@ inline uint ms_horizontal(uint c, uint cm, uint cp, uint odd)
     const uint${vec} u_v = ${up_fix(ld(up), "y == 0u")};
     const uint${vec} d_v = ${dn_fix(ld(dn), "y + 1u == MS_LY")};
 % endif
-% if dim == 3:
+% if dim == 3 and not PLANES:
     const uint${vec} f_v = ${ld(fr)};
     const uint${vec} b_v = ${ld(bk)};
 % endif
@@ -340,14 +350,28 @@ inline uint ms_horizontal(uint c, uint cm, uint cp, uint odd)
         const uint s = ${comp("s_v", k)};
         const uint c = ${comp("c_v", k)};
 %   if ROWS_RUN:
-<%    rk, wk = divmod(k, WR) %>
-        const uint oddk = odd ^ ${rk % 2}u;
+<%
+        rk, wk = divmod(k, WR)
+        pk, yk = divmod(rk, LYF)          # plane and row of a PLANES run (pk 0 otherwise)
+        rotup = (lambda x: "MS_ROTUP(%s)" % x) if FOLD > 1 else (lambda x: x)
+        rotdn = (lambda x: "MS_ROTDN(%s)" % x) if FOLD > 1 else (lambda x: x)
+        if PLANES:
+            u = comp("c_v", k - WR) if yk else rotup(comp("c_v", k + (LYF - 1) * WR))
+            d = comp("c_v", k + WR) if yk < LYF - 1 else rotdn(comp("c_v", k - (LYF - 1) * WR))
+            f = comp("c_v", k - LYF * WR) if pk else "%s[%d]" % (fr, rk * WR + wk)
+            bb = comp("c_v", k + LYF * WR) if pk < PP - 1 else "%s[%d]" % (bk, yk * WR + wk)
+        else:
+            u = "u_first%d" % wk if rk == 0 else comp("c_v", k - WR)
+            d = "d_last%d" % wk if rk == RR - 1 else comp("c_v", k + WR)
+            f, bb = (comp("f_v", k), comp("b_v", k)) if dim == 3 else ("0u", "0u")
+%>
+        const uint oddk = odd ^ ${(yk + pk) % 2}u;
 %     if PARTIAL:
         const uint hn = ms_horizontal(c, 0u, 0u, oddk);
 %     else:
         const uint hn = ms_horizontal(c, ${comp("c_v", rk * WR + (wk - 1) % WR)}, ${comp("c_v", rk * WR + (wk + 1) % WR)}, oddk);
 %     endif
-        MS_COUNT(s, c, hn, ${"u_first%d" % wk if rk == 0 else comp("c_v", k - WR)}, ${"d_last%d" % wk if rk == RR - 1 else comp("c_v", k + WR)}, ${comp("f_v", k) if dim == 3 else "0u"}, ${comp("b_v", k) if dim == 3 else "0u"})
+        MS_COUNT(s, c, hn, ${u}, ${d}, ${f}, ${bb})
 %   else:
 %     if PARTIAL:
         const uint hn = ms_horizontal(c, 0u, 0u, odd);
@@ -375,7 +399,7 @@ ${joint_flip("        ")}
         // Lane q of Philox batch h is group g0 + ${lanes}h + q = bits 4q..4q+3 of
         // the batch's ${4 * lanes} bits; component j is bit 4q + j. Lane shifts
         // move that bit to the MSB (select) or pick it (accept bits).
-        const uint g0 = gshift + ${"(row + z * %du + %du) * %du" % (Ly - LYF, k, QS) if NATG else "(row + %du) * (MS_S / 4u)" % k if PARTIAL else "row * (MS_S / 4u) + (w0 + %du) * 8u" % k};
+        const uint g0 = gshift + ${"(row + z * %du + %du) * %du" % (Ly - LYF, k + (k // LYF) * (Ly - LYF), QS) if NATG else "(row + %du) * (MS_S / 4u)" % k if PARTIAL else "row * (MS_S / 4u) + (w0 + %du) * 8u" % k};
         uint acc = 0u;
 %     for h in range(8 // lanes):
 %       if 4 * lanes * h < NBITS:
@@ -524,7 +548,7 @@ ${accept_code("nocompare" if diag == "nocompare" else accept, "        ")}
     // runs per row, per replica; remainders as x - q d (Oclgrind cannot check
     // the `freeze` of LLVM's div/rem pairing)
 % if ROWS_RUN:
-    // whole rows row .. row + ${RR - 1} (one z plane)
+    // whole rows row .. row + ${RR - 1} (${"%d whole z planes" % PP if PLANES else "one z plane"})
     const uint IPR = MS_ROWS / ${RR}u;
     if (t >= (size_t)R * IPR) return;
     const uint r = (uint)(t / IPR), rel = (uint)(t - (size_t)r * IPR) * ${RR}u, w0 = 0u;
@@ -549,7 +573,7 @@ ${global_shift("row")}    const uint yp = y + 1u == MS_LY ? 0u : y + 1u, ym = y 
     __global const uint *up = other + (rbase + z * MS_LY + ym) * MS_WR;
     __global const uint *dn = other + (rbase + z * MS_LY + yp) * MS_WR;
 % if dim == 3:
-    const uint zp = z + 1u == MS_LZ ? 0u : z + 1u, zm = z == 0u ? MS_LZ - 1u : z - 1u;
+    const uint zp = z + ${PP}u == MS_LZ ? 0u : z + ${PP}u, zm = z == 0u ? MS_LZ - 1u : z - 1u;
     __global const uint *fr = other + (rbase + zm * MS_LY + y) * MS_WR;
     __global const uint *bk = other + (rbase + zp * MS_LY + y) * MS_WR;
 % endif
@@ -728,6 +752,8 @@ ${accept_code("joint" if joint is not None else "select", "        ")}
         raise ValueError("multispin.cl: yband %r must divide the %d rows of a plane (halo 0 iff the whole side)" % ((TY, HY), LYF))
     if dim == 2 and context.get("yband"):
         raise ValueError("multispin.cl: yband is for 3D lattices")
+    if PLANES and BH:
+        raise ValueError("multispin.cl: runs of whole planes need the whole replica (no halo)")
     if ROWS_RUN and (HY if dim == 3 else BH):
         raise ValueError("multispin.cl: runs of whole rows (W > %d words per row) need rows with no "
                          "halo: the whole replica (2D) or whole y rows (3D)" % WR)
@@ -798,12 +824,12 @@ ${thresholds("r")}
             const uint sl = lo + q, sy = ylo + qy, w = iw - qy * MS_WR;
 %   endif
             const uint slm = ${"sl - 1u" if BH else "sl == 0u ? %du : sl - 1u" % (HS - 1)};
-            const uint slp = ${"sl + 1u" if BH else "sl + 1u == %du ? 0u : sl + 1u" % HS};
+            const uint slp = ${"sl + 1u" if BH else "sl + %du == %du ? 0u : sl + %du" % (PP, HS, PP)};
 %   if dim == 3:
             const uint z = MS_SLAB(sl), y = MS_YROW(sy);
             const uint sym = ${"sy - 1u" if HY else "sy == 0u ? %du : sy - 1u" % (HSY - 1)};
             ## lanes_run takes the row after its run of RR rows as `dn`
-            const uint syp = ${"sy + 1u" if HY else "sy + %du == %du ? 0u : sy + %du" % (RR, HSY, RR)};
+            const uint syp = ${"sy + 1u" if HY else "0u" if PLANES else "sy + %du == %du ? 0u : sy + %du" % (RR, HSY, RR)};
             // this row, the rows y -+ 1 of its slab and the row y of the slabs z -+ 1
             const uint me_at = sl * ${SW}u + sy * MS_WR;
             const uint up_at = sl * ${SW}u + sym * MS_WR, dn_at = sl * ${SW}u + syp * MS_WR;

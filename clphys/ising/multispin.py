@@ -225,10 +225,11 @@ class MultispinBackend:
         """Words per work item, the largest power of two up to the one asked for
         that fits: lanes 1, rows of a z plane (one word each); lanes 4/8,
         consecutive words of a row, or where rows are short (fewer words than
-        asked for) whole consecutive rows of a z plane, so that the joint mode's
-        Philox calls fill the SIMD lanes. The multi-sweep kernel (tile) takes
-        whole rows only where its rows have no halo: the whole replica (2D) or
-        whole y rows (3D)."""
+        asked for) whole consecutive rows of a z plane, or of planes shorter than
+        that whole consecutive planes, so that the joint mode's Philox calls
+        fill the SIMD lanes. The multi-sweep kernel (tile) takes whole rows only
+        where its rows have no halo: the whole replica (2D) or whole y rows
+        (3D), and whole planes only in the whole replica."""
         W, Ly, WR = self._wanted_W, self.plane_rows, self.WR
         # a 2D slab share (own rows, then 2 x halo rows): an item's rows stay in
         # the own rows or in one halo (they run from multiples of gcd(own, halo))
@@ -240,7 +241,11 @@ class MultispinBackend:
         if WR >= W or WR & (WR - 1) or not whole_rows:      # (rows of 3, 5, ... words: no runs of rows)
             return min(W, WR & -WR)
         span = math.gcd(self._row_align(), Ly) if split2d else Ly
-        while W > WR and span % (W // WR):
+        # 3D planes of fewer rows: whole consecutive planes (one device, and in
+        # the multi-sweep kernel only the whole replica)
+        planes = self.dim == 3 and self._own is None and (tile is None or not tile[1])
+        while W > WR and span % (W // WR) and not (
+                planes and (W // WR) % Ly == 0 and self.Lz % (W // WR // Ly) == 0):
             W //= 2
         return W
 
