@@ -140,7 +140,14 @@ TWIN_CASES = [((64, 4), 1.0, 0.0, {}), ((16, 6), 1.0, 0.3, {}), ((128, 4), 1.0, 
               ((64, 8, 4), 1.0, 0.0, {"lanes": 8, "words_per_item": 8}),
               ((64, 8, 4), 1.0, 0.3, {"lanes": 4, "words_per_item": 2, "spins_per_word": 1}),
               ((128, 4, 4), 1.0, 0.0, {"lanes": 8, "words_per_item": 4}), ((128, 8), 1.0, 0.2, {"lanes": 8, "words_per_item": 8}),
-              ((128, 4, 2), -1.0, 0.1, {"lanes": 4, "words_per_item": 8, "spins_per_word": 1})]
+              ((128, 4, 2), -1.0, 0.1, {"lanes": 4, "words_per_item": 8, "spins_per_word": 1}),
+              # folded 3D rows (Lx = 8, 16, 32: 8, 4, 2 rows per word; 2 where Ly = 12 allows no more),
+              # items of whole planes (lanes 4/8) and natural counters of the one-word mode
+              ((16, 8, 4), 1.0, 0.0, {"lanes": 1}), ((16, 8, 4), 1.0, 0.3, {"spins_per_word": 1}),
+              ((32, 8, 2), -1.0, 0.2, {"lanes": 4, "words_per_item": 2}),
+              ((8, 16, 2), 1.0, 0.0, {"lanes": 8, "words_per_item": 8}),
+              ((16, 12, 2), 1.0, 0.0, {"lanes": 1, "spins_per_word": 1}),
+              ((16, 12, 4), 0.0, 0.5, {"lanes": 4, "words_per_item": 8, "spins_per_word": 1})]
 
 
 @pytest.mark.parametrize("shape,J,h,opts", TWIN_CASES)
@@ -182,7 +189,9 @@ def test_pocl_and_oclgrind_agree(device, oclgrind):
     cases = [((16, 2), 1.0, 0.0, {"lanes": 1}), ((128, 2), 1.0, 0.2, {"lanes": 8, "words_per_item": 2}),
              ((8, 2, 2), 1.0, 0.0, {}), ((64, 2), 0.0, 0.4, {"lanes": 1, "words_per_item": 2}),
              ((64, 2, 2), 1.0, 0.0, {"lanes": 4, "words_per_item": 1, "spins_per_word": 2}),
-             ((32, 4, 2), 1.0, 0.1, {"lanes": 4, "words_per_item": 4})]          # rows per item
+             ((32, 4, 2), 1.0, 0.1, {"lanes": 4, "words_per_item": 4}),          # rows per item
+             ((16, 8, 4), 1.0, 0.0, {"lanes": 8, "words_per_item": 8}),          # folded, whole planes
+             ((16, 8, 2), 1.0, 0.2, {"lanes": 1, "spins_per_word": 1})]
     for shape, J, h, opts in cases:
         out = []
         for dev in (device, oclgrind):

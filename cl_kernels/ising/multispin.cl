@@ -123,10 +123,10 @@
         """The word x of the row above, rotated where the row is the first of its
         plane (C condition `first`): there the rows above a word's sub-rows are
         the sub-rows below them in the plane's last word."""
-        return x if FOLD == 1 else "(%s ? MS_ROTUP(%s) : %s)" % (first, x, x)
+        return x if FOLD == 1 else "MS_ROTUP_IF(%s, %s)" % (x, first)
 
     def dn_fix(x, last):
-        return x if FOLD == 1 else "(%s ? MS_ROTDN(%s) : %s)" % (last, x, x)
+        return x if FOLD == 1 else "MS_ROTDN_IF(%s, %s)" % (x, last)
     # Philox vector width of the lanes 4/8 design: joint words need only
     # W * CPW calls per item, so fewer lanes than `lanes` where that is less
     VL = lanes
@@ -257,13 +257,17 @@ ${red.wg_reduce("mss_", "long", rwg, "return a + b;")}
 
 % if FOLD > 1:
 <% LOWS = sum(1 << (j * S) for j in range(FOLD)) %>
-// rows above / below a folded word's sub-rows across the seam (up_fix, dn_fix)
+// x, or where c holds, x rotated by a sub-row (up_fix, dn_fix: the rows above /
+// below a folded word's sub-rows across the seam). With 32-bit words a 64-bit
+// shift by a selected amount: Oclgrind mis-runs a select of a rotated word
+// (seen in ising_ms_multisweep with tiles cut in y), and LLVM makes funnel
+// shifts of (x << n) | (x >> (32 - n)), which Oclgrind cannot run.
 %   if NBITS == 32:
-#define MS_ROTUP(x) ((uint)(upsample((x), (x)) >> ${32 - S}))
-#define MS_ROTDN(x) ((uint)(upsample((x), (x)) >> ${S}))
+#define MS_ROTUP_IF(x, c) ((uint)(upsample((x), (x)) >> ((c) ? ${32 - S}u : 32u)))
+#define MS_ROTDN_IF(x, c) ((uint)(upsample((x), (x)) >> ((c) ? ${S}u : 0u)))
 %   else:
-#define MS_ROTUP(x) ((((x) << ${S}) & MS_VALID) | ((x) >> ${NBITS - S}))
-#define MS_ROTDN(x) (((x) >> ${S}) | (((x) << ${NBITS - S}) & MS_VALID))
+#define MS_ROTUP_IF(x, c) ((c) ? ((((x) << ${S}) & MS_VALID) | ((x) >> ${NBITS - S})) : (x))
+#define MS_ROTDN_IF(x, c) ((c) ? (((x) >> ${S}) | (((x) << ${NBITS - S}) & MS_VALID)) : (x))
 %   endif
 % endif
 // The other-colour neighbour at compact site i + 1 (odd) or i - 1 (even parity)
@@ -353,8 +357,8 @@ inline uint ms_horizontal(uint c, uint cm, uint cp, uint odd)
 <%
         rk, wk = divmod(k, WR)
         pk, yk = divmod(rk, LYF)          # plane and row of a PLANES run (pk 0 otherwise)
-        rotup = (lambda x: "MS_ROTUP(%s)" % x) if FOLD > 1 else (lambda x: x)
-        rotdn = (lambda x: "MS_ROTDN(%s)" % x) if FOLD > 1 else (lambda x: x)
+        rotup = (lambda x: up_fix(x, "true"))
+        rotdn = (lambda x: dn_fix(x, "true"))
         if PLANES:
             u = comp("c_v", k - WR) if yk else rotup(comp("c_v", k + (LYF - 1) * WR))
             d = comp("c_v", k + WR) if yk < LYF - 1 else rotdn(comp("c_v", k - (LYF - 1) * WR))
