@@ -1,5 +1,8 @@
 """``algorithm="multispin"``: one bit per spin, 32 spins per word, bitwise
-neighbour counting (cl_kernels/ising/multispin.cl).
+neighbour counting (cl_kernels/ising/multispin.cl). In 3D, rows of Lx = 8,
+16, 32 sites are folded: a word holds the colour's spins of 32 / (Lx/2) rows
+of a z plane (clphys.ising.backends.multispin_fold, docs/ising.md "Folded
+rows"); ``plane_rows`` is the word rows per plane.
 
 Options (None: the device's default, from its DeviceFacts):
 
@@ -20,7 +23,8 @@ Options (None: the device's default, from its DeviceFacts):
 * ``words_per_item``: words (32 spins each) per work item, reduced to the
   largest power of two that fits: with lanes 4/8, 1, 2, 4 or 8 consecutive
   words of a row (dividing the words per row; with rows shorter than that,
-  of whole consecutive rows, where the rows have no halo); with lanes 1, 1
+  of whole consecutive rows, where the rows have no halo, and in 3D with
+  planes shorter than that of whole consecutive planes); with lanes 1, 1
   to 32 words of consecutive rows (dividing Ly), one per loop step (default:
   8 on CPUs; 4 on GPUs, halved while the launch would have fewer than
   ``MIN_GROUPS_PER_CU`` work groups per compute unit);
