@@ -151,7 +151,8 @@ def correctness(dev, report, quick):
     ms_sets = [one, dict(one, lanes=1, accept="compare"), dict(one, lanes=1, words_per_item=32),
                dict(one, lanes=4, words_per_item=2), {"sweeps_per_launch": 2, "band": 4},
                {"sweeps_per_launch": 3}, {}]
-    for shape in ((128, 16), (64, 8, 8)):
+    # (32, 16, 8): folded rows, 2 rows of a colour per word (multispin_fold)
+    for shape in ((128, 16), (64, 8, 8), (32, 16, 8)):
         dim = len(shape)
         thr = np.stack([metropolis_thresholds(dim, T, 1.0, h) for T in temps[dim]])
         runs = [("checkerboard", {"chunks": c}, 1) for c in (False, True)]

@@ -9,6 +9,7 @@ import pytest
 
 from clphys.ising import Ensemble2D, Ensemble3D
 from clphys.ising import reference as ref
+from clphys.ising.backends import multispin_fold
 from clphys.ising.multispin import MultispinBackend
 from clphys.ising.thresholds import metropolis_thresholds
 from clphys.runtime import fake_facts
@@ -34,8 +35,13 @@ CASES = [((64, 8), 1.0, 0.0, {"sweeps_per_launch": 2}, (8, 0), None),           
          # 3D bands cut in y: halos in y and z, in y only, one sweep per launch
          ((128, 8, 6), 1.0, 0.1, {"sweeps_per_launch": 2, "band": (2, 4)}, (2, 4), (4, 4)),
          ((64, 6, 4), 1.0, 0.0, {"sweeps_per_launch": 2, "band": (4, 2), "lanes": 1}, (4, 0), (2, 4)),
-         ((16, 8, 4), -1.0, 0.0, {"sweeps_per_launch": 1, "band": (2, 2), "spins_per_word": 1}, (2, 2),
-          (2, 2))]
+         ((16, 16, 4), -1.0, 0.0, {"sweeps_per_launch": 1, "band": (2, 2), "spins_per_word": 1}, (2, 2),
+          (2, 2)),
+         # folded rows (3D Lx < 64, 4 or 2 rows per word): whole replicas, items of
+         # whole planes (lanes 8) or one word (lanes 1), then a band cut in y
+         ((16, 16, 4), 1.0, 0.1, {"sweeps_per_launch": 2}, (4, 0), None),
+         ((32, 8, 4), 1.0, 0.0, {"sweeps_per_launch": 2, "lanes": 1, "spins_per_word": 1}, (4, 0), None),
+         ((32, 8, 6), 1.0, -0.2, {"sweeps_per_launch": 1, "band": (3, 2), "lanes": 1}, (3, 2), (2, 2))]
 
 
 @pytest.mark.parametrize("shape,J,h,opts,band,yband", CASES)
@@ -97,7 +103,9 @@ def test_pocl_and_oclgrind_agree(device, oclgrind):
     cases = [((64, 8), {"sweeps_per_launch": 2, "band": 2}), ((8, 2, 4), {"sweeps_per_launch": 2}),
              ((16, 2, 6), {"sweeps_per_launch": 1 + 1, "band": 2, "spins_per_word": 1}),
              ((64, 6, 4), {"sweeps_per_launch": 2, "band": (2, 2)}),
-             ((64, 6, 4), {"sweeps_per_launch": 1, "band": (4, 3), "lanes": 1})]
+             ((64, 6, 4), {"sweeps_per_launch": 1, "band": (4, 3), "lanes": 1}),
+             ((16, 8, 4), {"sweeps_per_launch": 2}), ((16, 8, 4), {"sweeps_per_launch": 2, "spins_per_word": 1}),
+             ((32, 8, 4), {"sweeps_per_launch": 1, "band": (2, 2), "lanes": 1})]
     for shape, opts in cases:
         out = []
         for dev in (device, oclgrind):
@@ -131,6 +139,7 @@ def _gpu_plan(shape, replicas=1):
     be = MultispinBackend.__new__(MultispinBackend)
     be.dim, be.shape, be.R = len(shape), tuple(shape), replicas
     be.N, be.Lz, be.WR = int(np.prod(shape)), shape[-1], max(1, shape[0] // 64)
+    be.plane_rows = shape[1] // multispin_fold(shape)
     opts = {"sweeps_per_launch": None, "band": None}
     return be._plan_launches(opts, type("Dev", (), {"facts": fake_facts("nvidia")})())
 

@@ -13,6 +13,7 @@ from clphys.exact import finite_lattice
 from clphys.ising import Ensemble2D, Ensemble3D
 from clphys.ising import reference as ref
 from clphys.ising import thresholds as th
+from clphys.ising.backends import multispin_fold
 from clphys.ising.multispin import DEFAULT_SPINS_PER_WORD, MultispinBackend, decision_counts
 from clphys.stats import jackknife
 
@@ -140,7 +141,20 @@ TWIN_CASES = [((64, 4), 1.0, 0.0, {}), ((16, 6), 1.0, 0.3, {}), ((128, 4), 1.0, 
               ((64, 8, 4), 1.0, 0.0, {"lanes": 8, "words_per_item": 8}),
               ((64, 8, 4), 1.0, 0.3, {"lanes": 4, "words_per_item": 2, "spins_per_word": 1}),
               ((128, 4, 4), 1.0, 0.0, {"lanes": 8, "words_per_item": 4}), ((128, 8), 1.0, 0.2, {"lanes": 8, "words_per_item": 8}),
-              ((128, 4, 2), -1.0, 0.1, {"lanes": 4, "words_per_item": 8, "spins_per_word": 1})]
+              ((128, 4, 2), -1.0, 0.1, {"lanes": 4, "words_per_item": 8, "spins_per_word": 1}),
+              # folded 3D rows (Lx = 8, 16, 32: 8, 4, 2 rows per word; 2 where Ly = 12 allows no more),
+              # items of whole planes (lanes 4/8) and natural counters of the one-word mode
+              ((16, 8, 4), 1.0, 0.0, {"lanes": 1}), ((16, 8, 4), 1.0, 0.3, {"spins_per_word": 1}),
+              ((32, 8, 2), -1.0, 0.2, {"lanes": 4, "words_per_item": 2}),
+              ((8, 16, 2), 1.0, 0.0, {"lanes": 8, "words_per_item": 8}),
+              ((16, 12, 2), 1.0, 0.0, {"lanes": 1, "spins_per_word": 1}),
+              ((16, 12, 4), 0.0, 0.5, {"lanes": 4, "words_per_item": 8, "spins_per_word": 1})]
+
+
+def test_multispin_fold():
+    """Rows per word: 3D with Lx/2 dividing 32, halved until Ly/k is even; else 1."""
+    shapes = [(16, 16, 16), (32, 32, 32), (8, 8, 8), (16, 12, 4), (24, 8, 8), (64, 64, 64), (16, 16), (16, 2, 2)]
+    assert [multispin_fold(s) for s in shapes] == [4, 2, 4, 2, 1, 1, 1, 1]
 
 
 @pytest.mark.parametrize("shape,J,h,opts", TWIN_CASES)
@@ -182,7 +196,9 @@ def test_pocl_and_oclgrind_agree(device, oclgrind):
     cases = [((16, 2), 1.0, 0.0, {"lanes": 1}), ((128, 2), 1.0, 0.2, {"lanes": 8, "words_per_item": 2}),
              ((8, 2, 2), 1.0, 0.0, {}), ((64, 2), 0.0, 0.4, {"lanes": 1, "words_per_item": 2}),
              ((64, 2, 2), 1.0, 0.0, {"lanes": 4, "words_per_item": 1, "spins_per_word": 2}),
-             ((32, 4, 2), 1.0, 0.1, {"lanes": 4, "words_per_item": 4})]          # rows per item
+             ((32, 4, 2), 1.0, 0.1, {"lanes": 4, "words_per_item": 4}),          # rows per item
+             ((16, 8, 4), 1.0, 0.0, {"lanes": 8, "words_per_item": 8}),          # folded, whole planes
+             ((16, 8, 2), 1.0, 0.2, {"lanes": 1, "spins_per_word": 1})]
     for shape, J, h, opts in cases:
         out = []
         for dev in (device, oclgrind):
@@ -244,6 +260,23 @@ def test_decision_counts_validation():
 
 
 # --------------------------------------------------------------- physics
+@pytest.mark.parametrize("T", [4.5, 6.0])
+def test_folded_3d_joint_mode_matches_one_word_statistics(device, T):
+    """3D L = 16 (folded rows, 4 per word): the joint mode's E/N and |M|/N equal
+    the one-word mode's (the checkerboard's spins) within 4 sigma, 48
+    independent replicas each (their run means as samples), at T_c and above."""
+    assert multispin_fold((16, 16, 16)) == 4
+    stats = []
+    for mode, seed in (("auto", 11), (1, 12)):
+        ens = Ensemble3D(16, [T] * 48, spins_per_word=mode, seed=seed, device=device)
+        s = ens.sample(600, every=1, n_therm=400)
+        runs = np.stack([s.energy.mean(axis=1), np.abs(s.magnetization).mean(axis=1)])
+        stats.append((runs.mean(axis=1), runs.std(axis=1, ddof=1) / np.sqrt(48)))
+    (a, sa), (b, sb) = stats
+    z = (a - b) / np.hypot(sa, sb)
+    assert np.all(np.abs(z) < 4), f"E/N, |M|/N: joint {a} +- {sa}, one word {b} +- {sb}"
+
+
 def test_energy_and_heat_vs_kaufman(device):
     """<E>/N and C/N of the joint mode on the 32 x 32 torus at T = 2.0, 2.269,
     2.5 against Kaufman's exact values; 64 independent replicas per temperature

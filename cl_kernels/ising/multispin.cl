@@ -57,16 +57,31 @@
         raise ValueError("multispin.cl: Lx/2 must be a multiple of 4 up to 32, else of 32; Lx = %d" % Lx)
     WR = max(1, S // 32)
     PARTIAL = S < 32
-    NBITS = min(S, 32)
+    # folded rows (clphys.ising.backends.multispin_fold): a word holds the
+    # colour's S spins of FOLD rows y, y + LYF, ... of a z plane (LYF = Ly / FOLD)
+    FOLD = context.get("fold", 1)
+    if FOLD != 1 and (dim != 3 or S * FOLD > 32 or Ly % (2 * FOLD)):
+        raise ValueError("multispin.cl: fold %r needs 3D, Lx/2 * fold <= 32 and Ly a multiple of "
+                         "2 fold; got Lx = %d, Ly = %d" % (FOLD, Lx, Ly))
+    LYF = Ly // FOLD
+    QS = S // 4                                # Philox groups per row of a colour (Lx < 64)
+    NBITS = min(S, 32) * FOLD
     VALID = (1 << NBITS) - 1
-    ROWS = Ly * Lz
+    ROWS = LYF * Lz
     if lanes not in (1, 4, 8):
         raise ValueError("multispin.cl: lanes must be 1, 4 or 8, got %r" % (lanes,))
     # lanes 4/8 with fewer words per row than W: an item takes RR = W / WR
     # whole consecutive rows of one z plane (contiguous in memory)
     ROWS_RUN = lanes > 1 and WR < W
     RR = W // WR if ROWS_RUN else 1
-    if lanes > 1 and (W not in (1, 2, 4, 8) or (W % WR or Ly % RR if ROWS_RUN else WR % W)):
+    # 3D planes of fewer rows than that: an item takes PP = RR / LYF whole
+    # consecutive z planes (rows of planes of folded rows, clphys.ising.backends.multispin_fold)
+    PLANES = ROWS_RUN and dim == 3 and RR > LYF
+    PP = RR // LYF if PLANES else 1
+    if PLANES and (RR % LYF or Lz % PP):
+        raise ValueError("multispin.cl: W = %d words are %d rows, not whole planes of %d rows "
+                         "dividing Lz = %d" % (W, RR, LYF, Lz))
+    if lanes > 1 and (W not in (1, 2, 4, 8) or (W % WR or (not PLANES and LYF % RR) if ROWS_RUN else WR % W)):
         raise ValueError("multispin.cl: W must be 1, 2, 4 or 8 and divide the %d words per row, or "
                          "be whole rows (W / %d dividing Ly = %d)" % (WR, WR, Ly))
     if lanes == 1 and W not in (1, 2, 4, 8, 16, 32):
@@ -96,6 +111,22 @@
     else:
         CPW = NBITS // 4
         JK = JF = JSHIFT = JCELLS = JNG = JGA = JNA = 0     # (defs read every name they mention)
+    # one word per spin in folded words: the counters of the natural rows (the
+    # checkerboard's), group q of a word is group q % QS of its sub-row q / QS
+    NATG = FOLD > 1 and joint is None
+
+    def goff(q):
+        """Counter offset of Philox group q of a word from that of its group 0."""
+        return (q // QS) * LYF * QS + q % QS if NATG else q
+
+    def up_fix(x, first):
+        """The word x of the row above, rotated where the row is the first of its
+        plane (C condition `first`): there the rows above a word's sub-rows are
+        the sub-rows below them in the plane's last word."""
+        return x if FOLD == 1 else "MS_ROTUP_IF(%s, %s)" % (x, first)
+
+    def dn_fix(x, last):
+        return x if FOLD == 1 else "MS_ROTDN_IF(%s, %s)" % (x, last)
     # Philox vector width of the lanes 4/8 design: joint words need only
     # W * CPW calls per item, so fewer lanes than `lanes` where that is less
     VL = lanes
@@ -144,7 +175,7 @@
             out.append("uint %s;" % ", ".join("B%d = 0u" % i for i in range(D)))
         for q in range(NBITS // 4):
             out.append("{")
-            out.append("    const uint4 v = ms_philox((uint4)(g0 + %du, rg, t_lo, c3), key);" % q)
+            out.append("    const uint4 v = ms_philox((uint4)(g0 + %du, rg, t_lo, c3), key);" % goff(q))
             for j, x in enumerate(("v.x", "v.y", "v.z", "v.w")):
                 bit = "0x%08Xu" % (1 << (4 * q + j))
                 if mode == "nocompare":
@@ -200,7 +231,7 @@
         hi = select(b - 1, base + (1 << b), j)
         return "select(%s, %s, P%dv << (MSB - %du))" % (lo, hi, b, j)
 %>
-${ic.lattice("MS_", dim, Lx, Ly, Lz)}
+${ic.lattice("MS_", dim, Lx, LYF, Lz)}
 ${philox.philox4x32_10("ms_")}
 % if lanes > 1:
 ${ic.philox_lanes("ms_", VL)}
@@ -224,11 +255,30 @@ ${red.wg_reduce("mss_", "long", rwg, "return a + b;")}
 #define MS_WPR ${ROWS * WR}u
 #define MS_VALID ${"0x%08Xu" % VALID}
 
+% if FOLD > 1:
+<% LOWS = sum(1 << (j * S) for j in range(FOLD)) %>
+// x, or where c holds, x rotated by a sub-row (up_fix, dn_fix: the rows above /
+// below a folded word's sub-rows across the seam). With 32-bit words a 64-bit
+// shift by a selected amount: Oclgrind mis-runs a select of a rotated word
+// (seen in ising_ms_multisweep with tiles cut in y), and LLVM makes funnel
+// shifts of (x << n) | (x >> (32 - n)), which Oclgrind cannot run.
+%   if NBITS == 32:
+#define MS_ROTUP_IF(x, c) ((uint)(upsample((x), (x)) >> ((c) ? ${32 - S}u : 32u)))
+#define MS_ROTDN_IF(x, c) ((uint)(upsample((x), (x)) >> ((c) ? ${S}u : 0u)))
+%   else:
+#define MS_ROTUP_IF(x, c) ((c) ? ((((x) << ${S}) & MS_VALID) | ((x) >> ${NBITS - S})) : (x))
+#define MS_ROTDN_IF(x, c) ((c) ? (((x) >> ${S}) | (((x) << ${NBITS - S}) & MS_VALID)) : (x))
+%   endif
+% endif
 // The other-colour neighbour at compact site i + 1 (odd) or i - 1 (even parity)
 // of every bit of word c; cm / cp are the row's previous / next words.
 inline uint ms_horizontal(uint c, uint cm, uint cp, uint odd)
 {
-% if PARTIAL:
+% if FOLD > 1:
+    // within each sub-row of ${S} bits
+    return odd ? (((c >> 1) & ${"0x%08Xu" % (VALID & ~(LOWS << (S - 1)))}) | ((c & ${"0x%08Xu" % LOWS}) << ${S - 1}))
+               : (((c << 1) & ${"0x%08Xu" % (VALID & ~LOWS)}) | ((c & ${"0x%08Xu" % (LOWS << (S - 1))}) >> ${S - 1}));
+% elif PARTIAL:
     return odd ? ((c >> 1) | ((c & 1u) << ${NBITS - 1}))
                : (((c << 1) & MS_VALID) | (c >> ${NBITS - 1}));
 % else:
@@ -264,17 +314,20 @@ inline uint ms_horizontal(uint c, uint cm, uint cp, uint odd)
 <% ld = (lambda p: "%s[w0]" % p) if W == 1 else (lambda p: "vload%d(0, %s + w0)" % (W, p)) %>
     const uint${vec} s_v = ${ld(own)};
     const uint${vec} c_v = ${ld(oc)};
-% if ROWS_RUN:
+% if PLANES:
+    // ${PP} whole planes z .. z + ${PP - 1}: fr / bk point at the planes z - 1 and
+    // z + ${PP}; the other neighbour rows and words are the run's own other-colour words
+% elif ROWS_RUN:
     // ${RR} whole rows: up / dn point at the rows y - 1 and y + ${RR}; the other
     // neighbour rows and words are the run's own other-colour words
 %   for j in range(WR):
-    const uint u_first${j} = ${up}[${j}], d_last${j} = ${dn}[${j}];
+    const uint u_first${j} = ${up_fix("%s[%d]" % (up, j), "y == 0u")}, d_last${j} = ${dn_fix("%s[%d]" % (dn, j), "y + %du == MS_LY" % RR)};
 %   endfor
 % else:
-    const uint${vec} u_v = ${ld(up)};
-    const uint${vec} d_v = ${ld(dn)};
+    const uint${vec} u_v = ${up_fix(ld(up), "y == 0u")};
+    const uint${vec} d_v = ${dn_fix(ld(dn), "y + 1u == MS_LY")};
 % endif
-% if dim == 3:
+% if dim == 3 and not PLANES:
     const uint${vec} f_v = ${ld(fr)};
     const uint${vec} b_v = ${ld(bk)};
 % endif
@@ -301,14 +354,28 @@ inline uint ms_horizontal(uint c, uint cm, uint cp, uint odd)
         const uint s = ${comp("s_v", k)};
         const uint c = ${comp("c_v", k)};
 %   if ROWS_RUN:
-<%    rk, wk = divmod(k, WR) %>
-        const uint oddk = odd ^ ${rk % 2}u;
+<%
+        rk, wk = divmod(k, WR)
+        pk, yk = divmod(rk, LYF)          # plane and row of a PLANES run (pk 0 otherwise)
+        rotup = (lambda x: up_fix(x, "true"))
+        rotdn = (lambda x: dn_fix(x, "true"))
+        if PLANES:
+            u = comp("c_v", k - WR) if yk else rotup(comp("c_v", k + (LYF - 1) * WR))
+            d = comp("c_v", k + WR) if yk < LYF - 1 else rotdn(comp("c_v", k - (LYF - 1) * WR))
+            f = comp("c_v", k - LYF * WR) if pk else "%s[%d]" % (fr, rk * WR + wk)
+            bb = comp("c_v", k + LYF * WR) if pk < PP - 1 else "%s[%d]" % (bk, yk * WR + wk)
+        else:
+            u = "u_first%d" % wk if rk == 0 else comp("c_v", k - WR)
+            d = "d_last%d" % wk if rk == RR - 1 else comp("c_v", k + WR)
+            f, bb = (comp("f_v", k), comp("b_v", k)) if dim == 3 else ("0u", "0u")
+%>
+        const uint oddk = odd ^ ${(yk + pk) % 2}u;
 %     if PARTIAL:
         const uint hn = ms_horizontal(c, 0u, 0u, oddk);
 %     else:
         const uint hn = ms_horizontal(c, ${comp("c_v", rk * WR + (wk - 1) % WR)}, ${comp("c_v", rk * WR + (wk + 1) % WR)}, oddk);
 %     endif
-        MS_COUNT(s, c, hn, ${"u_first%d" % wk if rk == 0 else comp("c_v", k - WR)}, ${"d_last%d" % wk if rk == RR - 1 else comp("c_v", k + WR)}, ${comp("f_v", k) if dim == 3 else "0u"}, ${comp("b_v", k) if dim == 3 else "0u"})
+        MS_COUNT(s, c, hn, ${u}, ${d}, ${f}, ${bb})
 %   else:
 %     if PARTIAL:
         const uint hn = ms_horizontal(c, 0u, 0u, odd);
@@ -336,13 +403,13 @@ ${joint_flip("        ")}
         // Lane q of Philox batch h is group g0 + ${lanes}h + q = bits 4q..4q+3 of
         // the batch's ${4 * lanes} bits; component j is bit 4q + j. Lane shifts
         // move that bit to the MSB (select) or pick it (accept bits).
-        const uint g0 = gshift + ${"(row + %du) * (MS_S / 4u)" % k if PARTIAL else "row * (MS_S / 4u) + (w0 + %du) * 8u" % k};
+        const uint g0 = gshift + ${"(row + z * %du + %du) * %du" % (Ly - LYF, k + (k // LYF) * (Ly - LYF), QS) if NATG else "(row + %du) * (MS_S / 4u)" % k if PARTIAL else "row * (MS_S / 4u) + (w0 + %du) * 8u" % k};
         uint acc = 0u;
 %     for h in range(8 // lanes):
 %       if 4 * lanes * h < NBITS:
         {
             uint${lanes} vx, vy, vz, vw;
-            ms_philox_lanes((uint${lanes})(g0 + ${lanes * h}u) + LANE, rg, t_lo, t_hi * 2u + colour, key,
+            ms_philox_lanes(${"(uint%d)(g0) + (uint%d)(%s)" % (lanes, lanes, ", ".join("%du" % goff(lanes * h + q) for q in range(lanes))) if NATG else "(uint%d)(g0 + %du) + LANE" % (lanes, lanes * h)}, rg, t_lo, t_hi * 2u + colour, key,
                             &vx, &vy, &vz, &vw);
 %         for b in range(NP):
             const uint${lanes} P${b}v = (uint${lanes})(P${b} >> ${4 * lanes * h});
@@ -438,16 +505,20 @@ ${global_shift("row0")}    __global uint *me = own + (r * MS_ROWS + row0) * MS_W
     __global const uint *pp = pl + (w + 1u == MS_WR ? 1 - (int)MS_WR : 1);
 %   endif
     // first Philox counter of the word (CPW calls per word)
+% if NATG:
+    uint g0 = (row0 + z * ${Ly - LYF}u) * ${QS}u + gshift;
+% else:
     uint g0 = (row0 * MS_WR + w) * ${CPW}u + gshift;
+% endif
 ${thresholds("r")}
     const uint2 key = (uint2)(k0, k1);
     const uint c3 = t_hi * 2u + colour;
-    uint u = pl[(y0 == 0u ? MS_LY - 1u : y0 - 1u) * MS_WR], c = pl[y0 * MS_WR];
+    uint u = ${up_fix("pl[(y0 == 0u ? MS_LY - 1u : y0 - 1u) * MS_WR]", "y0 == 0u")}, c = pl[y0 * MS_WR];
     uint odd = (colour + y0 + z) & 1u;
     #pragma unroll 1
     for (uint k = 0; k < ${W}u; ++k) {
         const uint y = y0 + k, yd = y + 1u == MS_LY ? 0u : y + 1u;
-        const uint s = me[k * MS_WR], d = pl[yd * MS_WR];
+        const uint s = me[k * MS_WR], d = ${dn_fix("pl[yd * MS_WR]", "yd == 0u")};
 %   if dim == 3:
         const uint f = pf[y * MS_WR], b = pb[y * MS_WR];
 %   endif
@@ -472,7 +543,7 @@ ${accept_code("nocompare" if diag == "nocompare" else accept, "        ")}
         u = c;
         c = d;
         odd ^= 1u;
-        g0 += MS_WR * ${CPW}u;
+        g0 += ${"%du" % QS if NATG else "MS_WR * %du" % CPW};
     }
 }
 % else:
@@ -481,7 +552,7 @@ ${accept_code("nocompare" if diag == "nocompare" else accept, "        ")}
     // runs per row, per replica; remainders as x - q d (Oclgrind cannot check
     // the `freeze` of LLVM's div/rem pairing)
 % if ROWS_RUN:
-    // whole rows row .. row + ${RR - 1} (one z plane)
+    // whole rows row .. row + ${RR - 1} (${"%d whole z planes" % PP if PLANES else "one z plane"})
     const uint IPR = MS_ROWS / ${RR}u;
     if (t >= (size_t)R * IPR) return;
     const uint r = (uint)(t / IPR), rel = (uint)(t - (size_t)r * IPR) * ${RR}u, w0 = 0u;
@@ -506,7 +577,7 @@ ${global_shift("row")}    const uint yp = y + 1u == MS_LY ? 0u : y + 1u, ym = y 
     __global const uint *up = other + (rbase + z * MS_LY + ym) * MS_WR;
     __global const uint *dn = other + (rbase + z * MS_LY + yp) * MS_WR;
 % if dim == 3:
-    const uint zp = z + 1u == MS_LZ ? 0u : z + 1u, zm = z == 0u ? MS_LZ - 1u : z - 1u;
+    const uint zp = z + ${PP}u == MS_LZ ? 0u : z + ${PP}u, zm = z == 0u ? MS_LZ - 1u : z - 1u;
     __global const uint *fr = other + (rbase + zm * MS_LY + y) * MS_WR;
     __global const uint *bk = other + (rbase + zp * MS_LY + y) * MS_WR;
 % endif
@@ -538,8 +609,8 @@ void ising_ms_sums(__global const uint *s0, __global const uint *s1, __global lo
         const uint hn = ms_horizontal(c, oc[w == 0u ? MS_WR - 1u : w - 1u],
                                       oc[w + 1u == MS_WR ? 0u : w + 1u], (y + z) & 1u);
         uint unlike = popcount(s ^ c) + popcount((s ^ hn) & MS_VALID)
-                    + popcount(s ^ s1[(rbase + z * MS_LY + ym) * MS_WR + w])
-                    + popcount(s ^ s1[(rbase + z * MS_LY + yp) * MS_WR + w]);
+                    + popcount(s ^ ${up_fix("s1[(rbase + z * MS_LY + ym) * MS_WR + w]", "y == 0u")})
+                    + popcount(s ^ ${dn_fix("s1[(rbase + z * MS_LY + yp) * MS_WR + w]", "yp == 0u")});
 % if dim == 3:
         const uint zp = z + 1u == MS_LZ ? 0u : z + 1u, zm = z == 0u ? MS_LZ - 1u : z - 1u;
         unlike += popcount(s ^ s1[(rbase + zm * MS_LY + y) * MS_WR + w])
@@ -567,7 +638,12 @@ void ising_ms_sums(__global const uint *s0, __global const uint *s1, __global lo
     const uint r = (uint)(idx / (MS_ROWS * MS_WR));
     const uint rw = (uint)(idx - (size_t)r * (MS_ROWS * MS_WR)), row = rw / MS_WR, w = rw - row * MS_WR;
     const uint z = row / MS_LY, odd = (c + (row - z * MS_LY) + z) & 1u;
+% if FOLD > 1:
+    // sub-row j of a folded word: natural row z Ly + y + j ${LYF}
+    const size_t row_start = (size_t)r * ${Lx * Ly * Lz}u + (size_t)(row + z * ${Ly - LYF}u) * MS_LX + odd;
+% else:
     const size_t row_start = (size_t)r * MS_N + (size_t)row * MS_LX + odd;
+% endif
 </%def>
 // Natural int8 layout (R, Lz, Ly, Lx) <-> the two colour arrays; one item per word.
 __kernel void ising_ms_pack(__global const char *nat, __global uint *s0, __global uint *s1,
@@ -577,7 +653,7 @@ ${pack_index()}
     __global const char *src = nat + row_start;
     uint word = 0u;
     for (uint b = 0; b < ${NBITS}u; ++b)
-        word |= (uint)(src[2u * (32u * w + b)] < 0) << b;
+        word |= (uint)(src[${"2u * (32u * w + b)" if FOLD == 1 else "(b / %du) * %du + 2u * (b %% %du)" % (S, LYF * Lx, S)}] < 0) << b;
     (c ? s1 : s0)[idx] = word;
 }
 
@@ -588,7 +664,7 @@ ${pack_index()}
     __global char *dst = nat + row_start;
     const uint word = (c ? s1 : s0)[idx];
     for (uint b = 0; b < ${NBITS}u; ++b)
-        dst[2u * (32u * w + b)] = (word >> b) & 1u ? -1 : 1;
+        dst[${"2u * (32u * w + b)" if FOLD == 1 else "(b / %du) * %du + 2u * (b %% %du)" % (S, LYF * Lx, S)}] = (word >> b) & 1u ? -1 : 1;
 }
 
 % if context.get("stats", False):
@@ -667,24 +743,26 @@ ${accept_code("joint" if joint is not None else "select", "        ")}
     LOUT = Lz if dim == 3 else Ly            # slabs per lattice (z planes in 3D, rows in 2D)
     # 3D bands may also be cut in y: tiles of TY rows with HY halo rows on each
     # side (yband; the whole plane, no halo, by default); 2D slabs are one row
-    TY, HY = context.get("yband") or ((Ly, 0) if dim == 3 else (1, 0))
+    TY, HY = context.get("yband") or ((LYF, 0) if dim == 3 else (1, 0))
     HSY = TY + 2 * HY                        # rows per slab in local memory
     SW = HSY * WR                            # words per local slab and colour
     HS = BT + 2 * BH                         # slabs in local memory
     NBANDS = LOUT // BT
-    NBY = Ly // TY if dim == 3 else 1
+    NBY = LYF // TY if dim == 3 else 1
     if LOUT % BT or (BH == 0) != (BT == LOUT) or not mwg:
         raise ValueError("multispin.cl: band %r must divide the %d slabs (halo 0 iff the band is "
                          "the whole lattice) and mwg must be set" % (band, LOUT))
-    if dim == 3 and (Ly % TY or (HY == 0) != (TY == Ly)):
-        raise ValueError("multispin.cl: yband %r must divide Ly = %d (halo 0 iff the whole side)" % ((TY, HY), Ly))
+    if dim == 3 and (LYF % TY or (HY == 0) != (TY == LYF)):
+        raise ValueError("multispin.cl: yband %r must divide the %d rows of a plane (halo 0 iff the whole side)" % ((TY, HY), LYF))
     if dim == 2 and context.get("yband"):
         raise ValueError("multispin.cl: yband is for 3D lattices")
+    if PLANES and BH:
+        raise ValueError("multispin.cl: runs of whole planes need the whole replica (no halo)")
     if ROWS_RUN and (HY if dim == 3 else BH):
         raise ValueError("multispin.cl: runs of whole rows (W > %d words per row) need rows with no "
                          "halo: the whole replica (2D) or whole y rows (3D)" % WR)
     OFF = LOUT * (-(-BH // LOUT)) - BH       # slab(s) = (band * BT + s + OFF) % LOUT
-    OFFY = Ly * (-(-HY // Ly)) - HY          # row(s) = (tile * TY + s + OFFY) % Ly
+    OFFY = LYF * (-(-HY // LYF)) - HY          # row(s) = (tile * TY + s + OFFY) % Ly
 %>
 // Several half-sweeps per launch (temporal blocking), same words and spins as
 // nhalf launches of ising_ms_sweep. Work group g = (replica r, band b${", y tile by" if NBY > 1 else ""}) holds
@@ -750,12 +828,12 @@ ${thresholds("r")}
             const uint sl = lo + q, sy = ylo + qy, w = iw - qy * MS_WR;
 %   endif
             const uint slm = ${"sl - 1u" if BH else "sl == 0u ? %du : sl - 1u" % (HS - 1)};
-            const uint slp = ${"sl + 1u" if BH else "sl + 1u == %du ? 0u : sl + 1u" % HS};
+            const uint slp = ${"sl + 1u" if BH else "sl + %du == %du ? 0u : sl + %du" % (PP, HS, PP)};
 %   if dim == 3:
             const uint z = MS_SLAB(sl), y = MS_YROW(sy);
             const uint sym = ${"sy - 1u" if HY else "sy == 0u ? %du : sy - 1u" % (HSY - 1)};
             ## lanes_run takes the row after its run of RR rows as `dn`
-            const uint syp = ${"sy + 1u" if HY else "sy + %du == %du ? 0u : sy + %du" % (RR, HSY, RR)};
+            const uint syp = ${"sy + 1u" if HY else "0u" if PLANES else "sy + %du == %du ? 0u : sy + %du" % (RR, HSY, RR)};
             // this row, the rows y -+ 1 of its slab and the row y of the slabs z -+ 1
             const uint me_at = sl * ${SW}u + sy * MS_WR;
             const uint up_at = sl * ${SW}u + sym * MS_WR, dn_at = sl * ${SW}u + syp * MS_WR;
@@ -780,7 +858,7 @@ ${thresholds("r")}
 ${lanes_run("me", "oc", "up", "dn", "fr", "bk")}
 %   else:
             const uint s = own[me_at + w], c = oth[me_at + w];
-            const uint u = oth[up_at + w], d = oth[dn_at + w];
+            const uint u = ${up_fix("oth[up_at + w]", "y == 0u")}, d = ${dn_fix("oth[dn_at + w]", "y + 1u == MS_LY")};
 %     if dim == 3:
             const uint f = oth[fr_at + w], b = oth[bk_at + w];
 %     endif
@@ -792,7 +870,7 @@ ${lanes_run("me", "oc", "up", "dn", "fr", "bk")}
 %     endif
             MS_COUNT(s, c, hn, u, d, ${"f" if dim == 3 else "0u"}, ${"b" if dim == 3 else "0u"})
             uint flip = ${mask_of(always)};
-            const uint g0 = ((z * MS_LY + y) * MS_WR + w) * ${CPW}u;
+            const uint g0 = ${"(z * %du + y) * %du" % (Ly, QS) if NATG else "((z * MS_LY + y) * MS_WR + w) * %du" % CPW};
 %     if D:
 ${accept_code("joint" if joint is not None else accept, "            ")}
 %     endif

@@ -131,3 +131,17 @@ def check_rng(backend, rng):
         raise ValueError(f"algorithm {backend.algorithm!r} accepts rng "
                          f"{' or '.join(map(repr, backend.rngs))}; got {rng!r}")
     return rng
+
+
+def multispin_fold(shape) -> int:
+    """Rows of a colour that share one 32-bit word in the multispin layout
+    (cl_kernels/ising/multispin.cl, "Folded rows"): in 3D, where Lx/2 divides
+    32, k = 32 / (Lx/2) rows y, y + Ly/k, ... (the largest power-of-two k up to
+    that with Ly/k even, so the rows of a word have one parity); else 1."""
+    S = shape[0] // 2
+    if len(shape) != 3 or S >= 32 or 32 % S:
+        return 1
+    k = 32 // S
+    while k > 1 and shape[1] % (2 * k):
+        k //= 2
+    return k

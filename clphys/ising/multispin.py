@@ -1,5 +1,8 @@
 """``algorithm="multispin"``: one bit per spin, 32 spins per word, bitwise
-neighbour counting (cl_kernels/ising/multispin.cl).
+neighbour counting (cl_kernels/ising/multispin.cl). In 3D, rows of Lx = 8,
+16, 32 sites are folded: a word holds the colour's spins of 32 / (Lx/2) rows
+of a z plane (clphys.ising.backends.multispin_fold, docs/ising.md "Folded
+rows"); ``plane_rows`` is the word rows per plane.
 
 Options (None: the device's default, from its DeviceFacts):
 
@@ -20,7 +23,8 @@ Options (None: the device's default, from its DeviceFacts):
 * ``words_per_item``: words (32 spins each) per work item, reduced to the
   largest power of two that fits: with lanes 4/8, 1, 2, 4 or 8 consecutive
   words of a row (dividing the words per row; with rows shorter than that,
-  of whole consecutive rows, where the rows have no halo); with lanes 1, 1
+  of whole consecutive rows, where the rows have no halo, and in 3D with
+  planes shorter than that of whole consecutive planes); with lanes 1, 1
   to 32 words of consecutive rows (dividing Ly), one per loop step (default:
   8 on CPUs; 4 on GPUs, halved while the launch would have fewer than
   ``MIN_GROUPS_PER_CU`` work groups per compute unit);
@@ -59,6 +63,7 @@ import pyopencl as cl
 from .. import _validate
 from .. import rng as _rng
 from . import thresholds as _thr
+from .backends import multispin_fold
 from ._device import (SumsReducer, check_options, check_sides, device_wg, enqueue_upload,
                       zeroed_buffer)
 
@@ -137,7 +142,7 @@ class MultispinBackend:
     def device_bytes(cls, facts, shape, n_replicas, **options) -> dict:
         """{buffer: bytes} this backend allocates for n_replicas lattices of
         `shape` (for the memory check before any device work)."""
-        words = int(np.prod(shape[1:])) * max(1, shape[0] // 64)
+        words = int(np.prod(shape[1:])) * max(1, shape[0] // 64) // multispin_fold(shape)
         spins = 2 * 4 * n_replicas * words
         need = {"spins (1 bit each)": spins,
                 "partial sums": SumsReducer.nbytes(facts, n_replicas, words),
@@ -171,9 +176,12 @@ class MultispinBackend:
         self.Lz = shape[2] if self.dim == 3 else 1
         S = Lx // 2
         self.WR = max(1, S // 32)
-        self.rows = Ly * self.Lz
+        # 3D rows shorter than 32 spins of a colour: several rows per word
+        self.fold = multispin_fold(shape)
+        self.plane_rows = Ly // self.fold         # word rows per z plane
+        self.rows = self.plane_rows * self.Lz
         self.words = self.rows * self.WR          # per colour and replica
-        self.row_bits = min(S, 32)                # spins per word
+        self.row_bits = min(S, 32) * self.fold    # spins per word
         spw = opts["spins_per_word"]
         self.spins_per_word = _thr.DEFAULT_SPINS_PER_WORD if spw is None else spw
         if self.spins_per_word not in (1, "auto") and self.row_bits % self.spins_per_word:
@@ -196,10 +204,10 @@ class MultispinBackend:
         self.W, self.wg = W, wg
         # rows of one work item, and the rows (words per colour) updated and summed
         self.rows_per_item = W if lanes == 1 else max(1, W // self.WR)
-        self.own_rows = self.rows if own is None else own * (Ly if self.dim == 3 else 1)
+        self.own_rows = self.rows if own is None else own * (self.plane_rows if self.dim == 3 else 1)
         self.sum_words = self.own_rows * self.WR
         self.reducer = SumsReducer(dev, n_replicas, self.words)
-        self._params = dict(dim=self.dim, Lx=Lx, Ly=Ly, Lz=self.Lz, W=W, lanes=lanes, wg=wg,
+        self._params = dict(dim=self.dim, Lx=Lx, Ly=Ly, Lz=self.Lz, fold=self.fold, W=W, lanes=lanes, wg=wg,
                             rwg=self.reducer.wg, band=self.band, yband=self.yband, mwg=self.mwg)
         self._accept = opts["accept"]
         self._programs = {}
@@ -221,11 +229,12 @@ class MultispinBackend:
         """Words per work item, the largest power of two up to the one asked for
         that fits: lanes 1, rows of a z plane (one word each); lanes 4/8,
         consecutive words of a row, or where rows are short (fewer words than
-        asked for) whole consecutive rows of a z plane, so that the joint mode's
-        Philox calls fill the SIMD lanes. The multi-sweep kernel (tile) takes
-        whole rows only where its rows have no halo: the whole replica (2D) or
-        whole y rows (3D)."""
-        W, Ly, WR = self._wanted_W, self.shape[1], self.WR
+        asked for) whole consecutive rows of a z plane, or of planes shorter than
+        that whole consecutive planes, so that the joint mode's Philox calls
+        fill the SIMD lanes. The multi-sweep kernel (tile) takes whole rows only
+        where its rows have no halo: the whole replica (2D) or whole y rows
+        (3D), and whole planes only in the whole replica."""
+        W, Ly, WR = self._wanted_W, self.plane_rows, self.WR
         # a 2D slab share (own rows, then 2 x halo rows): an item's rows stay in
         # the own rows or in one halo (they run from multiples of gcd(own, halo))
         split2d = self._own is not None and self.dim == 2
@@ -236,7 +245,11 @@ class MultispinBackend:
         if WR >= W or WR & (WR - 1) or not whole_rows:      # (rows of 3, 5, ... words: no runs of rows)
             return min(W, WR & -WR)
         span = math.gcd(self._row_align(), Ly) if split2d else Ly
-        while W > WR and span % (W // WR):
+        # 3D planes of fewer rows: whole consecutive planes (one device, and in
+        # the multi-sweep kernel only the whole replica)
+        planes = self.dim == 3 and self._own is None and (tile is None or not tile[1])
+        while W > WR and span % (W // WR) and not (
+                planes and (W // WR) % Ly == 0 and self.Lz % (W // WR // Ly) == 0):
             W //= 2
         return W
 
@@ -303,7 +316,7 @@ class MultispinBackend:
     # Halos are 2 m for m sweeps per launch.
     def _sides(self):
         """(slabs per lattice, rows per slab)."""
-        return (self.Lz, self.shape[1]) if self.dim == 3 else (self.shape[1], 1)
+        return (self.Lz, self.plane_rows) if self.dim == 3 else (self.shape[1], 1)
 
     def _tile(self, T, TY, spl):
         lout, rows = self._sides()

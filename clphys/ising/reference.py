@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import rng as _rng
 from . import thresholds as _thr
+from .backends import multispin_fold
 
 INIT_SWEEP = 2**63 - 1        # reserved sweep number of the random start
 
@@ -126,7 +127,9 @@ def multispin_sweeps(spins, thresholds, n=1, *, seed=0, sweep=0, spins_per_word=
     spins_per_word=1 is the checkerboard twin (one word per site update).
     Otherwise (joint decisions, see cl_kernels/ising/multispin.cl): compact site
     i of row `row` of a colour is bit b = i % 32 of word w = i // 32 (rows of
-    Lx < 64 have Lx/2 bits); the k spins of group g = b // k share the word of
+    Lx < 64 have Lx/2 bits; in 3D where Lx/2 divides 32, k' = multispin_fold
+    rows y, y + Ly/k', ... of a z plane share word row z Ly/k' + y mod Ly/k',
+    row y + j Ly/k' in bits j Lx/2 ..); the k spins of group g = b // k share the word of
     Philox call h = g // 4 (component g % 4) with counter
     ((row * WR + w) * CPW + h, r, t mod 2^32, 2 (t div 2^32) + colour), and
     spin b % k of the group is accepted iff its region, decoded through the
@@ -139,7 +142,8 @@ def multispin_sweeps(spins, thresholds, n=1, *, seed=0, sweep=0, spins_per_word=
     shape = tuple(reversed(spins.shape[1:]))
     dim = len(shape)
     S = shape[0] // 2
-    row_bits, WR = min(S, 32), max(1, S // 32)
+    fold = multispin_fold(shape)
+    row_bits, WR = min(S, 32) * fold, max(1, S // 32)
     plan = _thr.decision_plan(np.asarray(thresholds, dtype=np.uint32), spins_per_word, row_bits)
     level = plan.levels(2 * (2 * dim + 1))
     lay = plan.layout
@@ -148,6 +152,11 @@ def multispin_sweeps(spins, thresholds, n=1, *, seed=0, sweep=0, spins_per_word=
     row = np.arange(int(np.prod(shape)) // 2) // S
     if lay is not None:
         b = i % 32
+        if fold > 1:
+            Ly, LYF = shape[1], shape[1] // fold
+            y, z = row % Ly, row // Ly
+            b = (y // LYF) * S + i
+            row = z * LYF + y % LYF
         group = b // lay.k
         cpw = -(-(row_bits // lay.k) // 4)
         call = (row * WR + i // 32) * cpw + group // 4

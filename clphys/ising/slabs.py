@@ -137,10 +137,10 @@ class SlabBackend:
         self.first, self.own = slab_shares(self.n_slabs, size)[rank]
         self.h = halo
         self.k = max(1, halo // 2)                                 # sweeps per exchange (h >= 2)
-        self.slab_rows = shape[1] if self.dim == 3 else 1          # rows per slab
         self.local_shape = local_shape(shape, size, rank, halo)
         self.inner = MultispinBackend(dev, self.local_shape, 1, rng=rng, seed=seed, own=self.own,
                                       halo=halo, **options)
+        self.slab_rows = self.inner.plane_rows if self.dim == 3 else 1     # word rows per slab
         self.dev, self.seed = dev, seed
         self.up, self.down = (rank - 1) % size, (rank + 1) % size
         sr = self.slab_rows
@@ -266,7 +266,7 @@ class SlabBackend:
         n = int(np.prod(self.local_shape))
         buf = zeroed_buffer(self.dev, n)
         k0, k1 = _rng.seed_key(self.seed)
-        g0 = self.first * self.slab_rows * (Lx // 2) // 4           # global group of local site 0
+        g0 = self.first * (Ly if self.dim == 3 else 1) * (Lx // 2) // 4   # global group of local site 0
         prg.ising_init_spins(self.dev.queue, (2 * (-(-(n // 2) // 4)),), None, buf, np.uint32(1),
                              np.uint32(mode), np.uint32(k0), np.uint32(k1), np.uint32(0), np.uint32(g0))
         self.inner.set_spins_device(buf)
