@@ -122,6 +122,19 @@ def batch(name: str, values, min_len: int, why: str) -> Batch:
     return b
 
 
+def centres(s1, s2, n, shift) -> np.ndarray:
+    """Per series: shift + its mean rounded to a power of two near its spread, from the
+    sums s1, s2 of n values d = v - shift (so that data on a binary grid stays on it)."""
+    mean = s1 / n
+    sd = np.sqrt(np.maximum(s2 / n - mean * mean, 0.0))
+    out = np.empty(len(n))
+    for s in range(len(n)):
+        step = math.ldexp(1.0, math.frexp(sd[s])[1] - 1) if sd[s] > 0 else 1.0
+        out[s] = shift[s] + round(float(mean[s]) / step) * step \
+            if math.isfinite(mean[s]) else shift[s]
+    return out
+
+
 class Input:
     """The raw values of a Batch on one device and the ingest.cl kernels over them.
 
@@ -171,22 +184,23 @@ class Input:
             return int(self.b.lengths.sum()) * self.itemsize
         return (window[1] - window[0]) * self.itemsize
 
-    def load(self, st: _xfer.Staged, window=None):
-        """Enqueue the upload of the series (or the window (v0, v1) of the only one)."""
+    def load(self, st: _xfer.Staged, window=None, on_segment=None):
+        """Enqueue the upload of the series (or the window (v0, v1) of the only one);
+        on_segment: see _transfer.Staged.put (the kernels may run on what has arrived)."""
         b = self.b
+        self.window = window
+        self.x = st.buffer
         if window is None:
+            self._off = self._array(self.raw_off)
             if b.whole is not None:
-                st.put([(0, b.whole)])
+                st.put([(0, b.whole)], on_segment)
             else:
-                st.put([(int(o) * self.itemsize, a) for o, a in zip(self.raw_off, b.arrays)])
-            off = self.raw_off
+                st.put([(int(o) * self.itemsize, a) for o, a in zip(self.raw_off, b.arrays)],
+                       on_segment)
         else:
             v0, v1 = window
-            st.put([(0, b.arrays[0][v0:v1])])
-            off = np.array([-v0], dtype=np.int64)
-        self.window = window
-        self._off = self._array(off)
-        self.x = st.buffer
+            self._off = self._array(np.array([-v0], dtype=np.int64))
+            st.put([(0, b.arrays[0][v0:v1])], on_segment)
 
     def _blocks(self, v0=None, v1=None):
         """The blocks [lo, hi) of the values [v0, v1) of the window's series, or all."""
@@ -201,11 +215,19 @@ class Input:
         window: `own`, the values this window is the first to hold); returns the
         per-block results (int32 (bad index, key) pairs) read back (blocking)."""
         lo, hi = self._blocks(*(own or (None, None)))
-        out = _common.work_array(self.dev, (hi - lo, 2), np.int32)
-        self.prg.ts_ingest_check(self.dev.queue, ((hi - lo) * self.wg,), (self.wg,), self.x,
+        out = np.empty((hi - lo, 2), np.int32)
+        self.check_blocks(lo, hi, out).wait()
+        return out
+
+    def check_blocks(self, lo: int, hi: int, out: np.ndarray) -> cl.Event:
+        """Enqueue the check of the blocks [lo, hi) and the non-blocking read of their
+        results into out ((hi - lo, 2) int32); returns the read's event."""
+        dev = self.dev
+        res = _common.work_array(dev, (hi - lo, 2), np.int32)
+        self.prg.ts_ingest_check(dev.queue, ((hi - lo) * self.wg,), (self.wg,), self.x,
                                  self._off.data, self._len.data, self._boff.data,
-                                 np.uint32(len(self.b)), np.uint32(lo), out.data)
-        return out.get()
+                                 np.uint32(len(self.b)), np.uint32(lo), res.data)
+        return cl.enqueue_copy(dev.queue, out, res.data, is_blocking=False)
 
     def scales(self, blocks: np.ndarray):
         """From the check's blocks (of every series, in order): raise ValueError at the
@@ -240,27 +262,21 @@ class Input:
         starts = self.boff[:-1].astype(np.int64)
         s1 = np.add.reduceat(sums[:, 0], starts)
         s2 = np.add.reduceat(sums[:, 1], starts)
-        n = self.b.lengths
-        mean = s1 / n
-        sd = np.sqrt(np.maximum(s2 / n - mean * mean, 0.0))
-        out = np.empty(len(n))
-        for s in range(len(n)):
-            step = math.ldexp(1.0, math.frexp(sd[s])[1] - 1) if sd[s] > 0 else 1.0
-            out[s] = shift[s] + round(float(mean[s]) / step) * step \
-                if math.isfinite(mean[s]) else shift[s]
-        return out
+        return centres(s1, s2, self.b.lengths, shift)
 
     def convert(self, y: cl.Buffer, yoff: np.ndarray, ylen: np.ndarray, centre, tab=None,
-                sums=None, window=None):
+                sums=None, window=None, blocks=None):
         """Enqueue the conversion into `y` (rows at yoff, ylen positions each); for a
         window (v0, v1) of the only series, its positions [v0, v1) go to y[0 ..].
-        `sums` (one accumulator per output block, or None): Σ y per block."""
+        `sums` (one accumulator per output block, or None): Σ y per block.  `blocks`
+        (lo, hi): only these output blocks (of the whole batch, no window)."""
         yoff = np.asarray(yoff, dtype=np.uint64)
         ylen = np.asarray(ylen, dtype=np.uint32)
         nb = -(-ylen.astype(np.int64) // self.span)
         boff = np.concatenate([[0], np.cumsum(nb)]).astype(np.uint32)
         if window is None:
-            lo, hi, ybase, t_end = 0, int(boff[-1]), 0, None
+            lo, hi = blocks or (0, int(boff[-1]))
+            ybase, t_end = 0, None
         else:
             lo, hi = window[0] // self.span, -(-window[1] // self.span)
             ybase, t_end = window[0], window[1]

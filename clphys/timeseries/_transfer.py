@@ -51,6 +51,13 @@ PINNED_MIN_BYTES = 1 << 20      # below this the default path is pageable (nothi
 SEGMENT_BYTES = 1 << 24         # the pinned buffer is filled and sent this much at a time
 COPY_CHUNK = 1 << 22            # ... by threads copying this much each
 COPY_THREADS = max(1, min(16, os.cpu_count() or 1))
+# Streamed uploads (put with on_segment): segments complete one after the other (each is
+# cut into COPY_THREADS chunks, so the threads finish segment k before they start k + 1),
+# and go out on a queue of their own, so a segment's DMA does not wait for the kernels
+# enqueued on the one before.
+STREAM_SEGMENT_BYTES = 1 << 24
+STREAM_CHUNK = None             # bytes per copy job when streamed (None: segment / threads)
+COPY_QUEUE = True
 
 
 @dataclass(frozen=True)
@@ -192,16 +199,30 @@ def _threads():
         return _pool
 
 
-def _copy_jobs(dst: np.ndarray, src: np.ndarray) -> list:
-    """Start dst[:] = src (uint8 views of equal size) on the copy threads, in chunks;
-    returns the futures (empty: copied here, for small sizes or one thread)."""
+def _copy_jobs(dst: np.ndarray, src: np.ndarray, chunk: int = None) -> list:
+    """Start dst[:] = src (uint8 views of equal size) on the copy threads, in chunks
+    (COPY_CHUNK bytes); returns the futures (empty: copied here, for small sizes or one
+    thread)."""
     n = src.size
-    if n < 2 * COPY_CHUNK or COPY_THREADS == 1:
+    chunk = chunk or COPY_CHUNK
+    if n < 2 * chunk or COPY_THREADS == 1:
         dst[:] = src
         return []
     pool = _threads()
-    return [pool.submit(np.copyto, dst[a:a + COPY_CHUNK], src[a:a + COPY_CHUNK])
-            for a in range(0, n, COPY_CHUNK)]
+    return [pool.submit(np.copyto, dst[a:a + chunk], src[a:a + chunk])
+            for a in range(0, n, chunk)]
+
+
+_copy_queues: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _copy_queue(dev) -> cl.CommandQueue:
+    """A second in-order queue on dev for streamed uploads."""
+    with _lock:
+        q = _copy_queues.get(dev)
+        if q is None:
+            q = _copy_queues[dev] = cl.CommandQueue(dev.queue.context, dev.queue.device)
+        return q
 
 
 def _copy(dst: np.ndarray, src: np.ndarray):
@@ -226,6 +247,7 @@ class Staged:
         self.slot = None
         self.path = transfer.path
         self._sent = False
+        self._copyq = None
 
     def __enter__(self):
         self.slot = _take(self.dev, self.nbytes)
@@ -240,9 +262,13 @@ class Staged:
     def buffer(self) -> cl.Buffer:
         return self.slot.device.data
 
-    def put(self, pieces):
+    def put(self, pieces, on_segment=None):
         """Enqueue the upload of each (byte offset, C-contiguous array) of `pieces` (in
-        increasing, non-overlapping order, within nbytes) to the device buffer."""
+        increasing, non-overlapping order, within nbytes) to the device buffer.
+        `on_segment(end)`: called after each segment's copy is enqueued, with the byte
+        offset up to which the buffer is then written (the caller enqueues work on it
+        while the host copies the next segments); the pageable path is then sent in
+        segments too."""
         pieces = [(int(o), a.reshape(-1).view(np.uint8)) for o, a in pieces if a.size]
         if not pieces:
             return
@@ -253,11 +279,25 @@ class Staged:
         oclgrind = self.dev.facts.vendor == "oclgrind"
         if self._sent:
             queue.finish()                      # the host buffer may still be on its way
+            self._copyq.finish()
         self._sent = True
+        # streamed: the DMA on the copy queue; the compute queue waits for each segment
+        copyq = self._copyq = _copy_queue(self.dev) if on_segment and COPY_QUEUE and \
+            not oclgrind else queue
+
+        def send(src, off, blocking):
+            ev = cl.enqueue_copy(copyq, dst, src, dst_offset=off, is_blocking=blocking)
+            if copyq is not queue:
+                cl.enqueue_barrier(queue, wait_for=[ev])
+            if on_segment:
+                on_segment(off + src.size)
+
         try:
             if self.path == "pageable" and not oclgrind:
+                step = STREAM_SEGMENT_BYTES if on_segment else None
                 for off, a in pieces:           # the driver copies from the caller's memory
-                    cl.enqueue_copy(queue, dst, a, dst_offset=off, is_blocking=False)
+                    for lo in range(0, a.size, step or max(a.size, 1)):
+                        send(a[lo:a.size if step is None else lo + step], off + lo, False)
                 return
             if self.path == "pageable":
                 host = np.empty(self.nbytes, np.uint8)
@@ -268,30 +308,35 @@ class Staged:
             start = pieces[0][0]
             # Oclgrind 19.10's uninitialised-value checker forgets what earlier writes into
             # a buffer initialised when a later one writes at an offset: one write there
-            step = end - start if oclgrind or not self.transfer.overlap else SEGMENT_BYTES
+            step = end - start if oclgrind or not (self.transfer.overlap or on_segment) \
+                else STREAM_SEGMENT_BYTES if on_segment else SEGMENT_BYTES
+            chunk = (STREAM_CHUNK or -(-step // COPY_THREADS)) if on_segment else None
             segments = [(a, min(end, a + step)) for a in range(start, end, step)]
             # every segment's copy goes to the threads at once; each segment is sent as
             # soon as its own chunks are in, while the threads go on with the next ones
             jobs = [[job for off, arr in pieces
                      for lo, hi in [(max(a, off), min(b, off + arr.size))] if lo < hi
-                     for job in _copy_jobs(host[lo:hi], arr[lo - off:hi - off])]
+                     for job in _copy_jobs(host[lo:hi], arr[lo - off:hi - off], chunk)]
                     for a, b in segments]
             for (a, b), segment_jobs in zip(segments, jobs):
                 for job in segment_jobs:
                     job.result()
                 if self.path != "pinned-unmap":
-                    cl.enqueue_copy(queue, dst, host[a:b], dst_offset=a, is_blocking=oclgrind
-                                    or self.path == "pageable")
+                    send(host[a:b], a, oclgrind or self.path == "pageable")
             if self.path == "pinned-unmap":
                 self.slot.unmap(queue)
                 cl.enqueue_copy(queue, dst, self.slot.pinned, byte_count=end - start,
                                 src_offset=start, dst_offset=start)
+                if on_segment:
+                    on_segment(end)
         except cl.MemoryError:
             raise DeviceError(f"{self.dev.name}: out of device memory for {self.nbytes} "
                               "bytes") from None
 
     def __exit__(self, *exc):
         self.dev.queue.finish()
+        if self._copyq is not None:
+            self._copyq.finish()
         _give_back(self.dev, self.slot)
         self.slot = None
         return False
