@@ -17,7 +17,8 @@ Sections (each with its own time budget; rows past it are skipped and say so):
 * fallback: a series whose head misleads the provisional centre/scale (a jump of 1e6 sigma
   after the head; values 2^-100 then normal ones): the streamed-then-recomputed call
   against the unstreamed one (same results required).
-* fixed: the per-call cost at T = 4096, max_lag = 16 (float64), median of 50.
+* fixed: the per-call cost at T = 4096, max_lag = 16 (float64), median of 50, the default
+  (one segment, streamed: no mean pass, one wait) and the unstreamed path, interleaved.
 
 Prints JSON lines as it goes and one table last.
 """
@@ -232,12 +233,15 @@ def fallback(dev, quick):
 def fixed(dev, quick):
     p = 1e4 + np.cumsum(np.random.default_rng(4).standard_normal(4096))
     for name, fn, data in (("hurst", hurst, p), ("acf", autocorrelation, np.diff(p))):
-        if over("fixed"):
-            emit(dev, "fixed", name, "rest skipped")
-            return
-        t, ph, spread = median_call(lambda: fn(data, 16, device=dev, progress=False), 50)
-        emit(dev, "fixed", f"{name} T=4096 max_lag=16 float64 (fixed cost)", "s", t,
-             f"[{spread}] {ph}")
+        for stream in (None, False, None, False):       # interleaved A/B
+            if over("fixed"):
+                emit(dev, "fixed", name, "rest skipped")
+                return
+            t, ph, spread = median_call(lambda: fn(data, 16, device=dev, progress=False,
+                                                   _stream=stream), 50)
+            emit(dev, "fixed", f"{name} T=4096 max_lag=16 float64 (fixed cost) | "
+                 f"{'default (streamed)' if stream is None else 'unstreamed'}", "s", t,
+                 f"[{spread}] {ph}")
 
 
 SECTIONS = {"calls": calls, "fallback": fallback, "fixed": fixed}

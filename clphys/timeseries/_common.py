@@ -140,14 +140,29 @@ def acc_to_float64(a: np.ndarray) -> np.ndarray:
     return a.astype(np.float64)
 
 
-def device_array(dev, host: np.ndarray, blocking: bool = True) -> cla.Array:
-    """host on the device; `blocking=False` only enqueues the copy (PyOpenCL keeps host
-    alive until it is done), for the small arrays a call sends before its kernels."""
+class SmallArray:
+    """A small pooled device buffer for kernel arguments (`.data`): no pyopencl Array
+    around it, whose construction cost ~20 us of host time per array and call."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data):
+        self.data = data
+
+
+def device_array(dev, host: np.ndarray, blocking: bool = True):
+    """host on the device (a pyopencl Array); `blocking=False` only enqueues the copy
+    (PyOpenCL keeps host alive until it is done), for the small arrays a call sends before
+    its kernels: then a SmallArray (only `.data`) where the pool serves it."""
     try:
         if blocking:
             return cla.to_device(dev.queue, host)
         host = np.ascontiguousarray(host)
-        arr = work_array(dev, host.shape, host.dtype)
+        pool = _pool(dev)
+        if pool is None:                        # Oclgrind: fresh buffers, as Arrays
+            arr = work_array(dev, host.shape, host.dtype)
+        else:
+            arr = SmallArray(pool.allocate(max(host.nbytes, 8)))
         cl.enqueue_copy(dev.queue, arr.data, host, is_blocking=False)
         return arr
     except cl.MemoryError:

@@ -229,9 +229,10 @@ class Input:
                                  np.uint32(len(self.b)), np.uint32(lo), res.data)
         return cl.enqueue_copy(dev.queue, out, res.data, is_blocking=False)
 
-    def scales(self, blocks: np.ndarray):
+    def scales(self, blocks: np.ndarray, upload: bool = True):
         """From the check's blocks (of every series, in order): raise ValueError at the
-        first non-finite value, else set and return the exponents e (per series)."""
+        first non-finite value, else set and return the exponents e (per series), and
+        (`upload`) send them to the device for the kernels."""
         bad = blocks[:, 0] != NONE
         if bad.any():
             k = int(np.argmax(bad))
@@ -242,7 +243,8 @@ class Input:
                              f"at index {t}")
         keys = np.maximum.reduceat(blocks[:, 1], self.boff[:-1].astype(np.int64))
         self.exps = np.where(keys == ZERO_KEY, 0, -keys).astype(np.int32)
-        self._exps = self._array(self.exps)
+        if upload:
+            self._exps = self._array(self.exps)
         return self.exps
 
     def moments(self, shift, own=None) -> np.ndarray:
@@ -280,13 +282,19 @@ class Input:
         else:
             lo, hi = window[0] // self.span, -(-window[1] // self.span)
             ybase, t_end = window[0], window[1]
-        ends = ylen if t_end is None else np.minimum(ylen, t_end)
+        ends = (ylen if t_end is None else np.minimum(ylen, t_end)).astype(np.uint32)
         dummy = self._dummy()
+        # the small arrays once per call, not per segment of a streamed upload
+        centre = self.scaled(centre)
+        key = (boff.tobytes(), centre.tobytes(), yoff.tobytes(), ends.tobytes())
+        if getattr(self, "_convert_key", None) != key:
+            self._convert_key = key
+            self._convert_args = [self._array(a).data for a in (boff, centre, yoff, ends)]
+        d_boff, d_centre, d_yoff, d_ends = self._convert_args
         self.prg.ts_ingest_convert(
             self.dev.queue, ((hi - lo) * self.wg,), (self.wg,), self.x, self._off.data,
-            self._len.data, self._array(boff).data, np.uint32(len(self.b)), np.uint32(lo),
-            self._exps.data, self._array(self.scaled(centre)).data, y,
-            self._array(yoff).data, self._array(ends.astype(np.uint32)).data, np.int64(ybase),
+            self._len.data, d_boff, np.uint32(len(self.b)), np.uint32(lo),
+            self._exps.data, d_centre, y, d_yoff, d_ends, np.int64(ybase),
             tab if tab is not None else dummy, sums if sums is not None else dummy)
         return boff
 

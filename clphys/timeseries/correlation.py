@@ -125,20 +125,19 @@ def default_tuning(facts, nlags: int, shortest: int = 1 << 30) -> PairTuning:
 # HEAD_VALUES values (a fixed count: the result does not depend on the segment size); the
 # sums made with them stand if max |x| exceeds the head's by less than 2^MAX_SCALE_GAP
 # (and, for the autocorrelation, the centre is within half a standard deviation of the
-# mean).  Only jobs of at most STREAM_MAX_PAIRS pair terms stream (they run without time
-# slices: no progress bar, Ctrl-C after the call); streaming is the default on GPUs.
+# mean).  By default only jobs of at most STREAM_MAX_PAIRS pair terms stream (they run
+# without time slices: no progress bar, Ctrl-C after the call).
 HEAD_VALUES = 1 << 16
 MAX_SCALE_GAP = 40
 STREAM_MAX_PAIRS = {True: 1 << 37, False: 1 << 30}     # by DeviceFacts.is_gpu
 
 
 def _pair_pass(run, st, centred: bool, pairs, stream, progress):
-    """(block sums, exps) when the pair sums ran streamed (stream=None: on GPUs, True:
-    wherever _Direct.can_stream), else (None, exps) with the series prepared for
+    """(block sums, exps) when the pair sums ran streamed (stream=None: short jobs,
+    True: wherever _Direct.can_stream), else (None, exps) with the series prepared for
     run.sums(): unstreamed from the start, or after a streamed pass that did not stand
     (the fallback: recentred and rescaled from the values already on the device)."""
-    if stream is not False and (stream or run.dev.facts.is_gpu) and \
-            run.can_stream(pairs, progress, forced=bool(stream)):
+    if stream is not False and run.can_stream(pairs, progress, forced=bool(stream)):
         sums, got = run.stream(st, centred, pairs)
         if sums is not None:
             _phase("streamed pair sums")
@@ -347,14 +346,14 @@ class _Direct:
     def can_stream(self, pairs, progress, forced: bool) -> bool:
         """One series in one window, pair functions without a first pass (not "powdiff")
         and not Oclgrind (one upload there); unless `forced`, also a short job (no
-        progress bar or time slices wanted) of more than one segment."""
+        progress bar or time slices wanted).  A series of one segment gains too: no
+        separate pass for the mean, one wait for the device instead of three."""
         t = self.tuning
         pair_terms = self.tiles * t.chunk * self.lag_blocks * t.wg * t.lpi
         return (self.E == 1 and len(self.windows) == 1 and "powdiff" not in pairs
                 and self.dev.facts.vendor != "oclgrind"
                 and (forced or (progress in (None, False)
-                                and pair_terms <= STREAM_MAX_PAIRS[self.dev.facts.is_gpu]
-                                and self.b.arrays[0].nbytes > _xfer.STREAM_SEGMENT_BYTES)))
+                                and pair_terms <= STREAM_MAX_PAIRS[self.dev.facts.is_gpu])))
 
     def stream(self, st, centred: bool, pairs) -> tuple:
         """Upload the series in segments and, as each arrives, check and convert it with a
@@ -379,8 +378,8 @@ class _Direct:
         else:
             centre = np.array([shift])
         self.inp = inp = self._input()
-        inp.exps = np.array([e0], np.int32)
-        inp._exps = inp._array(inp.exps)
+        inp.exps = provisional = np.array([e0], np.int32)
+        inp._exps = provisional_d = inp._array(inp.exps)
         self.centre = centre
         self._allocate(centred)
         job = self._pair_job(pairs)
@@ -413,13 +412,12 @@ class _Direct:
                                                   is_blocking=False))
         cl.wait_for_events(state["reads"])
         _phase("upload, check and pair sums enqueued")
-        exps = inp.scales(blocks)               # ValueError at the first non-finite value
+        exps = inp.scales(blocks, upload=False)     # ValueError at the first non-finite value
         self.totals = totals
         if not self._stream_ok(int(exps[0]), e0, centred):
             return None, blocks
-        inp.exps = np.array([e0], np.int32)
-        inp._exps = inp._array(inp.exps)
-        return self._finish_pairs(job), inp.exps
+        inp.exps, inp._exps = provisional, provisional_d
+        return self._finish_pairs(job), provisional
 
     def _stream_ok(self, e: int, e0: int, centred: bool) -> bool:
         """Whether the pair sums made with the provisional scale 2^e0 and centre stand:
