@@ -346,14 +346,18 @@ class _Direct:
     def can_stream(self, pairs, progress, forced: bool) -> bool:
         """One series in one window, pair functions without a first pass (not "powdiff")
         and not Oclgrind (one upload there); unless `forced`, also a short job (no
-        progress bar or time slices wanted).  A series of one segment gains too: no
-        separate pass for the mean, one wait for the device instead of three."""
+        progress bar or time slices wanted) and, on CPUs (where nothing overlaps), a
+        series within the head, whose provisional values are then the true ones (a
+        discarded pass would cost as much as the real one).  A short series gains too:
+        no separate pass for the mean, one wait for the device instead of three."""
         t = self.tuning
+        facts = self.dev.facts
         pair_terms = self.tiles * t.chunk * self.lag_blocks * t.wg * t.lpi
         return (self.E == 1 and len(self.windows) == 1 and "powdiff" not in pairs
-                and self.dev.facts.vendor != "oclgrind"
+                and facts.vendor != "oclgrind"
                 and (forced or (progress in (None, False)
-                                and pair_terms <= STREAM_MAX_PAIRS[self.dev.facts.is_gpu])))
+                                and pair_terms <= STREAM_MAX_PAIRS[facts.is_gpu]
+                                and (facts.is_gpu or self.b.lengths[0] <= HEAD_VALUES))))
 
     def stream(self, st, centred: bool, pairs) -> tuple:
         """Upload the series in segments and, as each arrives, check and convert it with a
