@@ -18,7 +18,8 @@ Sections (each with its own time budget; rows past it are skipped and say so):
   after the head; values 2^-100 then normal ones): the streamed-then-recomputed call
   against the unstreamed one (same results required).
 * fixed: the per-call cost at T = 4096, max_lag = 16 (float64), median of 50, the default
-  (one segment, streamed: no mean pass, one wait) and the unstreamed path, interleaved.
+  (one segment, streamed: no mean pass, one wait), the unstreamed path, and the default
+  with the small per-call arrays sent every call (_common.SMALL_BYTES = 0), interleaved.
 
 Prints JSON lines as it goes and one table last.
 """
@@ -38,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import clphys  # noqa: E402
-from clphys.timeseries import _transfer, autocorrelation, correlation, hurst  # noqa: E402
+from clphys.timeseries import _common, _transfer, autocorrelation, correlation, hurst  # noqa: E402,E501
 
 MB = 1 << 20
 BUDGET = {"calls": 100, "fallback": 15, "fixed": 15}
@@ -126,6 +127,10 @@ def variants(quick):
     s = seg[-2]                 # the default, 16 MB on the GPU
     out += [(f"stream {s // 1024} KB, 4 MB jobs (segments concurrent)", {"_stream": True},
              {"STREAM_SEGMENT_BYTES": s, "STREAM_CHUNK": 4 * MB}),
+            (f"stream {2 * s // 1024} KB, 4 MB jobs", {"_stream": True},
+             {"STREAM_SEGMENT_BYTES": 2 * s, "STREAM_CHUNK": 4 * MB}),
+            (f"stream {s // 2048} KB, 2 MB jobs", {"_stream": True},
+             {"STREAM_SEGMENT_BYTES": s // 2, "STREAM_CHUNK": 2 * MB}),
             (f"stream {s // 1024} KB, one queue", {"_stream": True},
              {"STREAM_SEGMENT_BYTES": s, "COPY_QUEUE": False}),
             (f"stream {s // 1024} KB, 8 threads", {"_stream": True},
@@ -233,14 +238,17 @@ def fallback(dev, quick):
 def fixed(dev, quick):
     p = 1e4 + np.cumsum(np.random.default_rng(4).standard_normal(4096))
     for name, fn, data in (("hurst", hurst, p), ("acf", autocorrelation, np.diff(p))):
-        for stream in (None, False, None, False):       # interleaved A/B
+        for stream, small in [(None, 4096), (False, 4096), (None, 0)] * 2:   # interleaved
             if over("fixed"):
                 emit(dev, "fixed", name, "rest skipped")
                 return
+            _common.SMALL_BYTES = small
             t, ph, spread = median_call(lambda: fn(data, 16, device=dev, progress=False,
                                                    _stream=stream), 50)
+            _common.SMALL_BYTES = 4096
             emit(dev, "fixed", f"{name} T=4096 max_lag=16 float64 (fixed cost) | "
-                 f"{'default (streamed)' if stream is None else 'unstreamed'}", "s", t,
+                 f"{'default (streamed)' if stream is None else 'unstreamed'}"
+                 f"{'' if small else ', small arrays sent every call'}", "s", t,
                  f"[{spread}] {ph}")
 
 

@@ -127,7 +127,7 @@ def default_tuning(facts, nlags: int, shortest: int = 1 << 30) -> PairTuning:
 # (and, for the autocorrelation, the centre is within half a standard deviation of the
 # mean).  By default only jobs of at most STREAM_MAX_PAIRS pair terms stream (they run
 # without time slices: no progress bar, Ctrl-C after the call).
-HEAD_VALUES = 1 << 16
+HEAD_VALUES = 1 << 14
 MAX_SCALE_GAP = 40
 STREAM_MAX_PAIRS = {True: 1 << 37, False: 1 << 30}     # by DeviceFacts.is_gpu
 
