@@ -9,7 +9,7 @@ Sections (each with its own time budget; rows past it are skipped and say so):
 * calls: T = 2^24, max_lag = 1024 (--quick: 2^18, 256), float32 and float64, host NumPy
   array in, result out, median of 7 after a warm-up, with the phases of the median call:
   the unstreamed path (_stream=False), then streamed variants (segment size, copy jobs per
-  segment, copy queue on/off, copy threads), one with a queue finish at every phase mark
+  segment, last segment halved or not, copy queue on/off, copy threads), one with a queue finish at every phase mark
   (splits the time after the upload into pair sums and finish); torch's FFT ACF of the
   same array (all lags) in the same run.  Every variant is first checked: hurst S bit for
   bit equal to the unstreamed S, the ACF within 2e-7 of it, and a streamed variant must
@@ -131,6 +131,8 @@ def variants(quick):
              {"STREAM_SEGMENT_BYTES": 2 * s, "STREAM_CHUNK": 4 * MB}),
             (f"stream {s // 2048} KB, 2 MB jobs", {"_stream": True},
              {"STREAM_SEGMENT_BYTES": s // 2, "STREAM_CHUNK": 2 * MB}),
+            (f"stream {s // 1024} KB, last segment not halved", {"_stream": True},
+             {"STREAM_SEGMENT_BYTES": s, "STREAM_TAIL_BYTES": 0}),
             (f"stream {s // 1024} KB, one queue", {"_stream": True},
              {"STREAM_SEGMENT_BYTES": s, "COPY_QUEUE": False}),
             (f"stream {s // 1024} KB, 8 threads", {"_stream": True},

@@ -12,7 +12,9 @@ from clphys.timeseries.reference import autocorrelation_numpy, hurst_numpy
 HEAD = 2048                     # provisional values from this many first values
 T = 12_001                      # odd, several segments of the sizes below
 MAX_LAG = 37
-SEGMENTS = [4096 + 8, 3 * 8192, 1 << 20]      # bytes (the last: one segment)
+# (segment, tail) bytes: many segments; a few with the last one halved down to ~1000
+# bytes; one segment
+SEGMENTS = [(4096 + 8, 0), (3 * 8192, 1000), (1 << 20, 1 << 21)]
 
 
 @pytest.fixture
@@ -30,8 +32,11 @@ def traced(fn):
 
 
 def streamed(monkeypatch, segment, fn):
-    """fn() with the given segment size; asserts that it streamed and stood."""
+    """fn() with the given segment size (or (size, tail)); asserts that it streamed and
+    stood."""
+    segment, tail = segment if isinstance(segment, tuple) else (segment, 0)
     monkeypatch.setattr(_transfer, "STREAM_SEGMENT_BYTES", segment)
+    monkeypatch.setattr(_transfer, "STREAM_TAIL_BYTES", tail)
     res, phases = traced(fn)
     assert "streamed pair sums" in phases, phases
     return res

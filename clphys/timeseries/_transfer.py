@@ -56,8 +56,24 @@ COPY_THREADS = max(1, min(16, os.cpu_count() or 1))
 # and go out on a queue of their own, so a segment's DMA does not wait for the kernels
 # enqueued on the one before.
 STREAM_SEGMENT_BYTES = 1 << 24
+STREAM_TAIL_BYTES = 1 << 21     # the last segment is halved down to this (0: not)
 STREAM_CHUNK = None             # bytes per copy job when streamed (None: segment / threads)
+STREAM_MIN_CHUNK = 1 << 18      # ... but at least this
 COPY_QUEUE = True
+
+
+def stream_segments(start: int, end: int) -> list[tuple[int, int]]:
+    """The byte ranges of a streamed upload: STREAM_SEGMENT_BYTES each, the last one cut
+    in halves down to STREAM_TAIL_BYTES (16 MB -> 8, 4, 2, 2 MB), so that little of the
+    work waits for the last one."""
+    step = STREAM_SEGMENT_BYTES
+    segments = [(a, min(end, a + step)) for a in range(start, end, step)]
+    a, b = segments.pop()
+    while STREAM_TAIL_BYTES and b - a >= 2 * STREAM_TAIL_BYTES:
+        half = (b - a) // 2
+        segments.append((a, a + half))
+        a += half
+    return segments + [(a, b)]
 
 
 @dataclass(frozen=True)
@@ -294,10 +310,9 @@ class Staged:
 
         try:
             if self.path == "pageable" and not oclgrind:
-                step = STREAM_SEGMENT_BYTES if on_segment else None
                 for off, a in pieces:           # the driver copies from the caller's memory
-                    for lo in range(0, a.size, step or max(a.size, 1)):
-                        send(a[lo:a.size if step is None else lo + step], off + lo, False)
+                    for lo, hi in stream_segments(0, a.size) if on_segment else [(0, a.size)]:
+                        send(a[lo:hi], off + lo, False)
                 return
             if self.path == "pageable":
                 host = np.empty(self.nbytes, np.uint8)
@@ -308,15 +323,24 @@ class Staged:
             start = pieces[0][0]
             # Oclgrind 19.10's uninitialised-value checker forgets what earlier writes into
             # a buffer initialised when a later one writes at an offset: one write there
-            step = end - start if oclgrind or not (self.transfer.overlap or on_segment) \
-                else STREAM_SEGMENT_BYTES if on_segment else SEGMENT_BYTES
-            chunk = (STREAM_CHUNK or -(-step // COPY_THREADS)) if on_segment else None
-            segments = [(a, min(end, a + step)) for a in range(start, end, step)]
+            if oclgrind or not (self.transfer.overlap or on_segment):
+                segments = [(start, end)]
+            elif on_segment:
+                segments = stream_segments(start, end)
+            else:
+                segments = [(a, min(end, a + SEGMENT_BYTES))
+                            for a in range(start, end, SEGMENT_BYTES)]
+
+            def chunk(a, b):
+                if not on_segment:
+                    return None
+                return STREAM_CHUNK or max(STREAM_MIN_CHUNK, -(-(b - a) // COPY_THREADS))
+
             # every segment's copy goes to the threads at once; each segment is sent as
             # soon as its own chunks are in, while the threads go on with the next ones
             jobs = [[job for off, arr in pieces
                      for lo, hi in [(max(a, off), min(b, off + arr.size))] if lo < hi
-                     for job in _copy_jobs(host[lo:hi], arr[lo - off:hi - off], chunk)]
+                     for job in _copy_jobs(host[lo:hi], arr[lo - off:hi - off], chunk(a, b))]
                     for a, b in segments]
             for (a, b), segment_jobs in zip(segments, jobs):
                 for job in segment_jobs:
