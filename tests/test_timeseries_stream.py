@@ -47,11 +47,16 @@ def walk(n, seed):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("spec", ["pageable", "pinned+overlap"])
+@pytest.mark.parametrize("spec, chunk", [("pageable", None), ("pinned+overlap", None),
+                                         ("pinned+overlap", 1000)])
 def test_streamed_matches_numpy_and_any_segment_size(device, small_head, monkeypatch,
-                                                      dtype, spec):
+                                                      dtype, spec, chunk):
     """Several segments (and tiles waiting for the values `max_lag` ahead): the NumPy
-    references, and the same bits for every segment size."""
+    references, and the same bits for every segment size; the pinned buffer filled by 3
+    threads in order (their shares of each segment) or in chunks of 1000 bytes."""
+    monkeypatch.setattr(_transfer, "COPY_THREADS", 3)
+    monkeypatch.setattr(_transfer, "STREAM_CHUNK", chunk)
+    monkeypatch.setattr(_transfer, "_pool", None)
     p = walk(T, 1).astype(dtype)
     x = np.diff(p)
     first = None

@@ -215,19 +215,19 @@ class Input:
         window: `own`, the values this window is the first to hold); returns the
         per-block results (int32 (bad index, key) pairs) read back (blocking)."""
         lo, hi = self._blocks(*(own or (None, None)))
-        out = np.empty((hi - lo, 2), np.int32)
-        self.check_blocks(lo, hi, out).wait()
-        return out
+        res = _common.work_array(self.dev, (hi - lo, 2), np.int32)
+        self.check_blocks(lo, hi, res, lo)
+        return res.get()
 
-    def check_blocks(self, lo: int, hi: int, out: np.ndarray) -> cl.Event:
-        """Enqueue the check of the blocks [lo, hi) and the non-blocking read of their
-        results into out ((hi - lo, 2) int32); returns the read's event."""
-        dev = self.dev
-        res = _common.work_array(dev, (hi - lo, 2), np.int32)
-        self.prg.ts_ingest_check(dev.queue, ((hi - lo) * self.wg,), (self.wg,), self.x,
+    def check_blocks(self, lo: int, hi: int, out: cla.Array, out_lo: int = 0):
+        """Enqueue the check of the blocks [lo, hi), block b's result to out[b - out_lo]
+        (int32 pairs on the device: a streamed upload checks each segment as it arrives
+        and reads them all once; a read of pageable memory per segment would wait for the
+        queue on NVIDIA, holding up the host)."""
+        self.prg.ts_ingest_check(self.dev.queue, ((hi - lo) * self.wg,), (self.wg,), self.x,
                                  self._off.data, self._len.data, self._boff.data,
-                                 np.uint32(len(self.b)), np.uint32(lo), res.data)
-        return cl.enqueue_copy(dev.queue, out, res.data, is_blocking=False)
+                                 np.uint32(len(self.b)), np.uint32(lo), np.uint32(out_lo),
+                                 out.data)
 
     def scales(self, blocks: np.ndarray, upload: bool = True):
         """From the check's blocks (of every series, in order): raise ValueError at the

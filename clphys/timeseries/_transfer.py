@@ -51,14 +51,14 @@ PINNED_MIN_BYTES = 1 << 20      # below this the default path is pageable (nothi
 SEGMENT_BYTES = 1 << 24         # the pinned buffer is filled and sent this much at a time
 COPY_CHUNK = 1 << 22            # ... by threads copying this much each
 COPY_THREADS = max(1, min(16, os.cpu_count() or 1))
-# Streamed uploads (put with on_segment): segments complete one after the other (each is
-# cut into COPY_THREADS chunks, so the threads finish segment k before they start k + 1),
-# and go out on a queue of their own, so a segment's DMA does not wait for the kernels
-# enqueued on the one before.
+# Streamed uploads (put with on_segment): segments complete one after the other (every
+# copy thread copies its share of segment k, then of k + 1: _ordered_copy), and go out on
+# a queue of their own, so a segment's DMA does not wait for the kernels enqueued on the
+# one before.
 STREAM_SEGMENT_BYTES = 1 << 24
 STREAM_TAIL_BYTES = 1 << 21     # the last segment is halved down to this (0: not)
-STREAM_CHUNK = None             # bytes per copy job when streamed (None: segment / threads)
-STREAM_MIN_CHUNK = 1 << 18      # ... but at least this
+STREAM_CHUNK = None             # None: one job per thread, segments in order (else: jobs
+                                # of this many bytes, all segments' jobs queued at once)
 COPY_QUEUE = True
 
 
@@ -241,6 +241,46 @@ def _copy_queue(dev) -> cl.CommandQueue:
         return q
 
 
+def _ordered_copy(host: np.ndarray, pieces, segments) -> list:
+    """Start the copy of `pieces` ((byte offset, uint8 array)) into `host` segment after
+    segment: each copy thread copies its share of a segment, then of the next, so the
+    segments complete in order (one job per thread: no per-chunk hand-over).  Returns per
+    segment a function that waits until it is in (and raises what a thread raised)."""
+    n = COPY_THREADS
+    done = [[threading.Event() for _ in range(n)] for _ in segments]
+    errors = []
+
+    def work(t):
+        k = 0
+        try:
+            for k, (a, b) in enumerate(segments):
+                share = -(-(b - a) // n)
+                lo, hi = a + t * share, min(b, a + (t + 1) * share)
+                for off, arr in pieces:
+                    x0, x1 = max(lo, off), min(hi, off + arr.size)
+                    if x0 < x1:
+                        np.copyto(host[x0:x1], arr[x0 - off:x1 - off])
+                done[k][t].set()
+        except BaseException as exc:        # noqa: BLE001 - handed to the waiting caller
+            errors.append(exc)
+            for events in done[k:]:
+                events[t].set()
+
+    pool = _threads()
+    for t in range(n):
+        pool.submit(work, t)
+
+    def waiter(k):
+        def wait():
+            for event in done[k]:
+                event.wait()
+            if errors:
+                raise errors[0]
+        return wait
+
+    return [waiter(k) for k in range(len(segments))]
+
+
 def _copy(dst: np.ndarray, src: np.ndarray):
     """dst[:] = src (uint8 views of equal size), by the copy threads for large copies."""
     for job in _copy_jobs(dst, src):
@@ -331,20 +371,19 @@ class Staged:
                 segments = [(a, min(end, a + SEGMENT_BYTES))
                             for a in range(start, end, SEGMENT_BYTES)]
 
-            def chunk(a, b):
-                if not on_segment:
-                    return None
-                return STREAM_CHUNK or max(STREAM_MIN_CHUNK, -(-(b - a) // COPY_THREADS))
-
-            # every segment's copy goes to the threads at once; each segment is sent as
-            # soon as its own chunks are in, while the threads go on with the next ones
-            jobs = [[job for off, arr in pieces
-                     for lo, hi in [(max(a, off), min(b, off + arr.size))] if lo < hi
-                     for job in _copy_jobs(host[lo:hi], arr[lo - off:hi - off], chunk(a, b))]
-                    for a, b in segments]
-            for (a, b), segment_jobs in zip(segments, jobs):
-                for job in segment_jobs:
-                    job.result()
+            if on_segment and not STREAM_CHUNK and COPY_THREADS > 1:
+                waits = _ordered_copy(host, pieces, segments)
+            else:
+                # every segment's copy goes to the threads at once, in chunks; each
+                # segment is sent as soon as its own chunks are in
+                jobs = [[job for off, arr in pieces
+                         for lo, hi in [(max(a, off), min(b, off + arr.size))] if lo < hi
+                         for job in _copy_jobs(host[lo:hi], arr[lo - off:hi - off],
+                                               STREAM_CHUNK if on_segment else None)]
+                        for a, b in segments]
+                waits = [lambda js=js: [job.result() for job in js] for js in jobs]
+            for (a, b), wait in zip(segments, waits):
+                wait()
                 if self.path != "pinned-unmap":
                     send(host[a:b], a, oclgrind or self.path == "pageable")
             if self.path == "pinned-unmap":

@@ -389,7 +389,9 @@ class _Direct:
         self._allocate(centred)
         job = self._pair_job(pairs)
         nblocks, span, item = int(inp.boff[-1]), inp.span, b.dtype.itemsize
+        checks = _common.work_array(dev, (nblocks, 2), np.int32)
         blocks = np.empty((nblocks, 2), np.int32)
+        totals = np.empty(self.tile_sums.shape, self.tile_sums.dtype) if centred else None
         state = {"blocks": 0, "tiles": 0, "reads": []}
 
         def on_segment(end):
@@ -397,10 +399,17 @@ class _Direct:
             ready = nblocks if v >= n else v // span
             lo = state["blocks"]
             if ready > lo:
-                state["reads"].append(inp.check_blocks(lo, ready, blocks[lo:ready]))
+                inp.check_blocks(lo, ready, checks)
                 inp.convert(self.y.data, self.yoff, self.ylen, centre, tab=self.tab.data,
                             sums=self.tile_sums.data if centred else None, blocks=(lo, ready))
                 state["blocks"] = ready
+                if ready == nblocks:
+                    # all checks and per-tile sums, read once (a read per segment would
+                    # stall the host: NVIDIA waits for the queue on reads into pageable
+                    # memory), before the last pair sums: the host decides meanwhile
+                    state["reads"] = [cl.enqueue_copy(dev.queue, a, d.data, is_blocking=False)
+                                      for a, d in ((blocks, checks), (totals, self.tile_sums))
+                                      if a is not None]
             # tile c reads the converted values [c chunk, c chunk + chunk + reach)
             done = n if ready == nblocks else ready * span
             tiles = self.tiles if done == n else \
@@ -410,11 +419,6 @@ class _Direct:
                 state["tiles"] = tiles
 
         inp.load(st, on_segment=on_segment)
-        totals = None
-        if centred:                             # in flight while the host waits below
-            totals = np.empty(self.tile_sums.shape, self.tile_sums.dtype)
-            state["reads"].append(cl.enqueue_copy(dev.queue, totals, self.tile_sums.data,
-                                                  is_blocking=False))
         cl.wait_for_events(state["reads"])
         _phase("upload, check and pair sums enqueued")
         exps = inp.scales(blocks, upload=False)     # ValueError at the first non-finite value
