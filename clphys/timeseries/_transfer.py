@@ -337,8 +337,11 @@ class Staged:
             queue.finish()                      # the host buffer may still be on its way
             self._copyq.finish()
         self._sent = True
-        # streamed: the DMA on the copy queue; the compute queue waits for each segment
-        copyq = self._copyq = _copy_queue(self.dev) if on_segment and COPY_QUEUE and \
+        # streamed in several segments: the DMA on the copy queue; the compute queue waits
+        # for each segment (for one segment the cross-queue wait would only cost)
+        start = pieces[0][0]
+        several = on_segment and len(stream_segments(start, end)) > 1
+        copyq = self._copyq = _copy_queue(self.dev) if several and COPY_QUEUE and \
             not oclgrind else queue
 
         def send(src, off, blocking):
@@ -360,7 +363,6 @@ class Staged:
                 if self.slot.mapped is None:    # unmapped by the previous put
                     self.slot.map(queue)
                 host = self.slot.mapped
-            start = pieces[0][0]
             # Oclgrind 19.10's uninitialised-value checker forgets what earlier writes into
             # a buffer initialised when a later one writes at an offset: one write there
             if oclgrind or not (self.transfer.overlap or on_segment):
