@@ -98,7 +98,7 @@ def traced(fn, sync=None):
         correlation.TRACE = None
         correlation.TRACE_SYNC = None
     phases, last = [], t0
-    for name, at in marks + [("finish and download", t1)]:
+    for name, at in marks + [("download and return", t1)]:
         phases.append((name, 1e3 * (at - last)))
         last = at
     return t1 - t0, phases, res

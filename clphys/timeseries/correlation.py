@@ -741,6 +741,7 @@ def _hurst_direct(dev, b, max_lag, qs, accumulate, tuning, layout, transfer, pro
                                 np.uint32(run.bl), run._ns.data, run.inp._exps.data,
                                 run.inp._array(np.asarray(qs, np.float32)).data,
                                 run.inp._array(inv).data, out.data)
+            _phase("finish kernels")
             res = _xfer.download(dev, out.data, np.empty((4, len(kinds), E, nl), odtype))
             return tuple(res.transpose(0, 2, 1, 3))
         blocks = _common.acc_to_float64(sums.get()).reshape(len(kinds), E, run.K, nl)
@@ -854,6 +855,7 @@ def _acf_direct(dev, b, max_lag, stationary, accumulate, tuning, transfer, progr
                 rho[e], err[e] = _finish.acf(cross[e], head, tail, s1[e], s2[e], s1k[e], s2k[e],
                                              int(b.lengths[e]), run.bl, stationary)
             return rho.astype(_out_dtype(b), copy=False), err.astype(_out_dtype(b), copy=False)
+        _phase("block sums and moments")
         return _acf_finish_device(dev, run.inp, ybuf, "float", hoff, toff, b.lengths, nl,
                                   sums, 0, run.K, run.bl, (s1, s2, s1k, s2k), exps,
                                   "stationary" if stationary else "general", _out_dtype(b))
@@ -909,6 +911,7 @@ def _acf_finish_device(dev, inp, ybuf, ytype, hoff, toff, lengths, nl, cross, cs
                       else cross, np.uint64(cstride), np.uint32(max(nblk, 1)), np.uint32(bl),
                       *[arr(np.asarray(m, np.float64).reshape(-1)).data for m in moments],
                       arr(np.asarray(exps, np.int32)).data, out.data, err.data)
+    _phase("finish kernels")
     if keep:                    # the device arrays, for more kernels
         return out, err, prg
     rho = _xfer.download(dev, out.data, np.empty((E, nl), odtype))
