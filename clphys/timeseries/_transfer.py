@@ -304,6 +304,7 @@ class Staged:
         self.path = transfer.path
         self._sent = False
         self._copyq = None
+        self._waits = []
 
     def __enter__(self):
         self.slot = _take(self.dev, self.nbytes)
@@ -384,6 +385,7 @@ class Staged:
                                                STREAM_CHUNK if on_segment else None)]
                         for a, b in segments]
                 waits = [lambda js=js: [job.result() for job in js] for js in jobs]
+            self._waits = waits
             for (a, b), wait in zip(segments, waits):
                 wait()
                 if self.path != "pinned-unmap":
@@ -402,6 +404,11 @@ class Staged:
         self.dev.queue.finish()
         if self._copyq is not None:
             self._copyq.finish()
+        for wait in self._waits:            # no copy thread may still write (an exception
+            try:                            # or Ctrl-C left put() early)
+                wait()
+            except Exception:               # noqa: BLE001 - the first one was raised
+                pass
         _give_back(self.dev, self.slot)
         self.slot = None
         return False
