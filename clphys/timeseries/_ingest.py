@@ -187,20 +187,24 @@ class Input:
     def load(self, st: _xfer.Staged, window=None, on_segment=None):
         """Enqueue the upload of the series (or the window (v0, v1) of the only one);
         on_segment: see _transfer.Staged.put (the kernels may run on what has arrived)."""
-        b = self.b
         self.window = window
         self.x = st.buffer
-        if window is None:
-            self._off = self._array(self.raw_off)
-            if b.whole is not None:
-                st.put([(0, b.whole)], on_segment)
-            else:
-                st.put([(int(o) * self.itemsize, a) for o, a in zip(self.raw_off, b.arrays)],
-                       on_segment)
-        else:
-            v0, v1 = window
-            self._off = self._array(np.array([-v0], dtype=np.int64))
-            st.put([(0, b.arrays[0][v0:v1])], on_segment)
+        self._off = self._array(self.raw_off if window is None
+                                else np.array([-window[0]], dtype=np.int64))
+        st.put(self._pieces(window), on_segment)
+
+    def begin(self, st: _xfer.Staged):
+        """Start the host copies of a streamed load(st, on_segment=...) of the whole batch
+        early, while the caller prepares the kernels (Staged.begin)."""
+        st.begin(self._pieces(None), streamed=True)
+
+    def _pieces(self, window):
+        b = self.b
+        if window is not None:
+            return [(0, b.arrays[0][window[0]:window[1]])]
+        if b.whole is not None:
+            return [(0, b.whole)]
+        return [(int(o) * self.itemsize, a) for o, a in zip(self.raw_off, b.arrays)]
 
     def _blocks(self, v0=None, v1=None):
         """The blocks [lo, hi) of the values [v0, v1) of the window's series, or all."""

@@ -305,6 +305,7 @@ class Staged:
         self._sent = False
         self._copyq = None
         self._waits = []
+        self._begun = None
 
     def __enter__(self):
         self.slot = _take(self.dev, self.nbytes)
@@ -325,25 +326,76 @@ class Staged:
         `on_segment(end)`: called after each segment's copy is enqueued, with the byte
         offset up to which the buffer is then written (the caller enqueues work on it
         while the host copies the next segments); the pageable path is then sent in
-        segments too."""
+        segments too.  After begin(pieces): sends what it started."""
+        if self._begun is None:
+            self.begin(pieces, streamed=on_segment is not None)
+        plan, self._begun = self._begun, None
+        if plan is not None:
+            self._send(plan, on_segment)
+
+    def begin(self, pieces, streamed: bool = False):
+        """Start the host side of put(pieces): the copy threads begin to fill the pinned
+        buffer (streamed: in STREAM segments, in order) while the caller prepares the
+        kernels; the next put() sends it."""
         pieces = [(int(o), a.reshape(-1).view(np.uint8)) for o, a in pieces if a.size]
         if not pieces:
+            self._begun = None
             return
         end = pieces[-1][0] + pieces[-1][1].size
         if pieces[0][0] < 0 or end > self.nbytes:
             raise ValueError("pieces must lie within the staged bytes")
-        queue, dst = self.dev.queue, self.buffer
+        queue = self.dev.queue
         oclgrind = self.dev.facts.vendor == "oclgrind"
         if self._sent:
             queue.finish()                      # the host buffer may still be on its way
-            self._copyq.finish()
+            if self._copyq is not None:
+                self._copyq.finish()
         self._sent = True
-        # streamed in several segments: the DMA on the copy queue; the compute queue waits
-        # for each segment (for one segment the cross-queue wait would only cost)
         start = pieces[0][0]
-        several = on_segment and len(stream_segments(start, end)) > 1
-        copyq = self._copyq = _copy_queue(self.dev) if several and COPY_QUEUE and \
-            not oclgrind else queue
+        plan = dict(pieces=pieces, start=start, end=end, host=None, waits=None)
+        self._begun = plan
+        if self.path == "pageable" and not oclgrind:
+            # the driver copies from the caller's memory
+            plan["segments"] = stream_segments(start, end) if streamed else [(start, end)]
+            return
+        if self.path == "pageable":
+            host = np.empty(self.nbytes, np.uint8)
+        else:
+            if self.slot.mapped is None:        # unmapped by the previous put
+                self.slot.map(queue)
+            host = self.slot.mapped
+        # Oclgrind 19.10's uninitialised-value checker forgets what earlier writes into
+        # a buffer initialised when a later one writes at an offset: one write there
+        if oclgrind or not (self.transfer.overlap or streamed):
+            segments = [(start, end)]
+        elif streamed:
+            segments = stream_segments(start, end)
+        else:
+            segments = [(a, min(end, a + SEGMENT_BYTES))
+                        for a in range(start, end, SEGMENT_BYTES)]
+        if streamed and not STREAM_CHUNK and COPY_THREADS > 1:
+            waits = _ordered_copy(host, pieces, segments)
+        else:
+            # every segment's copy goes to the threads at once, in chunks; each segment
+            # is sent as soon as its own chunks are in
+            jobs = [[job for off, arr in pieces
+                     for lo, hi in [(max(a, off), min(b, off + arr.size))] if lo < hi
+                     for job in _copy_jobs(host[lo:hi], arr[lo - off:hi - off],
+                                           STREAM_CHUNK if streamed else None)]
+                    for a, b in segments]
+            waits = [lambda js=js: [job.result() for job in js] for js in jobs]
+        self._waits = waits
+        plan.update(host=host, segments=segments, waits=waits)
+
+    def _send(self, plan, on_segment):
+        """The device side of put(): each segment sent as soon as it is in."""
+        queue, dst = self.dev.queue, self.buffer
+        oclgrind = self.dev.facts.vendor == "oclgrind"
+        segments, host, start, end = plan["segments"], plan["host"], plan["start"], plan["end"]
+        # several segments, streamed: the DMA on the copy queue and the compute queue waits
+        # for each segment (for one segment the cross-queue wait would only cost)
+        copyq = self._copyq = _copy_queue(self.dev) if on_segment and len(segments) > 1 \
+            and COPY_QUEUE and not oclgrind else queue
 
         def send(src, off, blocking):
             ev = cl.enqueue_copy(copyq, dst, src, dst_offset=off, is_blocking=blocking)
@@ -353,40 +405,14 @@ class Staged:
                 on_segment(off + src.size)
 
         try:
-            if self.path == "pageable" and not oclgrind:
-                for off, a in pieces:           # the driver copies from the caller's memory
-                    for lo, hi in stream_segments(0, a.size) if on_segment else [(0, a.size)]:
-                        send(a[lo:hi], off + lo, False)
+            if host is None:                    # pageable: from the caller's arrays
+                for a, b in segments:
+                    for off, arr in plan["pieces"]:
+                        lo, hi = max(a, off), min(b, off + arr.size)
+                        if lo < hi:
+                            send(arr[lo - off:hi - off], lo, False)
                 return
-            if self.path == "pageable":
-                host = np.empty(self.nbytes, np.uint8)
-            else:
-                if self.slot.mapped is None:    # unmapped by the previous put
-                    self.slot.map(queue)
-                host = self.slot.mapped
-            # Oclgrind 19.10's uninitialised-value checker forgets what earlier writes into
-            # a buffer initialised when a later one writes at an offset: one write there
-            if oclgrind or not (self.transfer.overlap or on_segment):
-                segments = [(start, end)]
-            elif on_segment:
-                segments = stream_segments(start, end)
-            else:
-                segments = [(a, min(end, a + SEGMENT_BYTES))
-                            for a in range(start, end, SEGMENT_BYTES)]
-
-            if on_segment and not STREAM_CHUNK and COPY_THREADS > 1:
-                waits = _ordered_copy(host, pieces, segments)
-            else:
-                # every segment's copy goes to the threads at once, in chunks; each
-                # segment is sent as soon as its own chunks are in
-                jobs = [[job for off, arr in pieces
-                         for lo, hi in [(max(a, off), min(b, off + arr.size))] if lo < hi
-                         for job in _copy_jobs(host[lo:hi], arr[lo - off:hi - off],
-                                               STREAM_CHUNK if on_segment else None)]
-                        for a, b in segments]
-                waits = [lambda js=js: [job.result() for job in js] for js in jobs]
-            self._waits = waits
-            for (a, b), wait in zip(segments, waits):
+            for (a, b), wait in zip(segments, plan["waits"]):
                 wait()
                 if self.path != "pinned-unmap":
                     send(host[a:b], a, oclgrind or self.path == "pageable")

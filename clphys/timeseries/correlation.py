@@ -369,6 +369,8 @@ class _Direct:
         device.  ValueError at the first non-finite value, as prepare()."""
         b, t, dev = self.b, self.tuning, self.dev
         n, chunk = int(b.lengths[0]), t.chunk
+        self.inp = inp = self._input()
+        inp.begin(st)                           # the host copies start now
         head = np.asarray(b.arrays[0][:HEAD_VALUES], np.float64)
         big = float(np.max(np.abs(head)))
         if not math.isfinite(big):
@@ -382,7 +384,6 @@ class _Direct:
                                      np.array([head.size]), [shift])
         else:
             centre = np.array([shift])
-        self.inp = inp = self._input()
         inp.exps = provisional = np.array([e0], np.int32)
         inp._exps = provisional_d = inp._array(inp.exps)
         self.centre = centre
