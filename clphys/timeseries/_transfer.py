@@ -51,14 +51,18 @@ PINNED_MIN_BYTES = 1 << 20      # below this the default path is pageable (nothi
 SEGMENT_BYTES = 1 << 24         # the pinned buffer is filled and sent this much at a time
 COPY_CHUNK = 1 << 22            # ... by threads copying this much each
 COPY_THREADS = max(1, min(16, os.cpu_count() or 1))
-# Streamed uploads (put with on_segment): segments complete one after the other (every
-# copy thread copies its share of segment k, then of k + 1: _ordered_copy), and go out on
-# a queue of their own, so a segment's DMA does not wait for the kernels enqueued on the
-# one before.
+# Streamed uploads (put with on_segment, begin): segments of STREAM_SEGMENT_BYTES, the
+# last one halved down to STREAM_TAIL_BYTES, each sent as soon as it is in, on a queue of
+# its own (a segment's DMA does not wait for the kernels enqueued on the one before).
+# The copy threads take jobs of STREAM_CHUNK bytes, all segments' jobs queued at once;
+# STREAM_CHUNK = None: each thread copies its share of segment k, then of k + 1, so that
+# the segments complete in order (_ordered_copy).  On the H100 host the ordered copy was
+# the slower (benchmarks/RESULTS.md, issue 14 streaming: acf float32 18.8 vs 9.9 ms;
+# smaller segments slower still), as every thread needs the GIL once per segment while
+# the main thread holds it to enqueue that segment's kernels.
 STREAM_SEGMENT_BYTES = 1 << 24
 STREAM_TAIL_BYTES = 1 << 21     # the last segment is halved down to this (0: not)
-STREAM_CHUNK = None             # None: one job per thread, segments in order (else: jobs
-                                # of this many bytes, all segments' jobs queued at once)
+STREAM_CHUNK = 1 << 22
 COPY_QUEUE = True
 
 
