@@ -94,7 +94,7 @@ def call(fn, repeats):
         fn()
         t1 = time.perf_counter()
         marks = [(name, t - t0) for name, t in correlation.TRACE]
-        runs.append((t1 - t0, marks + [("finish and download", t1 - t0)]))
+        runs.append((t1 - t0, marks + [("download and return", t1 - t0)]))
     correlation.TRACE = None
     runs.sort(key=lambda r: r[0])
     total, marks = runs[len(runs) // 2]

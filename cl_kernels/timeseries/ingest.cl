@@ -158,11 +158,11 @@ inline float2 ti_pair(const float2 a) { return a; }
 % endif
 
 // Per block: the first non-finite value's index in the block (TI_NONE if none) and the
-// largest frexp exponent of its values (TI_ZERO if all are zero).
+// largest frexp exponent of its values (TI_ZERO if all are zero), at out[b - out_lo].
 __kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
 void ts_ingest_check(__global const ti_raw_t *x, __global const long *off,
                      __global const uint *len, __global const uint *boff, const uint nseries,
-                     const uint b_lo, __global int2 *out)
+                     const uint b_lo, const uint out_lo, __global int2 *out)
 {
     __local int2 scratch[${wg}];
     const uint b = b_lo + get_group_id(0), lid = get_local_id(0);
@@ -174,7 +174,7 @@ void ts_ingest_check(__global const ti_raw_t *x, __global const long *off,
         r = (int2)(k.x ? r.x : min(r.x, (int)i), max(r.y, k.y));
     }
     r = ti_k_wg_reduce(r, lid, scratch);
-    if (lid == 0) out[get_group_id(0)] = r;
+    if (lid == 0) out[b - out_lo] = r;
 }
 
 // Per block: the sums of d and d^2, d = v 2^e - shift[s] (shift: the series' first value,

@@ -140,15 +140,54 @@ def acc_to_float64(a: np.ndarray) -> np.ndarray:
     return a.astype(np.float64)
 
 
-def device_array(dev, host: np.ndarray, blocking: bool = True) -> cla.Array:
-    """host on the device; `blocking=False` only enqueues the copy (PyOpenCL keeps host
-    alive until it is done), for the small arrays a call sends before its kernels."""
+class SmallArray:
+    """A small pooled device buffer for kernel arguments (`.data`): no pyopencl Array
+    around it, whose construction cost ~20 us of host time per array and call."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data):
+        self.data = data
+
+
+# The small read-only arrays of a call (lengths, offsets, q, ...) are mostly the same from
+# one call to the next: up to SMALL_KEPT of them (of at most SMALL_BYTES each) stay on the
+# device, found by their content, so a repeated call sends none of them again.
+SMALL_BYTES = 4096
+SMALL_KEPT = 256
+_small: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def device_array(dev, host: np.ndarray, blocking: bool = True):
+    """host on the device (a pyopencl Array); `blocking=False` only enqueues the copy
+    (PyOpenCL keeps host alive until it is done), for the small arrays a call sends before
+    its kernels: then, where the pool serves it, a SmallArray (only `.data`) that kernels
+    must only read (a small one may be shared with other calls: see SMALL_KEPT)."""
     try:
         if blocking:
             return cla.to_device(dev.queue, host)
         host = np.ascontiguousarray(host)
-        arr = work_array(dev, host.shape, host.dtype)
-        cl.enqueue_copy(dev.queue, arr.data, host, is_blocking=False)
+        pool = _pool(dev)
+        if pool is None:                        # Oclgrind: fresh buffers, as Arrays
+            arr = work_array(dev, host.shape, host.dtype)
+            cl.enqueue_copy(dev.queue, arr.data, host, is_blocking=False)
+            return arr
+        if host.nbytes > SMALL_BYTES:
+            arr = SmallArray(pool.allocate(max(host.nbytes, 8)))
+            cl.enqueue_copy(dev.queue, arr.data, host, is_blocking=False)
+            return arr
+        key = (host.dtype.str, host.tobytes())
+        with _pool_lock:
+            kept = _small.setdefault(dev, {})
+            arr = kept.pop(key, None)
+            if arr is None:
+                arr = SmallArray(pool.allocate(max(host.nbytes, 8)))
+                # (a buffer given back to the pool is reused on the same in-order queue:
+                # after the kernels that read it)
+                cl.enqueue_copy(dev.queue, arr.data, host, is_blocking=False)
+                if len(kept) >= SMALL_KEPT:
+                    del kept[next(iter(kept))]          # the least recently used
+            kept[key] = arr                             # most recently used last
         return arr
     except cl.MemoryError:
         raise DeviceError(f"{dev.name}: out of device memory for {host.nbytes} bytes") from None
@@ -191,6 +230,9 @@ def pooled_bytes(dev) -> int:
 def trim_pool(dev, keep: int = POOL_HOLD_BYTES):
     """Free what the pool holds if it is more than `keep` bytes (0: everything)."""
     pool = _pools.get(dev)
+    if keep == 0:
+        with _pool_lock:
+            _small.pop(dev, None)
     if pool is not None and pooled_bytes(dev) > keep:
         pool.free_held()
 

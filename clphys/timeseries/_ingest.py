@@ -122,6 +122,19 @@ def batch(name: str, values, min_len: int, why: str) -> Batch:
     return b
 
 
+def centres(s1, s2, n, shift) -> np.ndarray:
+    """Per series: shift + its mean rounded to a power of two near its spread, from the
+    sums s1, s2 of n values d = v - shift (so that data on a binary grid stays on it)."""
+    mean = s1 / n
+    sd = np.sqrt(np.maximum(s2 / n - mean * mean, 0.0))
+    out = np.empty(len(n))
+    for s in range(len(n)):
+        step = math.ldexp(1.0, math.frexp(sd[s])[1] - 1) if sd[s] > 0 else 1.0
+        out[s] = shift[s] + round(float(mean[s]) / step) * step \
+            if math.isfinite(mean[s]) else shift[s]
+    return out
+
+
 class Input:
     """The raw values of a Batch on one device and the ingest.cl kernels over them.
 
@@ -171,22 +184,27 @@ class Input:
             return int(self.b.lengths.sum()) * self.itemsize
         return (window[1] - window[0]) * self.itemsize
 
-    def load(self, st: _xfer.Staged, window=None):
-        """Enqueue the upload of the series (or the window (v0, v1) of the only one)."""
-        b = self.b
-        if window is None:
-            if b.whole is not None:
-                st.put([(0, b.whole)])
-            else:
-                st.put([(int(o) * self.itemsize, a) for o, a in zip(self.raw_off, b.arrays)])
-            off = self.raw_off
-        else:
-            v0, v1 = window
-            st.put([(0, b.arrays[0][v0:v1])])
-            off = np.array([-v0], dtype=np.int64)
+    def load(self, st: _xfer.Staged, window=None, on_segment=None):
+        """Enqueue the upload of the series (or the window (v0, v1) of the only one);
+        on_segment: see _transfer.Staged.put (the kernels may run on what has arrived)."""
         self.window = window
-        self._off = self._array(off)
         self.x = st.buffer
+        self._off = self._array(self.raw_off if window is None
+                                else np.array([-window[0]], dtype=np.int64))
+        st.put(self._pieces(window), on_segment)
+
+    def begin(self, st: _xfer.Staged):
+        """Start the host copies of a streamed load(st, on_segment=...) of the whole batch
+        early, while the caller prepares the kernels (Staged.begin)."""
+        st.begin(self._pieces(None), streamed=True)
+
+    def _pieces(self, window):
+        b = self.b
+        if window is not None:
+            return [(0, b.arrays[0][window[0]:window[1]])]
+        if b.whole is not None:
+            return [(0, b.whole)]
+        return [(int(o) * self.itemsize, a) for o, a in zip(self.raw_off, b.arrays)]
 
     def _blocks(self, v0=None, v1=None):
         """The blocks [lo, hi) of the values [v0, v1) of the window's series, or all."""
@@ -201,15 +219,24 @@ class Input:
         window: `own`, the values this window is the first to hold); returns the
         per-block results (int32 (bad index, key) pairs) read back (blocking)."""
         lo, hi = self._blocks(*(own or (None, None)))
-        out = _common.work_array(self.dev, (hi - lo, 2), np.int32)
+        res = _common.work_array(self.dev, (hi - lo, 2), np.int32)
+        self.check_blocks(lo, hi, res, lo)
+        return res.get()
+
+    def check_blocks(self, lo: int, hi: int, out: cla.Array, out_lo: int = 0):
+        """Enqueue the check of the blocks [lo, hi), block b's result to out[b - out_lo]
+        (int32 pairs on the device: a streamed upload checks each segment as it arrives
+        and reads them all once; a read of pageable memory per segment would wait for the
+        queue on NVIDIA, holding up the host)."""
         self.prg.ts_ingest_check(self.dev.queue, ((hi - lo) * self.wg,), (self.wg,), self.x,
                                  self._off.data, self._len.data, self._boff.data,
-                                 np.uint32(len(self.b)), np.uint32(lo), out.data)
-        return out.get()
+                                 np.uint32(len(self.b)), np.uint32(lo), np.uint32(out_lo),
+                                 out.data)
 
-    def scales(self, blocks: np.ndarray):
+    def scales(self, blocks: np.ndarray, upload: bool = True):
         """From the check's blocks (of every series, in order): raise ValueError at the
-        first non-finite value, else set and return the exponents e (per series)."""
+        first non-finite value, else set and return the exponents e (per series), and
+        (`upload`) send them to the device for the kernels."""
         bad = blocks[:, 0] != NONE
         if bad.any():
             k = int(np.argmax(bad))
@@ -220,7 +247,8 @@ class Input:
                              f"at index {t}")
         keys = np.maximum.reduceat(blocks[:, 1], self.boff[:-1].astype(np.int64))
         self.exps = np.where(keys == ZERO_KEY, 0, -keys).astype(np.int32)
-        self._exps = self._array(self.exps)
+        if upload:
+            self._exps = self._array(self.exps)
         return self.exps
 
     def moments(self, shift, own=None) -> np.ndarray:
@@ -240,37 +268,37 @@ class Input:
         starts = self.boff[:-1].astype(np.int64)
         s1 = np.add.reduceat(sums[:, 0], starts)
         s2 = np.add.reduceat(sums[:, 1], starts)
-        n = self.b.lengths
-        mean = s1 / n
-        sd = np.sqrt(np.maximum(s2 / n - mean * mean, 0.0))
-        out = np.empty(len(n))
-        for s in range(len(n)):
-            step = math.ldexp(1.0, math.frexp(sd[s])[1] - 1) if sd[s] > 0 else 1.0
-            out[s] = shift[s] + round(float(mean[s]) / step) * step \
-                if math.isfinite(mean[s]) else shift[s]
-        return out
+        return centres(s1, s2, self.b.lengths, shift)
 
     def convert(self, y: cl.Buffer, yoff: np.ndarray, ylen: np.ndarray, centre, tab=None,
-                sums=None, window=None):
+                sums=None, window=None, blocks=None):
         """Enqueue the conversion into `y` (rows at yoff, ylen positions each); for a
         window (v0, v1) of the only series, its positions [v0, v1) go to y[0 ..].
-        `sums` (one accumulator per output block, or None): Σ y per block."""
+        `sums` (one accumulator per output block, or None): Σ y per block.  `blocks`
+        (lo, hi): only these output blocks (of the whole batch, no window)."""
         yoff = np.asarray(yoff, dtype=np.uint64)
         ylen = np.asarray(ylen, dtype=np.uint32)
         nb = -(-ylen.astype(np.int64) // self.span)
         boff = np.concatenate([[0], np.cumsum(nb)]).astype(np.uint32)
         if window is None:
-            lo, hi, ybase, t_end = 0, int(boff[-1]), 0, None
+            lo, hi = blocks or (0, int(boff[-1]))
+            ybase, t_end = 0, None
         else:
             lo, hi = window[0] // self.span, -(-window[1] // self.span)
             ybase, t_end = window[0], window[1]
-        ends = ylen if t_end is None else np.minimum(ylen, t_end)
+        ends = (ylen if t_end is None else np.minimum(ylen, t_end)).astype(np.uint32)
         dummy = self._dummy()
+        # the small arrays once per call, not per segment of a streamed upload
+        centre = self.scaled(centre)
+        key = (boff.tobytes(), centre.tobytes(), yoff.tobytes(), ends.tobytes())
+        if getattr(self, "_convert_key", None) != key:
+            self._convert_key = key
+            self._convert_args = [self._array(a).data for a in (boff, centre, yoff, ends)]
+        d_boff, d_centre, d_yoff, d_ends = self._convert_args
         self.prg.ts_ingest_convert(
             self.dev.queue, ((hi - lo) * self.wg,), (self.wg,), self.x, self._off.data,
-            self._len.data, self._array(boff).data, np.uint32(len(self.b)), np.uint32(lo),
-            self._exps.data, self._array(self.scaled(centre)).data, y,
-            self._array(yoff).data, self._array(ends.astype(np.uint32)).data, np.int64(ybase),
+            self._len.data, d_boff, np.uint32(len(self.b)), np.uint32(lo),
+            self._exps.data, d_centre, y, d_yoff, d_ends, np.int64(ybase),
             tab if tab is not None else dummy, sums if sums is not None else dummy)
         return boff
 

@@ -51,6 +51,33 @@ PINNED_MIN_BYTES = 1 << 20      # below this the default path is pageable (nothi
 SEGMENT_BYTES = 1 << 24         # the pinned buffer is filled and sent this much at a time
 COPY_CHUNK = 1 << 22            # ... by threads copying this much each
 COPY_THREADS = max(1, min(16, os.cpu_count() or 1))
+# Streamed uploads (put with on_segment, begin): segments of STREAM_SEGMENT_BYTES, the
+# last one halved down to STREAM_TAIL_BYTES, each sent as soon as it is in, on a queue of
+# its own (a segment's DMA does not wait for the kernels enqueued on the one before).
+# The copy threads take jobs of STREAM_CHUNK bytes, all segments' jobs queued at once;
+# STREAM_CHUNK = None: each thread copies its share of segment k, then of k + 1, so that
+# the segments complete in order (_ordered_copy).  On the H100 host the ordered copy was
+# the slower (benchmarks/RESULTS.md, issue 14 streaming: acf float32 18.8 vs 9.9 ms;
+# smaller segments slower still), as every thread needs the GIL once per segment while
+# the main thread holds it to enqueue that segment's kernels.
+STREAM_SEGMENT_BYTES = 1 << 24
+STREAM_TAIL_BYTES = 1 << 21     # the last segment is halved down to this (0: not)
+STREAM_CHUNK = 1 << 22
+COPY_QUEUE = True
+
+
+def stream_segments(start: int, end: int) -> list[tuple[int, int]]:
+    """The byte ranges of a streamed upload: STREAM_SEGMENT_BYTES each, the last one cut
+    in halves down to STREAM_TAIL_BYTES (16 MB -> 8, 4, 2, 2 MB), so that little of the
+    work waits for the last one."""
+    step = STREAM_SEGMENT_BYTES
+    segments = [(a, min(end, a + step)) for a in range(start, end, step)]
+    a, b = segments.pop()
+    while STREAM_TAIL_BYTES and b - a >= 2 * STREAM_TAIL_BYTES:
+        half = (b - a) // 2
+        segments.append((a, a + half))
+        a += half
+    return segments + [(a, b)]
 
 
 @dataclass(frozen=True)
@@ -192,16 +219,70 @@ def _threads():
         return _pool
 
 
-def _copy_jobs(dst: np.ndarray, src: np.ndarray) -> list:
-    """Start dst[:] = src (uint8 views of equal size) on the copy threads, in chunks;
-    returns the futures (empty: copied here, for small sizes or one thread)."""
+def _copy_jobs(dst: np.ndarray, src: np.ndarray, chunk: int = None) -> list:
+    """Start dst[:] = src (uint8 views of equal size) on the copy threads, in chunks
+    (COPY_CHUNK bytes); returns the futures (empty: copied here, for small sizes or one
+    thread)."""
     n = src.size
-    if n < 2 * COPY_CHUNK or COPY_THREADS == 1:
+    chunk = chunk or COPY_CHUNK
+    if n < 2 * chunk or COPY_THREADS == 1:
         dst[:] = src
         return []
     pool = _threads()
-    return [pool.submit(np.copyto, dst[a:a + COPY_CHUNK], src[a:a + COPY_CHUNK])
-            for a in range(0, n, COPY_CHUNK)]
+    return [pool.submit(np.copyto, dst[a:a + chunk], src[a:a + chunk])
+            for a in range(0, n, chunk)]
+
+
+_copy_queues: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _copy_queue(dev) -> cl.CommandQueue:
+    """A second in-order queue on dev for streamed uploads."""
+    with _lock:
+        q = _copy_queues.get(dev)
+        if q is None:
+            q = _copy_queues[dev] = cl.CommandQueue(dev.queue.context, dev.queue.device)
+        return q
+
+
+def _ordered_copy(host: np.ndarray, pieces, segments) -> list:
+    """Start the copy of `pieces` ((byte offset, uint8 array)) into `host` segment after
+    segment: each copy thread copies its share of a segment, then of the next, so the
+    segments complete in order (one job per thread: no per-chunk hand-over).  Returns per
+    segment a function that waits until it is in (and raises what a thread raised)."""
+    n = COPY_THREADS
+    done = [[threading.Event() for _ in range(n)] for _ in segments]
+    errors = []
+
+    def work(t):
+        k = 0
+        try:
+            for k, (a, b) in enumerate(segments):
+                share = -(-(b - a) // n)
+                lo, hi = a + t * share, min(b, a + (t + 1) * share)
+                for off, arr in pieces:
+                    x0, x1 = max(lo, off), min(hi, off + arr.size)
+                    if x0 < x1:
+                        np.copyto(host[x0:x1], arr[x0 - off:x1 - off])
+                done[k][t].set()
+        except BaseException as exc:        # noqa: BLE001 - handed to the waiting caller
+            errors.append(exc)
+            for events in done[k:]:
+                events[t].set()
+
+    pool = _threads()
+    for t in range(n):
+        pool.submit(work, t)
+
+    def waiter(k):
+        def wait():
+            for event in done[k]:
+                event.wait()
+            if errors:
+                raise errors[0]
+        return wait
+
+    return [waiter(k) for k in range(len(segments))]
 
 
 def _copy(dst: np.ndarray, src: np.ndarray):
@@ -226,6 +307,9 @@ class Staged:
         self.slot = None
         self.path = transfer.path
         self._sent = False
+        self._copyq = None
+        self._waits = []
+        self._begun = None
 
     def __enter__(self):
         self.slot = _take(self.dev, self.nbytes)
@@ -240,58 +324,121 @@ class Staged:
     def buffer(self) -> cl.Buffer:
         return self.slot.device.data
 
-    def put(self, pieces):
+    def put(self, pieces, on_segment=None):
         """Enqueue the upload of each (byte offset, C-contiguous array) of `pieces` (in
-        increasing, non-overlapping order, within nbytes) to the device buffer."""
+        increasing, non-overlapping order, within nbytes) to the device buffer.
+        `on_segment(end)`: called after each segment's copy is enqueued, with the byte
+        offset up to which the buffer is then written (the caller enqueues work on it
+        while the host copies the next segments); the pageable path is then sent in
+        segments too.  After begin(pieces): sends what it started."""
+        if self._begun is None:
+            self.begin(pieces, streamed=on_segment is not None)
+        plan, self._begun = self._begun, None
+        if plan is not None:
+            self._send(plan, on_segment)
+
+    def begin(self, pieces, streamed: bool = False):
+        """Start the host side of put(pieces): the copy threads begin to fill the pinned
+        buffer (streamed: in STREAM segments, in order) while the caller prepares the
+        kernels; the next put() sends it."""
         pieces = [(int(o), a.reshape(-1).view(np.uint8)) for o, a in pieces if a.size]
         if not pieces:
+            self._begun = None
             return
         end = pieces[-1][0] + pieces[-1][1].size
         if pieces[0][0] < 0 or end > self.nbytes:
             raise ValueError("pieces must lie within the staged bytes")
-        queue, dst = self.dev.queue, self.buffer
+        queue = self.dev.queue
         oclgrind = self.dev.facts.vendor == "oclgrind"
         if self._sent:
             queue.finish()                      # the host buffer may still be on its way
+            if self._copyq is not None:
+                self._copyq.finish()
         self._sent = True
-        try:
-            if self.path == "pageable" and not oclgrind:
-                for off, a in pieces:           # the driver copies from the caller's memory
-                    cl.enqueue_copy(queue, dst, a, dst_offset=off, is_blocking=False)
-                return
-            if self.path == "pageable":
-                host = np.empty(self.nbytes, np.uint8)
-            else:
-                if self.slot.mapped is None:    # unmapped by the previous put
-                    self.slot.map(queue)
-                host = self.slot.mapped
-            start = pieces[0][0]
-            # Oclgrind 19.10's uninitialised-value checker forgets what earlier writes into
-            # a buffer initialised when a later one writes at an offset: one write there
-            step = end - start if oclgrind or not self.transfer.overlap else SEGMENT_BYTES
-            segments = [(a, min(end, a + step)) for a in range(start, end, step)]
-            # every segment's copy goes to the threads at once; each segment is sent as
-            # soon as its own chunks are in, while the threads go on with the next ones
+        start = pieces[0][0]
+        plan = dict(pieces=pieces, start=start, end=end, host=None, waits=None)
+        self._begun = plan
+        if self.path == "pageable" and not oclgrind:
+            # the driver copies from the caller's memory
+            plan["segments"] = stream_segments(start, end) if streamed else [(start, end)]
+            return
+        if self.path == "pageable":
+            host = np.empty(self.nbytes, np.uint8)
+        else:
+            if self.slot.mapped is None:        # unmapped by the previous put
+                self.slot.map(queue)
+            host = self.slot.mapped
+        # Oclgrind 19.10's uninitialised-value checker forgets what earlier writes into
+        # a buffer initialised when a later one writes at an offset: one write there
+        if oclgrind or not (self.transfer.overlap or streamed):
+            segments = [(start, end)]
+        elif streamed:
+            segments = stream_segments(start, end)
+        else:
+            segments = [(a, min(end, a + SEGMENT_BYTES))
+                        for a in range(start, end, SEGMENT_BYTES)]
+        if streamed and not STREAM_CHUNK and COPY_THREADS > 1:
+            waits = _ordered_copy(host, pieces, segments)
+        else:
+            # every segment's copy goes to the threads at once, in chunks; each segment
+            # is sent as soon as its own chunks are in
             jobs = [[job for off, arr in pieces
                      for lo, hi in [(max(a, off), min(b, off + arr.size))] if lo < hi
-                     for job in _copy_jobs(host[lo:hi], arr[lo - off:hi - off])]
+                     for job in _copy_jobs(host[lo:hi], arr[lo - off:hi - off],
+                                           STREAM_CHUNK if streamed else None)]
                     for a, b in segments]
-            for (a, b), segment_jobs in zip(segments, jobs):
-                for job in segment_jobs:
-                    job.result()
+            waits = [lambda js=js: [job.result() for job in js] for js in jobs]
+        self._waits = waits
+        plan.update(host=host, segments=segments, waits=waits)
+
+    def _send(self, plan, on_segment):
+        """The device side of put(): each segment sent as soon as it is in."""
+        queue, dst = self.dev.queue, self.buffer
+        oclgrind = self.dev.facts.vendor == "oclgrind"
+        segments, host, start, end = plan["segments"], plan["host"], plan["start"], plan["end"]
+        # several segments, streamed: the DMA on the copy queue and the compute queue waits
+        # for each segment (for one segment the cross-queue wait would only cost)
+        copyq = self._copyq = _copy_queue(self.dev) if on_segment and len(segments) > 1 \
+            and COPY_QUEUE and not oclgrind else queue
+
+        def send(src, off, blocking):
+            ev = cl.enqueue_copy(copyq, dst, src, dst_offset=off, is_blocking=blocking)
+            if copyq is not queue:
+                cl.enqueue_barrier(queue, wait_for=[ev])
+            if on_segment:
+                on_segment(off + src.size)
+
+        try:
+            if host is None:                    # pageable: from the caller's arrays
+                for a, b in segments:
+                    for off, arr in plan["pieces"]:
+                        lo, hi = max(a, off), min(b, off + arr.size)
+                        if lo < hi:
+                            send(arr[lo - off:hi - off], lo, False)
+                return
+            for (a, b), wait in zip(segments, plan["waits"]):
+                wait()
                 if self.path != "pinned-unmap":
-                    cl.enqueue_copy(queue, dst, host[a:b], dst_offset=a, is_blocking=oclgrind
-                                    or self.path == "pageable")
+                    send(host[a:b], a, oclgrind or self.path == "pageable")
             if self.path == "pinned-unmap":
                 self.slot.unmap(queue)
                 cl.enqueue_copy(queue, dst, self.slot.pinned, byte_count=end - start,
                                 src_offset=start, dst_offset=start)
+                if on_segment:
+                    on_segment(end)
         except cl.MemoryError:
             raise DeviceError(f"{self.dev.name}: out of device memory for {self.nbytes} "
                               "bytes") from None
 
     def __exit__(self, *exc):
         self.dev.queue.finish()
+        if self._copyq is not None:
+            self._copyq.finish()
+        for wait in self._waits:            # no copy thread may still write (an exception
+            try:                            # or Ctrl-C left put() early)
+                wait()
+            except Exception:               # noqa: BLE001 - the first one was raised
+                pass
         _give_back(self.dev, self.slot)
         self.slot = None
         return False

@@ -88,8 +88,13 @@ FIRST_SLICE_PAIRS = {True: 1 << 35, False: 1 << 25}      # by DeviceFacts.is_gpu
 TRACE = None
 
 
+TRACE_SYNC = None             # ... and a queue here: finished before a mark (a probe's split)
+
+
 def _phase(name: str):
     if TRACE is not None:
+        if TRACE_SYNC is not None:
+            TRACE_SYNC.finish()
         TRACE.append((name, time.perf_counter()))
 STAGING_SLACK = 9 / 8         # staging buffers are rounded up by at most 1/8 (_transfer.capacity)
 
@@ -114,6 +119,39 @@ def default_tuning(facts, nlags: int, shortest: int = 1 << 30) -> PairTuning:
                           or shortest < JACK_BLOCKS * chunk):
         chunk //= 2
     return PairTuning(wg=wg, lpi=lpi, chunk=chunk, run=min(32, chunk))
+
+
+# Streaming (_Direct.stream): the provisional scale and centre come from the first
+# HEAD_VALUES values (a fixed count: the result does not depend on the segment size); the
+# sums made with them stand if max |x| exceeds the head's by less than 2^MAX_SCALE_GAP
+# (and, for the autocorrelation, the centre is within half a standard deviation of the
+# mean).  By default only jobs of at most STREAM_MAX_PAIRS pair terms stream (they run
+# without time slices: no progress bar, Ctrl-C after the call).
+HEAD_VALUES = 1 << 14
+MAX_SCALE_GAP = 40
+STREAM_MAX_PAIRS = {True: 1 << 37, False: 1 << 30}     # by DeviceFacts.is_gpu
+
+
+def _pair_pass(run, st, centred: bool, pairs, stream, progress):
+    """(block sums, exps) when the pair sums ran streamed (stream=None: short jobs,
+    True: wherever _Direct.can_stream), else (None, exps) with the series prepared for
+    run.sums(): unstreamed from the start, or after a streamed pass that did not stand
+    (the fallback: recentred and rescaled from the values already on the device)."""
+    if stream is not False and run.can_stream(pairs, progress, forced=bool(stream)):
+        sums, got = run.stream(st, centred, pairs)
+        if sums is not None:
+            _phase("streamed pair sums")
+            return sums, got
+        if got is not None:
+            _phase("streamed pass discarded")
+            return None, run.prepare(st, centred, checked=got)
+    return None, run.prepare(st, centred)
+
+
+def _stream_arg(value):
+    if value is not None and not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"_stream must be None, True or False, got {value!r}")
+    return value
 
 
 def _finish_rows(dev) -> int:
@@ -170,6 +208,7 @@ class _Direct:
         self.first_slice = max(1, FIRST_SLICE_PAIRS[facts.is_gpu]
                                // (t.chunk * self.lag_blocks * t.wg * t.lpi * E))
         self.rows = _finish_rows(dev)
+        self.totals = None
 
     # -- memory
 
@@ -228,18 +267,26 @@ class _Direct:
 
     # -- the run
 
-    def prepare(self, st, centred: bool):
+    def _input(self):
+        layout = {"blocked": "blocked", "float2": "float2", "float": "float"}[self.value]
+        return _ingest.Input(self.dev, self.b, self.tuning.chunk, layout, self.f64, BLOCK)
+
+    def prepare(self, st, centred: bool, checked=None):
         """Upload, check (ValueError at the first non-finite value), and for one window
         convert the whole batch; `centred`: the autocorrelation's centre (its mean on a
-        binary grid) instead of the first value as the origin."""
+        binary grid) instead of the first value as the origin.  `checked`: the check's
+        blocks of the values already uploaded (by stream()): no second upload."""
         dev, b, chunk = self.dev, self.b, self.tuning.chunk
-        layout = {"blocked": "blocked", "float2": "float2", "float": "float"}[self.value]
-        self.inp = inp = _ingest.Input(dev, b, chunk, layout, self.f64, BLOCK)
         whole = len(self.windows) == 1
-        if whole:
+        if checked is not None:
+            inp = self.inp
+            blocks = checked
+        elif whole:
+            self.inp = inp = self._input()
             inp.load(st)
             blocks = inp.check()
         else:
+            self.inp = inp = self._input()
             parts = []
             for c0, c1 in self.windows:
                 w = self.span(c0, c1)
@@ -267,7 +314,19 @@ class _Direct:
             _phase("mean and spread")
         else:
             self.centre = shift
-        queue = dev.queue
+        self.totals = None                  # the per-tile sums as read back
+        if checked is None:
+            self._allocate(centred)
+        if whole:
+            inp.convert(self.y.data, self.yoff, self.ylen, self.centre, tab=self.tab.data,
+                        sums=self.tile_sums.data if centred else None)
+        return exps
+
+    def _allocate(self, centred: bool):
+        """The converted series, its block table, the per-tile sums (`centred`) and the
+        small per-series arrays of the pair kernels."""
+        dev, inp = self.dev, self.inp
+        whole = len(self.windows) == 1
         nvalues = int(self.ylen.sum() + self.align * self.E) if whole else \
             max(self.span(*w)[1] - self.span(*w)[0] for w in self.windows)
         try:
@@ -277,20 +336,117 @@ class _Direct:
             self.tile_sums = _common.work_array(dev, 2 * tiles, inp.acc) if centred else None
         except cl.MemoryError:
             raise _common.DeviceError(f"{dev.name}: out of device memory") from None
-        if whole:
-            inp.convert(self.y.data, self.yoff, self.ylen, self.centre, tab=self.tab.data,
-                        sums=self.tile_sums.data if centred else None)
         self._voff = inp._array(self.yoff.astype(np.uint64))
-        self._nts = inp._array(b.lengths.astype(np.uint32))
+        self._nts = inp._array(self.b.lengths.astype(np.uint32))
         self._ns = self._nts
         self._nchs = inp._array(self.nch.astype(np.uint32))
-        return exps
 
-    def sums(self, st, pairs, qs=(1.0,), inv=None, nblk=None, progress=None, bar=None,
-             label="") -> cla.Array:
-        """The block sums [p][e][k][l] (acc type, or "max" for ["absmax"]) of the pair
-        functions `pairs` for the lags lag0 .. lag0 + nlags - 1."""
-        dev, t, queue = self.dev, self.tuning, self.dev.queue
+    # -- streaming: the pair sums run on each upload segment as it arrives
+
+    def can_stream(self, pairs, progress, forced: bool) -> bool:
+        """One series in one window, pair functions without a first pass (not "powdiff")
+        and not Oclgrind (one upload there); unless `forced`, also a short job (no
+        progress bar or time slices wanted) and, on CPUs (where nothing overlaps), a
+        series within the head, whose provisional values are then the true ones (a
+        discarded pass would cost as much as the real one).  A short series gains too:
+        no separate pass for the mean, one wait for the device instead of three."""
+        t = self.tuning
+        facts = self.dev.facts
+        pair_terms = self.tiles * t.chunk * self.lag_blocks * t.wg * t.lpi
+        return (self.E == 1 and len(self.windows) == 1 and "powdiff" not in pairs
+                and facts.vendor != "oclgrind"
+                and (forced or (progress in (None, False)
+                                and pair_terms <= STREAM_MAX_PAIRS[facts.is_gpu]
+                                and (facts.is_gpu or self.b.lengths[0] <= HEAD_VALUES))))
+
+    def stream(self, st, centred: bool, pairs) -> tuple:
+        """Upload the series in segments and, as each arrives, check and convert it with a
+        provisional scale 2^e0 and centre c0 (from its first HEAD_VALUES values, on the
+        host) and run the pair sums of every tile whose values are all in.  Then, with
+        the whole series checked: returns (block sums, exps) when the provisional values
+        are close enough (see _stream_ok), else (None, blocks) and the caller falls back
+        to prepare(st, centred, checked=blocks) and sums() on the values already on the
+        device.  ValueError at the first non-finite value, as prepare()."""
+        b, t, dev = self.b, self.tuning, self.dev
+        n, chunk = int(b.lengths[0]), t.chunk
+        self.inp = inp = self._input()
+        inp.begin(st)                           # the host copies start now
+        head = np.asarray(b.arrays[0][:HEAD_VALUES], np.float64)
+        big = float(np.max(np.abs(head)))
+        if not math.isfinite(big):
+            return None, None               # the check (unstreamed) names the bad value
+        e0 = -math.frexp(big)[1] if big > 0 else 0
+        shift = math.ldexp(float(head[0]), e0)
+        if centred:
+            d = np.ldexp(head, e0) - shift
+            # (einsum, not d @ d: BLAS wakes its threads, ~1-7 ms on a busy host)
+            centre = _ingest.centres(np.array([d.sum()]), np.array([np.einsum("i,i", d, d)]),
+                                     np.array([head.size]), [shift])
+        else:
+            centre = np.array([shift])
+        inp.exps = provisional = np.array([e0], np.int32)
+        inp._exps = provisional_d = inp._array(inp.exps)
+        self.centre = centre
+        self._allocate(centred)
+        job = self._pair_job(pairs)
+        nblocks, span, item = int(inp.boff[-1]), inp.span, b.dtype.itemsize
+        checks = _common.work_array(dev, (nblocks, 2), np.int32)
+        blocks = np.empty((nblocks, 2), np.int32)
+        totals = np.empty(self.tile_sums.shape, self.tile_sums.dtype) if centred else None
+        state = {"blocks": 0, "tiles": 0, "reads": []}
+
+        def on_segment(end):
+            v = end // item                     # values of the series now on the device
+            ready = nblocks if v >= n else v // span
+            lo = state["blocks"]
+            if ready > lo:
+                inp.check_blocks(lo, ready, checks)
+                inp.convert(self.y.data, self.yoff, self.ylen, centre, tab=self.tab.data,
+                            sums=self.tile_sums.data if centred else None, blocks=(lo, ready))
+                state["blocks"] = ready
+                if ready == nblocks:
+                    # all checks and per-tile sums, read once (a read per segment would
+                    # stall the host: NVIDIA waits for the queue on reads into pageable
+                    # memory), before the last pair sums: the host decides meanwhile
+                    state["reads"] = [cl.enqueue_copy(dev.queue, a, d.data, is_blocking=False)
+                                      for a, d in ((blocks, checks), (totals, self.tile_sums))
+                                      if a is not None]
+            # tile c reads the converted values [c chunk, c chunk + chunk + reach)
+            done = n if ready == nblocks else ready * span
+            tiles = self.tiles if done == n else \
+                min(self.tiles, max(0, (done - chunk - self.reach) // chunk + 1))
+            if tiles > state["tiles"]:
+                self._launch(job, 0, state["tiles"], tiles)
+                state["tiles"] = tiles
+
+        inp.load(st, on_segment=on_segment)
+        cl.wait_for_events(state["reads"])
+        _phase("upload, check and pair sums enqueued")
+        exps = inp.scales(blocks, upload=False)     # ValueError at the first non-finite value
+        self.totals = totals
+        if not self._stream_ok(int(exps[0]), e0, centred):
+            return None, blocks
+        inp.exps, inp._exps = provisional, provisional_d
+        return self._finish_pairs(job), provisional
+
+    def _stream_ok(self, e: int, e0: int, centred: bool) -> bool:
+        """Whether the pair sums made with the provisional scale 2^e0 and centre stand:
+        max |x| 2^e0 below 2^MAX_SCALE_GAP (so no float32 term overflows: powers of two
+        scale every term exactly otherwise), and for the autocorrelation the mean of the
+        converted values within half their standard deviation of 0 (the bound the
+        unstreamed centre meets: its float32 rounding then costs no more)."""
+        if e0 - e > MAX_SCALE_GAP:
+            return False
+        if not centred:
+            return True
+        s1, s2, _, _ = self.tile_totals()
+        n = int(self.b.lengths[0])
+        mean, var = s1[0] / n, s2[0] / n - (s1[0] / n) ** 2
+        return bool(var > 0 and 4 * mean * mean <= var)
+
+    def _pair_job(self, pairs, qs=(1.0,), inv=None) -> dict:
+        """The program, zeroed partial sums and small arrays of one pass of pair sums."""
+        dev, t = self.dev, self.tuning
         absmax = pairs == ["absmax"]
         acc = "max" if absmax else self.acc
         K, tpb = (1, self.tiles) if absmax else (self.K, self.tpb)
@@ -303,6 +459,36 @@ class _Direct:
         qarr = self.inp._array(np.asarray(qs, dtype=np.float32))
         invarr = self.inp._array(np.asarray(inv, dtype=np.float32)) if inv is not None \
             else qarr
+        return dict(prg=prg, K=K, tpb=tpb, Gs=Gs, dtype=dtype, npairs=npairs,
+                    partial=partial, q=qarr, inv=invarr)
+
+    def _launch(self, job, xbase: int, start: int, end: int):
+        """The pair sums of the tiles [start, end)."""
+        t = self.tuning
+        job["prg"].ts_pair_sums(
+            self.dev.queue, (self.lag_blocks * t.wg, self.E * self.G), (t.wg, 1), self.y.data,
+            self.tab.data, self._voff.data, self._nts.data, self._ns.data, self._nchs.data,
+            np.uint32(self.E), np.int64(xbase), np.uint32(self.lag0), np.uint32(self.nlags),
+            np.uint32(start), np.uint32(end), np.uint32(job["K"]), np.uint32(job["tpb"]),
+            job["q"].data, job["inv"].data, job["partial"].data)
+
+    def _finish_pairs(self, job) -> cla.Array:
+        """The block sums: the partial sums added over their slot columns."""
+        out = _common.work_array(self.dev, job["npairs"] * self.E * job["K"] * self.nlags,
+                                 job["dtype"])
+        fin = 64
+        job["prg"].ts_pair_finish(
+            self.dev.queue, (-(-self.nlags // fin) * fin, self.rows,
+                             job["npairs"] * self.E * job["K"]),
+            (fin, self.rows, 1), job["partial"].data, np.uint32(job["Gs"]),
+            np.uint32(self.nlags), out.data)
+        return out
+
+    def sums(self, st, pairs, qs=(1.0,), inv=None, nblk=None, progress=None, bar=None,
+             label="") -> cla.Array:
+        """The block sums [p][e][k][l] (acc type, or "max" for ["absmax"]) of the pair
+        functions `pairs` for the lags lag0 .. lag0 + nlags - 1."""
+        job = self._pair_job(pairs, qs, inv)
         windows = self.windows
         state = {"xbase": 0}
 
@@ -317,28 +503,19 @@ class _Direct:
             state["xbase"] = v0
 
         def launch(w, start, end):
-            prg.ts_pair_sums(queue, (self.lag_blocks * t.wg, self.E * self.G), (t.wg, 1),
-                             self.y.data, self.tab.data, self._voff.data, self._nts.data,
-                             self._ns.data, self._nchs.data, np.uint32(self.E),
-                             np.int64(state["xbase"]),
-                             np.uint32(self.lag0), np.uint32(self.nlags), np.uint32(start),
-                             np.uint32(end), np.uint32(K), np.uint32(tpb), qarr.data,
-                             invarr.data, partial.data)
+            self._launch(job, state["xbase"], start, end)
 
         advance = _common.windowed(windows, load, launch)
-        run_sliced(self.tiles, advance, queue, progress=progress, bar=bar, label=label,
+        run_sliced(self.tiles, advance, self.dev.queue, progress=progress, bar=bar, label=label,
                    what="tiles of the series", first=self.first_slice)
-        out = _common.work_array(dev, npairs * self.E * K * self.nlags, dtype)
-        fin = 64
-        prg.ts_pair_finish(queue, (-(-self.nlags // fin) * fin, self.rows, npairs * self.E * K),
-                           (fin, self.rows, 1), partial.data, np.uint32(Gs),
-                           np.uint32(self.nlags), out.data)
-        return out
+        return self._finish_pairs(job)
 
     def tile_totals(self):
         """(Σ y, Σ y²) per series and (Σ y, Σ y²) per series and jackknife block, from the
         conversion's per-tile sums: (s1, s2, s1k, s2k)."""
-        t = _common.acc_to_float64(self.tile_sums.get()).reshape(-1, 2)
+        if self.totals is None:
+            self.totals = self.tile_sums.get()
+        t = _common.acc_to_float64(self.totals).reshape(-1, 2)
         boff = self.inp.boff.astype(np.int64) if len(self.windows) == 1 \
             else np.array([0, self.tiles])
         E, K = self.E, self.K
@@ -425,7 +602,8 @@ def _sub_batches(dev, b, make):
 
 
 def hurst(p, max_lag=256, q=1.0, device=None, progress=None, *, method="auto", errors=True,
-          _accumulate=None, _tuning=None, _layout="blocked", _transfer=None) -> HurstResult:
+          _accumulate=None, _tuning=None, _layout="blocked", _transfer=None,
+          _stream=None) -> HurstResult:
     """Hurst exponent of the series p(t), t = 0 .. T-1, from its q-th order
     structure function.
 
@@ -492,6 +670,7 @@ def hurst(p, max_lag=256, q=1.0, device=None, progress=None, *, method="auto", e
     if method == "fft" and set(qs) != {2.0}:
         raise ValueError(f"method='fft' gives S_2 only (q = 2), got q = {q!r}")
     transfer = _transfer_arg(_transfer)
+    _stream = _stream_arg(_stream)
     dev = resolve_device(device)
     fft = set(qs) == {2.0} and _use_fft(dev, b.lengths, max_lag, method, _accumulate,
                                         needs_fp64=True, errors=errors)
@@ -501,7 +680,8 @@ def hurst(p, max_lag=256, q=1.0, device=None, progress=None, *, method="auto", e
             dev, sub, max_lag, len(qs), _accumulate, transfer, progress, errors))
     else:
         parts = _sub_batches(dev, b, lambda sub: _hurst_direct(
-            dev, sub, max_lag, qs, _accumulate, _tuning, _layout, transfer, progress))
+            dev, sub, max_lag, qs, _accumulate, _tuning, _layout, transfer, progress,
+            _stream))
     _common.trim_pool(dev)
     S, S_err, H, H_err = (_join([part[i] for part in parts]) for i in range(4))
     # (n_series, n_q, max_lag) -> the caller's shape
@@ -532,7 +712,8 @@ def _join(parts):
 _KIND = {1.0: "absdiff", 2.0: "sqdiff"}
 
 
-def _hurst_direct(dev, b, max_lag, qs, accumulate, tuning, layout, transfer, progress):
+def _hurst_direct(dev, b, max_lag, qs, accumulate, tuning, layout, transfer, progress,
+                  stream=None):
     """(S, S_err, H, H_err), each (n_series, n_q, max_lag), by pair sums."""
     kinds = [_KIND.get(q, "powdiff") for q in qs]
     what = f"hurst of {int(b.lengths.max())} points with max_lag = {max_lag}"
@@ -541,15 +722,16 @@ def _hurst_direct(dev, b, max_lag, qs, accumulate, tuning, layout, transfer, pro
     passes = 2 if "powdiff" in kinds else 1
     with _staged(dev, run.raw_bytes(), transfer) as st, \
             Progress(passes * run.tiles, progress, label="hurst") as bar:
-        exps = run.prepare(st, centred=False)
+        sums, exps = _pair_pass(run, st, False, kinds, stream, progress)
         inv = np.ones((E, nl), np.float32)
         if "powdiff" in kinds:
             top = run.sums(st, ["absmax"], bar=bar)
             M = top.get().reshape(E, nl).astype(np.float64)
             with np.errstate(divide="ignore"):
                 inv = np.where(M > 0, 1.0 / M, 0.0).astype(np.float32)
-        sums = run.sums(st, kinds, qs=qs, inv=inv, bar=bar)
-        _phase("conversion and pair sums")
+        if sums is None:
+            sums = run.sums(st, kinds, qs=qs, inv=inv, bar=bar)
+            _phase("conversion and pair sums")
         if run.f64:
             odtype = _out_dtype(b)
             prg = dev.build("timeseries/finish.cl", kinds=kinds, otype=_CL_OUT[odtype])
@@ -560,6 +742,7 @@ def _hurst_direct(dev, b, max_lag, qs, accumulate, tuning, layout, transfer, pro
                                 np.uint32(run.bl), run._ns.data, run.inp._exps.data,
                                 run.inp._array(np.asarray(qs, np.float32)).data,
                                 run.inp._array(inv).data, out.data)
+            _phase("finish kernels")
             res = _xfer.download(dev, out.data, np.empty((4, len(kinds), E, nl), odtype))
             return tuple(res.transpose(0, 2, 1, 3))
         blocks = _common.acc_to_float64(sums.get()).reshape(len(kinds), E, run.K, nl)
@@ -575,7 +758,7 @@ def _hurst_direct(dev, b, max_lag, qs, accumulate, tuning, layout, transfer, pro
 
 def autocorrelation(x, max_lag=256, stationary=False, device=None, progress=None, *,
                     method="auto", errors=True, _accumulate=None, _tuning=None,
-                    _transfer=None) -> AutocorrelationResult:
+                    _transfer=None, _stream=None) -> AutocorrelationResult:
     """Autocorrelation ρ(Δt), Δt = 0 .. max_lag, of the series x(t), t = 0 .. T-1
     (normally price changes, not prices).
 
@@ -624,6 +807,7 @@ def autocorrelation(x, max_lag=256, stationary=False, device=None, progress=None
     method = _method(method)
     errors = _errors(errors)
     transfer = _transfer_arg(_transfer)
+    _stream = _stream_arg(_stream)
     dev = resolve_device(device)
     fft = _use_fft(dev, b.lengths, max_lag, method, _accumulate, errors=errors)
     form = "stationary" if stationary else "general"
@@ -632,7 +816,7 @@ def autocorrelation(x, max_lag=256, stationary=False, device=None, progress=None
                                    progress, "autocorrelation", errors)
     else:
         run = lambda sub: _acf_direct(dev, sub, max_lag, bool(stationary),  # noqa: E731
-                                      _accumulate, _tuning, transfer, progress)
+                                      _accumulate, _tuning, transfer, progress, _stream)
     parts = _sub_batches(dev, b, run)
     _common.trim_pool(dev)
     rho, err = (_join([part[i] for part in parts]) for i in range(2))
@@ -644,16 +828,18 @@ def autocorrelation(x, max_lag=256, stationary=False, device=None, progress=None
                                  rho_err=err, method="fft" if fft else "direct")
 
 
-def _acf_direct(dev, b, max_lag, stationary, accumulate, tuning, transfer, progress):
+def _acf_direct(dev, b, max_lag, stationary, accumulate, tuning, transfer, progress,
+                stream=None):
     """(ρ, ρ_err), each (n_series, max_lag + 1), by pair sums."""
     nl = max_lag + 1
     what = f"the autocorrelation of {int(b.lengths.max())} points with max_lag = {max_lag}"
     run = _Direct(dev, b, max_lag, 1, "float", 1, accumulate, tuning, what)
     E = run.E
     with _staged(dev, run.raw_bytes(), transfer) as st:
-        exps = run.prepare(st, centred=True)
-        sums = run.sums(st, ["product"], progress=progress, label="autocorrelation")
-        _phase("conversion and pair sums")
+        sums, exps = _pair_pass(run, st, True, ["product"], stream, progress)
+        if sums is None:
+            sums = run.sums(st, ["product"], progress=progress, label="autocorrelation")
+            _phase("conversion and pair sums")
         s1, s2, s1k, s2k = run.tile_totals()
         if len(run.windows) == 1:
             ybuf, hoff = run.y, run.yoff.astype(np.uint64)
@@ -670,6 +856,7 @@ def _acf_direct(dev, b, max_lag, stationary, accumulate, tuning, transfer, progr
                 rho[e], err[e] = _finish.acf(cross[e], head, tail, s1[e], s2[e], s1k[e], s2k[e],
                                              int(b.lengths[e]), run.bl, stationary)
             return rho.astype(_out_dtype(b), copy=False), err.astype(_out_dtype(b), copy=False)
+        _phase("block sums and moments")
         return _acf_finish_device(dev, run.inp, ybuf, "float", hoff, toff, b.lengths, nl,
                                   sums, 0, run.K, run.bl, (s1, s2, s1k, s2k), exps,
                                   "stationary" if stationary else "general", _out_dtype(b))
@@ -725,6 +912,7 @@ def _acf_finish_device(dev, inp, ybuf, ytype, hoff, toff, lengths, nl, cross, cs
                       else cross, np.uint64(cstride), np.uint32(max(nblk, 1)), np.uint32(bl),
                       *[arr(np.asarray(m, np.float64).reshape(-1)).data for m in moments],
                       arr(np.asarray(exps, np.int32)).data, out.data, err.data)
+    _phase("finish kernels")
     if keep:                    # the device arrays, for more kernels
         return out, err, prg
     rho = _xfer.download(dev, out.data, np.empty((E, nl), odtype))

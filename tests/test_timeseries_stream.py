@@ -1,0 +1,200 @@
+"""hurst() and autocorrelation() with the pair sums streamed over the upload segments
+(correlation._Direct.stream): the NumPy references at odd lengths, the same bits for any
+segment size, the unstreamed S bit for bit, and the fallback to the recentred pass when
+the provisional scale or centre from the head of the series is too far off."""
+
+import numpy as np
+import pytest
+
+from clphys.timeseries import _transfer, autocorrelation, correlation, hurst
+from clphys.timeseries.reference import autocorrelation_numpy, hurst_numpy
+
+HEAD = 2048                     # provisional values from this many first values
+T = 12_001                      # odd, several segments of the sizes below
+MAX_LAG = 37
+# (segment, tail) bytes: many segments; a few with the last one halved down to ~1000
+# bytes; one segment
+SEGMENTS = [(4096 + 8, 0), (3 * 8192, 1000), (1 << 20, 1 << 21)]
+
+
+@pytest.fixture
+def small_head(monkeypatch):
+    monkeypatch.setattr(correlation, "HEAD_VALUES", HEAD)
+
+
+def traced(fn):
+    """(result, phase names) of one call."""
+    correlation.TRACE = []
+    try:
+        return fn(), [name for name, _ in correlation.TRACE]
+    finally:
+        correlation.TRACE = None
+
+
+def streamed(monkeypatch, segment, fn):
+    """fn() with the given segment size (or (size, tail)); asserts that it streamed and
+    stood."""
+    segment, tail = segment if isinstance(segment, tuple) else (segment, 0)
+    monkeypatch.setattr(_transfer, "STREAM_SEGMENT_BYTES", segment)
+    monkeypatch.setattr(_transfer, "STREAM_TAIL_BYTES", tail)
+    res, phases = traced(fn)
+    assert "streamed pair sums" in phases, phases
+    return res
+
+
+def walk(n, seed):
+    return 1e3 + np.cumsum(np.random.default_rng(seed).standard_normal(n))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("spec, chunk", [("pageable", None), ("pinned+overlap", None),
+                                         ("pinned+overlap", 1000)])
+def test_streamed_matches_numpy_and_any_segment_size(device, small_head, monkeypatch,
+                                                      dtype, spec, chunk):
+    """Several segments (and tiles waiting for the values `max_lag` ahead): the NumPy
+    references, and the same bits for every segment size; the pinned buffer filled by 3
+    threads in order (their shares of each segment) or in chunks of 1000 bytes."""
+    monkeypatch.setattr(_transfer, "COPY_THREADS", 3)
+    monkeypatch.setattr(_transfer, "STREAM_CHUNK", chunk)
+    monkeypatch.setattr(_transfer, "_pool", None)
+    p = walk(T, 1).astype(dtype)
+    x = np.diff(p)
+    first = None
+    for segment in SEGMENTS:
+        h = [streamed(monkeypatch, segment, lambda: hurst(p, MAX_LAG, q=q, device=device,
+                                                          _stream=True, _transfer=spec))
+             for q in (1, 2)]
+        a = [streamed(monkeypatch, segment, lambda: autocorrelation(
+            x, MAX_LAG, stationary=s, device=device, _stream=True, _transfer=spec))
+            for s in (False, True)]
+        got = [r.S for r in h] + [r.H for r in h] + [r.S_err for r in h] + \
+            [r.rho for r in a] + [r.rho_err for r in a]
+        if first is None:
+            first = got
+            p64, x64 = p.astype(np.float64), x.astype(np.float64)
+            for q, r in zip((1, 2), h):
+                S, H = hurst_numpy(p64, MAX_LAG, q=q)
+                np.testing.assert_allclose(r.S, S, rtol=1e-6)
+                np.testing.assert_allclose(r.H[1:], H[1:], atol=1e-4)
+            for s, r in zip((False, True), a):
+                np.testing.assert_allclose(r.rho, autocorrelation_numpy(x64, MAX_LAG, s),
+                                           atol=1e-6)
+        else:
+            for g, f in zip(got, first):
+                assert np.array_equal(g, f, equal_nan=True)
+
+
+def test_streamed_hurst_is_the_unstreamed_bit_for_bit(device, small_head, monkeypatch):
+    """S and its errors are the unstreamed path's bits also when max |p| lies far beyond
+    the head (a provisional scale 2^20 too large: power-of-two scaling is exact)."""
+    p = walk(T, 2)
+    p[5000:] += 1e6 * np.std(np.diff(p))
+    for series in (p, walk(T, 3)):
+        want = hurst(series, MAX_LAG, device=device, _stream=False)
+        got = streamed(monkeypatch, 3 * 8192, lambda: hurst(series, MAX_LAG, device=device,
+                                                            _stream=True))
+        assert np.array_equal(got.S, want.S) and np.array_equal(got.S_err, want.S_err)
+        np.testing.assert_allclose(got.H, want.H, rtol=0, atol=1e-12)
+
+
+def jump(n):
+    x = np.random.default_rng(4).standard_normal(n)
+    x[3 * HEAD:] += 1e6
+    return x
+
+
+def trend(n):
+    return np.random.default_rng(5).standard_normal(n) + np.arange(n) * 1e-2
+
+
+def tiny_head(n):
+    x = np.random.default_rng(6).standard_normal(n)
+    x[:HEAD] *= 1e-300
+    return x
+
+
+@pytest.mark.parametrize("make, fn, falls_back", [
+    (jump, "acf", True),            # the centre from the head: 1e6 sigma off
+    (trend, "acf", True),           # ... drifts away
+    (tiny_head, "acf", True),       # the scale from the head: 2^990 too large
+    (tiny_head, "hurst", True),
+    (jump, "hurst", False),         # a scale 2^20 off stands (exact)
+    (trend, "hurst", False),
+])
+def test_fallback_when_the_head_misleads(device, small_head, monkeypatch, make, fn,
+                                         falls_back):
+    """Adversarial series: the streamed pass is discarded where the provisional values
+    are too far off, and the result is then exactly the unstreamed one."""
+    monkeypatch.setattr(_transfer, "STREAM_SEGMENT_BYTES", 3 * 8192)
+    x = make(T)
+    call = (lambda s: autocorrelation(x, MAX_LAG, device=device, _stream=s)) if fn == "acf" \
+        else (lambda s: hurst(x, MAX_LAG, device=device, _stream=s))
+    got, phases = traced(lambda: call(True))
+    want = call(False)
+    assert ("streamed pass discarded" in phases) == falls_back, phases
+    for g, w in ((got.rho, want.rho), (got.rho_err, want.rho_err)) if fn == "acf" else \
+            ((got.S, want.S), (got.S_err, want.S_err)):
+        assert np.array_equal(g, w, equal_nan=True)
+    if fn == "acf":
+        np.testing.assert_allclose(got.rho, autocorrelation_numpy(x, MAX_LAG), atol=1e-6)
+
+
+@pytest.mark.parametrize("scale", [1e-300, 1e300])
+def test_streamed_at_extreme_scales(device, small_head, monkeypatch, scale):
+    """The whole series at 1e-300 or 1e300: the head's scale stands (no fallback), and
+    the results are those of the unit-scale series (ρ to 1e-7, S scaled)."""
+    x = np.random.default_rng(7).standard_normal(T)
+    for fn in (lambda v: autocorrelation(v, MAX_LAG, device=device, _stream=True).rho,
+               lambda v: hurst(v, MAX_LAG, device=device, _stream=True).S / np.abs(v).max()):
+        ref = streamed(monkeypatch, 3 * 8192, lambda: fn(x))
+        got = streamed(monkeypatch, 3 * 8192, lambda: fn(x * scale))
+        np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-7)
+
+
+def test_streamed_bad_values_are_named(device, small_head, monkeypatch):
+    """A NaN after the head (found by the segments' checks) or in it (no streaming), and a
+    constant series: the unstreamed path's errors."""
+    monkeypatch.setattr(_transfer, "STREAM_SEGMENT_BYTES", 3 * 8192)
+    for at in (9000, 10):
+        x = np.random.default_rng(8).standard_normal(T)
+        x[at] = np.nan
+        with pytest.raises(ValueError, match=f"non-finite.*at index {at}"):
+            autocorrelation(x, MAX_LAG, device=device, _stream=True)
+        with pytest.raises(ValueError, match=f"non-finite.*at index {at}"):
+            hurst(x, MAX_LAG, device=device, _stream=True)
+    with pytest.raises(ValueError, match="constant"):
+        autocorrelation(np.full(T, 3.0), MAX_LAG, device=device, _stream=True)
+
+
+def test_batches_and_powdiff_do_not_stream(device, monkeypatch):
+    """Several series, or q outside {1, 2} (a first pass for the per-lag maxima), run
+    unstreamed even when asked: the same results as without."""
+    monkeypatch.setattr(_transfer, "STREAM_SEGMENT_BYTES", 4096)
+    P = np.stack([walk(3001, 9), walk(3001, 10)])
+    for kw in (dict(p=P, q=1), dict(p=P[0], q=3.0)):
+        got, phases = traced(lambda: hurst(kw["p"], 20, q=kw["q"], device=device,
+                                           _stream=True))
+        assert "streamed pair sums" not in phases
+        assert np.array_equal(got.S, hurst(kw["p"], 20, q=kw["q"], device=device,
+                                           _stream=False).S)
+    with pytest.raises(TypeError, match="_stream"):
+        hurst(P[0], 20, device=device, _stream="yes")
+
+
+def test_ordered_copy_fills_in_order_and_hands_errors_on(monkeypatch):
+    """The copy threads' shares of each segment (segments smaller than the thread count
+    too), and an exception in a thread raised by the waits instead of hanging them."""
+    monkeypatch.setattr(_transfer, "COPY_THREADS", 3)
+    monkeypatch.setattr(_transfer, "_pool", None)
+    src = np.arange(1000, dtype=np.uint8)
+    host = np.zeros(1100, np.uint8)
+    segments = [(100, 102), (102, 600), (600, 1100)]
+    for wait in _transfer._ordered_copy(host, [(100, src)], segments):
+        wait()
+    assert np.array_equal(host[100:], src) and not host[:100].any()
+    frozen = np.zeros(1100, np.uint8)
+    frozen.flags.writeable = False
+    waits = _transfer._ordered_copy(frozen, [(100, src)], segments)
+    for wait in waits:
+        with pytest.raises(ValueError):
+            wait()
