@@ -20,6 +20,15 @@
 ##                tile into local memory (its minimum, range and (h - min)/range), instead of
 ##                by every (t^, τ) item that reads it; the sign decisions use the same
 ##                minimum and range floats (the same bits), Q the stored normalised values
+##         slide  (optional, default 0) U > 0, a divisor of tb: each item keeps the
+##                maxp + maxf values around p(t^ - τ) in registers and slides them along τ
+##                (one local read per τ for them instead of maxp + maxf), unrolled U times;
+##                each window position's minimum, range and 1/range come from local memory,
+##                computed once per tile as with pre, and Q's terms (h - min) * (1/range)
+##                are pre's stored values: the same bits as pre.  Excludes pre.
+##         qsw    (optional, default 0) 1: Q's terms θ = m .. 2 by a switch on m that
+##                falls through (one jump per τ instead of maxp - 1 tests; θ descending,
+##                so Q's last bits differ from qsw = 0)
 ##
 ## The launch covers t^ in [t_lo, t_hi) with t_lo - 1 a multiple of wg; work group j of it
 ## owns wg consecutive t^ and adds into slot (slot0 + j) % nslots, so that a slot receives
@@ -49,9 +58,13 @@
     qform = context.get("qform", "plain")
     sign = context.get("sign", "sub")
     pre = context.get("pre", 0)
+    slide = context.get("slide", 0)
+    qsw = context.get("qsw", 0) and not mfix
     if not 0 <= mfix <= maxp or qform not in ("plain", "mad", "fast") or sign not in ("sub", "cmp"):
         raise ValueError("pattern.cl: need 0 <= mfix <= maxp, qform 'plain', 'mad' or 'fast', "
                          "sign 'sub' or 'cmp'")
+    if slide < 0 or (slide and (tb % slide or pre)):
+        raise ValueError("pattern.cl: slide must be 0 or a divisor of tb, and excludes pre")
     P = "pc_" + acc[0] + "_"          # helper names carry the accumulator variant
     tile_len = wg + tb + maxp + maxf
     NPOS = wg + tb - 1                # historical window positions of a tile (pre)
@@ -61,6 +74,22 @@
         """The run-time test that θ = t is inside the window (none when Δt⁻ is fixed)."""
         return "true" if mfix else "m >= %du" % t
     F = range(1, maxf + 1)            # Δt⁺
+    L = maxp + maxf                   # values an item slides along τ (slide)
+
+    def q_terms(hn, indent):
+        """Q's terms θ = 2 .. m into s, d = c_θ - hn(θ) (hn: the historical window's
+        normalised value), by guards or by a switch on m that falls through (qsw)."""
+        pad = " " * indent
+        term = "{ const float d = c%d - %s; s = mad(d, d, s); }"
+        if qsw:
+            return "\n".join([pad + "switch (m) {"]
+                             + [pad + "case %du: " % t + term % (t, hn(t)) for t in reversed(TH[1:])]
+                             + [pad + "default: break;", pad + "}"])
+        return "\n".join(pad + "if (%s) " % guard(t) + term % (t, hn(t)) for t in TH[1:])
+
+    def sa(f):
+        """sgn of the current continuation Δt⁺ = f (in local memory with slide: registers)."""
+        return "lsa[%du + lid]" % ((f - 1) * wg) if slide else "sa%d" % f
 %>
 // Sign decisions compare two rounded products; a fused multiply-add would round one only.
 #pragma OPENCL FP_CONTRACT OFF
@@ -78,12 +107,23 @@ void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, cons
                  const uint max_hist, const float chi,
                  __global ${P}acc_t *partial, __global ulong *counts)
 {
+% if slide:
+    __local float tile_pad[${tile_len + 1}];
+    __local float *tile = tile_pad + 1;            // tile[-1]: the read after the last τ
+% else:
     __local float tile[${tile_len}];
+% endif
     __local ${P}acc_t lacc[${2 * maxf * wg}];
     __local uint lcnt[${3 * wg}];
-% if pre:
+% if pre or slide:
     __local float plo[${NPOS}], prg[${NPOS}];      // window minimum and range by position
+% endif
+% if pre:
     __local float phn[${(mfix or maxp) * NPOS}];   // (h_θ - min) / range, θ-major
+% elif slide:
+    __local float pir[${NPOS}];                    // 1 / range (0 for a zero range)
+    __local float lsa[${maxf * wg}];
+    if (get_local_id(0) == 0) tile_pad[0] = 0.0f;  // read by the slide past the last τ
 % endif
     const uint lid = get_local_id(0);
     const uint slot = (slot0 + get_group_id(0)) % nslots;
@@ -120,7 +160,7 @@ void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, cons
 % endfor
     // sgn of p̃(t^-1+Δt⁺) - p̃(t^-1); 0 where t^-1+Δt⁺ is past the end
 % for f in F:
-    const float sa${f} = (ok && th + ${f - 1}u < n) ? sign(pc_val(P(th + ${f - 1}u), o)) : 0.0f;
+    ${"" if slide else "const float "}${sa(f)} = (ok && th + ${f - 1}u < n) ? sign(pc_val(P(th + ${f - 1}u), o)) : 0.0f;
 % endfor
     const float chim = chi / (float)m;
     const uint tau_max = ok ? min(max_hist, th - m) : 0u;
@@ -149,7 +189,7 @@ void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, cons
         const float rct = ok ? pc_val(P(th - ihi), ot) - lct : 0.0f;
         const float c1lt = ok ? pc_val(P(th - 1u), ot) - lct : 0.0f;
         barrier(CLK_LOCAL_MEM_FENCE);
-% if pre:
+% if pre or slide:
         // position j: the historical window tile[j + maxp - θ], θ = 1 .. m
         for (uint j = lid; j < ${NPOS}u; j += ${wg}u) {
             const uint i0 = j + ${maxp}u;
@@ -167,9 +207,13 @@ void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, cons
 %   endif
             plo[j] = lo;
             prg[j] = rg;
-%   for t in TH:
+%   if slide:
+            pir[j] = ir;
+%   else:
+%     for t in TH:
             if (${guard(t)}) phn[${(t - 1) * NPOS}u + j] = (g${t} - lo) * ir;
-%   endfor
+%     endfor
+%   endif
         }
         barrier(CLK_LOCAL_MEM_FENCE);
 % endif
@@ -177,17 +221,54 @@ void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, cons
         float up${f} = 0.0f, dn${f} = 0.0f;       // Σ w over b > 0, over b < 0
 % endfor
         const uint kend = tau_max >= t0 ? min(${tb}u, tau_max + 1u - t0) : 0u;
+% if slide:
+        // r_q = tile[j + q], q = 0 .. L-1, around position j = i0 - maxp of τ = t0 + k:
+        // h_θ = r_{maxp-θ}, the continuation Δt⁺ = f is r_{maxp+f-1}; τ + 1 shifts by one
+        const uint j0 = lid + ${tb - 1}u;
+%   for q in range(L):
+        float r${q} = tile[j0 + ${q}u];
+%   endfor
+        for (uint kb = 0; kb < kend; kb += ${slide}u) {
+<%   names = ["r%d" % q for q in range(L)] %>
+%   for u in range(slide):
+            {
+                const uint k = kb + ${u}u, j = j0 - k;
+                const float lh = plo[j], rh = prg[j], irh = pir[j];
+                const bool live = k < kend;
+                skip_hist += live && !(rh > 0.0f) ? 1u : 0u;
+                float s;
+                { const float d = c1 - (${names[maxp - 1]} - lh) * irh; s = d * d; }
+${q_terms(lambda t: "(%s - lh) * irh" % names[maxp - t], 16)}
+                const float w = live && rh > 0.0f ? ${exp}(-chim * s) : 0.0f;
+                const float K = c1lt * rh;
+%     for f in F:
+%       if sign == "cmp":
+                { const float b = (${names[maxp + f - 1]} - lh) * rct; up${f} += b > K ? w : 0.0f; dn${f} += b < K ? w : 0.0f; }
+%       else:
+                { const float b = (${names[maxp + f - 1]} - lh) * rct - K; up${f} += b > 0.0f ? w : 0.0f; dn${f} += b < 0.0f ? w : 0.0f; }
+%       endif
+%     endfor
+                ${names[L - 1]} = tile[(int)j - 1];
+            }
+<%     names = [names[L - 1]] + names[:L - 1] %>
+%   endfor
+%   if slide % L:
+            {
+                const float ${", ".join("t%d = %s" % (q, names[q]) for q in range(L))};
+                ${" ".join("r%d = t%d;" % (q, q) for q in range(L))}
+            }
+%   endif
+        }
+% else:
         for (uint k = 0; k < kend; ++k) {
             const int i0 = (int)th - (int)(t0 + k) - base;     // tile index of p(t^ - τ)
 % if pre:
             const uint j = (uint)i0 - ${maxp}u;
             const float lh = plo[j], rh = prg[j];
             if (rh > 0.0f) {
-                float d = c1 - phn[j];
-                float s = d * d;
-%   for t in TH[1:]:
-                if (${guard(t)}) { d = c${t} - phn[${(t - 1) * NPOS}u + j]; s = mad(d, d, s); }
-%   endfor
+                float s;
+                { const float d = c1 - phn[j]; s = d * d; }
+${q_terms(lambda t: "phn[%du + j]" % ((t - 1) * NPOS), 16)}
 % else:
             const float h1 = tile[i0 - 1];
             float lh = h1, hh = h1;
@@ -237,9 +318,10 @@ void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, cons
                 ++skip_hist;
             }
         }
+% endif
 % for f in F:
-        lacc[${f - 1}u * ${wg}u + lid] = ${P}fold(lacc[${f - 1}u * ${wg}u + lid], sa${f} * (up${f} - dn${f}));
-        lacc[${maxf + f - 1}u * ${wg}u + lid] = ${P}fold(lacc[${maxf + f - 1}u * ${wg}u + lid], fabs(sa${f}) * (up${f} + dn${f}));
+        lacc[${f - 1}u * ${wg}u + lid] = ${P}fold(lacc[${f - 1}u * ${wg}u + lid], ${sa(f)} * (up${f} - dn${f}));
+        lacc[${maxf + f - 1}u * ${wg}u + lid] = ${P}fold(lacc[${maxf + f - 1}u * ${wg}u + lid], fabs(${sa(f)}) * (up${f} + dn${f}));
 % endfor
     }
 

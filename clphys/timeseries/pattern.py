@@ -55,7 +55,10 @@ class PatternTuning:
     steps; max_past programs to build, one launch each) instead of one for all Δt⁻;
     `qform`, `sign`: pattern.cl's variants ("mad": Q by mad(), "cmp": b compared with K;
     the sign decisions stay exact); `pre`: each historical window normalised once per
-    tile in local memory (pattern.cl), not by every item that reads it."""
+    tile in local memory (pattern.cl), not by every item that reads it; `slide` = U > 0
+    (a divisor of tb, excludes pre): each item slides the values around p(t̂ - τ) along τ
+    in registers, U steps unrolled (the same bits as pre); `qsw`: Q's window steps by a
+    switch on Δt⁻ instead of a test per step."""
     wg: int
     tb: int
     launch_pairs: int | None = None
@@ -64,6 +67,8 @@ class PatternTuning:
     qform: str = "mad"
     sign: str = "cmp"
     pre: bool = False
+    slide: int = 0
+    qsw: bool = False
 
 
 
@@ -72,6 +77,8 @@ def local_bytes(t: PatternTuning, max_past: int, max_future: int) -> int:
     """Local memory of a ts_pc_sweep work group (8-byte accumulators)."""
     tile = 4 * (t.wg + t.tb + max_past + max_future)
     pre = 4 * (2 + max_past) * (t.wg + t.tb - 1) if t.pre else 0
+    if t.slide:                                     # min, range, 1/range; signs; tile[-1]
+        pre = 4 * 3 * (t.wg + t.tb - 1) + 4 * max_future * t.wg + 4
     return tile + 8 * 2 * max_future * t.wg + 4 * 3 * t.wg + pre
 
 
@@ -293,7 +300,7 @@ def pattern_conformity(p, max_past=20, max_future=20, chi=100.0, max_history=163
     windows = [_pc_windows(dev, int(T[e]), t.wg, int(units[e]), reach_back + t.wg + max_future,
                            fixed, what) for e in range(E)]
     shape = dict(wg=t.wg, tb=t.tb, maxp=max_past, maxf=max_future, acc=acc, exp=t.exp,
-                 qform=t.qform, sign=t.sign, pre=int(t.pre))
+                 qform=t.qform, sign=t.sign, pre=int(t.pre), slide=t.slide, qsw=int(t.qsw))
     # (program, grid rows): each Δt⁻ compiled in, or all Δt⁻ as grid rows of one launch
     sweeps = ([(dev.build("timeseries/pattern.cl", mfix=m, **shape), 1)
                for m in range(1, max_past + 1)] if t.per_past
