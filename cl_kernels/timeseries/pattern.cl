@@ -25,7 +25,12 @@
 ##                (one local read per τ for them instead of maxp + maxf), unrolled U times;
 ##                each window position's minimum, range and 1/range come from local memory,
 ##                computed once per tile as with pre, and Q's terms (h - min) * (1/range)
-##                are pre's stored values: the same bits as pre.  Excludes pre.
+##                are pre's stored values with qform "plain" (the same bits as pre), one
+##                mad with qform "mad" or "fast".  Excludes pre.
+##         sign "fma" (slide only): b = fma(h, rc, -(lh rc)) against K = fma(c1, rh, -(lc rh)),
+##                one instruction per Δt⁺ less; ties stay exact where the windows share their
+##                extremes (the same operations on the same floats) and for ticks while the
+##                products of the tile-frame values with the ranges stay below 2^24
 ##         qsw    (optional, default 0) 1: Q's terms θ = m .. 2 by a switch on m that
 ##                falls through (one jump per τ instead of maxp - 1 tests; θ descending,
 ##                so Q's last bits differ from qsw = 0)
@@ -60,11 +65,12 @@
     pre = context.get("pre", 0)
     slide = context.get("slide", 0)
     qsw = context.get("qsw", 0) and not mfix
-    if not 0 <= mfix <= maxp or qform not in ("plain", "mad", "fast") or sign not in ("sub", "cmp"):
+    if not 0 <= mfix <= maxp or qform not in ("plain", "mad", "fast") or sign not in ("sub", "cmp", "fma"):
         raise ValueError("pattern.cl: need 0 <= mfix <= maxp, qform 'plain', 'mad' or 'fast', "
                          "sign 'sub' or 'cmp'")
-    if slide < 0 or (slide and (tb % slide or pre)):
-        raise ValueError("pattern.cl: slide must be 0 or a divisor of tb, and excludes pre")
+    if slide < 0 or (slide and (tb % slide or pre)) or (sign == "fma" and not slide):
+        raise ValueError("pattern.cl: slide must be 0 or a divisor of tb, and excludes pre; "
+                         "sign 'fma' needs slide")
     P = "pc_" + acc[0] + "_"          # helper names carry the accumulator variant
     tile_len = wg + tb + maxp + maxf
     NPOS = wg + tb - 1                # historical window positions of a tile (pre)
@@ -76,16 +82,16 @@
     F = range(1, maxf + 1)            # Δt⁺
     L = maxp + maxf                   # values an item slides along τ (slide)
 
-    def q_terms(hn, indent):
-        """Q's terms θ = 2 .. m into s, d = c_θ - hn(θ) (hn: the historical window's
-        normalised value), by guards or by a switch on m that falls through (qsw)."""
+    def q_terms(d, indent):
+        """Q's terms θ = 2 .. m into s (d(θ): the expression of d_θ), by guards or by a
+        switch on m that falls through (qsw)."""
         pad = " " * indent
-        term = "{ const float d = c%d - %s; s = mad(d, d, s); }"
+        term = lambda t: "{ const float d = %s; s = mad(d, d, s); }" % d(t)
         if qsw:
             return "\n".join([pad + "switch (m) {"]
-                             + [pad + "case %du: " % t + term % (t, hn(t)) for t in reversed(TH[1:])]
+                             + [pad + "case %du: " % t + term(t) for t in reversed(TH[1:])]
                              + [pad + "default: break;", pad + "}"])
-        return "\n".join(pad + "if (%s) " % guard(t) + term % (t, hn(t)) for t in TH[1:])
+        return "\n".join(pad + "if (%s) " % guard(t) + term(t) for t in TH[1:])
 
     def sa(f):
         """sgn of the current continuation Δt⁺ = f (in local memory with slide: registers)."""
@@ -165,7 +171,8 @@ void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, cons
     const float chim = chi / (float)m;
     const uint tau_max = ok ? min(max_hist, th - m) : 0u;
     const uint last = min(A + ${wg}u, t_hi) - 1u;  // the group's last t^
-    const uint g_tau = last > m ? min(max_hist, last - m) : 0u;
+    // (Δt⁻ = 1: every window has zero range, no τ to run)
+    const uint g_tau = last > m && m > 1u ? min(max_hist, last - m) : 0u;
 
 % for f in F:
     lacc[${f - 1}u * ${wg}u + lid] = ${P}ZERO;
@@ -187,7 +194,8 @@ void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, cons
         // extremes and the continuation is p(t^-1) itself (overlapping windows)
         const float lct = ok ? pc_val(P(th - ilo), ot) : 0.0f;
         const float rct = ok ? pc_val(P(th - ihi), ot) - lct : 0.0f;
-        const float c1lt = ok ? pc_val(P(th - 1u), ot) - lct : 0.0f;
+        const float c1t = ok ? pc_val(P(th - 1u), ot) : 0.0f;
+        const float c1lt = c1t - lct;
         barrier(CLK_LOCAL_MEM_FENCE);
 % if pre or slide:
         // position j: the historical window tile[j + maxp - θ], θ = 1 .. m
@@ -237,12 +245,23 @@ void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, cons
                 const bool live = k < kend;
                 skip_hist += live && !(rh > 0.0f) ? 1u : 0u;
                 float s;
+%     if qform == "plain":
                 { const float d = c1 - (${names[maxp - 1]} - lh) * irh; s = d * d; }
-${q_terms(lambda t: "(%s - lh) * irh" % names[maxp - t], 16)}
+${q_terms(lambda t: "c%d - (%s - lh) * irh" % (t, names[maxp - t]), 16)}
+%     else:
+                { const float d = mad(lh - ${names[maxp - 1]}, irh, c1); s = d * d; }
+${q_terms(lambda t: "mad(lh - %s, irh, c%d)" % (names[maxp - t], t), 16)}
+%     endif
                 const float w = live && rh > 0.0f ? ${exp}(-chim * s) : 0.0f;
+%     if sign == "fma":
+                const float K = fma(c1t, rh, -(lct * rh)), nl = -(lh * rct);
+%     else:
                 const float K = c1lt * rh;
+%     endif
 %     for f in F:
-%       if sign == "cmp":
+%       if sign == "fma":
+                { const float b = fma(${names[maxp + f - 1]}, rct, nl); up${f} += b > K ? w : 0.0f; dn${f} += b < K ? w : 0.0f; }
+%       elif sign == "cmp":
                 { const float b = (${names[maxp + f - 1]} - lh) * rct; up${f} += b > K ? w : 0.0f; dn${f} += b < K ? w : 0.0f; }
 %       else:
                 { const float b = (${names[maxp + f - 1]} - lh) * rct - K; up${f} += b > 0.0f ? w : 0.0f; dn${f} += b < 0.0f ? w : 0.0f; }
@@ -268,7 +287,7 @@ ${q_terms(lambda t: "(%s - lh) * irh" % names[maxp - t], 16)}
             if (rh > 0.0f) {
                 float s;
                 { const float d = c1 - phn[j]; s = d * d; }
-${q_terms(lambda t: "phn[%du + j]" % ((t - 1) * NPOS), 16)}
+${q_terms(lambda t: "c%d - phn[%du + j]" % (t, (t - 1) * NPOS), 16)}
 % else:
             const float h1 = tile[i0 - 1];
             float lh = h1, hh = h1;
