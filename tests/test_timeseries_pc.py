@@ -76,6 +76,35 @@ def test_one_program_per_past_gives_the_same_sums(device, kind, pre):
     np.testing.assert_array_equal(per_past.pairs, one.pairs)
 
 
+@pytest.mark.parametrize("kind", ["walk", "ticks"])
+def test_sliding_windows_give_the_same_sums(device, kind):
+    """slide (values slid along τ in registers) with pre's rounding of Q: the same bits as
+    pre, whatever the unrolling; with Q by mad, Q's steps by a switch on Δt⁻ (qsw) and the
+    fma sign decisions: the reference, and qsw the same bits with pre as with slide."""
+    p = series("walk", 1_237, seed=5) if kind == "walk" else \
+        np.cumsum(np.random.default_rng(5).integers(-2, 3, 1_237)) * 0.25
+    shape = dict(wg=8, tb=16, launch_pairs=40_000)
+    pre = pattern_conformity(p, 6, 5, 100.0, 150, device=device,
+                             _tuning=PatternTuning(pre=True, **shape))
+    ref = pattern_conformity_numpy(p / (0.25 if kind == "ticks" else 1.0), 6, 5, 100.0, 150)
+    check(pre, ref)
+    for slide in (2, 16):
+        r = pattern_conformity(p, 6, 5, 100.0, 150, device=device,
+                               _tuning=PatternTuning(slide=slide, qform="plain", **shape))
+        np.testing.assert_array_equal(r.xi, pre.xi)
+        np.testing.assert_array_equal(r.norm, pre.norm)
+        np.testing.assert_array_equal(r.skipped_history, pre.skipped_history)
+    fast = pattern_conformity(p, 6, 5, 100.0, 150, device=device,
+                              _tuning=PatternTuning(slide=4, qsw=True, sign="fma", **shape))
+    check(fast, ref)
+    pre_qsw = pattern_conformity(p, 6, 5, 100.0, 150, device=device,
+                                 _tuning=PatternTuning(pre=True, qsw=True, qform="plain", **shape))
+    slide_qsw = pattern_conformity(p, 6, 5, 100.0, 150, device=device,
+                                   _tuning=PatternTuning(slide=8, qsw=True, qform="plain", **shape))
+    np.testing.assert_array_equal(pre_qsw.xi, slide_qsw.xi)
+    np.testing.assert_array_equal(pre_qsw.norm, slide_qsw.norm)
+
+
 def test_shortest_series(device):
     """T = max_past + max_future + 1: one (t̂, τ) pair in the cell (max_future, max_past)."""
     p = series("walk", 9, seed=5)
@@ -154,11 +183,13 @@ def test_kernel_oclgrind(oclgrind):
     one program for every Δt⁻ and one per Δt⁻ (the GPUs' default)."""
     p = series("acrw", 31, seed=9)
     ref = pattern_conformity_loops(p, 3, 2, 50.0, 6)
-    for acc, per_past, pre in (("double", False, True), ("compensated", True, False),
-                               ("compensated", True, True)):
+    for acc, per_past, more in (("double", False, dict(pre=True)),
+                                ("compensated", True, {}),
+                                ("compensated", True, dict(pre=True)),
+                                ("double", False, dict(slide=2, qsw=True, sign="fma"))):
         check(pattern_conformity(p, 3, 2, 50.0, 6, device=oclgrind, _accumulate=acc,
                                  _tuning=PatternTuning(wg=4, tb=4, launch_pairs=200,
-                                                       per_past=per_past, pre=pre)), ref)
+                                                       per_past=per_past, **more)), ref)
 
 
 def test_default_tuning_per_device():
