@@ -41,7 +41,7 @@ from clphys.timeseries.reference import pattern_conformity_numpy  # noqa: E402
 MP = MF = 20
 CHI, MH = 100.0, 16384
 START = time.perf_counter()
-BUDGET = {"check": 55, "rate": 50, "full": 35, "info": 10}
+BUDGET = {"check": 60, "rate": 45, "full": 30, "info": 10}
 records, rows = [], []
 
 
@@ -57,27 +57,35 @@ def emit(dev, section, workload, metric, value, note=""):
 
 
 def variants(facts, quick):
-    """(label, tuning): the default first."""
+    """(label, tuning): the default first.  Batch 1 (2026-11-25, H100): slide4 mad qsw fma
+    7.7e10 triples/s, 3.24 s at T = 10^6 (default 4.23 s); smaller unrolling was faster,
+    qsw helped slide (not pre), launch 2^34 +5 %, native_exp +4 %, tb 256 +2 %."""
     d = default_tuning(facts, MF, max_past=MP)
     base = dict(wg=d.wg, tb=d.tb)
-    fast = dict(slide=8, qsw=True, sign="fma")
+    big = dict(launch_pairs=2**34)
+    per = dict(per_past=True, launch_pairs=2**36)
     out = [("default", d),
            ("slide8 plain (bits = pre)", PatternTuning(**base, slide=8, qform="plain")),
-           ("slide8 mad", PatternTuning(**base, slide=8)),
-           ("slide8 mad qsw", PatternTuning(**base, slide=8, qsw=True)),
-           ("slide8 mad qsw fma", PatternTuning(**base, **fast)),
-           ("pre qsw", dataclasses.replace(d, qsw=True))]
+           ("slide4 qsw fma", PatternTuning(**base, **big, slide=4, qsw=True, sign="fma")),
+           ("slide4 qsw scaled", PatternTuning(**base, **big, slide=4, qsw=True, sign="scaled"))]
     if facts.is_gpu and not quick:
-        out += [("slide4 mad qsw fma", PatternTuning(**base, slide=4, qsw=True, sign="fma")),
-                ("slide16 mad qsw fma", PatternTuning(**base, slide=16, qsw=True, sign="fma")),
-                ("slide8 fma wg128", PatternTuning(wg=128, tb=d.tb, **fast)),
-                ("slide8 fma wg32", PatternTuning(wg=32, tb=d.tb, **fast)),
-                ("slide8 fma tb256", PatternTuning(wg=d.wg, tb=256, **fast)),
-                ("slide8 fma launch 2^34", PatternTuning(**base, launch_pairs=2**34, **fast)),
-                ("slide8 fma native_exp", PatternTuning(**base, exp="native_exp", **fast)),
-                ("slide8 fma plain", PatternTuning(**base, slide=8, sign="fma", qform="plain")),
-                ("slide40 tb160 mad qsw fma", PatternTuning(wg=d.wg, tb=160, slide=40, qsw=True,
-                                                            sign="fma"))]
+        out += [("slide2 qsw scaled", PatternTuning(**base, **big, slide=2, qsw=True,
+                                                    sign="scaled")),
+                ("slide8 qsw scaled", PatternTuning(**base, **big, slide=8, qsw=True,
+                                                    sign="scaled")),
+                ("slide4 scaled (guards)", PatternTuning(**base, **big, slide=4, sign="scaled")),
+                ("slide4 qsw scaled native_exp", PatternTuning(**base, **big, slide=4, qsw=True,
+                                                               sign="scaled", exp="native_exp")),
+                ("slide4 qsw scaled tb256", PatternTuning(wg=d.wg, tb=256, **big, slide=4,
+                                                          qsw=True, sign="scaled")),
+                ("per Δt⁻ slide4 scaled 2^36", PatternTuning(**base, **per, slide=4,
+                                                            sign="scaled")),
+                ("per Δt⁻ slide8 scaled 2^36", PatternTuning(**base, **per, slide=8,
+                                                            sign="scaled")),
+                ("per Δt⁻ slide4 fma 2^36", PatternTuning(**base, **per, slide=4, sign="fma")),
+                ("per Δt⁻ slide4 scaled 2^37 tb256",
+                 PatternTuning(wg=d.wg, tb=256, per_past=True, launch_pairs=2**37, slide=4,
+                               sign="scaled"))]
     return [(n, t) for n, t in out if local_bytes(t, MP, MF) <= facts.local_mem]
 
 
@@ -101,7 +109,7 @@ SCALE = [1.0]
 
 def check(dev, vs, quick):
     t0 = time.perf_counter()
-    T, mh = (700, 150) if quick else (1_200, 300)
+    T, mh = (700, 150) if quick else (900, 250)
     w, (cents, k) = walk(T, 3), ticks(T, 4)
     data = {"walk": w, "ticks": cents}
     refs = {"walk": pattern_conformity_numpy(w, MP, MF, CHI, mh),
@@ -172,7 +180,7 @@ def full(dev, ranked, vs, quick):
     t0 = time.perf_counter()
     T, mh = (4_000, 512) if quick else (10**6, MH)
     p = walk(T, 5)
-    chosen = [vs[0]] + [(label, t) for _, label, t in ranked if label != vs[0][0]][:3]
+    chosen = [(label, t) for _, label, t in ranked if label != vs[0][0]][:4]
     best = None
     for label, t in chosen:
         if not left("full", t0):

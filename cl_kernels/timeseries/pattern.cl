@@ -31,6 +31,10 @@
 ##                one instruction per Δt⁺ less; ties stay exact where the windows share their
 ##                extremes (the same operations on the same floats) and for ticks while the
 ##                products of the tile-frame values with the ranges stay below 2^24
+##         sign "scaled" (slide only): the continuation values are held as h·rc (one multiply
+##                per τ as a value leaves the window) and compared with
+##                K = c1·rh − (lc·rh − lh·rc) directly: no instruction per Δt⁺ but the two
+##                compares; the same exactness as "fma"
 ##         qsw    (optional, default 0) 1: Q's terms θ = m .. 2 by a switch on m that
 ##                falls through (one jump per τ instead of maxp - 1 tests; θ descending,
 ##                so Q's last bits differ from qsw = 0)
@@ -65,12 +69,12 @@
     pre = context.get("pre", 0)
     slide = context.get("slide", 0)
     qsw = context.get("qsw", 0) and not mfix
-    if not 0 <= mfix <= maxp or qform not in ("plain", "mad", "fast") or sign not in ("sub", "cmp", "fma"):
+    if not 0 <= mfix <= maxp or qform not in ("plain", "mad", "fast") or sign not in ("sub", "cmp", "fma", "scaled"):
         raise ValueError("pattern.cl: need 0 <= mfix <= maxp, qform 'plain', 'mad' or 'fast', "
                          "sign 'sub' or 'cmp'")
-    if slide < 0 or (slide and (tb % slide or pre)) or (sign == "fma" and not slide):
+    if slide < 0 or (slide and (tb % slide or pre)) or (sign in ("fma", "scaled") and not slide):
         raise ValueError("pattern.cl: slide must be 0 or a divisor of tb, and excludes pre; "
-                         "sign 'fma' needs slide")
+                         "sign 'fma' or 'scaled' needs slide")
     P = "pc_" + acc[0] + "_"          # helper names carry the accumulator variant
     tile_len = wg + tb + maxp + maxf
     NPOS = wg + tb - 1                # historical window positions of a tile (pre)
@@ -82,11 +86,11 @@
     F = range(1, maxf + 1)            # Δt⁺
     L = maxp + maxf                   # values an item slides along τ (slide)
 
-    def q_terms(d, indent):
-        """Q's terms θ = 2 .. m into s (d(θ): the expression of d_θ), by guards or by a
-        switch on m that falls through (qsw)."""
+    def q_terms(d, indent, acc=lambda t: "s"):
+        """Q's terms θ = 2 .. m into acc(θ) (d(θ): the expression of d_θ), by guards or by
+        a switch on m that falls through (qsw)."""
         pad = " " * indent
-        term = lambda t: "{ const float d = %s; s = mad(d, d, s); }" % d(t)
+        term = lambda t: "{ const float d = %s; %s = mad(d, d, %s); }" % (d(t), acc(t), acc(t))
         if qsw:
             return "\n".join([pad + "switch (m) {"]
                              + [pad + "case %du: " % t + term(t) for t in reversed(TH[1:])]
@@ -232,42 +236,60 @@ void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, cons
 % if slide:
         // r_q = tile[j + q], q = 0 .. L-1, around position j = i0 - maxp of τ = t0 + k:
         // h_θ = r_{maxp-θ}, the continuation Δt⁺ = f is r_{maxp+f-1}; τ + 1 shifts by one
+        // (sign "scaled": the continuation part holds h·rc, scaled as a value crosses over)
         const uint j0 = lid + ${tb - 1}u;
 %   for q in range(L):
-        float r${q} = tile[j0 + ${q}u];
+        float r${q} = tile[j0 + ${q}u]${" * rct" if sign == "scaled" and q >= maxp else ""};
 %   endfor
         for (uint kb = 0; kb < kend; kb += ${slide}u) {
+            // every local read of the U steps first (no step's branches stand between)
+%   for u in range(slide):
+            const float lh${u} = plo[j0 - kb - ${u}u], rh${u} = prg[j0 - kb - ${u}u], ir${u} = pir[j0 - kb - ${u}u];
+            const float nv${u} = tile[(int)(j0 - kb) - ${u + 1}];
+%   endfor
 <%   names = ["r%d" % q for q in range(L)] %>
 %   for u in range(slide):
             {
-                const uint k = kb + ${u}u, j = j0 - k;
-                const float lh = plo[j], rh = prg[j], irh = pir[j];
-                const bool live = k < kend;
+                const float lh = lh${u}, rh = rh${u}, irh = ir${u};
+                const bool live = kb + ${u}u < kend;
                 skip_hist += live && !(rh > 0.0f) ? 1u : 0u;
-                float s;
 %     if qform == "plain":
+                float s;
                 { const float d = c1 - (${names[maxp - 1]} - lh) * irh; s = d * d; }
 ${q_terms(lambda t: "c%d - (%s - lh) * irh" % (t, names[maxp - t]), 16)}
 %     else:
-                { const float d = mad(lh - ${names[maxp - 1]}, irh, c1); s = d * d; }
-${q_terms(lambda t: "mad(lh - %s, irh, c%d)" % (names[maxp - t], t), 16)}
+                // two partial sums: half the dependent chain
+                float s0, s1 = 0.0f;
+                { const float d = mad(lh - ${names[maxp - 1]}, irh, c1); s0 = d * d; }
+${q_terms(lambda t: "mad(lh - %s, irh, c%d)" % (names[maxp - t], t), 16, acc=lambda t: "s%d" % (t % 2))}
+                const float s = s0 + s1;
 %     endif
-                const float w = live && rh > 0.0f ? ${exp}(-chim * s) : 0.0f;
+                // no branch around the exponential (s is finite: irh = 0 for a zero range)
+                const float w = ${exp}(-chim * s) * (live && rh > 0.0f ? 1.0f : 0.0f);
 %     if sign == "fma":
                 const float K = fma(c1t, rh, -(lct * rh)), nl = -(lh * rct);
+%     elif sign == "scaled":
+                // h·rc > c1·rh − (lc·rh − lh·rc), each product rounded once: where the
+                // windows share their extremes both sides are the same products
+                const float K = c1t * rh - (lct * rh - lh * rct);
 %     else:
                 const float K = c1lt * rh;
 %     endif
 %     for f in F:
 %       if sign == "fma":
                 { const float b = fma(${names[maxp + f - 1]}, rct, nl); up${f} += b > K ? w : 0.0f; dn${f} += b < K ? w : 0.0f; }
+%       elif sign == "scaled":
+                { const float b = ${names[maxp + f - 1]}; up${f} += b > K ? w : 0.0f; dn${f} += b < K ? w : 0.0f; }
 %       elif sign == "cmp":
                 { const float b = (${names[maxp + f - 1]} - lh) * rct; up${f} += b > K ? w : 0.0f; dn${f} += b < K ? w : 0.0f; }
 %       else:
                 { const float b = (${names[maxp + f - 1]} - lh) * rct - K; up${f} += b > 0.0f ? w : 0.0f; dn${f} += b < 0.0f ? w : 0.0f; }
 %       endif
 %     endfor
-                ${names[L - 1]} = tile[(int)j - 1];
+%     if sign == "scaled":
+                ${names[maxp - 1]} *= rct;                  // h_1 becomes the continuation Δt⁺ = 1
+%     endif
+                ${names[L - 1]} = nv${u};
             }
 <%     names = [names[L - 1]] + names[:L - 1] %>
 %   endfor
