@@ -79,8 +79,9 @@ def test_one_program_per_past_gives_the_same_sums(device, kind, pre):
 @pytest.mark.parametrize("kind", ["walk", "ticks"])
 def test_sliding_windows_give_the_same_sums(device, kind):
     """slide (values slid along τ in registers) with pre's rounding of Q: the same bits as
-    pre, whatever the unrolling; with Q by mad, Q's steps by a switch on Δt⁻ (qsw) and the
-    fma sign decisions: the reference, and qsw the same bits with pre as with slide."""
+    pre, whatever the unrolling; with Q by mad, Q's steps by a switch on Δt⁻ (qsw), the
+    fma and scaled sign decisions (ties exact on the tick series), one program per Δt⁻:
+    the reference; and qsw the same bits with pre as with slide."""
     p = series("walk", 1_237, seed=5) if kind == "walk" else \
         np.cumsum(np.random.default_rng(5).integers(-2, 3, 1_237)) * 0.25
     shape = dict(wg=8, tb=16, launch_pairs=40_000)
@@ -94,9 +95,11 @@ def test_sliding_windows_give_the_same_sums(device, kind):
         np.testing.assert_array_equal(r.xi, pre.xi)
         np.testing.assert_array_equal(r.norm, pre.norm)
         np.testing.assert_array_equal(r.skipped_history, pre.skipped_history)
-    fast = pattern_conformity(p, 6, 5, 100.0, 150, device=device,
-                              _tuning=PatternTuning(slide=4, qsw=True, sign="fma", **shape))
-    check(fast, ref)
+    for sign, qsw, per_past in (("fma", True, False), ("scaled", True, False),
+                                ("scaled", False, True)):
+        check(pattern_conformity(p, 6, 5, 100.0, 150, device=device,
+                                 _tuning=PatternTuning(slide=4, qsw=qsw, sign=sign,
+                                                       per_past=per_past, **shape)), ref)
     pre_qsw = pattern_conformity(p, 6, 5, 100.0, 150, device=device,
                                  _tuning=PatternTuning(pre=True, qsw=True, qform="plain", **shape))
     slide_qsw = pattern_conformity(p, 6, 5, 100.0, 150, device=device,
@@ -120,10 +123,11 @@ def test_history_longer_than_series(device):
           pattern_conformity_numpy(p, 3, 2, 0.0, 10_000))
 
 
-def test_persistent_series_gives_one(device):
+@pytest.mark.parametrize("tuning", [None, PatternTuning(wg=8, tb=16, slide=4, sign="scaled")])
+def test_persistent_series_gives_one(device, tuning):
     """p(t) = t: every window matches (Q = 0) and every continuation agrees."""
     p = np.arange(500, dtype=np.int64) + 10**6
-    r = pattern_conformity(p, 8, 6, 100.0, 64, device=device)
+    r = pattern_conformity(p, 8, 6, 100.0, 64, device=device, _tuning=tuning)
     assert np.all(np.isnan(r.Xi[:, 0]))              # one-point windows have no range
     np.testing.assert_array_equal(r.Xi[:, 1:], 1.0)
     assert np.all(r.skipped_current[1:] == 0) and np.all(r.skipped_history == 0)
@@ -186,7 +190,8 @@ def test_kernel_oclgrind(oclgrind):
     for acc, per_past, more in (("double", False, dict(pre=True)),
                                 ("compensated", True, {}),
                                 ("compensated", True, dict(pre=True)),
-                                ("double", False, dict(slide=2, qsw=True, sign="fma"))):
+                                ("double", False, dict(slide=2, qsw=True, sign="fma")),
+                                ("compensated", True, dict(slide=2, sign="scaled"))):
         check(pattern_conformity(p, 3, 2, 50.0, 6, device=oclgrind, _accumulate=acc,
                                  _tuning=PatternTuning(wg=4, tb=4, launch_pairs=200,
                                                        per_past=per_past, **more)), ref)
