@@ -65,7 +65,8 @@ def variants(facts, quick):
     big = dict(launch_pairs=2**34)
     per = dict(per_past=True, launch_pairs=2**36)
     out = [("default", d),
-           ("slide8 plain (bits = pre)", PatternTuning(**base, slide=8, qform="plain")),
+           ("slide8 plain cellmad (bits = pre)", PatternTuning(**base, slide=8, qform="plain",
+                                                               cellmad=True)),
            ("slide4 qsw fma", PatternTuning(**base, **big, slide=4, qsw=True, sign="fma")),
            ("slide4 qsw scaled", PatternTuning(**base, **big, slide=4, qsw=True, sign="scaled"))]
     if facts.is_gpu and not quick:
@@ -74,6 +75,11 @@ def variants(facts, quick):
                 ("slide8 qsw scaled", PatternTuning(**base, **big, slide=8, qsw=True,
                                                     sign="scaled")),
                 ("slide4 scaled (guards)", PatternTuning(**base, **big, slide=4, sign="scaled")),
+                ("slide4 qsw scaled cellmad", PatternTuning(**base, **big, slide=4, qsw=True,
+                                                            sign="scaled", cellmad=True)),
+                ("per Δt⁻ slide4 scaled cellmad 2^36", PatternTuning(**base, **per, slide=4,
+                                                                    sign="scaled",
+                                                                    cellmad=True)),
                 ("slide4 qsw scaled native_exp", PatternTuning(**base, **big, slide=4, qsw=True,
                                                                sign="scaled", exp="native_exp")),
                 ("slide4 qsw scaled tb256", PatternTuning(wg=d.wg, tb=256, **big, slide=4,

@@ -35,6 +35,8 @@
 ##                per τ as a value leaves the window) and compared with
 ##                K = c1·rh − (lc·rh − lh·rc) directly: no instruction per Δt⁺ but the two
 ##                compares; the same exactness as "fma"
+##         cellmad (optional, default 0; slide only) 1: each Δt⁺ sum as mad(1 or 0, w, sum)
+##                instead of sum + (w or 0): the same bits, fewer instructions on GPUs
 ##         qsw    (optional, default 0) 1: Q's terms θ = m .. 2 by a switch on m that
 ##                falls through (one jump per τ instead of maxp - 1 tests; θ descending,
 ##                so Q's last bits differ from qsw = 0)
@@ -69,6 +71,7 @@
     pre = context.get("pre", 0)
     slide = context.get("slide", 0)
     qsw = context.get("qsw", 0) and not mfix
+    cellmad = context.get("cellmad", 0)
     if not 0 <= mfix <= maxp or qform not in ("plain", "mad", "fast") or sign not in ("sub", "cmp", "fma", "scaled"):
         raise ValueError("pattern.cl: need 0 <= mfix <= maxp, qform 'plain', 'mad' or 'fast', "
                          "sign 'sub' or 'cmp'")
@@ -96,6 +99,14 @@
                              + [pad + "case %du: " % t + term(t) for t in reversed(TH[1:])]
                              + [pad + "default: break;", pad + "}"])
         return "\n".join(pad + "if (%s) " % guard(t) + term(t) for t in TH[1:])
+
+    def cell(f, b, K):
+        """Δt⁺ = f's two sums: w where b > K, w where b < K (cellmad: mad(1 or 0, w, sum),
+        the same bits as adding w or nothing; a set-to-1.0 and an FMA per sum on GPUs)."""
+        if cellmad:
+            return ("up%d = mad(%s > %s ? 1.0f : 0.0f, w, up%d); dn%d = mad(%s < %s ? 1.0f : 0.0f, w, dn%d);"
+                    % (f, b, K, f, f, b, K, f))
+        return "up%d += %s > %s ? w : 0.0f; dn%d += %s < %s ? w : 0.0f;" % (f, b, K, f, b, K)
 
     def sa(f):
         """sgn of the current continuation Δt⁺ = f (in local memory with slide: registers)."""
@@ -277,13 +288,13 @@ ${q_terms(lambda t: "mad(lh - %s, irh, c%d)" % (names[maxp - t], t), 16, acc=lam
 %     endif
 %     for f in F:
 %       if sign == "fma":
-                { const float b = fma(${names[maxp + f - 1]}, rct, nl); up${f} += b > K ? w : 0.0f; dn${f} += b < K ? w : 0.0f; }
+                { const float b = fma(${names[maxp + f - 1]}, rct, nl); ${cell(f, "b", "K")} }
 %       elif sign == "scaled":
-                { const float b = ${names[maxp + f - 1]}; up${f} += b > K ? w : 0.0f; dn${f} += b < K ? w : 0.0f; }
+                { const float b = ${names[maxp + f - 1]}; ${cell(f, "b", "K")} }
 %       elif sign == "cmp":
-                { const float b = (${names[maxp + f - 1]} - lh) * rct; up${f} += b > K ? w : 0.0f; dn${f} += b < K ? w : 0.0f; }
+                { const float b = (${names[maxp + f - 1]} - lh) * rct; ${cell(f, "b", "K")} }
 %       else:
-                { const float b = (${names[maxp + f - 1]} - lh) * rct - K; up${f} += b > 0.0f ? w : 0.0f; dn${f} += b < 0.0f ? w : 0.0f; }
+                { const float b = (${names[maxp + f - 1]} - lh) * rct - K; ${cell(f, "b", "0.0f")} }
 %       endif
 %     endfor
 %     if sign == "scaled":

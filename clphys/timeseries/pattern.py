@@ -58,7 +58,8 @@ class PatternTuning:
     tile in local memory (pattern.cl), not by every item that reads it; `slide` = U > 0
     (a divisor of tb, excludes pre): each item slides the values around p(t̂ - τ) along τ
     in registers, U steps unrolled (the same bits as pre); `qsw`: Q's window steps by a
-    switch on Δt⁻ instead of a test per step."""
+    switch on Δt⁻ instead of a test per step; `cellmad` (slide): each Δt⁺ sum by
+    mad(1 or 0, w, sum), the same bits."""
     wg: int
     tb: int
     launch_pairs: int | None = None
@@ -69,6 +70,7 @@ class PatternTuning:
     pre: bool = False
     slide: int = 0
     qsw: bool = False
+    cellmad: bool = False
 
 
 
@@ -300,7 +302,8 @@ def pattern_conformity(p, max_past=20, max_future=20, chi=100.0, max_history=163
     windows = [_pc_windows(dev, int(T[e]), t.wg, int(units[e]), reach_back + t.wg + max_future,
                            fixed, what) for e in range(E)]
     shape = dict(wg=t.wg, tb=t.tb, maxp=max_past, maxf=max_future, acc=acc, exp=t.exp,
-                 qform=t.qform, sign=t.sign, pre=int(t.pre), slide=t.slide, qsw=int(t.qsw))
+                 qform=t.qform, sign=t.sign, pre=int(t.pre), slide=t.slide, qsw=int(t.qsw),
+                 cellmad=int(t.cellmad))
     # (program, grid rows): each Δt⁻ compiled in, or all Δt⁻ as grid rows of one launch
     sweeps = ([(dev.build("timeseries/pattern.cl", mfix=m, **shape), 1)
                for m in range(1, max_past + 1)] if t.per_past
