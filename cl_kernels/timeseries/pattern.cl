@@ -37,6 +37,8 @@
 ##                compares; the same exactness as "fma"
 ##         cellmad (optional, default 0; slide only) 1: each Δt⁺ sum as mad(1 or 0, w, sum)
 ##                instead of sum + (w or 0): the same bits, fewer instructions on GPUs
+##         hoist  (optional, default 1; slide only) 0: each step reads its own local values
+##                (fewer registers) instead of all U steps' first
 ##         qsw    (optional, default 0) 1: Q's terms θ = m .. 2 by a switch on m that
 ##                falls through (one jump per τ instead of maxp - 1 tests; θ descending,
 ##                so Q's last bits differ from qsw = 0)
@@ -72,6 +74,7 @@
     slide = context.get("slide", 0)
     qsw = context.get("qsw", 0) and not mfix
     cellmad = context.get("cellmad", 0)
+    hoist = context.get("hoist", 1)
     if not 0 <= mfix <= maxp or qform not in ("plain", "mad", "fast") or sign not in ("sub", "cmp", "fma", "scaled"):
         raise ValueError("pattern.cl: need 0 <= mfix <= maxp, qform 'plain', 'mad' or 'fast', "
                          "sign 'sub' or 'cmp'")
@@ -87,7 +90,8 @@
         """The run-time test that θ = t is inside the window (none when Δt⁻ is fixed)."""
         return "true" if mfix else "m >= %du" % t
     F = range(1, maxf + 1)            # Δt⁺
-    L = maxp + maxf                   # values an item slides along τ (slide)
+    M = mfix or maxp                  # the longest window
+    L = M + maxf                      # values an item slides along τ (slide)
 
     def q_terms(d, indent, acc=lambda t: "s"):
         """Q's terms θ = 2 .. m into acc(θ) (d(θ): the expression of d_θ), by guards or by
@@ -245,34 +249,41 @@ void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, cons
 % endfor
         const uint kend = tau_max >= t0 ? min(${tb}u, tau_max + 1u - t0) : 0u;
 % if slide:
-        // r_q = tile[j + q], q = 0 .. L-1, around position j = i0 - maxp of τ = t0 + k:
-        // h_θ = r_{maxp-θ}, the continuation Δt⁺ = f is r_{maxp+f-1}; τ + 1 shifts by one
+        // r_q = tile[i0 - M + q], q = 0 .. L-1, around p(t^ - τ) = tile[i0], τ = t0 + k:
+        // h_θ = r_{M-θ}, the continuation Δt⁺ = f is r_{M+f-1}; τ + 1 shifts by one
         // (sign "scaled": the continuation part holds h·rc, scaled as a value crosses over)
         const uint j0 = lid + ${tb - 1}u;
 %   for q in range(L):
-        float r${q} = tile[j0 + ${q}u]${" * rct" if sign == "scaled" and q >= maxp else ""};
+        float r${q} = tile[j0 + ${maxp - M + q}u]${" * rct" if sign == "scaled" and q >= M else ""};
 %   endfor
         for (uint kb = 0; kb < kend; kb += ${slide}u) {
+%   if hoist:
             // every local read of the U steps first (no step's branches stand between)
-%   for u in range(slide):
+%     for u in range(slide):
             const float lh${u} = plo[j0 - kb - ${u}u], rh${u} = prg[j0 - kb - ${u}u], ir${u} = pir[j0 - kb - ${u}u];
-            const float nv${u} = tile[(int)(j0 - kb) - ${u + 1}];
-%   endfor
+            const float nv${u} = tile[(int)(j0 - kb) + ${maxp - M - u - 1}];
+%     endfor
+%   endif
 <%   names = ["r%d" % q for q in range(L)] %>
 %   for u in range(slide):
             {
+%     if hoist:
                 const float lh = lh${u}, rh = rh${u}, irh = ir${u};
+%     else:
+                const float lh = plo[j0 - kb - ${u}u], rh = prg[j0 - kb - ${u}u], irh = pir[j0 - kb - ${u}u];
+                const float nv${u} = tile[(int)(j0 - kb) + ${maxp - M - u - 1}];
+%     endif
                 const bool live = kb + ${u}u < kend;
                 skip_hist += live && !(rh > 0.0f) ? 1u : 0u;
 %     if qform == "plain":
                 float s;
-                { const float d = c1 - (${names[maxp - 1]} - lh) * irh; s = d * d; }
-${q_terms(lambda t: "c%d - (%s - lh) * irh" % (t, names[maxp - t]), 16)}
+                { const float d = c1 - (${names[M - 1]} - lh) * irh; s = d * d; }
+${q_terms(lambda t: "c%d - (%s - lh) * irh" % (t, names[M - t]), 16)}
 %     else:
                 // two partial sums: half the dependent chain
                 float s0, s1 = 0.0f;
-                { const float d = mad(lh - ${names[maxp - 1]}, irh, c1); s0 = d * d; }
-${q_terms(lambda t: "mad(lh - %s, irh, c%d)" % (names[maxp - t], t), 16, acc=lambda t: "s%d" % (t % 2))}
+                { const float d = mad(lh - ${names[M - 1]}, irh, c1); s0 = d * d; }
+${q_terms(lambda t: "mad(lh - %s, irh, c%d)" % (names[M - t], t), 16, acc=lambda t: "s%d" % (t % 2))}
                 const float s = s0 + s1;
 %     endif
                 // no branch around the exponential (s is finite: irh = 0 for a zero range)
@@ -288,17 +299,17 @@ ${q_terms(lambda t: "mad(lh - %s, irh, c%d)" % (names[maxp - t], t), 16, acc=lam
 %     endif
 %     for f in F:
 %       if sign == "fma":
-                { const float b = fma(${names[maxp + f - 1]}, rct, nl); ${cell(f, "b", "K")} }
+                { const float b = fma(${names[M + f - 1]}, rct, nl); ${cell(f, "b", "K")} }
 %       elif sign == "scaled":
-                { const float b = ${names[maxp + f - 1]}; ${cell(f, "b", "K")} }
+                { const float b = ${names[M + f - 1]}; ${cell(f, "b", "K")} }
 %       elif sign == "cmp":
-                { const float b = (${names[maxp + f - 1]} - lh) * rct; ${cell(f, "b", "K")} }
+                { const float b = (${names[M + f - 1]} - lh) * rct; ${cell(f, "b", "K")} }
 %       else:
-                { const float b = (${names[maxp + f - 1]} - lh) * rct - K; ${cell(f, "b", "0.0f")} }
+                { const float b = (${names[M + f - 1]} - lh) * rct - K; ${cell(f, "b", "0.0f")} }
 %       endif
 %     endfor
 %     if sign == "scaled":
-                ${names[maxp - 1]} *= rct;                  // h_1 becomes the continuation Δt⁺ = 1
+                ${names[M - 1]} *= rct;                  // h_1 becomes the continuation Δt⁺ = 1
 %     endif
                 ${names[L - 1]} = nv${u};
             }

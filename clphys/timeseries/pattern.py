@@ -59,7 +59,8 @@ class PatternTuning:
     (a divisor of tb, excludes pre): each item slides the values around p(t̂ - τ) along τ
     in registers, U steps unrolled (the same bits as pre); `qsw`: Q's window steps by a
     switch on Δt⁻ instead of a test per step; `cellmad` (slide): each Δt⁺ sum by
-    mad(1 or 0, w, sum), the same bits."""
+    mad(1 or 0, w, sum), the same bits; `hoist` (slide): the local reads of the U steps
+    first; `maxrreg`: NVIDIA's register cap for the program (None: the compiler's)."""
     wg: int
     tb: int
     launch_pairs: int | None = None
@@ -71,6 +72,8 @@ class PatternTuning:
     slide: int = 0
     qsw: bool = False
     cellmad: bool = False
+    hoist: bool = True
+    maxrreg: int | None = None
 
 
 
@@ -303,11 +306,14 @@ def pattern_conformity(p, max_past=20, max_future=20, chi=100.0, max_history=163
                            fixed, what) for e in range(E)]
     shape = dict(wg=t.wg, tb=t.tb, maxp=max_past, maxf=max_future, acc=acc, exp=t.exp,
                  qform=t.qform, sign=t.sign, pre=int(t.pre), slide=t.slide, qsw=int(t.qsw),
-                 cellmad=int(t.cellmad))
+                 cellmad=int(t.cellmad), hoist=int(t.hoist))
+    # NVIDIA only: a register cap for the sweep (more work groups per SM, maybe spills)
+    options = ((f"-cl-nv-maxrregcount={t.maxrreg}",)
+               if t.maxrreg and dev.facts.vendor == "nvidia" else ())
     # (program, grid rows): each Δt⁻ compiled in, or all Δt⁻ as grid rows of one launch
-    sweeps = ([(dev.build("timeseries/pattern.cl", mfix=m, **shape), 1)
+    sweeps = ([(dev.build("timeseries/pattern.cl", options, mfix=m, **shape), 1)
                for m in range(1, max_past + 1)] if t.per_past
-              else [(dev.build("timeseries/pattern.cl", **shape), max_past)])
+              else [(dev.build("timeseries/pattern.cl", options, **shape), max_past)])
     prg = sweeps[0][0]                              # ts_pc_fold: the same in every program
     queue = dev.queue
     spans = [[_pc_span(a, b, int(T[e]), t.wg, reach_back, max_future) for a, b in windows[e]]
