@@ -61,29 +61,33 @@ def variants(facts, quick):
     T = 10^6 (default 4.23 s).  Batch 2: slide4 qsw scaled cellmad 2.515 s, slide4 scaled
     with guards (no cellmad) 2.59 s but the highest rate (1.06e11), slide8 plain cellmad
     (pre's bits) 2.80 s; per Δt⁻ programs 4-5x slower; 165 registers (12 warps/SM).
-    Batch 3: guards + cellmad, register caps, no hoisting."""
+    Batch 3: the exact-as-before cmp decisions with guards / qsw, register caps, no
+    hoisting."""
     d = default_tuning(facts, MF, max_past=MP)
     base = dict(wg=d.wg, tb=d.tb)
-    fast = dict(launch_pairs=2**34, slide=4, sign="scaled", cellmad=True)
+    # cmp: the original sign decisions (local differences; scaled/fma round products of
+    # values far from the tile's origin: ~10x coarser near-tie decisions on PoCL)
+    fast = dict(launch_pairs=2**34, slide=4, sign="cmp", cellmad=True)
     out = [("default", d),
            ("slide8 plain cellmad (bits = pre)", PatternTuning(**base, slide=8, qform="plain",
                                                                cellmad=True)),
-           ("slide4 qsw scaled cellmad", PatternTuning(**base, **fast, qsw=True)),
-           ("slide4 scaled cellmad", PatternTuning(**base, **fast))]
+           ("slide4 qsw cmp cellmad", PatternTuning(**base, **fast, qsw=True)),
+           ("slide4 cmp cellmad", PatternTuning(**base, **fast))]
     if facts.is_gpu and not quick:
-        U2 = dict(fast, slide=2)
-        U8 = dict(fast, slide=8)
-        out += [("slide4 scaled cellmad rreg128", PatternTuning(**base, **fast, maxrreg=128)),
-                ("slide4 qsw scaled cellmad rreg128", PatternTuning(**base, **fast, qsw=True,
-                                                                    maxrreg=128)),
-                ("slide4 scaled cellmad nohoist", PatternTuning(**base, **fast, hoist=False)),
-                ("slide4 scaled cellmad nohoist rreg128",
+        out += [("slide4 cmp cellmad rreg128", PatternTuning(**base, **fast, maxrreg=128)),
+                ("slide4 qsw cmp cellmad rreg128", PatternTuning(**base, **fast, qsw=True,
+                                                                 maxrreg=128)),
+                ("slide4 cmp cellmad nohoist", PatternTuning(**base, **fast, hoist=False)),
+                ("slide4 cmp cellmad nohoist rreg128",
                  PatternTuning(**base, **fast, hoist=False, maxrreg=128)),
-                ("slide4 scaled cellmad rreg96", PatternTuning(**base, **fast, maxrreg=96)),
-                ("slide2 scaled cellmad", PatternTuning(**base, **U2)),
-                ("slide8 scaled cellmad", PatternTuning(**base, **U8)),
-                ("slide4 scaled cellmad tb256", PatternTuning(wg=d.wg, tb=256, **fast)),
-                ("slide4 scaled cellmad wg32", PatternTuning(wg=32, tb=d.tb, **fast))]
+                ("slide4 cmp cellmad rreg96", PatternTuning(**base, **fast, maxrreg=96)),
+                ("slide2 cmp cellmad", PatternTuning(**base, **dict(fast, slide=2))),
+                ("slide8 cmp cellmad", PatternTuning(**base, **dict(fast, slide=8))),
+                ("slide4 cmp cellmad tb256", PatternTuning(wg=d.wg, tb=256, **fast)),
+                ("slide4 qsw scaled cellmad (batch 2 best)",
+                 PatternTuning(**base, **dict(fast, sign="scaled"), qsw=True)),
+                ("slide4 scaled cellmad rreg128",
+                 PatternTuning(**base, **dict(fast, sign="scaled"), maxrreg=128))]
     return [(n, t) for n, t in out if local_bytes(t, MP, MF) <= facts.local_mem]
 
 

@@ -198,15 +198,19 @@ def test_kernel_oclgrind(oclgrind):
 
 
 def test_default_tuning_per_device():
-    """One program for every Δt⁻, windows normalised once per tile where the local
-    memory holds them (GPUs and CPUs alike: the H100's end-to-end figures)."""
+    """One program for every Δt⁻; GPUs slide the windows in registers up to 20 + 20
+    values (the H100's end-to-end figures), beyond and on CPUs the windows are
+    normalised once per tile (pre) where the local memory holds them."""
     from clphys.runtime import fake_facts
     from clphys.timeseries import pattern
     gpu, cpu = fake_facts("nvidia"), fake_facts("pocl")
     big = pattern_pairs(10**6, 20, 16384)
-    for facts in (gpu, cpu):
-        t = pattern.default_tuning(facts, 20, big, 20)
-        assert t.pre and not t.per_past
+    t = pattern.default_tuning(gpu, 20, big, 20)
+    assert t.slide and t.sign == "scaled" and t.cellmad and not t.pre and not t.per_past
+    assert pattern.local_bytes(t, 20, 20) <= gpu.local_mem
+    for facts, mp, mf in ((cpu, 20, 20), (gpu, 32, 32)):
+        t = pattern.default_tuning(facts, mf, big, mp)
+        assert t.pre and not t.slide and not t.per_past
     small = fake_facts("oclgrind")                          # 32 KiB of local memory
     t = pattern.default_tuning(small, 64, big, 64)
     assert pattern.local_bytes(t, 64, 64) <= small.local_mem

@@ -87,23 +87,32 @@ def local_bytes(t: PatternTuning, max_past: int, max_future: int) -> int:
     return tile + 8 * 2 * max_future * t.wg + 4 * 3 * t.wg + pre
 
 
+SLIDE_MAX_VALUES = 40          # max_past + max_future for the GPUs' sliding default
+
+
 def default_tuning(facts, max_future: int, triples: int | None = None,
                    max_past: int = MAX_PAST) -> PatternTuning:
-    """One program for every Δt⁻ (with run-time guards), with each historical window
-    normalised once per tile (`pre`) where that fits the local memory, on every
-    device.  Measured end to end on the H100 (T = 10^6, 20 x 20, χ = 100, τ̂ = 16384,
-    after the builds): one program 4.61 s, with pre 4.11 s; one program per Δt⁻ 8.02 s,
-    with pre 7.12 s (the probe's 8.85e10 against 6.81e10 triples/s for per-Δt⁻ came
-    from short slices that did not show the launches' cost).  PoCL: pre 2.25x (T =
-    3000, 20 x 20, τ̂ = 512).  `per_past` stays an option; `triples` is kept for
-    callers that size the job."""
+    """GPUs: one program for every Δt⁻ whose items slide their windows along τ in
+    registers (`slide`), Q's steps by a switch on Δt⁻, the scaled sign decisions and
+    the Δt⁺ sums by mad, launches of ~2^34 triples; CPUs: each historical window
+    normalised once per tile (`pre`); each where it fits the local memory, else the
+    plain kernel.  Sliding keeps max_past + max_future values per item in registers:
+    up to SLIDE_MAX_VALUES (the measured 20 + 20), beyond pre.  H100, T = 10^6, 20 x 20, χ = 100, τ̂ = 16384, end to end after the
+    builds (benchmarks/probe_pcfast.py): 2.52 s against 4.23 s for pre (per-Δt⁻
+    programs were 4-5x slower).  PoCL (T = 3000, 20 x 20, τ̂ = 512): pre ~1.8-2.0 s,
+    slide 2.7-3.9 s.  `triples` is kept for callers that size the job."""
     wg = 64 if facts.is_gpu else 16
     while wg > 1 and wg * (2 * max_future * 8 + 8) + 4 * (wg + 512) > facts.local_mem // 2:
         wg //= 2
     t = PatternTuning(wg=wg, tb=128 if facts.is_gpu else 64)
-    pre = dataclasses.replace(t, pre=True)
-    if local_bytes(pre, max_past, max_future) <= facts.local_mem:
-        return pre
+    if facts.is_gpu and max_past + max_future <= SLIDE_MAX_VALUES:
+        fast = [dataclasses.replace(t, slide=4, qsw=True, sign="scaled", cellmad=True,
+                                    launch_pairs=2**34)]
+    else:
+        fast = []
+    for cand in fast + [dataclasses.replace(t, pre=True)]:
+        if local_bytes(cand, max_past, max_future) <= facts.local_mem:
+            return cand
     return t
 
 
