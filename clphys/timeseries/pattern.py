@@ -106,8 +106,7 @@ def default_tuning(facts, max_future: int, triples: int | None = None,
         wg //= 2
     t = PatternTuning(wg=wg, tb=128 if facts.is_gpu else 64)
     if facts.is_gpu and max_past + max_future <= SLIDE_MAX_VALUES:
-        fast = [dataclasses.replace(t, slide=4, qsw=True, sign="scaled", cellmad=True,
-                                    launch_pairs=2**34)]
+        fast = [dataclasses.replace(t, slide=4, qsw=True, cellmad=True, launch_pairs=2**34)]
     else:
         fast = []
     for cand in fast + [dataclasses.replace(t, pre=True)]:
