@@ -207,7 +207,8 @@ def test_default_tuning_per_device():
     gpu, cpu = fake_facts("nvidia"), fake_facts("pocl")
     big = pattern_pairs(10**6, 20, 16384)
     t = pattern.default_tuning(gpu, 20, big, 20)
-    assert t.slide and t.sign == "cmp" and t.cellmad and not t.pre and not t.per_past
+    assert t.slide and t.sign == "cmp" and t.qform == "plain" and t.cellmad
+    assert not t.pre and not t.per_past
     assert pattern.local_bytes(t, 20, 20) <= gpu.local_mem
     for facts, mp, mf in ((cpu, 20, 20), (gpu, 32, 32)):
         t = pattern.default_tuning(facts, mf, big, mp)

@@ -93,20 +93,22 @@ SLIDE_MAX_VALUES = 40          # max_past + max_future for the GPUs' sliding def
 def default_tuning(facts, max_future: int, triples: int | None = None,
                    max_past: int = MAX_PAST) -> PatternTuning:
     """GPUs: one program for every Δt⁻ whose items slide their windows along τ in
-    registers (`slide`), Q's steps by a switch on Δt⁻, the scaled sign decisions and
-    the Δt⁺ sums by mad, launches of ~2^34 triples; CPUs: each historical window
+    registers (`slide`, 8 steps unrolled), Q with pre's rounding (the same bits as pre),
+    the Δt⁺ sums by mad (`cellmad`, the same bits); CPUs: each historical window
     normalised once per tile (`pre`); each where it fits the local memory, else the
     plain kernel.  Sliding keeps max_past + max_future values per item in registers:
-    up to SLIDE_MAX_VALUES (the measured 20 + 20), beyond pre.  H100, T = 10^6, 20 x 20, χ = 100, τ̂ = 16384, end to end after the
-    builds (benchmarks/probe_pcfast.py): 2.52 s against 4.23 s for pre (per-Δt⁻
-    programs were 4-5x slower).  PoCL (T = 3000, 20 x 20, τ̂ = 512): pre ~1.8-2.0 s,
-    slide 2.7-3.9 s.  `triples` is kept for callers that size the job."""
+    up to SLIDE_MAX_VALUES (the measured 20 + 20), beyond pre.  H100, T = 10^6, 20 x 20,
+    χ = 100, τ̂ = 16384, end to end after the builds (benchmarks/probe_pcfast.py):
+    2.80 s against 4.23 s for pre (slide4 with qsw and the scaled signs: 2.52 s, but its
+    near-tie decisions are coarser; per-Δt⁻ programs were 4-5x slower).  PoCL (T = 3000,
+    20 x 20, τ̂ = 512): pre ~1.8-2.0 s, slide 2.7-3.9 s.  `triples` is kept for callers
+    that size the job."""
     wg = 64 if facts.is_gpu else 16
     while wg > 1 and wg * (2 * max_future * 8 + 8) + 4 * (wg + 512) > facts.local_mem // 2:
         wg //= 2
     t = PatternTuning(wg=wg, tb=128 if facts.is_gpu else 64)
     if facts.is_gpu and max_past + max_future <= SLIDE_MAX_VALUES:
-        fast = [dataclasses.replace(t, slide=4, qsw=True, cellmad=True, launch_pairs=2**34)]
+        fast = [dataclasses.replace(t, slide=8, qform="plain", cellmad=True)]
     else:
         fast = []
     for cand in fast + [dataclasses.replace(t, pre=True)]:
