@@ -184,14 +184,15 @@ def test_bad_input(kwargs, exc, match):
 @pytest.mark.oclgrind
 def test_kernel_oclgrind(oclgrind):
     """Two launches, partial groups and tiles, both accumulators, integer data with ties;
-    one program for every Δt⁻ and one per Δt⁻; pre (the CPUs' default) and slide (the
-    GPUs' default shape: qsw, cellmad; and the scaled signs)."""
+    one program for every Δt⁻ and one per Δt⁻; pre (the CPUs' default), slide with
+    pre's rounding and cellmad (the GPUs' default), with qsw, with the scaled signs."""
     p = series("acrw", 31, seed=9)
     ref = pattern_conformity_loops(p, 3, 2, 50.0, 6)
     for acc, per_past, more in (("double", False, dict(pre=True)),
                                 ("compensated", True, {}),
                                 ("compensated", True, dict(pre=True)),
-                                ("double", False, dict(slide=2, qsw=True, cellmad=True)),
+                                ("double", False, dict(slide=2, qform="plain", cellmad=True)),
+                                ("compensated", False, dict(slide=2, qsw=True, cellmad=True)),
                                 ("compensated", True, dict(slide=2, sign="scaled"))):
         check(pattern_conformity(p, 3, 2, 50.0, 6, device=oclgrind, _accumulate=acc,
                                  _tuning=PatternTuning(wg=4, tb=4, launch_pairs=200,
