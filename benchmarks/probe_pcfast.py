@@ -79,6 +79,8 @@ def variants(facts, quick):
                 ("slide4 cmp cellmad nohoist", PatternTuning(**base, **fast, hoist=False)),
                 ("slide4 cmp cellmad nohoist rreg128",
                  PatternTuning(**base, **fast, hoist=False, maxrreg=128)),
+                ("slide8 plain cellfma", PatternTuning(**base, slide=8, qform="plain", cellmad=2)),
+                ("slide4 qsw cmp cellfma", PatternTuning(**base, **dict(fast, cellmad=2), qsw=True)),
                 ("slide4 cmp cellmad rreg96", PatternTuning(**base, **fast, maxrreg=96)),
                 ("slide2 cmp cellmad", PatternTuning(**base, **dict(fast, slide=2))),
                 ("slide8 cmp cellmad", PatternTuning(**base, **dict(fast, slide=8))),

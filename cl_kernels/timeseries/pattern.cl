@@ -36,7 +36,8 @@
 ##                K = c1·rh − (lc·rh − lh·rc) directly: no instruction per Δt⁺ but the two
 ##                compares; the same exactness as "fma"
 ##         cellmad (optional, default 0; slide only) 1: each Δt⁺ sum as mad(1 or 0, w, sum)
-##                instead of sum + (w or 0): the same bits, fewer instructions on GPUs
+##                instead of sum + (w or 0): the same bits (NVIDIA's compiler turns it back
+##                into a select and an add); 2: fma() (exact, so it stays a multiply-add)
 ##         hoist  (optional, default 1; slide only) 0: each step reads its own local values
 ##                (fewer registers) instead of all U steps' first
 ##         qsw    (optional, default 0) 1: Q's terms θ = m .. 2 by a switch on m that
@@ -108,8 +109,9 @@
         """Δt⁺ = f's two sums: w where b > K, w where b < K (cellmad: mad(1 or 0, w, sum),
         the same bits as adding w or nothing; a set-to-1.0 and an FMA per sum on GPUs)."""
         if cellmad:
-            return ("up%d = mad(%s > %s ? 1.0f : 0.0f, w, up%d); dn%d = mad(%s < %s ? 1.0f : 0.0f, w, dn%d);"
-                    % (f, b, K, f, f, b, K, f))
+            fn = "fma" if cellmad == 2 else "mad"
+            return ("up%d = %s(%s > %s ? 1.0f : 0.0f, w, up%d); dn%d = %s(%s < %s ? 1.0f : 0.0f, w, dn%d);"
+                    % (f, fn, b, K, f, f, fn, b, K, f))
         return "up%d += %s > %s ? w : 0.0f; dn%d += %s < %s ? w : 0.0f;" % (f, b, K, f, b, K)
 
     def sa(f):

@@ -59,7 +59,7 @@ class PatternTuning:
     (a divisor of tb, excludes pre): each item slides the values around p(t̂ - τ) along τ
     in registers, U steps unrolled (the same bits as pre); `qsw`: Q's window steps by a
     switch on Δt⁻ instead of a test per step; `cellmad` (slide): each Δt⁺ sum by
-    mad(1 or 0, w, sum), the same bits; `hoist` (slide): the local reads of the U steps
+    mad(1 or 0, w, sum) (1) or fma (2), the same bits; `hoist` (slide): the local reads of the U steps
     first; `maxrreg`: NVIDIA's register cap for the program (None: the compiler's)."""
     wg: int
     tb: int
@@ -71,7 +71,7 @@ class PatternTuning:
     pre: bool = False
     slide: int = 0
     qsw: bool = False
-    cellmad: bool = False
+    cellmad: int = 0
     hoist: bool = True
     maxrreg: int | None = None
 
