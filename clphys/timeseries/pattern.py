@@ -57,10 +57,11 @@ class PatternTuning:
     the sign decisions stay exact); `pre`: each historical window normalised once per
     tile in local memory (pattern.cl), not by every item that reads it; `slide` = U > 0
     (a divisor of tb, excludes pre): each item slides the values around p(t̂ - τ) along τ
-    in registers, U steps unrolled (the same bits as pre); `qsw`: Q's window steps by a
-    switch on Δt⁻ instead of a test per step; `cellmad` (slide): each Δt⁺ sum by
-    mad(1 or 0, w, sum) (1) or fma (2), the same bits; `hoist` (slide): the local reads of the U steps
-    first; `maxrreg`: NVIDIA's register cap for the program (None: the compiler's)."""
+    in registers, U steps unrolled (with qform "plain" the same bits as pre); `qsw`: Q's
+    window steps by a switch on Δt⁻ instead of a test per step; `cellmad` (slide): each
+    Δt⁺ sum by mad(1 or 0, w, sum) (1) or fma (2), the same bits; `hoist` (slide): the
+    local reads of the U steps first; `maxrreg`: NVIDIA's register cap for the program
+    (None: the compiler's)."""
     wg: int
     tb: int
     launch_pairs: int | None = None
