@@ -57,38 +57,29 @@ def emit(dev, section, workload, metric, value, note=""):
 
 
 def variants(facts, quick):
-    """(label, tuning): the default first.  Batch 1 (H100): slide4 mad qsw fma 3.24 s at
-    T = 10^6 (default 4.23 s).  Batch 2: slide4 qsw scaled cellmad 2.515 s, slide4 scaled
-    with guards (no cellmad) 2.59 s but the highest rate (1.06e11), slide8 plain cellmad
-    (pre's bits) 2.80 s; per Δt⁻ programs 4-5x slower; 165 registers (12 warps/SM).
-    Batch 3: the exact-as-before cmp decisions with guards / qsw, register caps, no
-    hoisting."""
+    """(label, tuning): pre (the bit reference) first, then the default.  H100 history
+    (2026-11-25; docs/timeseries.md and benchmarks/RESULTS.md have the tables): batch 1
+    slide/qsw/fma, batch 2 hoisting/no exp branch/scaled/cellmad/per-Δt⁻, batch 3 cmp
+    with guards or qsw, U, register caps (no effect: ptxas keeps 168 registers), cellfma.
+    Best measured at T = 10^6: slide4 scaled cellmad 2.24 s; exact as before (cmp): slide2
+    cellmad 2.62 s (the default)."""
     d = default_tuning(facts, MF, max_past=MP)
     base = dict(wg=d.wg, tb=d.tb)
-    # cmp: the original sign decisions (local differences; scaled/fma round products of
-    # values far from the tile's origin: ~10x coarser near-tie decisions on PoCL)
-    fast = dict(launch_pairs=2**34, slide=4, sign="cmp", cellmad=True)
+    fast = dict(launch_pairs=2**34, slide=4, cellmad=True)
     out = [("pre (the default before)", PatternTuning(**base, pre=True)),
-           ("default (bits = pre)", d),
-           ("slide4 qsw cmp cellmad", PatternTuning(**base, **fast, qsw=True)),
-           ("slide4 cmp cellmad", PatternTuning(**base, **fast))]
+           ("default", d),
+           ("slide8 plain cellmad (bits = pre)", PatternTuning(**base, slide=8, qform="plain",
+                                                               cellmad=True)),
+           ("slide4 scaled cellmad", PatternTuning(**base, **fast, sign="scaled"))]
     if facts.is_gpu and not quick:
-        out += [("slide4 cmp cellmad rreg128", PatternTuning(**base, **fast, maxrreg=128)),
-                ("slide4 qsw cmp cellmad rreg128", PatternTuning(**base, **fast, qsw=True,
-                                                                 maxrreg=128)),
-                ("slide4 cmp cellmad nohoist", PatternTuning(**base, **fast, hoist=False)),
-                ("slide4 cmp cellmad nohoist rreg128",
-                 PatternTuning(**base, **fast, hoist=False, maxrreg=128)),
-                ("slide8 plain cellfma", PatternTuning(**base, slide=8, qform="plain", cellmad=2)),
-                ("slide4 qsw cmp cellfma", PatternTuning(**base, **dict(fast, cellmad=2), qsw=True)),
-                ("slide4 cmp cellmad rreg96", PatternTuning(**base, **fast, maxrreg=96)),
-                ("slide2 cmp cellmad", PatternTuning(**base, **dict(fast, slide=2))),
-                ("slide8 cmp cellmad", PatternTuning(**base, **dict(fast, slide=8))),
-                ("slide4 cmp cellmad tb256", PatternTuning(wg=d.wg, tb=256, **fast)),
-                ("slide4 qsw scaled cellmad (batch 2 best)",
-                 PatternTuning(**base, **dict(fast, sign="scaled"), qsw=True)),
-                ("slide4 scaled cellmad rreg128",
-                 PatternTuning(**base, **dict(fast, sign="scaled"), maxrreg=128))]
+        out += [("slide2 cmp cellmad nohoist", PatternTuning(**base, **dict(fast, slide=2),
+                                                             hoist=False)),
+                ("slide2 scaled cellmad", PatternTuning(**base, **dict(fast, slide=2),
+                                                        sign="scaled")),
+                ("slide4 scaled cellmad nohoist", PatternTuning(**base, **fast, sign="scaled",
+                                                                hoist=False)),
+                ("slide4 cmp cellmad", PatternTuning(**base, **fast)),
+                ("slide4 fma cellmad", PatternTuning(**base, **fast, sign="fma"))]
     return [(n, t) for n, t in out if local_bytes(t, MP, MF) <= facts.local_mem]
 
 
@@ -184,7 +175,7 @@ def full(dev, ranked, vs, quick):
     T, mh = (4_000, 512) if quick else (10**6, MH)
     p = walk(T, 5)
     chosen = [vs[1]] + [(label, t) for _, label, t in ranked
-                        if label not in (vs[0][0], vs[1][0])][:3]       # the default, the best
+                        if label not in (vs[0][0], vs[1][0])][:2]       # the default, the best
     best = None
     for label, t in chosen:
         if not left("full", t0):
@@ -208,8 +199,7 @@ def info(dev, label, t, out_dir):
                  "compensated", exp=t.exp, qform=t.qform, sign=t.sign, pre=int(t.pre),
                  slide=t.slide, qsw=int(t.qsw), cellmad=int(t.cellmad), hoist=int(t.hoist))
     src = render("timeseries/pattern.cl", dev.facts, **shape)
-    opts = (["-cl-nv-verbose"] + ([f"-cl-nv-maxrregcount={t.maxrreg}"] if t.maxrreg else [])
-            if dev.facts.vendor == "nvidia" else [])
+    opts = ["-cl-nv-verbose"] if dev.facts.vendor == "nvidia" else []
     prg = cl.Program(dev.context, src).build(options=opts)
     log = prg.get_build_info(dev.cl_device, cl.program_build_info.LOG) or ""
     for line in log.splitlines():

@@ -60,8 +60,7 @@ class PatternTuning:
     in registers, U steps unrolled (with qform "plain" the same bits as pre); `qsw`: Q's
     window steps by a switch on Δt⁻ instead of a test per step; `cellmad` (slide): each
     Δt⁺ sum by mad(1 or 0, w, sum) (1) or fma (2), the same bits; `hoist` (slide): the
-    local reads of the U steps first; `maxrreg`: NVIDIA's register cap for the program
-    (None: the compiler's)."""
+    local reads of the U steps first."""
     wg: int
     tb: int
     launch_pairs: int | None = None
@@ -74,7 +73,6 @@ class PatternTuning:
     qsw: bool = False
     cellmad: int = 0
     hoist: bool = True
-    maxrreg: int | None = None
 
 
 
@@ -94,22 +92,22 @@ SLIDE_MAX_VALUES = 40          # max_past + max_future for the GPUs' sliding def
 def default_tuning(facts, max_future: int, triples: int | None = None,
                    max_past: int = MAX_PAST) -> PatternTuning:
     """GPUs: one program for every Δt⁻ whose items slide their windows along τ in
-    registers (`slide`, 8 steps unrolled), Q with pre's rounding (the same bits as pre),
-    the Δt⁺ sums by mad (`cellmad`, the same bits); CPUs: each historical window
+    registers (`slide`, 2 steps unrolled), the sign decisions as before (cmp), the Δt⁺
+    sums by mad (`cellmad`), launches of ~2^34 triples; CPUs: each historical window
     normalised once per tile (`pre`); each where it fits the local memory, else the
     plain kernel.  Sliding keeps max_past + max_future values per item in registers:
     up to SLIDE_MAX_VALUES (the measured 20 + 20), beyond pre.  H100, T = 10^6, 20 x 20,
-    χ = 100, τ̂ = 16384, end to end after the builds (benchmarks/probe_pcfast.py):
-    2.80 s against 4.23 s for pre (slide4 with qsw and the scaled signs: 2.52 s, but its
-    near-tie decisions are coarser; per-Δt⁻ programs were 4-5x slower).  PoCL (T = 3000,
-    20 x 20, τ̂ = 512): pre ~1.8-2.0 s, slide 2.7-3.9 s.  `triples` is kept for callers
-    that size the job."""
+    χ = 100, τ̂ = 16384, end to end after the builds (benchmarks/probe_pcfast.py, best of
+    two): 2.62 s against 4.23 s for pre; slide 8 with pre's rounding (pre's bits) 2.81 s;
+    the scaled signs 2.24 s, but their near-tie decisions are ~10x coarser (an option);
+    per-Δt⁻ programs were 4-5x slower.  PoCL (T = 3000, 20 x 20, τ̂ = 512): pre ~1.8-2.0 s,
+    slide 2.7-3.9 s.  `triples` is kept for callers that size the job."""
     wg = 64 if facts.is_gpu else 16
     while wg > 1 and wg * (2 * max_future * 8 + 8) + 4 * (wg + 512) > facts.local_mem // 2:
         wg //= 2
     t = PatternTuning(wg=wg, tb=128 if facts.is_gpu else 64)
     if facts.is_gpu and max_past + max_future <= SLIDE_MAX_VALUES:
-        fast = [dataclasses.replace(t, slide=8, qform="plain", cellmad=True)]
+        fast = [dataclasses.replace(t, slide=2, cellmad=True, launch_pairs=2**34)]
     else:
         fast = []
     for cand in fast + [dataclasses.replace(t, pre=True)]:
@@ -318,13 +316,10 @@ def pattern_conformity(p, max_past=20, max_future=20, chi=100.0, max_history=163
     shape = dict(wg=t.wg, tb=t.tb, maxp=max_past, maxf=max_future, acc=acc, exp=t.exp,
                  qform=t.qform, sign=t.sign, pre=int(t.pre), slide=t.slide, qsw=int(t.qsw),
                  cellmad=int(t.cellmad), hoist=int(t.hoist))
-    # NVIDIA only: a register cap for the sweep (more work groups per SM, maybe spills)
-    options = ((f"-cl-nv-maxrregcount={t.maxrreg}",)
-               if t.maxrreg and dev.facts.vendor == "nvidia" else ())
     # (program, grid rows): each Δt⁻ compiled in, or all Δt⁻ as grid rows of one launch
-    sweeps = ([(dev.build("timeseries/pattern.cl", options, mfix=m, **shape), 1)
+    sweeps = ([(dev.build("timeseries/pattern.cl", mfix=m, **shape), 1)
                for m in range(1, max_past + 1)] if t.per_past
-              else [(dev.build("timeseries/pattern.cl", options, **shape), max_past)])
+              else [(dev.build("timeseries/pattern.cl", **shape), max_past)])
     prg = sweeps[0][0]                              # ts_pc_fold: the same in every program
     queue = dev.queue
     spans = [[_pc_span(a, b, int(T[e]), t.wg, reach_back, max_future) for a, b in windows[e]]
