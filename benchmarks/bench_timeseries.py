@@ -195,21 +195,22 @@ def pair_variants(facts, max_lag):
 
 
 def pc_variants(facts, quick):
-    """The default (one program, windows normalised once per tile where they fit)
-    and, on GPUs, the same without pre and one program per Δt⁻ beside it (wg 32/128,
-    tb 256, native_exp were within 1% of the default: probe_ts14b).  The full run
-    takes the fastest."""
+    """The default (GPUs: windows slid along τ in registers; CPUs: normalised once per
+    tile) and, on GPUs, the previous default (pre) and the scaled sign decisions beside
+    it (benchmarks/probe_pcfast.py measures the rest).  The full run takes the fastest."""
     mp, mf = PC_FULL["max_past"], PC_FULL["max_future"]
     out = [pc_default_tuning(facts, mf, max_past=mp)]
     if facts.is_gpu and not quick:
-        out += [dataclasses.replace(out[0], pre=False),
-                dataclasses.replace(out[0], per_past=True)]
+        out += [PatternTuning(wg=out[0].wg, tb=out[0].tb, pre=True),
+                dataclasses.replace(out[0], sign="scaled")]
     return [t for t in dict.fromkeys(out) if pc_local_bytes(t, mp, mf) <= facts.local_mem]
 
 
 def pc_label(t):
     return (f"wg={t.wg} tb={t.tb} {t.exp} {t.qform} {t.sign}"
-            f"{' per Δt⁻' if t.per_past else ' one program'}{' pre' if t.pre else ''}")
+            f"{' per Δt⁻' if t.per_past else ' one program'}{' pre' if t.pre else ''}"
+            f"{f' slide{t.slide}' if t.slide else ''}{' qsw' if t.qsw else ''}"
+            f"{' cellmad' if t.cellmad else ''}")
 
 
 def kernel_time(dev, series, kind, max_lag, tuning, repeats):

@@ -44,7 +44,9 @@ RENDER_CASES = {
                       for R, r, J in ((2, 2, 1), (64, 8, 16), (256, 8, 4)) for s in (-1, 1)]
                      + [dict(real="double", R=128, r=8, J=16, sign=-1, acc="double")],
     "timeseries/pattern.cl": [dict(wg=64, tb=128, maxp=20, maxf=20, acc=a, exp=e)
-                              for a in ("double", "compensated") for e in ("exp", "native_exp")],
+                              for a in ("double", "compensated") for e in ("exp", "native_exp")]
+                             + [dict(wg=64, tb=128, maxp=20, maxf=20, acc="double", exp="exp",
+                                     slide=4, qsw=1, cellmad=1, sign=s) for s in ("cmp", "scaled")],
     "timeseries/acrw.cl": [{}],
 }
 

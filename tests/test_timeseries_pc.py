@@ -76,6 +76,38 @@ def test_one_program_per_past_gives_the_same_sums(device, kind, pre):
     np.testing.assert_array_equal(per_past.pairs, one.pairs)
 
 
+@pytest.mark.parametrize("kind", ["walk", "ticks"])
+def test_sliding_windows_give_the_same_sums(device, kind):
+    """slide (values slid along τ in registers) with pre's rounding of Q: the same bits as
+    pre, whatever the unrolling; with Q by mad, Q's steps by a switch on Δt⁻ (qsw), the
+    fma and scaled sign decisions (ties exact on the tick series), one program per Δt⁻:
+    the reference; and qsw the same bits with pre as with slide."""
+    p = series("walk", 1_237, seed=5) if kind == "walk" else \
+        np.cumsum(np.random.default_rng(5).integers(-2, 3, 1_237)) * 0.25
+    shape = dict(wg=8, tb=16, launch_pairs=40_000)
+    pre = pattern_conformity(p, 6, 5, 100.0, 150, device=device,
+                             _tuning=PatternTuning(pre=True, **shape))
+    ref = pattern_conformity_numpy(p / (0.25 if kind == "ticks" else 1.0), 6, 5, 100.0, 150)
+    check(pre, ref)
+    for slide in (2, 16):
+        r = pattern_conformity(p, 6, 5, 100.0, 150, device=device,
+                               _tuning=PatternTuning(slide=slide, qform="plain", **shape))
+        np.testing.assert_array_equal(r.xi, pre.xi)
+        np.testing.assert_array_equal(r.norm, pre.norm)
+        np.testing.assert_array_equal(r.skipped_history, pre.skipped_history)
+    for sign, qsw, per_past in (("fma", True, False), ("scaled", True, False),
+                                ("scaled", False, True)):
+        check(pattern_conformity(p, 6, 5, 100.0, 150, device=device,
+                                 _tuning=PatternTuning(slide=4, qsw=qsw, sign=sign,
+                                                       per_past=per_past, **shape)), ref)
+    pre_qsw = pattern_conformity(p, 6, 5, 100.0, 150, device=device,
+                                 _tuning=PatternTuning(pre=True, qsw=True, qform="plain", **shape))
+    slide_qsw = pattern_conformity(p, 6, 5, 100.0, 150, device=device,
+                                   _tuning=PatternTuning(slide=8, qsw=True, qform="plain", **shape))
+    np.testing.assert_array_equal(pre_qsw.xi, slide_qsw.xi)
+    np.testing.assert_array_equal(pre_qsw.norm, slide_qsw.norm)
+
+
 def test_shortest_series(device):
     """T = max_past + max_future + 1: one (t̂, τ) pair in the cell (max_future, max_past)."""
     p = series("walk", 9, seed=5)
@@ -91,10 +123,11 @@ def test_history_longer_than_series(device):
           pattern_conformity_numpy(p, 3, 2, 0.0, 10_000))
 
 
-def test_persistent_series_gives_one(device):
+@pytest.mark.parametrize("tuning", [None, PatternTuning(wg=8, tb=16, slide=4, sign="scaled")])
+def test_persistent_series_gives_one(device, tuning):
     """p(t) = t: every window matches (Q = 0) and every continuation agrees."""
     p = np.arange(500, dtype=np.int64) + 10**6
-    r = pattern_conformity(p, 8, 6, 100.0, 64, device=device)
+    r = pattern_conformity(p, 8, 6, 100.0, 64, device=device, _tuning=tuning)
     assert np.all(np.isnan(r.Xi[:, 0]))              # one-point windows have no range
     np.testing.assert_array_equal(r.Xi[:, 1:], 1.0)
     assert np.all(r.skipped_current[1:] == 0) and np.all(r.skipped_history == 0)
@@ -151,26 +184,35 @@ def test_bad_input(kwargs, exc, match):
 @pytest.mark.oclgrind
 def test_kernel_oclgrind(oclgrind):
     """Two launches, partial groups and tiles, both accumulators, integer data with ties;
-    one program for every Δt⁻ and one per Δt⁻ (the GPUs' default)."""
+    one program for every Δt⁻ and one per Δt⁻; pre (the CPUs' default), slide with
+    cellmad (the GPUs' default), with pre's rounding and qsw, with the scaled signs."""
     p = series("acrw", 31, seed=9)
     ref = pattern_conformity_loops(p, 3, 2, 50.0, 6)
-    for acc, per_past, pre in (("double", False, True), ("compensated", True, False),
-                               ("compensated", True, True)):
+    for acc, per_past, more in (("double", False, dict(pre=True)),
+                                ("compensated", True, {}),
+                                ("compensated", True, dict(pre=True)),
+                                ("double", False, dict(slide=2, cellmad=True)),
+                                ("compensated", False, dict(slide=2, qform="plain", qsw=True)),
+                                ("compensated", True, dict(slide=2, sign="scaled"))):
         check(pattern_conformity(p, 3, 2, 50.0, 6, device=oclgrind, _accumulate=acc,
                                  _tuning=PatternTuning(wg=4, tb=4, launch_pairs=200,
-                                                       per_past=per_past, pre=pre)), ref)
+                                                       per_past=per_past, **more)), ref)
 
 
 def test_default_tuning_per_device():
-    """One program for every Δt⁻, windows normalised once per tile where the local
-    memory holds them (GPUs and CPUs alike: the H100's end-to-end figures)."""
+    """One program for every Δt⁻; GPUs slide the windows in registers up to 20 + 20
+    values (the H100's end-to-end figures), beyond and on CPUs the windows are
+    normalised once per tile (pre) where the local memory holds them."""
     from clphys.runtime import fake_facts
     from clphys.timeseries import pattern
     gpu, cpu = fake_facts("nvidia"), fake_facts("pocl")
     big = pattern_pairs(10**6, 20, 16384)
-    for facts in (gpu, cpu):
-        t = pattern.default_tuning(facts, 20, big, 20)
-        assert t.pre and not t.per_past
+    t = pattern.default_tuning(gpu, 20, big, 20)
+    assert t.slide and t.sign == "cmp" and t.cellmad and not t.pre and not t.per_past
+    assert pattern.local_bytes(t, 20, 20) <= gpu.local_mem
+    for facts, mp, mf in ((cpu, 20, 20), (gpu, 32, 32)):
+        t = pattern.default_tuning(facts, mf, big, mp)
+        assert t.pre and not t.slide and not t.per_past
     small = fake_facts("oclgrind")                          # 32 KiB of local memory
     t = pattern.default_tuning(small, 64, big, 64)
     assert pattern.local_bytes(t, 64, 64) <= small.local_mem

@@ -20,6 +20,29 @@
 ##                tile into local memory (its minimum, range and (h - min)/range), instead of
 ##                by every (t^, τ) item that reads it; the sign decisions use the same
 ##                minimum and range floats (the same bits), Q the stored normalised values
+##         slide  (optional, default 0) U > 0, a divisor of tb: each item keeps the
+##                maxp + maxf values around p(t^ - τ) in registers and slides them along τ
+##                (one local read per τ for them instead of maxp + maxf), unrolled U times;
+##                each window position's minimum, range and 1/range come from local memory,
+##                computed once per tile as with pre, and Q's terms (h - min) * (1/range)
+##                are pre's stored values with qform "plain" (the same bits as pre), one
+##                mad with qform "mad" or "fast".  Excludes pre.
+##         sign "fma" (slide only): b = fma(h, rc, -(lh rc)) against K = fma(c1, rh, -(lc rh)),
+##                one instruction per Δt⁺ less; ties stay exact where the windows share their
+##                extremes (the same operations on the same floats) and for ticks while the
+##                products of the tile-frame values with the ranges stay below 2^24
+##         sign "scaled" (slide only): the continuation values are held as h·rc (one multiply
+##                per τ as a value leaves the window) and compared with
+##                K = c1·rh − (lc·rh − lh·rc) directly: no instruction per Δt⁺ but the two
+##                compares; the same exactness as "fma"
+##         cellmad (optional, default 0; slide only) 1: each Δt⁺ sum as mad(1 or 0, w, sum)
+##                instead of sum + (w or 0): the same bits (NVIDIA's compiler turns it back
+##                into a select and an add); 2: fma() (exact, so it stays a multiply-add)
+##         hoist  (optional, default 1; slide only) 0: each step reads its own local values
+##                (fewer registers) instead of all U steps' first
+##         qsw    (optional, default 0) 1: Q's terms θ = m .. 2 by a switch on m that
+##                falls through (one jump per τ instead of maxp - 1 tests; θ descending,
+##                so Q's last bits differ from qsw = 0)
 ##
 ## The launch covers t^ in [t_lo, t_hi) with t_lo - 1 a multiple of wg; work group j of it
 ## owns wg consecutive t^ and adds into slot (slot0 + j) % nslots, so that a slot receives
@@ -49,9 +72,16 @@
     qform = context.get("qform", "plain")
     sign = context.get("sign", "sub")
     pre = context.get("pre", 0)
-    if not 0 <= mfix <= maxp or qform not in ("plain", "mad", "fast") or sign not in ("sub", "cmp"):
+    slide = context.get("slide", 0)
+    qsw = context.get("qsw", 0) and not mfix
+    cellmad = context.get("cellmad", 0)
+    hoist = context.get("hoist", 1)
+    if not 0 <= mfix <= maxp or qform not in ("plain", "mad", "fast") or sign not in ("sub", "cmp", "fma", "scaled"):
         raise ValueError("pattern.cl: need 0 <= mfix <= maxp, qform 'plain', 'mad' or 'fast', "
                          "sign 'sub' or 'cmp'")
+    if slide < 0 or (slide and (tb % slide or pre)) or (sign in ("fma", "scaled") and not slide):
+        raise ValueError("pattern.cl: slide must be 0 or a divisor of tb, and excludes pre; "
+                         "sign 'fma' or 'scaled' needs slide")
     P = "pc_" + acc[0] + "_"          # helper names carry the accumulator variant
     tile_len = wg + tb + maxp + maxf
     NPOS = wg + tb - 1                # historical window positions of a tile (pre)
@@ -61,6 +91,32 @@
         """The run-time test that θ = t is inside the window (none when Δt⁻ is fixed)."""
         return "true" if mfix else "m >= %du" % t
     F = range(1, maxf + 1)            # Δt⁺
+    M = mfix or maxp                  # the longest window
+    L = M + maxf                      # values an item slides along τ (slide)
+
+    def q_terms(d, indent, acc=lambda t: "s"):
+        """Q's terms θ = 2 .. m into acc(θ) (d(θ): the expression of d_θ), by guards or by
+        a switch on m that falls through (qsw)."""
+        pad = " " * indent
+        term = lambda t: "{ const float d = %s; %s = mad(d, d, %s); }" % (d(t), acc(t), acc(t))
+        if qsw:
+            return "\n".join([pad + "switch (m) {"]
+                             + [pad + "case %du: " % t + term(t) for t in reversed(TH[1:])]
+                             + [pad + "default: break;", pad + "}"])
+        return "\n".join(pad + "if (%s) " % guard(t) + term(t) for t in TH[1:])
+
+    def cell(f, b, K):
+        """Δt⁺ = f's two sums: w where b > K, w where b < K (cellmad: mad(1 or 0, w, sum),
+        the same bits as adding w or nothing; a set-to-1.0 and an FMA per sum on GPUs)."""
+        if cellmad:
+            fn = "fma" if cellmad == 2 else "mad"
+            return ("up%d = %s(%s > %s ? 1.0f : 0.0f, w, up%d); dn%d = %s(%s < %s ? 1.0f : 0.0f, w, dn%d);"
+                    % (f, fn, b, K, f, f, fn, b, K, f))
+        return "up%d += %s > %s ? w : 0.0f; dn%d += %s < %s ? w : 0.0f;" % (f, b, K, f, b, K)
+
+    def sa(f):
+        """sgn of the current continuation Δt⁺ = f (in local memory with slide: registers)."""
+        return "lsa[%du + lid]" % ((f - 1) * wg) if slide else "sa%d" % f
 %>
 // Sign decisions compare two rounded products; a fused multiply-add would round one only.
 #pragma OPENCL FP_CONTRACT OFF
@@ -78,12 +134,23 @@ void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, cons
                  const uint max_hist, const float chi,
                  __global ${P}acc_t *partial, __global ulong *counts)
 {
+% if slide:
+    __local float tile_pad[${tile_len + 1}];
+    __local float *tile = tile_pad + 1;            // tile[-1]: the read after the last τ
+% else:
     __local float tile[${tile_len}];
+% endif
     __local ${P}acc_t lacc[${2 * maxf * wg}];
     __local uint lcnt[${3 * wg}];
-% if pre:
+% if pre or slide:
     __local float plo[${NPOS}], prg[${NPOS}];      // window minimum and range by position
+% endif
+% if pre:
     __local float phn[${(mfix or maxp) * NPOS}];   // (h_θ - min) / range, θ-major
+% elif slide:
+    __local float pir[${NPOS}];                    // 1 / range (0 for a zero range)
+    __local float lsa[${maxf * wg}];
+    if (get_local_id(0) == 0) tile_pad[0] = 0.0f;  // read by the slide past the last τ
 % endif
     const uint lid = get_local_id(0);
     const uint slot = (slot0 + get_group_id(0)) % nslots;
@@ -120,12 +187,13 @@ void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, cons
 % endfor
     // sgn of p̃(t^-1+Δt⁺) - p̃(t^-1); 0 where t^-1+Δt⁺ is past the end
 % for f in F:
-    const float sa${f} = (ok && th + ${f - 1}u < n) ? sign(pc_val(P(th + ${f - 1}u), o)) : 0.0f;
+    ${"" if slide else "const float "}${sa(f)} = (ok && th + ${f - 1}u < n) ? sign(pc_val(P(th + ${f - 1}u), o)) : 0.0f;
 % endfor
     const float chim = chi / (float)m;
     const uint tau_max = ok ? min(max_hist, th - m) : 0u;
     const uint last = min(A + ${wg}u, t_hi) - 1u;  // the group's last t^
-    const uint g_tau = last > m ? min(max_hist, last - m) : 0u;
+    // (Δt⁻ = 1: every window has zero range, no τ to run)
+    const uint g_tau = last > m && m > 1u ? min(max_hist, last - m) : 0u;
 
 % for f in F:
     lacc[${f - 1}u * ${wg}u + lid] = ${P}ZERO;
@@ -147,9 +215,10 @@ void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, cons
         // extremes and the continuation is p(t^-1) itself (overlapping windows)
         const float lct = ok ? pc_val(P(th - ilo), ot) : 0.0f;
         const float rct = ok ? pc_val(P(th - ihi), ot) - lct : 0.0f;
-        const float c1lt = ok ? pc_val(P(th - 1u), ot) - lct : 0.0f;
+        const float c1t = ok ? pc_val(P(th - 1u), ot) : 0.0f;
+        const float c1lt = c1t - lct;
         barrier(CLK_LOCAL_MEM_FENCE);
-% if pre:
+% if pre or slide:
         // position j: the historical window tile[j + maxp - θ], θ = 1 .. m
         for (uint j = lid; j < ${NPOS}u; j += ${wg}u) {
             const uint i0 = j + ${maxp}u;
@@ -167,9 +236,13 @@ void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, cons
 %   endif
             plo[j] = lo;
             prg[j] = rg;
-%   for t in TH:
+%   if slide:
+            pir[j] = ir;
+%   else:
+%     for t in TH:
             if (${guard(t)}) phn[${(t - 1) * NPOS}u + j] = (g${t} - lo) * ir;
-%   endfor
+%     endfor
+%   endif
         }
         barrier(CLK_LOCAL_MEM_FENCE);
 % endif
@@ -177,17 +250,90 @@ void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, cons
         float up${f} = 0.0f, dn${f} = 0.0f;       // Σ w over b > 0, over b < 0
 % endfor
         const uint kend = tau_max >= t0 ? min(${tb}u, tau_max + 1u - t0) : 0u;
+% if slide:
+        // r_q = tile[i0 - M + q], q = 0 .. L-1, around p(t^ - τ) = tile[i0], τ = t0 + k:
+        // h_θ = r_{M-θ}, the continuation Δt⁺ = f is r_{M+f-1}; τ + 1 shifts by one
+        // (sign "scaled": the continuation part holds h·rc, scaled as a value crosses over)
+        const uint j0 = lid + ${tb - 1}u;
+%   for q in range(L):
+        float r${q} = tile[j0 + ${maxp - M + q}u]${" * rct" if sign == "scaled" and q >= M else ""};
+%   endfor
+        for (uint kb = 0; kb < kend; kb += ${slide}u) {
+%   if hoist:
+            // every local read of the U steps first (no step's branches stand between)
+%     for u in range(slide):
+            const float lh${u} = plo[j0 - kb - ${u}u], rh${u} = prg[j0 - kb - ${u}u], ir${u} = pir[j0 - kb - ${u}u];
+            const float nv${u} = tile[(int)(j0 - kb) + ${maxp - M - u - 1}];
+%     endfor
+%   endif
+<%   names = ["r%d" % q for q in range(L)] %>
+%   for u in range(slide):
+            {
+%     if hoist:
+                const float lh = lh${u}, rh = rh${u}, irh = ir${u};
+%     else:
+                const float lh = plo[j0 - kb - ${u}u], rh = prg[j0 - kb - ${u}u], irh = pir[j0 - kb - ${u}u];
+                const float nv${u} = tile[(int)(j0 - kb) + ${maxp - M - u - 1}];
+%     endif
+                const bool live = kb + ${u}u < kend;
+                skip_hist += live && !(rh > 0.0f) ? 1u : 0u;
+%     if qform == "plain":
+                float s;
+                { const float d = c1 - (${names[M - 1]} - lh) * irh; s = d * d; }
+${q_terms(lambda t: "c%d - (%s - lh) * irh" % (t, names[M - t]), 16)}
+%     else:
+                // two partial sums: half the dependent chain
+                float s0, s1 = 0.0f;
+                { const float d = mad(lh - ${names[M - 1]}, irh, c1); s0 = d * d; }
+${q_terms(lambda t: "mad(lh - %s, irh, c%d)" % (names[M - t], t), 16, acc=lambda t: "s%d" % (t % 2))}
+                const float s = s0 + s1;
+%     endif
+                // no branch around the exponential (s is finite: irh = 0 for a zero range)
+                const float w = ${exp}(-chim * s) * (live && rh > 0.0f ? 1.0f : 0.0f);
+%     if sign == "fma":
+                const float K = fma(c1t, rh, -(lct * rh)), nl = -(lh * rct);
+%     elif sign == "scaled":
+                // h·rc > c1·rh − (lc·rh − lh·rc), each product rounded once: where the
+                // windows share their extremes both sides are the same products
+                const float K = c1t * rh - (lct * rh - lh * rct);
+%     else:
+                const float K = c1lt * rh;
+%     endif
+%     for f in F:
+%       if sign == "fma":
+                { const float b = fma(${names[M + f - 1]}, rct, nl); ${cell(f, "b", "K")} }
+%       elif sign == "scaled":
+                { const float b = ${names[M + f - 1]}; ${cell(f, "b", "K")} }
+%       elif sign == "cmp":
+                { const float b = (${names[M + f - 1]} - lh) * rct; ${cell(f, "b", "K")} }
+%       else:
+                { const float b = (${names[M + f - 1]} - lh) * rct - K; ${cell(f, "b", "0.0f")} }
+%       endif
+%     endfor
+%     if sign == "scaled":
+                ${names[M - 1]} *= rct;                  // h_1 becomes the continuation Δt⁺ = 1
+%     endif
+                ${names[L - 1]} = nv${u};
+            }
+<%     names = [names[L - 1]] + names[:L - 1] %>
+%   endfor
+%   if slide % L:
+            {
+                const float ${", ".join("t%d = %s" % (q, names[q]) for q in range(L))};
+                ${" ".join("r%d = t%d;" % (q, q) for q in range(L))}
+            }
+%   endif
+        }
+% else:
         for (uint k = 0; k < kend; ++k) {
             const int i0 = (int)th - (int)(t0 + k) - base;     // tile index of p(t^ - τ)
 % if pre:
             const uint j = (uint)i0 - ${maxp}u;
             const float lh = plo[j], rh = prg[j];
             if (rh > 0.0f) {
-                float d = c1 - phn[j];
-                float s = d * d;
-%   for t in TH[1:]:
-                if (${guard(t)}) { d = c${t} - phn[${(t - 1) * NPOS}u + j]; s = mad(d, d, s); }
-%   endfor
+                float s;
+                { const float d = c1 - phn[j]; s = d * d; }
+${q_terms(lambda t: "c%d - phn[%du + j]" % (t, (t - 1) * NPOS), 16)}
 % else:
             const float h1 = tile[i0 - 1];
             float lh = h1, hh = h1;
@@ -237,9 +383,10 @@ void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, cons
                 ++skip_hist;
             }
         }
+% endif
 % for f in F:
-        lacc[${f - 1}u * ${wg}u + lid] = ${P}fold(lacc[${f - 1}u * ${wg}u + lid], sa${f} * (up${f} - dn${f}));
-        lacc[${maxf + f - 1}u * ${wg}u + lid] = ${P}fold(lacc[${maxf + f - 1}u * ${wg}u + lid], fabs(sa${f}) * (up${f} + dn${f}));
+        lacc[${f - 1}u * ${wg}u + lid] = ${P}fold(lacc[${f - 1}u * ${wg}u + lid], ${sa(f)} * (up${f} - dn${f}));
+        lacc[${maxf + f - 1}u * ${wg}u + lid] = ${P}fold(lacc[${maxf + f - 1}u * ${wg}u + lid], fabs(${sa(f)}) * (up${f} + dn${f}));
 % endfor
     }
 

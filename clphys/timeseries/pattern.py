@@ -55,7 +55,12 @@ class PatternTuning:
     steps; max_past programs to build, one launch each) instead of one for all Δt⁻;
     `qform`, `sign`: pattern.cl's variants ("mad": Q by mad(), "cmp": b compared with K;
     the sign decisions stay exact); `pre`: each historical window normalised once per
-    tile in local memory (pattern.cl), not by every item that reads it."""
+    tile in local memory (pattern.cl), not by every item that reads it; `slide` = U > 0
+    (a divisor of tb, excludes pre): each item slides the values around p(t̂ - τ) along τ
+    in registers, U steps unrolled (with qform "plain" the same bits as pre); `qsw`: Q's
+    window steps by a switch on Δt⁻ instead of a test per step; `cellmad` (slide): each
+    Δt⁺ sum by mad(1 or 0, w, sum) (1) or fma (2), the same bits; `hoist` (slide): the
+    local reads of the U steps first."""
     wg: int
     tb: int
     launch_pairs: int | None = None
@@ -64,6 +69,10 @@ class PatternTuning:
     qform: str = "mad"
     sign: str = "cmp"
     pre: bool = False
+    slide: int = 0
+    qsw: bool = False
+    cellmad: int = 0
+    hoist: bool = True
 
 
 
@@ -72,26 +81,38 @@ def local_bytes(t: PatternTuning, max_past: int, max_future: int) -> int:
     """Local memory of a ts_pc_sweep work group (8-byte accumulators)."""
     tile = 4 * (t.wg + t.tb + max_past + max_future)
     pre = 4 * (2 + max_past) * (t.wg + t.tb - 1) if t.pre else 0
+    if t.slide:                                     # min, range, 1/range; signs; tile[-1]
+        pre = 4 * 3 * (t.wg + t.tb - 1) + 4 * max_future * t.wg + 4
     return tile + 8 * 2 * max_future * t.wg + 4 * 3 * t.wg + pre
+
+
+SLIDE_MAX_VALUES = 40          # max_past + max_future for the GPUs' sliding default
 
 
 def default_tuning(facts, max_future: int, triples: int | None = None,
                    max_past: int = MAX_PAST) -> PatternTuning:
-    """One program for every Δt⁻ (with run-time guards), with each historical window
-    normalised once per tile (`pre`) where that fits the local memory, on every
-    device.  Measured end to end on the H100 (T = 10^6, 20 x 20, χ = 100, τ̂ = 16384,
-    after the builds): one program 4.61 s, with pre 4.11 s; one program per Δt⁻ 8.02 s,
-    with pre 7.12 s (the probe's 8.85e10 against 6.81e10 triples/s for per-Δt⁻ came
-    from short slices that did not show the launches' cost).  PoCL: pre 2.25x (T =
-    3000, 20 x 20, τ̂ = 512).  `per_past` stays an option; `triples` is kept for
-    callers that size the job."""
+    """GPUs: one program for every Δt⁻ whose items slide their windows along τ in
+    registers (`slide`, 2 steps unrolled), the sign decisions as before (cmp), the Δt⁺
+    sums by mad (`cellmad`), launches of ~2^34 triples; CPUs: each historical window
+    normalised once per tile (`pre`); each where it fits the local memory, else the
+    plain kernel.  Sliding keeps max_past + max_future values per item in registers:
+    up to SLIDE_MAX_VALUES (the measured 20 + 20), beyond pre.  H100, T = 10^6, 20 x 20,
+    χ = 100, τ̂ = 16384, end to end after the builds (benchmarks/probe_pcfast.py, best of
+    two): 2.62 s against 4.23 s for pre; slide 8 with pre's rounding (pre's bits) 2.81 s;
+    the scaled signs 2.24 s, but their near-tie decisions are ~10x coarser (an option);
+    per-Δt⁻ programs were 4-5x slower.  PoCL (T = 3000, 20 x 20, τ̂ = 512): pre ~1.8-2.0 s,
+    slide 2.7-3.9 s.  `triples` is kept for callers that size the job."""
     wg = 64 if facts.is_gpu else 16
     while wg > 1 and wg * (2 * max_future * 8 + 8) + 4 * (wg + 512) > facts.local_mem // 2:
         wg //= 2
     t = PatternTuning(wg=wg, tb=128 if facts.is_gpu else 64)
-    pre = dataclasses.replace(t, pre=True)
-    if local_bytes(pre, max_past, max_future) <= facts.local_mem:
-        return pre
+    if facts.is_gpu and max_past + max_future <= SLIDE_MAX_VALUES:
+        fast = [dataclasses.replace(t, slide=2, cellmad=True, launch_pairs=2**34)]
+    else:
+        fast = []
+    for cand in fast + [dataclasses.replace(t, pre=True)]:
+        if local_bytes(cand, max_past, max_future) <= facts.local_mem:
+            return cand
     return t
 
 
@@ -293,7 +314,8 @@ def pattern_conformity(p, max_past=20, max_future=20, chi=100.0, max_history=163
     windows = [_pc_windows(dev, int(T[e]), t.wg, int(units[e]), reach_back + t.wg + max_future,
                            fixed, what) for e in range(E)]
     shape = dict(wg=t.wg, tb=t.tb, maxp=max_past, maxf=max_future, acc=acc, exp=t.exp,
-                 qform=t.qform, sign=t.sign, pre=int(t.pre))
+                 qform=t.qform, sign=t.sign, pre=int(t.pre), slide=t.slide, qsw=int(t.qsw),
+                 cellmad=int(t.cellmad), hoist=int(t.hoist))
     # (program, grid rows): each Δt⁻ compiled in, or all Δt⁻ as grid rows of one launch
     sweeps = ([(dev.build("timeseries/pattern.cl", mfix=m, **shape), 1)
                for m in range(1, max_past + 1)] if t.per_past
