@@ -21,12 +21,16 @@ VARIANTS = [dict(wg=8, lattice="global", table="global", hist="global"),
             dict(wg=4, lattice="local", table="local", hist="local", sites="packed"),
             dict(wg=8, lattice="local", table="global", hist="local", sites="packed"),
             # the GPU default at L >= 64 (lattices and table in global memory)
-            dict(wg=4, lattice="global", table="global", hist="local")]
+            dict(wg=4, lattice="global", table="global", hist="local"),
+            # sites="direct" without the branch per flip (update.cl, flow)
+            dict(wg=4, lattice="local", table="local", hist="local", sites="direct", flow="select"),
+            dict(wg=8, lattice="local", table="global", hist="local", sites="direct", flow="pipe"),
+            dict(wg=4, lattice="local", table="local", hist="global", sites="direct", flow="pipeb")]
 
 
-def _engine(dev, geom, walkers, seed, offset=0, total=None, **opts):
+def _engine(dev, geom, walkers, seed, offset=0, total=None, flow="branch", **opts):
     try:
-        options = choose_options(dev.facts, geom, **opts)
+        options = dict(choose_options(dev.facts, geom, **opts), flow=flow)
     except ValueError as exc:           # e.g. a large local table on PoCL (see engine.py)
         pytest.skip(f"{opts} does not fit {dev.name} for {geom}: {exc}")
     return Engine(dev, geom, walkers, seed, offset=offset, total=total, options=options)

@@ -30,6 +30,11 @@
 ##   order of nd = 2 dim - k, the neighbours that differ from the spin),
 ##   rounds (Philox rounds: 10; fewer only to measure the
 ##   generator's share of the time, benchmarks/probe_muca2.py),
+##   flow (sites="direct" only: "branch": an accepted flip stores in an if;
+##   "select": every step stores and moves the bin through masks, no branch;
+##   "pipe": "select" with the next step's words loaded before this step's
+##   store (a Philox block's four steps are one straight run), the store
+##   forwarded into them where the sites share a word),
 ##   tm (transition-matrix counts: a recorded step counts (bin before the
 ##   step, k of the proposed flip) at row index bin * (2 dim + 1) + k instead of
 ##   the bin after it; their sum over k is the energy histogram)
@@ -39,13 +44,16 @@
     for name, value, allowed in (("lattice", lattice, ("local", "global")),
                                  ("table", table, ("local", "global")),
                                  ("hist", hist, ("local", "global")), ("record", record, (False, True)), ("hist_rows", hist_rows, (1, 2)),
-                                 ("sites", sites, ("packed", "direct")), ("tm", tm, (False, True))):
+                                 ("sites", sites, ("packed", "direct")), ("tm", tm, (False, True)),
+                                 ("flow", flow, ("branch", "select", "pipe", "pipeb"))):
         if value not in allowed:
             raise ValueError("muca update.cl: %s must be one of %s, got %r" % (name, allowed, value))
     hmode = hist if record else "none"     # thermalisation: nothing is counted (M is still
     tmc = tm and record                    # tracked with magnet)
     if sites == "direct" and lattice != "local":
         raise ValueError("muca update.cl: sites='direct' needs lattice='local'")
+    if flow != "branch" and sites != "direct":
+        raise ValueError("muca update.cl: flow=%r needs sites='direct'" % (flow,))
     wpr = (L + 31) // 32
     ncol = 2 * dim + 1
     ndesc = 2 if (dim == 2 and wpr == 1) else 3     # uint4 per step with sites="direct"
@@ -119,6 +127,83 @@ ${mc.counters()}
 % endif
 </%def>
 
+## flow != "branch": the accepted flip through a mask am (all ones or zero):
+## the store is unconditional, the bin and M move by masked amounts.
+<%def name="select_accept(acc, c, u0, u1, r, nd, s)">
+            const uint am${c} = 0u - (uint)(${acc});
+            LATB(${u1}.x) = ${r} ^ (${u0}.w & am${c});
+            bin += (int)(am${c} & (uint)(MU_DIM - (int)${nd}));
+% if magnet:
+            m += (int)(am${c} & (${s} ? 0xFFFFFFFEu : 2u));
+% endif
+</%def>
+
+## flow == "pipe" / "pipeb": the four steps of a whole Philox block (words rnd)
+## from i as one straight run. Step c + 1 loads its words before step c stores;
+## where step c's site word is one of them, "pipe" forwards the store into the
+## copy (a compare and select per word), "pipeb" loads them again after the
+## store (a branch that every walker of the group takes alike: the site
+## sequence is shared).
+<%def name="pipe_block()">
+<%
+    words = [("r", "u1_%d.x"), ("ym", "u1_%d.y"), ("yp", "u1_%d.z")]
+    if dim == 3:
+        words += [("zm", "u1_%d.w"), ("zp", "u2_%d.x")]
+    if wpr > 1:
+        words += [("xmw", "u2_%d.y"), ("xpw", "u2_%d.z")]
+    def loads(c):
+        return ", ".join("%s_%d = LATB(%s)" % (w, c, off % c) for w, off in words)
+%>
+% for c in range(4):
+            const uint4 u0_${c} = sites[${ndesc}u * (i + ${c}u)], u1_${c} = sites[${ndesc}u * (i + ${c}u) + 1u];
+%   if ndesc == 3:
+            const uint4 u2_${c} = sites[${ndesc}u * (i + ${c}u) + 2u];
+%   endif
+% endfor
+            uint ${loads(0)};
+% for c in range(4):
+<%  xa = ("u1_%d.w" if ndesc == 2 else "u2_%d.w") % c %>
+            const uint rx_${c} = r_${c} >> u0_${c}.x, s_${c} = rx_${c} & 1u;
+%   if wpr == 1:
+            uint nd_${c} = ((rx_${c} ^ (r_${c} >> u0_${c}.y)) & 1u) + ((rx_${c} ^ (r_${c} >> u0_${c}.z)) & 1u)
+%   else:
+            uint nd_${c} = ((rx_${c} ^ (xmw_${c} >> u0_${c}.y)) & 1u) + ((rx_${c} ^ (xpw_${c} >> u0_${c}.z)) & 1u)
+%   endif
+                    + ((rx_${c} ^ (ym_${c} >> ${xa})) & 1u) + ((rx_${c} ^ (yp_${c} >> ${xa})) & 1u);
+%   if dim == 3:
+            nd_${c} += ((rx_${c} ^ (zm_${c} >> ${xa})) & 1u) + ((rx_${c} ^ (zp_${c} >> ${xa})) & 1u);
+%   endif
+            const uint th_${c} = THR((uint)bin * MU_NCLS + nd_${c});
+%   if c < 3:
+            uint ${loads(c + 1)};
+%   endif
+%   if tmc:
+            const uint entry_${c} = (uint)bin * MU_NCLS + 2u * MU_DIM - nd_${c};
+%   endif
+${select_accept("rnd." + "xyzw"[c] + " <= th_%d" % c, "_%d" % c, "u0_%d" % c, "u1_%d" % c, "r_%d" % c, "nd_%d" % c, "s_%d" % c)}
+%   if c < 3 and flow == "pipe":
+            {   // step c's store reaches step c + 1's copies of the same word
+                const uint flip = u0_${c}.w & am_${c};
+%     for w, off in words:
+                ${w}_${c + 1} ^= ${off % (c + 1)} == u1_${c}.x ? flip : 0u;
+%     endfor
+            }
+%   elif c < 3:
+            if (${" || ".join("%s == u1_%d.x" % (off % (c + 1), c) for w, off in words)}) {
+%     for w, off in words:
+                ${w}_${c + 1} = LATB(${off % (c + 1)});
+%     endfor
+            }
+%   endif
+            {
+%   if tmc:
+                const uint entry = entry_${c};
+%   endif
+${after_step()}
+            }
+% endfor
+</%def>
+
 ## One step with acceptance word `word` at launch step index `idx`.
 <%def name="step(word, idx)">
         {
@@ -167,13 +252,17 @@ ${neighbours()}
             m += acc ? (s ? -2 : 2) : 0;
 %   endif
 % else:
+%   if flow == "branch":
             if (acc) {
                 LATB(u1.x) = r ^ u0.w;
                 bin += MU_DIM - (int)nd;
-%   if magnet:
+%     if magnet:
                 m += s ? -2 : 2;
-%   endif
+%     endif
             }
+%   else:
+${select_accept("acc", "", "u0", "u1", "r", "nd", "s")}
+%   endif
 % endif
 ${after_step()}
         }
@@ -233,9 +322,13 @@ void muca_update(__global uint *lattice, __global int *bins, __global int *mags,
         while (i < n) {
             const uint4 rnd = mu_philox(mu_step_counter(t, g, MU_TAG_ACCEPT), key);
             if ((t & 3u) == 0u && i + 4u <= n) {      // a whole Philox block: 4 steps
-% for c, comp in enumerate("xyzw"):
+% if flow in ("pipe", "pipeb"):
+${pipe_block()}
+% else:
+%   for c, comp in enumerate("xyzw"):
 ${step("rnd." + comp, "i + %du" % c if c else "i")}
-% endfor
+%   endfor
+% endif
                 i += 4u;
                 t += 4u;
             } else {                                  // the ragged start or end of a launch

@@ -11,6 +11,8 @@ so no count can wrap), and whenever the caller reads them.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pyopencl as cl
 
@@ -18,6 +20,7 @@ from .. import _validate
 from ..rng import seed_key
 from ..runtime import zeros
 from ..runtime.memory import check_memory, format_bytes
+from ..runtime.render import Program
 from .geometry import Geometry
 
 SITES_CAP = 1 << 16            # steps per launch (site descriptors: 16 bytes each)
@@ -68,6 +71,26 @@ def resident_walkers(dev, geom, options, registers=NV_REGISTERS_ASSUMED) -> int 
     groups = min(NV_THREADS_PER_SM // wg, shared // (local + NV_RESERVED_PER_GROUP),
                  NV_REGISTERS_PER_SM // (-(-registers // 8) * 8 * wg))
     return facts.compute_units * max(1, groups) * wg
+
+
+def capped(dev, prg, registers):
+    """`prg` with at most `registers` per work item: on NVIDIA rebuilt from its
+    PTX with a `.maxnreg` directive (the OpenCL compiler takes no register cap:
+    -cl-nv-maxrregcount left ptxas at 96 in run 4); elsewhere, or without a
+    cap, `prg` itself. Cached on the device."""
+    if registers is None or dev.facts.vendor != "nvidia":
+        return prg
+    key = ("maxnreg", id(prg), int(registers))
+    out = dev.programs.get(key)
+    if out is None:
+        ptx = bytes(prg.cl_program.get_info(cl.program_info.BINARIES)[0]).decode()
+        ptx, count = re.subn(r"^(\s*\.reqntid[^\n]*)$", r"\1\n.maxnreg %d" % registers, ptx,
+                             count=1, flags=re.M)
+        if not count:
+            raise ValueError("maxreg: the kernel's PTX has no .reqntid line to put .maxnreg after")
+        cl_prg = cl.Program(dev.context, [dev.cl_device], [ptx.encode()]).build()
+        out = dev.programs[key] = Program(cl_prg, prg.source, dev.facts.vendor)
+    return out
 
 
 def local_room(facts):
@@ -163,6 +186,8 @@ class Engine:
         self.table_mode, self.hist_pref = options["table"], options["hist"]
         self.sites_mode = options.get("sites", "packed")
         self.rounds = options.get("rounds", 10)     # Philox rounds: 10; fewer only in the probe
+        self.flow = options.get("flow", "branch")   # update.cl, sites="direct"
+        self.maxreg = options.get("maxreg")         # NVIDIA: registers per work item at most
         self.key = seed_key(seed)
         self.seed = seed
         self._setup = dev.build("muca/setup.cl", **geom.template())
@@ -257,11 +282,12 @@ class Engine:
                 table = "global"
             key = (hist, bool(magnet), rows, bool(trips), bool(tm), record, table)
             if key not in self._programs:     # built once per engine (each iteration configures)
-                self._programs[key] = self.dev.build(
+                self._programs[key] = capped(self.dev, self.dev.build(
                     "muca/update.cl", **g.template(), wg=self.wg,
                     lattice=self.lattice_mode, table=table, hist=hist, record=record,
                     magnet=bool(magnet), wide=self.W * g.words >= 2**32, hist_rows=rows,
-                    trips=bool(trips), sites=self.sites_mode, rounds=self.rounds, tm=bool(tm))
+                    trips=bool(trips), sites=self.sites_mode, rounds=self.rounds, tm=bool(tm),
+                    flow=self.flow), self.maxreg)
             self._prog[record] = self._programs[key]
         self.trips, self.tm = bool(trips), bool(tm)
         self.hist_shape = (slots, g.nbins) + ((g.ncls,) if tm else ())
