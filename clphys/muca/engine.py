@@ -73,14 +73,14 @@ def resident_walkers(dev, geom, options, registers=NV_REGISTERS_ASSUMED) -> int 
     return facts.compute_units * max(1, groups) * wg
 
 
-def capped(dev, prg, registers):
+def capped(dev, prg, registers, options=()):
     """`prg` with at most `registers` per work item: on NVIDIA rebuilt from its
     PTX with a `.maxnreg` directive (the OpenCL compiler takes no register cap:
     -cl-nv-maxrregcount left ptxas at 96 in run 4); elsewhere, or without a
     cap, `prg` itself. Cached on the device."""
     if registers is None or dev.facts.vendor != "nvidia":
         return prg
-    key = ("maxnreg", id(prg), int(registers))
+    key = ("maxnreg", id(prg), int(registers), tuple(options))
     out = dev.programs.get(key)
     if out is None:
         ptx = bytes(prg.cl_program.get_info(cl.program_info.BINARIES)[0]).decode()
@@ -88,7 +88,7 @@ def capped(dev, prg, registers):
                              count=1, flags=re.M)
         if not count:
             raise ValueError("maxreg: the kernel's PTX has no .reqntid line to put .maxnreg after")
-        cl_prg = cl.Program(dev.context, [dev.cl_device], [ptx.encode()]).build()
+        cl_prg = cl.Program(dev.context, [dev.cl_device], [ptx.encode()]).build(options=list(options))
         out = dev.programs[key] = Program(cl_prg, prg.source, dev.facts.vendor)
     return out
 
