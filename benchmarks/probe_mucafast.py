@@ -46,12 +46,12 @@ from clphys.exact import density_of_states  # noqa: E402
 from clphys.muca import Multicanonical, protocol  # noqa: E402
 from clphys.muca import reference as ref  # noqa: E402
 from clphys.muca import simulation  # noqa: E402
-from clphys.muca.engine import (NV_REGISTERS_ASSUMED, Engine, capped, choose_options,  # noqa: E402
-                                default_walkers, resident_walkers)
+from clphys.muca.engine import (NV_REGISTERS_ASSUMED, Engine, _local_bytes, capped,  # noqa: E402
+                                choose_options, default_walkers, resident_walkers)
 from clphys.muca.geometry import Geometry  # noqa: E402
 
 T0 = time.perf_counter()
-EXTRA = ("flow", "maxreg", "rounds")          # engine options choose_options does not know
+EXTRA = ("flow", "maxreg", "rounds", "wpi")          # engine options choose_options does not know
 
 
 def left(deadline):
@@ -82,7 +82,7 @@ def nv_build_info(dev, geom, opts, out_dir, tag):
     o = full_options(dev, geom, opts)
     params = dict(geom.template(), wg=o["wg"], lattice=o["lattice"], table=o["table"], hist=o["hist"],
                   record=False, magnet=False, wide=False, hist_rows=1, trips=False, sites=o["sites"],
-                  rounds=o.get("rounds", 10), tm=False, flow=o.get("flow", "branch"))
+                  rounds=o.get("rounds", 10), tm=False, flow=o.get("flow", "branch"), wpi=o.get("wpi", 1))
     try:
         prg = dev.build("muca/update.cl", options=("-cl-nv-verbose",), **params)
         log = prg.cl_program.get_build_info(dev.cl_device, cl.program_build_info.LOG)
@@ -108,10 +108,13 @@ def twin_check(dev, opts, quick=False):
         return None
     cases = ((Geometry(2, 6), 37), (Geometry(2, 32), 40)) + (() if quick else ((Geometry(2, 34), 5),))
     for geom, walkers in cases:
-        o = dict(opts, wg=min(opts["wg"], 8)) if dev.facts.vendor == "pocl" else opts
-        try:
-            o = full_options(dev, geom, o)
-        except ValueError:
+        o = dict(opts, wg=min(opts["wg"], 4)) if dev.facts.vendor == "pocl" else opts
+        if dev.facts.vendor == "pocl" and geom.L >= 32:
+            o = dict(o, table="global", hist="global")      # PoCL's safe local memory (engine.py)
+        o = full_options(dev, geom, o)
+        need = _local_bytes(geom, o["wg"] * o.get("wpi", 1), o["lattice"], o["table"], o["hist"])
+        if need > dev.facts.local_mem and geom.L != 32:
+            print(f"# twin check of {name_of(opts)} at {geom}: {need} bytes of local memory, skipped")
             continue
         eng = Engine(dev, geom, walkers, 5, options=o)
         eng.randomize()
@@ -168,11 +171,16 @@ KERNEL_VARIANTS = [
     ("pipeb-r80", dict(BASE, flow="pipeb", maxreg=80)),
     ("pipe-r64", dict(BASE, flow="pipe", maxreg=64)),
     ("pipeb-r64", dict(BASE, flow="pipeb", maxreg=64)),
+    ("pipe-wpi2-64", dict(BASE, wg=64, flow="pipe", wpi=2)),
+    ("pipeb-wpi2-64", dict(BASE, wg=64, flow="pipeb", wpi=2)),
+    ("pipe-wpi2-96", dict(BASE, wg=96, flow="pipe", wpi=2)),
+    ("pipe-wpi2-128-tg", dict(BASE, wg=128, flow="pipe", wpi=2, table="global")),
+    ("pipe-wpi2-64-r128", dict(BASE, wg=64, flow="pipe", wpi=2, maxreg=128)),
     ("packed", dict(BASE, sites="packed")),
     ("pipe-rounds2", dict(BASE, flow="pipe", rounds=2)),
     ("pipe-r80-rounds2", dict(BASE, flow="pipe", maxreg=80, rounds=2)),
 ]
-QUICK_VARIANTS = ("branch", "select", "pipe", "pipeb", "pipe-r80")
+QUICK_VARIANTS = ("branch", "select", "pipe", "pipeb", "pipe-r80", "pipe-wpi2-64")
 
 
 def section_kernel(dev, report, quick, out_dir, deadline):

@@ -25,12 +25,14 @@ VARIANTS = [dict(wg=8, lattice="global", table="global", hist="global"),
             # sites="direct" without the branch per flip (update.cl, flow)
             dict(wg=4, lattice="local", table="local", hist="local", sites="direct", flow="select"),
             dict(wg=8, lattice="local", table="global", hist="local", sites="direct", flow="pipe"),
-            dict(wg=4, lattice="local", table="local", hist="global", sites="direct", flow="pipeb")]
+            dict(wg=4, lattice="local", table="local", hist="global", sites="direct", flow="pipeb"),
+            dict(wg=4, lattice="local", table="local", hist="local", sites="direct", flow="pipe", wpi=2),
+            dict(wg=2, lattice="local", table="global", hist="global", sites="direct", flow="pipeb", wpi=2)]
 
 
-def _engine(dev, geom, walkers, seed, offset=0, total=None, flow="branch", **opts):
+def _engine(dev, geom, walkers, seed, offset=0, total=None, flow="branch", wpi=1, **opts):
     try:
-        options = dict(choose_options(dev.facts, geom, **opts), flow=flow)
+        options = dict(choose_options(dev.facts, geom, **opts), flow=flow, wpi=wpi)
     except ValueError as exc:           # e.g. a large local table on PoCL (see engine.py)
         pytest.skip(f"{opts} does not fit {dev.name} for {geom}: {exc}")
     return Engine(dev, geom, walkers, seed, offset=offset, total=total, options=options)

@@ -65,12 +65,12 @@ def resident_walkers(dev, geom, options, registers=NV_REGISTERS_ASSUMED) -> int 
     shared = NV_SHARED_PER_SM.get(cc)
     if facts.vendor != "nvidia" or shared is None:
         return None
-    wg = options["wg"]
-    local = max(_local_bytes(geom, wg, options["lattice"], options["table"], "global"),
-                _local_bytes(geom, wg, options["lattice"], "global", options["hist"]))
+    wg, gw = options["wg"], options["wg"] * options.get("wpi", 1)     # items, walkers per group
+    local = max(_local_bytes(geom, gw, options["lattice"], options["table"], "global"),
+                _local_bytes(geom, gw, options["lattice"], "global", options["hist"]))
     groups = min(NV_THREADS_PER_SM // wg, shared // (local + NV_RESERVED_PER_GROUP),
                  NV_REGISTERS_PER_SM // (-(-registers // 8) * 8 * wg))
-    return facts.compute_units * max(1, groups) * wg
+    return facts.compute_units * max(1, groups) * gw
 
 
 def capped(dev, prg, registers, options=()):
@@ -188,6 +188,7 @@ class Engine:
         self.rounds = options.get("rounds", 10)     # Philox rounds: 10; fewer only in the probe
         self.flow = options.get("flow", "branch")   # update.cl, sites="direct"
         self.maxreg = options.get("maxreg")         # NVIDIA: registers per work item at most
+        self.wpi = options.get("wpi", 1)            # walkers per work item (update.cl)
         self.key = seed_key(seed)
         self.seed = seed
         self._setup = dev.build("muca/setup.cl", **geom.template())
@@ -218,8 +219,8 @@ class Engine:
         # confuses freed buffers with later ones); kernels get .data
         return zeros(self.dev, max(1, n), dtype).data
 
-    def _groups(self):
-        return -(-self.W // self.wg)
+    def _groups(self, per_item=1):
+        return -(-self.W // (self.wg * per_item))
 
     def randomize(self):
         """Random initial spins (Philox words), then measure."""
@@ -259,7 +260,7 @@ class Engine:
         (slots, nbins, 2 dim + 1) and its sum over k is the energy histogram."""
         g = self.geom
         hist = self.hist_pref
-        span = self.wg
+        span = self.wg * self.wpi            # walkers per work group of the update
         # one local row when no work group straddles two slots (the iterations:
         # one slot; 4 KiB less per work group at L = 32)
         aligned = self.total % slots == 0 and (self.total // slots) % span == 0 and self.offset % span == 0
@@ -267,7 +268,7 @@ class Engine:
         if hist == "local" and self.total // slots < span:
             hist = "global"           # a work group could span three slots: count per walker
         row = g.nbins * (g.ncls if tm else 1) * 4
-        if hist == "local" and (_local_bytes(g, self.wg, self.lattice_mode, "global", "global")
+        if hist == "local" and (_local_bytes(g, span, self.lattice_mode, "global", "global")
                                 + rows * row > local_room(self.dev.facts)):
             hist = "global"           # not even with the table in global memory
         # two programs: the thermalisation's launches (nothing counted, no
@@ -277,7 +278,7 @@ class Engine:
         for record in (False, True):
             table = self.table_mode
             if (record and hist == "local" and table == "local"
-                    and _local_bytes(g, self.wg, self.lattice_mode, table, "global") + rows * row
+                    and _local_bytes(g, span, self.lattice_mode, table, "global") + rows * row
                     > local_room(self.dev.facts)):
                 table = "global"
             key = (hist, bool(magnet), rows, bool(trips), bool(tm), record, table)
@@ -287,7 +288,7 @@ class Engine:
                     lattice=self.lattice_mode, table=table, hist=hist, record=record,
                     magnet=bool(magnet), wide=self.W * g.words >= 2**32, hist_rows=rows,
                     trips=bool(trips), sites=self.sites_mode, rounds=self.rounds, tm=bool(tm),
-                    flow=self.flow), self.maxreg)
+                    flow=self.flow, wpi=self.wpi), self.maxreg)
             self._prog[record] = self._programs[key]
         self.trips, self.tm = bool(trips), bool(tm)
         self.hist_shape = (slots, g.nbins) + ((g.ncls,) if tm else ())
@@ -388,10 +389,10 @@ class Engine:
         blocks = ((t + n - 1) >> 2) - (t >> 2) + 1
         if self.sites_mode == "direct":
             self._setup.muca_sites_direct(self.queue, (blocks,), None, self.sites, lo, hi, np.uint32(n),
-                                          k0, k1, np.uint32(self.wg))
+                                          k0, k1, np.uint32(self.wg * self.wpi))
         else:
             self._setup.muca_sites(self.queue, (blocks,), None, self.sites, lo, hi, np.uint32(n), k0, k1)
-        self._prog[record].muca_update(self.queue, (self._groups() * self.wg,), (self.wg,), self.lattice,
+        self._prog[record].muca_update(self.queue, (self._groups(self.wpi) * self.wg,), (self.wg,), self.lattice,
                                self.bins, self.mags, self.thr, self.sites, self._hist_buf,
                                self._mhist_buf, self.passages, np.uint32(n), lo, hi,
                                k0, k1, np.uint32(self.W), np.uint32(self.offset), np.uint32(self.slots),
