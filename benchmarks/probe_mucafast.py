@@ -14,8 +14,10 @@ logs (registers, spills) next to the JSON file, under ptx/):
             of 64000 steps; at W = 84480 (the current default) and at one
             resident wave of the variant (from its registers and local memory).
             Variants: flow (branch: the current kernel, select, pipe, pipeb;
-            update.cl), maxreg (a .maxnreg cap on NVIDIA), rounds=2 (the
-            generator's share, not a valid stream). A variant that fails the
+            update.cl), maxreg (a .maxnreg cap on NVIDIA: 80 fits 6 groups of
+            128 per SM, 72 7, 64 8), table=local16 (16-bit thresholds in local
+            memory: 10 KiB instead of 20, so 8 groups fit), wpi=2 (two walkers
+            per work item), rounds=2 (the generator's share, not a valid stream). A variant that fails the
             twin check is printed as FAIL and not timed.
   sweep     the fastest valid variant at W = wave / 2, wave, 2 wave, 270336
   iterate   the published iteration to d_k < 1e-4 at L = 32 with the current
@@ -165,22 +167,26 @@ KERNEL_VARIANTS = [
     ("select", dict(BASE, flow="select")),
     ("pipe", dict(BASE, flow="pipe")),
     ("pipeb", dict(BASE, flow="pipeb")),
-    ("branch-r80", dict(BASE, maxreg=80)),
-    ("select-r80", dict(BASE, flow="select", maxreg=80)),
+    ("branch-r80", dict(BASE, maxreg=80)),                    # 6 groups of 128 per SM
     ("pipe-r80", dict(BASE, flow="pipe", maxreg=80)),
     ("pipeb-r80", dict(BASE, flow="pipeb", maxreg=80)),
-    ("pipe-r64", dict(BASE, flow="pipe", maxreg=64)),
-    ("pipeb-r64", dict(BASE, flow="pipeb", maxreg=64)),
+    ("pipe-t16-r64", dict(BASE, flow="pipe", table="local16", maxreg=64)),     # 8 groups
+    ("pipeb-t16-r64", dict(BASE, flow="pipeb", table="local16", maxreg=64)),
+    ("select-t16-r64", dict(BASE, flow="select", table="local16", maxreg=64)),
+    ("pipe-t16-r72", dict(BASE, flow="pipe", table="local16", maxreg=72)),     # 7 groups
     ("pipe-wpi2-64", dict(BASE, wg=64, flow="pipe", wpi=2)),
     ("pipeb-wpi2-64", dict(BASE, wg=64, flow="pipeb", wpi=2)),
-    ("pipe-wpi2-96", dict(BASE, wg=96, flow="pipe", wpi=2)),
+    ("pipe-wpi2-64-t16", dict(BASE, wg=64, flow="pipe", wpi=2, table="local16")),
+    ("pipe-wpi2-128-t16-r96", dict(BASE, wg=128, flow="pipe", wpi=2, table="local16", maxreg=96)),
     ("pipe-wpi2-128-tg", dict(BASE, wg=128, flow="pipe", wpi=2, table="global")),
-    ("pipe-wpi2-64-r128", dict(BASE, wg=64, flow="pipe", wpi=2, maxreg=128)),
+    ("select-r80", dict(BASE, flow="select", maxreg=80)),
+    ("pipe-r64", dict(BASE, flow="pipe", maxreg=64)),
     ("packed", dict(BASE, sites="packed")),
     ("pipe-rounds2", dict(BASE, flow="pipe", rounds=2)),
-    ("pipe-r80-rounds2", dict(BASE, flow="pipe", maxreg=80, rounds=2)),
+    ("pipe-t16-r64-rounds2", dict(BASE, flow="pipe", table="local16", maxreg=64, rounds=2)),
 ]
-QUICK_VARIANTS = ("branch", "select", "pipe", "pipeb", "pipe-r80", "pipe-wpi2-64")
+QUICK_VARIANTS = ("branch", "select", "pipe", "pipeb", "pipe-r80", "pipe-t16-r64", "pipe-wpi2-64",
+                  "pipe-wpi2-64-t16")
 
 
 def section_kernel(dev, report, quick, out_dir, deadline):
@@ -262,7 +268,7 @@ def main(argv=None):
     p.add_argument("--deadline", type=float, default=None, help="seconds for everything (default 140)")
     p.add_argument("--skip", default="", help="sections to skip: kernel,sweep,iterate")
     args = p.parse_args(argv)
-    deadline = args.deadline or (120.0 if args.quick else 140.0)
+    deadline = args.deadline or (120.0 if args.quick else 150.0)
     dev = clphys.current_device()
     f = dev.facts
     report = Report(f"{dev.name} | {f.platform} | {f.driver}", args.json)
@@ -272,12 +278,12 @@ def main(argv=None):
     best = None
     if "kernel" not in skip:
         try:
-            best = section_kernel(dev, report, args.quick, out_dir, deadline * 0.6)
+            best = section_kernel(dev, report, args.quick, out_dir, deadline * 0.65)
         except Exception as exc:
             report.add("section kernel", "error", f"{type(exc).__name__}: {str(exc)[:300]}")
     if best and "sweep" not in skip:
         try:
-            section_sweep(dev, report, args.quick, out_dir, deadline * 0.75, *best)
+            section_sweep(dev, report, args.quick, out_dir, deadline * 0.78, *best)
         except Exception as exc:
             report.add("section sweep", "error", f"{type(exc).__name__}: {str(exc)[:300]}")
     if "iterate" not in skip:

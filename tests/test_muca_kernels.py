@@ -27,7 +27,10 @@ VARIANTS = [dict(wg=8, lattice="global", table="global", hist="global"),
             dict(wg=8, lattice="local", table="global", hist="local", sites="direct", flow="pipe"),
             dict(wg=4, lattice="local", table="local", hist="global", sites="direct", flow="pipeb"),
             dict(wg=4, lattice="local", table="local", hist="local", sites="direct", flow="pipe", wpi=2),
-            dict(wg=2, lattice="local", table="global", hist="global", sites="direct", flow="pipeb", wpi=2)]
+            dict(wg=2, lattice="local", table="global", hist="global", sites="direct", flow="pipeb", wpi=2),
+            # 16-bit thresholds in local memory, the whole one read on a tie
+            dict(wg=4, lattice="local", table="local16", hist="local", sites="direct", flow="pipe"),
+            dict(wg=8, lattice="global", table="local16", hist="global")]
 
 
 def _engine(dev, geom, walkers, seed, offset=0, total=None, flow="branch", wpi=1, **opts):
@@ -90,6 +93,33 @@ CASES = [(Geometry(2, 4), 13), (Geometry(2, 6), 29), (Geometry(3, 4), 9), (Geome
 @pytest.mark.parametrize("opts", VARIANTS, ids=lambda o: "-".join(f"{k}{v}" for k, v in o.items()))
 def test_engine_matches_numpy_twin(device, geom, walkers, opts):
     _check_against_twin(device, geom, walkers, opts, magnet=(walkers % 2 == 1))
+
+
+def test_sixteen_bit_thresholds_decide_ties_exactly(device):
+    """table="local16": where the high halves of word and threshold tie, the
+    whole threshold decides. Thresholds made to tie with walker 0's word at
+    step t, one below and one at its low half: reject, then accept."""
+    geom, seed = Geometry(2, 6), 3
+    for t in (4, 9, 14, 19):
+        word = int(ref._philox(t >> 2, 0, np.array([0], np.uint64), ref.TAG_ACCEPT, seed)[0, t % 4])
+        for lo, accepted in (((word & 0xFFFF) - 1, False), (word & 0xFFFF, True)):
+            if lo < 0:
+                continue
+            for opts in (dict(wg=1, lattice="local", table="local16", hist="local", sites="direct", flow="pipe"),
+                         dict(wg=1, lattice="global", table="local16", hist="global")):
+                eng = _engine(device, geom, 1, seed, **opts)
+                bins, mags = eng.randomize()
+                lat0 = eng.read_lattice()
+                thr = np.full((geom.nbins, geom.ncls), (word & 0xFFFF0000) | lo, np.uint32)
+                eng.set_thresholds(thr)
+                eng.configure(1, False)
+                eng.t = t
+                eng.advance(1, 0)
+                eng.flush()
+                lat, _, _, hist, _ = ref.update(geom, lat0, bins, mags, thr, t, 1, 0, seed)
+                np.testing.assert_array_equal(eng.read_lattice(), lat)
+                assert np.array_equal(lat, lat0) != accepted
+                np.testing.assert_array_equal(eng.hist, hist)
 
 
 @pytest.mark.parametrize("slots", [1, 3, 4])

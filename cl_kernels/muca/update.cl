@@ -47,7 +47,7 @@
     flow = context.get("flow", "branch")        # defaults: the kernel before these options
     wpi = context.get("wpi", 1)
     for name, value, allowed in (("lattice", lattice, ("local", "global")),
-                                 ("table", table, ("local", "global")),
+                                 ("table", table, ("local", "global", "local16")),
                                  ("hist", hist, ("local", "global")), ("record", record, (False, True)), ("hist_rows", hist_rows, (1, 2)),
                                  ("sites", sites, ("packed", "direct")), ("tm", tm, (False, True)),
                                  ("flow", flow, ("branch", "select", "pipe", "pipeb")), ("wpi", wpi, (1, 2))):
@@ -83,8 +83,17 @@ ${mc.counters()}
 % endfor
 % if table == "local":
 #define THR(i) thr_l[i]
+% elif table == "local16":
+#define THR(i) ((uint)thr_h[i])
 % else:
 #define THR(i) thr[i]
+% endif
+## accept iff word <= thr[idx]; th = THR(idx). local16: th is the high half, and
+## only a tie in it (probability 2^-16) reads the whole threshold
+% if table == "local16":
+#define ACCEPT(word, th, idx) ((word) >> 16 < (th) || ((word) >> 16 == (th) && (word) <= thr[idx]))
+% else:
+#define ACCEPT(word, th, idx) ((word) <= (th))
 % endif
 
 ## The flip at the decoded site (packed descriptors); sets k (neighbours equal
@@ -192,7 +201,7 @@ ${mc.counters()}
 %     if dim == 3:
             nd_${cw} += ((rx_${cw} ^ (zm_${cw} >> ${xa})) & 1u) + ((rx_${cw} ^ (zp_${cw} >> ${xa})) & 1u);
 %     endif
-            const uint th_${cw} = THR((uint)bin${w} * MU_NCLS + nd_${cw});
+            const uint idx_${cw} = (uint)bin${w} * MU_NCLS + nd_${cw}, th_${cw} = THR(idx_${cw});
 %   endfor
 %   if c < 3:
 %     for w in ws:
@@ -204,7 +213,7 @@ ${mc.counters()}
 %     if tmc:
             const uint entry_${cw} = (uint)bin${w} * MU_NCLS + 2u * MU_DIM - nd_${cw};
 %     endif
-${select_accept("rnd%s.%s <= th_%s" % (w, "xyzw"[c], cw), "_" + cw, "u0_%d" % c, "u1_%d" % c, "r_" + cw, "nd_" + cw, "s_" + cw, w)}
+${select_accept("ACCEPT(rnd%s.%s, th_%s, idx_%s)" % (w, "xyzw"[c], cw, cw), "_" + cw, "u0_%d" % c, "u1_%d" % c, "r_" + cw, "nd_" + cw, "s_" + cw, w)}
 %   endfor
 %   if c < 3 and flow == "pipe":
 %     for w in ws:
@@ -247,7 +256,7 @@ ${after_step(w)}
             const uint self = d.y * MU_WPR + (x >> 5), bit = x & 31u;
 %   endif
 ${neighbours()}
-            const uint acc = (${word}) <= THR((uint)bin * MU_NCLS + k);
+            const uint acc = ACCEPT(${word}, THR((uint)bin * MU_NCLS + k), (uint)bin * MU_NCLS + k);
             LAT(self) = r ^ (acc << bit);
 % else:
             // u0 = (bit of x, of x-1, of x+1, 1 << bit of x), u1 = byte offsets of the
@@ -272,7 +281,7 @@ ${neighbours()}
             nd += ((rx ^ (LATB${w}(u1.w) >> xa)) & 1u) + ((rx ^ (LATB${w}(u2.x) >> xa)) & 1u);
 %   endif
             const uint k = 2u * MU_DIM - nd;
-            const bool acc = (${word}) <= THR((uint)bin${w} * MU_NCLS + nd);
+            const bool acc = ACCEPT(${word}, THR((uint)bin${w} * MU_NCLS + nd), (uint)bin${w} * MU_NCLS + nd);
 % endif
 % if tmc:
             const uint entry = (uint)bin${w} * MU_NCLS + k;
@@ -312,6 +321,8 @@ void muca_update(__global uint *lattice, __global int *bins, __global int *mags,
 % endif
 % if table == "local":
     __local uint thr_l[MU_NBINS * MU_NCLS];
+% elif table == "local16":
+    __local ushort thr_h[MU_NBINS * MU_NCLS];
 % endif
 % if hmode == "local":
     __local uint hist_l[${hist_rows}u * MU_HROW];
@@ -337,6 +348,8 @@ void muca_update(__global uint *lattice, __global int *bins, __global int *mags,
 % endfor
 % if table == "local":
     for (uint q = lid; q < MU_NBINS * MU_NCLS; q += ${wg}u) thr_l[q] = thr[q];
+% elif table == "local16":
+    for (uint q = lid; q < MU_NBINS * MU_NCLS; q += ${wg}u) thr_h[q] = (ushort)(thr[q] >> 16);
 % endif
 % if hmode == "local":
     for (uint q = lid; q < ${hist_rows}u * MU_HROW; q += ${wg}u) hist_l[q] = 0u;
@@ -345,7 +358,7 @@ void muca_update(__global uint *lattice, __global int *bins, __global int *mags,
     const uint row_l${w} = ${"0u" if hist_rows == 1 else "(slot%s - slot0_l) * MU_HROW" % w};
 %   endfor
 % endif
-% if table == "local" or hmode == "local":
+% if table != "global" or hmode == "local":
     barrier(CLK_LOCAL_MEM_FENCE);
 % endif
     if (j${ws[0]} < W) {

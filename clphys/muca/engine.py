@@ -25,7 +25,7 @@ from .geometry import Geometry
 
 SITES_CAP = 1 << 16            # steps per launch (site descriptors: 16 bytes each)
 LATTICE_MODES = ("local", "global")
-TABLE_MODES = ("local", "global")
+TABLE_MODES = ("local", "global", "local16")
 HIST_MODES = ("local", "global")
 SITES_MODES = ("packed", "direct")
 MAGNET_BUDGET = 64 << 20       # magnetization histograms are recorded by default up to this size
@@ -105,7 +105,7 @@ def site_words(geom, sites):
 
 def _local_bytes(geom, wg, lattice, table, hist, hist_rows=1):
     return ((wg * geom.words * 4 if lattice == "local" else 0)
-            + (geom.nbins * geom.ncls * 4 if table == "local" else 0)
+            + (geom.nbins * geom.ncls * {"local": 4, "local16": 2}.get(table, 0))
             + (hist_rows * geom.nbins * 4 if hist == "local" else 0))
 
 
@@ -277,7 +277,7 @@ class Engine:
         self._prog = {}
         for record in (False, True):
             table = self.table_mode
-            if (record and hist == "local" and table == "local"
+            if (record and hist == "local" and table != "global"
                     and _local_bytes(g, span, self.lattice_mode, table, "global") + rows * row
                     > local_room(self.dev.facts)):
                 table = "global"
