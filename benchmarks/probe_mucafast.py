@@ -17,7 +17,8 @@ logs (registers, spills) next to the JSON file, under ptx/):
             update.cl), maxreg (a .maxnreg cap on NVIDIA: 80 fits 6 groups of
             128 per SM, 72 7, 64 8), table=local16 (16-bit thresholds in local
             memory: 10 KiB instead of 20, so 8 groups fit), wpi=2 (two walkers
-            per work item), rounds=2 (the generator's share, not a valid stream). A variant that fails the
+            per work item), shift=rot (bits by rotate: no masking of the
+            amounts), rounds=2 (the generator's share, not a valid stream). A variant that fails the
             twin check is printed as FAIL and not timed.
   sweep     the fastest valid variant at W = wave / 2, wave, 2 wave, 270336
   iterate   the published iteration to d_k < 1e-4 at L = 32 with the current
@@ -53,7 +54,7 @@ from clphys.muca.engine import (NV_REGISTERS_ASSUMED, Engine, _local_bytes, capp
 from clphys.muca.geometry import Geometry  # noqa: E402
 
 T0 = time.perf_counter()
-EXTRA = ("flow", "maxreg", "rounds", "wpi")          # engine options choose_options does not know
+EXTRA = ("flow", "maxreg", "rounds", "wpi", "shift")          # engine options choose_options does not know
 
 
 def left(deadline):
@@ -84,7 +85,8 @@ def nv_build_info(dev, geom, opts, out_dir, tag):
     o = full_options(dev, geom, opts)
     params = dict(geom.template(), wg=o["wg"], lattice=o["lattice"], table=o["table"], hist=o["hist"],
                   record=False, magnet=False, wide=False, hist_rows=1, trips=False, sites=o["sites"],
-                  rounds=o.get("rounds", 10), tm=False, flow=o.get("flow", "branch"), wpi=o.get("wpi", 1))
+                  rounds=o.get("rounds", 10), tm=False, flow=o.get("flow", "branch"), wpi=o.get("wpi", 1),
+                  shift=o.get("shift", "shr"))
     try:
         prg = dev.build("muca/update.cl", options=("-cl-nv-verbose",), **params)
         log = prg.cl_program.get_build_info(dev.cl_device, cl.program_build_info.LOG)
@@ -162,31 +164,34 @@ def wave_of(dev, geom, opts, info):
 
 
 BASE = dict(wg=128, lattice="local", table="local", hist="local", sites="direct")
+R = dict(shift="rot")
 KERNEL_VARIANTS = [
     ("branch", dict(BASE)),                                   # the current default
-    ("select", dict(BASE, flow="select")),
-    ("pipe", dict(BASE, flow="pipe")),
-    ("pipeb", dict(BASE, flow="pipeb")),
+    ("branch-rot", dict(BASE, **R)),
+    ("select-rot", dict(BASE, flow="select", **R)),
+    ("pipe-rot", dict(BASE, flow="pipe", **R)),
+    ("pipeb-rot", dict(BASE, flow="pipeb", **R)),
     ("branch-r80", dict(BASE, maxreg=80)),                    # 6 groups of 128 per SM
+    ("select-rot-r80", dict(BASE, flow="select", maxreg=80, **R)),
+    ("pipe-rot-r80", dict(BASE, flow="pipe", maxreg=80, **R)),
+    ("pipeb-rot-r80", dict(BASE, flow="pipeb", maxreg=80, **R)),
+    ("pipe-rot-t16-r64", dict(BASE, flow="pipe", table="local16", maxreg=64, **R)),     # 8 groups
+    ("pipeb-rot-t16-r64", dict(BASE, flow="pipeb", table="local16", maxreg=64, **R)),
+    ("select-rot-t16-r64", dict(BASE, flow="select", table="local16", maxreg=64, **R)),
+    ("pipe-rot-t16-r72", dict(BASE, flow="pipe", table="local16", maxreg=72, **R)),     # 7 groups
+    ("pipe-wpi2-64-rot", dict(BASE, wg=64, flow="pipe", wpi=2, **R)),
+    ("pipeb-wpi2-64-rot", dict(BASE, wg=64, flow="pipeb", wpi=2, **R)),
+    ("pipe-wpi2-64-rot-t16", dict(BASE, wg=64, flow="pipe", wpi=2, table="local16", **R)),
+    ("pipeb-wpi2-64-rot-t16", dict(BASE, wg=64, flow="pipeb", wpi=2, table="local16", **R)),
+    ("pipe-wpi2-128-rot-t16-r96", dict(BASE, wg=128, flow="pipe", wpi=2, table="local16", maxreg=96, **R)),
+    ("pipe", dict(BASE, flow="pipe")),                        # shr against rot
     ("pipe-r80", dict(BASE, flow="pipe", maxreg=80)),
-    ("pipeb-r80", dict(BASE, flow="pipeb", maxreg=80)),
-    ("pipe-t16-r64", dict(BASE, flow="pipe", table="local16", maxreg=64)),     # 8 groups
-    ("pipeb-t16-r64", dict(BASE, flow="pipeb", table="local16", maxreg=64)),
-    ("select-t16-r64", dict(BASE, flow="select", table="local16", maxreg=64)),
-    ("pipe-t16-r72", dict(BASE, flow="pipe", table="local16", maxreg=72)),     # 7 groups
-    ("pipe-wpi2-64", dict(BASE, wg=64, flow="pipe", wpi=2)),
-    ("pipeb-wpi2-64", dict(BASE, wg=64, flow="pipeb", wpi=2)),
-    ("pipe-wpi2-64-t16", dict(BASE, wg=64, flow="pipe", wpi=2, table="local16")),
-    ("pipe-wpi2-128-t16-r96", dict(BASE, wg=128, flow="pipe", wpi=2, table="local16", maxreg=96)),
-    ("pipe-wpi2-128-tg", dict(BASE, wg=128, flow="pipe", wpi=2, table="global")),
-    ("select-r80", dict(BASE, flow="select", maxreg=80)),
-    ("pipe-r64", dict(BASE, flow="pipe", maxreg=64)),
     ("packed", dict(BASE, sites="packed")),
-    ("pipe-rounds2", dict(BASE, flow="pipe", rounds=2)),
-    ("pipe-t16-r64-rounds2", dict(BASE, flow="pipe", table="local16", maxreg=64, rounds=2)),
+    ("pipe-rot-rounds2", dict(BASE, flow="pipe", rounds=2, **R)),
+    ("pipe-rot-t16-r64-rounds2", dict(BASE, flow="pipe", table="local16", maxreg=64, rounds=2, **R)),
 ]
-QUICK_VARIANTS = ("branch", "select", "pipe", "pipeb", "pipe-r80", "pipe-t16-r64", "pipe-wpi2-64",
-                  "pipe-wpi2-64-t16")
+QUICK_VARIANTS = ("branch", "branch-rot", "select-rot", "pipe-rot", "pipeb-rot", "pipe-rot-t16-r64",
+                  "pipe-wpi2-64-rot", "pipeb-wpi2-64-rot-t16", "pipe")
 
 
 def section_kernel(dev, report, quick, out_dir, deadline):

@@ -27,15 +27,17 @@ VARIANTS = [dict(wg=8, lattice="global", table="global", hist="global"),
             dict(wg=8, lattice="local", table="global", hist="local", sites="direct", flow="pipe"),
             dict(wg=4, lattice="local", table="local", hist="global", sites="direct", flow="pipeb"),
             dict(wg=4, lattice="local", table="local", hist="local", sites="direct", flow="pipe", wpi=2),
-            dict(wg=2, lattice="local", table="global", hist="global", sites="direct", flow="pipeb", wpi=2),
+            dict(wg=2, lattice="local", table="global", hist="global", sites="direct", flow="pipeb", wpi=2,
+                 shift="rot"),
             # 16-bit thresholds in local memory, the whole one read on a tie
-            dict(wg=4, lattice="local", table="local16", hist="local", sites="direct", flow="pipe"),
+            dict(wg=4, lattice="local", table="local16", hist="local", sites="direct", flow="pipe", shift="rot"),
             dict(wg=8, lattice="global", table="local16", hist="global")]
 
 
-def _engine(dev, geom, walkers, seed, offset=0, total=None, flow="branch", wpi=1, **opts):
+def _engine(dev, geom, walkers, seed, offset=0, total=None, **opts):
+    extra = {k: opts.pop(k) for k in ("flow", "wpi", "shift") if k in opts}    # engine-only options
     try:
-        options = dict(choose_options(dev.facts, geom, **opts), flow=flow, wpi=wpi)
+        options = dict(choose_options(dev.facts, geom, **opts), **extra)
     except ValueError as exc:           # e.g. a large local table on PoCL (see engine.py)
         pytest.skip(f"{opts} does not fit {dev.name} for {geom}: {exc}")
     return Engine(dev, geom, walkers, seed, offset=offset, total=total, options=options)

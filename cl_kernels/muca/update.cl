@@ -38,6 +38,8 @@
 ##   wpi (walkers per work item: 1, or 2 with flow "pipe" / "pipeb": walkers
 ##   j and j + wg of a group of 2 wg share the site descriptors and run their
 ##   chains interleaved),
+##   shift (sites="direct": the descriptors' bit amounts, see BIT0; "rot" needs
+##   muca_sites_direct with rot = 1),
 ##   tm (transition-matrix counts: a recorded step counts (bin before the
 ##   step, k of the proposed flip) at row index bin * (2 dim + 1) + k instead of
 ##   the bin after it; their sum over k is the energy histogram)
@@ -46,11 +48,12 @@
 <%
     flow = context.get("flow", "branch")        # defaults: the kernel before these options
     wpi = context.get("wpi", 1)
+    shift = context.get("shift", "shr")
     for name, value, allowed in (("lattice", lattice, ("local", "global")),
                                  ("table", table, ("local", "global", "local16")),
                                  ("hist", hist, ("local", "global")), ("record", record, (False, True)), ("hist_rows", hist_rows, (1, 2)),
                                  ("sites", sites, ("packed", "direct")), ("tm", tm, (False, True)),
-                                 ("flow", flow, ("branch", "select", "pipe", "pipeb")), ("wpi", wpi, (1, 2))):
+                                 ("flow", flow, ("branch", "select", "pipe", "pipeb")), ("wpi", wpi, (1, 2)), ("shift", shift, ("shr", "rot"))):
         if value not in allowed:
             raise ValueError("muca update.cl: %s must be one of %s, got %r" % (name, allowed, value))
     hmode = hist if record else "none"     # thermalisation: nothing is counted (M is still
@@ -76,6 +79,14 @@ ${mc.counters()}
 #define LAT(word) lat_l[(word) * ${gw}u + lid]
 % else:
 #define LAT(word) lattice[(${"size_t" if wide else "uint"})(word) * W + j]
+% endif
+## sites="direct": v moved so that the bit at descriptor amount a is bit 0 (higher
+## bits are garbage): shift "shr" (a = the bit: v >> a) or "rot" (a = (32 - bit) %
+## 32: rotate, one funnel shift on GPUs without masking a to 5 bits first)
+% if shift == "rot":
+#define BIT0(v, a) rotate((v), (a))
+% else:
+#define BIT0(v, a) ((v) >> (a))
 % endif
 ## sites="direct": the word at byte offset `off` of this item's column of lat_l
 % for w in ws:
@@ -191,15 +202,15 @@ ${mc.counters()}
 <%  xa = ("u1_%d.w" if ndesc == 2 else "u2_%d.w") % c %>
 %   for w in ws:
 <%  cw = "%d%s" % (c, w) %>
-            const uint rx_${cw} = r_${cw} >> u0_${c}.x, s_${cw} = rx_${cw} & 1u;
+            const uint rx_${cw} = BIT0(r_${cw}, u0_${c}.x), s_${cw} = rx_${cw} & 1u;
 %     if wpr == 1:
-            uint nd_${cw} = ((rx_${cw} ^ (r_${cw} >> u0_${c}.y)) & 1u) + ((rx_${cw} ^ (r_${cw} >> u0_${c}.z)) & 1u)
+            uint nd_${cw} = ((rx_${cw} ^ (BIT0(r_${cw}, u0_${c}.y))) & 1u) + ((rx_${cw} ^ (BIT0(r_${cw}, u0_${c}.z))) & 1u)
 %     else:
-            uint nd_${cw} = ((rx_${cw} ^ (xmw_${cw} >> u0_${c}.y)) & 1u) + ((rx_${cw} ^ (xpw_${cw} >> u0_${c}.z)) & 1u)
+            uint nd_${cw} = ((rx_${cw} ^ (BIT0(xmw_${cw}, u0_${c}.y))) & 1u) + ((rx_${cw} ^ (BIT0(xpw_${cw}, u0_${c}.z))) & 1u)
 %     endif
-                    + ((rx_${cw} ^ (ym_${cw} >> ${xa})) & 1u) + ((rx_${cw} ^ (yp_${cw} >> ${xa})) & 1u);
+                    + ((rx_${cw} ^ (BIT0(ym_${cw}, ${xa}))) & 1u) + ((rx_${cw} ^ (BIT0(yp_${cw}, ${xa}))) & 1u);
 %     if dim == 3:
-            nd_${cw} += ((rx_${cw} ^ (zm_${cw} >> ${xa})) & 1u) + ((rx_${cw} ^ (zp_${cw} >> ${xa})) & 1u);
+            nd_${cw} += ((rx_${cw} ^ (BIT0(zm_${cw}, ${xa}))) & 1u) + ((rx_${cw} ^ (BIT0(zp_${cw}, ${xa}))) & 1u);
 %     endif
             const uint idx_${cw} = (uint)bin${w} * MU_NCLS + nd_${cw}, th_${cw} = THR(idx_${cw});
 %   endfor
@@ -270,15 +281,15 @@ ${neighbours()}
             const uint4 u2 = sites[${ndesc}u * (${idx}) + 2u];
 %   endif
             const uint xa = ${"u1.w" if ndesc == 2 else "u2.w"};
-            const uint r = LATB${w}(u1.x), rx = r >> u0.x, s = rx & 1u;
+            const uint r = LATB${w}(u1.x), rx = BIT0(r, u0.x), s = rx & 1u;
 %   if wpr == 1:
-            uint nd = ((rx ^ (r >> u0.y)) & 1u) + ((rx ^ (r >> u0.z)) & 1u)
+            uint nd = ((rx ^ (BIT0(r, u0.y))) & 1u) + ((rx ^ (BIT0(r, u0.z))) & 1u)
 %   else:
-            uint nd = ((rx ^ (LATB${w}(u2.y) >> u0.y)) & 1u) + ((rx ^ (LATB${w}(u2.z) >> u0.z)) & 1u)
+            uint nd = ((rx ^ (BIT0(LATB${w}(u2.y), u0.y))) & 1u) + ((rx ^ (BIT0(LATB${w}(u2.z), u0.z))) & 1u)
 %   endif
-                    + ((rx ^ (LATB${w}(u1.y) >> xa)) & 1u) + ((rx ^ (LATB${w}(u1.z) >> xa)) & 1u);
+                    + ((rx ^ (BIT0(LATB${w}(u1.y), xa))) & 1u) + ((rx ^ (BIT0(LATB${w}(u1.z), xa))) & 1u);
 %   if dim == 3:
-            nd += ((rx ^ (LATB${w}(u1.w) >> xa)) & 1u) + ((rx ^ (LATB${w}(u2.x) >> xa)) & 1u);
+            nd += ((rx ^ (BIT0(LATB${w}(u1.w), xa))) & 1u) + ((rx ^ (BIT0(LATB${w}(u2.x), xa))) & 1u);
 %   endif
             const uint k = 2u * MU_DIM - nd;
             const bool acc = ACCEPT(${word}, THR((uint)bin${w} * MU_NCLS + nd), (uint)bin${w} * MU_NCLS + nd);

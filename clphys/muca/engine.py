@@ -189,6 +189,7 @@ class Engine:
         self.flow = options.get("flow", "branch")   # update.cl, sites="direct"
         self.maxreg = options.get("maxreg")         # NVIDIA: registers per work item at most
         self.wpi = options.get("wpi", 1)            # walkers per work item (update.cl)
+        self.shift = options.get("shift", "shr")    # bit extraction (update.cl, sites="direct")
         self.key = seed_key(seed)
         self.seed = seed
         self._setup = dev.build("muca/setup.cl", **geom.template())
@@ -288,7 +289,7 @@ class Engine:
                     lattice=self.lattice_mode, table=table, hist=hist, record=record,
                     magnet=bool(magnet), wide=self.W * g.words >= 2**32, hist_rows=rows,
                     trips=bool(trips), sites=self.sites_mode, rounds=self.rounds, tm=bool(tm),
-                    flow=self.flow, wpi=self.wpi), self.maxreg)
+                    flow=self.flow, wpi=self.wpi, shift=self.shift), self.maxreg)
             self._prog[record] = self._programs[key]
         self.trips, self.tm = bool(trips), bool(tm)
         self.hist_shape = (slots, g.nbins) + ((g.ncls,) if tm else ())
@@ -389,7 +390,8 @@ class Engine:
         blocks = ((t + n - 1) >> 2) - (t >> 2) + 1
         if self.sites_mode == "direct":
             self._setup.muca_sites_direct(self.queue, (blocks,), None, self.sites, lo, hi, np.uint32(n),
-                                          k0, k1, np.uint32(self.wg * self.wpi))
+                                          k0, k1, np.uint32(self.wg * self.wpi),
+                                          np.uint32(self.shift == "rot"))
         else:
             self._setup.muca_sites(self.queue, (blocks,), None, self.sites, lo, hi, np.uint32(n), k0, k1)
         self._prog[record].muca_update(self.queue, (self._groups(self.wpi) * self.wg,), (self.wg,), self.lattice,
