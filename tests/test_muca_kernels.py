@@ -27,6 +27,8 @@ VARIANTS = [dict(wg=8, lattice="global", table="global", hist="global"),
             dict(wg=8, lattice="local", table="global", hist="local", sites="direct", flow="pipe"),
             dict(wg=4, lattice="local", table="local", hist="global", sites="direct", flow="pipeb"),
             dict(wg=4, lattice="local", table="local", hist="local", sites="direct", flow="pipe", wpi=2),
+            dict(wg=4, lattice="local", table="local16", hist="local", sites="direct", flow="select", wpi=2,
+                 shift="rot"),
             dict(wg=2, lattice="local", table="global", hist="global", sites="direct", flow="pipeb", wpi=2,
                  shift="rot"),
             # 16-bit thresholds in local memory, the whole one read on a tie

@@ -62,8 +62,8 @@
         raise ValueError("muca update.cl: sites='direct' needs lattice='local'")
     if flow != "branch" and sites != "direct":
         raise ValueError("muca update.cl: flow=%r needs sites='direct'" % (flow,))
-    if wpi != 1 and flow not in ("pipe", "pipeb"):
-        raise ValueError("muca update.cl: wpi=2 needs flow='pipe' or 'pipeb'")
+    if wpi != 1 and flow == "branch":
+        raise ValueError("muca update.cl: wpi=2 needs flow='select', 'pipe' or 'pipeb'")
     ws = [""] if wpi == 1 else ["0", "1"]      # walker suffixes of the names
     gw = wg * wpi                              # walkers per work group
     wpr = (L + 31) // 32
@@ -173,8 +173,10 @@ ${mc.counters()}
 % endif
 </%def>
 
-## flow == "pipe" / "pipeb": the four steps of a whole Philox block (words rnd)
-## from i as one straight run. Step c + 1 loads its words before step c stores;
+## flow != "branch": the four steps of a whole Philox block (words rnd) from i
+## as one straight run, the walkers of the item (wpi) interleaved in each step
+## (their lattices are disjoint: all loads before the stores). "select": each
+## step loads its words. "pipe" / "pipeb": step c + 1 loads its words before step c stores;
 ## where step c's site word is one of them, "pipe" forwards the store into the
 ## copy (a compare and select per word), "pipeb" loads them again after the
 ## store (a branch that every walker of the group takes alike: the site
@@ -195,10 +197,12 @@ ${mc.counters()}
             const uint4 u2_${c} = sites[${ndesc}u * (i + ${c}u) + 2u];
 %   endif
 % endfor
-% for w in ws:
-            uint ${loads(0, w)};
-% endfor
 % for c in range(4):
+%   if c == 0 or flow == "select":
+%     for w in ws:
+            uint ${loads(c, w)};
+%     endfor
+%   endif
 <%  xa = ("u1_%d.w" if ndesc == 2 else "u2_%d.w") % c %>
 %   for w in ws:
 <%  cw = "%d%s" % (c, w) %>
@@ -214,7 +218,7 @@ ${mc.counters()}
 %     endif
             const uint idx_${cw} = (uint)bin${w} * MU_NCLS + nd_${cw}, th_${cw} = THR(idx_${cw});
 %   endfor
-%   if c < 3:
+%   if c < 3 and flow != "select":
 %     for w in ws:
             uint ${loads(c + 1, w)};
 %     endfor
@@ -235,7 +239,7 @@ ${select_accept("ACCEPT(rnd%s.%s, th_%s, idx_%s)" % (w, "xyzw"[c], cw, cw), "_" 
 %       endfor
             }
 %     endfor
-%   elif c < 3:
+%   elif c < 3 and flow == "pipeb":
             if (${" || ".join("%s == u1_%d.x" % (off % (c + 1), c) for v, off in words)}) {
 %     for w in ws:
 %       for v, off in words:
@@ -406,7 +410,7 @@ void muca_update(__global uint *lattice, __global int *bins, __global int *mags,
             const uint4 rnd${w} = mu_philox(mu_step_counter(t, g${w}, MU_TAG_ACCEPT), key);
 % endfor
             if ((t & 3u) == 0u && i + 4u <= n) {      // a whole Philox block: 4 steps
-% if flow in ("pipe", "pipeb"):
+% if flow != "branch":
 ${pipe_block()}
 % else:
 %   for c, comp in enumerate("xyzw"):
