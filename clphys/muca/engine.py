@@ -28,6 +28,10 @@ LATTICE_MODES = ("local", "global")
 TABLE_MODES = ("local", "global", "local16")
 HIST_MODES = ("local", "global")
 SITES_MODES = ("packed", "direct")
+FLOWS = ("branch", "select", "pipe", "pipeb")     # update.cl's flow (sites="direct")
+SHIFTS = ("shr", "rot")
+# sites="direct" on GPUs: the kernel options the probe chose (benchmarks/probe_mucafast.py)
+DIRECT_DEFAULTS = {"flow": "branch", "shift": "shr", "wpi": 1, "maxreg": None}
 MAGNET_BUDGET = 64 << 20       # magnetization histograms are recorded by default up to this size
 # pip PoCL 3.0 (pthread device) corrupts its own memory once a work group uses
 # more than ~6 KiB of local memory (a plain 1600-word __local array, launched
@@ -110,13 +114,23 @@ def _local_bytes(geom, wg, lattice, table, hist, hist_rows=1):
 
 
 def choose_options(facts, geom: Geometry, wg=None, lattice=None, table=None, hist=None,
-                   sites=None) -> dict:
+                   sites=None, flow=None, shift=None, wpi=None, maxreg=None) -> dict:
     """Work-group size and where lattice, threshold table and histogram live
     during a launch: the caller's choices, checked, else defaults from `facts`:
     each in local memory where it fits (fastest on PoCL; on GPUs the walker
     lattices then never touch global memory inside a launch). sites: the site
     descriptors, "direct" (default on GPUs with local lattices) or "packed" (update.cl;
-    results do not depend on it)."""
+    results do not depend on it). With sites="direct": flow, shift, wpi (walkers
+    per work item) as in update.cl, and maxreg (registers per work item at
+    most, NVIDIA only; None: the compiler's choice); defaults DIRECT_DEFAULTS."""
+    if flow is not None:
+        _validate.choice("flow", flow, FLOWS)
+    if shift is not None:
+        _validate.choice("shift", shift, SHIFTS)
+    if wpi is not None:
+        wpi = _validate.integer("wpi", wpi, 1, 2)
+    if maxreg is not None:
+        maxreg = _validate.integer("maxreg", maxreg, 16, 255)
     if lattice is not None:
         _validate.choice("lattice", lattice, LATTICE_MODES)
     if table is not None:
@@ -150,14 +164,28 @@ def choose_options(facts, geom: Geometry, wg=None, lattice=None, table=None, his
         raise ValueError(f"sites='direct' needs the lattices in local memory, and they do not fit for {geom}")
     if sites is None:       # direct: fewer integer instructions per flip on GPUs (docs/muca.md)
         sites = "direct" if lattice == "local" and facts.is_gpu else "packed"
+    given = {"flow": flow, "shift": shift, "wpi": wpi}
+    if sites == "packed":
+        bad = {k: v for k, v in given.items() if v is not None and v != {"flow": "branch", "shift": "shr",
+                                                                          "wpi": 1}[k]}
+        if bad:
+            raise ValueError(f"{bad} need sites='direct' (lattices in local memory), got sites='packed'")
+        extra = {"flow": "branch", "shift": "shr", "wpi": 1}
+    else:
+        extra = {k: DIRECT_DEFAULTS[k] if v is None else v for k, v in given.items()}
+        if extra["wpi"] == 2 and extra["flow"] == "branch":
+            raise ValueError("wpi=2 needs flow='select', 'pipe' or 'pipeb'")
+    extra["maxreg"] = maxreg if maxreg is not None else (DIRECT_DEFAULTS["maxreg"] if sites == "direct" else None)
     wg = candidates[0]
-    if need(wg, lattice) > room:
-        raise ValueError(f"lattice={lattice!r}, table={table!r}, hist={hist!r} with wg = {wg} need "
-                         f"{format_bytes(need(wg, lattice))} of local memory per work group for {geom}; "
+    if need(wg * extra["wpi"], lattice) > room:
+        raise ValueError(f"lattice={lattice!r}, table={table!r}, hist={hist!r} with wg = {wg} "
+                         + (f"(x {extra['wpi']} walkers per item) " if extra["wpi"] > 1 else "")
+                         + f"need {format_bytes(need(wg * extra['wpi'], lattice))} of local memory per "
+                         f"work group for {geom}; "
                          f"{facts.name or 'the device'} allows {format_bytes(room)}"
                          + (" (PoCL: a safe cap, see POCL_LOCAL_BUDGET)" if facts.vendor == "pocl" else "")
                          + ": choose 'global' for some of them or a smaller wg")
-    return {"wg": wg, "lattice": lattice, "table": table, "hist": hist, "sites": sites}
+    return {"wg": wg, "lattice": lattice, "table": table, "hist": hist, "sites": sites, **extra}
 
 
 def buffer_sizes(geom: Geometry, walkers: int, slots: int = 1, magnet: bool = False,
