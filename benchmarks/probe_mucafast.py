@@ -49,12 +49,12 @@ from clphys.exact import density_of_states  # noqa: E402
 from clphys.muca import Multicanonical, protocol  # noqa: E402
 from clphys.muca import reference as ref  # noqa: E402
 from clphys.muca import simulation  # noqa: E402
-from clphys.muca.engine import (NV_REGISTERS_ASSUMED, Engine, _local_bytes, capped,  # noqa: E402
+from clphys.muca.engine import (Engine, _local_bytes, capped,  # noqa: E402
                                 choose_options, default_walkers, resident_walkers)
 from clphys.muca.geometry import Geometry  # noqa: E402
 
 T0 = time.perf_counter()
-EXTRA = ("flow", "maxreg", "rounds", "wpi", "shift")          # engine options choose_options does not know
+EXTRA = ("rounds",)          # engine options choose_options does not take
 
 
 def left(deadline):
@@ -85,8 +85,7 @@ def nv_build_info(dev, geom, opts, out_dir, tag):
     o = full_options(dev, geom, opts)
     params = dict(geom.template(), wg=o["wg"], lattice=o["lattice"], table=o["table"], hist=o["hist"],
                   record=False, magnet=False, wide=False, hist_rows=1, trips=False, sites=o["sites"],
-                  rounds=o.get("rounds", 10), tm=False, flow=o.get("flow", "branch"), wpi=o.get("wpi", 1),
-                  shift=o.get("shift", "shr"))
+                  rounds=o.get("rounds", 10), tm=False, flow=o["flow"], wpi=o["wpi"])
     try:
         prg = dev.build("muca/update.cl", options=("-cl-nv-verbose",), **params)
         log = prg.cl_program.get_build_info(dev.cl_device, cl.program_build_info.LOG)
@@ -164,50 +163,39 @@ def rate(dev, geom, walkers, opts, steps, recorded, weights, repeats=5):
 
 def wave_of(dev, geom, opts, info):
     o = full_options(dev, geom, opts)
-    return resident_walkers(dev, geom, o, info.get("registers") or NV_REGISTERS_ASSUMED) or default_walkers(
-        dev.facts)
+    return resident_walkers(dev, geom, o, info.get("registers")) or default_walkers(dev.facts)
 
 
 BASE = dict(wg=128, lattice="local", table="local", hist="local", sites="direct")
-R = dict(shift="rot")
-W2 = dict(wg=64, wpi=2)
+# Run s2/mucafast (v2 list, 2026-11-25 07:02) also measured flow="pipe" / "pipeb"
+# (the next step's words loaded before the store), shift="rot" (bits by rotate),
+# table="local16" (16-bit thresholds) and caps of 64 / 72 registers: all slower,
+# removed (NOTES-mucafast.md, docs/muca.md). maxreg caps the thermalisation's
+# program only; 0 = no cap (the default is 80 on NVIDIA).
+W2 = dict(wg=64, flow="select", wpi=2)
 KERNEL_VARIANTS = [
-    ("branch", dict(BASE)),                                   # the current default
-    ("branch-rot", dict(BASE, **R)),
-    ("select", dict(BASE, flow="select")),
-    ("select-rot", dict(BASE, flow="select", **R)),
-    ("pipe-rot", dict(BASE, flow="pipe", **R)),
-    ("pipeb-rot", dict(BASE, flow="pipeb", **R)),
-    ("branch-r80", dict(BASE, maxreg=80)),                    # 6 groups of 128 per SM
-    ("branch-rot-r80", dict(BASE, maxreg=80, **R)),
-    ("select-rot-r80", dict(BASE, flow="select", maxreg=80, **R)),
-    ("pipeb-rot-r80", dict(BASE, flow="pipeb", maxreg=80, **R)),
-    ("select-rot-t16-r64", dict(BASE, flow="select", table="local16", maxreg=64, **R)),     # 8 groups
-    ("branch-rot-t16-r64", dict(BASE, table="local16", maxreg=64, **R)),
-    ("select-rot-t16-r72", dict(BASE, flow="select", table="local16", maxreg=72, **R)),     # 7 groups
-    ("select-wpi2-64-rot", dict(BASE, flow="select", **W2, **R)),
-    ("pipe-wpi2-64-rot", dict(BASE, flow="pipe", **W2, **R)),
-    ("pipeb-wpi2-64-rot", dict(BASE, flow="pipeb", **W2, **R)),
-    ("select-wpi2-64-rot-t16", dict(BASE, flow="select", table="local16", **W2, **R)),
-    ("select-wpi2-64-rot-t16-r128", dict(BASE, flow="select", table="local16", maxreg=128, **W2, **R)),
-    ("select-wpi2-128-rot-t16-r96", dict(BASE, wg=128, wpi=2, flow="select", table="local16", maxreg=96, **R)),
-    ("select-wpi2-128-rot-tg", dict(BASE, wg=128, wpi=2, flow="select", table="global", **R)),
-    ("packed", dict(BASE, sites="packed")),
-    ("branch-rounds2", dict(BASE, rounds=2)),
-    ("select-wpi2-64-rot-rounds2", dict(BASE, flow="select", rounds=2, **W2, **R)),
+    ("branch-nocap", dict(BASE, maxreg=0)),                   # the kernel before this branch
+    ("default", dict(BASE)),                                  # branch, thermalisation capped at 80
+    ("select", dict(BASE, flow="select", maxreg=0)),
+    ("select-wpi2-64", dict(BASE, maxreg=0, **W2)),
+    ("select-wpi2-128-tg", dict(BASE, wg=128, flow="select", wpi=2, table="global", maxreg=0)),
+    ("packed", dict(BASE, sites="packed", maxreg=0)),
+    ("default-rounds2", dict(BASE, rounds=2)),
+    ("select-wpi2-64-rounds2", dict(BASE, maxreg=0, rounds=2, **W2)),
 ]
-QUICK_VARIANTS = ("branch", "branch-rot", "select-rot", "pipe-rot", "pipeb-rot", "select-rot-t16-r64",
-                  "select-wpi2-64-rot", "pipeb-wpi2-64-rot", "select-wpi2-64-rot-t16")
+QUICK_VARIANTS = ("branch-nocap", "default", "select", "select-wpi2-64")
 
 
-def section_kernel(dev, report, quick, out_dir, deadline):
+def section_kernel(dev, report, quick, out_dir, deadline, variants=None, counts=None):
+    """variants: tags of KERNEL_VARIANTS (default all; quick QUICK_VARIANTS);
+    counts: walker counts (default the variant's wave and 84480)."""
     L = 8 if quick else 32
     geom = Geometry(2, L)
     weights = exact_weights(geom)
     steps = 400 if quick else 64000
     best = {}
     for tag, opts in KERNEL_VARIANTS:
-        if quick and tag not in QUICK_VARIANTS:
+        if tag not in (variants or (QUICK_VARIANTS if quick else (tag,))):
             continue
         if left(deadline) < 5:
             print(f"# kernel: out of time before {tag}")
@@ -222,7 +210,7 @@ def section_kernel(dev, report, quick, out_dir, deadline):
                 continue
             info = nv_build_info(dev, geom, opts, out_dir, tag)
             wave = wave_of(dev, geom, opts, info)
-            for W in ([256] if quick else sorted({wave, 84480})):
+            for W in ([256] if quick else sorted(counts or {wave, 84480})):
                 therm, spread = rate(dev, geom, W, opts, steps, False, weights)
                 rec, _ = rate(dev, geom, W, opts, steps, True, weights, repeats=3)
                 report.add(f"kernel 2D L={L} {tag} W={W}", "flips_per_ns_therm", therm, spread=spread,
@@ -272,12 +260,31 @@ def iterate_run(dev, report, L, deadline, tag, opts=None, walkers=None):
                flips_per_ns=float(h.flips.sum() / h.seconds.sum() / 1e9), options=name_of(dict(sim.options, **extra)))
 
 
+def final(dev, report, quick, out_dir, deadline):
+    tags = ("branch-nocap", "default", "select-wpi2-64")
+    try:
+        section_kernel(dev, report, quick, out_dir, deadline * 0.5, tags, None if quick else (84480, 270336))
+    except Exception as exc:
+        report.add("final kernel", "error", f"{type(exc).__name__}: {str(exc)[:300]}")
+    L, big = (6, 1024) if quick else (32, 270336)
+    fastest = dict(KERNEL_VARIANTS)["select-wpi2-64"]
+    for tag, opts, walkers in (("default", None, None), ("default", None, big),
+                               ("select-wpi2-64", dict(fastest, wg=8) if quick else fastest, big)):
+        try:
+            iterate_run(dev, report, L, deadline, tag, opts, walkers)
+        except Exception as exc:
+            report.add(f"final iterate {tag} W={walkers}", "error", f"{type(exc).__name__}: {str(exc)[:300]}")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="tiny sizes (PoCL)")
     p.add_argument("--json", default=None, help="append the JSON lines to this file (PTX next to it)")
     p.add_argument("--deadline", type=float, default=None, help="seconds for everything (default 140)")
     p.add_argument("--skip", default="", help="sections to skip: kernel,sweep,iterate")
+    p.add_argument("--final", action="store_true",
+                   help="only the chosen default against the kernel before it and select-wpi2-64, at "
+                        "W = 84480 and 270336, and the iteration at L = 32 with W = default and 270336")
     args = p.parse_args(argv)
     deadline = args.deadline or (120.0 if args.quick else 150.0)
     dev = clphys.current_device()
@@ -286,6 +293,9 @@ def main(argv=None):
     out_dir = os.path.dirname(os.path.abspath(args.json)) if args.json else None
     print(f"# device {dev.name} ({f.platform}, driver {f.driver}), {f.compute_units} compute units")
     skip = set(filter(None, args.skip.split(",")))
+    if args.final:
+        final(dev, report, args.quick, out_dir, deadline)
+        skip = {"kernel", "sweep", "iterate"}
     best = None
     if "kernel" not in skip:
         try:

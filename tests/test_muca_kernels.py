@@ -22,24 +22,15 @@ VARIANTS = [dict(wg=8, lattice="global", table="global", hist="global"),
             dict(wg=8, lattice="local", table="global", hist="local", sites="packed"),
             # the GPU default at L >= 64 (lattices and table in global memory)
             dict(wg=4, lattice="global", table="global", hist="local"),
-            # sites="direct" without the branch per flip (update.cl, flow)
-            dict(wg=4, lattice="local", table="local", hist="local", sites="direct", flow="select"),
-            dict(wg=8, lattice="local", table="global", hist="local", sites="direct", flow="pipe"),
-            dict(wg=4, lattice="local", table="local", hist="global", sites="direct", flow="pipeb"),
-            dict(wg=4, lattice="local", table="local", hist="local", sites="direct", flow="pipe", wpi=2),
-            dict(wg=4, lattice="local", table="local16", hist="local", sites="direct", flow="select", wpi=2,
-                 shift="rot"),
-            dict(wg=2, lattice="local", table="global", hist="global", sites="direct", flow="pipeb", wpi=2,
-                 shift="rot"),
-            # 16-bit thresholds in local memory, the whole one read on a tie
-            dict(wg=4, lattice="local", table="local16", hist="local", sites="direct", flow="pipe", shift="rot"),
-            dict(wg=8, lattice="global", table="local16", hist="global")]
+            # sites="direct" without the branch per flip, one or two walkers per item
+            dict(wg=8, lattice="local", table="global", hist="local", sites="direct", flow="select"),
+            dict(wg=4, lattice="local", table="local", hist="local", sites="direct", flow="select", wpi=2),
+            dict(wg=2, lattice="local", table="global", hist="global", sites="direct", flow="select", wpi=2)]
 
 
 def _engine(dev, geom, walkers, seed, offset=0, total=None, **opts):
-    extra = {k: opts.pop(k) for k in ("flow", "wpi", "shift") if k in opts}    # engine-only options
     try:
-        options = dict(choose_options(dev.facts, geom, **opts), **extra)
+        options = choose_options(dev.facts, geom, **opts)
     except ValueError as exc:           # e.g. a large local table on PoCL (see engine.py)
         pytest.skip(f"{opts} does not fit {dev.name} for {geom}: {exc}")
     return Engine(dev, geom, walkers, seed, offset=offset, total=total, options=options)
@@ -99,33 +90,6 @@ def test_engine_matches_numpy_twin(device, geom, walkers, opts):
     _check_against_twin(device, geom, walkers, opts, magnet=(walkers % 2 == 1))
 
 
-def test_sixteen_bit_thresholds_decide_ties_exactly(device):
-    """table="local16": where the high halves of word and threshold tie, the
-    whole threshold decides. Thresholds made to tie with walker 0's word at
-    step t, one below and one at its low half: reject, then accept."""
-    geom, seed = Geometry(2, 6), 3
-    for t in (4, 9, 14, 19):
-        word = int(ref._philox(t >> 2, 0, np.array([0], np.uint64), ref.TAG_ACCEPT, seed)[0, t % 4])
-        for lo, accepted in (((word & 0xFFFF) - 1, False), (word & 0xFFFF, True)):
-            if lo < 0:
-                continue
-            for opts in (dict(wg=1, lattice="local", table="local16", hist="local", sites="direct", flow="pipe"),
-                         dict(wg=1, lattice="global", table="local16", hist="global")):
-                eng = _engine(device, geom, 1, seed, **opts)
-                bins, mags = eng.randomize()
-                lat0 = eng.read_lattice()
-                thr = np.full((geom.nbins, geom.ncls), (word & 0xFFFF0000) | lo, np.uint32)
-                eng.set_thresholds(thr)
-                eng.configure(1, False)
-                eng.t = t
-                eng.advance(1, 0)
-                eng.flush()
-                lat, _, _, hist, _ = ref.update(geom, lat0, bins, mags, thr, t, 1, 0, seed)
-                np.testing.assert_array_equal(eng.read_lattice(), lat)
-                assert np.array_equal(lat, lat0) != accepted
-                np.testing.assert_array_equal(eng.hist, hist)
-
-
 @pytest.mark.parametrize("slots", [1, 3, 4])
 def test_transition_counts_match_the_twin(device, slots):
     """tm: counts of (bin before, k proposed); 32 walkers in 4 slots of 8 keep
@@ -142,7 +106,7 @@ def test_oclgrind_runs_every_kernel_and_matches(oclgrind):
     kept alive: Oclgrind's checker confuses the shadow state of freed buffers
     with later ones (see conftest.py)."""
     keep = []
-    for geom, walkers, variants in ((Geometry(2, 4), 9, VARIANTS[:2] + VARIANTS[4:5] + VARIANTS[6:7]),
+    for geom, walkers, variants in ((Geometry(2, 4), 9, VARIANTS[:2] + VARIANTS[4:5] + VARIANTS[6:9]),
                                     (Geometry(3, 2), 5, VARIANTS[:2]), (Geometry(2, 34), 3, VARIANTS[::2])):
         for opts in variants:
             for magnet in (False, True):
@@ -218,6 +182,10 @@ def test_templates_render(vendor):
               for la in ("local", "global") for t in ("local", "global") for h in ("local", "global")
               for rec in (False, True) for m in (False, True)
               for si in ("packed", "direct") if la == "local" or si == "packed"]
+    cases += [("muca/update.cl", dict(dim=d, L=L, wg=32, lattice="local", table=t, hist="local", record=rec,
+                                      magnet=rec, wide=False, hist_rows=2, trips=rec, tm=rec, sites="direct",
+                                      rounds=10, flow="select", wpi=wpi))
+              for d, L in ((2, 32), (3, 6)) for t in ("local", "global") for rec in (False, True) for wpi in (1, 2)]
     cases += [("muca/common.cl", {})]
     for template, params in cases:
         src = render(template, facts, **params)
@@ -237,7 +205,8 @@ def test_templates_render(vendor):
 def test_local_memory_choice_is_checked():
     pocl = fake_facts("pocl")                    # reports 512 KiB; 4 KiB are safe (engine.py)
     assert choose_options(pocl, Geometry(2, 32)) == {"wg": 64, "lattice": "global", "table": "global",
-                                                     "hist": "global", "sites": "packed"}
+                                                     "hist": "global", "sites": "packed", "flow": "branch",
+                                                     "wpi": 1, "maxreg": 0}
     assert choose_options(pocl, Geometry(2, 8))["lattice"] == "local"
     with pytest.raises(ValueError, match="PoCL: a safe cap"):
         choose_options(pocl, Geometry(2, 32), table="local")
@@ -246,7 +215,16 @@ def test_local_memory_choice_is_checked():
     with pytest.raises(ValueError, match="local memory per work group"):
         choose_options(facts, geom, wg=128, lattice="local")
     opts = choose_options(facts, Geometry(2, 32))
-    assert opts == {"wg": 128, "lattice": "local", "table": "local", "hist": "local", "sites": "direct"}
+    assert opts == {"wg": 128, "lattice": "local", "table": "local", "hist": "local", "sites": "direct",
+                    "flow": "branch", "wpi": 1, "maxreg": 80}
+    for bad, match in ((dict(wpi=2), "wpi=2 needs flow='select'"), (dict(sites="packed", flow="select"),
+                       "need sites='direct'"), (dict(maxreg=8), "maxreg must be 0"),
+                       (dict(flow="pipe"), "flow must be one of")):
+        with pytest.raises(ValueError, match=match):
+            choose_options(facts, Geometry(2, 32), **bad)
+    with pytest.raises(ValueError, match=r"x 2 walkers per item\) need"):      # 2 x 128 lattices: 64 KiB
+        choose_options(facts, Geometry(2, 32), wg=128, flow="select", wpi=2)
+    assert choose_options(facts, Geometry(2, 32), flow="select", wpi=2)["wg"] == 64
     with pytest.raises(ValueError, match="sites='direct' needs lattice='local'"):
         choose_options(facts, geom, lattice="global", sites="direct")
     with pytest.raises(ValueError, match="sites='direct' needs the lattices in local memory"):

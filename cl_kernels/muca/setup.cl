@@ -93,15 +93,14 @@ __kernel void muca_sites(__global uint4 *sites, const uint t_lo, const uint t_hi
 
 // The same sites as direct descriptors for update.cl's sites="direct" (lattice
 // in local memory, `stride` = work-group size): per step `ndesc` uint4,
-//   u0 = (x % 32, (x-1) % 32, (x+1) % 32, 1 << x % 32)   (bits within their words;
-//        with rot = 1 each bit b as the rotation (32 - b) % 32 that brings it to bit 0)
+//   u0 = (x % 32, (x-1) % 32, (x+1) % 32, 1 << x % 32)   (bits within their words)
 //   u1 = byte offsets (word * stride * 4) of the site's word and of the same x in
 //        the rows y-1, y+1, then (3D) z-1 or (2D, one word per row) x % 32 again;
 //   u2 = (z+1, the words of x-1 and x+1, x % 32)   (ndesc = 2 in 2D with one word
 //        per row: no u2; else 3).
 <% ndesc = 2 if (dim == 2 and (L + 31) // 32 == 1) else 3 %>
 __kernel void muca_sites_direct(__global uint4 *sites, const uint t_lo, const uint t_hi, const uint n,
-                                const uint k0, const uint k1, const uint stride, const uint rot)
+                                const uint k0, const uint k1, const uint stride)
 {
     const ulong t0 = ((ulong)t_hi << 32) | t_lo;
     const ulong block = (t0 >> 2) + get_global_id(0);
@@ -119,19 +118,17 @@ __kernel void muca_sites_direct(__global uint4 *sites, const uint t_lo, const ui
         const uint ym = y == 0u ? MU_L - 1u : y - 1u, yp = y + 1u == MU_L ? 0u : y + 1u;
         const uint xw = x >> 5;
         __global uint *out = (__global uint *)sites + (size_t)(t - t0) * ${4 * ndesc}u;
-        const uint ax = rot ? (32u - (x & 31u)) & 31u : x & 31u;
-        const uint axm = rot ? (32u - (xm & 31u)) & 31u : xm & 31u, axp = rot ? (32u - (xp & 31u)) & 31u : xp & 31u;
-        vstore4((uint4)(ax, axm, axp, 1u << (x & 31u)), 0, out);
+        vstore4((uint4)(x & 31u, xm & 31u, xp & 31u, 1u << (x & 31u)), 0, out);
 % if dim == 3:
         const uint zm = z == 0u ? MU_L - 1u : z - 1u, zp = z + 1u == MU_L ? 0u : z + 1u;
         const uint zm_word = ((zm * MU_L + y) * MU_WPR + xw) * unit, zp_word = ((zp * MU_L + y) * MU_WPR + xw) * unit;
 % else:
-        const uint zm_word = ax, zp_word = 0u;      // (u1.w: x again)
+        const uint zm_word = x & 31u, zp_word = 0u;      // (u1.w: x again)
 % endif
         vstore4((uint4)((row * MU_WPR + xw) * unit, ((z * MU_L + ym) * MU_WPR + xw) * unit,
                         ((z * MU_L + yp) * MU_WPR + xw) * unit, zm_word), 1, out);
 % if ndesc == 3:
-        vstore4((uint4)(zp_word, (row * MU_WPR + (xm >> 5)) * unit, (row * MU_WPR + (xp >> 5)) * unit, ax),
+        vstore4((uint4)(zp_word, (row * MU_WPR + (xm >> 5)) * unit, (row * MU_WPR + (xp >> 5)) * unit, x & 31u),
                 2, out);
 % else:
         (void)zp_word;

@@ -31,15 +31,11 @@
 ##   rounds (Philox rounds: 10; fewer only to measure the
 ##   generator's share of the time, benchmarks/probe_muca2.py),
 ##   flow (sites="direct" only: "branch": an accepted flip stores in an if;
-##   "select": every step stores and moves the bin through masks, no branch;
-##   "pipe": "select" with the next step's words loaded before this step's
-##   store (a Philox block's four steps are one straight run), the store
-##   forwarded into them where the sites share a word),
-##   wpi (walkers per work item: 1, or 2 with flow "pipe" / "pipeb": walkers
-##   j and j + wg of a group of 2 wg share the site descriptors and run their
-##   chains interleaved),
-##   shift (sites="direct": the descriptors' bit amounts, see BIT0; "rot" needs
-##   muca_sites_direct with rot = 1),
+##   "select": every step stores and moves the bin through masks, no branch,
+##   the four steps of a Philox block one straight run),
+##   wpi (walkers per work item: 1, or 2 with flow "select": walkers j and
+##   j + wg of a group of 2 wg share the site descriptors and run their chains
+##   interleaved),
 ##   tm (transition-matrix counts: a recorded step counts (bin before the
 ##   step, k of the proposed flip) at row index bin * (2 dim + 1) + k instead of
 ##   the bin after it; their sum over k is the energy histogram)
@@ -48,12 +44,11 @@
 <%
     flow = context.get("flow", "branch")        # defaults: the kernel before these options
     wpi = context.get("wpi", 1)
-    shift = context.get("shift", "shr")
     for name, value, allowed in (("lattice", lattice, ("local", "global")),
-                                 ("table", table, ("local", "global", "local16")),
+                                 ("table", table, ("local", "global")),
                                  ("hist", hist, ("local", "global")), ("record", record, (False, True)), ("hist_rows", hist_rows, (1, 2)),
                                  ("sites", sites, ("packed", "direct")), ("tm", tm, (False, True)),
-                                 ("flow", flow, ("branch", "select", "pipe", "pipeb")), ("wpi", wpi, (1, 2)), ("shift", shift, ("shr", "rot"))):
+                                 ("flow", flow, ("branch", "select")), ("wpi", wpi, (1, 2))):
         if value not in allowed:
             raise ValueError("muca update.cl: %s must be one of %s, got %r" % (name, allowed, value))
     hmode = hist if record else "none"     # thermalisation: nothing is counted (M is still
@@ -63,7 +58,7 @@
     if flow != "branch" and sites != "direct":
         raise ValueError("muca update.cl: flow=%r needs sites='direct'" % (flow,))
     if wpi != 1 and flow == "branch":
-        raise ValueError("muca update.cl: wpi=2 needs flow='select', 'pipe' or 'pipeb'")
+        raise ValueError("muca update.cl: wpi=2 needs flow='select'")
     ws = [""] if wpi == 1 else ["0", "1"]      # walker suffixes of the names
     gw = wg * wpi                              # walkers per work group
     wpr = (L + 31) // 32
@@ -80,31 +75,14 @@ ${mc.counters()}
 % else:
 #define LAT(word) lattice[(${"size_t" if wide else "uint"})(word) * W + j]
 % endif
-## sites="direct": v moved so that the bit at descriptor amount a is bit 0 (higher
-## bits are garbage): shift "shr" (a = the bit: v >> a) or "rot" (a = (32 - bit) %
-## 32: rotate, one funnel shift on GPUs without masking a to 5 bits first)
-% if shift == "rot":
-#define BIT0(v, a) rotate((v), (a))
-% else:
-#define BIT0(v, a) ((v) >> (a))
-% endif
 ## sites="direct": the word at byte offset `off` of this item's column of lat_l
 % for w in ws:
 #define LATB${w}(off) (*(__local uint *)(mine${w} + (off)))
 % endfor
 % if table == "local":
 #define THR(i) thr_l[i]
-% elif table == "local16":
-#define THR(i) ((uint)thr_h[i])
 % else:
 #define THR(i) thr[i]
-% endif
-## accept iff word <= thr[idx]; th = THR(idx). local16: th is the high half, and
-## only a tie in it (probability 2^-16) reads the whole threshold
-% if table == "local16":
-#define ACCEPT(word, th, idx) ((word) >> 16 < (th) || ((word) >> 16 == (th) && (word) <= thr[idx]))
-% else:
-#define ACCEPT(word, th, idx) ((word) <= (th))
 % endif
 
 ## The flip at the decoded site (packed descriptors); sets k (neighbours equal
@@ -173,15 +151,10 @@ ${mc.counters()}
 % endif
 </%def>
 
-## flow != "branch": the four steps of a whole Philox block (words rnd) from i
-## as one straight run, the walkers of the item (wpi) interleaved in each step
-## (their lattices are disjoint: all loads before the stores). "select": each
-## step loads its words. "pipe" / "pipeb": step c + 1 loads its words before step c stores;
-## where step c's site word is one of them, "pipe" forwards the store into the
-## copy (a compare and select per word), "pipeb" loads them again after the
-## store (a branch that every walker of the group takes alike: the site
-## sequence is shared).
-<%def name="pipe_block()">
+## flow "select": the four steps of a whole Philox block (words rnd) from i as
+## one straight run, the walkers of the item (wpi) interleaved in each step
+## (their lattices are disjoint: all their loads come before their stores).
+<%def name="select_block()">
 <%
     words = [("r", "u1_%d.x"), ("ym", "u1_%d.y"), ("yp", "u1_%d.z")]
     if dim == 3:
@@ -198,56 +171,31 @@ ${mc.counters()}
 %   endif
 % endfor
 % for c in range(4):
-%   if c == 0 or flow == "select":
-%     for w in ws:
-            uint ${loads(c, w)};
-%     endfor
-%   endif
+%   for w in ws:
+            const uint ${loads(c, w)};
+%   endfor
 <%  xa = ("u1_%d.w" if ndesc == 2 else "u2_%d.w") % c %>
 %   for w in ws:
 <%  cw = "%d%s" % (c, w) %>
-            const uint rx_${cw} = BIT0(r_${cw}, u0_${c}.x), s_${cw} = rx_${cw} & 1u;
+            const uint rx_${cw} = r_${cw} >> u0_${c}.x, s_${cw} = rx_${cw} & 1u;
 %     if wpr == 1:
-            uint nd_${cw} = ((rx_${cw} ^ (BIT0(r_${cw}, u0_${c}.y))) & 1u) + ((rx_${cw} ^ (BIT0(r_${cw}, u0_${c}.z))) & 1u)
+            uint nd_${cw} = ((rx_${cw} ^ (r_${cw} >> u0_${c}.y)) & 1u) + ((rx_${cw} ^ (r_${cw} >> u0_${c}.z)) & 1u)
 %     else:
-            uint nd_${cw} = ((rx_${cw} ^ (BIT0(xmw_${cw}, u0_${c}.y))) & 1u) + ((rx_${cw} ^ (BIT0(xpw_${cw}, u0_${c}.z))) & 1u)
+            uint nd_${cw} = ((rx_${cw} ^ (xmw_${cw} >> u0_${c}.y)) & 1u) + ((rx_${cw} ^ (xpw_${cw} >> u0_${c}.z)) & 1u)
 %     endif
-                    + ((rx_${cw} ^ (BIT0(ym_${cw}, ${xa}))) & 1u) + ((rx_${cw} ^ (BIT0(yp_${cw}, ${xa}))) & 1u);
+                    + ((rx_${cw} ^ (ym_${cw} >> ${xa})) & 1u) + ((rx_${cw} ^ (yp_${cw} >> ${xa})) & 1u);
 %     if dim == 3:
-            nd_${cw} += ((rx_${cw} ^ (BIT0(zm_${cw}, ${xa}))) & 1u) + ((rx_${cw} ^ (BIT0(zp_${cw}, ${xa}))) & 1u);
+            nd_${cw} += ((rx_${cw} ^ (zm_${cw} >> ${xa})) & 1u) + ((rx_${cw} ^ (zp_${cw} >> ${xa})) & 1u);
 %     endif
-            const uint idx_${cw} = (uint)bin${w} * MU_NCLS + nd_${cw}, th_${cw} = THR(idx_${cw});
+            const uint th_${cw} = THR((uint)bin${w} * MU_NCLS + nd_${cw});
 %   endfor
-%   if c < 3 and flow != "select":
-%     for w in ws:
-            uint ${loads(c + 1, w)};
-%     endfor
-%   endif
 %   for w in ws:
 <%  cw = "%d%s" % (c, w) %>
 %     if tmc:
             const uint entry_${cw} = (uint)bin${w} * MU_NCLS + 2u * MU_DIM - nd_${cw};
 %     endif
-${select_accept("ACCEPT(rnd%s.%s, th_%s, idx_%s)" % (w, "xyzw"[c], cw, cw), "_" + cw, "u0_%d" % c, "u1_%d" % c, "r_" + cw, "nd_" + cw, "s_" + cw, w)}
+${select_accept("rnd%s.%s <= th_%s" % (w, "xyzw"[c], cw), "_" + cw, "u0_%d" % c, "u1_%d" % c, "r_" + cw, "nd_" + cw, "s_" + cw, w)}
 %   endfor
-%   if c < 3 and flow == "pipe":
-%     for w in ws:
-            {   // step c's store reaches step c + 1's copies of the same word
-                const uint flip = u0_${c}.w & am_${c}${w};
-%       for v, off in words:
-                ${v}_${c + 1}${w} ^= ${off % (c + 1)} == u1_${c}.x ? flip : 0u;
-%       endfor
-            }
-%     endfor
-%   elif c < 3 and flow == "pipeb":
-            if (${" || ".join("%s == u1_%d.x" % (off % (c + 1), c) for v, off in words)}) {
-%     for w in ws:
-%       for v, off in words:
-                ${v}_${c + 1}${w} = LATB${w}(${off % (c + 1)});
-%       endfor
-%     endfor
-            }
-%   endif
 %   for w in ws:
             {
 %     if tmc:
@@ -271,7 +219,7 @@ ${after_step(w)}
             const uint self = d.y * MU_WPR + (x >> 5), bit = x & 31u;
 %   endif
 ${neighbours()}
-            const uint acc = ACCEPT(${word}, THR((uint)bin * MU_NCLS + k), (uint)bin * MU_NCLS + k);
+            const uint acc = (${word}) <= THR((uint)bin * MU_NCLS + k);
             LAT(self) = r ^ (acc << bit);
 % else:
             // u0 = (bit of x, of x-1, of x+1, 1 << bit of x), u1 = byte offsets of the
@@ -285,18 +233,18 @@ ${neighbours()}
             const uint4 u2 = sites[${ndesc}u * (${idx}) + 2u];
 %   endif
             const uint xa = ${"u1.w" if ndesc == 2 else "u2.w"};
-            const uint r = LATB${w}(u1.x), rx = BIT0(r, u0.x), s = rx & 1u;
+            const uint r = LATB${w}(u1.x), rx = r >> u0.x, s = rx & 1u;
 %   if wpr == 1:
-            uint nd = ((rx ^ (BIT0(r, u0.y))) & 1u) + ((rx ^ (BIT0(r, u0.z))) & 1u)
+            uint nd = ((rx ^ (r >> u0.y)) & 1u) + ((rx ^ (r >> u0.z)) & 1u)
 %   else:
-            uint nd = ((rx ^ (BIT0(LATB${w}(u2.y), u0.y))) & 1u) + ((rx ^ (BIT0(LATB${w}(u2.z), u0.z))) & 1u)
+            uint nd = ((rx ^ (LATB${w}(u2.y) >> u0.y)) & 1u) + ((rx ^ (LATB${w}(u2.z) >> u0.z)) & 1u)
 %   endif
-                    + ((rx ^ (BIT0(LATB${w}(u1.y), xa))) & 1u) + ((rx ^ (BIT0(LATB${w}(u1.z), xa))) & 1u);
+                    + ((rx ^ (LATB${w}(u1.y) >> xa)) & 1u) + ((rx ^ (LATB${w}(u1.z) >> xa)) & 1u);
 %   if dim == 3:
-            nd += ((rx ^ (BIT0(LATB${w}(u1.w), xa))) & 1u) + ((rx ^ (BIT0(LATB${w}(u2.x), xa))) & 1u);
+            nd += ((rx ^ (LATB${w}(u1.w) >> xa)) & 1u) + ((rx ^ (LATB${w}(u2.x) >> xa)) & 1u);
 %   endif
             const uint k = 2u * MU_DIM - nd;
-            const bool acc = ACCEPT(${word}, THR((uint)bin${w} * MU_NCLS + nd), (uint)bin${w} * MU_NCLS + nd);
+            const bool acc = (${word}) <= THR((uint)bin${w} * MU_NCLS + nd);
 % endif
 % if tmc:
             const uint entry = (uint)bin${w} * MU_NCLS + k;
@@ -336,8 +284,6 @@ void muca_update(__global uint *lattice, __global int *bins, __global int *mags,
 % endif
 % if table == "local":
     __local uint thr_l[MU_NBINS * MU_NCLS];
-% elif table == "local16":
-    __local ushort thr_h[MU_NBINS * MU_NCLS];
 % endif
 % if hmode == "local":
     __local uint hist_l[${hist_rows}u * MU_HROW];
@@ -363,8 +309,6 @@ void muca_update(__global uint *lattice, __global int *bins, __global int *mags,
 % endfor
 % if table == "local":
     for (uint q = lid; q < MU_NBINS * MU_NCLS; q += ${wg}u) thr_l[q] = thr[q];
-% elif table == "local16":
-    for (uint q = lid; q < MU_NBINS * MU_NCLS; q += ${wg}u) thr_h[q] = (ushort)(thr[q] >> 16);
 % endif
 % if hmode == "local":
     for (uint q = lid; q < ${hist_rows}u * MU_HROW; q += ${wg}u) hist_l[q] = 0u;
@@ -373,7 +317,7 @@ void muca_update(__global uint *lattice, __global int *bins, __global int *mags,
     const uint row_l${w} = ${"0u" if hist_rows == 1 else "(slot%s - slot0_l) * MU_HROW" % w};
 %   endfor
 % endif
-% if table != "global" or hmode == "local":
+% if table == "local" or hmode == "local":
     barrier(CLK_LOCAL_MEM_FENCE);
 % endif
     if (j${ws[0]} < W) {
@@ -410,8 +354,8 @@ void muca_update(__global uint *lattice, __global int *bins, __global int *mags,
             const uint4 rnd${w} = mu_philox(mu_step_counter(t, g${w}, MU_TAG_ACCEPT), key);
 % endfor
             if ((t & 3u) == 0u && i + 4u <= n) {      // a whole Philox block: 4 steps
-% if flow != "branch":
-${pipe_block()}
+% if flow == "select":
+${select_block()}
 % else:
 %   for c, comp in enumerate("xyzw"):
 ${step("rnd." + comp, "i + %du" % c if c else "i")}

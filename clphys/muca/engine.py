@@ -25,13 +25,15 @@ from .geometry import Geometry
 
 SITES_CAP = 1 << 16            # steps per launch (site descriptors: 16 bytes each)
 LATTICE_MODES = ("local", "global")
-TABLE_MODES = ("local", "global", "local16")
+TABLE_MODES = ("local", "global")
 HIST_MODES = ("local", "global")
 SITES_MODES = ("packed", "direct")
-FLOWS = ("branch", "select", "pipe", "pipeb")     # update.cl's flow (sites="direct")
-SHIFTS = ("shr", "rot")
-# sites="direct" on GPUs: the kernel options the probe chose (benchmarks/probe_mucafast.py)
-DIRECT_DEFAULTS = {"flow": "branch", "shift": "shr", "wpi": 1, "maxreg": None}
+FLOWS = ("branch", "select")         # update.cl's flow (sites="direct")
+# sites="direct": the defaults the H100 probe chose (benchmarks/probe_mucafast.py, docs/muca.md):
+# the branch flow, one walker per item, the thermalisation's program capped at 80
+# registers on NVIDIA (6 instead of 5 groups of 128 fit an SM: 357 instead of 331
+# flips/ns at W = 84480; the recorded program keeps its 96, the cap cost it 3 %)
+DIRECT_DEFAULTS = {"flow": "branch", "wpi": 1, "maxreg": 80}
 MAGNET_BUDGET = 64 << 20       # magnetization histograms are recorded by default up to this size
 # pip PoCL 3.0 (pthread device) corrupts its own memory once a work group uses
 # more than ~6 KiB of local memory (a plain 1600-word __local array, launched
@@ -51,16 +53,18 @@ def default_walkers(facts) -> int:
 NV_SHARED_PER_SM = {(7, 0): 96 << 10, (7, 5): 64 << 10, (8, 0): 164 << 10, (8, 6): 100 << 10,
                     (8, 7): 164 << 10, (8, 9): 100 << 10, (9, 0): 228 << 10}
 NV_RESERVED_PER_GROUP, NV_THREADS_PER_SM, NV_REGISTERS_PER_SM = 1024, 2048, 65536
-# registers per work item of the default kernel (sites="direct", wg = 128): 96 in
-# ptxas's report for sm_90 (probe_muca2.py, run 4; packed descriptors: 80)
-NV_REGISTERS_ASSUMED = 96
+# registers per work item of the recorded program (no cap) with sites="direct",
+# wg = 128, by walkers per item: 96 and 164 in ptxas's report for sm_90 at 2D
+# L = 32 (probe_muca2.py run 4, probe_mucafast.py; packed descriptors: 80)
+NV_REGISTERS_ASSUMED = {1: 96, 2: 168}
 
 
-def resident_walkers(dev, geom, options, registers=NV_REGISTERS_ASSUMED) -> int | None:
+def resident_walkers(dev, geom, options, registers=None) -> int | None:
     """Walkers resident at once (one wave) on an NVIDIA GPU whose compute
     capability we know: work groups per SM limited by threads, local memory
-    (the larger of the thermalisation's and the recorded program's) and
-    `registers` per work item; None elsewhere."""
+    (the larger of the thermalisation's and the recorded program's, as
+    Engine.configure lays them out) and `registers` per work item (default
+    NV_REGISTERS_ASSUMED); None elsewhere."""
     facts = dev.facts
     try:
         cc = (dev.cl_device.compute_capability_major_nv, dev.cl_device.compute_capability_minor_nv)
@@ -70,8 +74,13 @@ def resident_walkers(dev, geom, options, registers=NV_REGISTERS_ASSUMED) -> int 
     if facts.vendor != "nvidia" or shared is None:
         return None
     wg, gw = options["wg"], options["wg"] * options.get("wpi", 1)     # items, walkers per group
-    local = max(_local_bytes(geom, gw, options["lattice"], options["table"], "global"),
-                _local_bytes(geom, gw, options["lattice"], "global", options["hist"]))
+    if registers is None:
+        registers = NV_REGISTERS_ASSUMED[options.get("wpi", 1)]
+    lattice, table, hist = options["lattice"], options["table"], options["hist"]
+    recorded = _local_bytes(geom, gw, lattice, table, hist)
+    if recorded > local_room(facts):            # the recorded program's table goes global
+        recorded = _local_bytes(geom, gw, lattice, "global", hist)
+    local = max(_local_bytes(geom, gw, lattice, table, "global"), recorded)
     groups = min(NV_THREADS_PER_SM // wg, shared // (local + NV_RESERVED_PER_GROUP),
                  NV_REGISTERS_PER_SM // (-(-registers // 8) * 8 * wg))
     return facts.compute_units * max(1, groups) * gw
@@ -87,13 +96,17 @@ def capped(dev, prg, registers, options=()):
     key = ("maxnreg", id(prg), int(registers), tuple(options))
     out = dev.programs.get(key)
     if out is None:
-        ptx = bytes(prg.cl_program.get_info(cl.program_info.BINARIES)[0]).decode()
-        ptx, count = re.subn(r"^(\s*\.reqntid[^\n]*)$", r"\1\n.maxnreg %d" % registers, ptx,
-                             count=1, flags=re.M)
-        if not count:
-            raise ValueError("maxreg: the kernel's PTX has no .reqntid line to put .maxnreg after")
+        ptx = with_maxnreg(bytes(prg.cl_program.get_info(cl.program_info.BINARIES)[0]).decode(), registers)
         cl_prg = cl.Program(dev.context, [dev.cl_device], [ptx.encode()]).build(options=list(options))
         out = dev.programs[key] = Program(cl_prg, prg.source, dev.facts.vendor)
+    return out
+
+
+def with_maxnreg(ptx: str, registers: int) -> str:
+    """PTX text with `.maxnreg registers` after the (one) kernel's .reqntid line."""
+    out, count = re.subn(r"^(\s*\.reqntid[^\n]*)$", r"\1\n.maxnreg %d" % registers, ptx, count=1, flags=re.M)
+    if not count:
+        raise ValueError("maxreg: the kernel's PTX has no .reqntid line to put .maxnreg after")
     return out
 
 
@@ -109,28 +122,29 @@ def site_words(geom, sites):
 
 def _local_bytes(geom, wg, lattice, table, hist, hist_rows=1):
     return ((wg * geom.words * 4 if lattice == "local" else 0)
-            + (geom.nbins * geom.ncls * {"local": 4, "local16": 2}.get(table, 0))
+            + (geom.nbins * geom.ncls * 4 if table == "local" else 0)
             + (hist_rows * geom.nbins * 4 if hist == "local" else 0))
 
 
 def choose_options(facts, geom: Geometry, wg=None, lattice=None, table=None, hist=None,
-                   sites=None, flow=None, shift=None, wpi=None, maxreg=None) -> dict:
+                   sites=None, flow=None, wpi=None, maxreg=None) -> dict:
     """Work-group size and where lattice, threshold table and histogram live
     during a launch: the caller's choices, checked, else defaults from `facts`:
     each in local memory where it fits (fastest on PoCL; on GPUs the walker
     lattices then never touch global memory inside a launch). sites: the site
     descriptors, "direct" (default on GPUs with local lattices) or "packed" (update.cl;
-    results do not depend on it). With sites="direct": flow, shift, wpi (walkers
-    per work item) as in update.cl, and maxreg (registers per work item at
-    most, NVIDIA only; None: the compiler's choice); defaults DIRECT_DEFAULTS."""
+    results do not depend on it). With sites="direct": flow and wpi (walkers per
+    work item) as in update.cl, and maxreg (registers per work item at most in
+    the thermalisation's program, NVIDIA only; 0: the compiler's choice);
+    defaults DIRECT_DEFAULTS."""
     if flow is not None:
         _validate.choice("flow", flow, FLOWS)
-    if shift is not None:
-        _validate.choice("shift", shift, SHIFTS)
     if wpi is not None:
         wpi = _validate.integer("wpi", wpi, 1, 2)
     if maxreg is not None:
-        maxreg = _validate.integer("maxreg", maxreg, 16, 255)
+        maxreg = _validate.integer("maxreg", maxreg, 0, 255)
+        if 0 < maxreg < 32:
+            raise ValueError(f"maxreg must be 0 (no cap) or 32 .. 255, got {maxreg}")
     if lattice is not None:
         _validate.choice("lattice", lattice, LATTICE_MODES)
     if table is not None:
@@ -147,6 +161,8 @@ def choose_options(facts, geom: Geometry, wg=None, lattice=None, table=None, his
         candidates = [c for c in wanted if c <= facts.max_work_group] or [facts.max_work_group]
     else:
         candidates = [_validate.integer("wg", wg, 1, facts.max_work_group)]
+    if wpi == 2 and wg is None:     # the same walkers per group as one per item
+        candidates = [max(1, c // 2) for c in candidates]
     if table is None:
         table = "local" if geom.nbins * geom.ncls * 4 <= room // 2 else "global"
     if hist is None:
@@ -164,18 +180,17 @@ def choose_options(facts, geom: Geometry, wg=None, lattice=None, table=None, his
         raise ValueError(f"sites='direct' needs the lattices in local memory, and they do not fit for {geom}")
     if sites is None:       # direct: fewer integer instructions per flip on GPUs (docs/muca.md)
         sites = "direct" if lattice == "local" and facts.is_gpu else "packed"
-    given = {"flow": flow, "shift": shift, "wpi": wpi}
+    given = {"flow": flow, "wpi": wpi}
     if sites == "packed":
-        bad = {k: v for k, v in given.items() if v is not None and v != {"flow": "branch", "shift": "shr",
-                                                                          "wpi": 1}[k]}
+        bad = {k: v for k, v in given.items() if v is not None and v != {"flow": "branch", "wpi": 1}[k]}
         if bad:
             raise ValueError(f"{bad} need sites='direct' (lattices in local memory), got sites='packed'")
-        extra = {"flow": "branch", "shift": "shr", "wpi": 1}
+        extra = {"flow": "branch", "wpi": 1}
     else:
         extra = {k: DIRECT_DEFAULTS[k] if v is None else v for k, v in given.items()}
-        if extra["wpi"] == 2 and extra["flow"] == "branch":
-            raise ValueError("wpi=2 needs flow='select', 'pipe' or 'pipeb'")
-    extra["maxreg"] = maxreg if maxreg is not None else (DIRECT_DEFAULTS["maxreg"] if sites == "direct" else None)
+        if extra["wpi"] == 2 and extra["flow"] != "select":
+            raise ValueError("wpi=2 needs flow='select'")
+    extra["maxreg"] = maxreg if maxreg is not None else (DIRECT_DEFAULTS["maxreg"] if sites == "direct" else 0)
     wg = candidates[0]
     if need(wg * extra["wpi"], lattice) > room:
         raise ValueError(f"lattice={lattice!r}, table={table!r}, hist={hist!r} with wg = {wg} "
@@ -215,9 +230,8 @@ class Engine:
         self.sites_mode = options.get("sites", "packed")
         self.rounds = options.get("rounds", 10)     # Philox rounds: 10; fewer only in the probe
         self.flow = options.get("flow", "branch")   # update.cl, sites="direct"
-        self.maxreg = options.get("maxreg")         # NVIDIA: registers per work item at most
+        self.maxreg = options.get("maxreg") or None  # NVIDIA: thermalisation's registers per item at most
         self.wpi = options.get("wpi", 1)            # walkers per work item (update.cl)
-        self.shift = options.get("shift", "shr")    # bit extraction (update.cl, sites="direct")
         self.key = seed_key(seed)
         self.seed = seed
         self._setup = dev.build("muca/setup.cl", **geom.template())
@@ -317,7 +331,7 @@ class Engine:
                     lattice=self.lattice_mode, table=table, hist=hist, record=record,
                     magnet=bool(magnet), wide=self.W * g.words >= 2**32, hist_rows=rows,
                     trips=bool(trips), sites=self.sites_mode, rounds=self.rounds, tm=bool(tm),
-                    flow=self.flow, wpi=self.wpi, shift=self.shift), self.maxreg)
+                    flow=self.flow, wpi=self.wpi), None if record else self.maxreg)
             self._prog[record] = self._programs[key]
         self.trips, self.tm = bool(trips), bool(tm)
         self.hist_shape = (slots, g.nbins) + ((g.ncls,) if tm else ())
@@ -418,8 +432,7 @@ class Engine:
         blocks = ((t + n - 1) >> 2) - (t >> 2) + 1
         if self.sites_mode == "direct":
             self._setup.muca_sites_direct(self.queue, (blocks,), None, self.sites, lo, hi, np.uint32(n),
-                                          k0, k1, np.uint32(self.wg * self.wpi),
-                                          np.uint32(self.shift == "rot"))
+                                          k0, k1, np.uint32(self.wg * self.wpi))
         else:
             self._setup.muca_sites(self.queue, (blocks,), None, self.sites, lo, hi, np.uint32(n), k0, k1)
         self._prog[record].muca_update(self.queue, (self._groups(self.wpi) * self.wg,), (self.wg,), self.lattice,
