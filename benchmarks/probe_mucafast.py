@@ -13,17 +13,17 @@ logs (registers, spills) next to the JSON file, under ptx/):
             (thermalisation) and recorded launches, median of 5 timed launches
             of 64000 steps; at W = 84480 (the current default) and at one
             resident wave of the variant (from its registers and local memory).
-            Variants: flow (branch: the current kernel, select, pipe, pipeb;
-            update.cl), maxreg (a .maxnreg cap on NVIDIA: 80 fits 6 groups of
-            128 per SM, 72 7, 64 8), table=local16 (16-bit thresholds in local
-            memory: 10 KiB instead of 20, so 8 groups fit), wpi=2 (two walkers
-            per work item), shift=rot (bits by rotate: no masking of the
-            amounts), rounds=2 (the generator's share, not a valid stream). A variant that fails the
-            twin check is printed as FAIL and not timed.
+            Variants: maxreg (a .maxnreg cap of the thermalisation's program on
+            NVIDIA: 80 fits 6 groups of 128 per SM; 0 none), sites, table,
+            rounds=2 (the generator's share, not a valid stream). A variant
+            that fails the twin check is printed as FAIL and not timed. (The
+            variants of runs 1-3 are in NOTES-mucafast.md.)
   sweep     the fastest valid variant at W = wave / 2, wave, 2 wave, 270336
   iterate   the published iteration to d_k < 1e-4 at L = 32 with the current
             defaults and with the fastest variant (wall, iterations, flips/ns of
             the iteration phase)
+  --final   (instead of the above) the default against the kernel before it
+            at W = 84480 and 270336, and the iteration at L = 32 with both W
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def nv_build_info(dev, geom, opts, out_dir, tag):
     o = full_options(dev, geom, opts)
     params = dict(geom.template(), wg=o["wg"], lattice=o["lattice"], table=o["table"], hist=o["hist"],
                   record=False, magnet=False, wide=False, hist_rows=1, trips=False, sites=o["sites"],
-                  rounds=o.get("rounds", 10), tm=False, flow=o["flow"], wpi=o["wpi"])
+                  rounds=o.get("rounds", 10), tm=False)
     try:
         prg = dev.build("muca/update.cl", options=("-cl-nv-verbose",), **params)
         log = prg.cl_program.get_build_info(dev.cl_device, cl.program_build_info.LOG)
@@ -116,7 +116,7 @@ def twin_check(dev, opts, quick=False):
             o = dict(o, table="global", hist="global")      # PoCL's safe local memory (engine.py)
         try:
             o = full_options(dev, geom, o)
-            need = _local_bytes(geom, o["wg"] * o.get("wpi", 1), o["lattice"], o["table"], o["hist"])
+            need = _local_bytes(geom, o["wg"], o["lattice"], o["table"], o["hist"])
             if need > dev.facts.local_mem:
                 raise ValueError(f"{need} bytes of local memory")
         except ValueError as exc:
@@ -167,23 +167,21 @@ def wave_of(dev, geom, opts, info):
 
 
 BASE = dict(wg=128, lattice="local", table="local", hist="local", sites="direct")
-# Run s2/mucafast (v2 list, 2026-11-25 07:02) also measured flow="pipe" / "pipeb"
-# (the next step's words loaded before the store), shift="rot" (bits by rotate),
-# table="local16" (16-bit thresholds) and caps of 64 / 72 registers: all slower,
-# removed (NOTES-mucafast.md, docs/muca.md). maxreg caps the thermalisation's
-# program only; 0 = no cap (the default is 80 on NVIDIA).
-W2 = dict(wg=64, flow="select", wpi=2)
+# Runs s2/mucafast 2-3 (2026-11-25) also measured flow="select" (no branch per
+# flip), "pipe" / "pipeb" (the next step's words loaded before the store), two
+# walkers per work item, bits by rotate, 16-bit thresholds in local memory and
+# caps of 64 / 72 registers: none beat the default (branch, thermalisation
+# capped at 80), all removed (NOTES-mucafast.md, docs/muca.md). maxreg caps the
+# thermalisation's program only; 0 = no cap (the default is 80 on NVIDIA).
 KERNEL_VARIANTS = [
     ("branch-nocap", dict(BASE, maxreg=0)),                   # the kernel before this branch
-    ("default", dict(BASE)),                                  # branch, thermalisation capped at 80
-    ("select", dict(BASE, flow="select", maxreg=0)),
-    ("select-wpi2-64", dict(BASE, maxreg=0, **W2)),
-    ("select-wpi2-128-tg", dict(BASE, wg=128, flow="select", wpi=2, table="global", maxreg=0)),
-    ("packed", dict(BASE, sites="packed", maxreg=0)),
+    ("default", dict(BASE)),                                  # thermalisation capped at 80
+    ("cap64", dict(BASE, maxreg=64)),
+    ("packed", dict(BASE, sites="packed")),
+    ("table-global", dict(BASE, table="global")),
     ("default-rounds2", dict(BASE, rounds=2)),
-    ("select-wpi2-64-rounds2", dict(BASE, maxreg=0, rounds=2, **W2)),
 ]
-QUICK_VARIANTS = ("branch-nocap", "default", "select", "select-wpi2-64")
+QUICK_VARIANTS = ("branch-nocap", "default", "packed")
 
 
 def section_kernel(dev, report, quick, out_dir, deadline, variants=None, counts=None):
@@ -241,7 +239,8 @@ def section_sweep(dev, report, quick, out_dir, deadline, tag, opts):
 
 def iterate_run(dev, report, L, deadline, tag, opts=None, walkers=None):
     """The published iteration to d_k < 1e-4 (wall from the constructor);
-    opts: the variant's engine options (flow, maxreg) over the defaults."""
+    opts: the variant's options over the defaults (rounds patched into
+    choose_options's answer)."""
     extra = {k: v for k, v in (opts or {}).items() if k in EXTRA}
     base = {k: v for k, v in (opts or {}).items() if k not in EXTRA}
     real = simulation.choose_options
@@ -261,15 +260,15 @@ def iterate_run(dev, report, L, deadline, tag, opts=None, walkers=None):
 
 
 def final(dev, report, quick, out_dir, deadline):
-    tags = ("branch-nocap", "default", "select-wpi2-64")
+    tags = ("branch-nocap", "default")
     try:
         section_kernel(dev, report, quick, out_dir, deadline * 0.5, tags, None if quick else (84480, 270336))
     except Exception as exc:
         report.add("final kernel", "error", f"{type(exc).__name__}: {str(exc)[:300]}")
     L, big = (6, 1024) if quick else (32, 270336)
-    fastest = dict(KERNEL_VARIANTS)["select-wpi2-64"]
+    before = dict(KERNEL_VARIANTS)["branch-nocap"]
     for tag, opts, walkers in (("default", None, None), ("default", None, big),
-                               ("select-wpi2-64", dict(fastest, wg=8) if quick else fastest, big)):
+                               ("branch-nocap", dict(before, wg=8) if quick else before, big)):
         try:
             iterate_run(dev, report, L, deadline, tag, opts, walkers)
         except Exception as exc:
@@ -283,8 +282,8 @@ def main(argv=None):
     p.add_argument("--deadline", type=float, default=None, help="seconds for everything (default 140)")
     p.add_argument("--skip", default="", help="sections to skip: kernel,sweep,iterate")
     p.add_argument("--final", action="store_true",
-                   help="only the chosen default against the kernel before it and select-wpi2-64, at "
-                        "W = 84480 and 270336, and the iteration at L = 32 with W = default and 270336")
+                   help="only the default against the kernel before it at W = 84480 and 270336, and "
+                        "the iteration at L = 32 with W = default and 270336")
     args = p.parse_args(argv)
     deadline = args.deadline or (120.0 if args.quick else 150.0)
     dev = clphys.current_device()

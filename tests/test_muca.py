@@ -284,9 +284,6 @@ def test_default_walkers_one_resident_wave_on_nvidia():
     # 5 groups whatever the registers; without its histogram 6 would fit
     assert resident_walkers(h100, geom, opts, registers=80) == 132 * 5 * 128
     assert resident_walkers(h100, geom, dict(opts, hist="global"), registers=80) == 132 * 6 * 128
-    # two walkers per item (wg = 64): 128 walkers per group, 168 registers: 5 groups
-    two = choose_options(f, geom, wg=64, flow="select", wpi=2)
-    assert two["wpi"] == 2 and resident_walkers(h100, geom, two) == 132 * 5 * 128
     # wg = 256 with the table in global memory: 2 groups by registers (96 x 256 per group)
     assert resident_walkers(h100, geom, choose_options(f, geom, wg=256, table="global")) == 132 * 2 * 256
     unknown = SimpleNamespace(facts=f, cl_device=SimpleNamespace())

@@ -30,37 +30,22 @@
 ##   order of nd = 2 dim - k, the neighbours that differ from the spin),
 ##   rounds (Philox rounds: 10; fewer only to measure the
 ##   generator's share of the time, benchmarks/probe_muca2.py),
-##   flow (sites="direct" only: "branch": an accepted flip stores in an if;
-##   "select": every step stores and moves the bin through masks, no branch,
-##   the four steps of a Philox block one straight run),
-##   wpi (walkers per work item: 1, or 2 with flow "select": walkers j and
-##   j + wg of a group of 2 wg share the site descriptors and run their chains
-##   interleaved),
 ##   tm (transition-matrix counts: a recorded step counts (bin before the
 ##   step, k of the proposed flip) at row index bin * (2 dim + 1) + k instead of
 ##   the bin after it; their sum over k is the energy histogram)
 <%namespace name="philox" file="/rng/philox.cl"/>
 <%namespace name="mc" file="/muca/common.cl"/>
 <%
-    flow = context.get("flow", "branch")        # defaults: the kernel before these options
-    wpi = context.get("wpi", 1)
     for name, value, allowed in (("lattice", lattice, ("local", "global")),
                                  ("table", table, ("local", "global")),
                                  ("hist", hist, ("local", "global")), ("record", record, (False, True)), ("hist_rows", hist_rows, (1, 2)),
-                                 ("sites", sites, ("packed", "direct")), ("tm", tm, (False, True)),
-                                 ("flow", flow, ("branch", "select")), ("wpi", wpi, (1, 2))):
+                                 ("sites", sites, ("packed", "direct")), ("tm", tm, (False, True))):
         if value not in allowed:
             raise ValueError("muca update.cl: %s must be one of %s, got %r" % (name, allowed, value))
     hmode = hist if record else "none"     # thermalisation: nothing is counted (M is still
     tmc = tm and record                    # tracked with magnet)
     if sites == "direct" and lattice != "local":
         raise ValueError("muca update.cl: sites='direct' needs lattice='local'")
-    if flow != "branch" and sites != "direct":
-        raise ValueError("muca update.cl: flow=%r needs sites='direct'" % (flow,))
-    if wpi != 1 and flow == "branch":
-        raise ValueError("muca update.cl: wpi=2 needs flow='select'")
-    ws = [""] if wpi == 1 else ["0", "1"]      # walker suffixes of the names
-    gw = wg * wpi                              # walkers per work group
     wpr = (L + 31) // 32
     ncol = 2 * dim + 1
     ndesc = 2 if (dim == 2 and wpr == 1) else 3     # uint4 per step with sites="direct"
@@ -71,14 +56,12 @@ ${mc.counters()}
 #define MU_HROW ${"MU_NBINS * MU_NCLS" if tmc else "MU_NBINS"}     // histogram entries per slot
 
 % if lattice == "local":
-#define LAT(word) lat_l[(word) * ${gw}u + lid]
+#define LAT(word) lat_l[(word) * ${wg}u + lid]
 % else:
 #define LAT(word) lattice[(${"size_t" if wide else "uint"})(word) * W + j]
 % endif
 ## sites="direct": the word at byte offset `off` of this item's column of lat_l
-% for w in ws:
-#define LATB${w}(off) (*(__local uint *)(mine${w} + (off)))
-% endfor
+#define LATB(off) (*(__local uint *)(mine + (off)))
 % if table == "local":
 #define THR(i) thr_l[i]
 % else:
@@ -113,102 +96,31 @@ ${mc.counters()}
 
 ## After the flip: the passage counter, then (record) the counts: the bin after
 ## the step, or with tm `entry` (bin before it, k).
-<%def name="after_step(w='')">
+<%def name="after_step()">
 %   if trips:
             {   // a passage: the walker reaches the end opposite to the last one it saw
-                const uint end = bin${w} <= trip_lo ? 1u : bin${w} >= trip_hi ? 2u : 0u;
-                if (end != 0u && end != (tr${w} & 3u))
-                    tr${w} = (((tr${w} >> 2) + ((tr${w} & 3u) != 0u)) << 2) | end;
+                const uint end = bin <= trip_lo ? 1u : bin >= trip_hi ? 2u : 0u;
+                if (end != 0u && end != (tr & 3u))
+                    tr = (((tr >> 2) + ((tr & 3u) != 0u)) << 2) | end;
             }
 %   endif
 % if record:
-<%
-    entry = "entry" if tmc else "(uint)bin" + w
-    # wpi = 2: a walker beyond W (the last group) counts 0 into its partner's row
-    count = (lambda a: "atomic_inc(%s)" % a) if wpi == 1 else (lambda a: "atomic_add(%s, act%s)" % (a, w))
-%>
+<%  entry = "entry" if tmc else "(uint)bin" %>
             {
 %   if hmode == "local":
-                ${count("&hist_l[row_l%s + %s]" % (w, entry))};
+                atomic_inc(&hist_l[row_l + ${entry}]);
 %   else:
-                ${count("&hist[slot_base%s + %s]" % (w, entry))};
+                atomic_inc(&hist[slot_base + ${entry}]);
 %   endif
 %   if magnet:
-                ${count("&mhist[((size_t)slot%s * MU_NBINS + (uint)bin%s) * MU_NM + (uint)abs(m%s) / 2u]" % (w, w, w))};
+                atomic_inc(&mhist[((size_t)slot * MU_NBINS + (uint)bin) * MU_NM + (uint)abs(m) / 2u]);
 %   endif
             }
 % endif
-</%def>
-
-## flow != "branch": the accepted flip through a mask am (all ones or zero):
-## the store is unconditional, the bin and M move by masked amounts.
-<%def name="select_accept(acc, c, u0, u1, r, nd, s, w='')">
-            const uint am${c} = 0u - (uint)(${acc});
-            LATB${w}(${u1}.x) = ${r} ^ (${u0}.w & am${c});
-            bin${w} += (int)(am${c} & (uint)(MU_DIM - (int)${nd}));
-% if magnet:
-            m${w} += (int)(am${c} & (${s} ? 0xFFFFFFFEu : 2u));
-% endif
-</%def>
-
-## flow "select": the four steps of a whole Philox block (words rnd) from i as
-## one straight run, the walkers of the item (wpi) interleaved in each step
-## (their lattices are disjoint: all their loads come before their stores).
-<%def name="select_block()">
-<%
-    words = [("r", "u1_%d.x"), ("ym", "u1_%d.y"), ("yp", "u1_%d.z")]
-    if dim == 3:
-        words += [("zm", "u1_%d.w"), ("zp", "u2_%d.x")]
-    if wpr > 1:
-        words += [("xmw", "u2_%d.y"), ("xpw", "u2_%d.z")]
-    def loads(c, w):
-        return ", ".join("%s_%d%s = LATB%s(%s)" % (v, c, w, w, off % c) for v, off in words)
-%>
-% for c in range(4):
-            const uint4 u0_${c} = sites[${ndesc}u * (i + ${c}u)], u1_${c} = sites[${ndesc}u * (i + ${c}u) + 1u];
-%   if ndesc == 3:
-            const uint4 u2_${c} = sites[${ndesc}u * (i + ${c}u) + 2u];
-%   endif
-% endfor
-% for c in range(4):
-%   for w in ws:
-            const uint ${loads(c, w)};
-%   endfor
-<%  xa = ("u1_%d.w" if ndesc == 2 else "u2_%d.w") % c %>
-%   for w in ws:
-<%  cw = "%d%s" % (c, w) %>
-            const uint rx_${cw} = r_${cw} >> u0_${c}.x, s_${cw} = rx_${cw} & 1u;
-%     if wpr == 1:
-            uint nd_${cw} = ((rx_${cw} ^ (r_${cw} >> u0_${c}.y)) & 1u) + ((rx_${cw} ^ (r_${cw} >> u0_${c}.z)) & 1u)
-%     else:
-            uint nd_${cw} = ((rx_${cw} ^ (xmw_${cw} >> u0_${c}.y)) & 1u) + ((rx_${cw} ^ (xpw_${cw} >> u0_${c}.z)) & 1u)
-%     endif
-                    + ((rx_${cw} ^ (ym_${cw} >> ${xa})) & 1u) + ((rx_${cw} ^ (yp_${cw} >> ${xa})) & 1u);
-%     if dim == 3:
-            nd_${cw} += ((rx_${cw} ^ (zm_${cw} >> ${xa})) & 1u) + ((rx_${cw} ^ (zp_${cw} >> ${xa})) & 1u);
-%     endif
-            const uint th_${cw} = THR((uint)bin${w} * MU_NCLS + nd_${cw});
-%   endfor
-%   for w in ws:
-<%  cw = "%d%s" % (c, w) %>
-%     if tmc:
-            const uint entry_${cw} = (uint)bin${w} * MU_NCLS + 2u * MU_DIM - nd_${cw};
-%     endif
-${select_accept("rnd%s.%s <= th_%s" % (w, "xyzw"[c], cw), "_" + cw, "u0_%d" % c, "u1_%d" % c, "r_" + cw, "nd_" + cw, "s_" + cw, w)}
-%   endfor
-%   for w in ws:
-            {
-%     if tmc:
-                const uint entry = entry_${c}${w};
-%     endif
-${after_step(w)}
-            }
-%   endfor
-% endfor
 </%def>
 
 ## One step with acceptance word `word` at launch step index `idx`.
-<%def name="step(word, idx, w='')">
+<%def name="step(word, idx)">
         {
 % if sites == "packed":
             const uint4 d = sites[${idx}];
@@ -233,21 +145,21 @@ ${neighbours()}
             const uint4 u2 = sites[${ndesc}u * (${idx}) + 2u];
 %   endif
             const uint xa = ${"u1.w" if ndesc == 2 else "u2.w"};
-            const uint r = LATB${w}(u1.x), rx = r >> u0.x, s = rx & 1u;
+            const uint r = LATB(u1.x), rx = r >> u0.x, s = rx & 1u;
 %   if wpr == 1:
             uint nd = ((rx ^ (r >> u0.y)) & 1u) + ((rx ^ (r >> u0.z)) & 1u)
 %   else:
-            uint nd = ((rx ^ (LATB${w}(u2.y) >> u0.y)) & 1u) + ((rx ^ (LATB${w}(u2.z) >> u0.z)) & 1u)
+            uint nd = ((rx ^ (LATB(u2.y) >> u0.y)) & 1u) + ((rx ^ (LATB(u2.z) >> u0.z)) & 1u)
 %   endif
-                    + ((rx ^ (LATB${w}(u1.y) >> xa)) & 1u) + ((rx ^ (LATB${w}(u1.z) >> xa)) & 1u);
+                    + ((rx ^ (LATB(u1.y) >> xa)) & 1u) + ((rx ^ (LATB(u1.z) >> xa)) & 1u);
 %   if dim == 3:
-            nd += ((rx ^ (LATB${w}(u1.w) >> xa)) & 1u) + ((rx ^ (LATB${w}(u2.x) >> xa)) & 1u);
+            nd += ((rx ^ (LATB(u1.w) >> xa)) & 1u) + ((rx ^ (LATB(u2.x) >> xa)) & 1u);
 %   endif
             const uint k = 2u * MU_DIM - nd;
-            const bool acc = (${word}) <= THR((uint)bin${w} * MU_NCLS + nd);
+            const bool acc = (${word}) <= THR((uint)bin * MU_NCLS + nd);
 % endif
 % if tmc:
-            const uint entry = (uint)bin${w} * MU_NCLS + k;
+            const uint entry = (uint)bin * MU_NCLS + k;
 % endif
 % if sites == "packed":
             bin += acc ? (int)k - MU_DIM : 0;
@@ -255,19 +167,15 @@ ${neighbours()}
             m += acc ? (s ? -2 : 2) : 0;
 %   endif
 % else:
-%   if flow == "branch":
             if (acc) {
-                LATB${w}(u1.x) = r ^ u0.w;
-                bin${w} += MU_DIM - (int)nd;
-%     if magnet:
-                m${w} += s ? -2 : 2;
-%     endif
-            }
-%   else:
-${select_accept("acc", "", "u0", "u1", "r", "nd", "s", w)}
+                LATB(u1.x) = r ^ u0.w;
+                bin += MU_DIM - (int)nd;
+%   if magnet:
+                m += s ? -2 : 2;
 %   endif
+            }
 % endif
-${after_step(w)}
+${after_step()}
         }
 </%def>
 
@@ -280,7 +188,7 @@ void muca_update(__global uint *lattice, __global int *bins, __global int *mags,
                  const uint slots, const uint total, const int trip_lo, const int trip_hi)
 {
 % if lattice == "local":
-    __local uint lat_l[MU_WORDS * ${gw}u];
+    __local uint lat_l[MU_WORDS * ${wg}u];
 % endif
 % if table == "local":
     __local uint thr_l[MU_NBINS * MU_NCLS];
@@ -289,117 +197,66 @@ void muca_update(__global uint *lattice, __global int *bins, __global int *mags,
     __local uint hist_l[${hist_rows}u * MU_HROW];
 % endif
     const uint lid = get_local_id(0);
-    const uint base = (uint)get_group_id(0) * ${gw}u;       // the group's first walker on this device
-% for q, w in enumerate(ws):
-    const uint j${w} = base + lid${" + %du" % (q * wg) if q else ""};   // walker on this device
-    const uint g${w} = offset + j${w};                      // global walker index: its Philox stream
-%   if q:
-    const uint act${w} = j${w} < W;                          // (j${ws[0]} < W below)
-    const uint slot${w} = act${w} ? (uint)(((ulong)g${w} * slots) / total) : slot${ws[0]};
-%   else:
-%     if wpi > 1:
-    const uint act${w} = 1u;
-%     endif
-    const uint slot${w} = (uint)(((ulong)g${w} * slots) / total);
-%   endif
-    const uint slot_base${w} = slot${w} * MU_HROW;
-%   if sites == "direct":
-    __local uchar *const mine${w} = (__local uchar *)(lat_l + lid${" + %du" % (q * wg) if q else ""});
-%   endif
-% endfor
+    const uint base = (uint)get_group_id(0) * ${wg}u;        // the group's first walker on this device
+    const uint j = base + lid;                              // walker on this device
+    const uint g = offset + j;                              // global walker index: its Philox stream
+    const uint slot = (uint)(((ulong)g * slots) / total);
+    const uint slot_base = slot * MU_HROW;
+% if sites == "direct":
+    __local uchar *const mine = (__local uchar *)(lat_l + lid);
+% endif
 % if table == "local":
     for (uint q = lid; q < MU_NBINS * MU_NCLS; q += ${wg}u) thr_l[q] = thr[q];
 % endif
 % if hmode == "local":
     for (uint q = lid; q < ${hist_rows}u * MU_HROW; q += ${wg}u) hist_l[q] = 0u;
     const uint slot0_l = (uint)(((ulong)(offset + base) * slots) / total);   // the group's first slot
-%   for w in ws:
-    const uint row_l${w} = ${"0u" if hist_rows == 1 else "(slot%s - slot0_l) * MU_HROW" % w};
-%   endfor
+    const uint row_l = ${"0u" if hist_rows == 1 else "(slot - slot0_l) * MU_HROW"};
 % endif
 % if table == "local" or hmode == "local":
     barrier(CLK_LOCAL_MEM_FENCE);
 % endif
-    if (j${ws[0]} < W) {
-% for q, w in enumerate(ws):
-<%  col = "lid" + (" + %du" % (q * wg) if q else "") %>
-%   if wpi == 1:
-%     if lattice == "local":
+    if (j < W) {
+% if lattice == "local":
         for (uint w = 0; w < MU_WORDS; ++w) LAT(w) = lattice[(size_t)w * W + j];
-%     endif
+% endif
         int bin = bins[j];
-%     if magnet:
+% if magnet:
         int m = mags[j];
-%     endif
-%     if trips:
+% endif
+% if trips:
         uint tr = trips[j];
-%     endif
-%   else:
-        for (uint w = 0; w < MU_WORDS; ++w)
-            lat_l[w * ${gw}u + ${col}] = act${w} ? lattice[(size_t)w * W + j${w}] : 0u;
-        int bin${w} = act${w} ? bins[j${w}] : 0;
-%     if magnet:
-        int m${w} = act${w} ? mags[j${w}] : 0;
-%     endif
-%     if trips:
-        uint tr${w} = act${w} ? trips[j${w}] : 0u;
-%     endif
-%   endif
-% endfor
+% endif
         const uint2 key = (uint2)(k0, k1);
         ulong t = ((ulong)t_hi << 32) | t_lo;
         uint i = 0;
         while (i < n) {
-% for w in ws:
-            const uint4 rnd${w} = mu_philox(mu_step_counter(t, g${w}, MU_TAG_ACCEPT), key);
-% endfor
+            const uint4 rnd = mu_philox(mu_step_counter(t, g, MU_TAG_ACCEPT), key);
             if ((t & 3u) == 0u && i + 4u <= n) {      // a whole Philox block: 4 steps
-% if flow == "select":
-${select_block()}
-% else:
-%   for c, comp in enumerate("xyzw"):
+% for c, comp in enumerate("xyzw"):
 ${step("rnd." + comp, "i + %du" % c if c else "i")}
-%   endfor
-% endif
+% endfor
                 i += 4u;
                 t += 4u;
             } else {                                  // the ragged start or end of a launch
                 for (uint c = (uint)(t & 3u); c < 4u && i < n; ++c) {
-% for w in ws:
-                    const uint word${w} = c == 0u ? rnd${w}.x : c == 1u ? rnd${w}.y : c == 2u ? rnd${w}.z : rnd${w}.w;
-${step("word" + w, "i", w)}
-% endfor
+                    const uint word = c == 0u ? rnd.x : c == 1u ? rnd.y : c == 2u ? rnd.z : rnd.w;
+${step("word", "i")}
                     ++i;
                     ++t;
                 }
             }
         }
-% for q, w in enumerate(ws):
-<%  col = "lid" + (" + %du" % (q * wg) if q else "") %>
-%   if wpi == 1:
         bins[j] = bin;
-%     if magnet:
+% if magnet:
         mags[j] = m;
-%     endif
-%     if trips:
+% endif
+% if trips:
         trips[j] = tr;
-%     endif
-%     if lattice == "local":
+% endif
+% if lattice == "local":
         for (uint w = 0; w < MU_WORDS; ++w) lattice[(size_t)w * W + j] = LAT(w);
-%     endif
-%   else:
-        if (act${w}) {
-            bins[j${w}] = bin${w};
-%     if magnet:
-            mags[j${w}] = m${w};
-%     endif
-%     if trips:
-            trips[j${w}] = tr${w};
-%     endif
-            for (uint w = 0; w < MU_WORDS; ++w) lattice[(size_t)w * W + j${w}] = lat_l[w * ${gw}u + ${col}];
-        }
-%   endif
-% endfor
+% endif
     }
 % if hmode == "local":
     barrier(CLK_LOCAL_MEM_FENCE);

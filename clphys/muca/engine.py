@@ -28,12 +28,11 @@ LATTICE_MODES = ("local", "global")
 TABLE_MODES = ("local", "global")
 HIST_MODES = ("local", "global")
 SITES_MODES = ("packed", "direct")
-FLOWS = ("branch", "select")         # update.cl's flow (sites="direct")
-# sites="direct": the defaults the H100 probe chose (benchmarks/probe_mucafast.py, docs/muca.md):
-# the branch flow, one walker per item, the thermalisation's program capped at 80
-# registers on NVIDIA (6 instead of 5 groups of 128 fit an SM: 357 instead of 331
-# flips/ns at W = 84480; the recorded program keeps its 96, the cap cost it 3 %)
-DIRECT_DEFAULTS = {"flow": "branch", "wpi": 1, "maxreg": 80}
+# sites="direct" on NVIDIA: the thermalisation's program capped at this many
+# registers per work item (benchmarks/probe_mucafast.py, docs/muca.md: 6 instead
+# of 5 groups of 128 fit an H100 SM; 357 instead of 331 flips/ns at W = 84480, 401
+# instead of 276 at 270336; the recorded program keeps its 96: the cap cost it 3 %)
+DIRECT_MAXREG = 80
 MAGNET_BUDGET = 64 << 20       # magnetization histograms are recorded by default up to this size
 # pip PoCL 3.0 (pthread device) corrupts its own memory once a work group uses
 # more than ~6 KiB of local memory (a plain 1600-word __local array, launched
@@ -54,9 +53,9 @@ NV_SHARED_PER_SM = {(7, 0): 96 << 10, (7, 5): 64 << 10, (8, 0): 164 << 10, (8, 6
                     (8, 7): 164 << 10, (8, 9): 100 << 10, (9, 0): 228 << 10}
 NV_RESERVED_PER_GROUP, NV_THREADS_PER_SM, NV_REGISTERS_PER_SM = 1024, 2048, 65536
 # registers per work item of the recorded program (no cap) with sites="direct",
-# wg = 128, by walkers per item: 96 and 164 in ptxas's report for sm_90 at 2D
-# L = 32 (probe_muca2.py run 4, probe_mucafast.py; packed descriptors: 80)
-NV_REGISTERS_ASSUMED = {1: 96, 2: 168}
+# wg = 128: 96 in ptxas's report for sm_90 (probe_muca2.py run 4,
+# probe_mucafast.py; packed descriptors: 80)
+NV_REGISTERS_ASSUMED = 96
 
 
 def resident_walkers(dev, geom, options, registers=None) -> int | None:
@@ -73,17 +72,17 @@ def resident_walkers(dev, geom, options, registers=None) -> int | None:
     shared = NV_SHARED_PER_SM.get(cc)
     if facts.vendor != "nvidia" or shared is None:
         return None
-    wg, gw = options["wg"], options["wg"] * options.get("wpi", 1)     # items, walkers per group
+    wg = options["wg"]
     if registers is None:
-        registers = NV_REGISTERS_ASSUMED[options.get("wpi", 1)]
+        registers = NV_REGISTERS_ASSUMED
     lattice, table, hist = options["lattice"], options["table"], options["hist"]
-    recorded = _local_bytes(geom, gw, lattice, table, hist)
+    recorded = _local_bytes(geom, wg, lattice, table, hist)
     if recorded > local_room(facts):            # the recorded program's table goes global
-        recorded = _local_bytes(geom, gw, lattice, "global", hist)
-    local = max(_local_bytes(geom, gw, lattice, table, "global"), recorded)
+        recorded = _local_bytes(geom, wg, lattice, "global", hist)
+    local = max(_local_bytes(geom, wg, lattice, table, "global"), recorded)
     groups = min(NV_THREADS_PER_SM // wg, shared // (local + NV_RESERVED_PER_GROUP),
                  NV_REGISTERS_PER_SM // (-(-registers // 8) * 8 * wg))
-    return facts.compute_units * max(1, groups) * gw
+    return facts.compute_units * max(1, groups) * wg
 
 
 def capped(dev, prg, registers, options=()):
@@ -127,20 +126,15 @@ def _local_bytes(geom, wg, lattice, table, hist, hist_rows=1):
 
 
 def choose_options(facts, geom: Geometry, wg=None, lattice=None, table=None, hist=None,
-                   sites=None, flow=None, wpi=None, maxreg=None) -> dict:
+                   sites=None, maxreg=None) -> dict:
     """Work-group size and where lattice, threshold table and histogram live
     during a launch: the caller's choices, checked, else defaults from `facts`:
     each in local memory where it fits (fastest on PoCL; on GPUs the walker
     lattices then never touch global memory inside a launch). sites: the site
     descriptors, "direct" (default on GPUs with local lattices) or "packed" (update.cl;
-    results do not depend on it). With sites="direct": flow and wpi (walkers per
-    work item) as in update.cl, and maxreg (registers per work item at most in
-    the thermalisation's program, NVIDIA only; 0: the compiler's choice);
-    defaults DIRECT_DEFAULTS."""
-    if flow is not None:
-        _validate.choice("flow", flow, FLOWS)
-    if wpi is not None:
-        wpi = _validate.integer("wpi", wpi, 1, 2)
+    results do not depend on it); maxreg: registers per work item at most in the
+    thermalisation's program (NVIDIA only, `capped`; 0: the compiler's choice;
+    default DIRECT_MAXREG with sites="direct", else 0)."""
     if maxreg is not None:
         maxreg = _validate.integer("maxreg", maxreg, 0, 255)
         if 0 < maxreg < 32:
@@ -161,8 +155,6 @@ def choose_options(facts, geom: Geometry, wg=None, lattice=None, table=None, his
         candidates = [c for c in wanted if c <= facts.max_work_group] or [facts.max_work_group]
     else:
         candidates = [_validate.integer("wg", wg, 1, facts.max_work_group)]
-    if wpi == 2 and wg is None:     # the same walkers per group as one per item
-        candidates = [max(1, c // 2) for c in candidates]
     if table is None:
         table = "local" if geom.nbins * geom.ncls * 4 <= room // 2 else "global"
     if hist is None:
@@ -180,27 +172,16 @@ def choose_options(facts, geom: Geometry, wg=None, lattice=None, table=None, his
         raise ValueError(f"sites='direct' needs the lattices in local memory, and they do not fit for {geom}")
     if sites is None:       # direct: fewer integer instructions per flip on GPUs (docs/muca.md)
         sites = "direct" if lattice == "local" and facts.is_gpu else "packed"
-    given = {"flow": flow, "wpi": wpi}
-    if sites == "packed":
-        bad = {k: v for k, v in given.items() if v is not None and v != {"flow": "branch", "wpi": 1}[k]}
-        if bad:
-            raise ValueError(f"{bad} need sites='direct' (lattices in local memory), got sites='packed'")
-        extra = {"flow": "branch", "wpi": 1}
-    else:
-        extra = {k: DIRECT_DEFAULTS[k] if v is None else v for k, v in given.items()}
-        if extra["wpi"] == 2 and extra["flow"] != "select":
-            raise ValueError("wpi=2 needs flow='select'")
-    extra["maxreg"] = maxreg if maxreg is not None else (DIRECT_DEFAULTS["maxreg"] if sites == "direct" else 0)
+    if maxreg is None:
+        maxreg = DIRECT_MAXREG if sites == "direct" else 0
     wg = candidates[0]
-    if need(wg * extra["wpi"], lattice) > room:
-        raise ValueError(f"lattice={lattice!r}, table={table!r}, hist={hist!r} with wg = {wg} "
-                         + (f"(x {extra['wpi']} walkers per item) " if extra["wpi"] > 1 else "")
-                         + f"need {format_bytes(need(wg * extra['wpi'], lattice))} of local memory per "
-                         f"work group for {geom}; "
+    if need(wg, lattice) > room:
+        raise ValueError(f"lattice={lattice!r}, table={table!r}, hist={hist!r} with wg = {wg} need "
+                         f"{format_bytes(need(wg, lattice))} of local memory per work group for {geom}; "
                          f"{facts.name or 'the device'} allows {format_bytes(room)}"
                          + (" (PoCL: a safe cap, see POCL_LOCAL_BUDGET)" if facts.vendor == "pocl" else "")
                          + ": choose 'global' for some of them or a smaller wg")
-    return {"wg": wg, "lattice": lattice, "table": table, "hist": hist, "sites": sites, **extra}
+    return {"wg": wg, "lattice": lattice, "table": table, "hist": hist, "sites": sites, "maxreg": maxreg}
 
 
 def buffer_sizes(geom: Geometry, walkers: int, slots: int = 1, magnet: bool = False,
@@ -229,9 +210,7 @@ class Engine:
         self.table_mode, self.hist_pref = options["table"], options["hist"]
         self.sites_mode = options.get("sites", "packed")
         self.rounds = options.get("rounds", 10)     # Philox rounds: 10; fewer only in the probe
-        self.flow = options.get("flow", "branch")   # update.cl, sites="direct"
         self.maxreg = options.get("maxreg") or None  # NVIDIA: thermalisation's registers per item at most
-        self.wpi = options.get("wpi", 1)            # walkers per work item (update.cl)
         self.key = seed_key(seed)
         self.seed = seed
         self._setup = dev.build("muca/setup.cl", **geom.template())
@@ -262,8 +241,8 @@ class Engine:
         # confuses freed buffers with later ones); kernels get .data
         return zeros(self.dev, max(1, n), dtype).data
 
-    def _groups(self, per_item=1):
-        return -(-self.W // (self.wg * per_item))
+    def _groups(self):
+        return -(-self.W // self.wg)
 
     def randomize(self):
         """Random initial spins (Philox words), then measure."""
@@ -303,7 +282,7 @@ class Engine:
         (slots, nbins, 2 dim + 1) and its sum over k is the energy histogram."""
         g = self.geom
         hist = self.hist_pref
-        span = self.wg * self.wpi            # walkers per work group of the update
+        span = self.wg
         # one local row when no work group straddles two slots (the iterations:
         # one slot; 4 KiB less per work group at L = 32)
         aligned = self.total % slots == 0 and (self.total // slots) % span == 0 and self.offset % span == 0
@@ -330,8 +309,8 @@ class Engine:
                     "muca/update.cl", **g.template(), wg=self.wg,
                     lattice=self.lattice_mode, table=table, hist=hist, record=record,
                     magnet=bool(magnet), wide=self.W * g.words >= 2**32, hist_rows=rows,
-                    trips=bool(trips), sites=self.sites_mode, rounds=self.rounds, tm=bool(tm),
-                    flow=self.flow, wpi=self.wpi), None if record else self.maxreg)
+                    trips=bool(trips), sites=self.sites_mode, rounds=self.rounds, tm=bool(tm)),
+                    None if record else self.maxreg)
             self._prog[record] = self._programs[key]
         self.trips, self.tm = bool(trips), bool(tm)
         self.hist_shape = (slots, g.nbins) + ((g.ncls,) if tm else ())
@@ -432,10 +411,10 @@ class Engine:
         blocks = ((t + n - 1) >> 2) - (t >> 2) + 1
         if self.sites_mode == "direct":
             self._setup.muca_sites_direct(self.queue, (blocks,), None, self.sites, lo, hi, np.uint32(n),
-                                          k0, k1, np.uint32(self.wg * self.wpi))
+                                          k0, k1, np.uint32(self.wg))
         else:
             self._setup.muca_sites(self.queue, (blocks,), None, self.sites, lo, hi, np.uint32(n), k0, k1)
-        self._prog[record].muca_update(self.queue, (self._groups(self.wpi) * self.wg,), (self.wg,), self.lattice,
+        self._prog[record].muca_update(self.queue, (self._groups() * self.wg,), (self.wg,), self.lattice,
                                self.bins, self.mags, self.thr, self.sites, self._hist_buf,
                                self._mhist_buf, self.passages, np.uint32(n), lo, hi,
                                k0, k1, np.uint32(self.W), np.uint32(self.offset), np.uint32(self.slots),
