@@ -233,6 +233,11 @@ def test_register_cap_goes_into_the_ptx():
     pocl = SimpleNamespace(facts=fake_facts("pocl"))
     prg = object()
     assert capped(pocl, prg, 80) is prg and capped(SimpleNamespace(facts=fake_facts("nvidia")), prg, None) is prg
+    # a program whose binary is no PTX: a warning, and the program uncapped
+    odd = SimpleNamespace(cl_program=SimpleNamespace(get_info=lambda what: [b".entry k()\n{\n}\n"]))
+    nvidia = SimpleNamespace(facts=fake_facts("nvidia"), programs={}, name="fake H100")
+    with pytest.warns(RuntimeWarning, match="runs uncapped"):
+        assert capped(nvidia, odd, 80) is odd
 
 
 def test_transition_estimator_is_exact_on_exact_counts():

@@ -12,6 +12,7 @@ so no count can wrap), and whenever the caller reads them.
 from __future__ import annotations
 
 import re
+import warnings
 
 import numpy as np
 import pyopencl as cl
@@ -89,15 +90,22 @@ def capped(dev, prg, registers, options=()):
     """`prg` with at most `registers` per work item: on NVIDIA rebuilt from its
     PTX with a `.maxnreg` directive (the OpenCL compiler takes no register cap:
     -cl-nv-maxrregcount left ptxas at 96 in run 4); elsewhere, or without a
-    cap, `prg` itself. Cached on the device."""
+    cap, `prg` itself (also, with a RuntimeWarning, where the PTX cannot be
+    patched or rebuilt). Cached on the device."""
     if registers is None or dev.facts.vendor != "nvidia":
         return prg
     key = ("maxnreg", id(prg), int(registers), tuple(options))
     out = dev.programs.get(key)
     if out is None:
-        ptx = with_maxnreg(bytes(prg.cl_program.get_info(cl.program_info.BINARIES)[0]).decode(), registers)
-        cl_prg = cl.Program(dev.context, [dev.cl_device], [ptx.encode()]).build(options=list(options))
-        out = dev.programs[key] = Program(cl_prg, prg.source, dev.facts.vendor)
+        try:
+            ptx = with_maxnreg(bytes(prg.cl_program.get_info(cl.program_info.BINARIES)[0]).decode(), registers)
+            cl_prg = cl.Program(dev.context, [dev.cl_device], [ptx.encode()]).build(options=list(options))
+            out = Program(cl_prg, prg.source, dev.facts.vendor)
+        except (ValueError, UnicodeDecodeError, cl.Error) as exc:     # a speed option only: go on uncapped
+            warnings.warn(f"{dev.name}: no register cap ({registers}) for the muca kernel, it runs "
+                          f"uncapped: {str(exc)[:200]}", RuntimeWarning, stacklevel=2)
+            out = prg
+        dev.programs[key] = out
     return out
 
 
