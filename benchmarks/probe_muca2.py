@@ -44,8 +44,7 @@ import clphys  # noqa: E402
 from clphys.exact import density_of_states  # noqa: E402
 from clphys.muca import Multicanonical, protocol  # noqa: E402
 from clphys.muca import reference as ref  # noqa: E402
-from clphys.muca.engine import (NV_REGISTERS_ASSUMED, Engine, choose_options, default_walkers,  # noqa: E402
-                                resident_walkers)
+from clphys.muca.engine import Engine, choose_options, default_walkers, resident_walkers  # noqa: E402
 from clphys.muca.geometry import Geometry  # noqa: E402
 
 from bench_muca import Report  # noqa: E402  (this folder is on sys.path when run as a script)
@@ -86,8 +85,7 @@ def resident(dev, geom, opts, info):
     """One wave of resident walkers of this variant (NVIDIA: from its measured
     registers and local memory; elsewhere the default walker count)."""
     o = full_options(dev, geom, opts)
-    regs = info.get("registers") or NV_REGISTERS_ASSUMED
-    return resident_walkers(dev, geom, o, regs) or default_walkers(dev.facts)
+    return resident_walkers(dev, geom, o, info.get("registers")) or default_walkers(dev.facts)
 
 
 def nv_build_info(dev, geom, opts, out_dir, tag):

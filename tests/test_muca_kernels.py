@@ -4,13 +4,14 @@ Oclgrind, walkers split over engines (as over MPI ranks) against one engine;
 the templates render for fake devices."""
 
 import re
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from clphys.muca import protocol
 from clphys.muca import reference as ref
-from clphys.muca.engine import Engine, choose_options
+from clphys.muca.engine import Engine, capped, choose_options, with_maxnreg
 from clphys.muca.geometry import Geometry
 from clphys.runtime import fake_facts, render
 
@@ -197,7 +198,7 @@ def test_templates_render(vendor):
 def test_local_memory_choice_is_checked():
     pocl = fake_facts("pocl")                    # reports 512 KiB; 4 KiB are safe (engine.py)
     assert choose_options(pocl, Geometry(2, 32)) == {"wg": 64, "lattice": "global", "table": "global",
-                                                     "hist": "global", "sites": "packed"}
+                                                     "hist": "global", "sites": "packed", "maxreg": 0}
     assert choose_options(pocl, Geometry(2, 8))["lattice"] == "local"
     with pytest.raises(ValueError, match="PoCL: a safe cap"):
         choose_options(pocl, Geometry(2, 32), table="local")
@@ -206,7 +207,13 @@ def test_local_memory_choice_is_checked():
     with pytest.raises(ValueError, match="local memory per work group"):
         choose_options(facts, geom, wg=128, lattice="local")
     opts = choose_options(facts, Geometry(2, 32))
-    assert opts == {"wg": 128, "lattice": "local", "table": "local", "hist": "local", "sites": "direct"}
+    assert opts == {"wg": 128, "lattice": "local", "table": "local", "hist": "local", "sites": "direct",
+                    "maxreg": 80}
+    assert choose_options(facts, Geometry(2, 32), sites="packed")["maxreg"] == 0
+    assert choose_options(facts, Geometry(2, 32), maxreg=0)["maxreg"] == 0
+    for bad, match in ((8, "maxreg must be 0"), (-1, "maxreg must be >= 0"), (256, "maxreg must be <= 255")):
+        with pytest.raises(ValueError, match=match):
+            choose_options(facts, Geometry(2, 32), maxreg=bad)
     with pytest.raises(ValueError, match="sites='direct' needs lattice='local'"):
         choose_options(facts, geom, lattice="global", sites="direct")
     with pytest.raises(ValueError, match="sites='direct' needs the lattices in local memory"):
@@ -214,6 +221,23 @@ def test_local_memory_choice_is_checked():
     with pytest.raises(ValueError, match="sites must be one of"):
         choose_options(facts, geom, sites="table")
     assert choose_options(facts, geom)["lattice"] == "global"
+
+
+def test_register_cap_goes_into_the_ptx():
+    """maxreg on NVIDIA: .maxnreg right after the kernel's .reqntid (ptxas
+    honours it: 96 -> 80 registers in the H100 build log); elsewhere no-op."""
+    ptx = ".entry muca_update(\n\t.param .u32 n\n)\n.reqntid 128, 1, 1\n{\n\tret;\n}\n"
+    assert with_maxnreg(ptx, 80) == ptx.replace(".reqntid 128, 1, 1\n", ".reqntid 128, 1, 1\n.maxnreg 80\n")
+    with pytest.raises(ValueError, match="no .reqntid"):
+        with_maxnreg(".entry k()\n{\n}\n", 80)
+    pocl = SimpleNamespace(facts=fake_facts("pocl"))
+    prg = object()
+    assert capped(pocl, prg, 80) is prg and capped(SimpleNamespace(facts=fake_facts("nvidia")), prg, None) is prg
+    # a program whose binary is no PTX: a warning, and the program uncapped
+    odd = SimpleNamespace(cl_program=SimpleNamespace(get_info=lambda what: [b".entry k()\n{\n}\n"]))
+    nvidia = SimpleNamespace(facts=fake_facts("nvidia"), programs={}, name="fake H100")
+    with pytest.warns(RuntimeWarning, match="runs uncapped"):
+        assert capped(nvidia, odd, 80) is odd
 
 
 def test_transition_estimator_is_exact_on_exact_counts():

@@ -11,6 +11,9 @@ so no count can wrap), and whenever the caller reads them.
 
 from __future__ import annotations
 
+import re
+import warnings
+
 import numpy as np
 import pyopencl as cl
 
@@ -18,6 +21,7 @@ from .. import _validate
 from ..rng import seed_key
 from ..runtime import zeros
 from ..runtime.memory import check_memory, format_bytes
+from ..runtime.render import Program
 from .geometry import Geometry
 
 SITES_CAP = 1 << 16            # steps per launch (site descriptors: 16 bytes each)
@@ -25,6 +29,11 @@ LATTICE_MODES = ("local", "global")
 TABLE_MODES = ("local", "global")
 HIST_MODES = ("local", "global")
 SITES_MODES = ("packed", "direct")
+# sites="direct" on NVIDIA: the thermalisation's program capped at this many
+# registers per work item (benchmarks/probe_mucafast.py, docs/muca.md: 6 instead
+# of 5 groups of 128 fit an H100 SM; 357 instead of 331 flips/ns at W = 84480, 401
+# instead of 276 at 270336; the recorded program keeps its 96: the cap cost it 3 %)
+DIRECT_MAXREG = 80
 MAGNET_BUDGET = 64 << 20       # magnetization histograms are recorded by default up to this size
 # pip PoCL 3.0 (pthread device) corrupts its own memory once a work group uses
 # more than ~6 KiB of local memory (a plain 1600-word __local array, launched
@@ -44,16 +53,18 @@ def default_walkers(facts) -> int:
 NV_SHARED_PER_SM = {(7, 0): 96 << 10, (7, 5): 64 << 10, (8, 0): 164 << 10, (8, 6): 100 << 10,
                     (8, 7): 164 << 10, (8, 9): 100 << 10, (9, 0): 228 << 10}
 NV_RESERVED_PER_GROUP, NV_THREADS_PER_SM, NV_REGISTERS_PER_SM = 1024, 2048, 65536
-# registers per work item of the default kernel (sites="direct", wg = 128): 96 in
-# ptxas's report for sm_90 (probe_muca2.py, run 4; packed descriptors: 80)
+# registers per work item of the recorded program (no cap) with sites="direct",
+# wg = 128: 96 in ptxas's report for sm_90 (probe_muca2.py run 4,
+# probe_mucafast.py; packed descriptors: 80)
 NV_REGISTERS_ASSUMED = 96
 
 
-def resident_walkers(dev, geom, options, registers=NV_REGISTERS_ASSUMED) -> int | None:
+def resident_walkers(dev, geom, options, registers=None) -> int | None:
     """Walkers resident at once (one wave) on an NVIDIA GPU whose compute
     capability we know: work groups per SM limited by threads, local memory
-    (the larger of the thermalisation's and the recorded program's) and
-    `registers` per work item; None elsewhere."""
+    (the larger of the thermalisation's and the recorded program's, as
+    Engine.configure lays them out) and `registers` per work item (default
+    NV_REGISTERS_ASSUMED); None elsewhere."""
     facts = dev.facts
     try:
         cc = (dev.cl_device.compute_capability_major_nv, dev.cl_device.compute_capability_minor_nv)
@@ -63,11 +74,47 @@ def resident_walkers(dev, geom, options, registers=NV_REGISTERS_ASSUMED) -> int 
     if facts.vendor != "nvidia" or shared is None:
         return None
     wg = options["wg"]
-    local = max(_local_bytes(geom, wg, options["lattice"], options["table"], "global"),
-                _local_bytes(geom, wg, options["lattice"], "global", options["hist"]))
+    if registers is None:
+        registers = NV_REGISTERS_ASSUMED
+    lattice, table, hist = options["lattice"], options["table"], options["hist"]
+    recorded = _local_bytes(geom, wg, lattice, table, hist)
+    if recorded > local_room(facts):            # the recorded program's table goes global
+        recorded = _local_bytes(geom, wg, lattice, "global", hist)
+    local = max(_local_bytes(geom, wg, lattice, table, "global"), recorded)
     groups = min(NV_THREADS_PER_SM // wg, shared // (local + NV_RESERVED_PER_GROUP),
                  NV_REGISTERS_PER_SM // (-(-registers // 8) * 8 * wg))
     return facts.compute_units * max(1, groups) * wg
+
+
+def capped(dev, prg, registers, options=()):
+    """`prg` with at most `registers` per work item: on NVIDIA rebuilt from its
+    PTX with a `.maxnreg` directive (the OpenCL compiler takes no register cap:
+    -cl-nv-maxrregcount left ptxas at 96 in run 4); elsewhere, or without a
+    cap, `prg` itself (also, with a RuntimeWarning, where the PTX cannot be
+    patched or rebuilt). Cached on the device."""
+    if registers is None or dev.facts.vendor != "nvidia":
+        return prg
+    key = ("maxnreg", id(prg), int(registers), tuple(options))
+    out = dev.programs.get(key)
+    if out is None:
+        try:
+            ptx = with_maxnreg(bytes(prg.cl_program.get_info(cl.program_info.BINARIES)[0]).decode(), registers)
+            cl_prg = cl.Program(dev.context, [dev.cl_device], [ptx.encode()]).build(options=list(options))
+            out = Program(cl_prg, prg.source, dev.facts.vendor)
+        except (ValueError, UnicodeDecodeError, cl.Error) as exc:     # a speed option only: go on uncapped
+            warnings.warn(f"{dev.name}: no register cap ({registers}) for the muca kernel, it runs "
+                          f"uncapped: {str(exc)[:200]}", RuntimeWarning, stacklevel=2)
+            out = prg
+        dev.programs[key] = out
+    return out
+
+
+def with_maxnreg(ptx: str, registers: int) -> str:
+    """PTX text with `.maxnreg registers` after the (one) kernel's .reqntid line."""
+    out, count = re.subn(r"^(\s*\.reqntid[^\n]*)$", r"\1\n.maxnreg %d" % registers, ptx, count=1, flags=re.M)
+    if not count:
+        raise ValueError("maxreg: the kernel's PTX has no .reqntid line to put .maxnreg after")
+    return out
 
 
 def local_room(facts):
@@ -87,13 +134,19 @@ def _local_bytes(geom, wg, lattice, table, hist, hist_rows=1):
 
 
 def choose_options(facts, geom: Geometry, wg=None, lattice=None, table=None, hist=None,
-                   sites=None) -> dict:
+                   sites=None, maxreg=None) -> dict:
     """Work-group size and where lattice, threshold table and histogram live
     during a launch: the caller's choices, checked, else defaults from `facts`:
     each in local memory where it fits (fastest on PoCL; on GPUs the walker
     lattices then never touch global memory inside a launch). sites: the site
     descriptors, "direct" (default on GPUs with local lattices) or "packed" (update.cl;
-    results do not depend on it)."""
+    results do not depend on it); maxreg: registers per work item at most in the
+    thermalisation's program (NVIDIA only, `capped`; 0: the compiler's choice;
+    default DIRECT_MAXREG with sites="direct", else 0)."""
+    if maxreg is not None:
+        maxreg = _validate.integer("maxreg", maxreg, 0, 255)
+        if 0 < maxreg < 32:
+            raise ValueError(f"maxreg must be 0 (no cap) or 32 .. 255, got {maxreg}")
     if lattice is not None:
         _validate.choice("lattice", lattice, LATTICE_MODES)
     if table is not None:
@@ -127,6 +180,8 @@ def choose_options(facts, geom: Geometry, wg=None, lattice=None, table=None, his
         raise ValueError(f"sites='direct' needs the lattices in local memory, and they do not fit for {geom}")
     if sites is None:       # direct: fewer integer instructions per flip on GPUs (docs/muca.md)
         sites = "direct" if lattice == "local" and facts.is_gpu else "packed"
+    if maxreg is None:
+        maxreg = DIRECT_MAXREG if sites == "direct" else 0
     wg = candidates[0]
     if need(wg, lattice) > room:
         raise ValueError(f"lattice={lattice!r}, table={table!r}, hist={hist!r} with wg = {wg} need "
@@ -134,7 +189,7 @@ def choose_options(facts, geom: Geometry, wg=None, lattice=None, table=None, his
                          f"{facts.name or 'the device'} allows {format_bytes(room)}"
                          + (" (PoCL: a safe cap, see POCL_LOCAL_BUDGET)" if facts.vendor == "pocl" else "")
                          + ": choose 'global' for some of them or a smaller wg")
-    return {"wg": wg, "lattice": lattice, "table": table, "hist": hist, "sites": sites}
+    return {"wg": wg, "lattice": lattice, "table": table, "hist": hist, "sites": sites, "maxreg": maxreg}
 
 
 def buffer_sizes(geom: Geometry, walkers: int, slots: int = 1, magnet: bool = False,
@@ -163,6 +218,7 @@ class Engine:
         self.table_mode, self.hist_pref = options["table"], options["hist"]
         self.sites_mode = options.get("sites", "packed")
         self.rounds = options.get("rounds", 10)     # Philox rounds: 10; fewer only in the probe
+        self.maxreg = options.get("maxreg") or None  # NVIDIA: thermalisation's registers per item at most
         self.key = seed_key(seed)
         self.seed = seed
         self._setup = dev.build("muca/setup.cl", **geom.template())
@@ -242,7 +298,7 @@ class Engine:
         if hist == "local" and self.total // slots < span:
             hist = "global"           # a work group could span three slots: count per walker
         row = g.nbins * (g.ncls if tm else 1) * 4
-        if hist == "local" and (_local_bytes(g, self.wg, self.lattice_mode, "global", "global")
+        if hist == "local" and (_local_bytes(g, span, self.lattice_mode, "global", "global")
                                 + rows * row > local_room(self.dev.facts)):
             hist = "global"           # not even with the table in global memory
         # two programs: the thermalisation's launches (nothing counted, no
@@ -251,17 +307,18 @@ class Engine:
         self._prog = {}
         for record in (False, True):
             table = self.table_mode
-            if (record and hist == "local" and table == "local"
-                    and _local_bytes(g, self.wg, self.lattice_mode, table, "global") + rows * row
+            if (record and hist == "local" and table != "global"
+                    and _local_bytes(g, span, self.lattice_mode, table, "global") + rows * row
                     > local_room(self.dev.facts)):
                 table = "global"
             key = (hist, bool(magnet), rows, bool(trips), bool(tm), record, table)
             if key not in self._programs:     # built once per engine (each iteration configures)
-                self._programs[key] = self.dev.build(
+                self._programs[key] = capped(self.dev, self.dev.build(
                     "muca/update.cl", **g.template(), wg=self.wg,
                     lattice=self.lattice_mode, table=table, hist=hist, record=record,
                     magnet=bool(magnet), wide=self.W * g.words >= 2**32, hist_rows=rows,
-                    trips=bool(trips), sites=self.sites_mode, rounds=self.rounds, tm=bool(tm))
+                    trips=bool(trips), sites=self.sites_mode, rounds=self.rounds, tm=bool(tm)),
+                    None if record else self.maxreg)
             self._prog[record] = self._programs[key]
         self.trips, self.tm = bool(trips), bool(tm)
         self.hist_shape = (slots, g.nbins) + ((g.ncls,) if tm else ())

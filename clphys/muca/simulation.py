@@ -88,7 +88,9 @@ class Multicanonical:
     Protocol (Gross et al. 2018): f_therm, z, factor, growth, min_width.
     Kernel options (results do not depend on them): wg, lattice, table, hist
     ("local" or "global": where each lives during a launch), sites ("direct"
-    or "packed" site descriptors, see update.cl).
+    or "packed" site descriptors, see update.cl), maxreg (NVIDIA: registers
+    per work item of the thermalisation's program at most, 0 = no cap; default
+    80 with sites "direct"); defaults from choose_options (clphys/muca/engine.py).
 
     comm (an mpi4py communicator): a collective construction; the walkers
     (default: as many as fill every rank's device) are split over the ranks,
@@ -101,15 +103,15 @@ class Multicanonical:
 
     def __init__(self, L, dim=2, walkers=None, seed=0, device=None, *, f_therm=30.0, z=2.25,
                  factor=6.0, growth=1.1, min_width=10, wg=None, lattice=None, table=None, hist=None,
-                 sites=None, comm=None):
+                 sites=None, maxreg=None, comm=None):
         self._comm = comm
         if comm is None:
             self._setup(L, dim, walkers, seed, device, (f_therm, z, factor, growth, min_width),
-                        (wg, lattice, table, hist, sites), None)
+                        (wg, lattice, table, hist, sites, maxreg), None)
             return
         size, rank = mpi.comm_size_rank(comm)
         total = mpi.all_ok(comm, self._setup, L, dim, walkers, seed, device,
-                           (f_therm, z, factor, growth, min_width), (wg, lattice, table, hist, sites), size)
+                           (f_therm, z, factor, growth, min_width), (wg, lattice, table, hist, sites, maxreg), size)
         mpi.agree(comm, "multicanonical parameters", L=self.geom.L, dim=self.geom.dim, walkers=total,
                   seed=self.seed, protocol=repr(self.protocol), options=repr(self.options))
         if total < size:                 # (the same on every rank: no one is left waiting)
