@@ -208,7 +208,8 @@ class _Direct:
         self.first_slice = max(1, FIRST_SLICE_PAIRS[facts.is_gpu]
                                // (t.chunk * self.lag_blocks * t.wg * t.lpi * E))
         self.rows = _finish_rows(dev)
-        self.totals = None
+        self.totals = None                    # the per-tile sums as read back
+        self._tile_totals = None              # (totals, tile_totals() of them)
 
     # -- memory
 
@@ -512,22 +513,32 @@ class _Direct:
 
     def tile_totals(self):
         """(Σ y, Σ y²) per series and (Σ y, Σ y²) per series and jackknife block, from the
-        conversion's per-tile sums: (s1, s2, s1k, s2k)."""
+        conversion's per-tile sums: (s1, s2, s1k, s2k), computed once per set of sums."""
         if self.totals is None:
             self.totals = self.tile_sums.get()
-        t = _common.acc_to_float64(self.totals).reshape(-1, 2)
+        if self._tile_totals is None or self._tile_totals[0] is not self.totals:
+            self._tile_totals = (self.totals, self._block_totals(self.totals))
+        return self._tile_totals[1]
+
+    def _block_totals(self, totals):
+        t = _common.acc_to_float64(totals).reshape(-1, 2)
         boff = self.inp.boff.astype(np.int64) if len(self.windows) == 1 \
             else np.array([0, self.tiles])
-        E, K = self.E, self.K
-        per = np.diff(boff)                                 # tiles per series
-        series = np.repeat(np.arange(E), per)
-        block = np.minimum((np.arange(boff[-1]) - np.repeat(boff[:-1], per)) // self.tpb, K - 1)
-        # one pass for every series and block (a loop of E x K NumPy sums cost ~30 ms for
-        # 512 series on the H100 host)
-        cell = series * K + block
-        sk = np.stack([np.bincount(cell, t[:boff[-1], c], E * K).reshape(E, K) for c in (0, 1)])
-        s = np.stack([np.bincount(series, t[:boff[-1], c], E) for c in (0, 1)])
-        return s[0], s[1], sk[0], sk[1]
+        K, tpb = self.K, self.tpb
+        t = t[:boff[-1]]
+        per = np.diff(boff)[:, None]                        # tiles per series
+        k = np.arange(K)[None, :]
+        # block k of series e: its tiles [a, b) (the last block takes any rest); the cells
+        # are contiguous and in order, so one reduceat adds them all (a loop of E x K NumPy
+        # sums cost ~30 ms for 512 series, a bincount ~0.9 ms for one series of 2^24 on the
+        # H100 host, twice per call)
+        a = boff[:-1, None] + np.minimum(k * tpb, per)
+        b = np.where(k == K - 1, boff[1:, None], boff[:-1, None] + np.minimum((k + 1) * tpb, per))
+        full = b > a
+        sk = np.zeros((len(per), K, 2))
+        sk[full] = np.add.reduceat(t, a[full], axis=0)
+        s = np.add.reduceat(t, boff[:-1], axis=0)
+        return s[:, 0], s[:, 1], sk[..., 0], sk[..., 1]
 
 
 class _TooLarge(Exception):
