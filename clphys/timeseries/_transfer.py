@@ -478,3 +478,18 @@ def download(dev, src: cl.Buffer, dst: np.ndarray, transfer: Transfer = None):
         queue.finish()
         _give_back(dev, slot)
     return dst
+
+
+def download_all(dev, pairs, transfer: Transfer = None) -> list:
+    """download() of each (device buffer, host array) of `pairs`; the small ones (the
+    pageable path) are read without blocking and waited for once, not one wait each.
+    Returns the host arrays."""
+    events = []
+    for src, dst in pairs:
+        path = (default(dev, dst.nbytes) if transfer is None else transfer).path
+        if path != "pageable":
+            download(dev, src, dst, transfer)
+        elif dst.nbytes:
+            events.append(cl.enqueue_copy(dev.queue, dst, src, is_blocking=False))
+    cl.wait_for_events(events)
+    return [dst for _, dst in pairs]

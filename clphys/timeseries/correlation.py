@@ -921,17 +921,22 @@ def _acf_finish_device(dev, inp, ybuf, ytype, hoff, toff, lengths, nl, cross, cs
     prg.ts_acf_finish(queue, (nch * wg, E), (wg, 1), yb, hoff_d.data, toff_d.data, ns.data,
                       np.uint32(nl), tot.data, cross.data if isinstance(cross, cla.Array)
                       else cross, np.uint64(cstride), np.uint32(max(nblk, 1)), np.uint32(bl),
-                      *[arr(np.asarray(m, np.float64).reshape(-1)).data for m in moments],
+                      arr(_moment_rows(moments, E)).data,
                       arr(np.asarray(exps, np.int32)).data, out.data, err.data)
     _phase("finish kernels")
     if keep:                    # the device arrays, for more kernels
         return out, err, prg
-    rho = _xfer.download(dev, out.data, np.empty((E, nl), odtype))
     if blocks or form == "msd":
-        e = _xfer.download(dev, err.data, np.empty((E, nl), odtype))
-    else:
-        e = np.full((E, nl), np.nan, odtype)
-    return rho, e
+        return tuple(_xfer.download_all(dev, [(a.data, np.empty((E, nl), odtype))
+                                              for a in (out, err)]))
+    return _xfer.download(dev, out.data, np.empty((E, nl), odtype)), \
+        np.full((E, nl), np.nan, odtype)
+
+
+def _moment_rows(moments, E: int) -> np.ndarray:
+    """(s1, s2, s1k, s2k) as finish.cl's one array: per series s1, s2, its block sums of
+    y, then of y² (one upload instead of four)."""
+    return np.concatenate([np.asarray(m, np.float64).reshape(E, -1) for m in moments], axis=1)
 
 
 _CL_OUT = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
@@ -1079,7 +1084,7 @@ def _fft_run(dev, b, max_lag, form, accumulate, transfer, progress, label, error
                 arrays = arrays + [
                     _block_errors(dev, prg, th, K, nlb, bs, b.lengths, nl, odtype)
                     for th in spread]
-            res = [_xfer.download(dev, a.data, np.empty((E, nl), odtype)) for a in arrays]
+            res = _xfer.download_all(dev, [(a.data, np.empty((E, nl), odtype)) for a in arrays])
             # no errors: NaN (errors=False: None, no array of the results' size)
             nan = np.full((E, nl), np.nan, odtype) if errors else None
             if form == "msd":
