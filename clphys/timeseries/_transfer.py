@@ -63,6 +63,9 @@ COPY_THREADS = max(1, min(16, os.cpu_count() or 1))
 STREAM_SEGMENT_BYTES = 1 << 24
 STREAM_TAIL_BYTES = 1 << 21     # the last segment is halved down to this (0: not)
 STREAM_CHUNK = 1 << 22
+# segments below two STREAM_CHUNKs (the halved tail) go to the threads too, as one job
+# each (False: the main thread copied them before it sent the first segment)
+STREAM_TAIL_THREADED = True
 COPY_QUEUE = True
 
 
@@ -219,13 +222,15 @@ def _threads():
         return _pool
 
 
-def _copy_jobs(dst: np.ndarray, src: np.ndarray, chunk: int = None) -> list:
+def _copy_jobs(dst: np.ndarray, src: np.ndarray, chunk: int = None,
+               threaded: bool = False) -> list:
     """Start dst[:] = src (uint8 views of equal size) on the copy threads, in chunks
     (COPY_CHUNK bytes); returns the futures (empty: copied here, for small sizes or one
-    thread)."""
+    thread, unless `threaded`: a streamed upload's small tail segments must not hold up
+    the main thread before the first segment is sent)."""
     n = src.size
     chunk = chunk or COPY_CHUNK
-    if n < 2 * chunk or COPY_THREADS == 1:
+    if COPY_THREADS == 1 or (n < 2 * chunk and not threaded):
         dst[:] = src
         return []
     pool = _threads()
@@ -385,7 +390,8 @@ class Staged:
             jobs = [[job for off, arr in pieces
                      for lo, hi in [(max(a, off), min(b, off + arr.size))] if lo < hi
                      for job in _copy_jobs(host[lo:hi], arr[lo - off:hi - off],
-                                           STREAM_CHUNK if streamed else None)]
+                                           STREAM_CHUNK if streamed else None,
+                                           streamed and STREAM_TAIL_THREADED)]
                     for a, b in segments]
             waits = [lambda js=js: [job.result() for job in js] for js in jobs]
         self._waits = waits
