@@ -497,5 +497,6 @@ def download_all(dev, pairs, transfer: Transfer = None) -> list:
             download(dev, src, dst, transfer)
         elif dst.nbytes:
             events.append(cl.enqueue_copy(dev.queue, dst, src, is_blocking=False))
-    cl.wait_for_events(events)
+    if events:
+        cl.wait_for_events(events)
     return [dst for _, dst in pairs]

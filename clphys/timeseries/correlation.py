@@ -130,6 +130,20 @@ def default_tuning(facts, nlags: int, shortest: int = 1 << 30) -> PairTuning:
 HEAD_VALUES = 1 << 14
 MAX_SCALE_GAP = 40
 STREAM_MAX_PAIRS = {True: 1 << 37, False: 1 << 30}     # by DeviceFacts.is_gpu
+# The provisional centre of a series longer than the head: from CENTRE_SAMPLE values
+# spread over the whole series (one in each of CENTRE_SAMPLE equal strata, at a fixed
+# pseudo-random place in it: no aliasing with a period of the series).  The head alone
+# misled it for any series whose level wanders (a random walk's share, a drift): the
+# streamed pass was then discarded (+3 ms on the H100 at T = 2^24).
+CENTRE_SAMPLE = 1 << 12
+
+
+def _sample_positions(n: int) -> np.ndarray:
+    """The positions of the centre's sample in a series of n values (fixed for n)."""
+    m = min(CENTRE_SAMPLE, n)
+    stride = n // m
+    i = np.arange(m, dtype=np.int64)
+    return i * stride + (i * 2654435761 % (1 << 32)) % stride
 
 
 def _pair_pass(run, st, centred: bool, pairs, stream, progress):
@@ -362,8 +376,8 @@ class _Direct:
 
     def stream(self, st, centred: bool, pairs) -> tuple:
         """Upload the series in segments and, as each arrives, check and convert it with a
-        provisional scale 2^e0 and centre c0 (from its first HEAD_VALUES values, on the
-        host) and run the pair sums of every tile whose values are all in.  Then, with
+        provisional scale 2^e0 (from its first HEAD_VALUES values, on the host) and centre
+        c0 (from CENTRE_SAMPLE values spread over it, or the head if it is no longer) and run the pair sums of every tile whose values are all in.  Then, with
         the whole series checked: returns (block sums, exps) when the provisional values
         are close enough (see _stream_ok), else (None, blocks) and the caller falls back
         to prepare(st, centred, checked=blocks) and sums() on the values already on the
@@ -379,10 +393,18 @@ class _Direct:
         e0 = -math.frexp(big)[1] if big > 0 else 0
         shift = math.ldexp(float(head[0]), e0)
         if centred:
-            d = np.ldexp(head, e0) - shift
-            # (einsum, not d @ d: BLAS wakes its threads, ~1-7 ms on a busy host)
-            centre = _ingest.centres(np.array([d.sum()]), np.array([np.einsum("i,i", d, d)]),
-                                     np.array([head.size]), [shift])
+            a = b.arrays[0]
+            pick = head if n <= HEAD_VALUES else np.asarray(a[_sample_positions(n)], np.float64)
+            with np.errstate(all="ignore"):
+                d = np.ldexp(pick, e0) - shift
+                # (einsum, not d @ d: BLAS wakes its threads, ~1-7 ms on a busy host)
+                s1, s2 = float(d.sum()), float(np.einsum("i,i", d, d))
+            if not (math.isfinite(s1) and math.isfinite(s2)):
+                # a NaN or inf in the sample (the check names it), or values ~2^500 times
+                # the head's: the streamed pass would be discarded
+                return None, None
+            centre = _ingest.centres(np.array([s1]), np.array([s2]), np.array([pick.size]),
+                                     [shift])
         else:
             centre = np.array([shift])
         inp.exps = provisional = np.array([e0], np.int32)
