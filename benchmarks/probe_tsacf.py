@@ -9,7 +9,8 @@ Sections (each with its own time budget; rows past it are skipped and say so):
   array in, result out, median of 7 after a warm-up, with the phases of the median call:
   the default (streamed), the public call without private arguments, the unstreamed
   path, upload variants (2 MB / 1 MB copy jobs, 8 MB segments with 2 MB jobs, the small
-  tail segments copied inline by the main thread as before this branch, 12 copy threads),
+  tail segments copied inline by the main thread as before this branch, 12 copy threads,
+  the first segment in 1 MB jobs),
   and the default with a queue finish at every phase mark (splits the time after the
   upload); the ACF of white noise too (default, synced).  Every variant is first checked: hurst S and S_err bit for
   bit equal to the unstreamed call's, the ACF within 2e-7 of it, and a streamed variant
@@ -130,7 +131,9 @@ def variants(quick):
              {"STREAM_SEGMENT_BYTES": 2 * k * MB, "STREAM_CHUNK": MB // 2 * k}),
             ("stream, tail segments copied inline (before tsacf)", {"_stream": True},
              {"STREAM_TAIL_THREADED": False}),
-            ("stream, 12 copy threads", {"_stream": True}, {"COPY_THREADS": 12})]
+            ("stream, 12 copy threads", {"_stream": True}, {"COPY_THREADS": 12}),
+            (f"stream, first segment in {MB // 4 * k // 1024} KB jobs", {"_stream": True},
+             {"STREAM_FIRST_CHUNK": MB // 4 * k})]
     if quick:
         out = [(label, kw, {**{"STREAM_SEGMENT_BYTES": MB, "STREAM_CHUNK": MB // 4,
                                "STREAM_TAIL_BYTES": MB // 8}, **kn})

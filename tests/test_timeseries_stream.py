@@ -51,18 +51,20 @@ def walk(n, seed):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("spec, chunk, tail_threaded", [
-    ("pageable", None, True), ("pinned+overlap", None, True), ("pinned+overlap", 1000, True),
-    ("pinned+overlap", 1000, False)])
+@pytest.mark.parametrize("spec, chunk, tail_threaded, first", [
+    ("pageable", None, True, None), ("pinned+overlap", None, True, None),
+    ("pinned+overlap", 1000, True, None), ("pinned+overlap", 1000, False, 300)])
 def test_streamed_matches_numpy_and_any_segment_size(device, small_head, monkeypatch,
-                                                      dtype, spec, chunk, tail_threaded):
+                                                      dtype, spec, chunk, tail_threaded, first):
     """Several segments (and tiles waiting for the values `max_lag` ahead): the NumPy
     references, and the same bits for every segment size; the pinned buffer filled by 3
-    threads in order (their shares of each segment) or in chunks of 1000 bytes, segments
-    below two chunks as one job each (or, tail_threaded False, by the main thread)."""
+    threads in order (their shares of each segment) or in chunks of 1000 bytes (the first
+    segment in 300), segments below two chunks as one job each (or, tail_threaded False,
+    by the main thread)."""
     monkeypatch.setattr(_transfer, "COPY_THREADS", 3)
     monkeypatch.setattr(_transfer, "STREAM_CHUNK", chunk)
     monkeypatch.setattr(_transfer, "STREAM_TAIL_THREADED", tail_threaded)
+    monkeypatch.setattr(_transfer, "STREAM_FIRST_CHUNK", first)
     monkeypatch.setattr(_transfer, "_pool", None)
     p = walk(T, 1).astype(dtype)
     x = np.diff(p)

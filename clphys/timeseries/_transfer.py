@@ -66,6 +66,9 @@ STREAM_CHUNK = 1 << 22
 # segments below two STREAM_CHUNKs (the halved tail) go to the threads too, as one job
 # each (False: the main thread copied them before it sent the first segment)
 STREAM_TAIL_THREADED = True
+# the first segment's jobs (None: STREAM_CHUNK): smaller jobs put every thread on it
+# first, so the pair sums can start while the rest is copied (a probe variant)
+STREAM_FIRST_CHUNK = None
 COPY_QUEUE = True
 
 
@@ -387,12 +390,14 @@ class Staged:
         else:
             # every segment's copy goes to the threads at once, in chunks; each segment
             # is sent as soon as its own chunks are in
+            chunks = [None] * len(segments)
+            if streamed:
+                chunks = [STREAM_FIRST_CHUNK or STREAM_CHUNK] + [STREAM_CHUNK] * len(segments)
             jobs = [[job for off, arr in pieces
                      for lo, hi in [(max(a, off), min(b, off + arr.size))] if lo < hi
-                     for job in _copy_jobs(host[lo:hi], arr[lo - off:hi - off],
-                                           STREAM_CHUNK if streamed else None,
+                     for job in _copy_jobs(host[lo:hi], arr[lo - off:hi - off], chunk,
                                            streamed and STREAM_TAIL_THREADED)]
-                    for a, b in segments]
+                    for (a, b), chunk in zip(segments, chunks)]
             waits = [lambda js=js: [job.result() for job in js] for js in jobs]
         self._waits = waits
         plan.update(host=host, segments=segments, waits=waits)
