@@ -274,3 +274,17 @@ def test_download_all_reads_every_array(device):
     (big,) = _transfer.download_all(device, [(bufs[-1].data, np.empty_like(large))],
                                     _transfer.Transfer("pinned", True))
     assert np.array_equal(big, large)
+
+
+def test_centre_from_the_head_is_discarded_for_a_wandering_level(device, small_head,
+                                                                  monkeypatch):
+    """CENTRE_SAMPLE = 0 (the probes' "as before" variant): the centre from the head,
+    which a wandering level leaves behind: the streamed pass is discarded, the result the
+    unstreamed bits."""
+    monkeypatch.setattr(_transfer, "STREAM_SEGMENT_BYTES", 3 * 8192)
+    monkeypatch.setattr(correlation, "CENTRE_SAMPLE", 0)
+    x = wandering(T)
+    got, phases = traced(lambda: autocorrelation(x, MAX_LAG, device=device, _stream=True))
+    assert "streamed pass discarded" in phases, phases
+    want = autocorrelation(x, MAX_LAG, device=device, _stream=False)
+    assert np.array_equal(got.rho, want.rho) and np.array_equal(got.rho_err, want.rho_err)

@@ -134,7 +134,7 @@ STREAM_MAX_PAIRS = {True: 1 << 37, False: 1 << 30}     # by DeviceFacts.is_gpu
 # spread over the whole series (one in each of CENTRE_SAMPLE equal strata, at a fixed
 # pseudo-random place in it: no aliasing with a period of the series).  The head alone
 # misled it for any series whose level wanders (a random walk's share, a drift): the
-# streamed pass was then discarded (+3 ms on the H100 at T = 2^24).
+# streamed pass was then discarded (+3 ms on the H100 at T = 2^24).  0: from the head.
 CENTRE_SAMPLE = 1 << 12
 
 
@@ -394,7 +394,8 @@ class _Direct:
         shift = math.ldexp(float(head[0]), e0)
         if centred:
             a = b.arrays[0]
-            pick = head if n <= HEAD_VALUES else np.asarray(a[_sample_positions(n)], np.float64)
+            pick = head if n <= HEAD_VALUES or not CENTRE_SAMPLE else \
+                np.asarray(a[_sample_positions(n)], np.float64)
             with np.errstate(all="ignore"):
                 d = np.ldexp(pick, e0) - shift
                 # (einsum, not d @ d: BLAS wakes its threads, ~1-7 ms on a busy host)
