@@ -21,6 +21,8 @@ Sections (each with its own time budget; rows past it are skipped and say so):
 * upload: the host copy alone (np.copyto by 16 threads into a pinned buffer) and the
   upload alone (Staged.put, pinned, in overlapping segments; and the streamed copy with
   no kernels), to compare the calls' upload with max(host copy, DMA).
+* fixed: the per-call cost of both calls at T = 4096, max_lag = 16 (float64), median of
+  50, interleaved twice.
 
 Prints JSON lines as it goes and one table last.
 """
@@ -43,7 +45,7 @@ import clphys  # noqa: E402
 from clphys.timeseries import _common, _transfer, autocorrelation, correlation, hurst  # noqa: E402,E501
 
 MB = 1 << 20
-BUDGET = {"calls": 60, "torch": 25, "upload": 15}
+BUDGET = {"calls": 55, "torch": 20, "upload": 15, "fixed": 10}
 records, rows, failed = [], [], []
 _deadline = [0.0]
 
@@ -282,7 +284,20 @@ def upload(dev, quick):
                  f"[{spread}] {'ok' if ok else 'FAIL'} (path {_transfer.default(dev, x.nbytes).name})")
 
 
-SECTIONS = {"calls": calls, "torch": torch_section, "upload": upload}
+def fixed(dev, quick):
+    """The per-call cost at T = 4096, max_lag = 16 (float64), median of 50, interleaved."""
+    p = 1e4 + np.cumsum(np.random.default_rng(4).standard_normal(4096))
+    for _ in range(2):
+        for name, fn, series in (("hurst", hurst, p), ("acf", autocorrelation, np.diff(p))):
+            if over("fixed"):
+                emit(dev, "fixed", name, "rest skipped")
+                return
+            t, ph, spread = median_call(lambda: fn(series, 16, device=dev, progress=False), 50)
+            emit(dev, "fixed", f"{name} T=4096 max_lag=16 float64 (fixed cost), default", "s",
+                 t, f"[{spread}] {ph}")
+
+
+SECTIONS = {"calls": calls, "torch": torch_section, "upload": upload, "fixed": fixed}
 
 
 def main(argv=None):
