@@ -10,12 +10,12 @@ Sections (each with its own time budget; rows past it are skipped and say so):
   the default (streamed), the public call without private arguments, the unstreamed
   path, upload variants (2 MB / 1 MB copy jobs, 8 MB segments with 2 MB jobs, the small
   tail segments copied inline by the main thread as before this branch, 12 copy threads,
-  the first segment in 1 MB jobs, the provisional centre from the head as before this
-  branch: discarded on the e2e data at 2^24),
-  and the default with a queue finish at every phase mark (splits the time after the
-  upload); the ACF of white noise too (default, synced).  Every variant is first checked: hurst S and S_err bit for
-  bit equal to the unstreamed call's, the ACF within 2e-7 of it, and a streamed variant
-  must have streamed (else FAIL).
+  the first segment in 1 MB jobs), the provisional centre from the head as before this
+  branch (discarded on the e2e data at 2^24), and the default with a queue finish at
+  every phase mark (splits the time after the upload); the ACF of white noise too
+  (default, synced).  Every variant is first checked: hurst S and S_err bit for bit
+  equal to the unstreamed call's, the ACF within 2e-7 of it, and a streamed variant must
+  have streamed (else FAIL).
 * torch: torch's ACF(max_lag) by FFT of the same arrays (host array in, max_lag + 1
   values out, as a torch user would write it), checked against clphys's stationary ρ.
 * upload: the host copy alone (np.copyto by 16 threads into a pinned buffer) and the
@@ -281,7 +281,8 @@ def upload(dev, quick):
             if not ok:
                 failed.append(f"{label} {wl}")
             emit(dev, "upload", f"{label}, {wl}", "s", t,
-                 f"[{spread}] {'ok' if ok else 'FAIL'} (path {_transfer.default(dev, x.nbytes).name})")
+                 f"[{spread}] {'ok' if ok else 'FAIL'} "
+                 f"(path {_transfer.default(dev, x.nbytes).name})")
 
 
 def fixed(dev, quick):

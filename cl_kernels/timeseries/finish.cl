@@ -204,7 +204,8 @@ void ts_acf_finish(__global const ${ytype} *y, __global const ulong *hoff,
                    __global const ulong *toff, __global const uint *ns,
                    const uint nl, __global const tf_sums_t *pre,
                    __global const double *cr, const ulong cstride, const uint nblk,
-                   const uint bl, __global const double *mom, __global const int *exps, __global tf_out_t *out, __global tf_out_t *err)
+                   const uint bl, __global const double *mom, __global const int *exps,
+                   __global tf_out_t *out, __global tf_out_t *err)
 {
     __local tf_sums_t scan[${wg}];
     const uint lid = get_local_id(0), j = get_group_id(0), e = get_group_id(1);

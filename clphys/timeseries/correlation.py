@@ -377,8 +377,9 @@ class _Direct:
     def stream(self, st, centred: bool, pairs) -> tuple:
         """Upload the series in segments and, as each arrives, check and convert it with a
         provisional scale 2^e0 (from its first HEAD_VALUES values, on the host) and centre
-        c0 (from CENTRE_SAMPLE values spread over it, or the head if it is no longer) and run the pair sums of every tile whose values are all in.  Then, with
-        the whole series checked: returns (block sums, exps) when the provisional values
+        c0 (from CENTRE_SAMPLE values spread over it, or the head if it is no longer) and
+        run the pair sums of every tile whose values are all in.  Then, with the whole
+        series checked: returns (block sums, exps) when the provisional values
         are close enough (see _stream_ok), else (None, blocks) and the caller falls back
         to prepare(st, centred, checked=blocks) and sums() on the values already on the
         device.  ValueError at the first non-finite value, as prepare()."""
