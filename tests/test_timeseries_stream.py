@@ -17,9 +17,13 @@ MAX_LAG = 37
 SEGMENTS = [(4096 + 8, 0), (3 * 8192, 1000), (1 << 20, 1 << 21)]
 
 
+SAMPLE = 512                    # the provisional centre from this many spread values
+
+
 @pytest.fixture
 def small_head(monkeypatch):
     monkeypatch.setattr(correlation, "HEAD_VALUES", HEAD)
+    monkeypatch.setattr(correlation, "CENTRE_SAMPLE", SAMPLE)
 
 
 def traced(fn):
@@ -47,15 +51,20 @@ def walk(n, seed):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("spec, chunk", [("pageable", None), ("pinned+overlap", None),
-                                         ("pinned+overlap", 1000)])
+@pytest.mark.parametrize("spec, chunk, tail_threaded, first", [
+    ("pageable", None, True, None), ("pinned+overlap", None, True, None),
+    ("pinned+overlap", 1000, True, None), ("pinned+overlap", 1000, False, 300)])
 def test_streamed_matches_numpy_and_any_segment_size(device, small_head, monkeypatch,
-                                                      dtype, spec, chunk):
+                                                      dtype, spec, chunk, tail_threaded, first):
     """Several segments (and tiles waiting for the values `max_lag` ahead): the NumPy
     references, and the same bits for every segment size; the pinned buffer filled by 3
-    threads in order (their shares of each segment) or in chunks of 1000 bytes."""
+    threads in order (their shares of each segment) or in chunks of 1000 bytes (the first
+    segment in 300), segments below two chunks as one job each (or, tail_threaded False,
+    by the main thread)."""
     monkeypatch.setattr(_transfer, "COPY_THREADS", 3)
     monkeypatch.setattr(_transfer, "STREAM_CHUNK", chunk)
+    monkeypatch.setattr(_transfer, "STREAM_TAIL_THREADED", tail_threaded)
+    monkeypatch.setattr(_transfer, "STREAM_FIRST_CHUNK", first)
     monkeypatch.setattr(_transfer, "_pool", None)
     p = walk(T, 1).astype(dtype)
     x = np.diff(p)
@@ -107,34 +116,56 @@ def trend(n):
     return np.random.default_rng(5).standard_normal(n) + np.arange(n) * 1e-2
 
 
+def spikes_at_sample(n):
+    """Spikes of 1e3 sigma exactly where the centre's sample looks: its mean ~1e3, the
+    series' ~1e3 SAMPLE / n (the sample misleads the centre by ~5 sigma)."""
+    x = np.random.default_rng(4).standard_normal(n)
+    x[correlation._sample_positions(n)] += 1e3
+    return x
+
+
+def wandering(n):
+    """White noise plus a random walk's share (the level wanders by ~2.5 sigma of the
+    noise, the mean far from the head's): benchmarks' e2e data at a small size."""
+    rng = np.random.default_rng(11)
+    return np.cumsum(rng.standard_normal(n)) * 0.05 + rng.standard_normal(n)
+
+
 def tiny_head(n):
     x = np.random.default_rng(6).standard_normal(n)
     x[:HEAD] *= 1e-300
     return x
 
 
-@pytest.mark.parametrize("make, fn, falls_back", [
-    (jump, "acf", True),            # the centre from the head: 1e6 sigma off
-    (trend, "acf", True),           # ... drifts away
-    (tiny_head, "acf", True),       # the scale from the head: 2^990 too large
-    (tiny_head, "hurst", True),
-    (jump, "hurst", False),         # a scale 2^20 off stands (exact)
-    (trend, "hurst", False),
+@pytest.mark.parametrize("make, fn, outcome", [
+    (spikes_at_sample, "acf", "discarded"),     # the centre from the sample: ~5 sigma off
+    (jump, "acf", "stands"),        # the sample sees the level shift after the head
+    (trend, "acf", "stands"),       # ... and the drift
+    (wandering, "acf", "stands"),   # ... and the wandering level
+    (tiny_head, "acf", "unstreamed"),   # the sample 2^990 times the head: not streamed
+    (tiny_head, "hurst", "discarded"),  # the scale from the head: 2^990 too large
+    (jump, "hurst", "stands"),      # a scale 2^20 off stands (exact)
+    (trend, "hurst", "stands"),
 ])
-def test_fallback_when_the_head_misleads(device, small_head, monkeypatch, make, fn,
-                                         falls_back):
+def test_fallback_when_the_head_misleads(device, small_head, monkeypatch, make, fn, outcome):
     """Adversarial series: the streamed pass is discarded where the provisional values
-    are too far off, and the result is then exactly the unstreamed one."""
+    are too far off (or, values ~2^500 times the head's in the sample, not made), and the
+    result is then exactly the unstreamed one; where they stand, the unstreamed ρ to 1e-7
+    (the same bits where the centres agree) and S bit for bit."""
     monkeypatch.setattr(_transfer, "STREAM_SEGMENT_BYTES", 3 * 8192)
     x = make(T)
     call = (lambda s: autocorrelation(x, MAX_LAG, device=device, _stream=s)) if fn == "acf" \
         else (lambda s: hurst(x, MAX_LAG, device=device, _stream=s))
     got, phases = traced(lambda: call(True))
     want = call(False)
-    assert ("streamed pass discarded" in phases) == falls_back, phases
+    assert ("streamed pass discarded" in phases) == (outcome == "discarded"), phases
+    assert ("streamed pair sums" in phases) == (outcome == "stands"), phases
     for g, w in ((got.rho, want.rho), (got.rho_err, want.rho_err)) if fn == "acf" else \
             ((got.S, want.S), (got.S_err, want.S_err)):
-        assert np.array_equal(g, w, equal_nan=True)
+        if outcome != "stands" or fn == "hurst":
+            assert np.array_equal(g, w, equal_nan=True)
+        else:
+            np.testing.assert_allclose(g, w, rtol=0, atol=1e-7)
     if fn == "acf":
         np.testing.assert_allclose(got.rho, autocorrelation_numpy(x, MAX_LAG), atol=1e-6)
 
@@ -198,3 +229,62 @@ def test_ordered_copy_fills_in_order_and_hands_errors_on(monkeypatch):
     for wait in waits:
         with pytest.raises(ValueError):
             wait()
+
+
+def test_block_totals_are_the_sums_of_each_series_and_block():
+    """The per-block moments from the per-tile sums (one reduceat over the contiguous
+    cells): each series' and each jackknife block's sums, series shorter than the longest
+    (empty blocks: 0), within a few ulps of NumPy's sums of the same tiles."""
+    from types import SimpleNamespace
+    rng = np.random.default_rng(5)
+    for per in ([1], [7], [193], [16, 3, 40, 1, 17], [64, 64]):
+        per = np.array(per)
+        tiles = int(per.max())
+        tpb = -(-tiles // correlation.JACK_BLOCKS)
+        K = -(-tiles // tpb)
+        boff = np.concatenate([[0], np.cumsum(per)]).astype(np.uint32)
+        totals = rng.standard_normal(2 * int(boff[-1]) + 6) * 1e3     # (slack after the end)
+        run = SimpleNamespace(inp=SimpleNamespace(boff=boff), windows=[(0, tiles)], K=K,
+                              tpb=tpb, tiles=tiles)
+        s1, s2, s1k, s2k = correlation._Direct._block_totals(run, totals)
+        t = totals.reshape(-1, 2)
+        for e, n in enumerate(per):
+            mine = t[boff[e]:boff[e + 1]]
+            np.testing.assert_allclose([s1[e], s2[e]], mine.sum(axis=0), rtol=1e-13)
+            for k in range(K):
+                cell = mine[k * tpb:(k + 1) * tpb] if k < K - 1 else mine[k * tpb:]
+                np.testing.assert_allclose([s1k[e, k], s2k[e, k]], cell.sum(axis=0),
+                                           rtol=1e-13, atol=1e-9)
+                assert cell.size or (s1k[e, k] == 0 and s2k[e, k] == 0)
+
+
+def test_download_all_reads_every_array(device):
+    """Small results read without blocking and waited for once, large ones (pinned path)
+    as download() reads them: every byte as on the device."""
+    from clphys.timeseries import _common
+    small = [np.arange(n, dtype=np.float32) * 0.5 for n in (1, 1025, 3)]
+    large = np.arange(300_000, dtype=np.float64)
+    bufs = [_common.device_array(device, a) for a in small + [large]]
+    empty = np.empty(0, np.float32)
+    got = _transfer.download_all(device, [(b.data, np.empty_like(a))
+                                          for b, a in zip(bufs, small)]
+                                 + [(bufs[0].data, empty)])
+    for g, a in zip(got, small):
+        assert np.array_equal(g, a)
+    (big,) = _transfer.download_all(device, [(bufs[-1].data, np.empty_like(large))],
+                                    _transfer.Transfer("pinned", True))
+    assert np.array_equal(big, large)
+
+
+def test_centre_from_the_head_is_discarded_for_a_wandering_level(device, small_head,
+                                                                  monkeypatch):
+    """CENTRE_SAMPLE = 0 (the probes' "as before" variant): the centre from the head,
+    which a wandering level leaves behind: the streamed pass is discarded, the result the
+    unstreamed bits."""
+    monkeypatch.setattr(_transfer, "STREAM_SEGMENT_BYTES", 3 * 8192)
+    monkeypatch.setattr(correlation, "CENTRE_SAMPLE", 0)
+    x = wandering(T)
+    got, phases = traced(lambda: autocorrelation(x, MAX_LAG, device=device, _stream=True))
+    assert "streamed pass discarded" in phases, phases
+    want = autocorrelation(x, MAX_LAG, device=device, _stream=False)
+    assert np.array_equal(got.rho, want.rho) and np.array_equal(got.rho_err, want.rho_err)

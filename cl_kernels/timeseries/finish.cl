@@ -196,17 +196,16 @@ void ts_prefix_scan(__global tf_sums_t *tot, const uint nchunks)
 
 // One item per (l, e): the estimate out[e][l] for l < nl and, with blocks, its jackknife
 // error err[e][l]; for the "msd" form out = S_2(l) and err = H(l), the local slope.
-// pre: ts_prefix_scan's output; s1[e] = Σ y, s2[e] = Σ y² (exact: the lag-0 sum,
-// consistent with the prefix sums); jackknife: s1k[e][k], s2k[e][k] the same over block k,
-// bl values per block.
+// pre: ts_prefix_scan's output; mom: per series (one upload) s1 = Σ y, s2 = Σ y² (exact:
+// the lag-0 sum, consistent with the prefix sums), then for the jackknife s1k[k], s2k[k]
+// the same over block k (nblk of each), bl values per block.
 __kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
 void ts_acf_finish(__global const ${ytype} *y, __global const ulong *hoff,
                    __global const ulong *toff, __global const uint *ns,
                    const uint nl, __global const tf_sums_t *pre,
                    __global const double *cr, const ulong cstride, const uint nblk,
-                   const uint bl, __global const double *s1s, __global const double *s2s,
-                   __global const double *s1k, __global const double *s2k,
-                   __global const int *exps, __global tf_out_t *out, __global tf_out_t *err)
+                   const uint bl, __global const double *mom, __global const int *exps,
+                   __global tf_out_t *out, __global tf_out_t *err)
 {
     __local tf_sums_t scan[${wg}];
     const uint lid = get_local_id(0), j = get_group_id(0), e = get_group_id(1);
@@ -223,7 +222,8 @@ void ts_acf_finish(__global const ${ytype} *y, __global const ulong *hoff,
     if (l >= nl) return;
     const tf_sums_t h = pre[(size_t)e * get_num_groups(0) + j] + scan[lid]
                         - tf_terms(y, hoff[e], toff[e], n, l);
-    const double S1 = s1s[e], C0 = s2s[e], N = (double)(n - l);
+    __global const double *s1k = mom + (size_t)e * (2 + 2 * nblk) + 2, *s2k = s1k + nblk;
+    const double S1 = s1k[-2], C0 = s1k[-1], N = (double)(n - l);
 % if cross == "blocks":
     __global const double *c = cr + (size_t)e * nblk * (nl - 1) + l - 1;   // lags 1 ..
     double C = 0.0;
@@ -270,10 +270,10 @@ void ts_acf_finish(__global const ${ytype} *y, __global const ulong *hoff,
     for (uint k = 0; k < nblk && (long)k * bl < (long)n && l; ++k) {
         ++active;
         const double nk = tf_pairs(k, nblk, bl, n, l), bk = tf_pairs(k, nblk, bl, n, 0);
-        const double sk = s1k[(size_t)e * nblk + k];
+        const double sk = s1k[k];
         const double ck = c[(size_t)k * (nl - 1)] - 2.0 * dm * sk * (bk > 0.0 ? nk / bk : 0.0)
                           + nk * dm * dm;
-        const double c0k = s2k[(size_t)e * nblk + k] - 2.0 * dm * sk + bk * dm * dm;
+        const double c0k = s2k[k] - 2.0 * dm * sk + bk * dm * dm;
         const double v = N > nk && n > bk ? ((Cc - ck) / (N - nk)) / ((C0c - c0k) / (n - bk)) : R;
         js = tf_add(js, v, active);
     }

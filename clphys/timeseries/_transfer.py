@@ -63,6 +63,12 @@ COPY_THREADS = max(1, min(16, os.cpu_count() or 1))
 STREAM_SEGMENT_BYTES = 1 << 24
 STREAM_TAIL_BYTES = 1 << 21     # the last segment is halved down to this (0: not)
 STREAM_CHUNK = 1 << 22
+# segments below two STREAM_CHUNKs (the halved tail) go to the threads too, as one job
+# each (False: the main thread copied them before it sent the first segment)
+STREAM_TAIL_THREADED = True
+# the first segment's jobs (None: STREAM_CHUNK): smaller jobs put every thread on it
+# first, so the pair sums can start while the rest is copied (a probe variant)
+STREAM_FIRST_CHUNK = None
 COPY_QUEUE = True
 
 
@@ -219,13 +225,15 @@ def _threads():
         return _pool
 
 
-def _copy_jobs(dst: np.ndarray, src: np.ndarray, chunk: int = None) -> list:
+def _copy_jobs(dst: np.ndarray, src: np.ndarray, chunk: int = None,
+               threaded: bool = False) -> list:
     """Start dst[:] = src (uint8 views of equal size) on the copy threads, in chunks
     (COPY_CHUNK bytes); returns the futures (empty: copied here, for small sizes or one
-    thread)."""
+    thread, unless `threaded`: a streamed upload's small tail segments must not hold up
+    the main thread before the first segment is sent)."""
     n = src.size
     chunk = chunk or COPY_CHUNK
-    if n < 2 * chunk or COPY_THREADS == 1:
+    if COPY_THREADS == 1 or (n < 2 * chunk and not threaded):
         dst[:] = src
         return []
     pool = _threads()
@@ -382,11 +390,14 @@ class Staged:
         else:
             # every segment's copy goes to the threads at once, in chunks; each segment
             # is sent as soon as its own chunks are in
+            chunks = [None] * len(segments)
+            if streamed:
+                chunks = [STREAM_FIRST_CHUNK or STREAM_CHUNK] + [STREAM_CHUNK] * len(segments)
             jobs = [[job for off, arr in pieces
                      for lo, hi in [(max(a, off), min(b, off + arr.size))] if lo < hi
-                     for job in _copy_jobs(host[lo:hi], arr[lo - off:hi - off],
-                                           STREAM_CHUNK if streamed else None)]
-                    for a, b in segments]
+                     for job in _copy_jobs(host[lo:hi], arr[lo - off:hi - off], chunk,
+                                           streamed and STREAM_TAIL_THREADED)]
+                    for (a, b), chunk in zip(segments, chunks)]
             waits = [lambda js=js: [job.result() for job in js] for js in jobs]
         self._waits = waits
         plan.update(host=host, segments=segments, waits=waits)
@@ -478,3 +489,19 @@ def download(dev, src: cl.Buffer, dst: np.ndarray, transfer: Transfer = None):
         queue.finish()
         _give_back(dev, slot)
     return dst
+
+
+def download_all(dev, pairs, transfer: Transfer = None) -> list:
+    """download() of each (device buffer, host array) of `pairs`; the small ones (the
+    pageable path) are read without blocking and waited for once, not one wait each.
+    Returns the host arrays."""
+    events = []
+    for src, dst in pairs:
+        path = (default(dev, dst.nbytes) if transfer is None else transfer).path
+        if path != "pageable":
+            download(dev, src, dst, transfer)
+        elif dst.nbytes:
+            events.append(cl.enqueue_copy(dev.queue, dst, src, is_blocking=False))
+    if events:
+        cl.wait_for_events(events)
+    return [dst for _, dst in pairs]

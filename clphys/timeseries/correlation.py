@@ -130,6 +130,20 @@ def default_tuning(facts, nlags: int, shortest: int = 1 << 30) -> PairTuning:
 HEAD_VALUES = 1 << 14
 MAX_SCALE_GAP = 40
 STREAM_MAX_PAIRS = {True: 1 << 37, False: 1 << 30}     # by DeviceFacts.is_gpu
+# The provisional centre of a series longer than the head: from CENTRE_SAMPLE values
+# spread over the whole series (one in each of CENTRE_SAMPLE equal strata, at a fixed
+# pseudo-random place in it: no aliasing with a period of the series).  The head alone
+# misled it for any series whose level wanders (a random walk's share, a drift): the
+# streamed pass was then discarded (+3 ms on the H100 at T = 2^24).  0: from the head.
+CENTRE_SAMPLE = 1 << 12
+
+
+def _sample_positions(n: int) -> np.ndarray:
+    """The positions of the centre's sample in a series of n values (fixed for n)."""
+    m = min(CENTRE_SAMPLE, n)
+    stride = n // m
+    i = np.arange(m, dtype=np.int64)
+    return i * stride + (i * 2654435761 % (1 << 32)) % stride
 
 
 def _pair_pass(run, st, centred: bool, pairs, stream, progress):
@@ -208,7 +222,8 @@ class _Direct:
         self.first_slice = max(1, FIRST_SLICE_PAIRS[facts.is_gpu]
                                // (t.chunk * self.lag_blocks * t.wg * t.lpi * E))
         self.rows = _finish_rows(dev)
-        self.totals = None
+        self.totals = None                    # the per-tile sums as read back
+        self._tile_totals = None              # (totals, tile_totals() of them)
 
     # -- memory
 
@@ -361,9 +376,10 @@ class _Direct:
 
     def stream(self, st, centred: bool, pairs) -> tuple:
         """Upload the series in segments and, as each arrives, check and convert it with a
-        provisional scale 2^e0 and centre c0 (from its first HEAD_VALUES values, on the
-        host) and run the pair sums of every tile whose values are all in.  Then, with
-        the whole series checked: returns (block sums, exps) when the provisional values
+        provisional scale 2^e0 (from its first HEAD_VALUES values, on the host) and centre
+        c0 (from CENTRE_SAMPLE values spread over it, or the head if it is no longer) and
+        run the pair sums of every tile whose values are all in.  Then, with the whole
+        series checked: returns (block sums, exps) when the provisional values
         are close enough (see _stream_ok), else (None, blocks) and the caller falls back
         to prepare(st, centred, checked=blocks) and sums() on the values already on the
         device.  ValueError at the first non-finite value, as prepare()."""
@@ -378,10 +394,19 @@ class _Direct:
         e0 = -math.frexp(big)[1] if big > 0 else 0
         shift = math.ldexp(float(head[0]), e0)
         if centred:
-            d = np.ldexp(head, e0) - shift
-            # (einsum, not d @ d: BLAS wakes its threads, ~1-7 ms on a busy host)
-            centre = _ingest.centres(np.array([d.sum()]), np.array([np.einsum("i,i", d, d)]),
-                                     np.array([head.size]), [shift])
+            a = b.arrays[0]
+            pick = head if n <= HEAD_VALUES or not CENTRE_SAMPLE else \
+                np.asarray(a[_sample_positions(n)], np.float64)
+            with np.errstate(all="ignore"):
+                d = np.ldexp(pick, e0) - shift
+                # (einsum, not d @ d: BLAS wakes its threads, ~1-7 ms on a busy host)
+                s1, s2 = float(d.sum()), float(np.einsum("i,i", d, d))
+            if not (math.isfinite(s1) and math.isfinite(s2)):
+                # a NaN or inf in the sample (the check names it), or values ~2^500 times
+                # the head's: the streamed pass would be discarded
+                return None, None
+            centre = _ingest.centres(np.array([s1]), np.array([s2]), np.array([pick.size]),
+                                     [shift])
         else:
             centre = np.array([shift])
         inp.exps = provisional = np.array([e0], np.int32)
@@ -512,22 +537,32 @@ class _Direct:
 
     def tile_totals(self):
         """(Σ y, Σ y²) per series and (Σ y, Σ y²) per series and jackknife block, from the
-        conversion's per-tile sums: (s1, s2, s1k, s2k)."""
+        conversion's per-tile sums: (s1, s2, s1k, s2k), computed once per set of sums."""
         if self.totals is None:
             self.totals = self.tile_sums.get()
-        t = _common.acc_to_float64(self.totals).reshape(-1, 2)
+        if self._tile_totals is None or self._tile_totals[0] is not self.totals:
+            self._tile_totals = (self.totals, self._block_totals(self.totals))
+        return self._tile_totals[1]
+
+    def _block_totals(self, totals):
+        t = _common.acc_to_float64(totals).reshape(-1, 2)
         boff = self.inp.boff.astype(np.int64) if len(self.windows) == 1 \
             else np.array([0, self.tiles])
-        E, K = self.E, self.K
-        per = np.diff(boff)                                 # tiles per series
-        series = np.repeat(np.arange(E), per)
-        block = np.minimum((np.arange(boff[-1]) - np.repeat(boff[:-1], per)) // self.tpb, K - 1)
-        # one pass for every series and block (a loop of E x K NumPy sums cost ~30 ms for
-        # 512 series on the H100 host)
-        cell = series * K + block
-        sk = np.stack([np.bincount(cell, t[:boff[-1], c], E * K).reshape(E, K) for c in (0, 1)])
-        s = np.stack([np.bincount(series, t[:boff[-1], c], E) for c in (0, 1)])
-        return s[0], s[1], sk[0], sk[1]
+        K, tpb = self.K, self.tpb
+        t = t[:boff[-1]]
+        per = np.diff(boff)[:, None]                        # tiles per series
+        k = np.arange(K)[None, :]
+        # block k of series e: its tiles [a, b) (the last block takes any rest); the cells
+        # are contiguous and in order, so one reduceat adds them all (a loop of E x K NumPy
+        # sums cost ~30 ms for 512 series, a bincount ~0.9 ms for one series of 2^24 on the
+        # H100 host, twice per call)
+        a = boff[:-1, None] + np.minimum(k * tpb, per)
+        b = np.where(k == K - 1, boff[1:, None], boff[:-1, None] + np.minimum((k + 1) * tpb, per))
+        full = b > a
+        sk = np.zeros((len(per), K, 2))
+        sk[full] = np.add.reduceat(t, a[full], axis=0)
+        s = np.add.reduceat(t, boff[:-1], axis=0)
+        return s[:, 0], s[:, 1], sk[..., 0], sk[..., 1]
 
 
 class _TooLarge(Exception):
@@ -910,17 +945,22 @@ def _acf_finish_device(dev, inp, ybuf, ytype, hoff, toff, lengths, nl, cross, cs
     prg.ts_acf_finish(queue, (nch * wg, E), (wg, 1), yb, hoff_d.data, toff_d.data, ns.data,
                       np.uint32(nl), tot.data, cross.data if isinstance(cross, cla.Array)
                       else cross, np.uint64(cstride), np.uint32(max(nblk, 1)), np.uint32(bl),
-                      *[arr(np.asarray(m, np.float64).reshape(-1)).data for m in moments],
+                      arr(_moment_rows(moments, E)).data,
                       arr(np.asarray(exps, np.int32)).data, out.data, err.data)
     _phase("finish kernels")
     if keep:                    # the device arrays, for more kernels
         return out, err, prg
-    rho = _xfer.download(dev, out.data, np.empty((E, nl), odtype))
     if blocks or form == "msd":
-        e = _xfer.download(dev, err.data, np.empty((E, nl), odtype))
-    else:
-        e = np.full((E, nl), np.nan, odtype)
-    return rho, e
+        return tuple(_xfer.download_all(dev, [(a.data, np.empty((E, nl), odtype))
+                                              for a in (out, err)]))
+    return _xfer.download(dev, out.data, np.empty((E, nl), odtype)), \
+        np.full((E, nl), np.nan, odtype)
+
+
+def _moment_rows(moments, E: int) -> np.ndarray:
+    """(s1, s2, s1k, s2k) as finish.cl's one array: per series s1, s2, its block sums of
+    y, then of y² (one upload instead of four)."""
+    return np.concatenate([np.asarray(m, np.float64).reshape(E, -1) for m in moments], axis=1)
 
 
 _CL_OUT = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
@@ -1068,7 +1108,7 @@ def _fft_run(dev, b, max_lag, form, accumulate, transfer, progress, label, error
                 arrays = arrays + [
                     _block_errors(dev, prg, th, K, nlb, bs, b.lengths, nl, odtype)
                     for th in spread]
-            res = [_xfer.download(dev, a.data, np.empty((E, nl), odtype)) for a in arrays]
+            res = _xfer.download_all(dev, [(a.data, np.empty((E, nl), odtype)) for a in arrays])
             # no errors: NaN (errors=False: None, no array of the results' size)
             nan = np.full((E, nl), np.nan, odtype) if errors else None
             if form == "msd":
