@@ -740,8 +740,11 @@ def _hurst_fft(dev, b, max_lag, nq, accumulate, transfer, progress, errors):
 
 
 def _join(parts):
-    """The parts' arrays along the series axis (None stays None)."""
-    return None if parts[0] is None else np.concatenate(parts)
+    """The parts' arrays along the series axis (None stays None; one part is returned
+    as it is: a copy into a fresh array costs its page faults, ~7 ms for 16 MB)."""
+    if parts[0] is None or len(parts) == 1:
+        return parts[0]
+    return np.concatenate(parts)
 
 
 _KIND = {1.0: "absdiff", 2.0: "sqdiff"}
