@@ -1,4 +1,4 @@
-"""The packaging metadata lists every subpackage (the explicit list in
+"""The packaging metadata lists every subpackage and kernel folder (the explicit list in
 pyproject.toml is needed for the cl_kernels mapping)."""
 
 import re
@@ -14,4 +14,6 @@ def test_pyproject_lists_every_subpackage():
     listed = set(re.search(r"packages = \[(.*?)\]", pyproject.read_text(), re.S).group(1)
                  .replace('"', "").replace("\n", "").replace(" ", "").split(","))
     found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "clphys").rglob("__init__.py")}
-    assert found | {"clphys.cl_kernels"} == listed
+    kernels = {"clphys.cl_kernels"} | {"clphys.cl_kernels." + d.name
+                                       for d in (ROOT / "cl_kernels").iterdir() if d.is_dir()}
+    assert found | kernels == listed
