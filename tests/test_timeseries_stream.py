@@ -58,8 +58,8 @@ def test_streamed_matches_numpy_and_any_segment_size(device, small_head, monkeyp
                                                       dtype, spec, chunk, tail_threaded, first):
     """Several segments (and tiles waiting for the values `max_lag` ahead): the NumPy
     references, and the same bits for every segment size; the pinned buffer filled by 3
-    threads in order (their shares of each segment) or in chunks of 1000 bytes (the first
-    segment in 300), segments below two chunks as one job each (or, tail_threaded False,
+    threads in the default chunks or in chunks of 1000 bytes (the first segment in 300),
+    segments below two chunks as one job each (or, tail_threaded False,
     by the main thread)."""
     monkeypatch.setattr(_transfer, "COPY_THREADS", 3)
     monkeypatch.setattr(_transfer, "STREAM_CHUNK", chunk)
@@ -210,25 +210,6 @@ def test_batches_and_powdiff_do_not_stream(device, monkeypatch):
                                            _stream=False).S)
     with pytest.raises(TypeError, match="_stream"):
         hurst(P[0], 20, device=device, _stream="yes")
-
-
-def test_ordered_copy_fills_in_order_and_hands_errors_on(monkeypatch):
-    """The copy threads' shares of each segment (segments smaller than the thread count
-    too), and an exception in a thread raised by the waits instead of hanging them."""
-    monkeypatch.setattr(_transfer, "COPY_THREADS", 3)
-    monkeypatch.setattr(_transfer, "_pool", None)
-    src = np.arange(1000, dtype=np.uint8)
-    host = np.zeros(1100, np.uint8)
-    segments = [(100, 102), (102, 600), (600, 1100)]
-    for wait in _transfer._ordered_copy(host, [(100, src)], segments):
-        wait()
-    assert np.array_equal(host[100:], src) and not host[:100].any()
-    frozen = np.zeros(1100, np.uint8)
-    frozen.flags.writeable = False
-    waits = _transfer._ordered_copy(frozen, [(100, src)], segments)
-    for wait in waits:
-        with pytest.raises(ValueError):
-            wait()
 
 
 def test_block_totals_are_the_sums_of_each_series_and_block():

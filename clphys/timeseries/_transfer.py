@@ -54,12 +54,10 @@ COPY_THREADS = max(1, min(16, os.cpu_count() or 1))
 # Streamed uploads (put with on_segment, begin): segments of STREAM_SEGMENT_BYTES, the
 # last one halved down to STREAM_TAIL_BYTES, each sent as soon as it is in, on a queue of
 # its own (a segment's DMA does not wait for the kernels enqueued on the one before).
-# The copy threads take jobs of STREAM_CHUNK bytes, all segments' jobs queued at once;
-# STREAM_CHUNK = None: each thread copies its share of segment k, then of k + 1, so that
-# the segments complete in order (_ordered_copy).  On the H100 host the ordered copy was
-# the slower (benchmarks/RESULTS.md, issue 14 streaming: acf float32 18.8 vs 9.9 ms;
-# smaller segments slower still), as every thread needs the GIL once per segment while
-# the main thread holds it to enqueue that segment's kernels.
+# The copy threads take jobs of STREAM_CHUNK bytes (None: COPY_CHUNK), all segments' jobs
+# queued at once.  (Threads copying their share of each segment in turn, so that segments
+# complete in order, measured slower on the H100 host and were dropped: benchmarks/
+# RESULTS.md, issue 14 streaming, acf float32 18.8 vs 9.9 ms.)
 STREAM_SEGMENT_BYTES = 1 << 24
 STREAM_TAIL_BYTES = 1 << 21     # the last segment is halved down to this (0: not)
 STREAM_CHUNK = 1 << 22
@@ -253,46 +251,6 @@ def _copy_queue(dev) -> cl.CommandQueue:
         return q
 
 
-def _ordered_copy(host: np.ndarray, pieces, segments) -> list:
-    """Start the copy of `pieces` ((byte offset, uint8 array)) into `host` segment after
-    segment: each copy thread copies its share of a segment, then of the next, so the
-    segments complete in order (one job per thread: no per-chunk hand-over).  Returns per
-    segment a function that waits until it is in (and raises what a thread raised)."""
-    n = COPY_THREADS
-    done = [[threading.Event() for _ in range(n)] for _ in segments]
-    errors = []
-
-    def work(t):
-        k = 0
-        try:
-            for k, (a, b) in enumerate(segments):
-                share = -(-(b - a) // n)
-                lo, hi = a + t * share, min(b, a + (t + 1) * share)
-                for off, arr in pieces:
-                    x0, x1 = max(lo, off), min(hi, off + arr.size)
-                    if x0 < x1:
-                        np.copyto(host[x0:x1], arr[x0 - off:x1 - off])
-                done[k][t].set()
-        except BaseException as exc:        # noqa: BLE001 - handed to the waiting caller
-            errors.append(exc)
-            for events in done[k:]:
-                events[t].set()
-
-    pool = _threads()
-    for t in range(n):
-        pool.submit(work, t)
-
-    def waiter(k):
-        def wait():
-            for event in done[k]:
-                event.wait()
-            if errors:
-                raise errors[0]
-        return wait
-
-    return [waiter(k) for k in range(len(segments))]
-
-
 def _copy(dst: np.ndarray, src: np.ndarray):
     """dst[:] = src (uint8 views of equal size), by the copy threads for large copies."""
     for job in _copy_jobs(dst, src):
@@ -347,7 +305,7 @@ class Staged:
 
     def begin(self, pieces, streamed: bool = False):
         """Start the host side of put(pieces): the copy threads begin to fill the pinned
-        buffer (streamed: in STREAM segments, in order) while the caller prepares the
+        buffer (streamed: in STREAM segments) while the caller prepares the
         kernels; the next put() sends it."""
         pieces = [(int(o), a.reshape(-1).view(np.uint8)) for o, a in pieces if a.size]
         if not pieces:
@@ -385,20 +343,17 @@ class Staged:
         else:
             segments = [(a, min(end, a + SEGMENT_BYTES))
                         for a in range(start, end, SEGMENT_BYTES)]
-        if streamed and not STREAM_CHUNK and COPY_THREADS > 1:
-            waits = _ordered_copy(host, pieces, segments)
-        else:
-            # every segment's copy goes to the threads at once, in chunks; each segment
-            # is sent as soon as its own chunks are in
-            chunks = [None] * len(segments)
-            if streamed:
-                chunks = [STREAM_FIRST_CHUNK or STREAM_CHUNK] + [STREAM_CHUNK] * len(segments)
-            jobs = [[job for off, arr in pieces
-                     for lo, hi in [(max(a, off), min(b, off + arr.size))] if lo < hi
-                     for job in _copy_jobs(host[lo:hi], arr[lo - off:hi - off], chunk,
-                                           streamed and STREAM_TAIL_THREADED)]
-                    for (a, b), chunk in zip(segments, chunks)]
-            waits = [lambda js=js: [job.result() for job in js] for js in jobs]
+        # every segment's copy goes to the threads at once, in chunks; each segment is
+        # sent as soon as its own chunks are in
+        chunks = [None] * len(segments)
+        if streamed:
+            chunks = [STREAM_FIRST_CHUNK or STREAM_CHUNK] + [STREAM_CHUNK] * len(segments)
+        jobs = [[job for off, arr in pieces
+                 for lo, hi in [(max(a, off), min(b, off + arr.size))] if lo < hi
+                 for job in _copy_jobs(host[lo:hi], arr[lo - off:hi - off], chunk,
+                                       streamed and STREAM_TAIL_THREADED)]
+                for (a, b), chunk in zip(segments, chunks)]
+        waits = [lambda js=js: [job.result() for job in js] for js in jobs]
         self._waits = waits
         plan.update(host=host, segments=segments, waits=waits)
 
