@@ -40,6 +40,12 @@
 ##                into a select and an add); 2: fma() (exact, so it stays a multiply-add)
 ##         hoist  (optional, default 1; slide only) 0: each step reads its own local values
 ##                (fewer registers) instead of all U steps' first
+##         brow   (optional, default 0; needs mfix) 1: grid axis 1 runs over the jackknife
+##                blocks of current times, so that one launch of one Δt⁻ covers the same
+##                columns of every block (enough groups to fill a GPU many times over); t_lo
+##                is then the column (unit of wg current times within a block), t_hi unused,
+##                block k owns units [k u / K, (k+1) u / K) (u = units, K = nblk) and slots
+##                [k nslots, (k+1) nslots)
 ##         qsw    (optional, default 0) 1: Q's terms θ = m .. 2 by a switch on m that
 ##                falls through (one jump per τ instead of maxp - 1 tests; θ descending,
 ##                so Q's last bits differ from qsw = 0)
@@ -76,6 +82,9 @@
     qsw = context.get("qsw", 0) and not mfix
     cellmad = context.get("cellmad", 0)
     hoist = context.get("hoist", 1)
+    brow = context.get("brow", 0)
+    if brow and not mfix:
+        raise ValueError("pattern.cl: brow needs mfix")
     if not 0 <= mfix <= maxp or qform not in ("plain", "mad", "fast") or sign not in ("sub", "cmp", "fma", "scaled"):
         raise ValueError("pattern.cl: need 0 <= mfix <= maxp, qform 'plain', 'mad' or 'fast', "
                          "sign 'sub' or 'cmp'")
@@ -131,7 +140,7 @@ __kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
 void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, const uint w_hi,
                  const uint n,
                  const uint t_lo, const uint t_hi, const uint slot0, const uint nslots,
-                 const uint max_hist, const float chi,
+                 const uint max_hist, const float chi, const uint units, const uint nblk,
                  __global ${P}acc_t *partial, __global ulong *counts)
 {
 % if slide:
@@ -153,15 +162,25 @@ void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, cons
     if (get_local_id(0) == 0) tile_pad[0] = 0.0f;  // read by the slide past the last τ
 % endif
     const uint lid = get_local_id(0);
+% if brow:
+    const uint blk = get_group_id(1);
+    const uint unit = (uint)(((ulong)blk * units) / nblk) + t_lo + get_group_id(0);
+    if (unit >= (uint)(((ulong)(blk + 1u) * units) / nblk)) return;   // past the block's end
+    const uint slot = blk * nslots + (slot0 + get_group_id(0)) % nslots;
+    const uint A = 1u + unit * ${wg}u;                 // first t^ of the group
+    const uint t_end = n;
+% else:
     const uint slot = (slot0 + get_group_id(0)) % nslots;
+    const uint A = t_lo + get_group_id(0) * ${wg}u;    // first t^ of the group
+    const uint t_end = t_hi;
+% endif
 % if mfix:
     const uint m = ${mfix}u;
 % else:
     const uint m = get_group_id(1) + 1;
 % endif
-    const uint A = t_lo + get_group_id(0) * ${wg}u;    // first t^ of the group
     const uint th = A + lid;
-    const bool active = th < t_hi && th >= m;
+    const bool active = th < t_end && th >= m;
 
     // Current window p(t^ - θ), θ = 1 .. m, relative to c1 = p(t^ - 1).
     const float2 o = P(active ? th - 1 : off);
@@ -191,7 +210,7 @@ void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, cons
 % endfor
     const float chim = chi / (float)m;
     const uint tau_max = ok ? min(max_hist, th - m) : 0u;
-    const uint last = min(A + ${wg}u, t_hi) - 1u;  // the group's last t^
+    const uint last = min(A + ${wg}u, t_end) - 1u;  // the group's last t^
     // (Δt⁻ = 1: every window has zero range, no τ to run)
     const uint g_tau = last > m && m > 1u ? min(max_hist, last - m) : 0u;
 
@@ -408,12 +427,15 @@ ${q_terms(lambda t: "c%d - phn[%du + j]" % (t, (t - 1) * NPOS), 16)}
 }
 
 // rows[r][c] += Σ_slot pool[slot][c] (slots in order), pool[slot][c] = 0, for the ncells
-// sums and the ncounts counts (one item per cell).
+// sums and the ncounts counts (one item per cell); grid axis 1: blocks k of nslots slots
+// each into rows r + k.
 __kernel void ts_pc_fold(__global ${P}acc_t *pool, __global ulong *cpool, const uint nslots,
                          const uint ncells, const uint ncounts, __global ${P}acc_t *rows,
-                         __global ulong *crows, const uint r)
+                         __global ulong *crows, const uint r0)
 {
-    const uint c = get_global_id(0);
+    const uint c = get_global_id(0), r = r0 + get_global_id(1);
+    pool += (size_t)get_global_id(1) * nslots * ncells;
+    cpool += (size_t)get_global_id(1) * nslots * ncounts;
     __global ${P}acc_t *row = rows + (size_t)r * ncells;
     __global ulong *crow = crows + (size_t)r * ncounts;
     if (c < ncells) {

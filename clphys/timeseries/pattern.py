@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -298,72 +299,121 @@ def pattern_conformity(p, max_past=20, max_future=20, chi=100.0, max_history=163
     E = len(series)
     T = np.array([x.size for x in series])
     units = -(-(T - 1) // t.wg)                     # groups of wg current times t̂ per series
+    nblk = np.minimum(PC_BLOCKS, units)             # jackknife blocks per series
     per_t = max_past * min(max_history, int(T.max()))
     target = t.launch_pairs or (2**32 if dev.facts.is_gpu else 2**24)
     ncells, ncounts = max_past * 2 * max_future, max_past * 3
     slot_bytes = ncells * acc_dtype.itemsize + ncounts * 8
-    # a quarter of the device at most for the slots and block rows, the rest for the series
-    room = max(1, items_that_fit(dev, slot_bytes, E * PC_BLOCKS * slot_bytes,
-                                 largest_per_item=slot_bytes) // 4)
-    slots = max(1, min(target // per_t // t.wg, int(units.max()), room))
-    nblk = np.minimum(PC_BLOCKS, units)             # jackknife blocks per series
-    fixed = {"partial sums": slots * slot_bytes, "block sums": E * PC_BLOCKS * slot_bytes}
     # a window of u units reads the values [t_lo - reach_back, t_hi + max_future)
     reach_back = max_history + max_past + t.tb + 1
     what = f"pattern conformity of {int(T.max())} points with max_history = {max_history}"
-    windows = [_pc_windows(dev, int(T[e]), t.wg, int(units[e]), reach_back + t.wg + max_future,
-                           fixed, what) for e in range(E)]
+    columns = -(-units // nblk)                     # the longest block per series
+    # block rows (per_past): one slot region per jackknife block, and each launch of one
+    # Δt⁻ covers columns of every block: enough groups to fill a GPU (the same slots as
+    # one program's: the same sums); needs every series whole on the device, else unit by
+    # unit as for one program
+    for block_rows in ((True, False) if t.per_past else (False,)):
+        region = PC_BLOCKS if block_rows else 1
+        # a quarter of the device at most for the slots and block rows, the rest the series
+        room = max(1, items_that_fit(dev, region * slot_bytes, E * PC_BLOCKS * slot_bytes,
+                                     largest_per_item=region * slot_bytes) // 4)
+        slots = max(1, min(target // per_t // t.wg,
+                           int(columns.max() if block_rows else units.max()), room))
+        fixed = {"partial sums": region * slots * slot_bytes,
+                 "block sums": E * PC_BLOCKS * slot_bytes}
+        windows = [_pc_windows(dev, int(T[e]), t.wg, int(units[e]),
+                               reach_back + t.wg + max_future, fixed, what) for e in range(E)]
+        if all(len(w) == 1 for w in windows):
+            break
     shape = dict(wg=t.wg, tb=t.tb, maxp=max_past, maxf=max_future, acc=acc, exp=t.exp,
                  qform=t.qform, sign=t.sign, pre=int(t.pre), slide=t.slide, qsw=int(t.qsw),
                  cellmad=int(t.cellmad), hoist=int(t.hoist))
     # (program, grid rows): each Δt⁻ compiled in, or all Δt⁻ as grid rows of one launch
-    sweeps = ([(dev.build("timeseries/pattern.cl", mfix=m, **shape), 1)
-               for m in range(1, max_past + 1)] if t.per_past
-              else [(dev.build("timeseries/pattern.cl", **shape), max_past)])
+    if t.per_past:
+        sweeps = [(prg_m, 1) for prg_m in _build_all(
+            dev, [dict(shape, mfix=m, brow=int(block_rows)) for m in range(1, max_past + 1)])]
+    else:
+        sweeps = [(dev.build("timeseries/pattern.cl", **shape), max_past)]
     prg = sweeps[0][0]                              # ts_pc_fold: the same in every program
     queue = dev.queue
     spans = [[_pc_span(a, b, int(T[e]), t.wg, reach_back, max_future) for a, b in windows[e]]
              for e in range(E)]
     x = cla.empty(queue, 2 * max(v1 - v0 for sp in spans for v0, v1 in sp), np.float32)
-    pool = zeros(dev, (slots, ncells), acc_dtype)
-    cpool = zeros(dev, (slots, ncounts), np.uint64)
+    pool = zeros(dev, (region * slots, ncells), acc_dtype)
+    cpool = zeros(dev, (region * slots, ncounts), np.uint64)
     rows_d = zeros(dev, (E, PC_BLOCKS, ncells), acc_dtype)
     crows = zeros(dev, (E, PC_BLOCKS, ncounts), np.uint64)
-    # the run: every series' units in order, cut at its jackknife blocks and memory windows
-    segments = _pc_segments(units, nblk, windows)
-    starts = [seg[0] for seg in segments]
     state = {"loaded": None}
 
-    def advance(start, count):
-        stop = start + count
-        while start < stop:
-            i = bisect.bisect_right(starts, start) - 1
-            g0, g1, e, k, w, u0, b0, ends_block = segments[i]      # global units [g0, g1)
-            if state["loaded"] != (e, w):
-                v0, v1 = spans[e][w]
-                values, origin, exp, _ = prepared[e]
-                cl.enqueue_copy(queue, x.data, _common.float_pairs(values[v0:v1], origin, exp))
-                state["loaded"] = (e, w)
-            end = min(stop, g1)
-            a, b = u0 + start - g0, u0 + end - g0           # the series' own units
-            t_lo, t_hi = 1 + a * t.wg, min(int(T[e]), 1 + b * t.wg)
+    def load(e, w):
+        if state["loaded"] != (e, w):
             v0, v1 = spans[e][w]
-            for sweep, grid_rows in sweeps:
-                sweep.ts_pc_sweep(queue, ((b - a) * t.wg, grid_rows), (t.wg, 1), x.data,
-                                  np.uint64(0), np.uint32(v0), np.uint32(v1), np.uint32(T[e]),
-                                  np.uint32(t_lo), np.uint32(t_hi), np.uint32((a - b0) % slots),
-                                  np.uint32(slots), np.uint32(max_history), np.float32(chi),
-                                  pool.data, cpool.data)
-            if end == g1 and ends_block:
-                prg.ts_pc_fold(queue, (max(ncells, ncounts),), None, pool.data, cpool.data,
-                               np.uint32(slots), np.uint32(ncells), np.uint32(ncounts),
-                               rows_d.data, crows.data, np.uint32(e * PC_BLOCKS + k))
-            start = end
+            values, origin, exp, _ = prepared[e]
+            cl.enqueue_copy(queue, x.data, _common.float_pairs(values[v0:v1], origin, exp))
+            state["loaded"] = (e, w)
 
-    total = int(units.sum())
-    first = max(1, FIRST_SLICE_TRIPLES[dev.facts.is_gpu] // (per_t * t.wg))
-    run_sliced(total, advance, queue, progress=progress, label="pattern conformity",
-               what="groups of current times", first=first, largest=slots)
+    def sweep(prg_m, grid, a, b, e, t_lo, t_hi, slot0, args=(0, 1)):
+        v0, v1 = spans[e][state["loaded"][1]]
+        prg_m.ts_pc_sweep(queue, grid, (t.wg, 1), x.data, np.uint64(0), np.uint32(v0),
+                          np.uint32(v1), np.uint32(T[e]), np.uint32(t_lo), np.uint32(t_hi),
+                          np.uint32(slot0), np.uint32(slots), np.uint32(max_history),
+                          np.float32(chi), np.uint32(args[0]), np.uint32(args[1]),
+                          pool.data, cpool.data)
+
+    if block_rows:
+        # the run: per series, per Δt⁻, the columns of its blocks (a slot region each);
+        # slot s of a block gets columns s, s + slots, ... in order: the same sums however
+        # the run is sliced.  The blocks are folded at the series' end.
+        firsts = np.concatenate([[0], np.cumsum(max_past * columns)])
+
+        def advance(start, count):
+            stop = start + count
+            while start < stop:
+                e = int(np.searchsorted(firsts, start, side="right")) - 1
+                m0, c0 = divmod(start - int(firsts[e]), int(columns[e]))
+                c1 = min(int(columns[e]), c0 + stop - start, (c0 // slots + 1) * slots)
+                load(e, 0)
+                sweep(sweeps[m0][0], ((c1 - c0) * t.wg, int(nblk[e])), c0, c1, e, c0, 0,
+                      c0 % slots, (int(units[e]), int(nblk[e])))
+                if m0 == max_past - 1 and c1 == columns[e]:
+                    prg.ts_pc_fold(queue, (max(ncells, ncounts), int(nblk[e])), None,
+                                   pool.data, cpool.data, np.uint32(slots), np.uint32(ncells),
+                                   np.uint32(ncounts), rows_d.data, crows.data,
+                                   np.uint32(e * PC_BLOCKS))
+                start += c1 - c0
+
+        total = int(firsts[-1])
+        first = max(1, FIRST_SLICE_TRIPLES[dev.facts.is_gpu] * max_past
+                    // (per_t * PC_BLOCKS * t.wg))
+        run_sliced(total, advance, queue, progress=progress, label="pattern conformity",
+                   what="columns of current-time groups per Δt⁻", first=first)
+    else:
+        # the run: every series' units in order, cut at its jackknife blocks and windows
+        segments = _pc_segments(units, nblk, windows)
+        starts = [seg[0] for seg in segments]
+
+        def advance(start, count):
+            stop = start + count
+            while start < stop:
+                i = bisect.bisect_right(starts, start) - 1
+                g0, g1, e, k, w, u0, b0, ends_block = segments[i]      # global units [g0, g1)
+                load(e, w)
+                end = min(stop, g1)
+                a, b = u0 + start - g0, u0 + end - g0           # the series' own units
+                t_lo, t_hi = 1 + a * t.wg, min(int(T[e]), 1 + b * t.wg)
+                for prg_m, grid_rows in sweeps:
+                    sweep(prg_m, ((b - a) * t.wg, grid_rows), a, b, e, t_lo, t_hi,
+                          (a - b0) % slots)
+                if end == g1 and ends_block:
+                    prg.ts_pc_fold(queue, (max(ncells, ncounts),), None, pool.data, cpool.data,
+                                   np.uint32(slots), np.uint32(ncells), np.uint32(ncounts),
+                                   rows_d.data, crows.data, np.uint32(e * PC_BLOCKS + k))
+                start = end
+
+        total = int(units.sum())
+        first = max(1, FIRST_SLICE_TRIPLES[dev.facts.is_gpu] // (per_t * t.wg))
+        run_sliced(total, advance, queue, progress=progress, label="pattern conformity",
+                   what="groups of current times", first=first, largest=slots)
     blocks = _common.acc_to_float64(rows_d.get()).reshape(E, PC_BLOCKS, max_past, 2 * max_future)
     counts = crows.get().reshape(E, PC_BLOCKS, max_past, 3).sum(axis=1).astype(np.int64)
     out = [_pc_result(blocks[e, :int(nblk[e])], counts[e], max_future) for e in range(E)]
@@ -427,6 +477,16 @@ def _pc_result(blocks, counts, max_future):
         Xk = np.where(dn > 0, dx / np.where(dn > 0, dn, 1.0), np.nan)
         err = np.sqrt((K - 1) / K * np.sum((Xk - Xk.mean(axis=0)) ** 2, axis=0))
     return Xi, xi, norm, err
+
+
+def _build_all(dev, params):
+    """pattern.cl built for each parameter set, several at once (the driver's compiler
+    runs without the GIL; Oclgrind one at a time)."""
+    build = lambda kw: dev.build("timeseries/pattern.cl", **kw)      # noqa: E731
+    if dev.facts.vendor == "oclgrind" or len(params) == 1:
+        return [build(kw) for kw in params]
+    with ThreadPoolExecutor(max_workers=min(8, len(params))) as pool:
+        return list(pool.map(build, params))
 
 
 def _pc_span(a: int, b: int, T: int, wg: int, reach_back: int, max_future: int):

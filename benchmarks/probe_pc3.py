@@ -1,0 +1,273 @@
+"""Probe for issue 14's pattern-conformity target (branch pc3): one program per Δt⁻
+(per_past) with launches that cover every jackknife block (block rows), against the
+one-program default; each variant checked against the NumPy reference first (and the
+scaled signs bit for bit against cmp on tick data), their rates at T = 2^18 + 1 and the
+target workload (T = 10^6, 20 x 20, chi = 100, max_history = 16384) end to end for the
+fastest ones, with scaled's difference from cmp there.  At most ~150 s on an H100.
+
+    CLPHYS_DEVICE=nvidia python3 benchmarks/probe_pc3.py --json $OUT/probe_pc3.jsonl --out $OUT/pc3
+    CLPHYS_DEVICE=portable python benchmarks/probe_pc3.py --quick        # PoCL, ~1-2 min
+
+Sections (each with its own time budget; the rest of a section is skipped past it):
+  check   every variant at 20 x 20 (the program the timing uses) on a real-valued walk
+          and on tick data (ties) against pattern_conformity_numpy: Ξ to 1e-5, the
+          counts exactly; pre-equivalent variants also bit for bit against the default
+  rate    every variant that passed, T = 2^18 + 1, max_history = 16384: (t̂, τ, Δt⁻)/s and
+          the T = 10^6 estimate (T = 65537 under-fills a per-Δt⁻ launch: 1024 groups)
+  full    the target workload end to end for the default and the fastest ones
+  info    the fastest variant built with -cl-nv-verbose (registers, spills: the build
+          log), its local/private memory, its PTX under --out
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyopencl as cl
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import clphys  # noqa: E402
+from clphys.runtime.render import render  # noqa: E402
+from clphys.timeseries import pattern_conformity  # noqa: E402
+from clphys.timeseries.pattern import PatternTuning, default_tuning, local_bytes  # noqa: E402
+from clphys.timeseries.pattern import pattern_pairs  # noqa: E402
+from clphys.timeseries.reference import pattern_conformity_numpy  # noqa: E402
+
+MP = MF = 20
+CHI, MH = 100.0, 16384
+START = time.perf_counter()
+BUDGET = {"check": 45, "rate": 35, "full": 50, "info": 10}
+records, rows = [], []
+
+
+def emit(dev, section, workload, metric, value, note=""):
+    rec = {"device": dev.name, "section": section, "workload": workload, "metric": metric,
+           "value": value}
+    if note:
+        rec["note"] = note
+    records.append(rec)
+    shown = f"{value:.4g}" if isinstance(value, float) else str(value)
+    rows.append((section, workload, metric, shown, note))
+    print(json.dumps(rec), flush=True)
+
+
+def variants(facts, quick):
+    """(label, tuning): pre (the bit reference) first, then the default (slide2 cmp
+    cellmad: 2.60 s at T = 10^6 on the H100, pc2), then per-Δt⁻ programs with block-row
+    launches (pp), cmp (exact as the default) and scaled."""
+    d = default_tuning(facts, MF, max_past=MP)
+    base = dict(wg=d.wg, tb=d.tb)
+    pp = dict(base, launch_pairs=2**34, cellmad=True, per_past=True)
+    out = [("pre (the CPUs' default)", PatternTuning(**base, pre=True)),
+           ("default", d),
+           ("pp2 cmp", PatternTuning(**pp, slide=2)),
+           ("pp2 scaled", PatternTuning(**pp, slide=2, sign="scaled"))]
+    if facts.is_gpu and not quick:
+        out += [("pp4 cmp", PatternTuning(**pp, slide=4)),
+                ("pp4 scaled", PatternTuning(**pp, slide=4, sign="scaled")),
+                ("slide4 scaled (one program)", PatternTuning(**dict(pp, per_past=False),
+                                                              slide=4, sign="scaled")),
+                ("pp2 cmp nohoist", PatternTuning(**pp, slide=2, hoist=False)),
+                ("pp8 cmp", PatternTuning(**pp, slide=8))]
+    return [(n, t) for n, t in out if local_bytes(t, MP, MF) <= facts.local_mem]
+
+
+def walk(n, seed):
+    return 1e4 + np.cumsum(np.random.default_rng(seed).standard_normal(n))
+
+
+def ticks(n, seed):
+    """Prices in cents and the same series in integer ticks (the reference's input: its
+    float64 arithmetic decides the ties exactly only on integers)."""
+    k = np.cumsum(np.random.default_rng(seed).integers(-2, 3, n)).astype(np.float64)
+    return 100.0 + 0.01 * k, k
+
+
+def left(section, t0):
+    return time.perf_counter() - t0 < BUDGET[section] * SCALE[0]
+
+
+SCALE = [1.0]
+
+
+def check(dev, vs, quick):
+    t0 = time.perf_counter()
+    T, mh = (700, 150) if quick else (900, 250)
+    w, (cents, k) = walk(T, 3), ticks(T, 4)
+    data = {"walk": w, "ticks": cents}
+    refs = {"walk": pattern_conformity_numpy(w, MP, MF, CHI, mh),
+            "ticks": pattern_conformity_numpy(k, MP, MF, CHI, mh)}
+    emit(dev, "check", f"NumPy references T={T} max_history={mh}", "s", time.perf_counter() - t0)
+    passed, base, pp_ticks = [], {}, {}
+    for label, t in vs:
+        if not left("check", t0):
+            print("# check: rest skipped (time budget spent)", flush=True)
+            break
+        bad = []
+        for kind, p in data.items():
+            a = time.perf_counter()
+            r = pattern_conformity(p, MP, MF, CHI, mh, device=dev, _tuning=t, progress=False)
+            if kind == "walk":
+                emit(dev, "check", label, "first call s", time.perf_counter() - a,
+                     "the build included")
+            ref = refs[kind]
+            err = float(np.nanmax(np.abs(r.Xi - ref.Xi)))
+            nan_ok = np.array_equal(np.isnan(r.Xi), np.isnan(ref.Xi))
+            counts = all(np.array_equal(getattr(r, n), getattr(ref, n))
+                         for n in ("skipped_current", "skipped_history", "pairs"))
+            if not (err <= 1e-5 and nan_ok and counts):
+                bad.append(f"{kind}: max|dXi| {err:.2e} nan {nan_ok} counts {counts}")
+            note = f"max|dXi| {kind} {err:.2e}"
+            if label == vs[0][0]:
+                base[kind] = r
+            if label.startswith("pp") and kind == "ticks":
+                # scaled = cmp bit for bit where the products are exact (small ticks)
+                twin = pp_ticks.setdefault(label.split()[0], r)
+                if twin is not r:
+                    same = (np.array_equal(r.xi, twin.xi) and np.array_equal(r.norm, twin.norm))
+                    note += "; same bits as cmp" if same else "; BITS DIFFER from cmp"
+                    if not same:
+                        bad.append(f"{kind}: scaled bits differ from cmp")
+            emit(dev, "check", f"{label} {kind}", "max|dXi|", err, note)
+        if bad:
+            emit(dev, "check", label, "FAIL", "FAIL", "; ".join(bad))
+            print(f"!!!!! FAIL {label}: {bad}", flush=True)
+        else:
+            passed.append((label, t))
+    return passed
+
+
+def rate(dev, vs, quick):
+    t0 = time.perf_counter()
+    T, mh = (2_000, 512) if quick else (2**18 + 1, MH)
+    p = walk(T, 5)
+    triples = pattern_pairs(T, MP, mh)
+    full = pattern_pairs(10**6, MP, MH)
+    out = []
+    for label, t in vs:
+        if not left("rate", t0):
+            print("# rate: rest skipped (time budget spent)", flush=True)
+            break
+        pattern_conformity(p[:200], MP, MF, CHI, mh, device=dev, _tuning=t, progress=False)
+        ts = []
+        for _ in range(1 if T > 10**5 else 2):
+            a = time.perf_counter()
+            pattern_conformity(p, MP, MF, CHI, mh, device=dev, _tuning=t, progress=False)
+            ts.append(time.perf_counter() - a)
+        s = min(ts)
+        emit(dev, "rate", f"{label} T={T} max_history={mh}", "triples/s", triples / s,
+             f"{s:.3f} s; T=1e6 estimate {full / (triples / s):.2f} s")
+        out.append((triples / s, label, t))
+    return sorted(out, key=lambda x: -x[0])
+
+
+def full(dev, ranked, vs, quick):
+    """The default, the fastest exact (cmp) and the fastest scaled variant end to end;
+    each result's difference from the default's (Ξ, and relative to Ξ's jackknife error)."""
+    t0 = time.perf_counter()
+    T, mh = (4_000, 512) if quick else (10**6, MH)
+    p = walk(T, 5)
+    cmp_best = [(lb, t) for _, lb, t in ranked if t.sign == "cmp" and lb != vs[1][0]
+                and not lb.startswith("pre")][:1]
+    scaled_best = [(lb, t) for _, lb, t in ranked if t.sign == "scaled"][:1]
+    chosen = [vs[1]] + cmp_best + scaled_best
+    best, ref = None, None
+    for label, t in chosen:
+        if not left("full", t0):
+            print("# full: rest skipped (time budget spent)", flush=True)
+            break
+        ts = []
+        for _ in range(2):
+            a = time.perf_counter()
+            r = pattern_conformity(p, MP, MF, CHI, mh, device=dev, _tuning=t, progress=False)
+            ts.append(time.perf_counter() - a)
+        s = min(ts)
+        emit(dev, "full", f"{label} T={T} 20x20 chi=100 max_history={mh}", "call s", s,
+             f"runs {ts[0]:.3f} / {ts[1]:.3f} s" + ("; target <= 2 s" if T == 10**6 else ""))
+        if ref is None:
+            ref = r
+        else:
+            d = np.abs(r.Xi - ref.Xi)[:, 1:]
+            z = d / ref.Xi_err[:, 1:]
+            emit(dev, "full", f"{label} vs default", "max|dXi|", float(d.max()),
+                 f"max |dXi|/Xi_err {float(z.max()):.3g}; max|Xi_err| "
+                 f"{float(ref.Xi_err[:, 1:].max()):.3g}; bits same "
+                 f"{np.array_equal(r.xi, ref.xi) and np.array_equal(r.norm, ref.norm)}")
+        if best is None or s < best[0]:
+            best = (s, label, t)
+    return best
+
+
+def info(dev, label, t, out_dir):
+    shape = dict(wg=t.wg, tb=t.tb, maxp=MP, maxf=MF, acc="double" if dev.facts.fp64 else
+                 "compensated", exp=t.exp, qform=t.qform, sign=t.sign, pre=int(t.pre),
+                 slide=t.slide, qsw=int(t.qsw), cellmad=int(t.cellmad), hoist=int(t.hoist))
+    if t.per_past:
+        shape.update(mfix=MP, brow=1)                   # the longest window's program
+    src = render("timeseries/pattern.cl", dev.facts, **shape)
+    opts = ["-cl-nv-verbose"] if dev.facts.vendor == "nvidia" else []
+    prg = cl.Program(dev.context, src).build(options=opts)
+    log = prg.get_build_info(dev.cl_device, cl.program_build_info.LOG) or ""
+    for line in log.splitlines():
+        if any(w in line for w in ("registers", "spill", "smem", "stack", "ptxas")):
+            emit(dev, "info", label, "build log", line.strip())
+    k = cl.Kernel(prg, "ts_pc_sweep")
+    wgi = cl.kernel_work_group_info
+    for name in ("LOCAL_MEM_SIZE", "PRIVATE_MEM_SIZE", "WORK_GROUP_SIZE"):
+        try:
+            emit(dev, "info", label, name, int(k.get_work_group_info(getattr(wgi, name),
+                                                                     dev.cl_device)))
+        except cl.Error as exc:
+            emit(dev, "info", label, name, f"n/a {exc}")
+    if out_dir:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        Path(out_dir, "pattern_best.cl").write_text(src)
+        Path(out_dir, "pattern_best.buildlog").write_text(log)
+        for i, b in enumerate(prg.binaries):
+            Path(out_dir, f"pattern_best.{i}.ptx").write_bytes(b)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="small sizes (PoCL)")
+    ap.add_argument("--json", metavar="FILE", help="also write the JSON lines to FILE")
+    ap.add_argument("--out", metavar="DIR", help="write the best variant's source/PTX here")
+    args = ap.parse_args(argv)
+    dev = clphys.device()
+    quick = args.quick or not dev.facts.is_gpu
+    if quick:
+        SCALE[0] = 10.0
+    f = dev.facts
+    print(f"# device: {dev.name} ({f.platform}, driver {f.driver}, CU {f.compute_units}, "
+          f"local {f.local_mem})", flush=True)
+    vs = variants(f, quick)
+    passed = check(dev, vs, quick)
+    ranked = rate(dev, passed, quick) if passed else []
+    if ranked:
+        best = full(dev, ranked, passed, quick)
+        if best:
+            try:
+                info(dev, best[1], best[2], args.out)
+            except Exception as exc:        # noqa: BLE001 - diagnostics only
+                emit(dev, "info", best[1], "error", f"{exc.__class__.__name__}: {exc}")
+    emit(dev, "all", "probe", "s", time.perf_counter() - START)
+    w = max(len(r[1]) for r in rows)
+    print()
+    for section, wl, metric, value, note in rows:
+        print(f"{section:<6} {wl:<{w}}  {metric:<10} {value:>12}  {note}")
+    if args.json:
+        with open(args.json, "w") as fh:
+            for rec in records:
+                fh.write(json.dumps(rec) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
