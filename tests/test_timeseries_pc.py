@@ -1,6 +1,8 @@
 """Pattern conformity against the literal NumPy loops, exact cases, statistics,
 launch splitting, progress, bad input, and the kernel on Oclgrind."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -74,6 +76,87 @@ def test_one_program_per_past_gives_the_same_sums(device, kind, pre):
     np.testing.assert_array_equal(per_past.xi, one.xi)
     np.testing.assert_array_equal(per_past.norm, one.norm)
     np.testing.assert_array_equal(per_past.pairs, one.pairs)
+
+
+def test_block_rows_same_bits_however_run(device, monkeypatch):
+    """Per-Δt⁻ programs launched over every jackknife block at once (block rows): the same
+    sums in slices of one column, in one slice, and unit by unit with the series in memory
+    windows (the fallback), as one program for every Δt⁻; two series of other lengths."""
+    from clphys.timeseries import pattern
+    ps = [series("walk", 1_237, seed=11), series("acrw", 700, seed=12)]
+    shape = dict(wg=8, tb=16, launch_pairs=60_000, slide=2, cellmad=True)
+    original = pattern.run_sliced
+
+    def run(tuning, first=None, windows=None):
+        with monkeypatch.context() as mp:
+            if first is not None:      # target 0 s: every slice after the first is 1 unit
+                mp.setattr(pattern, "run_sliced", lambda total, advance, queue, **kw: original(
+                    total, advance, queue, **dict(kw, first=first, largest=None if
+                                                 tuning.per_past else kw.get("largest"),
+                                                 target_seconds=0.0 if first == 1 else 1e9)))
+            if windows:
+                mp.setattr(pattern, "_pc_windows", lambda dev, T, wg, units, *a: [
+                    (u, min(u + windows, units)) for u in range(0, units, windows)])
+            return pattern_conformity(ps, 6, 5, 100.0, 150, device=device, _tuning=tuning)
+
+    one = run(PatternTuning(**shape))
+    for label, r in (("block rows", run(PatternTuning(per_past=True, **shape))),
+                     ("one column a slice", run(PatternTuning(per_past=True, **shape), 1)),
+                     ("one slice", run(PatternTuning(per_past=True, **shape), 10**6)),
+                     ("windows", run(PatternTuning(per_past=True, **shape), windows=5))):
+        np.testing.assert_array_equal(r.xi, one.xi, err_msg=label)
+        np.testing.assert_array_equal(r.norm, one.norm, err_msg=label)
+        np.testing.assert_array_equal(r.pairs, one.pairs, err_msg=label)
+        np.testing.assert_array_equal(r.Xi_err, one.Xi_err, err_msg=label)
+    for e, p in enumerate(ps):
+        check(type(one)(**{k: (v[e] if isinstance(v, (np.ndarray, list)) else v)
+                           for k, v in vars(one).items()}),
+              pattern_conformity_numpy(p, 6, 5, 100.0, 150))
+
+
+@pytest.mark.parametrize("U", [2, 4])
+def test_local_signs_are_cmp_on_ticks(device, U):
+    """sign "local" (h·rc against lh·rc + (c1 - lc)·rh, the first tile by cmp): the same
+    bits as cmp where the products are exact (ticks; also between integer windows sharing
+    values: ties), one program or per Δt⁻; real values against the reference."""
+    from clphys.timeseries import pattern
+    k = np.cumsum(np.random.default_rng(13).integers(-2, 3, 1_500)).astype(float)
+    shape = dict(wg=8, tb=16, launch_pairs=40_000, slide=U, cellmad=True)
+    t = PatternTuning(**shape, sign="local")
+    assert pattern._local_is_exact(k, 1.0, t, 6, 5)
+    cmp = pattern_conformity(0.01 * k, 6, 5, 100.0, 300, device=device,
+                             _tuning=PatternTuning(**shape))
+    check(cmp, pattern_conformity_numpy(k, 6, 5, 100.0, 300))
+    for per_past in (False, True):
+        r = pattern_conformity(0.01 * k, 6, 5, 100.0, 300, device=device,
+                               _tuning=dataclasses.replace(t, per_past=per_past))
+        np.testing.assert_array_equal(r.xi, cmp.xi)
+        np.testing.assert_array_equal(r.norm, cmp.norm)
+    w = series("walk", 1_500, seed=13)
+    check(pattern_conformity(w, 6, 5, 100.0, 300, device=device, _tuning=t),
+          pattern_conformity_numpy(w, 6, 5, 100.0, 300))
+
+
+def test_local_only_where_exact(device, monkeypatch):
+    """A default of sign "local" falls back to cmp for real values and for ticks whose
+    products could round (the host bound D·R + R² < 2^24 on O(T) block ranges)."""
+    from clphys.timeseries import pattern
+    t = PatternTuning(wg=8, tb=16, slide=2, cellmad=True, sign="local")
+    small = np.cumsum(np.random.default_rng(14).integers(-2, 3, 900)).astype(float)
+    big = small * 1000.0 + np.arange(900) % 2      # tick 1, windows ~1e4 ticks: ~1e8 > 2^24
+    assert pattern._local_is_exact(small, 1.0, t, 6, 5)
+    assert not pattern._local_is_exact(big, 1.0, t, 6, 5)
+    assert not pattern._local_is_exact(small, None, t, 6, 5)
+    seen = []
+    original = pattern.local_bytes
+    monkeypatch.setattr(pattern, "default_tuning", lambda *a, **k: t)
+    monkeypatch.setattr(pattern, "local_bytes", lambda tu, *a: seen.append(tu.sign) or
+                        original(tu, *a))
+    for p, sign in ((small, "local"), (big, "cmp"), (small + 0.5 * np.sin(small), "cmp"),
+                    ([small, big], "cmp")):
+        seen.clear()
+        pattern_conformity(p, 6, 5, 100.0, 50, device=device)
+        assert seen[0] == sign
 
 
 @pytest.mark.parametrize("kind", ["walk", "ticks"])
@@ -193,7 +276,8 @@ def test_kernel_oclgrind(oclgrind):
                                 ("compensated", True, dict(pre=True)),
                                 ("double", False, dict(slide=2, cellmad=True)),
                                 ("compensated", False, dict(slide=2, qform="plain", qsw=True)),
-                                ("compensated", True, dict(slide=2, sign="scaled"))):
+                                ("compensated", True, dict(slide=2, sign="scaled")),
+                                ("double", True, dict(slide=2, sign="local", cellmad=True))):
         check(pattern_conformity(p, 3, 2, 50.0, 6, device=oclgrind, _accumulate=acc,
                                  _tuning=PatternTuning(wg=4, tb=4, launch_pairs=200,
                                                        per_past=per_past, **more)), ref)

@@ -35,6 +35,10 @@
 ##                per τ as a value leaves the window) and compared with
 ##                K = c1·rh − (lc·rh − lh·rc) directly: no instruction per Δt⁺ but the two
 ##                compares; the same exactness as "fma"
+##         sign "local" (slide only): as "scaled", but compared with K = lh·rc + (c1 − lc)·rh
+##                (products of values near the tile's origin, not of c1 and lc far from it:
+##                near-ties ~as fine as cmp's); the first tile (τ < tb, where the windows
+##                can overlap and share elements: the structural ties) runs the cmp form
 ##         cellmad (optional, default 0; slide only) 1: each Δt⁺ sum as mad(1 or 0, w, sum)
 ##                instead of sum + (w or 0): the same bits (NVIDIA's compiler turns it back
 ##                into a select and an add); 2: fma() (exact, so it stays a multiply-add)
@@ -85,10 +89,13 @@
     brow = context.get("brow", 0)
     if brow and not mfix:
         raise ValueError("pattern.cl: brow needs mfix")
-    if not 0 <= mfix <= maxp or qform not in ("plain", "mad", "fast") or sign not in ("sub", "cmp", "fma", "scaled"):
+    if not 0 <= mfix <= maxp or qform not in ("plain", "mad", "fast") or sign not in ("sub", "cmp", "fma", "scaled", "local"):
         raise ValueError("pattern.cl: need 0 <= mfix <= maxp, qform 'plain', 'mad' or 'fast', "
                          "sign 'sub' or 'cmp'")
-    if slide < 0 or (slide and (tb % slide or pre)) or (sign in ("fma", "scaled") and not slide):
+    if sign == "local" and tb < max(maxp, maxf):
+        raise ValueError("pattern.cl: sign 'local' needs tb >= maxp, maxf (the first tile "
+                         "holds every τ whose windows overlap or share an element)")
+    if slide < 0 or (slide and (tb % slide or pre)) or (sign in ("fma", "scaled", "local") and not slide):
         raise ValueError("pattern.cl: slide must be 0 or a divisor of tb, and excludes pre; "
                          "sign 'fma' or 'scaled' needs slide")
     P = "pc_" + acc[0] + "_"          # helper names carry the accumulator variant
@@ -270,12 +277,15 @@ void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, cons
 % endfor
         const uint kend = tau_max >= t0 ? min(${tb}u, tau_max + 1u - t0) : 0u;
 % if slide:
+<%  forms = [("if (t0 == 1u) {", "cmp"), ("} else {", "local")] if sign == "local" else [("", sign)] %>
+%   for opener, sg in forms:
+        ${opener}
         // r_q = tile[i0 - M + q], q = 0 .. L-1, around p(t^ - τ) = tile[i0], τ = t0 + k:
         // h_θ = r_{M-θ}, the continuation Δt⁺ = f is r_{M+f-1}; τ + 1 shifts by one
         // (sign "scaled": the continuation part holds h·rc, scaled as a value crosses over)
         const uint j0 = lid + ${tb - 1}u;
 %   for q in range(L):
-        float r${q} = tile[j0 + ${maxp - M + q}u]${" * rct" if sign == "scaled" and q >= M else ""};
+        float r${q} = tile[j0 + ${maxp - M + q}u]${" * rct" if sg in ("scaled", "local") and q >= M else ""};
 %   endfor
         for (uint kb = 0; kb < kend; kb += ${slide}u) {
 %   if hoist:
@@ -309,9 +319,12 @@ ${q_terms(lambda t: "mad(lh - %s, irh, c%d)" % (names[M - t], t), 16, acc=lambda
 %     endif
                 // no branch around the exponential (s is finite: irh = 0 for a zero range)
                 const float w = ${exp}(-chim * s) * (live && rh > 0.0f ? 1.0f : 0.0f);
-%     if sign == "fma":
+%     if sg == "fma":
                 const float K = fma(c1t, rh, -(lct * rh)), nl = -(lh * rct);
-%     elif sign == "scaled":
+%     elif sg == "local":
+                // h·rc > lh·rc + (c1 − lc)·rh: the products of values near the tile's origin
+                const float K = fma(lh, rct, c1lt * rh);
+%     elif sg == "scaled":
                 // h·rc > c1·rh − (lc·rh − lh·rc), each product rounded once: where the
                 // windows share their extremes both sides are the same products
                 const float K = c1t * rh - (lct * rh - lh * rct);
@@ -319,17 +332,17 @@ ${q_terms(lambda t: "mad(lh - %s, irh, c%d)" % (names[M - t], t), 16, acc=lambda
                 const float K = c1lt * rh;
 %     endif
 %     for f in F:
-%       if sign == "fma":
+%       if sg == "fma":
                 { const float b = fma(${names[M + f - 1]}, rct, nl); ${cell(f, "b", "K")} }
-%       elif sign == "scaled":
+%       elif sg in ("scaled", "local"):
                 { const float b = ${names[M + f - 1]}; ${cell(f, "b", "K")} }
-%       elif sign == "cmp":
+%       elif sg == "cmp":
                 { const float b = (${names[M + f - 1]} - lh) * rct; ${cell(f, "b", "K")} }
 %       else:
                 { const float b = (${names[M + f - 1]} - lh) * rct - K; ${cell(f, "b", "0.0f")} }
 %       endif
 %     endfor
-%     if sign == "scaled":
+%     if sg in ("scaled", "local"):
                 ${names[M - 1]} *= rct;                  // h_1 becomes the continuation Δt⁺ = 1
 %     endif
                 ${names[L - 1]} = nv${u};
@@ -343,6 +356,10 @@ ${q_terms(lambda t: "mad(lh - %s, irh, c%d)" % (names[M - t], t), 16, acc=lambda
             }
 %   endif
         }
+%   endfor
+%   if len(forms) > 1:
+        }
+%   endif
 % else:
         for (uint k = 0; k < kend; ++k) {
             const int i0 = (int)th - (int)(t0 + k) - base;     // tile index of p(t^ - τ)

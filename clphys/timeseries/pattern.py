@@ -219,6 +219,33 @@ def _ticks(s: _common.Series, tick):
     return np.rint((p - p[0]) / tick), 0.0, 0, tick
 
 
+def _span_range(v: np.ndarray, n: int) -> float:
+    """An upper bound on the range of any n consecutive values of v (blocks of n values;
+    n consecutive values lie in two neighbouring blocks): O(T)."""
+    k = -(-v.size // n)
+    blocks = np.full(k * n, v[-1]) if k * n > v.size else np.empty(0)
+    blocks = np.concatenate([v, blocks[v.size:]]).reshape(k, n)
+    hi, lo = blocks.max(axis=1), blocks.min(axis=1)
+    if k == 1:
+        return float(hi[0] - lo[0])
+    return float(np.max(np.maximum(hi[1:], hi[:-1]) - np.minimum(lo[1:], lo[:-1])))
+
+
+LOCAL_EXACT = 2.0**24          # integers below this are exact in float32
+
+
+def _local_is_exact(values, tick, t: PatternTuning, max_past: int, max_future: int) -> bool:
+    """Whether sign "local" decides every sign as cmp does (the same bits): prices in
+    integer ticks whose products stay exact in float32: h·rc, lh·rc and (c1 - lc)·rh with
+    h, lh values of one tile (at most D ticks from its origin) and rc, rh, c1 - lc window
+    ranges (at most R ticks): D·R + R² < 2^24."""
+    if tick is None:
+        return False
+    D = _span_range(values, t.wg + t.tb + max_past + max_future)
+    R = _span_range(values, max_past)
+    return D * R + R * R < LOCAL_EXACT
+
+
 # ---------------------------------------------------------------- the call
 
 # The first time-bounded slice covers about this many (t̂, τ, Δt⁻) triples.
@@ -291,6 +318,9 @@ def pattern_conformity(p, max_past=20, max_future=20, chi=100.0, max_history=163
     t = _tuning or default_tuning(dev.facts, max_future,
                                   sum(pattern_pairs(x.size, max_past, max_history) for x in series),
                                   max_past)
+    if _tuning is None and t.sign == "local" and not all(
+            _local_is_exact(v, tk, t, max_past, max_future) for v, _, _, tk in prepared):
+        t = dataclasses.replace(t, sign="cmp")      # real values or large products: cmp
     if local_bytes(t, max_past, max_future) > dev.facts.local_mem:
         raise ValueError(f"_tuning: {t} needs {local_bytes(t, max_past, max_future)} bytes of "
                          f"local memory for max_past = {max_past}, max_future = {max_future}; "
