@@ -179,11 +179,17 @@ def check_pc(dev, quick, report):
     ok = True
     p = acrw_numpy(1_500, 0.044, seed=3)
     ref = pattern_conformity_numpy(p, 6, 5, 100.0, 400)
-    for t in pc_variants(dev.facts, quick):
-        r = pattern_conformity(p, 6, 5, 100.0, 400, device=dev, _tuning=t, progress=False)
+    for label, t in pc_variants(dev.facts, quick):
+        try:
+            r = pattern_conformity(p, 6, 5, 100.0, 400, device=dev, _tuning=t, progress=False)
+        except Exception as exc:            # noqa: BLE001 - an option that does not build
+            if t is None:
+                raise
+            report(f"pc {label} ({exc.__class__.__name__}: {str(exc)[:200]})", 1.0, 0.0)
+            continue
         err = np.nanmax(np.abs(r.Xi - ref.Xi))
         ok &= bool(err <= 1e-4)
-        report(f"pc {pc_label(t)}", err, 1e-4)
+        report(f"pc {label}", err, 1e-4)
     return ok
 
 
@@ -211,22 +217,29 @@ def pair_variants(facts, max_lag):
 
 
 def pc_variants(facts, quick):
-    """The default (GPUs: windows slid along τ in registers; CPUs: normalised once per
-    tile) and, on GPUs, the previous default (pre) and the scaled sign decisions beside
-    it (benchmarks/probe_pcfast.py measures the rest).  The full run takes the fastest."""
+    """(label, tuning): the default (tuning None: GPUs per-Δt⁻ programs, windows slid along
+    τ in registers, saturated-fma sums, the local signs where exact, else cmp, as for this
+    real-valued walk; CPUs normalised once per tile) and, on GPUs, its cmp twin with
+    NVIDIA's fma.rn.sat by inline PTX and the local signs forced on the real-valued walk
+    (not cmp's bits there: an option; benchmarks/probe_pc3.py measures the rest).  The
+    full run takes the default and the fastest."""
     mp, mf = PC_FULL["max_past"], PC_FULL["max_future"]
-    out = [pc_default_tuning(facts, mf, max_past=mp)]
-    if facts.is_gpu and not quick:
-        out += [PatternTuning(wg=out[0].wg, tb=out[0].tb, pre=True),
-                dataclasses.replace(out[0], sign="scaled")]
-    return [t for t in dict.fromkeys(out) if pc_local_bytes(t, mp, mf) <= facts.local_mem]
+    d = pc_default_tuning(facts, mf, max_past=mp)
+    out = [("default " + pc_label(dataclasses.replace(d, sign="cmp") if d.sign == "local"
+                                  else d), None)]
+    if facts.is_gpu and not quick and d.cellsat:
+        if facts.vendor == "nvidia":
+            t = dataclasses.replace(d, sign="cmp", cellsat=2)
+            out.append((pc_label(t), t))
+        out.append((pc_label(d) + " (forced on real values)", d))
+    return [(n, t) for n, t in out if t is None or pc_local_bytes(t, mp, mf) <= facts.local_mem]
 
 
 def pc_label(t):
     return (f"wg={t.wg} tb={t.tb} {t.exp} {t.qform} {t.sign}"
             f"{' per Δt⁻' if t.per_past else ' one program'}{' pre' if t.pre else ''}"
             f"{f' slide{t.slide}' if t.slide else ''}{' qsw' if t.qsw else ''}"
-            f"{' cellmad' if t.cellmad else ''}")
+            f"{' cellmad' if t.cellmad else ''}{f' cellsat{t.cellsat}' if t.cellsat else ''}")
 
 
 def kernel_time(dev, series, kind, max_lag, tuning, repeats):
@@ -410,31 +423,34 @@ def bench_pc(dev, repeats, quick):
     gpu = dev.facts.is_gpu and not quick
     full = PC_FULL
     # T = 2^18 + 1: 4096 groups per launch of one Δt⁻ (T = 65537 under-fills an H100)
-    T_try, mh_try = (2**18 + 1, full["max_history"]) if gpu else (1_500, 512)
+    T_try, mh_try = (min(2**18 + 1, full["T"]), full["max_history"]) if gpu else (1_500, 512)
     p = 1e4 + np.cumsum(np.random.default_rng(5).standard_normal(full["T"]))
     args = dict(max_past=full["max_past"], max_future=full["max_future"], chi=full["chi"],
                 progress=False)
     triples_try = pattern_pairs(T_try, full["max_past"], mh_try)
     triples_full = pattern_pairs(full["T"], full["max_past"], full["max_history"])
-    best = None
-    variants = pc_variants(dev.facts, quick)
-    for t in variants:
+    ranked = []
+    variants = [v for v in pc_variants(dev.facts, quick)
+                if v[1] is None or not any(v[0] in name for name in failed)]
+    for label, t in variants:
         k = timed(lambda: pattern_conformity(p[:T_try], max_history=mh_try, device=dev,
                                              _tuning=t, **args), 1 if gpu else 2)
         rate = triples_try / k
-        label = pc_label(t)
         emit(dev, f"pc T={T_try} max_history={mh_try} {label}", "triples/s", rate)
-        if best is None or rate > best[0]:
-            best = (rate, t, label)
-    rate, t, label = best
-    default = t == variants[0]
-    label += " = default" if default else "; NOT the default"
+        ranked.append((rate, label, t))
+    ranked.sort(key=lambda r: -r[0])
     wl = "pc T=1e6 20x20 chi=100 max_history=16384"
+    rate, label, t = ranked[0]
     estimate = triples_full / rate
     emit(dev, wl, "extrapolated s", estimate,
          f"{estimate:.2f} s extrapolated from T={T_try}, max_history={mh_try} "
          f"({rate:.3e} (t̂,τ,Δt⁻)/s) [{label}]")
-    if gpu:
+    if not gpu:
+        target("pattern conformity T=1e6 20x20 chi=100 max_history=16384", "<= 2 s",
+               f"{estimate:.1f} s extrapolated", None)
+        return
+    default = variants[0]
+    for label, t in [default] + [(lb, t) for _, lb, t in ranked[:1] if lb != default[0]]:
         walls = []
         for _ in range(3):
             t0 = time.perf_counter()
@@ -444,12 +460,9 @@ def bench_pc(dev, repeats, quick):
         wall = statistics.median(walls)
         emit(dev, wl, "call s", wall, f"{wall:.2f} s measured end to end, median of "
              f"{' / '.join(f'{w:.3f}' for w in walls)} s [{label}]")
-        target("pattern conformity T=1e6 20x20 chi=100 max_history=16384", "<= 2 s",
-               f"{wall:.2f} s{'' if default else ' (a tuning that is not the default)'}",
-               wall <= 2.0)
-    else:
-        target("pattern conformity T=1e6 20x20 chi=100 max_history=16384", "<= 2 s",
-               f"{estimate:.1f} s extrapolated", None)
+        if t is None:
+            target("pattern conformity T=1e6 20x20 chi=100 max_history=16384", "<= 2 s",
+                   f"{wall:.2f} s (the default)", wall <= 2.0)
 
 
 def main(argv=None):

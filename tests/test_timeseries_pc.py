@@ -137,6 +137,31 @@ def test_local_signs_are_cmp_on_ticks(device, U):
           pattern_conformity_numpy(w, 6, 5, 100.0, 300))
 
 
+@pytest.mark.parametrize("kind", ["walk", "ticks"])
+def test_saturated_sums_are_cmp_bits(device, kind, monkeypatch):
+    """cellsat: each Δt⁺ sum as fma(clamp((b - K)·2^k, 0, 1), w, sum) with 2^k from the host
+    bound: the same bits as the select-and-add sums, for cmp and local signs, one program
+    and per Δt⁻; with 2^k too small (1) the real walk's near-ties get fractions of w."""
+    from clphys.timeseries import pattern
+    p = series("walk", 1_300, seed=15) if kind == "walk" else \
+        np.cumsum(np.random.default_rng(15).integers(-2, 3, 1_300)) * 0.25
+    shape = dict(wg=8, tb=16, launch_pairs=40_000, slide=2, cellmad=True)
+    wants = {}
+    for sign in ("cmp", "local"):
+        want = wants[sign] = pattern_conformity(p, 6, 5, 100.0, 300, device=device,
+                                                _tuning=PatternTuning(**shape, sign=sign))
+        for per_past in (False, True):
+            r = pattern_conformity(p, 6, 5, 100.0, 300, device=device, _tuning=PatternTuning(
+                **shape, sign=sign, cellsat=1, per_past=per_past))
+            np.testing.assert_array_equal(r.xi, want.xi)
+            np.testing.assert_array_equal(r.norm, want.norm)
+    if kind == "walk":
+        monkeypatch.setattr(pattern, "_sat_scale", lambda *a: 1.0)
+        r = pattern_conformity(p, 6, 5, 100.0, 300, device=device,
+                               _tuning=PatternTuning(**shape, cellsat=1))
+        assert not np.array_equal(r.xi, wants["cmp"].xi)
+
+
 def test_local_only_where_exact(device, monkeypatch):
     """A default of sign "local" falls back to cmp for real values and for ticks whose
     products could round (the host bound D·R + R² < 2^24 on O(T) block ranges)."""
@@ -277,22 +302,24 @@ def test_kernel_oclgrind(oclgrind):
                                 ("double", False, dict(slide=2, cellmad=True)),
                                 ("compensated", False, dict(slide=2, qform="plain", qsw=True)),
                                 ("compensated", True, dict(slide=2, sign="scaled")),
-                                ("double", True, dict(slide=2, sign="local", cellmad=True))):
+                                ("double", True, dict(slide=2, sign="local", cellmad=True)),
+                                ("compensated", True, dict(slide=2, cellmad=True, cellsat=1))):
         check(pattern_conformity(p, 3, 2, 50.0, 6, device=oclgrind, _accumulate=acc,
                                  _tuning=PatternTuning(wg=4, tb=4, launch_pairs=200,
                                                        per_past=per_past, **more)), ref)
 
 
 def test_default_tuning_per_device():
-    """One program for every Δt⁻; GPUs slide the windows in registers up to 20 + 20
-    values (the H100's end-to-end figures), beyond and on CPUs the windows are
-    normalised once per tile (pre) where the local memory holds them."""
+    """GPUs: one program per Δt⁻ sliding the windows in registers up to 20 + 20 values
+    (the H100's end-to-end figures), the local signs where exact, saturated-fma sums;
+    beyond and on CPUs one program with the windows normalised once per tile (pre) where
+    the local memory holds them."""
     from clphys.runtime import fake_facts
     from clphys.timeseries import pattern
     gpu, cpu = fake_facts("nvidia"), fake_facts("pocl")
     big = pattern_pairs(10**6, 20, 16384)
     t = pattern.default_tuning(gpu, 20, big, 20)
-    assert t.slide and t.sign == "cmp" and t.cellmad and not t.pre and not t.per_past
+    assert t.slide and t.sign == "local" and t.cellsat and not t.pre and t.per_past
     assert pattern.local_bytes(t, 20, 20) <= gpu.local_mem
     for facts, mp, mf in ((cpu, 20, 20), (gpu, 32, 32)):
         t = pattern.default_tuning(facts, mf, big, mp)
@@ -300,6 +327,14 @@ def test_default_tuning_per_device():
     small = fake_facts("oclgrind")                          # 32 KiB of local memory
     t = pattern.default_tuning(small, 64, big, 64)
     assert pattern.local_bytes(t, 64, 64) <= small.local_mem
+
+
+def test_inline_ptx_only_on_nvidia(device):
+    if device.facts.vendor == "nvidia":
+        pytest.skip("NVIDIA builds the inline PTX")
+    with pytest.raises(ValueError, match="cellsat=2"):
+        pattern_conformity(series("walk", 500, seed=1), 4, 4, 1.0, 100, device=device,
+                           _tuning=PatternTuning(wg=4, tb=8, slide=2, cellsat=2))
 
 
 def test_tuning_too_large_for_local_memory(device):

@@ -42,6 +42,12 @@
 ##         cellmad (optional, default 0; slide only) 1: each Δt⁺ sum as mad(1 or 0, w, sum)
 ##                instead of sum + (w or 0): the same bits (NVIDIA's compiler turns it back
 ##                into a select and an add); 2: fma() (exact, so it stays a multiply-add)
+##         cellsat (optional, default 0; slide with cmp, local, scaled) 1: each Δt⁺ sum as
+##                fma(sat01((b - K)·sat), w, sum) with sat01 = clamp to [0, 1] and sat = 2^k
+##                (kernel argument) so large that every nonzero |b - K|·sat >= 1: the 1 or 0
+##                exactly, the same bits as cmp's select and add (2 instructions per sum
+##                instead of 3 where the clamp becomes fma.rn.sat); 2: NVIDIA only, the
+##                fma.rn.sat by inline PTX
 ##         hoist  (optional, default 1; slide only) 0: each step reads its own local values
 ##                (fewer registers) instead of all U steps' first
 ##         brow   (optional, default 0; needs mfix) 1: grid axis 1 runs over the jackknife
@@ -87,6 +93,9 @@
     cellmad = context.get("cellmad", 0)
     hoist = context.get("hoist", 1)
     brow = context.get("brow", 0)
+    cellsat = context.get("cellsat", 0)
+    if cellsat and (not slide or sign not in ("cmp", "local", "scaled")):
+        raise ValueError("pattern.cl: cellsat needs slide and sign 'cmp', 'local' or 'scaled'")
     if brow and not mfix:
         raise ValueError("pattern.cl: brow needs mfix")
     if not 0 <= mfix <= maxp or qform not in ("plain", "mad", "fast") or sign not in ("sub", "cmp", "fma", "scaled", "local"):
@@ -123,7 +132,17 @@
 
     def cell(f, b, K):
         """Δt⁺ = f's two sums: w where b > K, w where b < K (cellmad: mad(1 or 0, w, sum),
-        the same bits as adding w or nothing; a set-to-1.0 and an FMA per sum on GPUs)."""
+        the same bits as adding w or nothing; a set-to-1.0 and an FMA per sum on GPUs;
+        cellsat: the 1 or 0 as the saturated (b - K)·sat, one fma each)."""
+        if cellsat == 2:            # NVIDIA: fma.rn.sat (clamp may not become it)
+            g = lambda v, x, y: ('asm("fma.rn.sat.f32 %%0, %%1, %%2, %%3;" : "=f"(%s) : "f"(%s), '
+                                 '"f"(%s), "f"(%s));' % (v, b, x, y))
+            return ("{ float gu, gd; %s %s up%d = fma(gu, w, up%d); dn%d = fma(gd, w, dn%d); }"
+                    % (g("gu", "sat", "nks"), g("gd", "nsat", "ks"), f, f, f, f))
+        if cellsat:
+            return ("up%d = fma(clamp(fma(%s, sat, nks), 0.0f, 1.0f), w, up%d); "
+                    "dn%d = fma(clamp(fma(%s, nsat, ks), 0.0f, 1.0f), w, dn%d);"
+                    % (f, b, f, f, b, f))
         if cellmad:
             fn = "fma" if cellmad == 2 else "mad"
             return ("up%d = %s(%s > %s ? 1.0f : 0.0f, w, up%d); dn%d = %s(%s < %s ? 1.0f : 0.0f, w, dn%d);"
@@ -147,7 +166,8 @@ __kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
 void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, const uint w_hi,
                  const uint n,
                  const uint t_lo, const uint t_hi, const uint slot0, const uint nslots,
-                 const uint max_hist, const float chi, const uint units, const uint nblk,
+                 const uint max_hist, const float chi, const float sat,
+                 const uint units, const uint nblk,
                  __global ${P}acc_t *partial, __global ulong *counts)
 {
 % if slide:
@@ -216,6 +236,9 @@ void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, cons
     ${"" if slide else "const float "}${sa(f)} = (ok && th + ${f - 1}u < n) ? sign(pc_val(P(th + ${f - 1}u), o)) : 0.0f;
 % endfor
     const float chim = chi / (float)m;
+% if cellsat:
+    const float nsat = -sat;
+% endif
     const uint tau_max = ok ? min(max_hist, th - m) : 0u;
     const uint last = min(A + ${wg}u, t_end) - 1u;  // the group's last t^
     // (Δt⁻ = 1: every window has zero range, no τ to run)
@@ -330,6 +353,9 @@ ${q_terms(lambda t: "mad(lh - %s, irh, c%d)" % (names[M - t], t), 16, acc=lambda
                 const float K = c1t * rh - (lct * rh - lh * rct);
 %     else:
                 const float K = c1lt * rh;
+%     endif
+%     if cellsat:
+                const float ks = K * sat, nks = -ks;     // exact: sat is a power of two
 %     endif
 %     for f in F:
 %       if sg == "fma":

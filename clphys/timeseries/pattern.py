@@ -61,7 +61,10 @@ class PatternTuning:
     in registers, U steps unrolled (with qform "plain" the same bits as pre); `qsw`: Q's
     window steps by a switch on Δt⁻ instead of a test per step; `cellmad` (slide): each
     Δt⁺ sum by mad(1 or 0, w, sum) (1) or fma (2), the same bits; `hoist` (slide): the
-    local reads of the U steps first."""
+    local reads of the U steps first; `cellsat` (slide with cmp, local or scaled): each
+    Δt⁺ sum as fma(clamp((b - K)·2^k, 0, 1), w, sum), 2^k from a host bound on |b|, |K|:
+    cmp's decisions and bits with 2 instructions per sum (1: clamp, 2: NVIDIA's
+    fma.rn.sat by inline PTX)."""
     wg: int
     tb: int
     launch_pairs: int | None = None
@@ -74,6 +77,7 @@ class PatternTuning:
     qsw: bool = False
     cellmad: int = 0
     hoist: bool = True
+    cellsat: int = 0
 
 
 
@@ -92,23 +96,29 @@ SLIDE_MAX_VALUES = 40          # max_past + max_future for the GPUs' sliding def
 
 def default_tuning(facts, max_future: int, triples: int | None = None,
                    max_past: int = MAX_PAST) -> PatternTuning:
-    """GPUs: one program for every Δt⁻ whose items slide their windows along τ in
-    registers (`slide`, 2 steps unrolled), the sign decisions as before (cmp), the Δt⁺
-    sums by mad (`cellmad`), launches of ~2^34 triples; CPUs: each historical window
-    normalised once per tile (`pre`); each where it fits the local memory, else the
-    plain kernel.  Sliding keeps max_past + max_future values per item in registers:
-    up to SLIDE_MAX_VALUES (the measured 20 + 20), beyond pre.  H100, T = 10^6, 20 x 20,
-    χ = 100, τ̂ = 16384, end to end after the builds (benchmarks/probe_pcfast.py, best of
-    two): 2.62 s against 4.23 s for pre; slide 8 with pre's rounding (pre's bits) 2.81 s;
-    the scaled signs 2.24 s, but their near-tie decisions are ~10x coarser (an option);
-    per-Δt⁻ programs were 4-5x slower.  PoCL (T = 3000, 20 x 20, τ̂ = 512): pre ~1.8-2.0 s,
-    slide 2.7-3.9 s.  `triples` is kept for callers that size the job."""
+    """GPUs: one program per Δt⁻ (no run-time guards; each launch covers every jackknife
+    block: block rows) whose items slide their windows along τ in registers (`slide`, 2
+    steps unrolled), the Δt⁺ sums by saturated fma weights (`cellsat`: cmp's bits with
+    fewer instructions), sign "local" where it is exact (ticks with small products: cmp's
+    bits; pattern_conformity falls back to cmp otherwise), launches of ~2^34 triples;
+    CPUs: each historical window normalised once per tile (`pre`); each where it fits the
+    local memory, else the plain kernel.  Sliding keeps max_past + max_future values per
+    item in registers: up to SLIDE_MAX_VALUES (the measured 20 + 20), beyond pre.  H100,
+    T = 10^6, 20 x 20, χ = 100, τ̂ = 16384, real-valued walk, end to end after the builds
+    (benchmarks/probe_pc3.py; docs/timeseries.md has the table): one program (the default
+    before) 2.59 s, per Δt⁻ 2.34 s (the same bits), per Δt⁻ with local signs 1.99 s;
+    the 20 programs take 10-13 s to build on the first call (cached on disk after).
+    PoCL (T = 3000, 20 x 20, τ̂ = 512): pre ~1.8-2.0 s, slide 2.7-3.9 s.  `triples` is kept
+    for callers that size the job."""
     wg = 64 if facts.is_gpu else 16
     while wg > 1 and wg * (2 * max_future * 8 + 8) + 4 * (wg + 512) > facts.local_mem // 2:
         wg //= 2
     t = PatternTuning(wg=wg, tb=128 if facts.is_gpu else 64)
     if facts.is_gpu and max_past + max_future <= SLIDE_MAX_VALUES:
-        fast = [dataclasses.replace(t, slide=2, cellmad=True, launch_pairs=2**34)]
+        fast = [dataclasses.replace(t, slide=2, cellmad=True, launch_pairs=2**34,
+                                    per_past=True, cellsat=1,
+                                    sign="local" if t.tb >= max(max_past, max_future)
+                                    else "cmp")]
     else:
         fast = []
     for cand in fast + [dataclasses.replace(t, pre=True)]:
@@ -246,6 +256,23 @@ def _local_is_exact(values, tick, t: PatternTuning, max_past: int, max_future: i
     return D * R + R * R < LOCAL_EXACT
 
 
+def _sat_scale(prepared, t: PatternTuning, max_past: int, max_future: int) -> float:
+    """cellsat's 2^k: |b|, |K| (products of tile-frame values, at most D from the tile's
+    origin, with window ranges, at most R; device units) stay below 2^126 / 2^k, so K·2^k is
+    exact and finite, and every nonzero |b - K| of floats that far below 2^126 / 2^k times
+    2^k is >= 1: ticks (integers) always; real values unless two products differ by less than
+    2^-126 of the largest (windows flat to ~2^-50 of the series' scale)."""
+    bound = 0.0
+    for values, _, exp, _ in prepared:
+        D = math.ldexp(_span_range(values, t.wg + t.tb + max_past + max_future), exp)
+        R = math.ldexp(_span_range(values, max_past), exp)
+        bound = max(bound, 2.0 * (D + R) * R)
+    k = 126 - (math.frexp(bound)[1] if bound > 0 else 0)
+    if k < 0:
+        raise ValueError("_tuning: cellsat needs products below 2^126 (use cellsat=0)")
+    return math.ldexp(1.0, min(k, 126))
+
+
 # ---------------------------------------------------------------- the call
 
 # The first time-bounded slice covers about this many (t̂, τ, Δt⁻) triples.
@@ -321,6 +348,9 @@ def pattern_conformity(p, max_past=20, max_future=20, chi=100.0, max_history=163
     if _tuning is None and t.sign == "local" and not all(
             _local_is_exact(v, tk, t, max_past, max_future) for v, _, _, tk in prepared):
         t = dataclasses.replace(t, sign="cmp")      # real values or large products: cmp
+    if t.cellsat == 2 and dev.facts.vendor != "nvidia":
+        raise ValueError(f"_tuning: cellsat=2 (inline PTX) needs an NVIDIA device, not "
+                         f"{dev.name} (cellsat=1 is portable)")
     if local_bytes(t, max_past, max_future) > dev.facts.local_mem:
         raise ValueError(f"_tuning: {t} needs {local_bytes(t, max_past, max_future)} bytes of "
                          f"local memory for max_past = {max_past}, max_future = {max_future}; "
@@ -357,7 +387,8 @@ def pattern_conformity(p, max_past=20, max_future=20, chi=100.0, max_history=163
             break
     shape = dict(wg=t.wg, tb=t.tb, maxp=max_past, maxf=max_future, acc=acc, exp=t.exp,
                  qform=t.qform, sign=t.sign, pre=int(t.pre), slide=t.slide, qsw=int(t.qsw),
-                 cellmad=int(t.cellmad), hoist=int(t.hoist))
+                 cellmad=int(t.cellmad), hoist=int(t.hoist), cellsat=int(t.cellsat))
+    sat = _sat_scale(prepared, t, max_past, max_future) if t.cellsat else 1.0
     # (program, grid rows): each Δt⁻ compiled in, or all Δt⁻ as grid rows of one launch
     if t.per_past:
         sweeps = [(prg_m, 1) for prg_m in _build_all(
@@ -387,7 +418,8 @@ def pattern_conformity(p, max_past=20, max_future=20, chi=100.0, max_history=163
         prg_m.ts_pc_sweep(queue, grid, (t.wg, 1), x.data, np.uint64(0), np.uint32(v0),
                           np.uint32(v1), np.uint32(T[e]), np.uint32(t_lo), np.uint32(t_hi),
                           np.uint32(slot0), np.uint32(slots), np.uint32(max_history),
-                          np.float32(chi), np.uint32(args[0]), np.uint32(args[1]),
+                          np.float32(chi), np.float32(sat), np.uint32(args[0]),
+                          np.uint32(args[1]),
                           pool.data, cpool.data)
 
     if block_rows:
