@@ -216,6 +216,14 @@ def pair_variants(facts, max_lag):
     return unique
 
 
+def pc_full_default(facts):
+    """The default tuning at the full workload's size, and what it runs on real values."""
+    full = PC_FULL
+    d = pc_default_tuning(facts, full["max_future"], pattern_pairs(
+        full["T"], full["max_past"], full["max_history"]), full["max_past"])
+    return d, (dataclasses.replace(d, sign="cmp") if d.sign == "local" else d)
+
+
 def pc_variants(facts, quick):
     """(label, tuning): the default (tuning None: GPUs per-Δt⁻ programs, windows slid along
     τ in registers, saturated-fma sums, the local signs where exact, else cmp, as for this
@@ -223,10 +231,9 @@ def pc_variants(facts, quick):
     NVIDIA's fma.rn.sat by inline PTX and the local signs forced on the real-valued walk
     (not cmp's bits there: an option; benchmarks/probe_pc3.py measures the rest).  The
     full run takes the default and the fastest."""
+    d, real = pc_full_default(facts)
     mp, mf = PC_FULL["max_past"], PC_FULL["max_future"]
-    d = pc_default_tuning(facts, mf, max_past=mp)
-    out = [("default " + pc_label(dataclasses.replace(d, sign="cmp") if d.sign == "local"
-                                  else d), None)]
+    out = [("default " + pc_label(real), None)]
     if facts.is_gpu and not quick and d.cellsat:
         if facts.vendor == "nvidia":
             t = dataclasses.replace(d, sign="cmp", cellsat=2)
@@ -432,9 +439,10 @@ def bench_pc(dev, repeats, quick):
     ranked = []
     variants = [v for v in pc_variants(dev.facts, quick)
                 if v[1] is None or not any(v[0] in name for name in failed)]
+    real_default = pc_full_default(dev.facts)[1]     # None at T_try would be smaller's
     for label, t in variants:
         k = timed(lambda: pattern_conformity(p[:T_try], max_history=mh_try, device=dev,
-                                             _tuning=t, **args), 1 if gpu else 2)
+                                             _tuning=t or real_default, **args), 1 if gpu else 2)
         rate = triples_try / k
         emit(dev, f"pc T={T_try} max_history={mh_try} {label}", "triples/s", rate)
         ranked.append((rate, label, t))

@@ -320,13 +320,15 @@ def test_default_tuning_per_device():
     big = pattern_pairs(10**6, 20, 16384)
     t = pattern.default_tuning(gpu, 20, big, 20)
     assert t.slide and t.sign == "local" and t.cellsat and not t.pre and t.per_past
+    small = pattern.default_tuning(gpu, 20, pattern_pairs(10**4, 20, 16384), 20)
+    assert small == dataclasses.replace(t, per_past=False)     # 20 builds not worth it
     assert pattern.local_bytes(t, 20, 20) <= gpu.local_mem
     for facts, mp, mf in ((cpu, 20, 20), (gpu, 32, 32)):
         t = pattern.default_tuning(facts, mf, big, mp)
         assert t.pre and not t.slide and not t.per_past
-    small = fake_facts("oclgrind")                          # 32 KiB of local memory
-    t = pattern.default_tuning(small, 64, big, 64)
-    assert pattern.local_bytes(t, 64, 64) <= small.local_mem
+    tiny = fake_facts("oclgrind")                           # 32 KiB of local memory
+    t = pattern.default_tuning(tiny, 64, big, 64)
+    assert pattern.local_bytes(t, 64, 64) <= tiny.local_mem
 
 
 def test_inline_ptx_only_on_nvidia(device):

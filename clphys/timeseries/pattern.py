@@ -92,6 +92,9 @@ def local_bytes(t: PatternTuning, max_past: int, max_future: int) -> int:
 
 
 SLIDE_MAX_VALUES = 40          # max_past + max_future for the GPUs' sliding default
+# per-Δt⁻ programs for jobs of at least this many triples (~1 s on an H100): below, their
+# first-call builds (10-13 s for 20, then from PyOpenCL's disk cache) outweigh the ~10 %
+PER_PAST_TRIPLES = 2**37
 
 
 def default_tuning(facts, max_future: int, triples: int | None = None,
@@ -108,15 +111,16 @@ def default_tuning(facts, max_future: int, triples: int | None = None,
     (benchmarks/probe_pc3.py; docs/timeseries.md has the table): one program (the default
     before) 2.59 s, per Δt⁻ 2.34 s (the same bits), per Δt⁻ with local signs 1.99 s;
     the 20 programs take 10-13 s to build on the first call (cached on disk after).
-    PoCL (T = 3000, 20 x 20, τ̂ = 512): pre ~1.8-2.0 s, slide 2.7-3.9 s.  `triples` is kept
-    for callers that size the job."""
+    PoCL (T = 3000, 20 x 20, τ̂ = 512): pre ~1.8-2.0 s, slide 2.7-3.9 s.  `triples` (the
+    job's size; None: large): per-Δt⁻ programs from PER_PAST_TRIPLES on, one program below."""
     wg = 64 if facts.is_gpu else 16
     while wg > 1 and wg * (2 * max_future * 8 + 8) + 4 * (wg + 512) > facts.local_mem // 2:
         wg //= 2
     t = PatternTuning(wg=wg, tb=128 if facts.is_gpu else 64)
     if facts.is_gpu and max_past + max_future <= SLIDE_MAX_VALUES:
         fast = [dataclasses.replace(t, slide=2, cellmad=True, launch_pairs=2**34,
-                                    per_past=True, cellsat=1,
+                                    per_past=triples is None or triples >= PER_PAST_TRIPLES,
+                                    cellsat=1,
                                     sign="local" if t.tb >= max(max_past, max_future)
                                     else "cmp")]
     else:
