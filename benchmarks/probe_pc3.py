@@ -43,7 +43,7 @@ from clphys.timeseries.reference import pattern_conformity_numpy  # noqa: E402
 MP = MF = 20
 CHI, MH = 100.0, 16384
 START = time.perf_counter()
-BUDGET = {"check": 55, "rate": 15, "full": 0, "info": 5}   # batch 2: bench_timeseries does full
+BUDGET = {"check": 65, "rate": 15, "full": 0, "info": 5}   # batch 2: bench_timeseries does full
 records, rows = [], []
 
 
@@ -79,6 +79,8 @@ def variants(facts, quick):
                 ("pp2 local sat2", PatternTuning(**pp, slide=2, sign="local", cellsat=2))]
     if facts.is_gpu and not quick:
         out += [("pp4 local sat1", PatternTuning(**pp, slide=4, sign="local", cellsat=1)),
+                ("pp2 local sat1 tb256", PatternTuning(**dict(pp, tb=256), slide=2,
+                                                       sign="local", cellsat=1)),
                 ("pp4 cmp sat1", PatternTuning(**pp, slide=4, cellsat=1))]
     return [(n, t) for n, t in out if local_bytes(t, MP, MF) <= facts.local_mem]
 
