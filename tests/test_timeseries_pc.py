@@ -162,9 +162,54 @@ def test_saturated_sums_are_cmp_bits(device, kind, monkeypatch):
         assert not np.array_equal(r.xi, wants["cmp"].xi)
 
 
+def first_tile_ties(p, max_past, max_future, max_history):
+    """How many (t̂, τ, Δt⁻, Δt⁺) have ω = 0 exactly in float64 with a current continuation
+    that moved (a ≠ 0): the historical window shares the current one's extreme values and
+    its continuation is p(t̂ - 1) itself (τ = Δt⁺, overlapping windows)."""
+    ties = 0
+    for m in range(2, max_past + 1):
+        for th in range(m, p.size):
+            cur = p[th - m:th]
+            lo, hi = cur.min(), cur.max()
+            for tau in range(1, min(max_history, th - m) + 1):
+                hist = p[th - tau - m:th - tau]
+                hlo, hhi = hist.min(), hist.max()
+                for f in range(1, min(max_future, p.size - th) + 1):
+                    a = (p[th - 1 + f] - lo) / (hi - lo) - (p[th - 1] - lo) / (hi - lo)
+                    b = ((p[th - tau - 1 + f] - hlo) / (hhi - hlo)
+                         - (p[th - 1] - lo) / (hi - lo)) if hhi > hlo else 1.0
+                    ties += a != 0 and b == 0
+    return ties
+
+
+def test_local_real_values_as_cmp(device):
+    """The GPUs' default for real values (sign "local", lead's decision): against the float64
+    reference within cmp's tolerance, and the structural ties of the first tile (run by
+    cmp: overlapping windows sharing their extremes, the continuation p(t̂ - 1) itself)
+    decided ω = 0 exactly: a Cauchy walk (windows share their jumps) at χ = 1, every τ in
+    the first tile, where one tie decided ±1 would move a norm by ~w ~ 0.5."""
+    p = np.cumsum(np.random.default_rng(16).standard_cauchy(160))
+    assert first_tile_ties(p, 6, 5, 12) > 100
+    shape = dict(wg=8, tb=16, launch_pairs=40_000, slide=2, cellmad=True)
+    cmp = pattern_conformity(p, 6, 5, 1.0, 12, device=device, tick=None,
+                             _tuning=PatternTuning(**shape))
+    local = pattern_conformity(p, 6, 5, 1.0, 12, device=device, tick=None,
+                               _tuning=PatternTuning(**shape, sign="local", cellsat=1))
+    ref = pattern_conformity_numpy(p, 6, 5, 1.0, 12)
+    check(cmp, ref)
+    check(local, ref)
+    np.testing.assert_array_equal(local.norm, cmp.norm)
+    w = series("walk", 1_500, seed=17)                   # many tiles
+    for sign in ("cmp", "local"):
+        check(pattern_conformity(w, 6, 5, 100.0, 300, device=device, tick=None,
+                                 _tuning=PatternTuning(**shape, sign=sign)),
+              pattern_conformity_numpy(w, 6, 5, 100.0, 300))
+
+
 def test_local_only_where_exact(device, monkeypatch):
-    """A default of sign "local" falls back to cmp for real values and for ticks whose
-    products could round (the host bound D·R + R² < 2^24 on O(T) block ranges)."""
+    """A default of sign "local" falls back to cmp for ticks whose products could round
+    (the host bound D·R + R² < 2^24 on O(T) block ranges), for real values that repeat
+    (ties beyond the first tile) and where the first tile cannot hold every overlap."""
     from clphys.timeseries import pattern
     t = PatternTuning(wg=8, tb=16, slide=2, cellmad=True, sign="local")
     small = np.cumsum(np.random.default_rng(14).integers(-2, 3, 900)).astype(float)
@@ -177,8 +222,12 @@ def test_local_only_where_exact(device, monkeypatch):
     monkeypatch.setattr(pattern, "default_tuning", lambda *a, **k: t)
     monkeypatch.setattr(pattern, "local_bytes", lambda tu, *a: seen.append(tu.sign) or
                         original(tu, *a))
-    for p, sign in ((small, "local"), (big, "cmp"), (small + 0.5 * np.sin(small), "cmp"),
-                    ([small, big], "cmp")):
+    walk = series("walk", 900, seed=14)
+    assert pattern._local_is_exact(walk, None, t, 6, 5)
+    assert not pattern._local_is_exact(small, 1.0, dataclasses.replace(t, tb=4), 6, 5)
+    for p, sign in ((small, "local"), (big, "cmp"), (walk, "local"),
+                    (small + 0.5 * np.sin(small), "cmp"),      # real, values repeat: cmp
+                    ([small, big], "cmp"), ([small, walk], "local")):
         seen.clear()
         pattern_conformity(p, 6, 5, 100.0, 50, device=device)
         assert seen[0] == sign

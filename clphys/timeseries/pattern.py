@@ -101,15 +101,15 @@ def default_tuning(facts, max_future: int, triples: int | None = None,
                    max_past: int = MAX_PAST) -> PatternTuning:
     """GPUs: one program per Δt⁻ (no run-time guards; each launch covers every jackknife
     block: block rows) whose items slide their windows along τ in registers (`slide`, 2
-    steps unrolled), the Δt⁺ sums by saturated fma weights (`cellsat`: cmp's bits with
-    fewer instructions), sign "local" where it is exact (ticks with small products: cmp's
-    bits; pattern_conformity falls back to cmp otherwise), launches of ~2^34 triples;
+    steps unrolled), the Δt⁺ sums by saturated fma weights (`cellsat`: cmp's bits), sign
+    "local" (ticks with small products: cmp's bits; real values, all distinct: as accurate
+    as cmp; pattern_conformity falls back to cmp otherwise), launches of ~2^34 triples;
     CPUs: each historical window normalised once per tile (`pre`); each where it fits the
     local memory, else the plain kernel.  Sliding keeps max_past + max_future values per
     item in registers: up to SLIDE_MAX_VALUES (the measured 20 + 20), beyond pre.  H100,
     T = 10^6, 20 x 20, χ = 100, τ̂ = 16384, real-valued walk, end to end after the builds
     (benchmarks/probe_pc3.py; docs/timeseries.md has the table): one program (the default
-    before) 2.59 s, per Δt⁻ 2.34 s (the same bits), per Δt⁻ with local signs 1.99 s;
+    before) 2.59 s, per Δt⁻ 2.33 s (the same bits), per Δt⁻ with local signs 1.95 s;
     the 20 programs take 10-13 s to build on the first call (cached on disk after).
     PoCL (T = 3000, 20 x 20, τ̂ = 512): pre ~1.8-2.0 s, slide 2.7-3.9 s.  `triples` (the
     job's size; None: large): per-Δt⁻ programs from PER_PAST_TRIPLES on, one program below."""
@@ -120,9 +120,7 @@ def default_tuning(facts, max_future: int, triples: int | None = None,
     if facts.is_gpu and max_past + max_future <= SLIDE_MAX_VALUES:
         fast = [dataclasses.replace(t, slide=2, cellmad=True, launch_pairs=2**34,
                                     per_past=triples is None or triples >= PER_PAST_TRIPLES,
-                                    cellsat=1,
-                                    sign="local" if t.tb >= max(max_past, max_future)
-                                    else "cmp")]
+                                    cellsat=1, sign="local")]
     else:
         fast = []
     for cand in fast + [dataclasses.replace(t, pre=True)]:
@@ -249,12 +247,17 @@ LOCAL_EXACT = 2.0**24          # integers below this are exact in float32
 
 
 def _local_is_exact(values, tick, t: PatternTuning, max_past: int, max_future: int) -> bool:
-    """Whether sign "local" decides every sign as cmp does (the same bits): prices in
-    integer ticks whose products stay exact in float32: h·rc, lh·rc and (c1 - lc)·rh with
+    """Whether sign "local" decides the ties as cmp does.  Ticks: every sign as cmp (the
+    same bits) while the products stay exact in float32: h·rc, lh·rc and (c1 - lc)·rh with
     h, lh values of one tile (at most D ticks from its origin) and rc, rh, c1 - lc window
-    ranges (at most R ticks): D·R + R² < 2^24."""
-    if tick is None:
+    ranges (at most R ticks): D·R + R² < 2^24.  Real values: ties beyond the first tile
+    (which runs cmp) need equal values at different places (windows sharing their extreme
+    values and a continuation equal to p(t̂-1)): local when every value is distinct (one
+    sort), its decisions then differ from cmp's only within its rounding band."""
+    if t.tb < max(max_past, max_future):  # the first tile holds every overlap (pattern.cl)
         return False
+    if tick is None:
+        return bool(np.all(np.diff(np.sort(values)) != 0))
     D = _span_range(values, t.wg + t.tb + max_past + max_future)
     R = _span_range(values, max_past)
     return D * R + R * R < LOCAL_EXACT
@@ -351,7 +354,7 @@ def pattern_conformity(p, max_past=20, max_future=20, chi=100.0, max_history=163
                                   max_past)
     if _tuning is None and t.sign == "local" and not all(
             _local_is_exact(v, tk, t, max_past, max_future) for v, _, _, tk in prepared):
-        t = dataclasses.replace(t, sign="cmp")      # real values or large products: cmp
+        t = dataclasses.replace(t, sign="cmp")      # repeated real values, large ticks
     if t.cellsat == 2 and dev.facts.vendor != "nvidia":
         raise ValueError(f"_tuning: cellsat=2 (inline PTX) needs an NVIDIA device, not "
                          f"{dev.name} (cellsat=1 is portable)")
