@@ -329,7 +329,10 @@ def pattern_conformity(p, max_past=20, max_future=20, chi=100.0, max_history=163
     series is sent as float32 (hi, lo) pairs), Q and e^{-χQ} in float32, the
     signs from exact comparisons of rounded products: exact for prices in
     ticks whose windows span less than 2^12 ticks (beyond, two products that
-    differ by less than their rounding can tie); sums in float32 per tile of
+    differ by less than their rounding can tie); GPUs compare products of
+    values nearer the tile's origin (sign "local": the same signs for ticks
+    with small products, as accurate for real values with distinct values;
+    docs/timeseries.md); sums in float32 per tile of
     τ, then float64 (compensated float32 without fp64).  Ξ matches a float64
     NumPy evaluation to ~1e-5.  The t̂ range runs in time-bounded slices
     (Ctrl-C: :class:`clphys.runtime.Interrupted` within about a second), and a
