@@ -423,14 +423,13 @@ def pattern_conformity(p, max_past=20, max_future=20, chi=100.0, max_history=163
             cl.enqueue_copy(queue, x.data, _common.float_pairs(values[v0:v1], origin, exp))
             state["loaded"] = (e, w)
 
-    def sweep(prg_m, grid, a, b, e, t_lo, t_hi, slot0, args=(0, 1)):
+    def sweep(prg_m, grid, e, t_lo, t_hi, slot0, args=(0, 1)):
         v0, v1 = spans[e][state["loaded"][1]]
         prg_m.ts_pc_sweep(queue, grid, (t.wg, 1), x.data, np.uint64(0), np.uint32(v0),
                           np.uint32(v1), np.uint32(T[e]), np.uint32(t_lo), np.uint32(t_hi),
                           np.uint32(slot0), np.uint32(slots), np.uint32(max_history),
                           np.float32(chi), np.float32(sat), np.uint32(args[0]),
-                          np.uint32(args[1]),
-                          pool.data, cpool.data)
+                          np.uint32(args[1]), pool.data, cpool.data)
 
     if block_rows:
         # the run: per series, per Δt⁻, the columns of its blocks (a slot region each);
@@ -445,7 +444,7 @@ def pattern_conformity(p, max_past=20, max_future=20, chi=100.0, max_history=163
                 m0, c0 = divmod(start - int(firsts[e]), int(columns[e]))
                 c1 = min(int(columns[e]), c0 + stop - start, (c0 // slots + 1) * slots)
                 load(e, 0)
-                sweep(sweeps[m0][0], ((c1 - c0) * t.wg, int(nblk[e])), c0, c1, e, c0, 0,
+                sweep(sweeps[m0][0], ((c1 - c0) * t.wg, int(nblk[e])), e, c0, 0,
                       c0 % slots, (int(units[e]), int(nblk[e])))
                 if m0 == max_past - 1 and c1 == columns[e]:
                     prg.ts_pc_fold(queue, (max(ncells, ncounts), int(nblk[e])), None,
@@ -474,7 +473,7 @@ def pattern_conformity(p, max_past=20, max_future=20, chi=100.0, max_history=163
                 a, b = u0 + start - g0, u0 + end - g0           # the series' own units
                 t_lo, t_hi = 1 + a * t.wg, min(int(T[e]), 1 + b * t.wg)
                 for prg_m, grid_rows in sweeps:
-                    sweep(prg_m, ((b - a) * t.wg, grid_rows), a, b, e, t_lo, t_hi,
+                    sweep(prg_m, ((b - a) * t.wg, grid_rows), e, t_lo, t_hi,
                           (a - b0) % slots)
                 if end == g1 and ends_block:
                     prg.ts_pc_fold(queue, (max(ncells, ncounts),), None, pool.data, cpool.data,
