@@ -206,6 +206,18 @@ def test_local_real_values_as_cmp(device):
               pattern_conformity_numpy(w, 6, 5, 100.0, 300))
 
 
+def test_span_range_bounds_every_window():
+    """The host bound behind local's and cellsat's exactness: at least the range of every n
+    consecutive values, at most twice it plus the blocks' slack."""
+    from clphys.timeseries.pattern import _span_range
+    rng = np.random.default_rng(18)
+    for T in (5, 37, 1000):
+        v = np.cumsum(rng.integers(-3, 4, T)).astype(float)
+        for n in (1, 2, 7, 40):
+            exact = max(np.ptp(v[i:i + n]) for i in range(max(1, T - n + 1)))
+            assert exact <= _span_range(v, n) <= 2 * exact + 6 * n
+
+
 def test_local_only_where_exact(device, monkeypatch):
     """A default of sign "local" falls back to cmp for ticks whose products could round
     (the host bound D·R + R² < 2^24 on O(T) block ranges), for real values that repeat

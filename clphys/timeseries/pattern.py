@@ -234,11 +234,12 @@ def _ticks(s: _common.Series, tick):
 def _span_range(v: np.ndarray, n: int) -> float:
     """An upper bound on the range of any n consecutive values of v (blocks of n values;
     n consecutive values lie in two neighbouring blocks): O(T)."""
-    k = -(-v.size // n)
-    blocks = np.full(k * n, v[-1]) if k * n > v.size else np.empty(0)
-    blocks = np.concatenate([v, blocks[v.size:]]).reshape(k, n)
+    whole = v.size // n * n
+    blocks = v[:whole].reshape(-1, n)
     hi, lo = blocks.max(axis=1), blocks.min(axis=1)
-    if k == 1:
+    if whole < v.size:                              # the short last block
+        hi, lo = np.append(hi, v[whole:].max()), np.append(lo, v[whole:].min())
+    if hi.size == 1:
         return float(hi[0] - lo[0])
     return float(np.max(np.maximum(hi[1:], hi[:-1]) - np.minimum(lo[1:], lo[:-1])))
 
