@@ -277,10 +277,13 @@ def test_sliding_windows_give_the_same_sums(device, kind):
     np.testing.assert_array_equal(pre_qsw.norm, slide_qsw.norm)
 
 
-def test_shortest_series(device):
-    """T = max_past + max_future + 1: one (t̂, τ) pair in the cell (max_future, max_past)."""
+@pytest.mark.parametrize("tuning", [None, PatternTuning(wg=4, tb=8, slide=2, per_past=True,
+                                                      sign="local", cellsat=1)])
+def test_shortest_series(device, tuning):
+    """T = max_past + max_future + 1: one (t̂, τ) pair in the cell (max_future, max_past);
+    also per Δt⁻ by block rows (two units: two blocks of one column)."""
     p = series("walk", 9, seed=5)
-    r = pattern_conformity(p, 5, 3, 1.0, 100, device=device)
+    r = pattern_conformity(p, 5, 3, 1.0, 100, device=device, _tuning=tuning)
     check(r, pattern_conformity_loops(p, 5, 3, 1.0, 100))
     assert r.pairs[-1] == 0 + 1 + 2 + 3       # t̂ = 5 .. 8 have t̂ - 5 lags each
     assert abs(r.Xi[-1, -1]) == 1.0           # the one pair of t̂ = 6 = T - max_future
@@ -330,6 +333,12 @@ def test_progress_callback(device):
                        progress=lambda done, total: calls.append((done, total)),
                        _tuning=PatternTuning(wg=4, tb=8, launch_pairs=3_000))
     assert len(calls) > 3 and calls[-1] == (100, 100)     # groups of wg = 4 of the 399 t̂
+    assert all(a[0] < b[0] for a, b in zip(calls, calls[1:]))
+    calls.clear()                          # block rows: Δt⁻ x columns of the 16 blocks
+    pattern_conformity(p, 3, 2, 10.0, 50, device=device,
+                       progress=lambda done, total: calls.append((done, total)),
+                       _tuning=PatternTuning(wg=4, tb=8, launch_pairs=3_000, per_past=True))
+    assert calls[-1] == (3 * 7, 3 * 7)                    # 100 units: blocks of <= 7 columns
     assert all(a[0] < b[0] for a, b in zip(calls, calls[1:]))
 
 
