@@ -93,7 +93,7 @@ def local_bytes(t: PatternTuning, max_past: int, max_future: int) -> int:
 
 SLIDE_MAX_VALUES = 40          # max_past + max_future for the GPUs' sliding default
 # per-Δt⁻ programs for jobs of at least this many triples (~1 s on an H100): below, their
-# first-call builds (10-13 s for 20, then from PyOpenCL's disk cache) outweigh the ~10 %
+# first-call builds (10-15 s for 20, then from PyOpenCL's disk cache) outweigh the ~10 %
 PER_PAST_TRIPLES = 2**37
 
 
@@ -110,7 +110,7 @@ def default_tuning(facts, max_future: int, triples: int | None = None,
     T = 10^6, 20 x 20, χ = 100, τ̂ = 16384, real-valued walk, end to end after the builds
     (benchmarks/probe_pc3.py; docs/timeseries.md has the table): one program (the default
     before) 2.59 s, per Δt⁻ 2.33 s (the same bits), per Δt⁻ with local signs 1.95 s;
-    the 20 programs take 10-13 s to build on the first call (cached on disk after).
+    the 20 programs take 10-15 s to build on the first call (cached on disk after).
     PoCL (T = 3000, 20 x 20, τ̂ = 512): pre ~1.8-2.0 s, slide 2.7-3.9 s.  `triples` (the
     job's size; None: large): per-Δt⁻ programs from PER_PAST_TRIPLES on, one program below."""
     wg = 64 if facts.is_gpu else 16
