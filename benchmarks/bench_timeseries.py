@@ -217,28 +217,26 @@ def pair_variants(facts, max_lag):
 
 
 def pc_full_default(facts):
-    """The default tuning at the full workload's size, and what it runs on real values."""
+    """The default tuning at the full workload's size, and what it runs on the benchmark's
+    real-valued walk (distinct values: the local signs stay)."""
     full = PC_FULL
     d = pc_default_tuning(facts, full["max_future"], pattern_pairs(
         full["T"], full["max_past"], full["max_history"]), full["max_past"])
-    return d, (dataclasses.replace(d, sign="cmp") if d.sign == "local" else d)
+    return d, d
 
 
 def pc_variants(facts, quick):
     """(label, tuning): the default (tuning None: GPUs per-Δt⁻ programs, windows slid along
-    τ in registers, saturated-fma sums, the local signs where exact, else cmp, as for this
-    real-valued walk; CPUs normalised once per tile) and, on GPUs, its cmp twin with
-    NVIDIA's fma.rn.sat by inline PTX and the local signs forced on the real-valued walk
-    (not cmp's bits there: an option; benchmarks/probe_pc3.py measures the rest).  The
-    full run takes the default and the fastest."""
+    τ in registers, saturated-fma sums, the local signs for this real-valued walk; CPUs
+    normalised once per tile) and, on GPUs, its twins with the cmp signs and with 4 steps
+    unrolled (benchmarks/probe_pc3.py measures the rest).  The full run takes the default
+    and the fastest."""
     d, real = pc_full_default(facts)
     mp, mf = PC_FULL["max_past"], PC_FULL["max_future"]
     out = [("default " + pc_label(real), None)]
-    if facts.is_gpu and not quick and d.cellsat:
-        if facts.vendor == "nvidia":
-            t = dataclasses.replace(d, sign="cmp", cellsat=2)
+    if facts.is_gpu and not quick and d.slide:
+        for t in (dataclasses.replace(d, sign="cmp"), dataclasses.replace(d, slide=4)):
             out.append((pc_label(t), t))
-        out.append((pc_label(d) + " (forced on real values)", d))
     return [(n, t) for n, t in out if t is None or pc_local_bytes(t, mp, mf) <= facts.local_mem]
 
 
