@@ -390,9 +390,9 @@ def test_default_tuning_per_device():
     big = pattern_pairs(10**6, 20, 16384)
     t = pattern.default_tuning(gpu, 20, big, 20)
     assert t.slide and t.sign == "local" and t.cellsat and not t.pre and t.per_past
-    assert t.tb == 256
+    assert t.tb == 256 and t.slide == 4
     small = pattern.default_tuning(gpu, 20, pattern_pairs(10**4, 20, 16384), 20)
-    assert small == dataclasses.replace(t, per_past=False, tb=128)  # 20 builds not worth it
+    assert small == dataclasses.replace(t, per_past=False, tb=128, slide=2)  # 20 builds: no
     assert pattern.local_bytes(t, 20, 20) <= gpu.local_mem
     for facts, mp, mf in ((cpu, 20, 20), (gpu, 32, 32)):
         t = pattern.default_tuning(facts, mf, big, mp)

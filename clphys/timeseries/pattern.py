@@ -101,17 +101,18 @@ def default_tuning(facts, max_future: int, triples: int | None = None,
                    max_past: int = MAX_PAST) -> PatternTuning:
     """GPUs: one program per Δt⁻ (no run-time guards; each launch covers every jackknife
     block: block rows; tiles of 256 τ) whose items slide their windows along τ in
-    registers (`slide`, 2 steps unrolled), the Δt⁺ sums by saturated fma weights
-    (`cellsat`: cmp's bits), sign "local" (ticks with small products: cmp's bits; real
-    values, all distinct: as accurate as cmp; pattern_conformity falls back to cmp
-    otherwise), launches of ~2^34 triples;
+    registers (`slide`, 4 steps unrolled; 2 and tiles of 128 τ for one program), the Δt⁺
+    sums by saturated fma weights (`cellsat`: cmp's bits), sign "local" (ticks with small
+    products: cmp's bits; real values, all distinct: as accurate as cmp;
+    pattern_conformity falls back to cmp otherwise), launches of ~2^34 triples;
     CPUs: each historical window normalised once per tile (`pre`); each where it fits the
     local memory, else the plain kernel.  Sliding keeps max_past + max_future values per
     item in registers: up to SLIDE_MAX_VALUES (the measured 20 + 20), beyond pre.  H100,
     T = 10^6, 20 x 20, χ = 100, τ̂ = 16384, real-valued walk, end to end after the builds
     (benchmarks/probe_pc3.py; docs/timeseries.md has the table): one program (the default
     before) 2.59 s, per Δt⁻ 2.33 s (the same bits), per Δt⁻ with local signs 1.95 s (as
-    called), the same with tiles of 256 τ 1.90 s (a probe's tuning: this default);
+    called), with tiles of 256 τ 1.92 s (as called), and 4 steps unrolled 1.875 s (this
+    default, passed explicitly: its host checks add ~3 ms);
     the 20 programs take 10-15 s to build on the first call (cached on disk after).
     PoCL (T = 3000, 20 x 20, τ̂ = 512): pre ~1.8-2.0 s, slide 2.7-3.9 s.  `triples` (the
     job's size; None: large): per-Δt⁻ programs from PER_PAST_TRIPLES on, one program below."""
@@ -123,7 +124,7 @@ def default_tuning(facts, max_future: int, triples: int | None = None,
         big = triples is None or triples >= PER_PAST_TRIPLES
         one = dataclasses.replace(t, slide=2, cellmad=True, launch_pairs=2**34, per_past=big,
                                   cellsat=1, sign="local")
-        fast = ([dataclasses.replace(one, tb=256)] if big else []) + [one]
+        fast = ([dataclasses.replace(one, tb=256, slide=4)] if big else []) + [one]
     else:
         fast = []
     for cand in fast + [dataclasses.replace(t, pre=True)]:
