@@ -228,14 +228,15 @@ def pc_full_default(facts):
 def pc_variants(facts, quick):
     """(label, tuning): the default (tuning None: GPUs per-Δt⁻ programs, windows slid along
     τ in registers, saturated-fma sums, the local signs for this real-valued walk; CPUs
-    normalised once per tile) and, on GPUs, its twins with the cmp signs and with 4 steps
-    unrolled (benchmarks/probe_pc3.py measures the rest).  The full run takes the default
+    normalised once per tile) and, on GPUs, its twins with the cmp signs and with the other
+    unrolling (2 or 4 steps; benchmarks/probe_pc3.py measures the rest).  The full run takes the default
     and the fastest."""
     d, real = pc_full_default(facts)
     mp, mf = PC_FULL["max_past"], PC_FULL["max_future"]
     out = [("default " + pc_label(real), None)]
     if facts.is_gpu and not quick and d.slide:
-        for t in (dataclasses.replace(d, sign="cmp"), dataclasses.replace(d, slide=4)):
+        for t in (dataclasses.replace(d, sign="cmp"),
+                  dataclasses.replace(d, slide=2 if d.slide == 4 else 4)):
             out.append((pc_label(t), t))
     return [(n, t) for n, t in out if t is None or pc_local_bytes(t, mp, mf) <= facts.local_mem]
 
