@@ -113,21 +113,29 @@ def target(name, goal, measured, ok):
 
 # ---------------------------------------------------------------- correctness
 
+def reporter(dev):
+    """report(name, err, tol): one check's row; a failure is listed in `failed`."""
+    def report(name, err, tol):
+        good = bool(err <= tol)
+        if not good:
+            failed.append(name)
+        emit(dev, f"check {name}", "max error", float(err),
+             f"{err:.2e} (tol {tol:.0e}) {'ok' if good else 'FAIL'}")
+        return good
+    return report
+
+
 def check(dev, quick):
     """The timed paths against the NumPy references; returns True when all pass."""
     ok = True
     rng = np.random.default_rng(1)
     walk = 1e4 + np.cumsum(rng.standard_normal(100_003))
     accs = ["compensated"] + (["double"] if dev.facts.fp64 else [])
+    checked = reporter(dev)
 
     def report(name, err, tol):
         nonlocal ok
-        good = bool(err <= tol)
-        ok &= good
-        if not good:
-            failed.append(name)
-        emit(dev, f"check {name}", "max error", float(err),
-             f"{err:.2e} (tol {tol:.0e}) {'ok' if good else 'FAIL'}")
+        ok &= checked(name, err, tol)
 
     S = hurst_numpy(walk, 64)[0]
     x = np.diff(walk)
@@ -163,11 +171,25 @@ def check(dev, quick):
         same = np.array_equal(hurst(walk, 64, device=dev, _transfer=spec).S,
                               hurst(walk, 64, device=dev, _transfer="pageable").S)
         report(f"upload {spec} same bits", 0.0 if same else 1.0, 0.0)
+    return check_pc(dev, quick, report) and ok
+
+
+def check_pc(dev, quick, report):
+    """Pattern conformity's timed tunings against the NumPy reference."""
+    ok = True
     p = acrw_numpy(1_500, 0.044, seed=3)
     ref = pattern_conformity_numpy(p, 6, 5, 100.0, 400)
-    for t in pc_variants(dev.facts, quick):
-        r = pattern_conformity(p, 6, 5, 100.0, 400, device=dev, _tuning=t, progress=False)
-        report(f"pc {pc_label(t)}", np.nanmax(np.abs(r.Xi - ref.Xi)), 1e-4)
+    for label, t in pc_variants(dev.facts, quick):
+        try:
+            r = pattern_conformity(p, 6, 5, 100.0, 400, device=dev, _tuning=t, progress=False)
+        except Exception as exc:            # noqa: BLE001 - an option that does not build
+            if t is None:
+                raise
+            report(f"pc {label} ({exc.__class__.__name__}: {str(exc)[:200]})", 1.0, 0.0)
+            continue
+        err = np.nanmax(np.abs(r.Xi - ref.Xi))
+        ok &= bool(err <= 1e-4)
+        report(f"pc {label}", err, 1e-4)
     return ok
 
 
@@ -194,23 +216,36 @@ def pair_variants(facts, max_lag):
     return unique
 
 
+def pc_full_default(facts):
+    """The default tuning at the full workload's size, and what it runs on the benchmark's
+    real-valued walk (distinct values: the local signs stay)."""
+    full = PC_FULL
+    d = pc_default_tuning(facts, full["max_future"], pattern_pairs(
+        full["T"], full["max_past"], full["max_history"]), full["max_past"])
+    return d, d
+
+
 def pc_variants(facts, quick):
-    """The default (GPUs: windows slid along τ in registers; CPUs: normalised once per
-    tile) and, on GPUs, the previous default (pre) and the scaled sign decisions beside
-    it (benchmarks/probe_pcfast.py measures the rest).  The full run takes the fastest."""
+    """(label, tuning): the default (tuning None: GPUs per-Δt⁻ programs, windows slid along
+    τ in registers, saturated-fma sums, the local signs for this real-valued walk; CPUs
+    normalised once per tile) and, on GPUs, its twins with the cmp signs and with the other
+    unrolling (2 or 4 steps; benchmarks/probe_pc3.py measures the rest).  The full run takes the default
+    and the fastest."""
+    d, real = pc_full_default(facts)
     mp, mf = PC_FULL["max_past"], PC_FULL["max_future"]
-    out = [pc_default_tuning(facts, mf, max_past=mp)]
-    if facts.is_gpu and not quick:
-        out += [PatternTuning(wg=out[0].wg, tb=out[0].tb, pre=True),
-                dataclasses.replace(out[0], sign="scaled")]
-    return [t for t in dict.fromkeys(out) if pc_local_bytes(t, mp, mf) <= facts.local_mem]
+    out = [("default " + pc_label(real), None)]
+    if facts.is_gpu and not quick and d.slide:
+        for t in (dataclasses.replace(d, sign="cmp"),
+                  dataclasses.replace(d, slide=2 if d.slide == 4 else 4)):
+            out.append((pc_label(t), t))
+    return [(n, t) for n, t in out if t is None or pc_local_bytes(t, mp, mf) <= facts.local_mem]
 
 
 def pc_label(t):
     return (f"wg={t.wg} tb={t.tb} {t.exp} {t.qform} {t.sign}"
             f"{' per Δt⁻' if t.per_past else ' one program'}{' pre' if t.pre else ''}"
             f"{f' slide{t.slide}' if t.slide else ''}{' qsw' if t.qsw else ''}"
-            f"{' cellmad' if t.cellmad else ''}")
+            f"{' cellmad' if t.cellmad else ''}{f' cellsat{t.cellsat}' if t.cellsat else ''}")
 
 
 def kernel_time(dev, series, kind, max_lag, tuning, repeats):
@@ -393,41 +428,48 @@ def bench_batch(dev, n_series, T, max_lag, single, repeats, full):
 def bench_pc(dev, repeats, quick):
     gpu = dev.facts.is_gpu and not quick
     full = PC_FULL
-    T_try, mh_try = (2**16 + 1, full["max_history"]) if gpu else (1_500, 512)
+    # T = 2^18 + 1: 4096 groups per launch of one Δt⁻ (T = 65537 under-fills an H100)
+    T_try, mh_try = (min(2**18 + 1, full["T"]), full["max_history"]) if gpu else (1_500, 512)
     p = 1e4 + np.cumsum(np.random.default_rng(5).standard_normal(full["T"]))
     args = dict(max_past=full["max_past"], max_future=full["max_future"], chi=full["chi"],
                 progress=False)
     triples_try = pattern_pairs(T_try, full["max_past"], mh_try)
     triples_full = pattern_pairs(full["T"], full["max_past"], full["max_history"])
-    best = None
-    variants = pc_variants(dev.facts, quick)
-    for t in variants:
+    ranked = []
+    variants = [v for v in pc_variants(dev.facts, quick)
+                if v[1] is None or not any(v[0] in name for name in failed)]
+    real_default = pc_full_default(dev.facts)[1]     # None at T_try would be smaller's
+    for label, t in variants:
         k = timed(lambda: pattern_conformity(p[:T_try], max_history=mh_try, device=dev,
-                                             _tuning=t, **args), 1 if gpu else 2)
+                                             _tuning=t or real_default, **args), 1 if gpu else 2)
         rate = triples_try / k
-        label = pc_label(t)
         emit(dev, f"pc T={T_try} max_history={mh_try} {label}", "triples/s", rate)
-        if best is None or rate > best[0]:
-            best = (rate, t, label)
-    rate, t, label = best
-    default = t == variants[0]
-    label += " = default" if default else "; NOT the default"
+        ranked.append((rate, label, t))
+    ranked.sort(key=lambda r: -r[0])
     wl = "pc T=1e6 20x20 chi=100 max_history=16384"
+    rate, label, t = ranked[0]
     estimate = triples_full / rate
     emit(dev, wl, "extrapolated s", estimate,
          f"{estimate:.2f} s extrapolated from T={T_try}, max_history={mh_try} "
          f"({rate:.3e} (t̂,τ,Δt⁻)/s) [{label}]")
-    if gpu:
-        t0 = time.perf_counter()
-        pattern_conformity(p, max_history=full["max_history"], device=dev, _tuning=t, **args)
-        wall = time.perf_counter() - t0
-        emit(dev, wl, "call s", wall, f"{wall:.2f} s measured end to end [{label}]")
-        target("pattern conformity T=1e6 20x20 chi=100 max_history=16384", "<= 2 s",
-               f"{wall:.2f} s{'' if default else ' (a tuning that is not the default)'}",
-               wall <= 2.0)
-    else:
+    if not gpu:
         target("pattern conformity T=1e6 20x20 chi=100 max_history=16384", "<= 2 s",
                f"{estimate:.1f} s extrapolated", None)
+        return
+    default = variants[0]
+    for label, t in [default] + [(lb, t) for _, lb, t in ranked[:1] if lb != default[0]]:
+        walls = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            pattern_conformity(p, max_history=full["max_history"], device=dev, _tuning=t,
+                               **args)
+            walls.append(time.perf_counter() - t0)
+        wall = statistics.median(walls)
+        emit(dev, wl, "call s", wall, f"{wall:.2f} s measured end to end, median of "
+             f"{' / '.join(f'{w:.3f}' for w in walls)} s [{label}]")
+        if t is None:
+            target("pattern conformity T=1e6 20x20 chi=100 max_history=16384", "<= 2 s",
+                   f"{wall:.2f} s (the default)", wall <= 2.0)
 
 
 def main(argv=None):
@@ -437,6 +479,8 @@ def main(argv=None):
     ap.add_argument("--json", metavar="FILE", help="also write the JSON lines to FILE")
     ap.add_argument("--skip-check", action="store_true")
     ap.add_argument("--skip-pc", action="store_true")
+    ap.add_argument("--only", choices=["pc"], help="only this part (its checks, then its "
+                    "timings): pc = pattern conformity")
     args = ap.parse_args(argv)
     if args.repeats < 5:
         ap.error("--repeats must be at least 5 (medians of fewer calls are noise)")
@@ -446,6 +490,11 @@ def main(argv=None):
           f"{f.compute_units} compute units", flush=True)
     quick = args.quick or not f.is_gpu
     started = time.perf_counter()
+    if args.only == "pc":
+        if not args.skip_check:
+            check_pc(dev, quick, reporter(dev))
+        bench_pc(dev, args.repeats, quick)
+        return report_all(dev, args, quick, started)
     if not args.skip_check:
         check(dev, quick)
     T, max_lag = (2**18, 256) if quick else (2**24, 1024)
@@ -464,6 +513,11 @@ def main(argv=None):
     bench_batch(dev, n, Tb, max_lag, rates, args.repeats, not quick)
     if not args.skip_pc:
         bench_pc(dev, args.repeats, quick)
+    return report_all(dev, args, quick, started)
+
+
+def report_all(dev, args, quick, started):
+    """The table of every figure, issue 14's targets, the JSON lines."""
     width = max(len(r[0]) for r in rows)
     mwidth = max(len(r[1]) for r in rows)
     print(f"\n{'workload':<{width}}  {'metric':<{mwidth}} result")

@@ -1,6 +1,8 @@
 """Pattern conformity against the literal NumPy loops, exact cases, statistics,
 launch splitting, progress, bad input, and the kernel on Oclgrind."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -76,6 +78,173 @@ def test_one_program_per_past_gives_the_same_sums(device, kind, pre):
     np.testing.assert_array_equal(per_past.pairs, one.pairs)
 
 
+def test_block_rows_same_bits_however_run(device, monkeypatch):
+    """Per-Δt⁻ programs launched over every jackknife block at once (block rows): the same
+    sums in slices of one column, in one slice, and unit by unit with the series in memory
+    windows (the fallback), as one program for every Δt⁻; two series of other lengths."""
+    from clphys.timeseries import pattern
+    ps = [series("walk", 1_237, seed=11), series("acrw", 700, seed=12)]
+    shape = dict(wg=8, tb=16, launch_pairs=60_000, slide=2, cellmad=True)
+    original = pattern.run_sliced
+
+    def run(tuning, first=None, windows=None):
+        with monkeypatch.context() as mp:
+            if first is not None:      # target 0 s: every slice after the first is 1 unit
+                mp.setattr(pattern, "run_sliced", lambda total, advance, queue, **kw: original(
+                    total, advance, queue, **dict(kw, first=first, largest=None if
+                                                 tuning.per_past else kw.get("largest"),
+                                                 target_seconds=0.0 if first == 1 else 1e9)))
+            if windows:
+                mp.setattr(pattern, "_pc_windows", lambda dev, T, wg, units, *a: [
+                    (u, min(u + windows, units)) for u in range(0, units, windows)])
+            return pattern_conformity(ps, 6, 5, 100.0, 150, device=device, _tuning=tuning)
+
+    one = run(PatternTuning(**shape))
+    for label, r in (("block rows", run(PatternTuning(per_past=True, **shape))),
+                     ("one column a slice", run(PatternTuning(per_past=True, **shape), 1)),
+                     ("one slice", run(PatternTuning(per_past=True, **shape), 10**6)),
+                     ("windows", run(PatternTuning(per_past=True, **shape), windows=5))):
+        np.testing.assert_array_equal(r.xi, one.xi, err_msg=label)
+        np.testing.assert_array_equal(r.norm, one.norm, err_msg=label)
+        np.testing.assert_array_equal(r.pairs, one.pairs, err_msg=label)
+        np.testing.assert_array_equal(r.Xi_err, one.Xi_err, err_msg=label)
+    for e, p in enumerate(ps):
+        check(type(one)(**{k: (v[e] if isinstance(v, (np.ndarray, list)) else v)
+                           for k, v in vars(one).items()}),
+              pattern_conformity_numpy(p, 6, 5, 100.0, 150))
+
+
+@pytest.mark.parametrize("U", [2, 4])
+def test_local_signs_are_cmp_on_ticks(device, U):
+    """sign "local" (h·rc against lh·rc + (c1 - lc)·rh, the first tile by cmp): the same
+    bits as cmp where the products are exact (ticks; also between integer windows sharing
+    values: ties), one program or per Δt⁻; real values against the reference."""
+    from clphys.timeseries import pattern
+    k = np.cumsum(np.random.default_rng(13).integers(-2, 3, 1_500)).astype(float)
+    shape = dict(wg=8, tb=16, launch_pairs=40_000, slide=U, cellmad=True)
+    t = PatternTuning(**shape, sign="local")
+    assert pattern._local_is_exact(k, 1.0, t, 6, 5)
+    cmp = pattern_conformity(0.01 * k, 6, 5, 100.0, 300, device=device,
+                             _tuning=PatternTuning(**shape))
+    check(cmp, pattern_conformity_numpy(k, 6, 5, 100.0, 300))
+    for per_past in (False, True):
+        r = pattern_conformity(0.01 * k, 6, 5, 100.0, 300, device=device,
+                               _tuning=dataclasses.replace(t, per_past=per_past))
+        np.testing.assert_array_equal(r.xi, cmp.xi)
+        np.testing.assert_array_equal(r.norm, cmp.norm)
+    w = series("walk", 1_500, seed=13)
+    check(pattern_conformity(w, 6, 5, 100.0, 300, device=device, _tuning=t),
+          pattern_conformity_numpy(w, 6, 5, 100.0, 300))
+
+
+@pytest.mark.parametrize("kind", ["walk", "ticks"])
+def test_saturated_sums_are_cmp_bits(device, kind, monkeypatch):
+    """cellsat: each Δt⁺ sum as fma(clamp((b - K)·2^k, 0, 1), w, sum) with 2^k from the host
+    bound: the same bits as the select-and-add sums, for cmp and local signs, one program
+    and per Δt⁻; with 2^k too small (1) the real walk's near-ties get fractions of w."""
+    from clphys.timeseries import pattern
+    p = series("walk", 1_300, seed=15) if kind == "walk" else \
+        np.cumsum(np.random.default_rng(15).integers(-2, 3, 1_300)) * 0.25
+    shape = dict(wg=8, tb=16, launch_pairs=40_000, slide=2, cellmad=True)
+    wants = {}
+    for sign in ("cmp", "local"):
+        want = wants[sign] = pattern_conformity(p, 6, 5, 100.0, 300, device=device,
+                                                _tuning=PatternTuning(**shape, sign=sign))
+        for per_past in (False, True):
+            r = pattern_conformity(p, 6, 5, 100.0, 300, device=device, _tuning=PatternTuning(
+                **shape, sign=sign, cellsat=1, per_past=per_past))
+            np.testing.assert_array_equal(r.xi, want.xi)
+            np.testing.assert_array_equal(r.norm, want.norm)
+    if kind == "walk":
+        monkeypatch.setattr(pattern, "_sat_scale", lambda *a: 1.0)
+        r = pattern_conformity(p, 6, 5, 100.0, 300, device=device,
+                               _tuning=PatternTuning(**shape, cellsat=1))
+        assert not np.array_equal(r.xi, wants["cmp"].xi)
+
+
+def first_tile_ties(p, max_past, max_future, max_history):
+    """How many (t̂, τ, Δt⁻, Δt⁺) have ω = 0 exactly in float64 with a current continuation
+    that moved (a ≠ 0): the historical window shares the current one's extreme values and
+    its continuation is p(t̂ - 1) itself (τ = Δt⁺, overlapping windows)."""
+    ties = 0
+    for m in range(2, max_past + 1):
+        for th in range(m, p.size):
+            cur = p[th - m:th]
+            lo, hi = cur.min(), cur.max()
+            for tau in range(1, min(max_history, th - m) + 1):
+                hist = p[th - tau - m:th - tau]
+                hlo, hhi = hist.min(), hist.max()
+                for f in range(1, min(max_future, p.size - th) + 1):
+                    a = (p[th - 1 + f] - lo) / (hi - lo) - (p[th - 1] - lo) / (hi - lo)
+                    b = ((p[th - tau - 1 + f] - hlo) / (hhi - hlo)
+                         - (p[th - 1] - lo) / (hi - lo)) if hhi > hlo else 1.0
+                    ties += a != 0 and b == 0
+    return ties
+
+
+def test_local_real_values_as_cmp(device):
+    """The GPUs' default for real values (sign "local", lead's decision): against the float64
+    reference within cmp's tolerance, and the structural ties of the first tile (run by
+    cmp: overlapping windows sharing their extremes, the continuation p(t̂ - 1) itself)
+    decided ω = 0 exactly: a Cauchy walk (windows share their jumps) at χ = 1, every τ in
+    the first tile, where one tie decided ±1 would move a norm by ~w ~ 0.5."""
+    p = np.cumsum(np.random.default_rng(16).standard_cauchy(160))
+    assert first_tile_ties(p, 6, 5, 12) > 100
+    shape = dict(wg=8, tb=16, launch_pairs=40_000, slide=2, cellmad=True)
+    cmp = pattern_conformity(p, 6, 5, 1.0, 12, device=device, tick=None,
+                             _tuning=PatternTuning(**shape))
+    local = pattern_conformity(p, 6, 5, 1.0, 12, device=device, tick=None,
+                               _tuning=PatternTuning(**shape, sign="local", cellsat=1))
+    ref = pattern_conformity_numpy(p, 6, 5, 1.0, 12)
+    check(cmp, ref)
+    check(local, ref)
+    np.testing.assert_array_equal(local.norm, cmp.norm)
+    w = series("walk", 1_500, seed=17)                   # many tiles
+    for sign in ("cmp", "local"):
+        check(pattern_conformity(w, 6, 5, 100.0, 300, device=device, tick=None,
+                                 _tuning=PatternTuning(**shape, sign=sign)),
+              pattern_conformity_numpy(w, 6, 5, 100.0, 300))
+
+
+def test_span_range_bounds_every_window():
+    """The host bound behind local's and cellsat's exactness: at least the range of every n
+    consecutive values, at most twice it plus the blocks' slack."""
+    from clphys.timeseries.pattern import _span_range
+    rng = np.random.default_rng(18)
+    for T in (5, 37, 1000):
+        v = np.cumsum(rng.integers(-3, 4, T)).astype(float)
+        for n in (1, 2, 7, 40):
+            exact = max(np.ptp(v[i:i + n]) for i in range(max(1, T - n + 1)))
+            assert exact <= _span_range(v, n) <= 2 * exact + 6 * n
+
+
+def test_local_only_where_exact(device, monkeypatch):
+    """A default of sign "local" falls back to cmp for ticks whose products could round
+    (the host bound D·R + R² < 2^24 on O(T) block ranges), for real values that repeat
+    (ties beyond the first tile) and where the first tile cannot hold every overlap."""
+    from clphys.timeseries import pattern
+    t = PatternTuning(wg=8, tb=16, slide=2, cellmad=True, sign="local")
+    small = np.cumsum(np.random.default_rng(14).integers(-2, 3, 900)).astype(float)
+    big = small * 1000.0 + np.arange(900) % 2      # tick 1, windows ~1e4 ticks: ~1e8 > 2^24
+    assert pattern._local_is_exact(small, 1.0, t, 6, 5)
+    assert not pattern._local_is_exact(big, 1.0, t, 6, 5)
+    assert not pattern._local_is_exact(small, None, t, 6, 5)
+    seen = []
+    original = pattern.local_bytes
+    monkeypatch.setattr(pattern, "default_tuning", lambda *a, **k: t)
+    monkeypatch.setattr(pattern, "local_bytes", lambda tu, *a: seen.append(tu.sign) or
+                        original(tu, *a))
+    walk = series("walk", 900, seed=14)
+    assert pattern._local_is_exact(walk, None, t, 6, 5)
+    assert not pattern._local_is_exact(small, 1.0, dataclasses.replace(t, tb=4), 6, 5)
+    for p, sign in ((small, "local"), (big, "cmp"), (walk, "local"),
+                    (small + 0.5 * np.sin(small), "cmp"),      # real, values repeat: cmp
+                    ([small, big], "cmp"), ([small, walk], "local")):
+        seen.clear()
+        pattern_conformity(p, 6, 5, 100.0, 50, device=device)
+        assert seen[0] == sign
+
+
 @pytest.mark.parametrize("kind", ["walk", "ticks"])
 def test_sliding_windows_give_the_same_sums(device, kind):
     """slide (values slid along τ in registers) with pre's rounding of Q: the same bits as
@@ -108,10 +277,13 @@ def test_sliding_windows_give_the_same_sums(device, kind):
     np.testing.assert_array_equal(pre_qsw.norm, slide_qsw.norm)
 
 
-def test_shortest_series(device):
-    """T = max_past + max_future + 1: one (t̂, τ) pair in the cell (max_future, max_past)."""
+@pytest.mark.parametrize("tuning", [None, PatternTuning(wg=4, tb=8, slide=2, per_past=True,
+                                                      sign="local", cellsat=1)])
+def test_shortest_series(device, tuning):
+    """T = max_past + max_future + 1: one (t̂, τ) pair in the cell (max_future, max_past);
+    also per Δt⁻ by block rows (two units: two blocks of one column)."""
     p = series("walk", 9, seed=5)
-    r = pattern_conformity(p, 5, 3, 1.0, 100, device=device)
+    r = pattern_conformity(p, 5, 3, 1.0, 100, device=device, _tuning=tuning)
     check(r, pattern_conformity_loops(p, 5, 3, 1.0, 100))
     assert r.pairs[-1] == 0 + 1 + 2 + 3       # t̂ = 5 .. 8 have t̂ - 5 lags each
     assert abs(r.Xi[-1, -1]) == 1.0           # the one pair of t̂ = 6 = T - max_future
@@ -162,6 +334,12 @@ def test_progress_callback(device):
                        _tuning=PatternTuning(wg=4, tb=8, launch_pairs=3_000))
     assert len(calls) > 3 and calls[-1] == (100, 100)     # groups of wg = 4 of the 399 t̂
     assert all(a[0] < b[0] for a, b in zip(calls, calls[1:]))
+    calls.clear()                          # block rows: Δt⁻ x columns of the 16 blocks
+    pattern_conformity(p, 3, 2, 10.0, 50, device=device,
+                       progress=lambda done, total: calls.append((done, total)),
+                       _tuning=PatternTuning(wg=4, tb=8, launch_pairs=3_000, per_past=True))
+    assert calls[-1] == (3 * 7, 3 * 7)                    # 100 units: blocks of <= 7 columns
+    assert all(a[0] < b[0] for a, b in zip(calls, calls[1:]))
 
 
 @pytest.mark.parametrize("kwargs, exc, match", [
@@ -193,29 +371,43 @@ def test_kernel_oclgrind(oclgrind):
                                 ("compensated", True, dict(pre=True)),
                                 ("double", False, dict(slide=2, cellmad=True)),
                                 ("compensated", False, dict(slide=2, qform="plain", qsw=True)),
-                                ("compensated", True, dict(slide=2, sign="scaled"))):
+                                ("compensated", True, dict(slide=2, sign="scaled")),
+                                ("double", True, dict(slide=2, sign="local", cellmad=True)),
+                                ("compensated", True, dict(slide=2, cellmad=True, cellsat=1))):
         check(pattern_conformity(p, 3, 2, 50.0, 6, device=oclgrind, _accumulate=acc,
                                  _tuning=PatternTuning(wg=4, tb=4, launch_pairs=200,
                                                        per_past=per_past, **more)), ref)
 
 
 def test_default_tuning_per_device():
-    """One program for every Δt⁻; GPUs slide the windows in registers up to 20 + 20
-    values (the H100's end-to-end figures), beyond and on CPUs the windows are
-    normalised once per tile (pre) where the local memory holds them."""
+    """GPUs: one program per Δt⁻ sliding the windows in registers up to 20 + 20 values
+    (the H100's end-to-end figures), the local signs where exact, saturated-fma sums;
+    beyond and on CPUs one program with the windows normalised once per tile (pre) where
+    the local memory holds them."""
     from clphys.runtime import fake_facts
     from clphys.timeseries import pattern
     gpu, cpu = fake_facts("nvidia"), fake_facts("pocl")
     big = pattern_pairs(10**6, 20, 16384)
     t = pattern.default_tuning(gpu, 20, big, 20)
-    assert t.slide and t.sign == "cmp" and t.cellmad and not t.pre and not t.per_past
+    assert t.slide and t.sign == "local" and t.cellsat and not t.pre and t.per_past
+    assert t.tb == 256 and t.slide == 4
+    small = pattern.default_tuning(gpu, 20, pattern_pairs(10**4, 20, 16384), 20)
+    assert small == dataclasses.replace(t, per_past=False, tb=128, slide=2)  # 20 builds: no
     assert pattern.local_bytes(t, 20, 20) <= gpu.local_mem
     for facts, mp, mf in ((cpu, 20, 20), (gpu, 32, 32)):
         t = pattern.default_tuning(facts, mf, big, mp)
         assert t.pre and not t.slide and not t.per_past
-    small = fake_facts("oclgrind")                          # 32 KiB of local memory
-    t = pattern.default_tuning(small, 64, big, 64)
-    assert pattern.local_bytes(t, 64, 64) <= small.local_mem
+    tiny = fake_facts("oclgrind")                           # 32 KiB of local memory
+    t = pattern.default_tuning(tiny, 64, big, 64)
+    assert pattern.local_bytes(t, 64, 64) <= tiny.local_mem
+
+
+def test_inline_ptx_only_on_nvidia(device):
+    if device.facts.vendor == "nvidia":
+        pytest.skip("NVIDIA builds the inline PTX")
+    with pytest.raises(ValueError, match="cellsat=2"):
+        pattern_conformity(series("walk", 500, seed=1), 4, 4, 1.0, 100, device=device,
+                           _tuning=PatternTuning(wg=4, tb=8, slide=2, cellsat=2))
 
 
 def test_tuning_too_large_for_local_memory(device):

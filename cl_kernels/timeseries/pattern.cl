@@ -35,11 +35,27 @@
 ##                per τ as a value leaves the window) and compared with
 ##                K = c1·rh − (lc·rh − lh·rc) directly: no instruction per Δt⁺ but the two
 ##                compares; the same exactness as "fma"
+##         sign "local" (slide only): as "scaled", but compared with K = lh·rc + (c1 − lc)·rh
+##                (products of values near the tile's origin, not of c1 and lc far from it:
+##                near-ties ~as fine as cmp's); the first tile (τ < tb, where the windows
+##                can overlap and share elements: the structural ties) runs the cmp form
 ##         cellmad (optional, default 0; slide only) 1: each Δt⁺ sum as mad(1 or 0, w, sum)
 ##                instead of sum + (w or 0): the same bits (NVIDIA's compiler turns it back
 ##                into a select and an add); 2: fma() (exact, so it stays a multiply-add)
+##         cellsat (optional, default 0; slide with cmp, local, scaled) 1: each Δt⁺ sum as
+##                fma(sat01((b - K)·sat), w, sum) with sat01 = clamp to [0, 1] and sat = 2^k
+##                (kernel argument) so large that every nonzero |b - K|·sat >= 1: the 1 or 0
+##                exactly, the same bits as cmp's select and add (2 instructions per sum
+##                instead of 3 where the clamp becomes fma.rn.sat); 2: NVIDIA only, the
+##                fma.rn.sat by inline PTX
 ##         hoist  (optional, default 1; slide only) 0: each step reads its own local values
 ##                (fewer registers) instead of all U steps' first
+##         brow   (optional, default 0; needs mfix) 1: grid axis 1 runs over the jackknife
+##                blocks of current times, so that one launch of one Δt⁻ covers the same
+##                columns of every block (enough groups to fill a GPU many times over); t_lo
+##                is then the column (unit of wg current times within a block), t_hi unused,
+##                block k owns units [k u / K, (k+1) u / K) (u = units, K = nblk) and slots
+##                [k nslots, (k+1) nslots)
 ##         qsw    (optional, default 0) 1: Q's terms θ = m .. 2 by a switch on m that
 ##                falls through (one jump per τ instead of maxp - 1 tests; θ descending,
 ##                so Q's last bits differ from qsw = 0)
@@ -76,10 +92,19 @@
     qsw = context.get("qsw", 0) and not mfix
     cellmad = context.get("cellmad", 0)
     hoist = context.get("hoist", 1)
-    if not 0 <= mfix <= maxp or qform not in ("plain", "mad", "fast") or sign not in ("sub", "cmp", "fma", "scaled"):
+    brow = context.get("brow", 0)
+    cellsat = context.get("cellsat", 0)
+    if cellsat and (not slide or sign not in ("cmp", "local", "scaled")):
+        raise ValueError("pattern.cl: cellsat needs slide and sign 'cmp', 'local' or 'scaled'")
+    if brow and not mfix:
+        raise ValueError("pattern.cl: brow needs mfix")
+    if not 0 <= mfix <= maxp or qform not in ("plain", "mad", "fast") or sign not in ("sub", "cmp", "fma", "scaled", "local"):
         raise ValueError("pattern.cl: need 0 <= mfix <= maxp, qform 'plain', 'mad' or 'fast', "
                          "sign 'sub' or 'cmp'")
-    if slide < 0 or (slide and (tb % slide or pre)) or (sign in ("fma", "scaled") and not slide):
+    if sign == "local" and tb < max(maxp, maxf):
+        raise ValueError("pattern.cl: sign 'local' needs tb >= maxp, maxf (the first tile "
+                         "holds every τ whose windows overlap or share an element)")
+    if slide < 0 or (slide and (tb % slide or pre)) or (sign in ("fma", "scaled", "local") and not slide):
         raise ValueError("pattern.cl: slide must be 0 or a divisor of tb, and excludes pre; "
                          "sign 'fma' or 'scaled' needs slide")
     P = "pc_" + acc[0] + "_"          # helper names carry the accumulator variant
@@ -107,7 +132,17 @@
 
     def cell(f, b, K):
         """Δt⁺ = f's two sums: w where b > K, w where b < K (cellmad: mad(1 or 0, w, sum),
-        the same bits as adding w or nothing; a set-to-1.0 and an FMA per sum on GPUs)."""
+        the same bits as adding w or nothing; a set-to-1.0 and an FMA per sum on GPUs;
+        cellsat: the 1 or 0 as the saturated (b - K)·sat, one fma each)."""
+        if cellsat == 2:            # NVIDIA: fma.rn.sat (clamp may not become it)
+            g = lambda v, x, y: ('asm("fma.rn.sat.f32 %%0, %%1, %%2, %%3;" : "=f"(%s) : "f"(%s), '
+                                 '"f"(%s), "f"(%s));' % (v, b, x, y))
+            return ("{ float gu, gd; %s %s up%d = fma(gu, w, up%d); dn%d = fma(gd, w, dn%d); }"
+                    % (g("gu", "sat", "nks"), g("gd", "nsat", "ks"), f, f, f, f))
+        if cellsat:
+            return ("up%d = fma(clamp(fma(%s, sat, nks), 0.0f, 1.0f), w, up%d); "
+                    "dn%d = fma(clamp(fma(%s, nsat, ks), 0.0f, 1.0f), w, dn%d);"
+                    % (f, b, f, f, b, f))
         if cellmad:
             fn = "fma" if cellmad == 2 else "mad"
             return ("up%d = %s(%s > %s ? 1.0f : 0.0f, w, up%d); dn%d = %s(%s < %s ? 1.0f : 0.0f, w, dn%d);"
@@ -131,7 +166,8 @@ __kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
 void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, const uint w_hi,
                  const uint n,
                  const uint t_lo, const uint t_hi, const uint slot0, const uint nslots,
-                 const uint max_hist, const float chi,
+                 const uint max_hist, const float chi, const float sat,
+                 const uint units, const uint nblk,
                  __global ${P}acc_t *partial, __global ulong *counts)
 {
 % if slide:
@@ -153,15 +189,25 @@ void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, cons
     if (get_local_id(0) == 0) tile_pad[0] = 0.0f;  // read by the slide past the last τ
 % endif
     const uint lid = get_local_id(0);
+% if brow:
+    const uint blk = get_group_id(1);
+    const uint unit = (uint)(((ulong)blk * units) / nblk) + t_lo + get_group_id(0);
+    if (unit >= (uint)(((ulong)(blk + 1u) * units) / nblk)) return;   // past the block's end
+    const uint slot = blk * nslots + (slot0 + get_group_id(0)) % nslots;
+    const uint A = 1u + unit * ${wg}u;                 // first t^ of the group
+    const uint t_end = n;
+% else:
     const uint slot = (slot0 + get_group_id(0)) % nslots;
+    const uint A = t_lo + get_group_id(0) * ${wg}u;    // first t^ of the group
+    const uint t_end = t_hi;
+% endif
 % if mfix:
     const uint m = ${mfix}u;
 % else:
     const uint m = get_group_id(1) + 1;
 % endif
-    const uint A = t_lo + get_group_id(0) * ${wg}u;    // first t^ of the group
     const uint th = A + lid;
-    const bool active = th < t_hi && th >= m;
+    const bool active = th < t_end && th >= m;
 
     // Current window p(t^ - θ), θ = 1 .. m, relative to c1 = p(t^ - 1).
     const float2 o = P(active ? th - 1 : off);
@@ -190,8 +236,11 @@ void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, cons
     ${"" if slide else "const float "}${sa(f)} = (ok && th + ${f - 1}u < n) ? sign(pc_val(P(th + ${f - 1}u), o)) : 0.0f;
 % endfor
     const float chim = chi / (float)m;
+% if cellsat:
+    const float nsat = -sat;
+% endif
     const uint tau_max = ok ? min(max_hist, th - m) : 0u;
-    const uint last = min(A + ${wg}u, t_hi) - 1u;  // the group's last t^
+    const uint last = min(A + ${wg}u, t_end) - 1u;  // the group's last t^
     // (Δt⁻ = 1: every window has zero range, no τ to run)
     const uint g_tau = last > m && m > 1u ? min(max_hist, last - m) : 0u;
 
@@ -251,12 +300,15 @@ void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, cons
 % endfor
         const uint kend = tau_max >= t0 ? min(${tb}u, tau_max + 1u - t0) : 0u;
 % if slide:
+<%  forms = [("if (t0 == 1u) {", "cmp"), ("} else {", "local")] if sign == "local" else [("", sign)] %>
+%   for opener, sg in forms:
+        ${opener}
         // r_q = tile[i0 - M + q], q = 0 .. L-1, around p(t^ - τ) = tile[i0], τ = t0 + k:
         // h_θ = r_{M-θ}, the continuation Δt⁺ = f is r_{M+f-1}; τ + 1 shifts by one
         // (sign "scaled": the continuation part holds h·rc, scaled as a value crosses over)
         const uint j0 = lid + ${tb - 1}u;
 %   for q in range(L):
-        float r${q} = tile[j0 + ${maxp - M + q}u]${" * rct" if sign == "scaled" and q >= M else ""};
+        float r${q} = tile[j0 + ${maxp - M + q}u]${" * rct" if sg in ("scaled", "local") and q >= M else ""};
 %   endfor
         for (uint kb = 0; kb < kend; kb += ${slide}u) {
 %   if hoist:
@@ -290,27 +342,33 @@ ${q_terms(lambda t: "mad(lh - %s, irh, c%d)" % (names[M - t], t), 16, acc=lambda
 %     endif
                 // no branch around the exponential (s is finite: irh = 0 for a zero range)
                 const float w = ${exp}(-chim * s) * (live && rh > 0.0f ? 1.0f : 0.0f);
-%     if sign == "fma":
+%     if sg == "fma":
                 const float K = fma(c1t, rh, -(lct * rh)), nl = -(lh * rct);
-%     elif sign == "scaled":
+%     elif sg == "local":
+                // h·rc > lh·rc + (c1 − lc)·rh: the products of values near the tile's origin
+                const float K = fma(lh, rct, c1lt * rh);
+%     elif sg == "scaled":
                 // h·rc > c1·rh − (lc·rh − lh·rc), each product rounded once: where the
                 // windows share their extremes both sides are the same products
                 const float K = c1t * rh - (lct * rh - lh * rct);
 %     else:
                 const float K = c1lt * rh;
 %     endif
+%     if cellsat:
+                const float ks = K * sat, nks = -ks;     // exact: sat is a power of two
+%     endif
 %     for f in F:
-%       if sign == "fma":
+%       if sg == "fma":
                 { const float b = fma(${names[M + f - 1]}, rct, nl); ${cell(f, "b", "K")} }
-%       elif sign == "scaled":
+%       elif sg in ("scaled", "local"):
                 { const float b = ${names[M + f - 1]}; ${cell(f, "b", "K")} }
-%       elif sign == "cmp":
+%       elif sg == "cmp":
                 { const float b = (${names[M + f - 1]} - lh) * rct; ${cell(f, "b", "K")} }
 %       else:
                 { const float b = (${names[M + f - 1]} - lh) * rct - K; ${cell(f, "b", "0.0f")} }
 %       endif
 %     endfor
-%     if sign == "scaled":
+%     if sg in ("scaled", "local"):
                 ${names[M - 1]} *= rct;                  // h_1 becomes the continuation Δt⁺ = 1
 %     endif
                 ${names[L - 1]} = nv${u};
@@ -324,6 +382,10 @@ ${q_terms(lambda t: "mad(lh - %s, irh, c%d)" % (names[M - t], t), 16, acc=lambda
             }
 %   endif
         }
+%   endfor
+%   if len(forms) > 1:
+        }
+%   endif
 % else:
         for (uint k = 0; k < kend; ++k) {
             const int i0 = (int)th - (int)(t0 + k) - base;     // tile index of p(t^ - τ)
@@ -408,12 +470,15 @@ ${q_terms(lambda t: "c%d - phn[%du + j]" % (t, (t - 1) * NPOS), 16)}
 }
 
 // rows[r][c] += Σ_slot pool[slot][c] (slots in order), pool[slot][c] = 0, for the ncells
-// sums and the ncounts counts (one item per cell).
+// sums and the ncounts counts (one item per cell); grid axis 1: blocks k of nslots slots
+// each into rows r + k.
 __kernel void ts_pc_fold(__global ${P}acc_t *pool, __global ulong *cpool, const uint nslots,
                          const uint ncells, const uint ncounts, __global ${P}acc_t *rows,
-                         __global ulong *crows, const uint r)
+                         __global ulong *crows, const uint r0)
 {
-    const uint c = get_global_id(0);
+    const uint c = get_global_id(0), r = r0 + get_global_id(1);
+    pool += (size_t)get_global_id(1) * nslots * ncells;
+    cpool += (size_t)get_global_id(1) * nslots * ncounts;
     __global ${P}acc_t *row = rows + (size_t)r * ncells;
     __global ulong *crow = crows + (size_t)r * ncounts;
     if (c < ncells) {

@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,7 +61,10 @@ class PatternTuning:
     in registers, U steps unrolled (with qform "plain" the same bits as pre); `qsw`: Q's
     window steps by a switch on Δt⁻ instead of a test per step; `cellmad` (slide): each
     Δt⁺ sum by mad(1 or 0, w, sum) (1) or fma (2), the same bits; `hoist` (slide): the
-    local reads of the U steps first."""
+    local reads of the U steps first; `cellsat` (slide with cmp, local or scaled): each
+    Δt⁺ sum as fma(clamp((b - K)·2^k, 0, 1), w, sum), 2^k from a host bound on |b|, |K|:
+    cmp's decisions and bits with 2 instructions per sum (1: clamp, 2: NVIDIA's
+    fma.rn.sat by inline PTX)."""
     wg: int
     tb: int
     launch_pairs: int | None = None
@@ -73,6 +77,7 @@ class PatternTuning:
     qsw: bool = False
     cellmad: int = 0
     hoist: bool = True
+    cellsat: int = 0
 
 
 
@@ -87,27 +92,39 @@ def local_bytes(t: PatternTuning, max_past: int, max_future: int) -> int:
 
 
 SLIDE_MAX_VALUES = 40          # max_past + max_future for the GPUs' sliding default
+# per-Δt⁻ programs for jobs of at least this many triples (~1 s on an H100): below, their
+# first-call builds (10-15 s for 20, then from PyOpenCL's disk cache) outweigh the ~10 %
+PER_PAST_TRIPLES = 2**37
 
 
 def default_tuning(facts, max_future: int, triples: int | None = None,
                    max_past: int = MAX_PAST) -> PatternTuning:
-    """GPUs: one program for every Δt⁻ whose items slide their windows along τ in
-    registers (`slide`, 2 steps unrolled), the sign decisions as before (cmp), the Δt⁺
-    sums by mad (`cellmad`), launches of ~2^34 triples; CPUs: each historical window
-    normalised once per tile (`pre`); each where it fits the local memory, else the
-    plain kernel.  Sliding keeps max_past + max_future values per item in registers:
-    up to SLIDE_MAX_VALUES (the measured 20 + 20), beyond pre.  H100, T = 10^6, 20 x 20,
-    χ = 100, τ̂ = 16384, end to end after the builds (benchmarks/probe_pcfast.py, best of
-    two): 2.62 s against 4.23 s for pre; slide 8 with pre's rounding (pre's bits) 2.81 s;
-    the scaled signs 2.24 s, but their near-tie decisions are ~10x coarser (an option);
-    per-Δt⁻ programs were 4-5x slower.  PoCL (T = 3000, 20 x 20, τ̂ = 512): pre ~1.8-2.0 s,
-    slide 2.7-3.9 s.  `triples` is kept for callers that size the job."""
+    """GPUs: one program per Δt⁻ (no run-time guards; each launch covers every jackknife
+    block: block rows; tiles of 256 τ) whose items slide their windows along τ in
+    registers (`slide`, 4 steps unrolled; 2 and tiles of 128 τ for one program), the Δt⁺
+    sums by saturated fma weights (`cellsat`: cmp's bits), sign "local" (ticks with small
+    products: cmp's bits; real values, all distinct: as accurate as cmp;
+    pattern_conformity falls back to cmp otherwise), launches of ~2^34 triples;
+    CPUs: each historical window normalised once per tile (`pre`); each where it fits the
+    local memory, else the plain kernel.  Sliding keeps max_past + max_future values per
+    item in registers: up to SLIDE_MAX_VALUES (the measured 20 + 20), beyond pre.  H100,
+    T = 10^6, 20 x 20, χ = 100, τ̂ = 16384, real-valued walk, end to end after the builds
+    (benchmarks/probe_pc3.py; docs/timeseries.md has the table): one program (the default
+    before) 2.59 s, per Δt⁻ 2.33 s (the same bits), per Δt⁻ with local signs 1.95 s (as
+    called), with tiles of 256 τ 1.92 s (as called), and 4 steps unrolled 1.875 s (this
+    default, passed explicitly: its host checks add ~3 ms);
+    the 20 programs take 10-15 s to build on the first call (cached on disk after).
+    PoCL (T = 3000, 20 x 20, τ̂ = 512): pre ~1.8-2.0 s, slide 2.7-3.9 s.  `triples` (the
+    job's size; None: large): per-Δt⁻ programs from PER_PAST_TRIPLES on, one program below."""
     wg = 64 if facts.is_gpu else 16
     while wg > 1 and wg * (2 * max_future * 8 + 8) + 4 * (wg + 512) > facts.local_mem // 2:
         wg //= 2
     t = PatternTuning(wg=wg, tb=128 if facts.is_gpu else 64)
     if facts.is_gpu and max_past + max_future <= SLIDE_MAX_VALUES:
-        fast = [dataclasses.replace(t, slide=2, cellmad=True, launch_pairs=2**34)]
+        big = triples is None or triples >= PER_PAST_TRIPLES
+        one = dataclasses.replace(t, slide=2, cellmad=True, launch_pairs=2**34, per_past=big,
+                                  cellsat=1, sign="local")
+        fast = ([dataclasses.replace(one, tb=256, slide=4)] if big else []) + [one]
     else:
         fast = []
     for cand in fast + [dataclasses.replace(t, pre=True)]:
@@ -218,6 +235,56 @@ def _ticks(s: _common.Series, tick):
     return np.rint((p - p[0]) / tick), 0.0, 0, tick
 
 
+def _span_range(v: np.ndarray, n: int) -> float:
+    """An upper bound on the range of any n consecutive values of v (blocks of n values;
+    n consecutive values lie in two neighbouring blocks): O(T)."""
+    whole = v.size // n * n
+    blocks = v[:whole].reshape(-1, n)
+    hi, lo = blocks.max(axis=1), blocks.min(axis=1)
+    if whole < v.size:                              # the short last block
+        hi, lo = np.append(hi, v[whole:].max()), np.append(lo, v[whole:].min())
+    if hi.size == 1:
+        return float(hi[0] - lo[0])
+    return float(np.max(np.maximum(hi[1:], hi[:-1]) - np.minimum(lo[1:], lo[:-1])))
+
+
+LOCAL_EXACT = 2.0**24          # integers below this are exact in float32
+
+
+def _local_is_exact(values, tick, t: PatternTuning, max_past: int, max_future: int) -> bool:
+    """Whether sign "local" decides the ties as cmp does.  Ticks: every sign as cmp (the
+    same bits) while the products stay exact in float32: h·rc, lh·rc and (c1 - lc)·rh with
+    h, lh values of one tile (at most D ticks from its origin) and rc, rh, c1 - lc window
+    ranges (at most R ticks): D·R + R² < 2^24.  Real values: ties beyond the first tile
+    (which runs cmp) need equal values at different places (windows sharing their extreme
+    values and a continuation equal to p(t̂-1)): local when every value is distinct (one
+    sort), its decisions then differ from cmp's only within its rounding band."""
+    if t.tb < max(max_past, max_future):  # the first tile holds every overlap (pattern.cl)
+        return False
+    if tick is None:
+        return bool(np.all(np.diff(np.sort(values)) != 0))
+    D = _span_range(values, t.wg + t.tb + max_past + max_future)
+    R = _span_range(values, max_past)
+    return D * R + R * R < LOCAL_EXACT
+
+
+def _sat_scale(prepared, t: PatternTuning, max_past: int, max_future: int) -> float:
+    """cellsat's 2^k: |b|, |K| (products of tile-frame values, at most D from the tile's
+    origin, with window ranges, at most R; device units) stay below 2^126 / 2^k, so K·2^k is
+    exact and finite, and every nonzero |b - K| of floats that far below 2^126 / 2^k times
+    2^k is >= 1: ticks (integers) always; real values unless two products differ by less than
+    2^-126 of the largest (windows flat to ~2^-50 of the series' scale)."""
+    bound = 0.0
+    for values, _, exp, _ in prepared:
+        D = math.ldexp(_span_range(values, t.wg + t.tb + max_past + max_future), exp)
+        R = math.ldexp(_span_range(values, max_past), exp)
+        bound = max(bound, 2.0 * (D + R) * R)
+    k = 126 - (math.frexp(bound)[1] if bound > 0 else 0)
+    if k < 0:
+        raise ValueError("_tuning: cellsat needs products below 2^126 (use cellsat=0)")
+    return math.ldexp(1.0, min(k, 126))
+
+
 # ---------------------------------------------------------------- the call
 
 # The first time-bounded slice covers about this many (t̂, τ, Δt⁻) triples.
@@ -267,7 +334,10 @@ def pattern_conformity(p, max_past=20, max_future=20, chi=100.0, max_history=163
     series is sent as float32 (hi, lo) pairs), Q and e^{-χQ} in float32, the
     signs from exact comparisons of rounded products: exact for prices in
     ticks whose windows span less than 2^12 ticks (beyond, two products that
-    differ by less than their rounding can tie); sums in float32 per tile of
+    differ by less than their rounding can tie); GPUs compare products of
+    values nearer the tile's origin (sign "local": the same signs for ticks
+    with small products, as accurate for real values with distinct values;
+    docs/timeseries.md); sums in float32 per tile of
     τ, then float64 (compensated float32 without fp64).  Ξ matches a float64
     NumPy evaluation to ~1e-5.  The t̂ range runs in time-bounded slices
     (Ctrl-C: :class:`clphys.runtime.Interrupted` within about a second), and a
@@ -290,6 +360,12 @@ def pattern_conformity(p, max_past=20, max_future=20, chi=100.0, max_history=163
     t = _tuning or default_tuning(dev.facts, max_future,
                                   sum(pattern_pairs(x.size, max_past, max_history) for x in series),
                                   max_past)
+    if _tuning is None and t.sign == "local" and not all(
+            _local_is_exact(v, tk, t, max_past, max_future) for v, _, _, tk in prepared):
+        t = dataclasses.replace(t, sign="cmp")      # repeated real values, large ticks
+    if t.cellsat == 2 and dev.facts.vendor != "nvidia":
+        raise ValueError(f"_tuning: cellsat=2 (inline PTX) needs an NVIDIA device, not "
+                         f"{dev.name} (cellsat=1 is portable)")
     if local_bytes(t, max_past, max_future) > dev.facts.local_mem:
         raise ValueError(f"_tuning: {t} needs {local_bytes(t, max_past, max_future)} bytes of "
                          f"local memory for max_past = {max_past}, max_future = {max_future}; "
@@ -298,72 +374,122 @@ def pattern_conformity(p, max_past=20, max_future=20, chi=100.0, max_history=163
     E = len(series)
     T = np.array([x.size for x in series])
     units = -(-(T - 1) // t.wg)                     # groups of wg current times t̂ per series
+    nblk = np.minimum(PC_BLOCKS, units)             # jackknife blocks per series
     per_t = max_past * min(max_history, int(T.max()))
     target = t.launch_pairs or (2**32 if dev.facts.is_gpu else 2**24)
     ncells, ncounts = max_past * 2 * max_future, max_past * 3
     slot_bytes = ncells * acc_dtype.itemsize + ncounts * 8
-    # a quarter of the device at most for the slots and block rows, the rest for the series
-    room = max(1, items_that_fit(dev, slot_bytes, E * PC_BLOCKS * slot_bytes,
-                                 largest_per_item=slot_bytes) // 4)
-    slots = max(1, min(target // per_t // t.wg, int(units.max()), room))
-    nblk = np.minimum(PC_BLOCKS, units)             # jackknife blocks per series
-    fixed = {"partial sums": slots * slot_bytes, "block sums": E * PC_BLOCKS * slot_bytes}
     # a window of u units reads the values [t_lo - reach_back, t_hi + max_future)
     reach_back = max_history + max_past + t.tb + 1
     what = f"pattern conformity of {int(T.max())} points with max_history = {max_history}"
-    windows = [_pc_windows(dev, int(T[e]), t.wg, int(units[e]), reach_back + t.wg + max_future,
-                           fixed, what) for e in range(E)]
+    columns = -(-units // nblk)                     # the longest block per series
+    # block rows (per_past): one slot region per jackknife block, and each launch of one
+    # Δt⁻ covers columns of every block: enough groups to fill a GPU (the same slots as
+    # one program's: the same sums); needs every series whole on the device, else unit by
+    # unit as for one program
+    for block_rows in ((True, False) if t.per_past else (False,)):
+        region = PC_BLOCKS if block_rows else 1
+        # a quarter of the device at most for the slots and block rows, the rest the series
+        room = max(1, items_that_fit(dev, region * slot_bytes, E * PC_BLOCKS * slot_bytes,
+                                     largest_per_item=region * slot_bytes) // 4)
+        slots = max(1, min(target // per_t // t.wg,
+                           int(columns.max() if block_rows else units.max()), room))
+        fixed = {"partial sums": region * slots * slot_bytes,
+                 "block sums": E * PC_BLOCKS * slot_bytes}
+        windows = [_pc_windows(dev, int(T[e]), t.wg, int(units[e]),
+                               reach_back + t.wg + max_future, fixed, what) for e in range(E)]
+        if all(len(w) == 1 for w in windows):
+            break
     shape = dict(wg=t.wg, tb=t.tb, maxp=max_past, maxf=max_future, acc=acc, exp=t.exp,
                  qform=t.qform, sign=t.sign, pre=int(t.pre), slide=t.slide, qsw=int(t.qsw),
-                 cellmad=int(t.cellmad), hoist=int(t.hoist))
+                 cellmad=int(t.cellmad), hoist=int(t.hoist), cellsat=int(t.cellsat))
+    sat = _sat_scale(prepared, t, max_past, max_future) if t.cellsat else 1.0
     # (program, grid rows): each Δt⁻ compiled in, or all Δt⁻ as grid rows of one launch
-    sweeps = ([(dev.build("timeseries/pattern.cl", mfix=m, **shape), 1)
-               for m in range(1, max_past + 1)] if t.per_past
-              else [(dev.build("timeseries/pattern.cl", **shape), max_past)])
+    if t.per_past:
+        sweeps = [(prg_m, 1) for prg_m in _build_all(
+            dev, [dict(shape, mfix=m, brow=int(block_rows)) for m in range(1, max_past + 1)])]
+    else:
+        sweeps = [(dev.build("timeseries/pattern.cl", **shape), max_past)]
     prg = sweeps[0][0]                              # ts_pc_fold: the same in every program
     queue = dev.queue
     spans = [[_pc_span(a, b, int(T[e]), t.wg, reach_back, max_future) for a, b in windows[e]]
              for e in range(E)]
     x = cla.empty(queue, 2 * max(v1 - v0 for sp in spans for v0, v1 in sp), np.float32)
-    pool = zeros(dev, (slots, ncells), acc_dtype)
-    cpool = zeros(dev, (slots, ncounts), np.uint64)
+    pool = zeros(dev, (region * slots, ncells), acc_dtype)
+    cpool = zeros(dev, (region * slots, ncounts), np.uint64)
     rows_d = zeros(dev, (E, PC_BLOCKS, ncells), acc_dtype)
     crows = zeros(dev, (E, PC_BLOCKS, ncounts), np.uint64)
-    # the run: every series' units in order, cut at its jackknife blocks and memory windows
-    segments = _pc_segments(units, nblk, windows)
-    starts = [seg[0] for seg in segments]
     state = {"loaded": None}
 
-    def advance(start, count):
-        stop = start + count
-        while start < stop:
-            i = bisect.bisect_right(starts, start) - 1
-            g0, g1, e, k, w, u0, b0, ends_block = segments[i]      # global units [g0, g1)
-            if state["loaded"] != (e, w):
-                v0, v1 = spans[e][w]
-                values, origin, exp, _ = prepared[e]
-                cl.enqueue_copy(queue, x.data, _common.float_pairs(values[v0:v1], origin, exp))
-                state["loaded"] = (e, w)
-            end = min(stop, g1)
-            a, b = u0 + start - g0, u0 + end - g0           # the series' own units
-            t_lo, t_hi = 1 + a * t.wg, min(int(T[e]), 1 + b * t.wg)
+    def load(e, w):
+        if state["loaded"] != (e, w):
             v0, v1 = spans[e][w]
-            for sweep, grid_rows in sweeps:
-                sweep.ts_pc_sweep(queue, ((b - a) * t.wg, grid_rows), (t.wg, 1), x.data,
-                                  np.uint64(0), np.uint32(v0), np.uint32(v1), np.uint32(T[e]),
-                                  np.uint32(t_lo), np.uint32(t_hi), np.uint32((a - b0) % slots),
-                                  np.uint32(slots), np.uint32(max_history), np.float32(chi),
-                                  pool.data, cpool.data)
-            if end == g1 and ends_block:
-                prg.ts_pc_fold(queue, (max(ncells, ncounts),), None, pool.data, cpool.data,
-                               np.uint32(slots), np.uint32(ncells), np.uint32(ncounts),
-                               rows_d.data, crows.data, np.uint32(e * PC_BLOCKS + k))
-            start = end
+            values, origin, exp, _ = prepared[e]
+            cl.enqueue_copy(queue, x.data, _common.float_pairs(values[v0:v1], origin, exp))
+            state["loaded"] = (e, w)
 
-    total = int(units.sum())
-    first = max(1, FIRST_SLICE_TRIPLES[dev.facts.is_gpu] // (per_t * t.wg))
-    run_sliced(total, advance, queue, progress=progress, label="pattern conformity",
-               what="groups of current times", first=first, largest=slots)
+    def sweep(prg_m, grid, e, t_lo, t_hi, slot0, args=(0, 1)):
+        v0, v1 = spans[e][state["loaded"][1]]
+        prg_m.ts_pc_sweep(queue, grid, (t.wg, 1), x.data, np.uint64(0), np.uint32(v0),
+                          np.uint32(v1), np.uint32(T[e]), np.uint32(t_lo), np.uint32(t_hi),
+                          np.uint32(slot0), np.uint32(slots), np.uint32(max_history),
+                          np.float32(chi), np.float32(sat), np.uint32(args[0]),
+                          np.uint32(args[1]), pool.data, cpool.data)
+
+    if block_rows:
+        # the run: per series, per Δt⁻, the columns of its blocks (a slot region each);
+        # slot s of a block gets columns s, s + slots, ... in order: the same sums however
+        # the run is sliced.  The blocks are folded at the series' end.
+        firsts = np.concatenate([[0], np.cumsum(max_past * columns)])
+
+        def advance(start, count):
+            stop = start + count
+            while start < stop:
+                e = int(np.searchsorted(firsts, start, side="right")) - 1
+                m0, c0 = divmod(start - int(firsts[e]), int(columns[e]))
+                c1 = min(int(columns[e]), c0 + stop - start, (c0 // slots + 1) * slots)
+                load(e, 0)
+                sweep(sweeps[m0][0], ((c1 - c0) * t.wg, int(nblk[e])), e, c0, 0,
+                      c0 % slots, (int(units[e]), int(nblk[e])))
+                if m0 == max_past - 1 and c1 == columns[e]:
+                    prg.ts_pc_fold(queue, (max(ncells, ncounts), int(nblk[e])), None,
+                                   pool.data, cpool.data, np.uint32(slots), np.uint32(ncells),
+                                   np.uint32(ncounts), rows_d.data, crows.data,
+                                   np.uint32(e * PC_BLOCKS))
+                start += c1 - c0
+
+        total = int(firsts[-1])
+        first = max(1, FIRST_SLICE_TRIPLES[dev.facts.is_gpu] * max_past
+                    // (per_t * PC_BLOCKS * t.wg))
+        run_sliced(total, advance, queue, progress=progress, label="pattern conformity",
+                   what="columns of current-time groups per Δt⁻", first=first)
+    else:
+        # the run: every series' units in order, cut at its jackknife blocks and windows
+        segments = _pc_segments(units, nblk, windows)
+        starts = [seg[0] for seg in segments]
+
+        def advance(start, count):
+            stop = start + count
+            while start < stop:
+                i = bisect.bisect_right(starts, start) - 1
+                g0, g1, e, k, w, u0, b0, ends_block = segments[i]      # global units [g0, g1)
+                load(e, w)
+                end = min(stop, g1)
+                a, b = u0 + start - g0, u0 + end - g0           # the series' own units
+                t_lo, t_hi = 1 + a * t.wg, min(int(T[e]), 1 + b * t.wg)
+                for prg_m, grid_rows in sweeps:
+                    sweep(prg_m, ((b - a) * t.wg, grid_rows), e, t_lo, t_hi,
+                          (a - b0) % slots)
+                if end == g1 and ends_block:
+                    prg.ts_pc_fold(queue, (max(ncells, ncounts),), None, pool.data, cpool.data,
+                                   np.uint32(slots), np.uint32(ncells), np.uint32(ncounts),
+                                   rows_d.data, crows.data, np.uint32(e * PC_BLOCKS + k))
+                start = end
+
+        total = int(units.sum())
+        first = max(1, FIRST_SLICE_TRIPLES[dev.facts.is_gpu] // (per_t * t.wg))
+        run_sliced(total, advance, queue, progress=progress, label="pattern conformity",
+                   what="groups of current times", first=first, largest=slots)
     blocks = _common.acc_to_float64(rows_d.get()).reshape(E, PC_BLOCKS, max_past, 2 * max_future)
     counts = crows.get().reshape(E, PC_BLOCKS, max_past, 3).sum(axis=1).astype(np.int64)
     out = [_pc_result(blocks[e, :int(nblk[e])], counts[e], max_future) for e in range(E)]
@@ -427,6 +553,16 @@ def _pc_result(blocks, counts, max_future):
         Xk = np.where(dn > 0, dx / np.where(dn > 0, dn, 1.0), np.nan)
         err = np.sqrt((K - 1) / K * np.sum((Xk - Xk.mean(axis=0)) ** 2, axis=0))
     return Xi, xi, norm, err
+
+
+def _build_all(dev, params):
+    """pattern.cl built for each parameter set, several at once (the driver's compiler
+    runs without the GIL; Oclgrind one at a time)."""
+    build = lambda kw: dev.build("timeseries/pattern.cl", **kw)      # noqa: E731
+    if dev.facts.vendor == "oclgrind" or len(params) == 1:
+        return [build(kw) for kw in params]
+    with ThreadPoolExecutor(max_workers=min(8, len(params))) as pool:
+        return list(pool.map(build, params))
 
 
 def _pc_span(a: int, b: int, T: int, wg: int, reach_back: int, max_future: int):
