@@ -151,6 +151,10 @@ def _pair_pass(run, st, centred: bool, pairs, stream, progress):
     True: wherever _Direct.can_stream), else (None, exps) with the series prepared for
     run.sums(): unstreamed from the start, or after a streamed pass that did not stand
     (the fallback: recentred and rescaled from the values already on the device)."""
+    if stream is not False and run.can_stream_batch(pairs, progress, forced=bool(stream)):
+        sums, exps = run.stream_batch(st, centred, pairs)
+        _phase("streamed batch enqueued")
+        return sums, exps
     if stream is not False and run.can_stream(pairs, progress, forced=bool(stream)):
         sums, got = run.stream(st, centred, pairs)
         if sums is not None:
@@ -207,6 +211,7 @@ class _Direct:
         # device at most
         room = max(1, items_that_fit(dev, n_pairs * E * self.K * nlags * acc_bytes) // 4)
         self.G = max(1, G if room >= self.tpb else min(G, room))
+        self.room = room
         self.Gs = min(self.G, self.tpb)
         self.elem = 8 if value == "float2" else 4
         self.align = BLOCK
@@ -216,7 +221,8 @@ class _Direct:
             "partial sums": n_pairs * E * self.K * self.Gs * nlags * acc_bytes,
             "block sums": n_pairs * E * self.K * nlags * acc_bytes,
             "results": 4 * n_pairs * E * nlags * 8,
-            "per-tile sums": E * self.tiles * acc_bytes + E * 8 * 64}
+            "per-tile sums": E * self.tiles * acc_bytes + E * 8 * 64,
+            "checks and moments": 24 * (E * self.tiles + 1) + 64 * E}
         self.what = what
         self.windows = self._plan_windows()
         self.first_slice = max(1, FIRST_SLICE_PAIRS[facts.is_gpu]
@@ -224,6 +230,8 @@ class _Direct:
         self.rows = _finish_rows(dev)
         self.totals = None                    # the per-tile sums as read back
         self._tile_totals = None              # (totals, tile_totals() of them)
+        self.moment_rows = None               # a streamed batch's finish.cl `mom`, on device
+        self._reads = []                      # ... its checks, read back without blocking
 
     # -- memory
 
@@ -454,6 +462,114 @@ class _Direct:
         inp.exps, inp._exps = provisional, provisional_d
         return self._finish_pairs(job), provisional
 
+    # -- streaming a batch: each upload segment's complete rows are checked, scaled,
+    # centred, converted and summed on the device as they arrive, no wait for the host
+
+    def can_stream_batch(self, pairs, progress, forced: bool) -> bool:
+        """Several series in one window, accumulated in double (the scale and centre are
+        found on the device: ts_ingest_scale / _centre need fp64), pair functions without
+        a first pass, room for G >= tpb groups per series (see stream_batch); unless
+        `forced`, also a short job (no progress bar or time slices wanted) and not
+        Oclgrind (one upload there: nothing to overlap)."""
+        t = self.tuning
+        facts = self.dev.facts
+        pair_terms = self.E * self.tiles * t.chunk * self.lag_blocks * t.wg * t.lpi
+        return (self.E > 1 and len(self.windows) == 1 and "powdiff" not in pairs
+                and self.f64 and self.room >= self.tpb
+                and (forced or (progress in (None, False) and facts.vendor != "oclgrind"
+                                and pair_terms <= STREAM_MAX_PAIRS[facts.is_gpu])))
+
+    def stream_batch(self, st, centred: bool, pairs) -> tuple:
+        """Upload the batch in segments (_transfer.stream_segments) and, for the rows that
+        each one completes, enqueue their check, scale (ts_ingest_scale: the exponent and
+        the scaled first value, on the device), for the autocorrelation the mean and
+        centre (ts_ingest_moments, ts_ingest_centre), the conversion and the pair sums of
+        all their tiles, behind that segment's copy, so the next copy overlaps them.
+        Then the block sums and (centred) finish.cl's moment rows, all on the device, and
+        one non-blocking read of the per-series checks: verify() raises at a non-finite
+        value or a constant series once the results are in.  Returns (block sums, the
+        exponents on the device).
+
+        The launches over a segment's rows use G >= tpb groups per series, enough to fill
+        the device: with G >= tpb every tile has a partial-sum slot of its own
+        (pairs.cl), so the sums are the same bits for any segment size and any such G."""
+        b, dev, queue = self.b, self.dev, self.dev.queue
+        facts = dev.facts
+        self.inp = inp = self._input()
+        inp.begin(st)                           # the host copies start now
+        E, nb, item = self.E, int(inp.boff[-1]), b.dtype.itemsize
+        rows_per_segment = max(1, _xfer.STREAM_SEGMENT_BYTES // (item * int(b.lengths.mean())))
+        per_cu = 16 if facts.is_gpu else 4
+        want = -(-per_cu * facts.compute_units // (self.lag_blocks * min(E, rows_per_segment)))
+        self.G = max(self.tpb, min(want, self.tiles))
+        self.Gs = self.tpb
+        arr = lambda n, dtype: _common.work_array(dev, n, dtype)  # noqa: E731
+        checks, bad, exps, first = arr((nb, 2), np.int32), arr(E, np.int32),             arr(E, np.int32), arr(E, np.float64)
+        inp._exps = exps
+        if centred:
+            mom, centre, stats = arr(2 * nb, np.float64), arr(E, np.float64),                 arr((E, 2), np.float64)
+        else:
+            centre, stats = first, None
+        self.centre = centre
+        self._allocate(centred)
+        job = self._pair_job(pairs)
+        prg = inp.prg
+        ends = np.cumsum(b.lengths)
+        state = {"rows": 0}
+
+        def on_segment(end):
+            r0, r1 = state["rows"], int(np.searchsorted(ends, end // item, side="right"))
+            if r1 <= r0:
+                return
+            lo, hi = int(inp.boff[r0]), int(inp.boff[r1])
+            inp.check_blocks(lo, hi, checks)
+            prg.ts_ingest_scale(queue, (r1 - r0,), None, inp.x, inp._off.data, inp._boff.data,
+                                np.uint32(r0), np.uint32(r1), checks.data, bad.data, exps.data,
+                                first.data)
+            if centred:
+                prg.ts_ingest_moments(queue, ((hi - lo) * inp.wg,), (inp.wg,), inp.x,
+                                      inp._off.data, inp._len.data, inp._boff.data,
+                                      np.uint32(E), np.uint32(lo), np.uint32(0), exps.data,
+                                      first.data, mom.data)
+                prg.ts_ingest_centre(queue, (r1 - r0,), None, mom.data, inp._len.data,
+                                     inp._boff.data, np.uint32(r0), np.uint32(r1), first.data,
+                                     centre.data, stats.data)
+            inp.convert(self.y.data, self.yoff, self.ylen, centre.data, tab=self.tab.data,
+                        sums=self.tile_sums.data if centred else None, blocks=(lo, hi))
+            self._launch(job, 0, 0, self.tiles, rows=(r0, r1))
+            state["rows"] = r1
+
+        inp.load(st, on_segment=on_segment)
+        sums = self._finish_pairs(job)
+        if centred:
+            self.moment_rows = arr(E * (2 + 2 * self.K), np.float64)
+            prg.ts_ingest_block_totals(queue, (E,), None, self.tile_sums.data, inp._boff.data,
+                                       np.uint32(E), np.uint32(self.K), np.uint32(self.tpb),
+                                       self.moment_rows.data)
+        self._bad = np.empty(E, np.int32)
+        self._stats = np.empty((E, 2), np.float64) if centred else None
+        self._reads = [cl.enqueue_copy(queue, h, d.data, is_blocking=False)
+                       for h, d in ((self._bad, bad), (self._stats, stats)) if h is not None]
+        return sums, exps
+
+    def verify(self):
+        """After stream_batch: wait for its checks (read back without blocking) and raise
+        ValueError at the first non-finite value, or for the autocorrelation at a
+        constant series, as prepare() does before any pair sum."""
+        if not self._reads:
+            return
+        cl.wait_for_events(self._reads)
+        self._reads = []
+        bad = self._bad != _ingest.NONE
+        if bad.any():
+            s = int(np.argmax(bad))
+            self.inp.raise_bad(s, int(self._bad[s]))
+        if self._stats is not None:
+            flat = self._stats[:, 1] == 0
+            if flat.any():
+                raise ValueError(f"{self.b.label(int(np.argmax(flat)))} is constant: its "
+                                 "autocorrelation is undefined")
+
     def _stream_ok(self, e: int, e0: int, centred: bool) -> bool:
         """Whether the pair sums made with the provisional scale 2^e0 and centre stand:
         max |x| 2^e0 below 2^MAX_SCALE_GAP (so no float32 term overflows: powers of two
@@ -487,13 +603,15 @@ class _Direct:
         return dict(prg=prg, K=K, tpb=tpb, Gs=Gs, dtype=dtype, npairs=npairs,
                     partial=partial, q=qarr, inv=invarr)
 
-    def _launch(self, job, xbase: int, start: int, end: int):
-        """The pair sums of the tiles [start, end)."""
+    def _launch(self, job, xbase: int, start: int, end: int, rows=None):
+        """The pair sums of the tiles [start, end) of the series `rows` (lo, hi), or all."""
         t = self.tuning
+        lo, hi = rows or (0, self.E)
         job["prg"].ts_pair_sums(
-            self.dev.queue, (self.lag_blocks * t.wg, self.E * self.G), (t.wg, 1), self.y.data,
+            self.dev.queue, (self.lag_blocks * t.wg, (hi - lo) * self.G), (t.wg, 1), self.y.data,
             self.tab.data, self._voff.data, self._nts.data, self._ns.data, self._nchs.data,
-            np.uint32(self.E), np.int64(xbase), np.uint32(self.lag0), np.uint32(self.nlags),
+            np.uint32(self.E), np.uint32(lo), np.uint32(self.G), np.int64(xbase),
+            np.uint32(self.lag0), np.uint32(self.nlags),
             np.uint32(start), np.uint32(end), np.uint32(job["K"]), np.uint32(job["tpb"]),
             job["q"].data, job["inv"].data, job["partial"].data)
 
@@ -782,6 +900,7 @@ def _hurst_direct(dev, b, max_lag, qs, accumulate, tuning, layout, transfer, pro
                                 run.inp._array(inv).data, out.data)
             _phase("finish kernels")
             res = _xfer.download(dev, out.data, np.empty((4, len(kinds), E, nl), odtype))
+            run.verify()
             return tuple(res.transpose(0, 2, 1, 3))
         blocks = _common.acc_to_float64(sums.get()).reshape(len(kinds), E, run.K, nl)
     with np.errstate(divide="ignore"):
@@ -878,7 +997,8 @@ def _acf_direct(dev, b, max_lag, stationary, accumulate, tuning, transfer, progr
         if sums is None:
             sums = run.sums(st, ["product"], progress=progress, label="autocorrelation")
             _phase("conversion and pair sums")
-        s1, s2, s1k, s2k = run.tile_totals()
+        if run.moment_rows is None:
+            s1, s2, s1k, s2k = run.tile_totals()
         if len(run.windows) == 1:
             ybuf, hoff = run.y, run.yoff.astype(np.uint64)
             toff = (run.yoff + b.lengths - 1).astype(np.uint64)
@@ -895,9 +1015,12 @@ def _acf_direct(dev, b, max_lag, stationary, accumulate, tuning, transfer, progr
                                              int(b.lengths[e]), run.bl, stationary)
             return rho.astype(_out_dtype(b), copy=False), err.astype(_out_dtype(b), copy=False)
         _phase("block sums and moments")
-        return _acf_finish_device(dev, run.inp, ybuf, "float", hoff, toff, b.lengths, nl,
-                                  sums, 0, run.K, run.bl, (s1, s2, s1k, s2k), exps,
-                                  "stationary" if stationary else "general", _out_dtype(b))
+        moments = run.moment_rows if run.moment_rows is not None else (s1, s2, s1k, s2k)
+        res = _acf_finish_device(dev, run.inp, ybuf, "float", hoff, toff, b.lengths, nl, sums,
+                                 0, run.K, run.bl, moments, exps,
+                                 "stationary" if stationary else "general", _out_dtype(b))
+        run.verify()
+        return res
 
 
 def _read(dev, buf, dtype, start: int, count: int) -> np.ndarray:
@@ -948,8 +1071,8 @@ def _acf_finish_device(dev, inp, ybuf, ytype, hoff, toff, lengths, nl, cross, cs
     prg.ts_acf_finish(queue, (nch * wg, E), (wg, 1), yb, hoff_d.data, toff_d.data, ns.data,
                       np.uint32(nl), tot.data, cross.data if isinstance(cross, cla.Array)
                       else cross, np.uint64(cstride), np.uint32(max(nblk, 1)), np.uint32(bl),
-                      arr(_moment_rows(moments, E)).data,
-                      arr(np.asarray(exps, np.int32)).data, out.data, err.data)
+                      _device_or(arr, moments, lambda m: _moment_rows(m, E)),
+                      _device_or(arr, exps, lambda x: np.asarray(x, np.int32)), out.data, err.data)
     _phase("finish kernels")
     if keep:                    # the device arrays, for more kernels
         return out, err, prg
@@ -958,6 +1081,11 @@ def _acf_finish_device(dev, inp, ybuf, ytype, hoff, toff, lengths, nl, cross, cs
                                               for a in (out, err)]))
     return _xfer.download(dev, out.data, np.empty((E, nl), odtype)), \
         np.full((E, nl), np.nan, odtype)
+
+
+def _device_or(arr, value, host):
+    """A kernel argument: a device array's buffer as it is, else arr(host(value))."""
+    return value.data if isinstance(value, cla.Array) else arr(host(value)).data
 
 
 def _moment_rows(moments, E: int) -> np.ndarray:
