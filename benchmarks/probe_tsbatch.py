@@ -29,7 +29,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import clphys  # noqa: E402
-from clphys.timeseries import autocorrelation, correlation, hurst  # noqa: E402
+from clphys.timeseries import _transfer, autocorrelation, correlation, hurst  # noqa: E402
 from clphys.timeseries.reference import autocorrelation_numpy, hurst_numpy  # noqa: E402
 
 BUDGET = {"check": 60, "rounds": 60, "phases": 15}
@@ -60,6 +60,7 @@ def fn_of(name):
 
 
 def call(dev, key, arr, max_lag, **kw):
+    kw.pop("_seg", None)
     return fn_of(key[1])(arr, max_lag, device=dev, progress=False, **kw)
 
 
@@ -103,6 +104,25 @@ def check(dev, key, arr, max_lag):
     return ok, note
 
 
+class segments:
+    """_transfer.STREAM_SEGMENT_BYTES set to `size` (None: unchanged) inside the block."""
+
+    def __init__(self, size):
+        self.size, self.old = size, _transfer.STREAM_SEGMENT_BYTES
+
+    def __enter__(self):
+        if self.size:
+            _transfer.STREAM_SEGMENT_BYTES = self.size
+
+    def __exit__(self, *exc):
+        _transfer.STREAM_SEGMENT_BYTES = self.old
+
+
+def source(key):
+    """The data key of a variant key (its first part names the variant)."""
+    return key if key[0] == "single" else ("batch",) + key[1:]
+
+
 def timed(fn, repeats):
     fn()
     ts = []
@@ -140,14 +160,18 @@ def main(argv=None):
     f = dev.facts
     print(f"# device: {dev.name} ({f.platform}, driver {f.driver}), fp64={f.fp64}", flush=True)
     max_lag, data = make_data(args.quick)
+    MB = 1 << 20
+    seg = (MB // 4, MB) if args.quick else (8 * MB, 32 * MB)
     variants = [(k, {}) for k in data] + \
-        [(("batch unstreamed",) + k[1:], {"_stream": False}) for k in data if k[0] == "batch"]
+        [(("batch unstreamed",) + k[1:], {"_stream": False}) for k in data if k[0] == "batch"] + \
+        [((f"batch {m // MB or 0.25} MB segments",) + k[1:], {"_seg": m})
+         for m in seg for k in data if k[0] == "batch" and k[2] == np.float32]
     start = time.perf_counter()
     good = []
     for key, kw in variants:
-        arr = data[("batch",) + key[1:] if key[0] == "batch unstreamed" else key]
-        if key[0] == "batch unstreamed":
-            ok, note = (("batch",) + key[1:]) in [k for k, _ in good], "checked as batch"
+        arr = data[source(key)]
+        if key[0] != "single" and key[0] != "batch":
+            ok, note = ("batch",) + key[1:] in [k for k, _ in good], "checked as batch"
         elif time.perf_counter() - start > BUDGET["check"]:
             ok, note = False, "check skipped (over budget)"
         else:
@@ -166,8 +190,9 @@ def main(argv=None):
             print(f"# round {rnd} skipped (over budget)", flush=True)
             break
         for key, kw in good:
-            arr = data[("batch",) + key[1:] if key[0] == "batch unstreamed" else key]
-            t = timed(lambda: call(dev, ("x",) + key[1:], arr, max_lag, **kw), args.repeats)
+            arr = data[source(key)]
+            with segments(kw.get("_seg")):
+                t = timed(lambda: call(dev, ("x",) + key[1:], arr, max_lag, **kw), args.repeats)
             table.setdefault(key, []).append(t)
             emit(section="time", round=rnd, variant=f"{key[0]} {key[1]} {key[2].__name__}",
                  median_s=t, values=int(arr.size), max_lag=max_lag)
@@ -176,8 +201,9 @@ def main(argv=None):
     for key, kw in good:
         if time.perf_counter() - t_ph > BUDGET["phases"]:
             break
-        arr = data[("batch",) + key[1:] if key[0] == "batch unstreamed" else key]
-        notes[key] = phases(dev, lambda: call(dev, ("x",) + key[1:], arr, max_lag, **kw))
+        arr = data[source(key)]
+        with segments(kw.get("_seg")):
+            notes[key] = phases(dev, lambda: call(dev, ("x",) + key[1:], arr, max_lag, **kw))
         emit(section="phases", variant=f"{key[0]} {key[1]} {key[2].__name__}",
              phases=notes[key])
     print(f"\n# {dev.name}, max_lag = {max_lag}, median of {args.repeats} per round, "
