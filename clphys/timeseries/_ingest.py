@@ -112,12 +112,15 @@ def batch(name: str, values, min_len: int, why: str) -> Batch:
             b = Batch(name, [arr], single=True, whole=arr)
         else:
             b = Batch(name, list(arr), single=False, whole=arr)
-    for s, n in enumerate(b.lengths):
-        if n < min_len:
-            raise ValueError(f"{b.label(s)} needs at least {min_len} points ({why}), got {n}")
-        if n > _common.MAX_LENGTH:
-            raise ValueError(f"{b.label(s)} may have at most {_common.MAX_LENGTH} points, "
-                             f"got {n}")
+    short, long_ = b.lengths < min_len, b.lengths > _common.MAX_LENGTH
+    if short.any():
+        s = int(np.argmax(short))
+        raise ValueError(f"{b.label(s)} needs at least {min_len} points ({why}), "
+                         f"got {b.lengths[s]}")
+    if long_.any():
+        s = int(np.argmax(long_))
+        raise ValueError(f"{b.label(s)} may have at most {_common.MAX_LENGTH} points, "
+                         f"got {b.lengths[s]}")
     return b
 
 

@@ -542,15 +542,26 @@ class _Direct:
         inp.load(st, on_segment=on_segment)
         sums = self._finish_pairs(job)
         if centred:
-            self.moment_rows = arr(E * (2 + 2 * self.K), np.float64)
-            prg.ts_ingest_block_totals(queue, (E,), None, self.tile_sums.data, inp._boff.data,
-                                       np.uint32(E), np.uint32(self.K), np.uint32(self.tpb),
-                                       self.moment_rows.data)
+            self.device_moments()
         self._bad = np.empty(E, np.int32)
         self._stats = np.empty((E, 2), np.float64) if centred else None
         self._reads = [cl.enqueue_copy(queue, h, d.data, is_blocking=False)
                        for h, d in ((self._bad, bad), (self._stats, stats)) if h is not None]
         return sums, exps
+
+    def device_moments(self) -> cla.Array:
+        """finish.cl's `mom` rows (per series Σ y, Σ y², then the same per jackknife
+        block) from the conversion's per-tile sums, on the device (fp64): the same
+        numbers for a series alone or in a batch, streamed or not."""
+        if self.moment_rows is None:
+            inp, E = self.inp, self.E
+            boff = inp._boff if len(self.windows) == 1 else \
+                inp._array(np.array([0, self.tiles], np.uint32))
+            self.moment_rows = _common.work_array(self.dev, E * (2 + 2 * self.K), np.float64)
+            inp.prg.ts_ingest_block_totals(self.dev.queue, (E,), None, self.tile_sums.data,
+                                           boff.data, np.uint32(E), np.uint32(self.K),
+                                           np.uint32(self.tpb), self.moment_rows.data)
+        return self.moment_rows
 
     def verify(self):
         """After stream_batch: wait for its checks (read back without blocking) and raise
@@ -997,14 +1008,13 @@ def _acf_direct(dev, b, max_lag, stationary, accumulate, tuning, transfer, progr
         if sums is None:
             sums = run.sums(st, ["product"], progress=progress, label="autocorrelation")
             _phase("conversion and pair sums")
-        if run.moment_rows is None:
-            s1, s2, s1k, s2k = run.tile_totals()
         if len(run.windows) == 1:
             ybuf, hoff = run.y, run.yoff.astype(np.uint64)
             toff = (run.yoff + b.lengths - 1).astype(np.uint64)
         else:
             ybuf, hoff, toff = _ends(dev, run, nl)
         if not run.f64:
+            s1, s2, s1k, s2k = run.tile_totals()
             cross = _common.acc_to_float64(sums.get()).reshape(E, run.K, max_lag)
             rho = np.empty((E, nl))
             err = np.empty((E, nl))
@@ -1014,10 +1024,8 @@ def _acf_direct(dev, b, max_lag, stationary, accumulate, tuning, transfer, progr
                 rho[e], err[e] = _finish.acf(cross[e], head, tail, s1[e], s2[e], s1k[e], s2k[e],
                                              int(b.lengths[e]), run.bl, stationary)
             return rho.astype(_out_dtype(b), copy=False), err.astype(_out_dtype(b), copy=False)
-        _phase("block sums and moments")
-        moments = run.moment_rows if run.moment_rows is not None else (s1, s2, s1k, s2k)
         res = _acf_finish_device(dev, run.inp, ybuf, "float", hoff, toff, b.lengths, nl, sums,
-                                 0, run.K, run.bl, moments, exps,
+                                 0, run.K, run.bl, run.device_moments(), exps,
                                  "stationary" if stationary else "general", _out_dtype(b))
         run.verify()
         return res
