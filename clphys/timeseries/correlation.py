@@ -230,8 +230,9 @@ class _Direct:
         self.rows = _finish_rows(dev)
         self.totals = None                    # the per-tile sums as read back
         self._tile_totals = None              # (totals, tile_totals() of them)
-        self.moment_rows = None               # a streamed batch's finish.cl `mom`, on device
-        self._reads = []                      # ... its checks, read back without blocking
+        self.moment_rows = None               # finish.cl's `mom` on the device (fp64)
+        self._checks = []                     # a streamed batch's (host, device) checks
+        self._reads = []                      # ... their reads, enqueued
 
     # -- memory
 
@@ -543,11 +544,17 @@ class _Direct:
         sums = self._finish_pairs(job)
         if centred:
             self.device_moments()
-        self._bad = np.empty(E, np.int32)
-        self._stats = np.empty((E, 2), np.float64) if centred else None
-        self._reads = [cl.enqueue_copy(queue, h, d.data, is_blocking=False)
-                       for h, d in ((self._bad, bad), (self._stats, stats)) if h is not None]
+        self._checks = [(np.empty(E, np.int32), bad)] + \
+            ([(np.empty((E, 2), np.float64), stats)] if centred else [])
         return sums, exps
+
+    def read_checks(self):
+        """Enqueue the read of a streamed batch's per-series checks (after the finish
+        kernels: on NVIDIA a read into pageable memory holds the host until the queue
+        reaches it, so enqueued earlier it would keep the finish kernels waiting)."""
+        if self._checks and not self._reads:
+            self._reads = [cl.enqueue_copy(self.dev.queue, h, d.data, is_blocking=False)
+                           for h, d in self._checks]
 
     def device_moments(self) -> cla.Array:
         """finish.cl's `mom` rows (per series Σ y, Σ y², then the same per jackknife
@@ -567,16 +574,18 @@ class _Direct:
         """After stream_batch: wait for its checks (read back without blocking) and raise
         ValueError at the first non-finite value, or for the autocorrelation at a
         constant series, as prepare() does before any pair sum."""
-        if not self._reads:
+        if not self._checks:
             return
+        self.read_checks()
         cl.wait_for_events(self._reads)
-        self._reads = []
-        bad = self._bad != _ingest.NONE
+        (at, _), *stats = self._checks
+        self._checks = self._reads = []
+        bad = at != _ingest.NONE
         if bad.any():
             s = int(np.argmax(bad))
-            self.inp.raise_bad(s, int(self._bad[s]))
-        if self._stats is not None:
-            flat = self._stats[:, 1] == 0
+            self.inp.raise_bad(s, int(at[s]))
+        if stats:
+            flat = stats[0][0][:, 1] == 0
             if flat.any():
                 raise ValueError(f"{self.b.label(int(np.argmax(flat)))} is constant: its "
                                  "autocorrelation is undefined")
@@ -910,6 +919,7 @@ def _hurst_direct(dev, b, max_lag, qs, accumulate, tuning, layout, transfer, pro
                                 run.inp._array(np.asarray(qs, np.float32)).data,
                                 run.inp._array(inv).data, out.data)
             _phase("finish kernels")
+            run.read_checks()
             res = _xfer.download(dev, out.data, np.empty((4, len(kinds), E, nl), odtype))
             run.verify()
             return tuple(res.transpose(0, 2, 1, 3))
