@@ -1028,11 +1028,11 @@ def _acf_direct(dev, b, max_lag, stationary, accumulate, tuning, transfer, progr
             cross = _common.acc_to_float64(sums.get()).reshape(E, run.K, max_lag)
             rho = np.empty((E, nl))
             err = np.empty((E, nl))
+            heads, tails = np.split(_read_rows(dev, ybuf.data, np.float32, np.concatenate(
+                [hoff.astype(np.int64), toff.astype(np.int64) - nl + 1]), nl), 2)
             for e in range(E):
-                head = _read(dev, ybuf.data, np.float32, int(hoff[e]), nl)
-                tail = _read(dev, ybuf.data, np.float32, int(toff[e]) - nl + 1, nl)
-                rho[e], err[e] = _finish.acf(cross[e], head, tail, s1[e], s2[e], s1k[e], s2k[e],
-                                             int(b.lengths[e]), run.bl, stationary)
+                rho[e], err[e] = _finish.acf(cross[e], heads[e], tails[e], s1[e], s2[e], s1k[e],
+                                             s2k[e], int(b.lengths[e]), run.bl, stationary)
             return rho.astype(_out_dtype(b), copy=False), err.astype(_out_dtype(b), copy=False)
         res = _acf_finish_device(dev, run.inp, ybuf, "float", hoff, toff, b.lengths, nl, sums,
                                  0, run.K, run.bl, run.device_moments(), exps,
@@ -1041,11 +1041,13 @@ def _acf_direct(dev, b, max_lag, stationary, accumulate, tuning, transfer, progr
         return res
 
 
-def _read(dev, buf, dtype, start: int, count: int) -> np.ndarray:
-    """buf[start:start + count] (elements of dtype) read back as float64."""
-    out = np.empty(count, dtype)
-    cl.enqueue_copy(dev.queue, out, buf, src_offset=start * out.itemsize, is_blocking=True)
-    return out.astype(np.float64)
+def _read_rows(dev, buf, dtype, starts, count: int) -> np.ndarray:
+    """buf[s:s + count] (elements of dtype) for each s of `starts`, gathered on the device
+    and read back at once (not one blocking read per row): (len(starts), count) float64."""
+    idx = (np.asarray(starts, np.int64)[:, None] + np.arange(count)).ravel()
+    whole = cla.Array(dev.queue, int(idx.max()) + 1, dtype, data=buf)
+    rows = cla.take(whole, cla.to_device(dev.queue, idx))
+    return rows.get().reshape(len(starts), count).astype(np.float64)
 
 
 def _ends(dev, run, nl):
@@ -1265,11 +1267,13 @@ def _fft_run(dev, b, max_lag, form, accumulate, transfer, progress, label, error
             return res[0], (res[1] if with_err else nan)
         s1, s2 = rows.moments()
         vals = np.empty((E, nl))
+        starts = np.arange(E, dtype=np.int64) * L
+        heads, tails = np.split(_read_rows(dev, rows.A.data, rows.rdtype, np.concatenate(
+            [starts, starts + b.lengths - nl]), nl), 2)
+        cs = _read_rows(dev, rows.res, rows.rdtype, starts, nl)
         for e in range(E):
             n = int(b.lengths[e])
-            head = _read(dev, rows.A.data, rows.rdtype, e * L, nl)
-            tail = _read(dev, rows.A.data, rows.rdtype, e * L + n - nl, nl)
-            c = _read(dev, rows.res, rows.rdtype, e * L, nl)
+            head, tail, c = heads[e], tails[e], cs[e]
             vals[e], _ = _finish.acf(c[None, 1:], head, tail, s1[e], s2[e], s1[e:e + 1],
                                      s2[e:e + 1], n, n, form == "stationary")
     return vals.astype(odtype, copy=False), np.full((E, nl), np.nan, odtype) if errors else None
