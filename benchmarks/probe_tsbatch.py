@@ -12,7 +12,8 @@ lag, and the streamed batch against the unstreamed one (hurst S bit for bit, rho
 timing every variant interleaved (median of 7 after a warm-up), so the spread between
 rounds shows; the batch's rate as a share of the single series' rate of the same round
 (target >= 50 %: batch time <= 4x the single call's, the batch having twice the values).
-Last, the phases of one call per variant with a queue finish at every mark (splits).
+Last, the phases of the median of 3 calls per variant (after a warm-up) with a queue
+finish at every mark (splits).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import clphys  # noqa: E402
 from clphys.timeseries import _transfer, autocorrelation, correlation, hurst  # noqa: E402
 from clphys.timeseries.reference import autocorrelation_numpy, hurst_numpy  # noqa: E402
 
-BUDGET = {"check": 60, "rounds": 60, "phases": 15}
+BUDGET = {"check": 60, "rounds": 60, "phases": 20}
 records, failed = [], []
 
 
@@ -60,7 +61,7 @@ def fn_of(name):
 
 
 def call(dev, key, arr, max_lag, **kw):
-    kw.pop("_seg", None)
+    kw = {k: v for k, v in kw.items() if k not in ("_seg", "_per_cu")}
     return fn_of(key[1])(arr, max_lag, device=dev, progress=False, **kw)
 
 
@@ -105,17 +106,22 @@ def check(dev, key, arr, max_lag):
 
 
 class segments:
-    """_transfer.STREAM_SEGMENT_BYTES set to `size` (None: unchanged) inside the block."""
+    """_transfer.STREAM_SEGMENT_BYTES set to kw's `_seg`, correlation.BATCH_GROUPS_PER_CU
+    on GPUs to its `_per_cu` (absent: unchanged) inside the block."""
 
-    def __init__(self, size):
-        self.size, self.old = size, _transfer.STREAM_SEGMENT_BYTES
+    def __init__(self, kw):
+        self.kw = kw
+        self.old = (_transfer.STREAM_SEGMENT_BYTES, dict(correlation.BATCH_GROUPS_PER_CU))
 
     def __enter__(self):
-        if self.size:
-            _transfer.STREAM_SEGMENT_BYTES = self.size
+        if self.kw.get("_seg"):
+            _transfer.STREAM_SEGMENT_BYTES = self.kw["_seg"]
+        if self.kw.get("_per_cu"):
+            correlation.BATCH_GROUPS_PER_CU[True] = self.kw["_per_cu"]
 
     def __exit__(self, *exc):
-        _transfer.STREAM_SEGMENT_BYTES = self.old
+        _transfer.STREAM_SEGMENT_BYTES = self.old[0]
+        correlation.BATCH_GROUPS_PER_CU.update(self.old[1])
 
 
 def source(key):
@@ -133,7 +139,14 @@ def timed(fn, repeats):
     return statistics.median(ts)
 
 
-def phases(dev, fn):
+def phases(dev, fn, repeats=3):
+    """The synced phases of the median of `repeats` calls after a warm-up."""
+    fn()
+    runs = sorted((phase_call(dev, fn) for _ in range(repeats)), key=lambda r: r[0])
+    return runs[len(runs) // 2][1]
+
+
+def phase_call(dev, fn):
     correlation.TRACE, correlation.TRACE_SYNC = [], dev.queue
     try:
         t0 = time.perf_counter()
@@ -146,7 +159,7 @@ def phases(dev, fn):
     for name, at in marks:
         out.append(f"{name} {1e3 * (at - last):.2f}")
         last = at
-    return f"{1e3 * (t1 - t0):.2f} ms: " + "; ".join(out)
+    return t1 - t0, f"{1e3 * (t1 - t0):.2f} ms: " + "; ".join(out)
 
 
 def main(argv=None):
@@ -165,7 +178,9 @@ def main(argv=None):
     variants = [(k, {}) for k in data] + \
         [(("batch unstreamed",) + k[1:], {"_stream": False}) for k in data if k[0] == "batch"] + \
         [((f"batch {m // MB or 0.25} MB segments",) + k[1:], {"_seg": m})
-         for m in seg for k in data if k[0] == "batch" and k[2] == np.float32]
+         for m in seg for k in data if k[0] == "batch" and k[2] == np.float32] + \
+        [((f"batch {g} groups per CU",) + k[1:], {"_per_cu": g})
+         for g in (8, 32) for k in data if k[0] == "batch" and k[2] == np.float32]
     start = time.perf_counter()
     good = []
     for key, kw in variants:
@@ -191,7 +206,7 @@ def main(argv=None):
             break
         for key, kw in good:
             arr = data[source(key)]
-            with segments(kw.get("_seg")):
+            with segments(kw):
                 t = timed(lambda: call(dev, ("x",) + key[1:], arr, max_lag, **kw), args.repeats)
             table.setdefault(key, []).append(t)
             emit(section="time", round=rnd, variant=f"{key[0]} {key[1]} {key[2].__name__}",
@@ -202,7 +217,7 @@ def main(argv=None):
         if time.perf_counter() - t_ph > BUDGET["phases"]:
             break
         arr = data[source(key)]
-        with segments(kw.get("_seg")):
+        with segments(kw):
             notes[key] = phases(dev, lambda: call(dev, ("x",) + key[1:], arr, max_lag, **kw))
         emit(section="phases", variant=f"{key[0]} {key[1]} {key[2].__name__}",
              phases=notes[key])
@@ -217,7 +232,7 @@ def main(argv=None):
             size = data[("batch",) + key[1:]].size / data[("single",) + key[1:]].size
             share = " / ".join(f"{size * s / b:.0%}" for s, b in zip(one, ts))
         print(f"{label:<34} {' / '.join(f'{1e3 * t:.2f}' for t in ts):<28} {share}")
-    print("# phases (one call each, a queue finish at every mark):")
+    print("# phases (median of 3 calls after a warm-up, a queue finish at every mark):")
     for key, text in notes.items():
         print(f"  {key[0]} {key[1]} {key[2].__name__}: {text}")
     if failed:

@@ -136,6 +136,9 @@ STREAM_MAX_PAIRS = {True: 1 << 37, False: 1 << 30}     # by DeviceFacts.is_gpu
 # misled it for any series whose level wanders (a random walk's share, a drift): the
 # streamed pass was then discarded (+3 ms on the H100 at T = 2^24).  0: from the head.
 CENTRE_SAMPLE = 1 << 12
+# A streamed batch's pair-sum launches (one per upload segment's rows) have about this
+# many work groups per compute unit (at least tpb per row: see _Direct.stream_batch)
+BATCH_GROUPS_PER_CU = {True: 16, False: 4}              # by DeviceFacts.is_gpu
 
 
 def _sample_positions(n: int) -> np.ndarray:
@@ -500,7 +503,7 @@ class _Direct:
         inp.begin(st)                           # the host copies start now
         E, nb, item = self.E, int(inp.boff[-1]), b.dtype.itemsize
         rows_per_segment = max(1, _xfer.STREAM_SEGMENT_BYTES // (item * int(b.lengths.mean())))
-        per_cu = 16 if facts.is_gpu else 4
+        per_cu = BATCH_GROUPS_PER_CU[facts.is_gpu]
         want = -(-per_cu * facts.compute_units // (self.lag_blocks * min(E, rows_per_segment)))
         self.G = max(self.tpb, min(want, self.tiles))
         self.Gs = self.tpb
