@@ -350,3 +350,27 @@ def test_streamed_batches_name_bad_values(device, monkeypatch):
         with pytest.raises(ValueError, match=r"x\[3\] is constant"):
             autocorrelation(Q, MAX_LAG, device=device, _stream=stream)
     assert np.all(np.isfinite(hurst(Q, MAX_LAG, device=device, _stream=True).S[3]))
+
+
+def test_streamed_batch_needs_room_for_its_partial_sums(device, monkeypatch):
+    """A batch whose streamed partial sums (tpb columns per block, against the plan's
+    min(G, tpb)) would not fit the device's usable memory runs unstreamed: the same S."""
+    if not device.facts.fp64:
+        pytest.skip(f"{device.name} has no fp64: batches do not stream")
+    P = np.stack([walk(4_001, s) for s in range(3)])
+    t = correlation.PairTuning(wg=8, lpi=4, chunk=32, run=32, groups=1)
+    b = correlation._ingest.batch("p", P, MAX_LAG + 1, "")
+    run = correlation._Direct(device, b, MAX_LAG, 1, "blocked", 1, tuning=t)
+    assert run.Gs == 1 and run.tpb > 1
+    values = sum(run._value_buffers(int(b.lengths.sum())).values())
+    plan = sum(run.fixed.values()) + values
+    stream = plan + run.fixed["partial sums"] * (run.tpb - 1)
+    monkeypatch.setattr(correlation, "USABLE_FRACTION",
+                        (plan + stream) / 2 / device.facts.global_mem)
+    correlation._release(device)
+    got, phases = traced(lambda: hurst(P, MAX_LAG, device=device, _tuning=t, _stream=True))
+    assert not any("stream" in ph for ph in phases), phases
+    monkeypatch.undo()
+    want, phases = traced(lambda: hurst(P, MAX_LAG, device=device, _tuning=t, _stream=True))
+    assert "streamed batch enqueued" in phases
+    np.testing.assert_allclose(got.S, want.S, rtol=1e-12)

@@ -479,9 +479,22 @@ class _Direct:
         facts = self.dev.facts
         pair_terms = self.E * self.tiles * t.chunk * self.lag_blocks * t.wg * t.lpi
         return (self.E > 1 and len(self.windows) == 1 and "powdiff" not in pairs
-                and self.f64 and self.room >= self.tpb
+                and self.f64 and self.room >= self.tpb and self._stream_fits()
                 and (forced or (progress in (None, False) and facts.vendor != "oclgrind"
                                 and pair_terms <= STREAM_MAX_PAIRS[facts.is_gpu])))
+
+    def _stream_fits(self) -> bool:
+        """Whether the device holds the batch with tpb partial-sum columns per block (the
+        plan counted min(G, tpb)); what earlier calls left for reuse goes if needed."""
+        fixed = dict(self.fixed)
+        fixed["partial sums"] = fixed["partial sums"] // self.Gs * self.tpb
+        need = sum(fixed.values()) + sum(self._value_buffers(int(self.b.lengths.sum())).values())
+        usable = self.dev.facts.global_mem * USABLE_FRACTION
+        if need > usable or fixed["partial sums"] > self.dev.facts.max_alloc:
+            return False
+        if need + _held(self.dev) > usable:
+            _release(self.dev)
+        return True
 
     def stream_batch(self, st, centred: bool, pairs) -> tuple:
         """Upload the batch in segments (_transfer.stream_segments) and, for the rows that
@@ -834,7 +847,9 @@ def hurst(p, max_lag=256, q=1.0, device=None, progress=None, *, method="auto", e
     O(max_lag) sums).  Long series are worked on in time-bounded slices (a progress bar
     counts completed work; Ctrl-C raises :class:`clphys.runtime.Interrupted` within about
     a second) and, beyond the device's memory, in windows (one series) or groups of
-    series (a batch); none of these changes a bit of the result.
+    series (a batch); none of these changes a bit of the result.  A batch (q in {1, 2},
+    fp64) is streamed: the rows of each upload segment are checked, scaled and summed
+    on the device while the next segment is copied (docs/timeseries.md, "Many series").
     """
     max_lag = _max_lag(max_lag)
     qs, q_list = _qs(q)
