@@ -176,7 +176,8 @@ def main(argv=None):
     MB = 1 << 20
     seg = (MB // 4, MB) if args.quick else (8 * MB, 32 * MB)
     variants = [(k, {}) for k in data] + \
-        [(("batch unstreamed",) + k[1:], {"_stream": False}) for k in data if k[0] == "batch"] + \
+        [(("batch unstreamed",) + k[1:], {"_stream": False})
+         for k in data if k[0] == "batch"] + \
         [((f"batch {m // MB or 0.25} MB segments",) + k[1:], {"_seg": m})
          for m in seg for k in data if k[0] == "batch" and k[2] == np.float32] + \
         [((f"batch {g} groups per CU",) + k[1:], {"_per_cu": g})

@@ -232,9 +232,9 @@ void ts_ingest_moments(__global const ti_raw_t *x, __global const long *off,
 % if f64:
 
 // Per series s in [s_lo, s_hi), from its blocks' moments (out_lo 0): the sums (Σ d, Σ d²)
-// to stats[2 s], stats[2 s + 1] and the centre, shift + the mean rounded to a power of two near the spread
-// (so that data on a binary grid stays on it), as _ingest.centres (one operation per
-// statement: no contraction into an fma).
+// to stats[2 s], stats[2 s + 1] and the centre, shift + the mean rounded to a power of two
+// near the spread (so that data on a binary grid stays on it), as _ingest.centres (one
+// operation per statement: no contraction into an fma).
 __kernel void ts_ingest_centre(__global const double *mom, __global const uint *len,
                                __global const uint *boff, const uint s_lo, const uint s_hi,
                                __global const double *shift, __global double *centre,

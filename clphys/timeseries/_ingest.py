@@ -13,7 +13,6 @@ the conversion to the layout the pair kernels or the FFT read.
 
 from __future__ import annotations
 
-
 import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
@@ -299,8 +298,8 @@ class Input:
                ends.tobytes())
         if getattr(self, "_convert_key", None) != key:
             self._convert_key = key
-            self._convert_args = [a if isinstance(a, cl.MemoryObjectHolder) else self._array(a).data
-                                  for a in (boff, centre, yoff, ends)]
+            self._convert_args = [a if isinstance(a, cl.MemoryObjectHolder)
+                                  else self._array(a).data for a in (boff, centre, yoff, ends)]
         d_boff, d_centre, d_yoff, d_ends = self._convert_args
         self.prg.ts_ingest_convert(
             self.dev.queue, ((hi - lo) * self.wg,), (self.wg,), self.x, self._off.data,

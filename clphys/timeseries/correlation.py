@@ -488,7 +488,8 @@ class _Direct:
         plan counted min(G, tpb)); what earlier calls left for reuse goes if needed."""
         fixed = dict(self.fixed)
         fixed["partial sums"] = fixed["partial sums"] // self.Gs * self.tpb
-        need = sum(fixed.values()) + sum(self._value_buffers(int(self.b.lengths.sum())).values())
+        values = self._value_buffers(int(self.b.lengths.sum()))
+        need = sum(fixed.values()) + sum(values.values())
         usable = self.dev.facts.global_mem * USABLE_FRACTION
         if need > usable or fixed["partial sums"] > self.dev.facts.max_alloc:
             return False
@@ -521,10 +522,12 @@ class _Direct:
         self.G = max(self.tpb, min(want, self.tiles))
         self.Gs = self.tpb
         arr = lambda n, dtype: _common.work_array(dev, n, dtype)  # noqa: E731
-        checks, bad, exps, first = arr((nb, 2), np.int32), arr(E, np.int32),             arr(E, np.int32), arr(E, np.float64)
+        checks, bad, exps, first = (arr((nb, 2), np.int32), arr(E, np.int32),
+                                    arr(E, np.int32), arr(E, np.float64))
         inp._exps = exps
         if centred:
-            mom, centre, stats = arr(2 * nb, np.float64), arr(E, np.float64),                 arr((E, 2), np.float64)
+            mom, centre, stats = (arr(2 * nb, np.float64), arr(E, np.float64),
+                                  arr((E, 2), np.float64))
         else:
             centre, stats = first, None
         self.centre = centre
@@ -644,8 +647,8 @@ class _Direct:
         t = self.tuning
         lo, hi = rows or (0, self.E)
         job["prg"].ts_pair_sums(
-            self.dev.queue, (self.lag_blocks * t.wg, (hi - lo) * self.G), (t.wg, 1), self.y.data,
-            self.tab.data, self._voff.data, self._nts.data, self._ns.data, self._nchs.data,
+            self.dev.queue, (self.lag_blocks * t.wg, (hi - lo) * self.G), (t.wg, 1),
+            self.y.data, self.tab.data, self._voff.data, self._nts.data, self._ns.data, self._nchs.data,
             np.uint32(self.E), np.uint32(lo), np.uint32(self.G), np.int64(xbase),
             np.uint32(self.lag0), np.uint32(self.nlags),
             np.uint32(start), np.uint32(end), np.uint32(job["K"]), np.uint32(job["tpb"]),
@@ -1110,7 +1113,8 @@ def _acf_finish_device(dev, inp, ybuf, ytype, hoff, toff, lengths, nl, cross, cs
                       np.uint32(nl), tot.data, cross.data if isinstance(cross, cla.Array)
                       else cross, np.uint64(cstride), np.uint32(max(nblk, 1)), np.uint32(bl),
                       _device_or(arr, moments, lambda m: _moment_rows(m, E)),
-                      _device_or(arr, exps, lambda x: np.asarray(x, np.int32)), out.data, err.data)
+                      _device_or(arr, exps, lambda x: np.asarray(x, np.int32)), out.data,
+                      err.data)
     _phase("finish kernels")
     if keep:                    # the device arrays, for more kernels
         return out, err, prg
