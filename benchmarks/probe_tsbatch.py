@@ -12,8 +12,11 @@ lag, and the streamed batch against the unstreamed one (hurst S bit for bit, rho
 timing every variant interleaved (median of 7 after a warm-up), so the spread between
 rounds shows; the batch's rate as a share of the single series' rate of the same round
 (target >= 50 %: batch time <= 4x the single call's, the batch having twice the values).
-Last, the phases of the median of 3 calls per variant (after a warm-up) with a queue
-finish at every mark (splits).
+Variants of the batch: the default (streamed), unstreamed (`_stream=False`), the results
+copied out of the pinned buffer in 4 MB jobs (as before tsbatch; now nbytes / threads)
+and the upload from pageable memory (the driver's copy, no pinned buffer); and the
+batch's upload alone (no kernels).  Last, the phases of the median of 3 calls per
+variant (after a warm-up) with a queue finish at every mark (splits).
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ def fn_of(name):
 
 
 def call(dev, key, arr, max_lag, **kw):
-    kw = {k: v for k, v in kw.items() if k not in ("_seg", "_per_cu")}
+    kw = {k: v for k, v in kw.items() if k not in KNOBS}
     return fn_of(key[1])(arr, max_lag, device=dev, progress=False, **kw)
 
 
@@ -105,23 +108,24 @@ def check(dev, key, arr, max_lag):
     return ok, note
 
 
+KNOBS = {"_seg": (_transfer, "STREAM_SEGMENT_BYTES"),
+         "_dl": (_transfer, "DOWNLOAD_MIN_CHUNK")}
+
+
 class segments:
-    """_transfer.STREAM_SEGMENT_BYTES set to kw's `_seg`, correlation.BATCH_GROUPS_PER_CU
-    on GPUs to its `_per_cu` (absent: unchanged) inside the block."""
+    """The module constants named by kw's private keys (KNOBS) set inside the block."""
 
     def __init__(self, kw):
-        self.kw = kw
-        self.old = (_transfer.STREAM_SEGMENT_BYTES, dict(correlation.BATCH_GROUPS_PER_CU))
+        self.kw = {k: v for k, v in kw.items() if k in KNOBS}
+        self.old = {k: getattr(*KNOBS[k]) for k in self.kw}
 
     def __enter__(self):
-        if self.kw.get("_seg"):
-            _transfer.STREAM_SEGMENT_BYTES = self.kw["_seg"]
-        if self.kw.get("_per_cu"):
-            correlation.BATCH_GROUPS_PER_CU[True] = self.kw["_per_cu"]
+        for k, v in self.kw.items():
+            setattr(*KNOBS[k], v)
 
     def __exit__(self, *exc):
-        _transfer.STREAM_SEGMENT_BYTES = self.old[0]
-        correlation.BATCH_GROUPS_PER_CU.update(self.old[1])
+        for k, v in self.old.items():
+            setattr(*KNOBS[k], v)
 
 
 def source(key):
@@ -173,15 +177,13 @@ def main(argv=None):
     f = dev.facts
     print(f"# device: {dev.name} ({f.platform}, driver {f.driver}), fp64={f.fp64}", flush=True)
     max_lag, data = make_data(args.quick)
-    MB = 1 << 20
-    seg = (MB // 4, MB) if args.quick else (8 * MB, 32 * MB)
+    # (runs 1 and 2 also timed 8 / 32 MB segments and 8 / 32 groups per compute unit:
+    # no consistent difference from the defaults; dropped)
+    batches = [k for k in data if k[0] == "batch"]
     variants = [(k, {}) for k in data] + \
-        [(("batch unstreamed",) + k[1:], {"_stream": False})
-         for k in data if k[0] == "batch"] + \
-        [((f"batch {m // MB or 0.25} MB segments",) + k[1:], {"_seg": m})
-         for m in seg for k in data if k[0] == "batch" and k[2] == np.float32] + \
-        [((f"batch {g} groups per CU",) + k[1:], {"_per_cu": g})
-         for g in (8, 32) for k in data if k[0] == "batch" and k[2] == np.float32]
+        [(("batch unstreamed",) + k[1:], {"_stream": False}) for k in batches] + \
+        [(("batch, downloads in 4 MB jobs",) + k[1:], {"_dl": None}) for k in batches] + \
+        [(("batch, pageable upload",) + k[1:], {"_transfer": "pageable"}) for k in batches]
     start = time.perf_counter()
     good = []
     for key, kw in variants:
@@ -212,6 +214,17 @@ def main(argv=None):
             table.setdefault(key, []).append(t)
             emit(section="time", round=rnd, variant=f"{key[0]} {key[1]} {key[2].__name__}",
                  median_s=t, values=int(arr.size), max_lag=max_lag)
+    uploads = {}
+    for dt in (np.float32, np.float64):            # the batch's upload alone, no kernels
+        arr = data[("batch", "hurst", dt)]
+        spec = _transfer.default(dev, arr.nbytes)
+
+        def up():
+            with _transfer.Staged(dev, arr.nbytes, spec) as st:
+                st.put([(0, arr)])
+        uploads[dt] = timed(up, args.repeats)
+        emit(section="upload", variant=f"batch upload alone {dt.__name__} ({spec.name})",
+             median_s=uploads[dt], bytes=int(arr.nbytes))
     t_ph = time.perf_counter()
     notes = {}
     for key, kw in good:
@@ -233,6 +246,9 @@ def main(argv=None):
             size = data[("batch",) + key[1:]].size / data[("single",) + key[1:]].size
             share = " / ".join(f"{size * s / b:.0%}" for s, b in zip(one, ts))
         print(f"{label:<34} {' / '.join(f'{1e3 * t:.2f}' for t in ts):<28} {share}")
+    for dt, t in uploads.items():
+        print(f"{'batch upload alone ' + dt.__name__:<34} {1e3 * t:.2f} "
+              f"({data[('batch', 'hurst', dt)].nbytes >> 20} MB, no kernels)")
     print("# phases (median of 3 calls after a warm-up, a queue finish at every mark):")
     for key, text in notes.items():
         print(f"  {key[0]} {key[1]} {key[2].__name__}: {text}")
