@@ -389,3 +389,32 @@ def test_streamed_batch_needs_room_for_its_partial_sums(device, monkeypatch):
     want, phases = traced(lambda: hurst(P, MAX_LAG, device=device, _tuning=t, _stream=True))
     assert "streamed batch enqueued" in phases
     np.testing.assert_allclose(got.S, want.S, rtol=1e-12)
+
+
+def test_device_moment_rows_are_the_block_sums(device, monkeypatch):
+    """finish.cl's moment rows made on the device (ts_ingest_block_totals, then
+    ts_ingest_row_totals) against the host's sums of the same per-tile sums: one series
+    (streamed and not, many tiles per block) and a streamed batch of unequal lengths."""
+    if not device.facts.fp64:
+        pytest.skip(f"{device.name} has no fp64: the rows are made on the host")
+    captured = []
+    made = correlation._Direct.device_moments
+
+    def spy(self):
+        rows = made(self)
+        self.totals = None                     # the host's sums of the same tile sums
+        captured.append((rows.get().reshape(self.E, -1), self.tile_totals()))
+        return rows
+
+    monkeypatch.setattr(correlation._Direct, "device_moments", spy)
+    t = correlation.PairTuning(wg=8, lpi=4, chunk=32, run=32)
+    for x, stream in ((walk(40_001, 1) - 1e3, False), (walk(40_001, 1) - 1e3, True),
+                      ([walk(3001, 2), walk(777, 3), walk(5001, 4)], True)):
+        autocorrelation(x, MAX_LAG, device=device, _tuning=t, _stream=stream)
+    assert [r.shape[0] for r, _ in captured] == [1, 1, 3, 3]    # (the batch's: made, reused)
+    for rows, (s1, s2, s1k, s2k) in captured:
+        K = s1k.shape[1]
+        scale = np.sqrt(s2.max() * 40_001)
+        for got, want in ((rows[:, 0], s1), (rows[:, 1], s2), (rows[:, 2:2 + K], s1k),
+                          (rows[:, 2 + K:], s2k)):
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * scale)

@@ -583,10 +583,13 @@ class _Direct:
             inp, E = self.inp, self.E
             boff = inp._boff if len(self.windows) == 1 else \
                 inp._array(np.array([0, self.tiles], np.uint32))
-            self.moment_rows = _common.work_array(self.dev, E * (2 + 2 * self.K), np.float64)
-            inp.prg.ts_ingest_block_totals(self.dev.queue, (E,), None, self.tile_sums.data,
-                                           boff.data, np.uint32(E), np.uint32(self.K),
-                                           np.uint32(self.tpb), self.moment_rows.data)
+            rows = self.moment_rows = _common.work_array(self.dev, E * (2 + 2 * self.K),
+                                                         np.float64)
+            inp.prg.ts_ingest_block_totals(self.dev.queue, (self.K * inp.wg, E), (inp.wg, 1),
+                                           self.tile_sums.data, boff.data, np.uint32(self.K),
+                                           np.uint32(self.tpb), rows.data)
+            inp.prg.ts_ingest_row_totals(self.dev.queue, (E,), None, rows.data, np.uint32(E),
+                                         np.uint32(self.K))
         return self.moment_rows
 
     def verify(self):
