@@ -12,10 +12,10 @@ lag, and the streamed batch against the unstreamed one (hurst S bit for bit, rho
 timing every variant interleaved (median of 7 after a warm-up), so the spread between
 rounds shows; the batch's rate as a share of the single series' rate of the same round
 (target >= 50 %: batch time <= 4x the single call's, the batch having twice the values).
-Variants of the batch: the default (streamed), unstreamed (`_stream=False`), the results
-copied out of the pinned buffer in 4 MB jobs (as before tsbatch; now nbytes / threads)
-and the upload from pageable memory (the driver's copy, no pinned buffer); and the
-batch's upload alone (no kernels).  Last, the phases of the median of 3 calls per
+Variants of the batch: the default (streamed), unstreamed (`_stream=False`), the host
+copy in 1 MB or 2 MB jobs (default 4 MB: the 16 threads then fill 4 segments at once, so
+the first kernels wait for ~64 MB), the first segment in 1 MB jobs; and the batch's upload
+alone (no kernels).  Last, the phases of the median of 3 calls per
 variant (after a warm-up) with a queue finish at every mark (splits).
 """
 
@@ -109,7 +109,8 @@ def check(dev, key, arr, max_lag):
 
 
 KNOBS = {"_seg": (_transfer, "STREAM_SEGMENT_BYTES"),
-         "_dl": (_transfer, "DOWNLOAD_MIN_CHUNK")}
+         "_chunk": (_transfer, "STREAM_CHUNK"),
+         "_first": (_transfer, "STREAM_FIRST_CHUNK")}
 
 
 class segments:
@@ -177,13 +178,19 @@ def main(argv=None):
     f = dev.facts
     print(f"# device: {dev.name} ({f.platform}, driver {f.driver}), fp64={f.fp64}", flush=True)
     max_lag, data = make_data(args.quick)
-    # (runs 1 and 2 also timed 8 / 32 MB segments and 8 / 32 groups per compute unit:
-    # no consistent difference from the defaults; dropped)
-    batches = [k for k in data if k[0] == "batch"]
-    variants = [(k, {}) for k in data] + \
-        [(("batch unstreamed",) + k[1:], {"_stream": False}) for k in batches] + \
-        [(("batch, downloads in 4 MB jobs",) + k[1:], {"_dl": None}) for k in batches] + \
-        [(("batch, pageable upload",) + k[1:], {"_transfer": "pageable"}) for k in batches]
+    # (runs 1 and 2 also timed 8 / 32 MB segments and 8 / 32 groups per compute unit, run
+    # 3 the results copied out in jobs for every thread and the pageable upload: no
+    # consistent difference, resp. 2x slower; dropped)
+    MB = 1 << 20
+    k = 8 if args.quick else 1
+    batches = [key for key in data if key[0] == "batch"]
+    variants = [(key, {}) for key in data] + \
+        [(("batch unstreamed",) + key[1:], {"_stream": False}) for key in batches] + \
+        [((f"batch, {name}",) + key[1:], kw) for name, kw in (
+            (f"copy jobs {MB // k >> 10} KB", {"_chunk": MB // k}),
+            (f"copy jobs {2 * MB // k >> 10} KB", {"_chunk": 2 * MB // k}),
+            (f"first segment in {MB // k >> 10} KB jobs", {"_first": MB // k}))
+         for key in batches]
     start = time.perf_counter()
     good = []
     for key, kw in variants:

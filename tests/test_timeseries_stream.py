@@ -256,21 +256,6 @@ def test_download_all_reads_every_array(device):
     assert np.array_equal(big, large)
 
 
-@pytest.mark.parametrize("threads, least", [(3, 1000), (3, None), (1, 1 << 18)])
-def test_download_jobs_cover_every_byte(device, monkeypatch, threads, least):
-    """The pinned download cut into jobs for every copy thread (nbytes / threads, at
-    least DOWNLOAD_MIN_CHUNK; None: COPY_CHUNK jobs), in segments: every byte."""
-    from clphys.timeseries import _common
-    monkeypatch.setattr(_transfer, "COPY_THREADS", threads)
-    monkeypatch.setattr(_transfer, "DOWNLOAD_MIN_CHUNK", least)
-    monkeypatch.setattr(_transfer, "SEGMENT_BYTES", 3 * 8192 + 8)
-    monkeypatch.setattr(_transfer, "_pool", None)
-    a = np.random.default_rng(3).standard_normal(30_001)
-    got = _transfer.download(device, _common.device_array(device, a).data, np.empty_like(a),
-                             _transfer.Transfer("pinned", True))
-    assert np.array_equal(got, a)
-
-
 def test_centre_from_the_head_is_discarded_for_a_wandering_level(device, small_head,
                                                                   monkeypatch):
     """CENTRE_SAMPLE = 0 (the probes' "as before" variant): the centre from the head,

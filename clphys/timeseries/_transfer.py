@@ -51,12 +51,6 @@ PINNED_MIN_BYTES = 1 << 20      # below this the default path is pageable (nothi
 SEGMENT_BYTES = 1 << 24         # the pinned buffer is filled and sent this much at a time
 COPY_CHUNK = 1 << 22            # ... by threads copying this much each
 COPY_THREADS = max(1, min(16, os.cpu_count() or 1))
-# Results read back (download): the copy out of the pinned buffer into the new result
-# array is page-fault bound (~2.4 GB/s per thread on the H100 host), so it is cut into
-# jobs for every thread: nbytes / COPY_THREADS, at least DOWNLOAD_MIN_CHUNK, at most
-# COPY_CHUNK (None: COPY_CHUNK jobs, as before tsbatch: a 2 MB ρ was copied by the main
-# thread alone, hurst's 8 MB batch results by 2 threads).
-DOWNLOAD_MIN_CHUNK = 1 << 18
 # Streamed uploads (put with on_segment, begin): segments of STREAM_SEGMENT_BYTES, the
 # last one halved down to STREAM_TAIL_BYTES, each sent as soon as it is in, on a queue of
 # its own (a segment's DMA does not wait for the kernels enqueued on the one before).
@@ -436,8 +430,6 @@ def download(dev, src: cl.Buffer, dst: np.ndarray, transfer: Transfer = None):
             cl.enqueue_copy(queue, dst, src, is_blocking=True)
             return dst
         view = dst.reshape(-1).view(np.uint8)
-        chunk = COPY_CHUNK if DOWNLOAD_MIN_CHUNK is None else \
-            min(COPY_CHUNK, max(DOWNLOAD_MIN_CHUNK, -(-nbytes // COPY_THREADS)))
         step = SEGMENT_BYTES if transfer.overlap else nbytes
         events = [(a, min(nbytes, a + step),
                    cl.enqueue_copy(queue, host[a:min(nbytes, a + step)], src, src_offset=a,
@@ -445,7 +437,7 @@ def download(dev, src: cl.Buffer, dst: np.ndarray, transfer: Transfer = None):
         jobs = []
         for a, b, ev in events:
             ev.wait()
-            jobs += _copy_jobs(view[a:b], host[a:b], chunk)
+            jobs += _copy_jobs(view[a:b], host[a:b])
         for job in jobs:
             job.result()
     finally:
