@@ -375,7 +375,8 @@ def kernel_only(dev, run, pairs, K, tpb, reps):
     def launch():
         prg.ts_pair_sums(dev.queue, (run.lag_blocks * t.wg, run.E * run.G), (t.wg, 1),
                          run.y.data, run.tab.data, run._voff.data, run._nts.data,
-                         run._ns.data, run._nchs.data, np.uint32(run.E), np.int64(0),
+                         run._ns.data, run._nchs.data, np.uint32(run.E), np.uint32(0),
+                         np.uint32(run.G), np.int64(0),
                          np.uint32(run.lag0), np.uint32(run.nlags), np.uint32(0),
                          np.uint32(run.tiles), np.uint32(K), np.uint32(tpb), q.data, q.data,
                          partial.data)

@@ -229,6 +229,21 @@ def test_fft_kernels_oclgrind(oclgrind, monkeypatch):
         np.testing.assert_allclose(r.rho[1], autocorrelation_numpy(x[:30], 28), atol=1e-12)
 
 
+@pytest.mark.oclgrind
+def test_streamed_batch_kernels_oclgrind(oclgrind):
+    """A streamed batch (one segment on Oclgrind): ts_ingest_scale, ts_ingest_centre,
+    ts_ingest_block_totals and the pair sums over a group of entries, against NumPy."""
+    P = walks(3, 70, 12)
+    P[1] *= 1e-5
+    t = PairTuning(wg=4, lpi=2, chunk=8, run=8)
+    h = hurst(P, 6, device=oclgrind, _stream=True, _tuning=t)
+    a = autocorrelation(np.diff(P, axis=1), 6, device=oclgrind, _stream=True, _tuning=t)
+    for s in range(3):
+        np.testing.assert_allclose(h.S[s], hurst_numpy(P[s], 6)[0], rtol=1e-6)
+        np.testing.assert_allclose(a.rho[s], autocorrelation_numpy(np.diff(P[s]), 6),
+                                   atol=1e-6)
+
+
 # ---------------------------------------------------------------- pattern conformity
 
 def test_pattern_conformity_batches_and_errors(device):

@@ -197,17 +197,16 @@ def test_streamed_bad_values_are_named(device, small_head, monkeypatch):
         autocorrelation(np.full(T, 3.0), MAX_LAG, device=device, _stream=True)
 
 
-def test_batches_and_powdiff_do_not_stream(device, monkeypatch):
-    """Several series, or q outside {1, 2} (a first pass for the per-lag maxima), run
+def test_powdiff_and_compensated_batches_do_not_stream(device, monkeypatch):
+    """q outside {1, 2} (a first pass for the per-lag maxima), one series or several, and
+    a batch accumulated in compensated float (its scale and centre need the host) run
     unstreamed even when asked: the same results as without."""
     monkeypatch.setattr(_transfer, "STREAM_SEGMENT_BYTES", 4096)
     P = np.stack([walk(3001, 9), walk(3001, 10)])
-    for kw in (dict(p=P, q=1), dict(p=P[0], q=3.0)):
-        got, phases = traced(lambda: hurst(kw["p"], 20, q=kw["q"], device=device,
-                                           _stream=True))
-        assert "streamed pair sums" not in phases
-        assert np.array_equal(got.S, hurst(kw["p"], 20, q=kw["q"], device=device,
-                                           _stream=False).S)
+    for kw in (dict(p=P, q=3.0), dict(p=P[0], q=3.0), dict(p=P, q=1, _accumulate="compensated")):
+        got, phases = traced(lambda: hurst(device=device, _stream=True, max_lag=20, **kw))
+        assert not any("stream" in ph for ph in phases), phases
+        assert np.array_equal(got.S, hurst(device=device, _stream=False, max_lag=20, **kw).S)
     with pytest.raises(TypeError, match="_stream"):
         hurst(P[0], 20, device=device, _stream="yes")
 
@@ -269,3 +268,138 @@ def test_centre_from_the_head_is_discarded_for_a_wandering_level(device, small_h
     assert "streamed pass discarded" in phases, phases
     want = autocorrelation(x, MAX_LAG, device=device, _stream=False)
     assert np.array_equal(got.rho, want.rho) and np.array_equal(got.rho_err, want.rho_err)
+
+
+# ---------------------------------------------------------------- batches, streamed
+
+def batch_inputs(dtype):
+    """A 2-D batch of walks with very different levels and scales, and a list of unequal
+    (odd) lengths, some shorter than a tile row of the longest."""
+    P = walks = np.stack([walk(2_001, s) * 10.0 ** (3 * s - 6) for s in range(5)])
+    series = [walk(n, n) for n in (2_999, 777, 4_001, 1_201)]
+    return [P.astype(dtype), [x.astype(dtype) for x in series]], walks
+
+
+def batch_results(device, inputs, **kw):
+    out = []
+    for p in inputs:
+        h = hurst(p, MAX_LAG, q=[1, 2], device=device, **kw)
+        x = np.diff(p, axis=1) if isinstance(p, np.ndarray) else [np.diff(v) for v in p]
+        a = [autocorrelation(x, MAX_LAG, stationary=s, device=device, **kw)
+             for s in (False, True)]
+        out.append([h.S, h.S_err, h.H, h.H_err] + [r.rho for r in a] + [r.rho_err for r in a])
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("spec", ["pageable", "pinned+overlap"])
+def test_streamed_batches_do_not_depend_on_the_segments(device, monkeypatch, dtype, spec):
+    """A batch (2-D, and a list of unequal lengths) streamed in segments of a few rows, of
+    part of a row (a row completed over several segments) and in one segment: the same
+    bits; the NumPy references; the unstreamed path's S bit for bit, ρ to 1e-12."""
+    if not device.facts.fp64:
+        pytest.skip(f"{device.name} has no fp64: batches do not stream")
+    inputs, _ = batch_inputs(dtype)
+    item = np.dtype(dtype).itemsize
+    first = None
+    for segment, tail in ((1 << 30, 0), (3 * 2_001 * item, 0), (1000 * item + 8, 0),
+                          (5 * 4_001 * item, 700 * item)):
+        monkeypatch.setattr(_transfer, "STREAM_SEGMENT_BYTES", segment)
+        monkeypatch.setattr(_transfer, "STREAM_TAIL_BYTES", tail)
+        got, phases = traced(lambda: batch_results(device, inputs, _stream=True,
+                                                   _transfer=spec))
+        assert phases.count("streamed batch enqueued") == 2 * 3, phases
+        if first is None:
+            first = got
+            continue
+        for g, f in zip(sum(got, []), sum(first, [])):
+            assert np.array_equal(g, f, equal_nan=True)
+    want = batch_results(device, inputs, _stream=False)
+    for (g, w) in zip(first, want):
+        for i in range(4):                                  # hurst: the same bits
+            assert np.array_equal(g[i], w[i], equal_nan=True)
+        for i in range(4, 8):                               # rho and its errors
+            np.testing.assert_allclose(g[i], w[i], rtol=0, atol=1e-12 if dtype == np.float64
+                                       else 1e-6)
+    for p, r in zip(inputs, first):
+        for s in (0, len(p) - 1):
+            v = np.asarray(p[s], np.float64)
+            np.testing.assert_allclose(r[0][s, 0], hurst_numpy(v, MAX_LAG)[0], rtol=1e-6)
+            np.testing.assert_allclose(r[4][s], autocorrelation_numpy(np.diff(v), MAX_LAG),
+                                       atol=1e-6)
+
+
+def test_streamed_batches_name_bad_values(device, monkeypatch):
+    """A NaN in a later row (found by its segment's check on the device), an inf in the
+    first value of a row, and a constant row: the unstreamed path's errors."""
+    if not device.facts.fp64:
+        pytest.skip(f"{device.name} has no fp64: batches do not stream")
+    monkeypatch.setattr(_transfer, "STREAM_SEGMENT_BYTES", 3 * 8 * 1001)
+    P = np.stack([walk(1001, s) for s in range(6)])
+    for row, at, value in ((4, 777, np.nan), (2, 0, np.inf)):
+        Q = P.copy()
+        Q[row, at] = value
+        for fn in (hurst, autocorrelation):
+            for stream in (True, False):
+                with pytest.raises(ValueError, match=rf"p?x?\[{row}\] has a non-finite.*"
+                                                     rf"at index {at}"):
+                    fn(Q, MAX_LAG, device=device, _stream=stream)
+    Q = P.copy()
+    Q[3] = 2.5
+    for stream in (True, False):
+        with pytest.raises(ValueError, match=r"x\[3\] is constant"):
+            autocorrelation(Q, MAX_LAG, device=device, _stream=stream)
+    assert np.all(np.isfinite(hurst(Q, MAX_LAG, device=device, _stream=True).S[3]))
+
+
+def test_streamed_batch_needs_room_for_its_partial_sums(device, monkeypatch):
+    """A batch whose streamed partial sums (tpb columns per block, against the plan's
+    min(G, tpb)) would not fit the device's usable memory runs unstreamed: the same S."""
+    if not device.facts.fp64:
+        pytest.skip(f"{device.name} has no fp64: batches do not stream")
+    P = np.stack([walk(4_001, s) for s in range(3)])
+    t = correlation.PairTuning(wg=8, lpi=4, chunk=32, run=32, groups=1)
+    b = correlation._ingest.batch("p", P, MAX_LAG + 1, "")
+    run = correlation._Direct(device, b, MAX_LAG, 1, "blocked", 1, tuning=t)
+    assert run.Gs == 1 and run.tpb > 1
+    values = sum(run._value_buffers(int(b.lengths.sum())).values())
+    plan = sum(run.fixed.values()) + values
+    stream = plan + run.fixed["partial sums"] * (run.tpb - 1)
+    monkeypatch.setattr(correlation, "USABLE_FRACTION",
+                        (plan + stream) / 2 / device.facts.global_mem)
+    correlation._release(device)
+    got, phases = traced(lambda: hurst(P, MAX_LAG, device=device, _tuning=t, _stream=True))
+    assert not any("stream" in ph for ph in phases), phases
+    monkeypatch.undo()
+    want, phases = traced(lambda: hurst(P, MAX_LAG, device=device, _tuning=t, _stream=True))
+    assert "streamed batch enqueued" in phases
+    np.testing.assert_allclose(got.S, want.S, rtol=1e-12)
+
+
+def test_device_moment_rows_are_the_block_sums(device, monkeypatch):
+    """finish.cl's moment rows made on the device (ts_ingest_block_totals, then
+    ts_ingest_row_totals) against the host's sums of the same per-tile sums: one series
+    (streamed and not, many tiles per block) and a streamed batch of unequal lengths."""
+    if not device.facts.fp64:
+        pytest.skip(f"{device.name} has no fp64: the rows are made on the host")
+    captured = []
+    made = correlation._Direct.device_moments
+
+    def spy(self):
+        rows = made(self)
+        self.totals = None                     # the host's sums of the same tile sums
+        captured.append((rows.get().reshape(self.E, -1), self.tile_totals()))
+        return rows
+
+    monkeypatch.setattr(correlation._Direct, "device_moments", spy)
+    t = correlation.PairTuning(wg=8, lpi=4, chunk=32, run=32)
+    for x, stream in ((walk(40_001, 1) - 1e3, False), (walk(40_001, 1) - 1e3, True),
+                      ([walk(3001, 2), walk(777, 3), walk(5001, 4)], True)):
+        autocorrelation(x, MAX_LAG, device=device, _tuning=t, _stream=stream)
+    assert [r.shape[0] for r, _ in captured] == [1, 1, 3, 3]    # (the batch's: made, reused)
+    for rows, (s1, s2, s1k, s2k) in captured:
+        K = s1k.shape[1]
+        scale = np.sqrt(s2.max() * 40_001)
+        for got, want in ((rows[:, 0], s1), (rows[:, 1], s2), (rows[:, 2:2 + K], s1k),
+                          (rows[:, 2 + K:], s2k)):
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * scale)

@@ -177,12 +177,36 @@ void ts_ingest_check(__global const ti_raw_t *x, __global const long *off,
     if (lid == 0) out[b - out_lo] = r;
 }
 
+// Per series s in [s_lo, s_hi), from the checks of its blocks (ts_ingest_check, out_lo
+// 0): the first non-finite value's index in the series (TI_NONE if none) to bad[s], the
+// exponent e that brings max |v| into [1/2, 1) (0 for all zeros) to exps[s] and its first
+// value scaled, v(0) 2^e, to first[s]: what the host computes from the checks read back,
+// for a batch streamed without a wait for the host (the same values).
+__kernel void ts_ingest_scale(__global const ti_raw_t *x, __global const long *off,
+                              __global const uint *boff, const uint s_lo, const uint s_hi,
+                              __global const int2 *checks, __global int *bad,
+                              __global int *exps, __global ti_shift_t *first)
+{
+    const uint s = s_lo + get_global_id(0);
+    if (s >= s_hi) return;
+    int at = TI_NONE, key = TI_ZERO;
+    for (uint b = boff[s]; b < boff[s + 1]; ++b) {
+        const int2 r = checks[b];
+        if (at == TI_NONE && r.x != TI_NONE) at = (int)((b - boff[s]) * ${span}u) + r.x;
+        key = max(key, r.y);
+    }
+    const int e = key == TI_ZERO ? 0 : -key;
+    bad[s] = at;
+    exps[s] = e;
+    first[s] = ti_value(x[off[s]], e);
+}
+
 // Per block: the sums of d and d^2, d = v 2^e - shift[s] (shift: the series' first value,
-// scaled), for the mean and variance of the series.
+// scaled), for the mean and variance of the series, to out[2 (b - out_lo)], out[.. + 1].
 __kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
 void ts_ingest_moments(__global const ti_raw_t *x, __global const long *off,
                        __global const uint *len, __global const uint *boff, const uint nseries,
-                       const uint b_lo, __global const int *exps,
+                       const uint b_lo, const uint out_lo, __global const int *exps,
                        __global const ti_shift_t *shift, __global ${A}acc_t *out)
 {
     __local ${A}acc_t scratch[${wg}];
@@ -203,8 +227,69 @@ void ts_ingest_moments(__global const ti_raw_t *x, __global const long *off,
     }
     s1 = ti_s_wg_reduce(s1, lid, scratch);
     s2 = ti_s_wg_reduce(s2, lid, scratch);
-    if (lid == 0) { out[2 * get_group_id(0)] = s1; out[2 * get_group_id(0) + 1] = s2; }
+    if (lid == 0) { out[2 * (b - out_lo)] = s1; out[2 * (b - out_lo) + 1] = s2; }
 }
+% if f64:
+
+// Per series s in [s_lo, s_hi), from its blocks' moments (out_lo 0): the sums (Σ d, Σ d²)
+// to stats[2 s], stats[2 s + 1] and the centre, shift + the mean rounded to a power of two
+// near the spread (so that data on a binary grid stays on it), as _ingest.centres (one
+// operation per statement: no contraction into an fma).
+__kernel void ts_ingest_centre(__global const double *mom, __global const uint *len,
+                               __global const uint *boff, const uint s_lo, const uint s_hi,
+                               __global const double *shift, __global double *centre,
+                               __global double *stats)
+{
+    const uint s = s_lo + get_global_id(0);
+    if (s >= s_hi) return;
+    double s1 = 0.0, s2 = 0.0;
+    for (uint b = boff[s]; b < boff[s + 1]; ++b) { s1 += mom[2 * b]; s2 += mom[2 * b + 1]; }
+    stats[2 * s] = s1;                  // (a double2 store trips Oclgrind's checker)
+    stats[2 * s + 1] = s2;
+    const double n = (double)len[s];
+    const double mean = s1 / n;
+    const double sq = mean * mean;
+    const double var = s2 / n - sq;
+    const double sd = sqrt(fmax(var, 0.0));
+    // 2^(frexp exponent - 1) = 2^ilogb (frexp's pointer argument trips Oclgrind)
+    const double step = sd > 0.0 && isfinite(sd) ? ldexp(1.0, ilogb(sd)) : 1.0;
+    const double m = rint(mean / step) * step;
+    centre[s] = isfinite(mean) ? shift[s] + m : shift[s];
+}
+
+// finish.cl's `mom` row of each series e: s1, s2, s1k[nblk], s2k[nblk] (its converted
+// values' Σ y, Σ y², then the same per jackknife block: blocks of tpb of its tiles, the
+// last one to its end, empty ones 0), from the conversion's per-tile sums (tiles boff[e]
+// .. boff[e + 1]).  Work group (k, e): block k's tiles, strided over the items and added
+// by a fixed tree (one item per block was ~2 ms for the 16384 tiles of a series of 2^24
+// on the H100); then ts_ingest_row_totals adds the blocks in order.
+__kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
+void ts_ingest_block_totals(__global const double *tiles, __global const uint *boff,
+                            const uint nblk, const uint tpb, __global double *mom)
+{
+    __local ${A}acc_t scratch[${wg}];
+    const uint k = get_group_id(0), e = get_group_id(1), lid = get_local_id(0);
+    __global double *row = mom + (size_t)e * (2 + 2 * nblk);
+    const uint b0 = boff[e], b1 = boff[e + 1];
+    const uint lo = min(b0 + k * tpb, b1), hi = k == nblk - 1 ? b1 : min(lo + tpb, b1);
+    double k1 = 0.0, k2 = 0.0;
+    for (uint b = lo + lid; b < hi; b += ${wg}u) { k1 += tiles[2 * b]; k2 += tiles[2 * b + 1]; }
+    k1 = ti_s_wg_reduce(k1, lid, scratch);
+    k2 = ti_s_wg_reduce(k2, lid, scratch);
+    if (lid == 0) { row[2 + k] = k1; row[2 + nblk + k] = k2; }
+}
+
+__kernel void ts_ingest_row_totals(__global double *mom, const uint nseries, const uint nblk)
+{
+    const uint e = get_global_id(0);
+    if (e >= nseries) return;
+    __global double *row = mom + (size_t)e * (2 + 2 * nblk);
+    double s1 = 0.0, s2 = 0.0;
+    for (uint k = 0; k < nblk; ++k) { s1 += row[2 + k]; s2 += row[2 + nblk + k]; }
+    row[0] = s1;
+    row[1] = s2;
+}
+% endif
 
 ## ts_ingest_convert: block b of series s covers the output positions [t0, t0 + span) of
 ## the series' row, which starts at y + yoff[s] and has ylen[s] positions (>= len[s]).

@@ -28,7 +28,8 @@
 ## Entry e: values x[voff[e] - xbase + t], t < n[e] (xbase: the global position of the
 ## buffer's first value, nonzero for a window of one series too long for the device);
 ## nchs[e] tiles, ceil(min(nt, n - lag0) / chunk).
-## Work group (b, e G + g) of G groups per entry owns the lags lag0 + b*wg*lpi + [0, wg*lpi)
+## Work group (b, (e - e_lo) G + g) of G groups per entry (a launch covers the entries
+## e_lo .. e_lo + get_num_groups(1) / G - 1) owns the lags lag0 + b*wg*lpi + [0, wg*lpi)
 ## and the tiles c in [c_begin, c_end) of entry e with c % G == g, in increasing order.
 ## A tile keeps x(t0 .. t0 + chunk) and the shifted span x(t0 + L0 .. t0 + L0 + chunk +
 ## wg*lpi) in local memory; item i keeps its lpi lags' accumulators in registers, read from
@@ -37,7 +38,9 @@
 ## column is the group's own, with G > tpb every tile has a slot of its own (a group's
 ## tiles lie in different blocks).  So a group folds its tiles in the same order however
 ## the tile range is split into launches (time-bounded slices, upload segments, windows):
-## the sums are the same bits.  ts_pair_finish then reduces partial over the Gs columns.
+## the sums are the same bits; with G >= tpb they are also the same bits for any such G
+## (one tile per slot), and launches over groups of entries change nothing either.
+## ts_pair_finish then reduces partial over the Gs columns.
 <%namespace name="accns" file="/timeseries/acc.cl"/>
 <%
     KINDS = ("absdiff", "sqdiff", "powdiff", "product", "absmax")
@@ -172,7 +175,8 @@ inline float tp_f${p}(float a, float b, float q, float s)
 __kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
 void ts_pair_sums(__global const tp_in_t *x, __global const float2 *tab,
                   __global const ulong *voff, __global const uint *nts, __global const uint *ns,
-                  __global const uint *nchs, const uint nentries, const long xbase,
+                  __global const uint *nchs, const uint nentries, const uint e_lo,
+                  const uint G, const long xbase,
                   const uint lag0, const uint nlags,
                   const uint c_begin, const uint c_end, const uint nblk, const uint tpb,
                   __global const float *qs, __global const float *inv,
@@ -184,9 +188,8 @@ void ts_pair_sums(__global const tp_in_t *x, __global const float2 *tab,
     const uint L0 = lag0 + get_group_id(0) * ${lg}u;    // first lag of the group
     const uint me = lid * ${lpi}u;                      // this item's lags: L0 + me + j
     const uint first = L0 - lag0 + me;                  // ... at sums index first + j
-    const uint G = get_num_groups(1) / nentries;
     // (no '%' beside the '/': LLVM would pair them with a `freeze`, which Oclgrind lacks)
-    const uint gy = get_group_id(1), e = gy / G, g = gy - e * G;
+    const uint gy = get_group_id(1), eg = gy / G, g = gy - eg * G, e = e_lo + eg;
     const uint n = ns[e], nt = nts[e];
     __global const tp_in_t *xs = x + ((long)voff[e] - xbase);
 % if value == "blocked":

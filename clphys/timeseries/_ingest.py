@@ -13,8 +13,6 @@ the conversion to the layout the pair kernels or the FFT read.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
@@ -113,26 +111,28 @@ def batch(name: str, values, min_len: int, why: str) -> Batch:
             b = Batch(name, [arr], single=True, whole=arr)
         else:
             b = Batch(name, list(arr), single=False, whole=arr)
-    for s, n in enumerate(b.lengths):
-        if n < min_len:
-            raise ValueError(f"{b.label(s)} needs at least {min_len} points ({why}), got {n}")
-        if n > _common.MAX_LENGTH:
-            raise ValueError(f"{b.label(s)} may have at most {_common.MAX_LENGTH} points, "
-                             f"got {n}")
+    short, long_ = b.lengths < min_len, b.lengths > _common.MAX_LENGTH
+    if short.any():
+        s = int(np.argmax(short))
+        raise ValueError(f"{b.label(s)} needs at least {min_len} points ({why}), "
+                         f"got {b.lengths[s]}")
+    if long_.any():
+        s = int(np.argmax(long_))
+        raise ValueError(f"{b.label(s)} may have at most {_common.MAX_LENGTH} points, "
+                         f"got {b.lengths[s]}")
     return b
 
 
 def centres(s1, s2, n, shift) -> np.ndarray:
     """Per series: shift + its mean rounded to a power of two near its spread, from the
     sums s1, s2 of n values d = v - shift (so that data on a binary grid stays on it)."""
-    mean = s1 / n
-    sd = np.sqrt(np.maximum(s2 / n - mean * mean, 0.0))
-    out = np.empty(len(n))
-    for s in range(len(n)):
-        step = math.ldexp(1.0, math.frexp(sd[s])[1] - 1) if sd[s] > 0 else 1.0
-        out[s] = shift[s] + round(float(mean[s]) / step) * step \
-            if math.isfinite(mean[s]) else shift[s]
-    return out
+    with np.errstate(all="ignore"):
+        mean = np.asarray(s1, np.float64) / n
+        sd = np.sqrt(np.maximum(s2 / n - mean * mean, 0.0))
+        step = np.where(sd > 0, np.ldexp(1.0, np.frexp(sd)[1] - 1), 1.0)
+        # (np.rint: half to even, as Python's round; vectorised: a loop cost ~3 us a series)
+        return np.where(np.isfinite(mean), shift + np.rint(mean / step) * step,
+                        np.asarray(shift, np.float64))
 
 
 class Input:
@@ -241,15 +241,17 @@ class Input:
         if bad.any():
             k = int(np.argmax(bad))
             s = int(np.searchsorted(self.boff, k, side="right")) - 1
-            t = (k - int(self.boff[s])) * self.span + int(blocks[k, 0])
-            value = self.b.arrays[s][t]
-            raise ValueError(f"{self.b.label(s)} has a non-finite value (NaN or inf): {value} "
-                             f"at index {t}")
+            self.raise_bad(s, (k - int(self.boff[s])) * self.span + int(blocks[k, 0]))
         keys = np.maximum.reduceat(blocks[:, 1], self.boff[:-1].astype(np.int64))
         self.exps = np.where(keys == ZERO_KEY, 0, -keys).astype(np.int32)
         if upload:
             self._exps = self._array(self.exps)
         return self.exps
+
+    def raise_bad(self, s: int, t: int):
+        """ValueError naming the non-finite value at index t of series s."""
+        raise ValueError(f"{self.b.label(s)} has a non-finite value (NaN or inf): "
+                         f"{self.b.arrays[s][t]} at index {t}")
 
     def moments(self, shift, own=None) -> np.ndarray:
         """Per-block (Σ d, Σ d²), d = v 2^e - shift (per series), read back as float64."""
@@ -258,8 +260,8 @@ class Input:
         sh = self._array(self.scaled(shift))
         self.prg.ts_ingest_moments(self.dev.queue, ((hi - lo) * self.wg,), (self.wg,), self.x,
                                    self._off.data, self._len.data, self._boff.data,
-                                   np.uint32(len(self.b)), np.uint32(lo), self._exps.data,
-                                   sh.data, out.data)
+                                   np.uint32(len(self.b)), np.uint32(lo), np.uint32(lo),
+                                   self._exps.data, sh.data, out.data)
         return _common.acc_to_float64(out.get()).reshape(-1, 2)
 
     def centres(self, sums: np.ndarray, shift: np.ndarray) -> np.ndarray:
@@ -288,12 +290,16 @@ class Input:
             ybase, t_end = window[0], window[1]
         ends = (ylen if t_end is None else np.minimum(ylen, t_end)).astype(np.uint32)
         dummy = self._dummy()
-        # the small arrays once per call, not per segment of a streamed upload
-        centre = self.scaled(centre)
-        key = (boff.tobytes(), centre.tobytes(), yoff.tobytes(), ends.tobytes())
+        # the small arrays once per call, not per segment of a streamed upload; a centre
+        # already on the device (a buffer: a streamed batch's) as it is
+        on_device = isinstance(centre, cl.MemoryObjectHolder)
+        centre = centre if on_device else self.scaled(centre)
+        key = (boff.tobytes(), centre if on_device else centre.tobytes(), yoff.tobytes(),
+               ends.tobytes())
         if getattr(self, "_convert_key", None) != key:
             self._convert_key = key
-            self._convert_args = [self._array(a).data for a in (boff, centre, yoff, ends)]
+            self._convert_args = [a if isinstance(a, cl.MemoryObjectHolder)
+                                  else self._array(a).data for a in (boff, centre, yoff, ends)]
         d_boff, d_centre, d_yoff, d_ends = self._convert_args
         self.prg.ts_ingest_convert(
             self.dev.queue, ((hi - lo) * self.wg,), (self.wg,), self.x, self._off.data,

@@ -136,6 +136,9 @@ STREAM_MAX_PAIRS = {True: 1 << 37, False: 1 << 30}     # by DeviceFacts.is_gpu
 # misled it for any series whose level wanders (a random walk's share, a drift): the
 # streamed pass was then discarded (+3 ms on the H100 at T = 2^24).  0: from the head.
 CENTRE_SAMPLE = 1 << 12
+# A streamed batch's pair-sum launches (one per upload segment's rows) have about this
+# many work groups per compute unit (at least tpb per row: see _Direct.stream_batch)
+BATCH_GROUPS_PER_CU = {True: 16, False: 4}              # by DeviceFacts.is_gpu
 
 
 def _sample_positions(n: int) -> np.ndarray:
@@ -151,6 +154,10 @@ def _pair_pass(run, st, centred: bool, pairs, stream, progress):
     True: wherever _Direct.can_stream), else (None, exps) with the series prepared for
     run.sums(): unstreamed from the start, or after a streamed pass that did not stand
     (the fallback: recentred and rescaled from the values already on the device)."""
+    if stream is not False and run.can_stream_batch(pairs, progress, forced=bool(stream)):
+        sums, exps = run.stream_batch(st, centred, pairs)
+        _phase("streamed batch enqueued")
+        return sums, exps
     if stream is not False and run.can_stream(pairs, progress, forced=bool(stream)):
         sums, got = run.stream(st, centred, pairs)
         if sums is not None:
@@ -207,6 +214,7 @@ class _Direct:
         # device at most
         room = max(1, items_that_fit(dev, n_pairs * E * self.K * nlags * acc_bytes) // 4)
         self.G = max(1, G if room >= self.tpb else min(G, room))
+        self.room = room
         self.Gs = min(self.G, self.tpb)
         self.elem = 8 if value == "float2" else 4
         self.align = BLOCK
@@ -216,7 +224,8 @@ class _Direct:
             "partial sums": n_pairs * E * self.K * self.Gs * nlags * acc_bytes,
             "block sums": n_pairs * E * self.K * nlags * acc_bytes,
             "results": 4 * n_pairs * E * nlags * 8,
-            "per-tile sums": E * self.tiles * acc_bytes + E * 8 * 64}
+            "per-tile sums": E * self.tiles * acc_bytes + E * 8 * 64,
+            "checks and moments": 24 * (E * self.tiles + 1) + 64 * E}
         self.what = what
         self.windows = self._plan_windows()
         self.first_slice = max(1, FIRST_SLICE_PAIRS[facts.is_gpu]
@@ -224,6 +233,9 @@ class _Direct:
         self.rows = _finish_rows(dev)
         self.totals = None                    # the per-tile sums as read back
         self._tile_totals = None              # (totals, tile_totals() of them)
+        self.moment_rows = None               # finish.cl's `mom` on the device (fp64)
+        self._checks = []                     # a streamed batch's (host, device) checks
+        self._reads = []                      # ... their reads, enqueued
 
     # -- memory
 
@@ -454,6 +466,152 @@ class _Direct:
         inp.exps, inp._exps = provisional, provisional_d
         return self._finish_pairs(job), provisional
 
+    # -- streaming a batch: each upload segment's complete rows are checked, scaled,
+    # centred, converted and summed on the device as they arrive, no wait for the host
+
+    def can_stream_batch(self, pairs, progress, forced: bool) -> bool:
+        """Several series in one window, accumulated in double (the scale and centre are
+        found on the device: ts_ingest_scale / _centre need fp64), pair functions without
+        a first pass, room for G >= tpb groups per series (see stream_batch); unless
+        `forced`, also a short job (no progress bar or time slices wanted) and not
+        Oclgrind (one upload there: nothing to overlap)."""
+        t = self.tuning
+        facts = self.dev.facts
+        pair_terms = self.E * self.tiles * t.chunk * self.lag_blocks * t.wg * t.lpi
+        return (self.E > 1 and len(self.windows) == 1 and "powdiff" not in pairs
+                and self.f64 and self.room >= self.tpb and self._stream_fits()
+                and (forced or (progress in (None, False) and facts.vendor != "oclgrind"
+                                and pair_terms <= STREAM_MAX_PAIRS[facts.is_gpu])))
+
+    def _stream_fits(self) -> bool:
+        """Whether the device holds the batch with tpb partial-sum columns per block (the
+        plan counted min(G, tpb)); what earlier calls left for reuse goes if needed."""
+        fixed = dict(self.fixed)
+        fixed["partial sums"] = fixed["partial sums"] // self.Gs * self.tpb
+        values = self._value_buffers(int(self.b.lengths.sum()))
+        need = sum(fixed.values()) + sum(values.values())
+        usable = self.dev.facts.global_mem * USABLE_FRACTION
+        if need > usable or fixed["partial sums"] > self.dev.facts.max_alloc:
+            return False
+        if need + _held(self.dev) > usable:
+            _release(self.dev)
+        return True
+
+    def stream_batch(self, st, centred: bool, pairs) -> tuple:
+        """Upload the batch in segments (_transfer.stream_segments) and, for the rows that
+        each one completes, enqueue their check, scale (ts_ingest_scale: the exponent and
+        the scaled first value, on the device), for the autocorrelation the mean and
+        centre (ts_ingest_moments, ts_ingest_centre), the conversion and the pair sums of
+        all their tiles, behind that segment's copy, so the next copy overlaps them.
+        Then the block sums and (centred) finish.cl's moment rows, all on the device, and
+        one non-blocking read of the per-series checks: verify() raises at a non-finite
+        value or a constant series once the results are in.  Returns (block sums, the
+        exponents on the device).
+
+        The launches over a segment's rows use G >= tpb groups per series, enough to fill
+        the device: with G >= tpb every tile has a partial-sum slot of its own
+        (pairs.cl), so the sums are the same bits for any segment size and any such G."""
+        b, dev, queue = self.b, self.dev, self.dev.queue
+        facts = dev.facts
+        self.inp = inp = self._input()
+        inp.begin(st)                           # the host copies start now
+        E, nb, item = self.E, int(inp.boff[-1]), b.dtype.itemsize
+        rows_per_segment = max(1, _xfer.STREAM_SEGMENT_BYTES // (item * int(b.lengths.mean())))
+        per_cu = BATCH_GROUPS_PER_CU[facts.is_gpu]
+        want = -(-per_cu * facts.compute_units // (self.lag_blocks * min(E, rows_per_segment)))
+        self.G = max(self.tpb, min(want, self.tiles))
+        self.Gs = self.tpb
+        arr = lambda n, dtype: _common.work_array(dev, n, dtype)  # noqa: E731
+        checks, bad, exps, first = (arr((nb, 2), np.int32), arr(E, np.int32),
+                                    arr(E, np.int32), arr(E, np.float64))
+        inp._exps = exps
+        if centred:
+            mom, centre, stats = (arr(2 * nb, np.float64), arr(E, np.float64),
+                                  arr((E, 2), np.float64))
+        else:
+            centre, stats = first, None
+        self.centre = centre
+        self._allocate(centred)
+        job = self._pair_job(pairs)
+        prg = inp.prg
+        ends = np.cumsum(b.lengths)
+        state = {"rows": 0}
+
+        def on_segment(end):
+            r0, r1 = state["rows"], int(np.searchsorted(ends, end // item, side="right"))
+            if r1 <= r0:
+                return
+            lo, hi = int(inp.boff[r0]), int(inp.boff[r1])
+            inp.check_blocks(lo, hi, checks)
+            prg.ts_ingest_scale(queue, (r1 - r0,), None, inp.x, inp._off.data, inp._boff.data,
+                                np.uint32(r0), np.uint32(r1), checks.data, bad.data, exps.data,
+                                first.data)
+            if centred:
+                prg.ts_ingest_moments(queue, ((hi - lo) * inp.wg,), (inp.wg,), inp.x,
+                                      inp._off.data, inp._len.data, inp._boff.data,
+                                      np.uint32(E), np.uint32(lo), np.uint32(0), exps.data,
+                                      first.data, mom.data)
+                prg.ts_ingest_centre(queue, (r1 - r0,), None, mom.data, inp._len.data,
+                                     inp._boff.data, np.uint32(r0), np.uint32(r1), first.data,
+                                     centre.data, stats.data)
+            inp.convert(self.y.data, self.yoff, self.ylen, centre.data, tab=self.tab.data,
+                        sums=self.tile_sums.data if centred else None, blocks=(lo, hi))
+            self._launch(job, 0, 0, self.tiles, rows=(r0, r1))
+            state["rows"] = r1
+
+        inp.load(st, on_segment=on_segment)
+        sums = self._finish_pairs(job)
+        if centred:
+            self.device_moments()
+        self._checks = [(np.empty(E, np.int32), bad)] + \
+            ([(np.empty((E, 2), np.float64), stats)] if centred else [])
+        return sums, exps
+
+    def read_checks(self):
+        """Enqueue the read of a streamed batch's per-series checks (after the finish
+        kernels: on NVIDIA a read into pageable memory holds the host until the queue
+        reaches it, so enqueued earlier it would keep the finish kernels waiting)."""
+        if self._checks and not self._reads:
+            self._reads = [cl.enqueue_copy(self.dev.queue, h, d.data, is_blocking=False)
+                           for h, d in self._checks]
+
+    def device_moments(self) -> cla.Array:
+        """finish.cl's `mom` rows (per series Σ y, Σ y², then the same per jackknife
+        block) from the conversion's per-tile sums, on the device (fp64): the same
+        numbers for a series alone or in a batch, streamed or not."""
+        if self.moment_rows is None:
+            inp, E = self.inp, self.E
+            boff = inp._boff if len(self.windows) == 1 else \
+                inp._array(np.array([0, self.tiles], np.uint32))
+            rows = self.moment_rows = _common.work_array(self.dev, E * (2 + 2 * self.K),
+                                                         np.float64)
+            inp.prg.ts_ingest_block_totals(self.dev.queue, (self.K * inp.wg, E), (inp.wg, 1),
+                                           self.tile_sums.data, boff.data, np.uint32(self.K),
+                                           np.uint32(self.tpb), rows.data)
+            inp.prg.ts_ingest_row_totals(self.dev.queue, (E,), None, rows.data, np.uint32(E),
+                                         np.uint32(self.K))
+        return self.moment_rows
+
+    def verify(self):
+        """After stream_batch: wait for its checks (read back without blocking) and raise
+        ValueError at the first non-finite value, or for the autocorrelation at a
+        constant series, as prepare() does before any pair sum."""
+        if not self._checks:
+            return
+        self.read_checks()
+        cl.wait_for_events(self._reads)
+        (at, _), *stats = self._checks
+        self._checks = self._reads = []
+        bad = at != _ingest.NONE
+        if bad.any():
+            s = int(np.argmax(bad))
+            self.inp.raise_bad(s, int(at[s]))
+        if stats:
+            flat = stats[0][0][:, 1] == 0
+            if flat.any():
+                raise ValueError(f"{self.b.label(int(np.argmax(flat)))} is constant: its "
+                                 "autocorrelation is undefined")
+
     def _stream_ok(self, e: int, e0: int, centred: bool) -> bool:
         """Whether the pair sums made with the provisional scale 2^e0 and centre stand:
         max |x| 2^e0 below 2^MAX_SCALE_GAP (so no float32 term overflows: powers of two
@@ -487,13 +645,15 @@ class _Direct:
         return dict(prg=prg, K=K, tpb=tpb, Gs=Gs, dtype=dtype, npairs=npairs,
                     partial=partial, q=qarr, inv=invarr)
 
-    def _launch(self, job, xbase: int, start: int, end: int):
-        """The pair sums of the tiles [start, end)."""
+    def _launch(self, job, xbase: int, start: int, end: int, rows=None):
+        """The pair sums of the tiles [start, end) of the series `rows` (lo, hi), or all."""
         t = self.tuning
+        lo, hi = rows or (0, self.E)
         job["prg"].ts_pair_sums(
-            self.dev.queue, (self.lag_blocks * t.wg, self.E * self.G), (t.wg, 1), self.y.data,
-            self.tab.data, self._voff.data, self._nts.data, self._ns.data, self._nchs.data,
-            np.uint32(self.E), np.int64(xbase), np.uint32(self.lag0), np.uint32(self.nlags),
+            self.dev.queue, (self.lag_blocks * t.wg, (hi - lo) * self.G), (t.wg, 1),
+            self.y.data, self.tab.data, self._voff.data, self._nts.data, self._ns.data, self._nchs.data,
+            np.uint32(self.E), np.uint32(lo), np.uint32(self.G), np.int64(xbase),
+            np.uint32(self.lag0), np.uint32(self.nlags),
             np.uint32(start), np.uint32(end), np.uint32(job["K"]), np.uint32(job["tpb"]),
             job["q"].data, job["inv"].data, job["partial"].data)
 
@@ -693,7 +853,9 @@ def hurst(p, max_lag=256, q=1.0, device=None, progress=None, *, method="auto", e
     O(max_lag) sums).  Long series are worked on in time-bounded slices (a progress bar
     counts completed work; Ctrl-C raises :class:`clphys.runtime.Interrupted` within about
     a second) and, beyond the device's memory, in windows (one series) or groups of
-    series (a batch); none of these changes a bit of the result.
+    series (a batch); none of these changes a bit of the result.  A batch (q in {1, 2},
+    fp64) is streamed: the rows of each upload segment are checked, scaled and summed
+    on the device while the next segment is copied (docs/timeseries.md, "Many series").
     """
     max_lag = _max_lag(max_lag)
     qs, q_list = _qs(q)
@@ -781,7 +943,9 @@ def _hurst_direct(dev, b, max_lag, qs, accumulate, tuning, layout, transfer, pro
                                 run.inp._array(np.asarray(qs, np.float32)).data,
                                 run.inp._array(inv).data, out.data)
             _phase("finish kernels")
+            run.read_checks()
             res = _xfer.download(dev, out.data, np.empty((4, len(kinds), E, nl), odtype))
+            run.verify()
             return tuple(res.transpose(0, 2, 1, 3))
         blocks = _common.acc_to_float64(sums.get()).reshape(len(kinds), E, run.K, nl)
     with np.errstate(divide="ignore"):
@@ -878,33 +1042,36 @@ def _acf_direct(dev, b, max_lag, stationary, accumulate, tuning, transfer, progr
         if sums is None:
             sums = run.sums(st, ["product"], progress=progress, label="autocorrelation")
             _phase("conversion and pair sums")
-        s1, s2, s1k, s2k = run.tile_totals()
         if len(run.windows) == 1:
             ybuf, hoff = run.y, run.yoff.astype(np.uint64)
             toff = (run.yoff + b.lengths - 1).astype(np.uint64)
         else:
             ybuf, hoff, toff = _ends(dev, run, nl)
         if not run.f64:
+            s1, s2, s1k, s2k = run.tile_totals()
             cross = _common.acc_to_float64(sums.get()).reshape(E, run.K, max_lag)
             rho = np.empty((E, nl))
             err = np.empty((E, nl))
+            heads, tails = np.split(_read_rows(dev, ybuf.data, np.float32, np.concatenate(
+                [hoff.astype(np.int64), toff.astype(np.int64) - nl + 1]), nl), 2)
             for e in range(E):
-                head = _read(dev, ybuf.data, np.float32, int(hoff[e]), nl)
-                tail = _read(dev, ybuf.data, np.float32, int(toff[e]) - nl + 1, nl)
-                rho[e], err[e] = _finish.acf(cross[e], head, tail, s1[e], s2[e], s1k[e], s2k[e],
-                                             int(b.lengths[e]), run.bl, stationary)
+                rho[e], err[e] = _finish.acf(cross[e], heads[e], tails[e], s1[e], s2[e], s1k[e],
+                                             s2k[e], int(b.lengths[e]), run.bl, stationary)
             return rho.astype(_out_dtype(b), copy=False), err.astype(_out_dtype(b), copy=False)
-        _phase("block sums and moments")
-        return _acf_finish_device(dev, run.inp, ybuf, "float", hoff, toff, b.lengths, nl,
-                                  sums, 0, run.K, run.bl, (s1, s2, s1k, s2k), exps,
-                                  "stationary" if stationary else "general", _out_dtype(b))
+        res = _acf_finish_device(dev, run.inp, ybuf, "float", hoff, toff, b.lengths, nl, sums,
+                                 0, run.K, run.bl, run.device_moments(), exps,
+                                 "stationary" if stationary else "general", _out_dtype(b))
+        run.verify()
+        return res
 
 
-def _read(dev, buf, dtype, start: int, count: int) -> np.ndarray:
-    """buf[start:start + count] (elements of dtype) read back as float64."""
-    out = np.empty(count, dtype)
-    cl.enqueue_copy(dev.queue, out, buf, src_offset=start * out.itemsize, is_blocking=True)
-    return out.astype(np.float64)
+def _read_rows(dev, buf, dtype, starts, count: int) -> np.ndarray:
+    """buf[s:s + count] (elements of dtype) for each s of `starts`, gathered on the device
+    and read back at once (not one blocking read per row): (len(starts), count) float64."""
+    idx = (np.asarray(starts, np.int64)[:, None] + np.arange(count)).ravel()
+    whole = cla.Array(dev.queue, int(idx.max()) + 1, dtype, data=buf)
+    rows = cla.take(whole, cla.to_device(dev.queue, idx))
+    return rows.get().reshape(len(starts), count).astype(np.float64)
 
 
 def _ends(dev, run, nl):
@@ -948,8 +1115,9 @@ def _acf_finish_device(dev, inp, ybuf, ytype, hoff, toff, lengths, nl, cross, cs
     prg.ts_acf_finish(queue, (nch * wg, E), (wg, 1), yb, hoff_d.data, toff_d.data, ns.data,
                       np.uint32(nl), tot.data, cross.data if isinstance(cross, cla.Array)
                       else cross, np.uint64(cstride), np.uint32(max(nblk, 1)), np.uint32(bl),
-                      arr(_moment_rows(moments, E)).data,
-                      arr(np.asarray(exps, np.int32)).data, out.data, err.data)
+                      _device_or(arr, moments, lambda m: _moment_rows(m, E)),
+                      _device_or(arr, exps, lambda x: np.asarray(x, np.int32)), out.data,
+                      err.data)
     _phase("finish kernels")
     if keep:                    # the device arrays, for more kernels
         return out, err, prg
@@ -958,6 +1126,11 @@ def _acf_finish_device(dev, inp, ybuf, ytype, hoff, toff, lengths, nl, cross, cs
                                               for a in (out, err)]))
     return _xfer.download(dev, out.data, np.empty((E, nl), odtype)), \
         np.full((E, nl), np.nan, odtype)
+
+
+def _device_or(arr, value, host):
+    """A kernel argument: a device array's buffer as it is, else arr(host(value))."""
+    return value.data if isinstance(value, cla.Array) else arr(host(value)).data
 
 
 def _moment_rows(moments, E: int) -> np.ndarray:
@@ -1119,11 +1292,13 @@ def _fft_run(dev, b, max_lag, form, accumulate, transfer, progress, label, error
             return res[0], (res[1] if with_err else nan)
         s1, s2 = rows.moments()
         vals = np.empty((E, nl))
+        starts = np.arange(E, dtype=np.int64) * L
+        heads, tails = np.split(_read_rows(dev, rows.A.data, rows.rdtype, np.concatenate(
+            [starts, starts + b.lengths - nl]), nl), 2)
+        cs = _read_rows(dev, rows.res, rows.rdtype, starts, nl)
         for e in range(E):
             n = int(b.lengths[e])
-            head = _read(dev, rows.A.data, rows.rdtype, e * L, nl)
-            tail = _read(dev, rows.A.data, rows.rdtype, e * L + n - nl, nl)
-            c = _read(dev, rows.res, rows.rdtype, e * L, nl)
+            head, tail, c = heads[e], tails[e], cs[e]
             vals[e], _ = _finish.acf(c[None, 1:], head, tail, s1[e], s2[e], s1[e:e + 1],
                                      s2[e:e + 1], n, n, form == "stationary")
     return vals.astype(odtype, copy=False), np.full((E, nl), np.nan, odtype) if errors else None
