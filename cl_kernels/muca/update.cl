@@ -33,6 +33,13 @@
 ##   tm (transition-matrix counts: a recorded step counts (bin before the
 ##   step, k of the proposed flip) at row index bin * (2 dim + 1) + k instead of
 ##   the bin after it; their sum over k is the energy histogram)
+##   ahead (optional, default False): the loop over whole Philox blocks computes
+##   the next block's words while it does the four steps of this one (independent
+##   work for the scheduler between the steps' dependent loads); the ragged start
+##   and end of a launch are done before and after it
+##   binx (optional, default False; sites "direct", table "local", and only where
+##   nothing uses the bin inside the loop: not record, not trips): the bin kept
+##   as the byte offset of its row in the local table (bin * 4 (2 dim + 1))
 <%namespace name="philox" file="/rng/philox.cl"/>
 <%namespace name="mc" file="/muca/common.cl"/>
 <%
@@ -42,6 +49,8 @@
                                  ("sites", sites, ("packed", "direct")), ("tm", tm, (False, True))):
         if value not in allowed:
             raise ValueError("muca update.cl: %s must be one of %s, got %r" % (name, allowed, value))
+    ahead = context.get("ahead", False)
+    binx = context.get("binx", False) and not record and not trips and sites == "direct" and table == "local"
     hmode = hist if record else "none"     # thermalisation: nothing is counted (M is still
     tmc = tm and record                    # tracked with magnet)
     if sites == "direct" and lattice != "local":
@@ -156,7 +165,11 @@ ${neighbours()}
             nd += ((rx ^ (LATB(u1.w) >> xa)) & 1u) + ((rx ^ (LATB(u2.x) >> xa)) & 1u);
 %   endif
             const uint k = 2u * MU_DIM - nd;
+%   if binx:
+            const bool acc = (${word}) <= *(__local const uint *)(thr_b + (tb + (nd << 2)));
+%   else:
             const bool acc = (${word}) <= THR((uint)bin * MU_NCLS + nd);
+%   endif
 % endif
 % if tmc:
             const uint entry = (uint)bin * MU_NCLS + k;
@@ -169,7 +182,11 @@ ${neighbours()}
 % else:
             if (acc) {
                 LATB(u1.x) = r ^ u0.w;
+%   if binx:
+                tb += MU_DIM * MU_NCLS * 4u - nd * (MU_NCLS * 4u);
+%   else:
                 bin += MU_DIM - (int)nd;
+%   endif
 %   if magnet:
                 m += s ? -2 : 2;
 %   endif
@@ -230,6 +247,37 @@ void muca_update(__global uint *lattice, __global int *bins, __global int *mags,
         const uint2 key = (uint2)(k0, k1);
         ulong t = ((ulong)t_hi << 32) | t_lo;
         uint i = 0;
+% if binx:
+        __local const uchar *const thr_b = (__local const uchar *)thr_l;
+        uint tb = (uint)bin * (MU_NCLS * 4u);
+% endif
+% if ahead:
+        uint4 rnd = mu_philox(mu_step_counter(t, g, MU_TAG_ACCEPT), key);
+        if ((t & 3u) != 0u) {                         // the ragged start of a launch
+            for (uint c = (uint)(t & 3u); c < 4u && i < n; ++c) {
+                const uint word = c == 1u ? rnd.y : c == 2u ? rnd.z : rnd.w;
+${step("word", "i")}
+                ++i;
+                ++t;
+            }
+            rnd = mu_philox(mu_step_counter(t, g, MU_TAG_ACCEPT), key);
+        }
+        while (i + 4u <= n) {                         // whole blocks, the next one's words ahead
+            const uint4 cur = rnd;
+            rnd = mu_philox(mu_step_counter(t + 4u, g, MU_TAG_ACCEPT), key);
+% for c, comp in enumerate("xyzw"):
+${step("cur." + comp, "i + %du" % c if c else "i")}
+% endfor
+            i += 4u;
+            t += 4u;
+        }
+        for (uint c = 0; i < n; ++c) {                // the ragged end (t is a multiple of 4)
+            const uint word = c == 0u ? rnd.x : c == 1u ? rnd.y : rnd.z;
+${step("word", "i")}
+            ++i;
+            ++t;
+        }
+% else:
         while (i < n) {
             const uint4 rnd = mu_philox(mu_step_counter(t, g, MU_TAG_ACCEPT), key);
             if ((t & 3u) == 0u && i + 4u <= n) {      // a whole Philox block: 4 steps
@@ -247,6 +295,10 @@ ${step("word", "i")}
                 }
             }
         }
+% endif
+% if binx:
+        bin = (int)(tb / (MU_NCLS * 4u));
+% endif
         bins[j] = bin;
 % if magnet:
         mags[j] = m;

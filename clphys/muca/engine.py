@@ -219,6 +219,8 @@ class Engine:
         self.sites_mode = options.get("sites", "packed")
         self.rounds = options.get("rounds", 10)     # Philox rounds: 10; fewer only in the probe
         self.maxreg = options.get("maxreg") or None  # NVIDIA: thermalisation's registers per item at most
+        self.ahead = bool(options.get("ahead", False))  # update.cl: next Philox block computed ahead
+        self.binx = bool(options.get("binx", False))    # update.cl: bin kept as its table row's byte offset
         self.key = seed_key(seed)
         self.seed = seed
         self._setup = dev.build("muca/setup.cl", **geom.template())
@@ -317,7 +319,8 @@ class Engine:
                     "muca/update.cl", **g.template(), wg=self.wg,
                     lattice=self.lattice_mode, table=table, hist=hist, record=record,
                     magnet=bool(magnet), wide=self.W * g.words >= 2**32, hist_rows=rows,
-                    trips=bool(trips), sites=self.sites_mode, rounds=self.rounds, tm=bool(tm)),
+                    trips=bool(trips), sites=self.sites_mode, rounds=self.rounds, tm=bool(tm),
+                    ahead=self.ahead, binx=self.binx),
                     None if record else self.maxreg)
             self._prog[record] = self._programs[key]
         self.trips, self.tm = bool(trips), bool(tm)
