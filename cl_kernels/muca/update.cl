@@ -129,10 +129,10 @@ ${mc.counters()}
 </%def>
 
 ## One step with acceptance word `word` at launch step index `idx`.
-<%def name="step(word, idx)">
+<%def name="step(word, idx, base='sites')">
         {
 % if sites == "packed":
-            const uint4 d = sites[${idx}];
+            const uint4 d = ${base}[${idx}];
             const uint x = d.x & 1023u, xm = (d.x >> 10) & 1023u, xp = d.x >> 20;
 %   if wpr == 1:
             const uint self = d.y, bit = x;
@@ -149,9 +149,9 @@ ${neighbours()}
             // bit of x again). nd = neighbours that differ from the spin. (The second
             // copy of x keeps the compiler from rewriting (r >> x) ^ (v >> x) as
             // (r ^ v) >> x, one instruction more per neighbour.)
-            const uint4 u0 = sites[${ndesc}u * (${idx})], u1 = sites[${ndesc}u * (${idx}) + 1u];
+            const uint4 u0 = ${base}[${ndesc}u * (${idx})], u1 = ${base}[${ndesc}u * (${idx}) + 1u];
 %   if ndesc == 3:
-            const uint4 u2 = sites[${ndesc}u * (${idx}) + 2u];
+            const uint4 u2 = ${base}[${ndesc}u * (${idx}) + 2u];
 %   endif
             const uint xa = ${"u1.w" if ndesc == 2 else "u2.w"};
             const uint r = LATB(u1.x), rx = r >> u0.x, s = rx & 1u;
@@ -166,7 +166,9 @@ ${neighbours()}
 %   endif
             const uint k = 2u * MU_DIM - nd;
 %   if binx:
-            const bool acc = (${word}) <= *(__local const uint *)(thr_b + (tb + (nd << 2)));
+            // ndd = nd - dim = -(bins moved by the flip): one multiply-add moves tb
+            const uint ndd = nd - MU_DIM;
+            const bool acc = (${word}) <= *(__local const uint *)(thr_b + (tb + (ndd << 2)));
 %   else:
             const bool acc = (${word}) <= THR((uint)bin * MU_NCLS + nd);
 %   endif
@@ -183,7 +185,7 @@ ${neighbours()}
             if (acc) {
                 LATB(u1.x) = r ^ u0.w;
 %   if binx:
-                tb += MU_DIM * MU_NCLS * 4u - nd * (MU_NCLS * 4u);
+                tb -= ndd * (MU_NCLS * 4u);
 %   else:
                 bin += MU_DIM - (int)nd;
 %   endif
@@ -248,7 +250,7 @@ void muca_update(__global uint *lattice, __global int *bins, __global int *mags,
         ulong t = ((ulong)t_hi << 32) | t_lo;
         uint i = 0;
 % if binx:
-        __local const uchar *const thr_b = (__local const uchar *)thr_l;
+        __local const uchar *const thr_b = (__local const uchar *)thr_l + MU_DIM * 4u;   // column nd - dim
         uint tb = (uint)bin * (MU_NCLS * 4u);
 % endif
 % if ahead:
@@ -262,12 +264,15 @@ ${step("word", "i")}
             }
             rnd = mu_philox(mu_step_counter(t, g, MU_TAG_ACCEPT), key);
         }
-        while (i + 4u <= n) {                         // whole blocks, the next one's words ahead
+        // whole blocks, the next one's words ahead; sp: this block's descriptors
+        __global const uint4 *sp = sites + ${1 if sites == "packed" else ndesc}u * i;
+        while (i + 4u <= n) {
             const uint4 cur = rnd;
             rnd = mu_philox(mu_step_counter(t + 4u, g, MU_TAG_ACCEPT), key);
 % for c, comp in enumerate("xyzw"):
-${step("cur." + comp, "i + %du" % c if c else "i")}
+${step("cur." + comp, "%du" % c, "sp")}
 % endfor
+            sp += ${4 if sites == "packed" else 4 * ndesc}u;
             i += 4u;
             t += 4u;
         }
