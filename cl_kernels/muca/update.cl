@@ -168,7 +168,7 @@ ${neighbours()}
 %   if binx:
             // ndd = nd - dim = -(bins moved by the flip): one multiply-add moves tb
             const uint ndd = nd - MU_DIM;
-            const bool acc = (${word}) <= *(__local const uint *)(thr_b + (tb + (ndd << 2)));
+            const bool acc = (${word}) <= *(__local const uint *)(thr_b + (int)(tb + (ndd << 2)));   // >= column 0
 %   else:
             const bool acc = (${word}) <= THR((uint)bin * MU_NCLS + nd);
 %   endif
