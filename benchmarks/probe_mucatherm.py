@@ -17,6 +17,7 @@ its SASS loop counts go next to the JSON file, under ptx/):
             128 per SM) and 270336 (cudamuca's W). Variants (update.cl): ahead
             (the next Philox block's words computed during this block's four
             steps), binx (the bin kept as its row's byte offset in the table),
+            popc (the differing neighbours counted by one popcount),
             wg / maxreg (more resident work items), rounds=2 (the generator's
             share: not the valid stream, not checked)
   iterate   the published iteration to d_k < 1e-4 at L = 32 with the default
@@ -50,22 +51,24 @@ from clphys.muca.engine import capped  # noqa: E402
 from clphys.muca.geometry import Geometry  # noqa: E402
 
 T0 = time.perf_counter()
-EXTRA = ("rounds", "ahead", "binx")        # engine options choose_options does not take
+EXTRA = ("rounds", "ahead", "binx", "popc")        # engine options choose_options does not take
 pm.EXTRA = EXTRA
 pm.T0 = T0
 
 BASE = dict(wg=128, lattice="local", table="local", hist="local", sites="direct")
+ABP = dict(BASE, ahead=True, binx=True, popc=True)
 VARIANTS = [
     ("default", dict(BASE)),                                     # main: thermalisation capped at 80
     ("ahead", dict(BASE, ahead=True)),
     ("binx", dict(BASE, binx=True)),
+    ("popc", dict(BASE, popc=True)),
     ("ahead-binx", dict(BASE, ahead=True, binx=True)),
-    ("ahead-binx-wg192-r64", dict(BASE, ahead=True, binx=True, wg=192, maxreg=64)),
-    ("ahead-binx-r72", dict(BASE, ahead=True, binx=True, maxreg=72)),
-    ("ahead-binx-rounds2", dict(BASE, ahead=True, binx=True, rounds=2)),
+    ("ahead-binx-popc", ABP),
+    ("ahead-binx-popc-wg192-r64", dict(ABP, wg=192, maxreg=64)),
+    ("ahead-binx-popc-rounds2", dict(ABP, rounds=2)),
     ("default-rounds2", dict(BASE, rounds=2)),
 ]
-QUICK = ("default", "ahead", "ahead-binx")
+QUICK = ("default", "ahead", "ahead-binx", "ahead-binx-popc")
 COUNTS = (84480, 101376, 270336)
 
 
@@ -77,7 +80,8 @@ def build_info(dev, geom, opts, out_dir, tag, tools):
     o = pm.full_options(dev, geom, opts)
     params = dict(geom.template(), wg=o["wg"], lattice=o["lattice"], table=o["table"], hist=o["hist"],
                   record=False, magnet=False, wide=False, hist_rows=1, trips=False, sites=o["sites"],
-                  rounds=o.get("rounds", 10), tm=False, ahead=o.get("ahead", False), binx=o.get("binx", False))
+                  rounds=o.get("rounds", 10), tm=False, ahead=o.get("ahead", False), binx=o.get("binx", False),
+                  popc=o.get("popc", False))
     out = {}
     try:
         prg = dev.build("muca/update.cl", options=("-cl-nv-verbose",), **params)

@@ -37,6 +37,10 @@
 ##   the next block's words while it does the four steps of this one (independent
 ##   work for the scheduler between the steps' dependent loads); the ragged start
 ##   and end of a launch are done before and after it
+##   popc (optional, default False; 2D L = 32 with sites "direct": a row is one
+##   word, periodic in x by rotation): the differing neighbours counted by one
+##   popcount of their four bits put at distinct positions (descriptors written by
+##   muca_sites_direct with pair = 1: u0 = (1 << x, the bits of x-1 and x))
 ##   binx (optional, default False; sites "direct", table "local", and only where
 ##   nothing uses the bin inside the loop: not record, not trips): the bin kept
 ##   as the byte offset of its row in the local table (bin * 4 (2 dim + 1))
@@ -50,6 +54,7 @@
         if value not in allowed:
             raise ValueError("muca update.cl: %s must be one of %s, got %r" % (name, allowed, value))
     ahead = context.get("ahead", False)
+    popc = context.get("popc", False) and dim == 2 and L == 32 and sites == "direct"
     binx = context.get("binx", False) and not record and not trips and sites == "direct" and table == "local"
     hmode = hist if record else "none"     # thermalisation: nothing is counted (M is still
     tmc = tm and record                    # tracked with magnet)
@@ -150,17 +155,32 @@ ${neighbours()}
             // copy of x keeps the compiler from rewriting (r >> x) ^ (v >> x) as
             // (r ^ v) >> x, one instruction more per neighbour.)
             const uint4 u0 = ${base}[${ndesc}u * (${idx})], u1 = ${base}[${ndesc}u * (${idx}) + 1u];
+%   if popc:
+            // u0 = (1 << x, the bits of x-1 and x), u1 = byte offsets of the words of the
+            // site and of its y-1, y+1 neighbours; the bits that differ from the spin:
+            // x-1 and x of r ^ (r rotated right by one), y-1 moved to x+8, y+1 to x+16
+            const uint flip = u0.x, r = LATB(u1.x), s = (r & flip) != 0u;
+            const uint nd = popcount(((r ^ rotate(r, 31u)) & u0.y) | rotate((r ^ LATB(u1.y)) & flip, 8u)
+                                     | rotate((r ^ LATB(u1.z)) & flip, 16u));
+%   else:
+            const uint flip = u0.w;
+%   endif
 %   if ndesc == 3:
             const uint4 u2 = ${base}[${ndesc}u * (${idx}) + 2u];
 %   endif
+%   if not popc:
             const uint xa = ${"u1.w" if ndesc == 2 else "u2.w"};
             const uint r = LATB(u1.x), rx = r >> u0.x, s = rx & 1u;
-%   if wpr == 1:
+%   endif
+%   if popc:
+%   elif wpr == 1:
             uint nd = ((rx ^ (r >> u0.y)) & 1u) + ((rx ^ (r >> u0.z)) & 1u)
 %   else:
             uint nd = ((rx ^ (LATB(u2.y) >> u0.y)) & 1u) + ((rx ^ (LATB(u2.z) >> u0.z)) & 1u)
 %   endif
+%   if not popc:
                     + ((rx ^ (LATB(u1.y) >> xa)) & 1u) + ((rx ^ (LATB(u1.z) >> xa)) & 1u);
+%   endif
 %   if dim == 3:
             nd += ((rx ^ (LATB(u1.w) >> xa)) & 1u) + ((rx ^ (LATB(u2.x) >> xa)) & 1u);
 %   endif
@@ -183,7 +203,7 @@ ${neighbours()}
 %   endif
 % else:
             if (acc) {
-                LATB(u1.x) = r ^ u0.w;
+                LATB(u1.x) = r ^ flip;
 %   if binx:
                 tb -= ndd * (MU_NCLS * 4u);
 %   else:

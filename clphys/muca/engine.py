@@ -221,6 +221,9 @@ class Engine:
         self.maxreg = options.get("maxreg") or None  # NVIDIA: thermalisation's registers per item at most
         self.ahead = bool(options.get("ahead", False))  # update.cl: next Philox block computed ahead
         self.binx = bool(options.get("binx", False))    # update.cl: bin kept as its table row's byte offset
+        # update.cl popc (2D L = 32, sites "direct"): nd by one popcount; descriptors with pairs
+        self.popc = bool(options.get("popc", False)) and geom.dim == 2 and geom.L == 32 \
+            and self.sites_mode == "direct"
         self.key = seed_key(seed)
         self.seed = seed
         self._setup = dev.build("muca/setup.cl", **geom.template())
@@ -320,7 +323,7 @@ class Engine:
                     lattice=self.lattice_mode, table=table, hist=hist, record=record,
                     magnet=bool(magnet), wide=self.W * g.words >= 2**32, hist_rows=rows,
                     trips=bool(trips), sites=self.sites_mode, rounds=self.rounds, tm=bool(tm),
-                    ahead=self.ahead, binx=self.binx),
+                    ahead=self.ahead, binx=self.binx, popc=self.popc),
                     None if record else self.maxreg)
             self._prog[record] = self._programs[key]
         self.trips, self.tm = bool(trips), bool(tm)
@@ -422,7 +425,7 @@ class Engine:
         blocks = ((t + n - 1) >> 2) - (t >> 2) + 1
         if self.sites_mode == "direct":
             self._setup.muca_sites_direct(self.queue, (blocks,), None, self.sites, lo, hi, np.uint32(n),
-                                          k0, k1, np.uint32(self.wg))
+                                          k0, k1, np.uint32(self.wg), np.uint32(self.popc))
         else:
             self._setup.muca_sites(self.queue, (blocks,), None, self.sites, lo, hi, np.uint32(n), k0, k1)
         self._prog[record].muca_update(self.queue, (self._groups() * self.wg,), (self.wg,), self.lattice,
