@@ -21,7 +21,8 @@ its SASS loop counts go next to the JSON file, under ptx/):
             wg / maxreg (more resident work items), rounds=2 (the generator's
             share: not the valid stream, not checked)
   iterate   the published iteration to d_k < 1e-4 at L = 32 with the default
-            and with the fastest valid variant, at W = 84480 and 270336: wall
+            (W = 84480, 270336) and with the fastest valid variant (its default
+            W, 101376: one wave of the thermalisation's program, 270336): wall
             from the constructor, iterations, flips/ns of the iteration phase,
             and the thermalisation's share of its flips (from the history)
 """
@@ -196,7 +197,7 @@ def main(argv=None):
         if best:
             tag, opts = best
             o = dict(opts, wg=8) if args.quick else opts
-            runs += [(tag, o, None), (tag, o, 270336)]
+            runs += [(tag, o, None), (tag, o, 101376), (tag, o, 270336)]
         for tag, opts, walkers in runs:
             if args.quick and walkers:
                 walkers = 1024
