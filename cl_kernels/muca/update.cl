@@ -284,18 +284,23 @@ ${step("word", "i")}
             }
             rnd = mu_philox(mu_step_counter(t, g, MU_TAG_ACCEPT), key);
         }
-        // whole blocks, the next one's words ahead; sp: this block's descriptors
+        // whole blocks, the next one's words ahead; sp: this block's descriptors;
+        // (blk, bhi): the 64-bit block number t / 4 of the words computed ahead
         __global const uint4 *sp = sites + ${1 if sites == "packed" else ndesc}u * i;
+        uint blk = (uint)(t >> 2), bhi = (uint)(t >> 34);
+        const uint i0 = i;
         while (i + 4u <= n) {
             const uint4 cur = rnd;
-            rnd = mu_philox(mu_step_counter(t + 4u, g, MU_TAG_ACCEPT), key);
+            ++blk;
+            bhi += blk == 0u;
+            rnd = mu_philox((uint4)(blk, bhi, g, MU_TAG_ACCEPT), key);
 % for c, comp in enumerate("xyzw"):
 ${step("cur." + comp, "%du" % c, "sp")}
 % endfor
             sp += ${4 if sites == "packed" else 4 * ndesc}u;
             i += 4u;
-            t += 4u;
         }
+        t += i - i0;
         for (uint c = 0; i < n; ++c) {                // the ragged end (t is a multiple of 4)
             const uint word = c == 0u ? rnd.x : c == 1u ? rnd.y : rnd.z;
 ${step("word", "i")}
