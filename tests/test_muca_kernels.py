@@ -23,12 +23,9 @@ VARIANTS = [dict(wg=8, lattice="global", table="global", hist="global"),
             dict(wg=8, lattice="local", table="global", hist="local", sites="packed"),
             # the GPU default at L >= 64 (lattices and table in global memory)
             dict(wg=4, lattice="global", table="global", hist="local"),
-            # the thermalisation's loop variants (update.cl: ahead, binx)
-            dict(wg=4, lattice="local", table="local", hist="local", sites="direct", ahead=True, binx=True),
-            dict(wg=8, lattice="local", table="global", hist="local", sites="packed", ahead=True),
-            dict(wg=4, lattice="local", table="local", hist="local", sites="direct", ahead=True, binx=True,
-                 popc=True)]                # popc: 2D L = 32 only (elsewhere the direct kernel)
-ENGINE_ONLY = ("ahead", "binx", "popc")  # options Engine takes that choose_options does not
+            # 2D L = 32 direct without popc (the shifts, as at other L)
+            dict(wg=4, lattice="local", table="local", hist="local", sites="direct", popc=False)]
+ENGINE_ONLY = ("popc",)                  # options Engine takes that choose_options does not
 
 
 def _engine(dev, geom, walkers, seed, offset=0, total=None, **opts):
@@ -97,15 +94,16 @@ def test_engine_matches_numpy_twin(device, geom, walkers, opts):
 
 @pytest.mark.parametrize("geom", [Geometry(2, 6), Geometry(2, 32), Geometry(3, 4)], ids=str)
 def test_thermalisation_loop_variants_match_the_twin(device, geom):
-    """ahead / binx / popc, a ragged start and end; without magnetization or
-    passages (binx is only built then: the iterations' thermalisation) and with
-    (the production's options)."""
-    for opts in VARIANTS[7:]:
+    """The step loop's paths (update.cl): a ragged start and end around whole
+    blocks; without magnetization or passages (the iterations' thermalisation:
+    the bin as a table offset, with a local table) and with them (the
+    production's options); popc (2D L = 32) and the shifts."""
+    for opts in (VARIANTS[1], VARIANTS[7]):
         if geom.L == 32 and device.facts.vendor == "pocl":
             opts = dict(opts, table="global", hist="global")    # PoCL's safe local memory (engine.py)
         for magnet in (False, True):
             eng = _check_against_twin(device, geom, 12, opts, magnet=magnet, t0=6, n=45, n_skip=23)
-            assert eng.popc == (opts.get("popc", False) and geom.dim == 2 and geom.L == 32)
+            assert eng.popc == (opts.get("popc", True) and geom.dim == 2 and geom.L == 32)
 
 
 @pytest.mark.parametrize("slots", [1, 3, 4])
@@ -124,9 +122,9 @@ def test_oclgrind_runs_every_kernel_and_matches(oclgrind):
     kept alive: Oclgrind's checker confuses the shadow state of freed buffers
     with later ones (see conftest.py)."""
     keep = []
-    for geom, walkers, variants, n in ((Geometry(2, 4), 9, VARIANTS[:2] + VARIANTS[4:5] + VARIANTS[6:8], 9),
+    for geom, walkers, variants, n in ((Geometry(2, 4), 9, VARIANTS[:2] + VARIANTS[4:5] + VARIANTS[6:7], 9),
                                        (Geometry(3, 2), 5, VARIANTS[:2], 9), (Geometry(2, 34), 3, VARIANTS[::2], 9),
-                                       (Geometry(2, 32), 16, VARIANTS[9:10], 40)):     # popc: L = 32 only
+                                       (Geometry(2, 32), 16, VARIANTS[1:2], 40)):      # popc: L = 32 only
         for opts in variants:
             for magnet in (False, True):
                 keep.append(_check_against_twin(oclgrind, geom, walkers, opts, magnet=magnet, n=n,

@@ -33,17 +33,20 @@
 ##   tm (transition-matrix counts: a recorded step counts (bin before the
 ##   step, k of the proposed flip) at row index bin * (2 dim + 1) + k instead of
 ##   the bin after it; their sum over k is the energy histogram)
-##   ahead (optional, default False): the loop over whole Philox blocks computes
-##   the next block's words while it does the four steps of this one (independent
-##   work for the scheduler between the steps' dependent loads); the ragged start
-##   and end of a launch are done before and after it
-##   popc (optional, default False; 2D L = 32 with sites "direct": a row is one
+##   popc (default True; applies to 2D L = 32 with sites "direct": a row is one
 ##   word, periodic in x by rotation): the differing neighbours counted by one
 ##   popcount of their four bits put at distinct positions (descriptors written by
 ##   muca_sites_direct with pair = 1: u0 = (1 << x, the bits of x-1 and x))
-##   binx (optional, default False; sites "direct", table "local", and only where
-##   nothing uses the bin inside the loop: not record, not trips): the bin kept
-##   as the byte offset of its row in the local table (bin * 4 (2 dim + 1))
+##
+## The step loop (branch mucatherm, docs/muca.md): over whole Philox blocks it
+## computes the NEXT block's four words while it does this block's four steps
+## (independent work for the scheduler between a step's dependent loads), the
+## descriptors through a pointer moved once per block, the block number in 32
+## bits with a carry; the ragged start and end of a launch come before and after
+## it. Where nothing else needs the bin inside the loop (the thermalisation: not
+## record, not trips; sites "direct", table "local") the bin is kept as the byte
+## offset of its table row ("binx": the threshold address is one multiply-add
+## from nd, the accepted flip moves it by another).
 <%namespace name="philox" file="/rng/philox.cl"/>
 <%namespace name="mc" file="/muca/common.cl"/>
 <%
@@ -53,9 +56,8 @@
                                  ("sites", sites, ("packed", "direct")), ("tm", tm, (False, True))):
         if value not in allowed:
             raise ValueError("muca update.cl: %s must be one of %s, got %r" % (name, allowed, value))
-    ahead = context.get("ahead", False)
-    popc = context.get("popc", False) and dim == 2 and L == 32 and sites == "direct"
-    binx = context.get("binx", False) and not record and not trips and sites == "direct" and table == "local"
+    popc = context.get("popc", True) and dim == 2 and L == 32 and sites == "direct"
+    binx = not record and not trips and sites == "direct" and table == "local"
     hmode = hist if record else "none"     # thermalisation: nothing is counted (M is still
     tmc = tm and record                    # tracked with magnet)
     if sites == "direct" and lattice != "local":
@@ -273,7 +275,6 @@ void muca_update(__global uint *lattice, __global int *bins, __global int *mags,
         __local const uchar *const thr_b = (__local const uchar *)thr_l + MU_DIM * 4u;   // column nd - dim
         uint tb = (uint)bin * (MU_NCLS * 4u);
 % endif
-% if ahead:
         uint4 rnd = mu_philox(mu_step_counter(t, g, MU_TAG_ACCEPT), key);
         if ((t & 3u) != 0u) {                         // the ragged start of a launch
             for (uint c = (uint)(t & 3u); c < 4u && i < n; ++c) {
@@ -307,25 +308,6 @@ ${step("word", "i")}
             ++i;
             ++t;
         }
-% else:
-        while (i < n) {
-            const uint4 rnd = mu_philox(mu_step_counter(t, g, MU_TAG_ACCEPT), key);
-            if ((t & 3u) == 0u && i + 4u <= n) {      // a whole Philox block: 4 steps
-% for c, comp in enumerate("xyzw"):
-${step("rnd." + comp, "i + %du" % c if c else "i")}
-% endfor
-                i += 4u;
-                t += 4u;
-            } else {                                  // the ragged start or end of a launch
-                for (uint c = (uint)(t & 3u); c < 4u && i < n; ++c) {
-                    const uint word = c == 0u ? rnd.x : c == 1u ? rnd.y : c == 2u ? rnd.z : rnd.w;
-${step("word", "i")}
-                    ++i;
-                    ++t;
-                }
-            }
-        }
-% endif
 % if binx:
         bin = (int)(tb / (MU_NCLS * 4u));
 % endif

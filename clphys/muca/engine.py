@@ -219,10 +219,9 @@ class Engine:
         self.sites_mode = options.get("sites", "packed")
         self.rounds = options.get("rounds", 10)     # Philox rounds: 10; fewer only in the probe
         self.maxreg = options.get("maxreg") or None  # NVIDIA: thermalisation's registers per item at most
-        self.ahead = bool(options.get("ahead", False))  # update.cl: next Philox block computed ahead
-        self.binx = bool(options.get("binx", False))    # update.cl: bin kept as its table row's byte offset
-        # update.cl popc (2D L = 32, sites "direct"): nd by one popcount; descriptors with pairs
-        self.popc = bool(options.get("popc", False)) and geom.dim == 2 and geom.L == 32 \
+        # update.cl popc (2D L = 32, sites "direct"): nd by one popcount, descriptors with
+        # the bits of x-1 and x; options["popc"] = False keeps the shifts (measurements)
+        self.popc = bool(options.get("popc", True)) and geom.dim == 2 and geom.L == 32 \
             and self.sites_mode == "direct"
         self.key = seed_key(seed)
         self.seed = seed
@@ -323,7 +322,7 @@ class Engine:
                     lattice=self.lattice_mode, table=table, hist=hist, record=record,
                     magnet=bool(magnet), wide=self.W * g.words >= 2**32, hist_rows=rows,
                     trips=bool(trips), sites=self.sites_mode, rounds=self.rounds, tm=bool(tm),
-                    ahead=self.ahead, binx=self.binx, popc=self.popc),
+                    popc=self.popc),
                     None if record else self.maxreg)
             self._prog[record] = self._programs[key]
         self.trips, self.tm = bool(trips), bool(tm)
