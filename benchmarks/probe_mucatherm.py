@@ -14,10 +14,10 @@ its SASS loop counts go next to the JSON file, under ptx/):
   kernel    2D L = 32, exact weights (Beale): attempted flips/ns of unrecorded
             (thermalisation) and recorded launches, median of 5 (3) launches
             of 64000 steps, at W = 84480 (the default), 101376 (six groups of
-            128 per SM), 126720 (five of 192) and 270336 (cudamuca's W).
-            Variants: popc on / off (update.cl), wg 192 with 64 registers
-            (more resident work items), rounds=2 (the generator's share: not
-            the valid stream, not checked)
+            128 per SM) and 270336 (cudamuca's W).
+            Variants (update.cl; those of runs 1-2 in docs/muca.md): desc1,
+            csites, rounds=2 (the generator's share: not the valid stream,
+            not checked)
   iterate   the published iteration to d_k < 1e-4 at L = 32 with the default
             (W = 84480, 101376: one wave of the thermalisation's program,
             270336) and the fastest other valid variant: wall from the
@@ -50,25 +50,28 @@ from clphys.muca.engine import capped  # noqa: E402
 from clphys.muca.geometry import Geometry  # noqa: E402
 
 T0 = time.perf_counter()
-EXTRA = ("rounds", "popc")        # engine options choose_options does not take
+EXTRA = ("rounds", "popc", "desc1", "csites")        # engine options choose_options does not take
 pm.EXTRA = EXTRA
 pm.T0 = T0
 
 BASE = dict(wg=128, lattice="local", table="local", hist="local", sites="direct")
-# Run 1 (s3/mucatherm, 09:08, at c152eb9) measured main's loop against the
-# variants ahead / binx (now the only loop: update.cl); their figures are in
-# docs/muca.md. Now: popc (default on at 2D L = 32) against the shifts, and
-# work groups of 192 (5 per SM, 960 work items instead of 768) capped at 64
-# registers; rounds=2: the generator's share (not the valid stream).
+# Runs 1 and 2 (s3/mucatherm, 09:08 and 09:22) measured main's loop against
+# ahead / binx (now the only loop), popc on / off (popc kept) and work groups
+# of 192 (no gain at W = 270336): docs/muca.md. Now: desc1 (popc with one
+# descriptor uint4 per step: one global load per flip fewer, two instructions
+# more), csites (the descriptors as a __constant argument: uniform loads, the
+# lattice offsets in the load address; launches of 2048 / 4096 steps);
+# rounds=2: the generator's share (not the valid stream).
 VARIANTS = [
     ("default", dict(BASE)),
-    ("no-popc", dict(BASE, popc=False)),
-    ("wg192-r64", dict(BASE, wg=192, maxreg=64)),
-    ("wg192-r64-no-popc", dict(BASE, wg=192, maxreg=64, popc=False)),
+    ("desc1", dict(BASE, desc1=True)),
+    ("csites", dict(BASE, csites=True)),
+    ("csites-desc1", dict(BASE, csites=True, desc1=True)),
     ("default-rounds2", dict(BASE, rounds=2)),
+    ("csites-rounds2", dict(BASE, csites=True, rounds=2)),
 ]
-QUICK = ("default", "no-popc")
-COUNTS = (84480, 101376, 126720, 270336)
+QUICK = ("default", "desc1", "csites", "csites-desc1")
+COUNTS = (84480, 101376, 270336)
 
 
 def build_info(dev, geom, opts, out_dir, tag, tools):
@@ -79,7 +82,8 @@ def build_info(dev, geom, opts, out_dir, tag, tools):
     o = pm.full_options(dev, geom, opts)
     params = dict(geom.template(), wg=o["wg"], lattice=o["lattice"], table=o["table"], hist=o["hist"],
                   record=False, magnet=False, wide=False, hist_rows=1, trips=False, sites=o["sites"],
-                  rounds=o.get("rounds", 10), tm=False, popc=o.get("popc", True))
+                  rounds=o.get("rounds", 10), tm=False, popc=o.get("popc", True),
+                  desc1=o.get("desc1", False), csites=o.get("csites", False))
     out = {}
     try:
         prg = dev.build("muca/update.cl", options=("-cl-nv-verbose",), **params)
@@ -199,13 +203,38 @@ def iterate_run(dev, report, L, deadline, tag, opts=None, walkers=None):
                options=pm.name_of(dict(sim.options, **extra)))
 
 
+def one_launch(tag, walkers):
+    dev = clphys.current_device()
+    geom = Geometry(2, 32)
+    opts = dict(VARIANTS)[tag]
+    if dev.facts.vendor == "pocl":          # PoCL's safe local memory (engine.py): only to try it
+        opts = dict(opts, wg=4, table="global", hist="global")
+    eng = pm.Engine(dev, geom, int(walkers), 1, options=pm.full_options(dev, geom, opts))
+    eng.randomize()
+    eng.set_thresholds(pm.protocol.thresholds(pm.exact_weights(geom), geom.dim))
+    eng.configure(1, False)
+    eng.advance(4096, 4096)
+    dev.queue.finish()
+    t0 = time.perf_counter()
+    eng.advance(64000, 64000)
+    dev.queue.finish()
+    print(f"# one launch {tag} W={walkers}: {int(walkers) * 64000 / (time.perf_counter() - t0) / 1e9:.1f} "
+          "flips/ns (under a profiler: not a measurement)")
+    return 0
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="tiny sizes (PoCL)")
     p.add_argument("--json", default=None, help="append the JSON lines to this file (PTX next to it)")
     p.add_argument("--deadline", type=float, default=None, help="seconds for everything (default 140)")
     p.add_argument("--skip", default="", help="sections to skip: kernel,iterate")
+    p.add_argument("--one-launch", nargs=2, metavar=("VARIANT", "W"), default=None,
+                   help="only a warm-up launch and one timed thermalisation launch of 64000 steps at 2D "
+                        "L = 32 (for a profiler: the second muca_update launch)")
     args = p.parse_args(argv)
+    if args.one_launch:
+        return one_launch(*args.one_launch)
     deadline = args.deadline or (120.0 if args.quick else 140.0)
     dev = clphys.current_device()
     f = dev.facts
@@ -223,11 +252,11 @@ def main(argv=None):
             report.add("section kernel", "error", f"{type(exc).__name__}: {str(exc)[:300]}")
     if "iterate" not in skip:
         L = 6 if args.quick else 32
-        runs = [("default", None, None), ("default", None, 101376), ("default", None, 270336)]
+        runs = [("default", None, None), ("default", None, 270336)]
         if best and best[0] != "default":
             tag, opts = best
             o = dict(opts, wg=8) if args.quick else opts
-            runs += [(tag, o, None), (tag, o, 126720 if opts.get("wg") == 192 else 101376), (tag, o, 270336)]
+            runs += [(tag, o, None), (tag, o, 270336)]
         for tag, opts, walkers in runs:
             if args.quick and walkers:
                 walkers = 1024
