@@ -64,11 +64,11 @@ BASE = dict(wg=128, lattice="local", table="local", hist="local", sites="direct"
 # rounds=2: the generator's share (not the valid stream).
 VARIANTS = [
     ("default", dict(BASE)),
-    ("desc1", dict(BASE, desc1=True)),
     ("csites", dict(BASE, csites=True)),
+    ("desc1", dict(BASE, desc1=True)),
     ("csites-desc1", dict(BASE, csites=True, desc1=True)),
-    ("default-rounds2", dict(BASE, rounds=2)),
     ("csites-rounds2", dict(BASE, csites=True, rounds=2)),
+    ("default-rounds2", dict(BASE, rounds=2)),
 ]
 QUICK = ("default", "desc1", "csites", "csites-desc1")
 COUNTS = (84480, 101376, 270336)
