@@ -15,14 +15,17 @@ its SASS loop counts go next to the JSON file, under ptx/):
             (thermalisation) and recorded launches, median of 5 (3) launches
             of 64000 steps, at W = 84480 (the default), 101376 (six groups of
             128 per SM) and 270336 (cudamuca's W).
-            Variants (update.cl; those of runs 1-2 in docs/muca.md): desc1,
-            csites, rounds=2 (the generator's share: not the valid stream,
-            not checked)
+            Variants (update.cl; those of runs 1-3 in docs/muca.md): popc off,
+            rounds=2 (the generator's share: not the valid stream, not
+            checked)
   iterate   the published iteration to d_k < 1e-4 at L = 32 with the default
-            (W = 84480, 101376: one wave of the thermalisation's program,
-            270336) and the fastest other valid variant: wall from the
-            constructor, iterations, flips/ns of the iteration phase, and the
-            thermalisation's share of its flips (from the history)
+            and the fastest other valid variant (W = 84480 and 270336): wall
+            from the constructor, iterations, flips/ns of the iteration phase,
+            and the thermalisation's share of its flips (from the history)
+
+--one-launch VARIANT W runs only a warm-up and one thermalisation launch, for a
+profiler (Nsight Compute 2025 on the H100 found no kernel to profile in this
+OpenCL process: "No kernels were profiled", run 3).
 """
 
 from __future__ import annotations
@@ -50,27 +53,22 @@ from clphys.muca.engine import capped  # noqa: E402
 from clphys.muca.geometry import Geometry  # noqa: E402
 
 T0 = time.perf_counter()
-EXTRA = ("rounds", "popc", "desc1", "csites")        # engine options choose_options does not take
+EXTRA = ("rounds", "popc")        # engine options choose_options does not take
 pm.EXTRA = EXTRA
 pm.T0 = T0
 
 BASE = dict(wg=128, lattice="local", table="local", hist="local", sites="direct")
-# Runs 1 and 2 (s3/mucatherm, 09:08 and 09:22) measured main's loop against
-# ahead / binx (now the only loop), popc on / off (popc kept) and work groups
-# of 192 (no gain at W = 270336): docs/muca.md. Now: desc1 (popc with one
-# descriptor uint4 per step: one global load per flip fewer, two instructions
-# more), csites (the descriptors as a __constant argument: uniform loads, the
-# lattice offsets in the load address; launches of 2048 / 4096 steps);
-# rounds=2: the generator's share (not the valid stream).
+# Runs 1-3 (s3/mucatherm, 09:08, 09:22, 09:36) measured main's loop against
+# the variants that are now the default (next Philox block ahead, binx, popc
+# with one descriptor uint4 per step) and others that lost and were removed
+# (popc with two descriptor uint4, work groups of 192 with 64 registers, the
+# descriptors as a __constant argument): docs/muca.md, benchmarks/RESULTS.md.
 VARIANTS = [
     ("default", dict(BASE)),
-    ("csites", dict(BASE, csites=True)),
-    ("desc1", dict(BASE, desc1=True)),
-    ("csites-desc1", dict(BASE, csites=True, desc1=True)),
-    ("csites-rounds2", dict(BASE, csites=True, rounds=2)),
-    ("default-rounds2", dict(BASE, rounds=2)),
+    ("no-popc", dict(BASE, popc=False)),            # the shifts (as at L != 32)
+    ("default-rounds2", dict(BASE, rounds=2)),      # the generator's share (not the valid stream)
 ]
-QUICK = ("default", "desc1", "csites", "csites-desc1")
+QUICK = ("default", "no-popc")
 COUNTS = (84480, 101376, 270336)
 
 
@@ -82,8 +80,7 @@ def build_info(dev, geom, opts, out_dir, tag, tools):
     o = pm.full_options(dev, geom, opts)
     params = dict(geom.template(), wg=o["wg"], lattice=o["lattice"], table=o["table"], hist=o["hist"],
                   record=False, magnet=False, wide=False, hist_rows=1, trips=False, sites=o["sites"],
-                  rounds=o.get("rounds", 10), tm=False, popc=o.get("popc", True),
-                  desc1=o.get("desc1", False), csites=o.get("csites", False))
+                  rounds=o.get("rounds", 10), tm=False, popc=o.get("popc", True))
     out = {}
     try:
         prg = dev.build("muca/update.cl", options=("-cl-nv-verbose",), **params)

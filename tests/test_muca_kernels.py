@@ -24,13 +24,8 @@ VARIANTS = [dict(wg=8, lattice="global", table="global", hist="global"),
             # the GPU default at L >= 64 (lattices and table in global memory)
             dict(wg=4, lattice="global", table="global", hist="local"),
             # 2D L = 32 direct without popc (the shifts, as at other L)
-            dict(wg=4, lattice="local", table="local", hist="local", sites="direct", popc=False),
-            # 2D L = 32 popc with one descriptor uint4 per step
-            dict(wg=4, lattice="local", table="local", hist="local", sites="direct", desc1=True),
-            # descriptors as a __constant argument (launches of <= 64 KiB of them)
-            dict(wg=4, lattice="local", table="local", hist="local", sites="direct", csites=True),
-            dict(wg=4, lattice="local", table="local", hist="local", sites="direct", csites=True, desc1=True)]
-ENGINE_ONLY = ("popc", "desc1", "csites")   # options Engine takes that choose_options does not
+            dict(wg=4, lattice="local", table="local", hist="local", sites="direct", popc=False)]
+ENGINE_ONLY = ("popc",)                  # options Engine takes that choose_options does not
 
 
 def _engine(dev, geom, walkers, seed, offset=0, total=None, **opts):
@@ -48,12 +43,10 @@ def _random_thresholds(geom, seed=1):
 
 
 def _check_against_twin(dev, geom, walkers, opts, *, magnet, t0=5, n=37, n_skip=10, slots=None,
-                        seed=11, tm=False, chunk=None):
+                        seed=11, tm=False):
     slots = slots or (3 if magnet else 1)       # one slot: the iterations' one-row local histogram
     trips = magnet or tm                        # passage counts with the production's options
     eng = _engine(dev, geom, walkers, seed, **opts)
-    if chunk:
-        eng.chunk = min(eng.chunk, chunk)       # more launches (steps per launch at most)
     bins, mags = eng.randomize()
     lat0 = ref.initial_lattice(geom, walkers, seed)
     np.testing.assert_array_equal(eng.read_lattice(), lat0)
@@ -105,12 +98,11 @@ def test_thermalisation_loop_variants_match_the_twin(device, geom):
     blocks; without magnetization or passages (the iterations' thermalisation:
     the bin as a table offset, with a local table) and with them (the
     production's options); popc (2D L = 32) and the shifts."""
-    for opts in (VARIANTS[1], VARIANTS[7], VARIANTS[8], VARIANTS[9], VARIANTS[10]):
+    for opts in (VARIANTS[1], VARIANTS[7]):
         if geom.L == 32 and device.facts.vendor == "pocl":
             opts = dict(opts, table="global", hist="global")    # PoCL's safe local memory (engine.py)
         for magnet in (False, True):
-            eng = _check_against_twin(device, geom, 12, opts, magnet=magnet, t0=6, n=45, n_skip=23,
-                                      chunk=8 if opts.get("csites") else None)
+            eng = _check_against_twin(device, geom, 12, opts, magnet=magnet, t0=6, n=45, n_skip=23)
             assert eng.popc == (opts.get("popc", True) and geom.dim == 2 and geom.L == 32)
 
 
@@ -132,7 +124,7 @@ def test_oclgrind_runs_every_kernel_and_matches(oclgrind):
     keep = []
     for geom, walkers, variants, n in ((Geometry(2, 4), 9, VARIANTS[:2] + VARIANTS[4:5] + VARIANTS[6:7], 9),
                                        (Geometry(3, 2), 5, VARIANTS[:2], 9), (Geometry(2, 34), 3, VARIANTS[::2], 9),
-                                       (Geometry(2, 32), 16, VARIANTS[1:2] + VARIANTS[8:], 40)):   # popc: L = 32
+                                       (Geometry(2, 32), 16, VARIANTS[1:2], 40)):      # popc: L = 32 only
         for opts in variants:
             for magnet in (False, True):
                 keep.append(_check_against_twin(oclgrind, geom, walkers, opts, magnet=magnet, n=n,

@@ -33,13 +33,11 @@
 ##   tm (transition-matrix counts: a recorded step counts (bin before the
 ##   step, k of the proposed flip) at row index bin * (2 dim + 1) + k instead of
 ##   the bin after it; their sum over k is the energy histogram)
-##   csites (default False; sites "direct"): the descriptors as a __constant
-##   argument (NVIDIA: uniform loads through the constant cache, the lattice
-##   offsets added in the load's address; launches of <= 64 KiB of descriptors)
 ##   popc (default True; applies to 2D L = 32 with sites "direct": a row is one
-##   word, periodic in x by rotation): the differing neighbours counted by one
-##   popcount of their four bits put at distinct positions (descriptors written by
-##   muca_sites_direct with pair = 1: u0 = (1 << x, the bits of x-1 and x))
+##   word, periodic in x by rotation): one descriptor uint4 per step (the byte
+##   offsets of the words of the site and of its y-1, y+1 neighbours, 1 << x;
+##   muca_sites_direct with layout = 1) and the differing neighbours counted by
+##   one popcount of their four bits put at distinct positions
 ##
 ## The step loop (branch mucatherm, docs/muca.md): over whole Philox blocks it
 ## computes the NEXT block's four words while it does this block's four steps
@@ -60,9 +58,6 @@
         if value not in allowed:
             raise ValueError("muca update.cl: %s must be one of %s, got %r" % (name, allowed, value))
     popc = context.get("popc", True) and dim == 2 and L == 32 and sites == "direct"
-    desc1 = context.get("desc1", False) and popc
-    csites = context.get("csites", False) and sites == "direct"   # descriptors in __constant memory
-    sq = "__constant" if csites else "__global"
     binx = not record and not trips and sites == "direct" and table == "local"
     hmode = hist if record else "none"     # thermalisation: nothing is counted (M is still
     tmc = tm and record                    # tracked with magnet)
@@ -70,7 +65,7 @@
         raise ValueError("muca update.cl: sites='direct' needs lattice='local'")
     wpr = (L + 31) // 32
     ncol = 2 * dim + 1
-    ndesc = 1 if desc1 else 2 if (dim == 2 and wpr == 1) else 3     # uint4 per step with sites="direct"
+    ndesc = 1 if popc else 2 if (dim == 2 and wpr == 1) else 3     # uint4 per step with sites="direct"
 %>
 ${mc.geometry(dim, L)}
 ${philox.philox4x32("mu_", rounds)}
@@ -162,25 +157,15 @@ ${neighbours()}
             // bit of x again). nd = neighbours that differ from the spin. (The second
             // copy of x keeps the compiler from rewriting (r >> x) ^ (v >> x) as
             // (r ^ v) >> x, one instruction more per neighbour.)
-%   if desc1:
-            // one uint4 per step: byte offsets of the words of the site and of its y-1,
-            // y+1 neighbours, 1 << x; the bits of x-1 and x from it (as below)
+%   if popc:
+            // (the bits that differ from the spin: x-1 and x of r ^ (r rotated right by
+            // one), y-1 moved to x+8, y+1 to x+16)
             const uint4 u1 = ${base}[${idx}];
             const uint flip = u1.w, r = LATB(u1.x), s = (r & flip) != 0u;
             const uint nd = popcount(((r ^ rotate(r, 31u)) & (flip | rotate(flip, 31u)))
                                      | rotate((r ^ LATB(u1.y)) & flip, 8u) | rotate((r ^ LATB(u1.z)) & flip, 16u));
 %   else:
             const uint4 u0 = ${base}[${ndesc}u * (${idx})], u1 = ${base}[${ndesc}u * (${idx}) + 1u];
-%   endif
-%   if desc1:
-%   elif popc:
-            // u0 = (1 << x, the bits of x-1 and x), u1 = byte offsets of the words of the
-            // site and of its y-1, y+1 neighbours; the bits that differ from the spin:
-            // x-1 and x of r ^ (r rotated right by one), y-1 moved to x+8, y+1 to x+16
-            const uint flip = u0.x, r = LATB(u1.x), s = (r & flip) != 0u;
-            const uint nd = popcount(((r ^ rotate(r, 31u)) & u0.y) | rotate((r ^ LATB(u1.y)) & flip, 8u)
-                                     | rotate((r ^ LATB(u1.z)) & flip, 16u));
-%   else:
             const uint flip = u0.w;
 %   endif
 %   if ndesc == 3:
@@ -238,7 +223,7 @@ ${after_step()}
 
 __kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
 void muca_update(__global uint *lattice, __global int *bins, __global int *mags,
-                 __global const uint *thr, ${sq} const uint4 *sites,
+                 __global const uint *thr, __global const uint4 *sites,
                  __global uint *hist, __global uint *mhist, __global uint *trips,
                  const uint n, const uint t_lo, const uint t_hi,
                  const uint k0, const uint k1, const uint W, const uint offset,
@@ -303,7 +288,7 @@ ${step("word", "i")}
         }
         // whole blocks, the next one's words ahead; sp: this block's descriptors;
         // (blk, bhi): the 64-bit block number t / 4 of the words computed ahead
-        ${sq} const uint4 *sp = sites + ${1 if sites == "packed" else ndesc}u * i;
+        __global const uint4 *sp = sites + ${1 if sites == "packed" else ndesc}u * i;
         uint blk = (uint)(t >> 2), bhi = (uint)(t >> 34);
         const uint i0 = i;
         while (i + 4u <= n) {

@@ -219,19 +219,10 @@ class Engine:
         self.sites_mode = options.get("sites", "packed")
         self.rounds = options.get("rounds", 10)     # Philox rounds: 10; fewer only in the probe
         self.maxreg = options.get("maxreg") or None  # NVIDIA: thermalisation's registers per item at most
-        # update.cl popc (2D L = 32, sites "direct"): nd by one popcount, descriptors with
-        # the bits of x-1 and x; options["popc"] = False keeps the shifts (measurements)
+        # update.cl popc (2D L = 32, sites "direct"): one descriptor uint4 per step and nd
+        # by one popcount; options["popc"] = False keeps the shifts (measurements)
         self.popc = bool(options.get("popc", True)) and geom.dim == 2 and geom.L == 32 \
             and self.sites_mode == "direct"
-        self.desc1 = bool(options.get("desc1", False)) and self.popc   # popc with one uint4 per step
-        # descriptors as a __constant argument: launches of at most the device's
-        # constant buffer (64 KiB on NVIDIA: 2048 steps of 32 bytes)
-        self.csites = bool(options.get("csites", False)) and self.sites_mode == "direct"
-        self.step_words = 4 if self.desc1 else site_words(geom, self.sites_mode)
-        self.chunk = SITES_CAP
-        if self.csites:
-            room = int(dev.cl_device.max_constant_buffer_size) // (4 * self.step_words)
-            self.chunk = min(SITES_CAP, 4 * (room // 4))
         self.key = seed_key(seed)
         self.seed = seed
         self._setup = dev.build("muca/setup.cl", **geom.template())
@@ -241,7 +232,7 @@ class Engine:
         self.thr = self._buffer(geom.nbins * geom.ncls, np.uint32)
         self.passages = self._buffer(walkers, np.uint32)
         self.trip_range = (0, geom.nbins - 1)
-        self.sites = self._buffer(self.chunk * self.step_words, np.uint32)
+        self.sites = self._buffer(SITES_CAP * (4 if self.popc else site_words(geom, self.sites_mode)), np.uint32)
         # recorded steps between flushes: fixed by the whole ensemble (every engine
         # flushes at the same steps, and the counts summed over them cannot wrap)
         self.limit = (2**32 - 1) // self.total
@@ -331,7 +322,7 @@ class Engine:
                     lattice=self.lattice_mode, table=table, hist=hist, record=record,
                     magnet=bool(magnet), wide=self.W * g.words >= 2**32, hist_rows=rows,
                     trips=bool(trips), sites=self.sites_mode, rounds=self.rounds, tm=bool(tm),
-                    popc=self.popc, desc1=self.desc1, csites=self.csites),
+                    popc=self.popc),
                     None if record else self.maxreg)
             self._prog[record] = self._programs[key]
         self.trips, self.tm = bool(trips), bool(tm)
@@ -410,7 +401,7 @@ class Engine:
         recorded. Enqueued (the caller finishes the queue)."""
         i = 0
         while i < n:
-            chunk = min(n - i, self.chunk)
+            chunk = min(n - i, SITES_CAP)
             first_rec = max(0, n_skip - i)
             if first_rec < chunk:
                 if self._since == self.limit:
@@ -433,8 +424,7 @@ class Engine:
         blocks = ((t + n - 1) >> 2) - (t >> 2) + 1
         if self.sites_mode == "direct":
             self._setup.muca_sites_direct(self.queue, (blocks,), None, self.sites, lo, hi, np.uint32(n),
-                                          k0, k1, np.uint32(self.wg),
-                                          np.uint32(2 if self.desc1 else int(self.popc)))
+                                          k0, k1, np.uint32(self.wg), np.uint32(self.popc))
         else:
             self._setup.muca_sites(self.queue, (blocks,), None, self.sites, lo, hi, np.uint32(n), k0, k1)
         self._prog[record].muca_update(self.queue, (self._groups() * self.wg,), (self.wg,), self.lattice,
