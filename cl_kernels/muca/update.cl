@@ -151,41 +151,37 @@ ${neighbours()}
             const uint acc = (${word}) <= THR((uint)bin * MU_NCLS + k);
             LAT(self) = r ^ (acc << bit);
 % else:
+%   if popc:
+            // one uint4 per step (muca_sites_direct, layout 1): the byte offsets of the
+            // words of the site and of its y-1, y+1 neighbours, 1 << x. nd = popcount of
+            // the bits that differ from the spin: x-1 and x of r ^ (r rotated right by
+            // one), y-1 moved to x+8, y+1 to x+16
+            const uint4 u1 = ${base}[${idx}];
+            const uint flip = u1.w, r = LATB(u1.x), s = (r & flip) != 0u;
+            const uint nd = popcount(((r ^ rotate(r, 31u)) & (flip | rotate(flip, 31u)))
+                                     | rotate((r ^ LATB(u1.y)) & flip, 8u) | rotate((r ^ LATB(u1.z)) & flip, 16u));
+%   else:
             // u0 = (bit of x, of x-1, of x+1, 1 << bit of x), u1 = byte offsets of the
             // words of the site and of its y-1, y+1 neighbours, then (2D, L <= 32) the
             // bit of x again; with u2: u1.w = z-1, u2 = (z+1, word of x-1, word of x+1,
             // bit of x again). nd = neighbours that differ from the spin. (The second
             // copy of x keeps the compiler from rewriting (r >> x) ^ (v >> x) as
             // (r ^ v) >> x, one instruction more per neighbour.)
-%   if popc:
-            // (the bits that differ from the spin: x-1 and x of r ^ (r rotated right by
-            // one), y-1 moved to x+8, y+1 to x+16)
-            const uint4 u1 = ${base}[${idx}];
-            const uint flip = u1.w, r = LATB(u1.x), s = (r & flip) != 0u;
-            const uint nd = popcount(((r ^ rotate(r, 31u)) & (flip | rotate(flip, 31u)))
-                                     | rotate((r ^ LATB(u1.y)) & flip, 8u) | rotate((r ^ LATB(u1.z)) & flip, 16u));
-%   else:
             const uint4 u0 = ${base}[${ndesc}u * (${idx})], u1 = ${base}[${ndesc}u * (${idx}) + 1u];
-            const uint flip = u0.w;
-%   endif
-%   if ndesc == 3:
+%     if ndesc == 3:
             const uint4 u2 = ${base}[${ndesc}u * (${idx}) + 2u];
-%   endif
-%   if not popc:
-            const uint xa = ${"u1.w" if ndesc == 2 else "u2.w"};
+%     endif
+            const uint flip = u0.w, xa = ${"u1.w" if ndesc == 2 else "u2.w"};
             const uint r = LATB(u1.x), rx = r >> u0.x, s = rx & 1u;
-%   endif
-%   if popc:
-%   elif wpr == 1:
+%     if wpr == 1:
             uint nd = ((rx ^ (r >> u0.y)) & 1u) + ((rx ^ (r >> u0.z)) & 1u)
-%   else:
+%     else:
             uint nd = ((rx ^ (LATB(u2.y) >> u0.y)) & 1u) + ((rx ^ (LATB(u2.z) >> u0.z)) & 1u)
-%   endif
-%   if not popc:
+%     endif
                     + ((rx ^ (LATB(u1.y) >> xa)) & 1u) + ((rx ^ (LATB(u1.z) >> xa)) & 1u);
-%   endif
-%   if dim == 3:
+%     if dim == 3:
             nd += ((rx ^ (LATB(u1.w) >> xa)) & 1u) + ((rx ^ (LATB(u2.x) >> xa)) & 1u);
+%     endif
 %   endif
             const uint k = 2u * MU_DIM - nd;
 %   if binx:
@@ -290,7 +286,6 @@ ${step("word", "i")}
         // (blk, bhi): the 64-bit block number t / 4 of the words computed ahead
         __global const uint4 *sp = sites + ${1 if sites == "packed" else ndesc}u * i;
         uint blk = (uint)(t >> 2), bhi = (uint)(t >> 34);
-        const uint i0 = i;
         while (i + 4u <= n) {
             const uint4 cur = rnd;
             ++blk;
@@ -302,12 +297,10 @@ ${step("cur." + comp, "%du" % c, "sp")}
             sp += ${4 if sites == "packed" else 4 * ndesc}u;
             i += 4u;
         }
-        t += i - i0;
-        for (uint c = 0; i < n; ++c) {                // the ragged end (t is a multiple of 4)
+        for (uint c = 0; i < n; ++c) {                // the ragged end (rnd: its block's words)
             const uint word = c == 0u ? rnd.x : c == 1u ? rnd.y : rnd.z;
 ${step("word", "i")}
             ++i;
-            ++t;
         }
 % if binx:
         bin = (int)(tb / (MU_NCLS * 4u));
