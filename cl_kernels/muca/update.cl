@@ -24,7 +24,7 @@
 ##   trips (count each walker's passages between the ends trip_lo / trip_hi of
 ##   the energy range: trips[j] = passages << 2 | last end (1 low, 2 high)),
 ##   sites ("packed": 16-byte descriptors decoded by every item | "direct", lattice
-##   "local" only: per step 2 (2D, L <= 32) or 3 uint4 of shift amounts, the flip
+##   "local" only: per step 2 (2D, L <= 32; 1 with popc) or 3 uint4 of shift amounts, the flip
 ##   mask and byte offsets into the local lattices, written by muca_sites_direct
 ##   for this work-group size; the device table then holds its columns in the
 ##   order of nd = 2 dim - k, the neighbours that differ from the spin),
