@@ -15,11 +15,12 @@ its SASS loop counts go next to the JSON file, under ptx/):
             (thermalisation) and recorded launches, median of 5 (3) launches
             of 64000 steps, at W = 84480 (the default), 101376 (six groups of
             128 per SM) and 270336 (cudamuca's W).
-            Variants (update.cl; those of runs 1-3 in docs/muca.md): popc off,
+            Variants (update.cl; those of runs 1-4 in docs/muca.md): desc1
+            (one descriptor uint4 per step), quad (four steps per uint4),
             rounds=2 (the generator's share: not the valid stream, not
             checked)
   iterate   the published iteration to d_k < 1e-4 at L = 32 with the default
-            and the fastest other valid variant (W = 84480 and 270336): wall
+            and every other valid variant (W = 84480 and 270336): wall
             from the constructor, iterations, flips/ns of the iteration phase,
             and the thermalisation's share of its flips (from the history)
 
@@ -53,7 +54,7 @@ from clphys.muca.engine import capped  # noqa: E402
 from clphys.muca.geometry import Geometry  # noqa: E402
 
 T0 = time.perf_counter()
-EXTRA = ("rounds", "popc")        # engine options choose_options does not take
+EXTRA = ("rounds", "popc", "pair", "quad")     # engine options choose_options does not take
 pm.EXTRA = EXTRA
 pm.T0 = T0
 
@@ -63,12 +64,15 @@ BASE = dict(wg=128, lattice="local", table="local", hist="local", sites="direct"
 # with one descriptor uint4 per step) and others that lost and were removed
 # (popc with two descriptor uint4, work groups of 192 with 64 registers, the
 # descriptors as a __constant argument): docs/muca.md, benchmarks/RESULTS.md.
+# Run 4 (branch mucatherm2): pair (two steps' descriptors per uint4, the new
+# default) against run 3's default (one uint4 per step) and quad (four per uint4).
 VARIANTS = [
     ("default", dict(BASE)),
-    ("no-popc", dict(BASE, popc=False)),            # the shifts (as at L != 32)
+    ("desc1", dict(BASE, pair=False)),              # run 3's default: one uint4 per step
+    ("quad", dict(BASE, quad=True)),                # four steps' descriptors per uint4
     ("default-rounds2", dict(BASE, rounds=2)),      # the generator's share (not the valid stream)
 ]
-QUICK = ("default", "no-popc")
+QUICK = ("default", "desc1", "quad")
 COUNTS = (84480, 101376, 270336)
 
 
@@ -80,7 +84,8 @@ def build_info(dev, geom, opts, out_dir, tag, tools):
     o = pm.full_options(dev, geom, opts)
     params = dict(geom.template(), wg=o["wg"], lattice=o["lattice"], table=o["table"], hist=o["hist"],
                   record=False, magnet=False, wide=False, hist_rows=1, trips=False, sites=o["sites"],
-                  rounds=o.get("rounds", 10), tm=False, popc=o.get("popc", True))
+                  rounds=o.get("rounds", 10), tm=False, popc=o.get("popc", True),
+                  pair=o.get("pair", True), quad=o.get("quad", False))
     out = {}
     try:
         prg = dev.build("muca/update.cl", options=("-cl-nv-verbose",), **params)
@@ -147,7 +152,7 @@ def section_kernel(dev, report, quick, out_dir, deadline, tools):
     geom = Geometry(2, L)
     weights = pm.exact_weights(geom)
     steps = 400 if quick else 64000
-    best = {}
+    best = {}          # valid (twin-checked) variants: (fastest rate, options)
     for tag, opts in VARIANTS:
         if quick and tag not in QUICK:
             continue
@@ -172,10 +177,7 @@ def section_kernel(dev, report, quick, out_dir, deadline, tools):
                     best[tag] = (therm, opts)
         except Exception as exc:              # report and go on: one variant must not end the probe
             report.add(f"kernel 2D L={L} {tag}", "error", f"{type(exc).__name__}: {str(exc)[:300]}")
-    if not best:
-        return None
-    tag = max(best, key=lambda t: best[t][0])
-    return tag, best[tag][1]
+    return best
 
 
 def iterate_run(dev, report, L, deadline, tag, opts=None, walkers=None):
@@ -224,7 +226,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="tiny sizes (PoCL)")
     p.add_argument("--json", default=None, help="append the JSON lines to this file (PTX next to it)")
-    p.add_argument("--deadline", type=float, default=None, help="seconds for everything (default 140)")
+    p.add_argument("--deadline", type=float, default=None, help="seconds for everything (default 130)")
     p.add_argument("--skip", default="", help="sections to skip: kernel,iterate")
     p.add_argument("--one-launch", nargs=2, metavar=("VARIANT", "W"), default=None,
                    help="only a warm-up launch and one timed thermalisation launch of 64000 steps at 2D "
@@ -232,7 +234,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.one_launch:
         return one_launch(*args.one_launch)
-    deadline = args.deadline or (120.0 if args.quick else 140.0)
+    deadline = args.deadline or (120.0 if args.quick else 130.0)
     dev = clphys.current_device()
     f = dev.facts
     report = Report(f"{dev.name} | {f.platform} | {f.driver}", args.json)
@@ -250,10 +252,10 @@ def main(argv=None):
     if "iterate" not in skip:
         L = 6 if args.quick else 32
         runs = [("default", None, None), ("default", None, 270336)]
-        if best and best[0] != "default":
-            tag, opts = best
-            o = dict(opts, wg=8) if args.quick else opts
-            runs += [(tag, o, None), (tag, o, 270336)]
+        for tag, (_, opts) in (best or {}).items():
+            if tag != "default":
+                o = dict(opts, wg=8) if args.quick else opts
+                runs += [(tag, o, None), (tag, o, 270336)]
         for tag, opts, walkers in runs:
             if args.quick and walkers:
                 walkers = 1024
