@@ -98,10 +98,7 @@ __kernel void muca_sites(__global uint4 *sites, const uint t_lo, const uint t_hi
 //        the rows y-1, y+1, then (3D) z-1 or (2D, one word per row) x % 32 again;
 //   u2 = (z+1, the words of x-1 and x+1, x % 32)   (ndesc = 2 in 2D with one word
 //        per row: no u2; else 3). layout = 1 (update.cl's popc, 2D L = 32): one
-//   uint4 per step instead, (the byte offsets of u1, 1 << x). layout = 2 (popc with
-//   pair): two uint per step, (site | (y-1) << 16, (y+1) | x << 27), step t at
-//   t - (t0 rounded down to a Philox block) (2D L = 32: words of one row each).
-//   layout = 4 (quad): one uint per step, site | x << 27, placed as layout 2.
+//   uint4 per step instead, (the byte offsets of u1, 1 << x).
 <% ndesc = 2 if (dim == 2 and (L + 31) // 32 == 1) else 3 %>
 __kernel void muca_sites_direct(__global uint4 *sites, const uint t_lo, const uint t_hi, const uint n,
                                 const uint k0, const uint k1, const uint stride, const uint layout)
@@ -121,18 +118,8 @@ __kernel void muca_sites_direct(__global uint4 *sites, const uint t_lo, const ui
         const uint xm = x == 0u ? MU_L - 1u : x - 1u, xp = x + 1u == MU_L ? 0u : x + 1u;
         const uint ym = y == 0u ? MU_L - 1u : y - 1u, yp = y + 1u == MU_L ? 0u : y + 1u;
         const uint xw = x >> 5;
-        const uint bit = 1u << (x & 31u);
-        if (layout == 4u) {             // quad: 32 stride * 4 bytes a power of two
-            ((__global uint *)sites)[t - (t0 & ~(ulong)3u)] = (row * unit) | (x << 27);
-            continue;
-        }
-        if (layout == 2u) {             // byte offsets < 2^16: the host ensures stride <= 512
-            const uint2 pr = (uint2)((row * unit) | (((z * MU_L + ym) * unit) << 16),
-                                     ((z * MU_L + yp) * unit) | (x << 27));
-            vstore2(pr, 0, (__global uint *)sites + (size_t)(t - (t0 & ~(ulong)3u)) * 2u);
-            continue;
-        }
         __global uint *out = (__global uint *)sites + (size_t)(t - t0) * (layout ? 4u : ${4 * ndesc}u);
+        const uint bit = 1u << (x & 31u);
         if (layout) {
             vstore4((uint4)((row * MU_WPR + xw) * unit, ((z * MU_L + ym) * MU_WPR + xw) * unit,
                             ((z * MU_L + yp) * MU_WPR + xw) * unit, bit), 0, out);

@@ -38,10 +38,6 @@
 ##   offsets of the words of the site and of its y-1, y+1 neighbours, 1 << x;
 ##   muca_sites_direct with layout = 1) and the differing neighbours counted by
 ##   one popcount of their four bits put at distinct positions
-##   pair (default True; with popc, work groups of <= 512): two steps' descriptors
-##   per uint4 (16-bit byte offsets and x; muca_sites_direct with layout = 2,
-##   whose step t0 sits at t0 % 4 of the buffer, so a Philox block's four steps
-##   are two aligned uint4)
 ##
 ## The step loop (branch mucatherm, docs/muca.md): over whole Philox blocks it
 ## computes the NEXT block's four words while it does this block's four steps
@@ -62,9 +58,6 @@
         if value not in allowed:
             raise ValueError("muca update.cl: %s must be one of %s, got %r" % (name, allowed, value))
     popc = context.get("popc", True) and dim == 2 and L == 32 and sites == "direct"
-    pair = popc and context.get("pair", True)
-    quad = popc and context.get("quad", False) and wg & (wg - 1) == 0   # (measured against pair)
-    pair = pair and not quad
     binx = not record and not trips and sites == "direct" and table == "local"
     hmode = hist if record else "none"     # thermalisation: nothing is counted (M is still
     tmc = tm and record                    # tracked with magnet)
@@ -144,7 +137,7 @@ ${mc.counters()}
 </%def>
 
 ## One step with acceptance word `word` at launch step index `idx`.
-<%def name="step(word, idx, base='sites', pdesc='s2[i]', qdesc='s1[i]')">
+<%def name="step(word, idx, base='sites')">
         {
 % if sites == "packed":
             const uint4 d = ${base}[${idx}];
@@ -163,24 +156,10 @@ ${neighbours()}
             // words of the site and of its y-1, y+1 neighbours, 1 << x. nd = popcount of
             // the bits that differ from the spin: x-1 and x of r ^ (r rotated right by
             // one), y-1 moved to x+8, y+1 to x+16
-%     if quad:
-            // quad: four steps per uint4, each site | x << 27; the rows y-1, y+1 wrap in
-            // the 32 words of the walker (wg a power of two: 32 words = 128 wg bytes)
-            const uint dq = ${qdesc};
-            const uint site = dq & ${128 * wg - 1}u, flip = 1u << (dq >> 27);
-            const uint ym = (dq + ${124 * wg}u) & ${128 * wg - 1}u, yp = (dq + ${4 * wg}u) & ${128 * wg - 1}u;
-%     elif pair:
-            // pair: two steps per uint4, each (site | y-1 << 16, y+1 | x << 27): 16-bit
-            // byte offsets (muca_sites_direct, layout 2), half the descriptor loads
-            const uint2 dp = ${pdesc};
-            const uint site = dp.x & 0xFFFFu, flip = 1u << (dp.y >> 27), ym = dp.x >> 16, yp = dp.y & 0xFFFFu;
-%     else:
             const uint4 u1 = ${base}[${idx}];
-            const uint site = u1.x, flip = u1.w, ym = u1.y, yp = u1.z;
-%     endif
-            const uint r = LATB(site), s = (r & flip) != 0u;
+            const uint flip = u1.w, r = LATB(u1.x), s = (r & flip) != 0u;
             const uint nd = popcount(((r ^ rotate(r, 31u)) & (flip | rotate(flip, 31u)))
-                                     | rotate((r ^ LATB(ym)) & flip, 8u) | rotate((r ^ LATB(yp)) & flip, 16u));
+                                     | rotate((r ^ LATB(u1.y)) & flip, 8u) | rotate((r ^ LATB(u1.z)) & flip, 16u));
 %   else:
             // u0 = (bit of x, of x-1, of x+1, 1 << bit of x), u1 = byte offsets of the
             // words of the site and of its y-1, y+1 neighbours, then (2D, L <= 32) the
@@ -189,7 +168,6 @@ ${neighbours()}
             // copy of x keeps the compiler from rewriting (r >> x) ^ (v >> x) as
             // (r ^ v) >> x, one instruction more per neighbour.)
             const uint4 u0 = ${base}[${ndesc}u * (${idx})], u1 = ${base}[${ndesc}u * (${idx}) + 1u];
-            const uint site = u1.x;
 %     if ndesc == 3:
             const uint4 u2 = ${base}[${ndesc}u * (${idx}) + 2u];
 %     endif
@@ -224,7 +202,7 @@ ${neighbours()}
 %   endif
 % else:
             if (acc) {
-                LATB(site) = r ^ flip;
+                LATB(u1.x) = r ^ flip;
 %   if binx:
                 tb -= ndd * (MU_NCLS * 4u);
 %   else:
@@ -294,13 +272,6 @@ void muca_update(__global uint *lattice, __global int *bins, __global int *mags,
         __local const uchar *const thr_b = (__local const uchar *)thr_l + MU_DIM * 4u;   // column nd - dim
         uint tb = (uint)bin * (MU_NCLS * 4u);
 % endif
-% if quad:
-        // step i's descriptor: s1[i] (muca_sites_direct layout 4 starts at t_lo's block)
-        __global const uint *const s1 = (__global const uint *)sites + (t_lo & 3u);
-% elif pair:
-        // step i's descriptor: s2[i] (muca_sites_direct layout 2 starts at t_lo's block)
-        __global const uint2 *const s2 = (__global const uint2 *)sites + (t_lo & 3u);
-% endif
         uint4 rnd = mu_philox(mu_step_counter(t, g, MU_TAG_ACCEPT), key);
         if ((t & 3u) != 0u) {                         // the ragged start of a launch
             for (uint c = (uint)(t & 3u); c < 4u && i < n; ++c) {
@@ -313,28 +284,17 @@ ${step("word", "i")}
         }
         // whole blocks, the next one's words ahead; sp: this block's descriptors;
         // (blk, bhi): the 64-bit block number t / 4 of the words computed ahead
-% if quad:
-        __global const uint4 *sp = (__global const uint4 *)(s1 + i);    // i + t_lo % 4: a block start
-% elif pair:
-        __global const uint4 *sp = (__global const uint4 *)(s2 + i);    // i + t_lo % 4: a block start
-% else:
         __global const uint4 *sp = sites + ${1 if sites == "packed" else ndesc}u * i;
-% endif
         uint blk = (uint)(t >> 2), bhi = (uint)(t >> 34);
         while (i + 4u <= n) {
             const uint4 cur = rnd;
             ++blk;
             bhi += blk == 0u;
             rnd = mu_philox((uint4)(blk, bhi, g, MU_TAG_ACCEPT), key);
-% if quad:
-            const uint4 dq4 = sp[0];
-% elif pair:
-            const uint4 d0 = sp[0], d1 = sp[1];
-% endif
 % for c, comp in enumerate("xyzw"):
-${step("cur." + comp, "%du" % c, "sp", "(uint2)(d%d.%s, d%d.%s)" % (c // 2, "xzxz"[c], c // 2, "ywyw"[c]), "dq4." + comp)}
+${step("cur." + comp, "%du" % c, "sp")}
 % endfor
-            sp += ${4 if sites == "packed" else 1 if quad else 2 if pair else 4 * ndesc}u;
+            sp += ${4 if sites == "packed" else 4 * ndesc}u;
             i += 4u;
         }
         for (uint c = 0; i < n; ++c) {                // the ragged end (rnd: its block's words)

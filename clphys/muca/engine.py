@@ -223,12 +223,6 @@ class Engine:
         # by one popcount; options["popc"] = False keeps the shifts (measurements)
         self.popc = bool(options.get("popc", True)) and geom.dim == 2 and geom.L == 32 \
             and self.sites_mode == "direct"
-        # pair: two steps' descriptors per uint4 (16-bit byte offsets: wg <= 512);
-        # options["pair"] = False keeps one uint4 per step (measurements)
-        self.pair = self.popc and bool(options.get("pair", True)) and self.wg * 4 * geom.words <= 1 << 16
-        # quad (measured against pair): four steps per uint4, y +- 1 wrapped by a mask
-        self.quad = self.popc and bool(options.get("quad", False)) and self.wg & (self.wg - 1) == 0
-        self.pair = self.pair and not self.quad
         self.key = seed_key(seed)
         self.seed = seed
         self._setup = dev.build("muca/setup.cl", **geom.template())
@@ -328,7 +322,7 @@ class Engine:
                     lattice=self.lattice_mode, table=table, hist=hist, record=record,
                     magnet=bool(magnet), wide=self.W * g.words >= 2**32, hist_rows=rows,
                     trips=bool(trips), sites=self.sites_mode, rounds=self.rounds, tm=bool(tm),
-                    popc=self.popc, pair=self.pair, quad=self.quad),
+                    popc=self.popc),
                     None if record else self.maxreg)
             self._prog[record] = self._programs[key]
         self.trips, self.tm = bool(trips), bool(tm)
@@ -430,8 +424,7 @@ class Engine:
         blocks = ((t + n - 1) >> 2) - (t >> 2) + 1
         if self.sites_mode == "direct":
             self._setup.muca_sites_direct(self.queue, (blocks,), None, self.sites, lo, hi, np.uint32(n),
-                                          k0, k1, np.uint32(self.wg),
-                                          np.uint32(4 if self.quad else 2 if self.pair else int(self.popc)))
+                                          k0, k1, np.uint32(self.wg), np.uint32(self.popc))
         else:
             self._setup.muca_sites(self.queue, (blocks,), None, self.sites, lo, hi, np.uint32(n), k0, k1)
         self._prog[record].muca_update(self.queue, (self._groups() * self.wg,), (self.wg,), self.lattice,
