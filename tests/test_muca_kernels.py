@@ -22,12 +22,17 @@ VARIANTS = [dict(wg=8, lattice="global", table="global", hist="global"),
             dict(wg=4, lattice="local", table="local", hist="local", sites="packed"),
             dict(wg=8, lattice="local", table="global", hist="local", sites="packed"),
             # the GPU default at L >= 64 (lattices and table in global memory)
-            dict(wg=4, lattice="global", table="global", hist="local")]
+            dict(wg=4, lattice="global", table="global", hist="local"),
+            # 2D L = 32 direct without popc (the shifts, as at other L)
+            dict(wg=4, lattice="local", table="local", hist="local", sites="direct", popc=False)]
+ENGINE_ONLY = ("popc",)                  # options Engine takes that choose_options does not
 
 
 def _engine(dev, geom, walkers, seed, offset=0, total=None, **opts):
+    opts = dict(opts)
+    extra = {k: opts.pop(k) for k in ENGINE_ONLY if k in opts}
     try:
-        options = choose_options(dev.facts, geom, **opts)
+        options = dict(choose_options(dev.facts, geom, **opts), **extra)
     except ValueError as exc:           # e.g. a large local table on PoCL (see engine.py)
         pytest.skip(f"{opts} does not fit {dev.name} for {geom}: {exc}")
     return Engine(dev, geom, walkers, seed, offset=offset, total=total, options=options)
@@ -87,6 +92,20 @@ def test_engine_matches_numpy_twin(device, geom, walkers, opts):
     _check_against_twin(device, geom, walkers, opts, magnet=(walkers % 2 == 1))
 
 
+@pytest.mark.parametrize("geom", [Geometry(2, 6), Geometry(2, 32), Geometry(3, 4)], ids=str)
+def test_thermalisation_loop_variants_match_the_twin(device, geom):
+    """The step loop's paths (update.cl): a ragged start and end around whole
+    blocks; without magnetization or passages (the iterations' thermalisation:
+    the bin as a table offset, with a local table) and with them (the
+    production's options); popc (2D L = 32) and the shifts."""
+    for opts in (VARIANTS[1], VARIANTS[7]):
+        if geom.L == 32 and device.facts.vendor == "pocl":
+            opts = dict(opts, table="global", hist="global")    # PoCL's safe local memory (engine.py)
+        for magnet in (False, True):
+            eng = _check_against_twin(device, geom, 12, opts, magnet=magnet, t0=6, n=45, n_skip=23)
+            assert eng.popc == (opts.get("popc", True) and geom.dim == 2 and geom.L == 32)
+
+
 @pytest.mark.parametrize("slots", [1, 3, 4])
 def test_transition_counts_match_the_twin(device, slots):
     """tm: counts of (bin before, k proposed); 32 walkers in 4 slots of 8 keep
@@ -103,11 +122,12 @@ def test_oclgrind_runs_every_kernel_and_matches(oclgrind):
     kept alive: Oclgrind's checker confuses the shadow state of freed buffers
     with later ones (see conftest.py)."""
     keep = []
-    for geom, walkers, variants in ((Geometry(2, 4), 9, VARIANTS[:2] + VARIANTS[4:5] + VARIANTS[6:7]),
-                                    (Geometry(3, 2), 5, VARIANTS[:2]), (Geometry(2, 34), 3, VARIANTS[::2])):
+    for geom, walkers, variants, n in ((Geometry(2, 4), 9, VARIANTS[:2] + VARIANTS[4:5] + VARIANTS[6:7], 9),
+                                       (Geometry(3, 2), 5, VARIANTS[:2], 9), (Geometry(2, 34), 3, VARIANTS[::2], 9),
+                                       (Geometry(2, 32), 16, VARIANTS[1:2], 40)):      # popc: L = 32 only
         for opts in variants:
             for magnet in (False, True):
-                keep.append(_check_against_twin(oclgrind, geom, walkers, opts, magnet=magnet, n=9,
+                keep.append(_check_against_twin(oclgrind, geom, walkers, opts, magnet=magnet, n=n,
                                                 n_skip=2, tm=magnet and geom.dim == 2))
 
 

@@ -97,10 +97,11 @@ __kernel void muca_sites(__global uint4 *sites, const uint t_lo, const uint t_hi
 //   u1 = byte offsets (word * stride * 4) of the site's word and of the same x in
 //        the rows y-1, y+1, then (3D) z-1 or (2D, one word per row) x % 32 again;
 //   u2 = (z+1, the words of x-1 and x+1, x % 32)   (ndesc = 2 in 2D with one word
-//        per row: no u2; else 3).
+//        per row: no u2; else 3). layout = 1 (update.cl's popc, 2D L = 32): one
+//   uint4 per step instead, (the byte offsets of u1, 1 << x).
 <% ndesc = 2 if (dim == 2 and (L + 31) // 32 == 1) else 3 %>
 __kernel void muca_sites_direct(__global uint4 *sites, const uint t_lo, const uint t_hi, const uint n,
-                                const uint k0, const uint k1, const uint stride)
+                                const uint k0, const uint k1, const uint stride, const uint layout)
 {
     const ulong t0 = ((ulong)t_hi << 32) | t_lo;
     const ulong block = (t0 >> 2) + get_global_id(0);
@@ -117,8 +118,14 @@ __kernel void muca_sites_direct(__global uint4 *sites, const uint t_lo, const ui
         const uint xm = x == 0u ? MU_L - 1u : x - 1u, xp = x + 1u == MU_L ? 0u : x + 1u;
         const uint ym = y == 0u ? MU_L - 1u : y - 1u, yp = y + 1u == MU_L ? 0u : y + 1u;
         const uint xw = x >> 5;
-        __global uint *out = (__global uint *)sites + (size_t)(t - t0) * ${4 * ndesc}u;
-        vstore4((uint4)(x & 31u, xm & 31u, xp & 31u, 1u << (x & 31u)), 0, out);
+        __global uint *out = (__global uint *)sites + (size_t)(t - t0) * (layout ? 4u : ${4 * ndesc}u);
+        const uint bit = 1u << (x & 31u);
+        if (layout) {
+            vstore4((uint4)((row * MU_WPR + xw) * unit, ((z * MU_L + ym) * MU_WPR + xw) * unit,
+                            ((z * MU_L + yp) * MU_WPR + xw) * unit, bit), 0, out);
+            continue;
+        }
+        vstore4((uint4)(x & 31u, xm & 31u, xp & 31u, bit), 0, out);
 % if dim == 3:
         const uint zm = z == 0u ? MU_L - 1u : z - 1u, zp = z + 1u == MU_L ? 0u : z + 1u;
         const uint zm_word = ((zm * MU_L + y) * MU_WPR + xw) * unit, zp_word = ((zp * MU_L + y) * MU_WPR + xw) * unit;

@@ -24,7 +24,7 @@
 ##   trips (count each walker's passages between the ends trip_lo / trip_hi of
 ##   the energy range: trips[j] = passages << 2 | last end (1 low, 2 high)),
 ##   sites ("packed": 16-byte descriptors decoded by every item | "direct", lattice
-##   "local" only: per step 2 (2D, L <= 32) or 3 uint4 of shift amounts, the flip
+##   "local" only: per step 2 (2D, L <= 32; 1 with popc) or 3 uint4 of shift amounts, the flip
 ##   mask and byte offsets into the local lattices, written by muca_sites_direct
 ##   for this work-group size; the device table then holds its columns in the
 ##   order of nd = 2 dim - k, the neighbours that differ from the spin),
@@ -33,6 +33,21 @@
 ##   tm (transition-matrix counts: a recorded step counts (bin before the
 ##   step, k of the proposed flip) at row index bin * (2 dim + 1) + k instead of
 ##   the bin after it; their sum over k is the energy histogram)
+##   popc (default True; applies to 2D L = 32 with sites "direct": a row is one
+##   word, periodic in x by rotation): one descriptor uint4 per step (the byte
+##   offsets of the words of the site and of its y-1, y+1 neighbours, 1 << x;
+##   muca_sites_direct with layout = 1) and the differing neighbours counted by
+##   one popcount of their four bits put at distinct positions
+##
+## The step loop (branch mucatherm, docs/muca.md): over whole Philox blocks it
+## computes the NEXT block's four words while it does this block's four steps
+## (independent work for the scheduler between a step's dependent loads), the
+## descriptors through a pointer moved once per block, the block number in 32
+## bits with a carry; the ragged start and end of a launch come before and after
+## it. Where nothing else needs the bin inside the loop (the thermalisation: not
+## record, not trips; sites "direct", table "local") the bin is kept as the byte
+## offset of its table row ("binx": the threshold address is one multiply-add
+## from nd, the accepted flip moves it by another).
 <%namespace name="philox" file="/rng/philox.cl"/>
 <%namespace name="mc" file="/muca/common.cl"/>
 <%
@@ -42,13 +57,15 @@
                                  ("sites", sites, ("packed", "direct")), ("tm", tm, (False, True))):
         if value not in allowed:
             raise ValueError("muca update.cl: %s must be one of %s, got %r" % (name, allowed, value))
+    popc = context.get("popc", True) and dim == 2 and L == 32 and sites == "direct"
+    binx = not record and not trips and sites == "direct" and table == "local"
     hmode = hist if record else "none"     # thermalisation: nothing is counted (M is still
     tmc = tm and record                    # tracked with magnet)
     if sites == "direct" and lattice != "local":
         raise ValueError("muca update.cl: sites='direct' needs lattice='local'")
     wpr = (L + 31) // 32
     ncol = 2 * dim + 1
-    ndesc = 2 if (dim == 2 and wpr == 1) else 3     # uint4 per step with sites="direct"
+    ndesc = 1 if popc else 2 if (dim == 2 and wpr == 1) else 3     # uint4 per step with sites="direct"
 %>
 ${mc.geometry(dim, L)}
 ${philox.philox4x32("mu_", rounds)}
@@ -120,10 +137,10 @@ ${mc.counters()}
 </%def>
 
 ## One step with acceptance word `word` at launch step index `idx`.
-<%def name="step(word, idx)">
+<%def name="step(word, idx, base='sites')">
         {
 % if sites == "packed":
-            const uint4 d = sites[${idx}];
+            const uint4 d = ${base}[${idx}];
             const uint x = d.x & 1023u, xm = (d.x >> 10) & 1023u, xp = d.x >> 20;
 %   if wpr == 1:
             const uint self = d.y, bit = x;
@@ -134,29 +151,46 @@ ${neighbours()}
             const uint acc = (${word}) <= THR((uint)bin * MU_NCLS + k);
             LAT(self) = r ^ (acc << bit);
 % else:
+%   if popc:
+            // one uint4 per step (muca_sites_direct, layout 1): the byte offsets of the
+            // words of the site and of its y-1, y+1 neighbours, 1 << x. nd = popcount of
+            // the bits that differ from the spin: x-1 and x of r ^ (r rotated right by
+            // one), y-1 moved to x+8, y+1 to x+16
+            const uint4 u1 = ${base}[${idx}];
+            const uint flip = u1.w, r = LATB(u1.x), s = (r & flip) != 0u;
+            const uint nd = popcount(((r ^ rotate(r, 31u)) & (flip | rotate(flip, 31u)))
+                                     | rotate((r ^ LATB(u1.y)) & flip, 8u) | rotate((r ^ LATB(u1.z)) & flip, 16u));
+%   else:
             // u0 = (bit of x, of x-1, of x+1, 1 << bit of x), u1 = byte offsets of the
             // words of the site and of its y-1, y+1 neighbours, then (2D, L <= 32) the
             // bit of x again; with u2: u1.w = z-1, u2 = (z+1, word of x-1, word of x+1,
             // bit of x again). nd = neighbours that differ from the spin. (The second
             // copy of x keeps the compiler from rewriting (r >> x) ^ (v >> x) as
             // (r ^ v) >> x, one instruction more per neighbour.)
-            const uint4 u0 = sites[${ndesc}u * (${idx})], u1 = sites[${ndesc}u * (${idx}) + 1u];
-%   if ndesc == 3:
-            const uint4 u2 = sites[${ndesc}u * (${idx}) + 2u];
-%   endif
-            const uint xa = ${"u1.w" if ndesc == 2 else "u2.w"};
+            const uint4 u0 = ${base}[${ndesc}u * (${idx})], u1 = ${base}[${ndesc}u * (${idx}) + 1u];
+%     if ndesc == 3:
+            const uint4 u2 = ${base}[${ndesc}u * (${idx}) + 2u];
+%     endif
+            const uint flip = u0.w, xa = ${"u1.w" if ndesc == 2 else "u2.w"};
             const uint r = LATB(u1.x), rx = r >> u0.x, s = rx & 1u;
-%   if wpr == 1:
+%     if wpr == 1:
             uint nd = ((rx ^ (r >> u0.y)) & 1u) + ((rx ^ (r >> u0.z)) & 1u)
-%   else:
+%     else:
             uint nd = ((rx ^ (LATB(u2.y) >> u0.y)) & 1u) + ((rx ^ (LATB(u2.z) >> u0.z)) & 1u)
-%   endif
+%     endif
                     + ((rx ^ (LATB(u1.y) >> xa)) & 1u) + ((rx ^ (LATB(u1.z) >> xa)) & 1u);
-%   if dim == 3:
+%     if dim == 3:
             nd += ((rx ^ (LATB(u1.w) >> xa)) & 1u) + ((rx ^ (LATB(u2.x) >> xa)) & 1u);
+%     endif
 %   endif
             const uint k = 2u * MU_DIM - nd;
+%   if binx:
+            // ndd = nd - dim = -(bins moved by the flip): one multiply-add moves tb
+            const uint ndd = nd - MU_DIM;
+            const bool acc = (${word}) <= *(__local const uint *)(thr_b + (int)(tb + (ndd << 2)));   // >= column 0
+%   else:
             const bool acc = (${word}) <= THR((uint)bin * MU_NCLS + nd);
+%   endif
 % endif
 % if tmc:
             const uint entry = (uint)bin * MU_NCLS + k;
@@ -168,8 +202,12 @@ ${neighbours()}
 %   endif
 % else:
             if (acc) {
-                LATB(u1.x) = r ^ u0.w;
+                LATB(u1.x) = r ^ flip;
+%   if binx:
+                tb -= ndd * (MU_NCLS * 4u);
+%   else:
                 bin += MU_DIM - (int)nd;
+%   endif
 %   if magnet:
                 m += s ? -2 : 2;
 %   endif
@@ -230,23 +268,43 @@ void muca_update(__global uint *lattice, __global int *bins, __global int *mags,
         const uint2 key = (uint2)(k0, k1);
         ulong t = ((ulong)t_hi << 32) | t_lo;
         uint i = 0;
-        while (i < n) {
-            const uint4 rnd = mu_philox(mu_step_counter(t, g, MU_TAG_ACCEPT), key);
-            if ((t & 3u) == 0u && i + 4u <= n) {      // a whole Philox block: 4 steps
-% for c, comp in enumerate("xyzw"):
-${step("rnd." + comp, "i + %du" % c if c else "i")}
-% endfor
-                i += 4u;
-                t += 4u;
-            } else {                                  // the ragged start or end of a launch
-                for (uint c = (uint)(t & 3u); c < 4u && i < n; ++c) {
-                    const uint word = c == 0u ? rnd.x : c == 1u ? rnd.y : c == 2u ? rnd.z : rnd.w;
+% if binx:
+        __local const uchar *const thr_b = (__local const uchar *)thr_l + MU_DIM * 4u;   // column nd - dim
+        uint tb = (uint)bin * (MU_NCLS * 4u);
+% endif
+        uint4 rnd = mu_philox(mu_step_counter(t, g, MU_TAG_ACCEPT), key);
+        if ((t & 3u) != 0u) {                         // the ragged start of a launch
+            for (uint c = (uint)(t & 3u); c < 4u && i < n; ++c) {
+                const uint word = c == 1u ? rnd.y : c == 2u ? rnd.z : rnd.w;
 ${step("word", "i")}
-                    ++i;
-                    ++t;
-                }
+                ++i;
+                ++t;
             }
+            rnd = mu_philox(mu_step_counter(t, g, MU_TAG_ACCEPT), key);
         }
+        // whole blocks, the next one's words ahead; sp: this block's descriptors;
+        // (blk, bhi): the 64-bit block number t / 4 of the words computed ahead
+        __global const uint4 *sp = sites + ${1 if sites == "packed" else ndesc}u * i;
+        uint blk = (uint)(t >> 2), bhi = (uint)(t >> 34);
+        while (i + 4u <= n) {
+            const uint4 cur = rnd;
+            ++blk;
+            bhi += blk == 0u;
+            rnd = mu_philox((uint4)(blk, bhi, g, MU_TAG_ACCEPT), key);
+% for c, comp in enumerate("xyzw"):
+${step("cur." + comp, "%du" % c, "sp")}
+% endfor
+            sp += ${4 if sites == "packed" else 4 * ndesc}u;
+            i += 4u;
+        }
+        for (uint c = 0; i < n; ++c) {                // the ragged end (rnd: its block's words)
+            const uint word = c == 0u ? rnd.x : c == 1u ? rnd.y : rnd.z;
+${step("word", "i")}
+            ++i;
+        }
+% if binx:
+        bin = (int)(tb / (MU_NCLS * 4u));
+% endif
         bins[j] = bin;
 % if magnet:
         mags[j] = m;

@@ -219,6 +219,10 @@ class Engine:
         self.sites_mode = options.get("sites", "packed")
         self.rounds = options.get("rounds", 10)     # Philox rounds: 10; fewer only in the probe
         self.maxreg = options.get("maxreg") or None  # NVIDIA: thermalisation's registers per item at most
+        # update.cl popc (2D L = 32, sites "direct"): one descriptor uint4 per step and nd
+        # by one popcount; options["popc"] = False keeps the shifts (measurements)
+        self.popc = bool(options.get("popc", True)) and geom.dim == 2 and geom.L == 32 \
+            and self.sites_mode == "direct"
         self.key = seed_key(seed)
         self.seed = seed
         self._setup = dev.build("muca/setup.cl", **geom.template())
@@ -228,7 +232,7 @@ class Engine:
         self.thr = self._buffer(geom.nbins * geom.ncls, np.uint32)
         self.passages = self._buffer(walkers, np.uint32)
         self.trip_range = (0, geom.nbins - 1)
-        self.sites = self._buffer(SITES_CAP * site_words(geom, self.sites_mode), np.uint32)
+        self.sites = self._buffer(SITES_CAP * (4 if self.popc else site_words(geom, self.sites_mode)), np.uint32)
         # recorded steps between flushes: fixed by the whole ensemble (every engine
         # flushes at the same steps, and the counts summed over them cannot wrap)
         self.limit = (2**32 - 1) // self.total
@@ -317,7 +321,8 @@ class Engine:
                     "muca/update.cl", **g.template(), wg=self.wg,
                     lattice=self.lattice_mode, table=table, hist=hist, record=record,
                     magnet=bool(magnet), wide=self.W * g.words >= 2**32, hist_rows=rows,
-                    trips=bool(trips), sites=self.sites_mode, rounds=self.rounds, tm=bool(tm)),
+                    trips=bool(trips), sites=self.sites_mode, rounds=self.rounds, tm=bool(tm),
+                    popc=self.popc),
                     None if record else self.maxreg)
             self._prog[record] = self._programs[key]
         self.trips, self.tm = bool(trips), bool(tm)
@@ -419,7 +424,7 @@ class Engine:
         blocks = ((t + n - 1) >> 2) - (t >> 2) + 1
         if self.sites_mode == "direct":
             self._setup.muca_sites_direct(self.queue, (blocks,), None, self.sites, lo, hi, np.uint32(n),
-                                          k0, k1, np.uint32(self.wg))
+                                          k0, k1, np.uint32(self.wg), np.uint32(self.popc))
         else:
             self._setup.muca_sites(self.queue, (blocks,), None, self.sites, lo, hi, np.uint32(n), k0, k1)
         self._prog[record].muca_update(self.queue, (self._groups() * self.wg,), (self.wg,), self.lattice,
