@@ -17,7 +17,7 @@ logs (registers, spills) next to the JSON file, under ptx/):
             NVIDIA: 80 fits 6 groups of 128 per SM; 0 none), sites, table,
             rounds=2 (the generator's share, not a valid stream). A variant
             that fails the twin check is printed as FAIL and not timed. (The
-            variants of runs 1-3 are in NOTES-mucafast.md.)
+            variants of runs 1-3 are in NOTES-mucafast.md on the mucafast branch.)
   sweep     the fastest valid variant at W = wave / 2, wave, 2 wave, 270336
   iterate   the published iteration to d_k < 1e-4 at L = 32 with the current
             defaults and with the fastest variant (wall, iterations, flips/ns of
@@ -171,7 +171,7 @@ BASE = dict(wg=128, lattice="local", table="local", hist="local", sites="direct"
 # flip), "pipe" / "pipeb" (the next step's words loaded before the store), two
 # walkers per work item, bits by rotate, 16-bit thresholds in local memory and
 # caps of 64 / 72 registers: none beat the default (branch, thermalisation
-# capped at 80), all removed (NOTES-mucafast.md, docs/muca.md). maxreg caps the
+# capped at 80), all removed (NOTES-mucafast.md on the mucafast branch, docs/muca.md). maxreg caps the
 # thermalisation's program only; 0 = no cap (the default is 80 on NVIDIA).
 KERNEL_VARIANTS = [
     ("branch-nocap", dict(BASE, maxreg=0)),                   # the kernel before this branch
