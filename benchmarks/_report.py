@@ -18,3 +18,11 @@ class Report:
             self.fh.write(line + "\n")
             self.fh.flush()
         self.rows.append((workload, metric, value))
+
+    def print_summary(self, metric_width=30):
+        """The table a script prints last: one row per figure, in the order added."""
+        print("\n# summary")
+        width = max((len(w) for w, _, _ in self.rows), default=10)
+        for workload, metric, value in self.rows:
+            v = f"{value:.4g}" if isinstance(value, float) else str(value)
+            print(f"{workload:<{width}}  {metric:<{metric_width}} {v}")

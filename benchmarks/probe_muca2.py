@@ -276,11 +276,7 @@ def main(argv=None):
             section_protocol(dev, report, args.quick, deadline, best)
         except Exception as exc:
             report.add("section protocol", "error", f"{type(exc).__name__}: {str(exc)[:300]}")
-    print("\n# summary")
-    width = max((len(w) for w, _, _ in report.rows), default=10)
-    for workload, metric, value in report.rows:
-        v = f"{value:.4g}" if isinstance(value, float) else str(value)
-        print(f"{workload:<{width}}  {metric:<30} {v}")
+    report.print_summary()
     print(f"# probe time {time.perf_counter() - T0:.1f} s")
     return 0
 

@@ -318,11 +318,7 @@ def main(argv=None):
                 iterate_run(dev, report, L, deadline, f"fastest {tag}", o, walkers=wave)
         except Exception as exc:
             report.add("section iterate", "error", f"{type(exc).__name__}: {str(exc)[:300]}")
-    print("\n# summary")
-    width = max((len(w) for w, _, _ in report.rows), default=10)
-    for workload, metric, value in report.rows:
-        v = f"{value:.4g}" if isinstance(value, float) else str(value)
-        print(f"{workload:<{width}}  {metric:<30} {v}")
+    report.print_summary()
     print(f"# probe time {time.perf_counter() - T0:.1f} s")
     return 0
 
