@@ -254,9 +254,11 @@ def iterate_run(dev, report, L, deadline, tag, opts=None, walkers=None):
     while not sim.converged and left(deadline) > 2:
         sim.iterate(kl=1e-4, max_iterations=1, progress=False)
     h = sim.history
+    therm = float((h.therm * sim.walkers).sum() / h.flips.sum())    # the thermalisation's share
     report.add(f"iterate 2D L={L} W={sim.walkers} {tag}", "wall_to_converge_s", time.perf_counter() - t0,
-               iterations=len(h), converged=sim.converged,
-               flips_per_ns=float(h.flips.sum() / h.seconds.sum() / 1e9), options=name_of(dict(sim.options, **extra)))
+               iterations=len(h), converged=sim.converged, therm_share=therm,
+               flips_per_ns=float(h.flips.sum() / h.seconds.sum() / 1e9), iteration_seconds=float(h.seconds.sum()),
+               options=name_of(dict(sim.options, **extra)))
 
 
 def final(dev, report, quick, out_dir, deadline):

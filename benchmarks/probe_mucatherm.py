@@ -37,7 +37,6 @@ import re
 import sys
 import time
 from pathlib import Path
-from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -48,7 +47,6 @@ import probe_mucafast as pm  # noqa: E402  (twin check, rates, weights)
 import sass_loops  # noqa: E402
 from _report import Report  # noqa: E402
 import clphys  # noqa: E402
-from clphys.muca import Multicanonical, simulation  # noqa: E402
 from clphys.muca.engine import capped  # noqa: E402
 from clphys.muca.geometry import Geometry  # noqa: E402
 
@@ -177,28 +175,6 @@ def section_kernel(dev, report, quick, out_dir, deadline, tools):
     return best
 
 
-def iterate_run(dev, report, L, deadline, tag, opts=None, walkers=None):
-    """The published iteration to d_k < 1e-4 (wall from the constructor)."""
-    extra = {k: v for k, v in (opts or {}).items() if k in EXTRA}
-    base = {k: v for k, v in (opts or {}).items() if k not in EXTRA}
-    real = simulation.choose_options
-
-    def with_extra(*a, **k):
-        return dict(real(*a, **k), **extra)
-
-    t0 = time.perf_counter()
-    with mock.patch.object(simulation, "choose_options", with_extra):
-        sim = Multicanonical(L, walkers=walkers, seed=0, device=dev, **base)
-    while not sim.converged and pm.left(deadline) > 2:
-        sim.iterate(kl=1e-4, max_iterations=1, progress=False)
-    h = sim.history
-    therm = float((h.therm * sim.walkers).sum() / h.flips.sum())
-    report.add(f"iterate 2D L={L} W={sim.walkers} {tag}", "wall_to_converge_s", time.perf_counter() - t0,
-               iterations=len(h), converged=sim.converged, therm_share=therm,
-               flips_per_ns=float(h.flips.sum() / h.seconds.sum() / 1e9), iteration_seconds=float(h.seconds.sum()),
-               options=pm.name_of(dict(sim.options, **extra)))
-
-
 def one_launch(tag, walkers):
     dev = clphys.current_device()
     geom = Geometry(2, 32)
@@ -257,7 +233,7 @@ def main(argv=None):
             if args.quick and walkers:
                 walkers = 1024
             try:
-                iterate_run(dev, report, L, deadline, tag, opts, walkers)
+                pm.iterate_run(dev, report, L, deadline, tag, opts, walkers)
             except Exception as exc:
                 report.add(f"iterate {tag} W={walkers}", "error", f"{type(exc).__name__}: {str(exc)[:300]}")
     report.print_summary()
