@@ -2,6 +2,7 @@
 facts with fp64 on and off; the result has balanced braces and literal
 kernel names."""
 
+import importlib
 import itertools
 import re
 from pathlib import Path
@@ -85,3 +86,34 @@ def test_renders(template, facts):
         assert "${" not in src and "<%" not in src
         for name in re.findall(r"__kernel\s+(?:__attribute__\s*\(\(.*?\)\)\s*)?void\s+(\S+)\s*\(", src, re.S):
             assert re.fullmatch(r"\w+", name), f"kernel name {name!r} is not literal"
+
+
+def test_no_builtin_on_512_bit_vectors():
+    """The pip PoCL on AMD Zen 4 returned garbage from convert_ulong8 (multispin's Philox
+    lanes gave wrong spins): render() refuses such conversions, and build() refuses any
+    program whose build log says a built-in call changes the ABI."""
+    from types import SimpleNamespace
+
+    from clphys.errors import BuildError
+    r = importlib.import_module("clphys.runtime.render")
+    for bad in ("ulong8 p = convert_ulong8(v);", "x = convert_long16_sat(y);", "convert_double8 (f)",
+                "convert_float16(g)"):
+        with pytest.raises(ValueError, match="512 bits"):
+            r.check_vector_widths("t.cl", bad)
+    r.check_vector_widths("t.cl", "ulong4 p = convert_ulong4(v.lo); uint8 w = convert_uint8(q);\n"
+                                  "ulong8 a = as_ulong8(b) * (ulong8)(m); uint16 c = as_uint16(a);\n"
+                                  "// convert_ulong8(x)\n /* nor\n convert_double8(y) */")
+    src = render("ising/multispin.cl", fake_facts("pocl"), dim=2, Lx=16, Ly=4, Lz=1, W=1, lanes=8,
+                 wg=None, rwg=64, always=(0, 2, 4, 6, 8), slots=((1,), (3,), (5,), (7,), (9,)))
+    assert "ms_philox_lanes" in src and "convert_ulong4(v.hi)" in src
+
+    log = ("warning: /root/.cache/pocl/uncached/tempfile_CINwkJ.cl:67:23: AVX vector return of "
+           "type 'ulong8' (vector of 8 'ulong' values) without 'avx512f' enabled changes the ABI")
+    device = SimpleNamespace(cl_device=None, name="pthread-AMD EPYC")
+    for text, fails in ((log, True), ("", False), ("warning: unused variable 'x'", False)):
+        program = SimpleNamespace(get_build_info=lambda dev, what, text=text: text)
+        if fails:
+            with pytest.raises(BuildError, match="wrong results.*changes the ABI"):
+                r._refuse_abi_mismatch("t.cl", device, program)
+        else:
+            r._refuse_abi_mismatch("t.cl", device, program)

@@ -59,7 +59,31 @@ def render(template: str, facts: DeviceFacts, **params) -> str:
     if not isinstance(facts, DeviceFacts):
         raise TypeError(f"render: facts must be DeviceFacts, got {type(facts).__name__}")
     tpl = _get_lookup().get_template("/" + template.lstrip("/"))
-    return tpl.render(dev=facts, **params)
+    source = tpl.render(dev=facts, **params)
+    check_vector_widths(template, source)
+    return source
+
+
+# (after a letter or digit it is another name; after "_" a built-in: convert_ulong8)
+# conversions to vectors of 512 bits or more (see check_vector_widths)
+_WIDE_CONVERT = re.compile(r"\bconvert_(?:(?:u?long|double)(?:8|16)|(?:u?int|float)16)\w*\s*\(")
+# what PoCL's compiler says of a built-in call whose vectors its library passes otherwise
+ABI_WARNING = "changes the ABI"
+
+
+def check_vector_widths(template: str, source: str) -> None:
+    """No convert_ call to a vector of 512 bits or more (convert_ulong8): PoCL's built-in
+    library can be built for AVX-512 while its compiler targets AVX2 (the pip PoCL's
+    LLVM 14 on AMD Zen 4 CPUs), and then built-in calls on such vectors return garbage
+    (multispin's Philox lanes gave wrong spins).  Arithmetic on such vectors is no call
+    and is fine.  build() also refuses any program whose build log reports such a call
+    (ABI_WARNING)."""
+    code = re.sub(r"//[^\n]*|/\*.*?\*/", "", source, flags=re.S)
+    wide = _WIDE_CONVERT.search(code)
+    if wide:
+        raise ValueError(f"{template} calls {wide.group(0).rstrip('( ')}, a built-in on a vector "
+                         "of 512 bits or more, which gives wrong results on some PoCLs; convert "
+                         "pieces of 256 bits, as ising/common.cl's mulw does")
 
 
 _launched: set[str] = set()
@@ -201,6 +225,20 @@ def _rendered_source(facts, template: str, params: dict) -> tuple[str, str]:
     return hit
 
 
+def _refuse_abi_mismatch(template: str, device, cl_prg: cl.Program) -> None:
+    """A program whose build log says a built-in call "changes the ABI" computes garbage
+    (see check_vector_widths): an error, not a warning."""
+    try:
+        log = cl_prg.get_build_info(device.cl_device, cl.program_build_info.LOG) or ""
+    except cl.Error:
+        return
+    if ABI_WARNING in log:
+        first = next(ln for ln in log.splitlines() if ABI_WARNING in ln)
+        raise BuildError(f"building {template} for {device.name}: the compiler and the built-in "
+                         f"library of this OpenCL runtime pass wide vectors differently, so the "
+                         f"kernels would compute wrong results ({first.strip()[:300]})")
+
+
 def build(device, template: str, options=(), **params) -> Program:
     """Render `template` for `device` and build it, once per (device, source,
     options).
@@ -232,5 +270,6 @@ def build(device, template: str, options=(), **params) -> Program:
                              f"(options {list(options)}):\n{log}{where}") from None
         except cl.Error as exc:
             raise DeviceError(f"{device.name}: {exc}") from None
+        _refuse_abi_mismatch(template, device, cl_prg)
         prg = device.programs[key] = Program(cl_prg, source, device.facts.vendor)
     return prg
