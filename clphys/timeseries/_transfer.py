@@ -68,10 +68,6 @@ STREAM_TAIL_THREADED = True
 # first, so the pair sums can start while the rest is copied (a probe variant)
 STREAM_FIRST_CHUNK = None
 COPY_QUEUE = True
-# Streamed pinned uploads: the first PAGEABLE_HEAD_BYTES go straight from the caller's
-# arrays (the driver's own staging copy, in its thread), while the copy threads fill the
-# pinned buffer with the rest: the two host copies run at once (0: off).
-PAGEABLE_HEAD_BYTES = 0
 
 
 def stream_segments(start: int, end: int) -> list[tuple[int, int]]:
@@ -343,10 +339,7 @@ class Staged:
         if oclgrind or not (self.transfer.overlap or streamed):
             segments = [(start, end)]
         elif streamed:
-            head = min(PAGEABLE_HEAD_BYTES, end - start) if self.path == "pinned" else 0
-            segments = ([(start, start + head)] if head else []) + \
-                (stream_segments(start + head, end) if start + head < end else [])
-            plan["pageable_head"] = start + head
+            segments = stream_segments(start, end)
         else:
             segments = [(a, min(end, a + SEGMENT_BYTES))
                         for a in range(start, end, SEGMENT_BYTES)]
@@ -355,12 +348,10 @@ class Staged:
         chunks = [None] * len(segments)
         if streamed:
             chunks = [STREAM_FIRST_CHUNK or STREAM_CHUNK] + [STREAM_CHUNK] * len(segments)
-        head_end = plan.get("pageable_head", start)
         jobs = [[job for off, arr in pieces
                  for lo, hi in [(max(a, off), min(b, off + arr.size))] if lo < hi
                  for job in _copy_jobs(host[lo:hi], arr[lo - off:hi - off], chunk,
                                        streamed and STREAM_TAIL_THREADED)]
-                if b > head_end else []
                 for (a, b), chunk in zip(segments, chunks)]
         waits = [lambda js=js: [job.result() for job in js] for js in jobs]
         self._waits = waits
@@ -391,15 +382,9 @@ class Staged:
                         if lo < hi:
                             send(arr[lo - off:hi - off], lo, False)
                 return
-            head_end = plan.get("pageable_head", start)
             for (a, b), wait in zip(segments, plan["waits"]):
                 wait()
-                if b <= head_end:               # the pageable head: from the caller's arrays
-                    for off, arr in plan["pieces"]:
-                        lo, hi = max(a, off), min(b, off + arr.size)
-                        if lo < hi:
-                            send(arr[lo - off:hi - off], lo, False)
-                elif self.path != "pinned-unmap":
+                if self.path != "pinned-unmap":
                     send(host[a:b], a, oclgrind or self.path == "pageable")
             if self.path == "pinned-unmap":
                 self.slot.unmap(queue)
