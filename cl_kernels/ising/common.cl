@@ -44,21 +44,17 @@ inline uint4 ${prefix}counter(uint g, uint r, uint t_lo, uint t_hi, uint c)
 <%def name="philox_lanes(prefix, n)">
 // hi and lo words of the 32 x 32 -> 64-bit products m * v of every lane: one
 // multiply-wide per lane on GPUs, and 4x faster than mul_hi + mul on PoCL
-// (vpmuludq). Eight lanes in two halves: PoCL's built-in library may be built
-// for AVX-512 while its compiler targets AVX2 (the pip PoCL's LLVM 14 on AMD
-// Zen 4), and then a built-in call on a 512-bit vector (convert_ulong8) returns
-// garbage. (as_ casts and swizzles instead of the calls crash Oclgrind 21.10.)
+// (vpmuludq). Widened and narrowed lane by lane in vector literals, not by
+// convert_ calls: PoCL's built-in library may be built for AVX-512 while its
+// compiler targets AVX2 (the pip PoCL's LLVM 14 on AMD Zen 4), and then a
+// built-in call on a 512-bit vector (convert_ulong8) returns garbage. (as_
+// casts and swizzles instead crash Oclgrind 21.10.)
+<% lanes = ["s%x" % j for j in range(n)] %>
 inline void ${prefix}mulw(uint m, uint${n} v, uint${n} *hi, uint${n} *lo)
 {
-% if n <= 4:
-    const ulong${n} p = convert_ulong${n}(v) * (ulong${n})(m);
-    *hi = convert_uint${n}(p >> 32);
-    *lo = convert_uint${n}(p);
-% else:
-    const ulong4 p = convert_ulong4(v.lo) * (ulong4)(m), q = convert_ulong4(v.hi) * (ulong4)(m);
-    *hi = (uint8)(convert_uint4(p >> 32), convert_uint4(q >> 32));
-    *lo = (uint8)(convert_uint4(p), convert_uint4(q));
-% endif
+    const ulong${n} p = (ulong${n})(${", ".join("v." + q for q in lanes)}) * (ulong${n})(m);
+    *hi = (uint${n})(${", ".join("(uint)(p.%s >> 32)" % q for q in lanes)});
+    *lo = (uint${n})(${", ".join("(uint)p." + q for q in lanes)});
 }
 
 inline void ${prefix}philox_lanes(uint${n} c0, uint c1, uint c2, uint c3, uint2 k,
