@@ -64,7 +64,6 @@ def render(template: str, facts: DeviceFacts, **params) -> str:
     return source
 
 
-# (after a letter or digit it is another name; after "_" a built-in: convert_ulong8)
 # conversions to vectors of 512 bits or more (see check_vector_widths)
 _WIDE_CONVERT = re.compile(r"\bconvert_(?:(?:u?long|double)(?:8|16)|(?:u?int|float)16)\w*\s*\(")
 # what PoCL's compiler says of a built-in call whose vectors its library passes otherwise
@@ -82,8 +81,8 @@ def check_vector_widths(template: str, source: str) -> None:
     wide = _WIDE_CONVERT.search(code)
     if wide:
         raise ValueError(f"{template} calls {wide.group(0).rstrip('( ')}, a built-in on a vector "
-                         "of 512 bits or more, which gives wrong results on some PoCLs; convert "
-                         "pieces of 256 bits, as ising/common.cl's mulw does")
+                         "of 512 bits or more, which gives wrong results on some PoCLs; widen and "
+                         "narrow lane by lane in vector literals, as ising/common.cl's mulw does")
 
 
 _launched: set[str] = set()
