@@ -1,74 +1,77 @@
 """Forms of the 32 x 32 -> 64-bit products in multispin's 8-lane Philox (the CPU design,
 cl_kernels/ising/common.cl), on every CPU OpenCL device: each form's words against the
 NumPy twin, its build log's ABI warning, and its time (64 x 10 rounds of 8 lanes per work
-item, 4096 items, best of 7; a form whose build log warns is not run).  "convert8" was the form before 2026-11-27: on the pip PoCL on
-AMD Zen 4 its kernels (AVX2) and its built-in library (AVX-512) pass ulong8 differently, and
-its words are wrong; "literal" is the form in use (benchmarks/RESULTS.md).
+item, 4096 items, best of 7; a form whose build log warns is not run).  The Philox rounds
+are the library's (common.cl's philox_lanes); only the body of its mulw is swapped.
+"convert8" was the form before 2026-11-27: on the pip PoCL on AMD Zen 4 its kernels (AVX2)
+and its built-in library (AVX-512) pass ulong8 differently, and its words are wrong;
+"literal" is the form in use (benchmarks/RESULTS.md).
 
     python benchmarks/probe_philox_lanes.py
 """
+import re
 import time
 
 import numpy as np
 import pyopencl as cl
+from mako.template import Template
 
 from clphys.rng import philox_numpy
+from clphys.runtime.render import _get_lookup
 
+# the body of mulw(uint m, uint8 v, uint8 *hi, uint8 *lo) in each form ("literal": the
+# template's own, left as rendered)
 MULW = {
     "convert8": """
-        const ulong8 p = convert_ulong8(v) * (ulong8)(m);
-        *hi = convert_uint8(p >> 32); *lo = convert_uint8(p);""",
+    const ulong8 p = convert_ulong8(v) * (ulong8)(m);
+    *hi = convert_uint8(p >> 32); *lo = convert_uint8(p);""",
     "convert4": """
-        const ulong4 p = convert_ulong4(v.lo) * (ulong4)(m), q = convert_ulong4(v.hi) * (ulong4)(m);
-        *hi = (uint8)(convert_uint4(p >> 32), convert_uint4(q >> 32));
-        *lo = (uint8)(convert_uint4(p), convert_uint4(q));""",
-    "literal": """
-        const ulong8 p = (ulong8)(v.s0, v.s1, v.s2, v.s3, v.s4, v.s5, v.s6, v.s7) * (ulong8)(m);
-        *hi = (uint8)((uint)(p.s0 >> 32), (uint)(p.s1 >> 32), (uint)(p.s2 >> 32), (uint)(p.s3 >> 32),
-                      (uint)(p.s4 >> 32), (uint)(p.s5 >> 32), (uint)(p.s6 >> 32), (uint)(p.s7 >> 32));
-        *lo = (uint8)((uint)p.s0, (uint)p.s1, (uint)p.s2, (uint)p.s3,
-                      (uint)p.s4, (uint)p.s5, (uint)p.s6, (uint)p.s7);""",
+    const ulong4 p = convert_ulong4(v.lo) * (ulong4)(m), q = convert_ulong4(v.hi) * (ulong4)(m);
+    *hi = (uint8)(convert_uint4(p >> 32), convert_uint4(q >> 32));
+    *lo = (uint8)(convert_uint4(p), convert_uint4(q));""",
+    "literal": None,
     "as_cast": """
-        const uint16 w = as_uint16(as_ulong8((uint16)(v.s0, 0u, v.s1, 0u, v.s2, 0u, v.s3, 0u,
-                                   v.s4, 0u, v.s5, 0u, v.s6, 0u, v.s7, 0u)) * (ulong8)(m));
-        *hi = w.odd; *lo = w.even;""",
+    const uint16 w = as_uint16(as_ulong8((uint16)(v.s0, 0u, v.s1, 0u, v.s2, 0u, v.s3, 0u,
+                               v.s4, 0u, v.s5, 0u, v.s6, 0u, v.s7, 0u)) * (ulong8)(m));
+    *hi = w.odd; *lo = w.even;""",
 }
 
-BODY = """
-inline void mulw(uint m, uint8 v, uint8 *hi, uint8 *lo) { %s }
+# multispin's Philox lanes as the library renders them (8 lanes, prefix p_)
+LANES = Template('<%namespace name="ic" file="/ising/common.cl"/>${ic.philox_lanes("p_", 8)}',
+                 lookup=_get_lookup(), strict_undefined=True).render()
+MULW_BODY = re.compile(r"(inline void p_mulw\(uint m, uint8 v, uint8 \*hi, uint8 \*lo\)\n\{).*?(\n\}\n)",
+                       re.S)
+assert MULW_BODY.search(LANES), "ising/common.cl no longer emits p_mulw as expected"
 
-inline void philox8(uint8 c0, uint c1, uint c2, uint c3, uint2 k, uint8 *out)
-{
-    uint8 a = c0, b = (uint8)c1, c = (uint8)c2, d = (uint8)c3;
-    for (int r = 0; r < 10; ++r) {
-        uint8 h1, l1, h0, l0;
-        mulw(0xCD9E8D57u, c, &h1, &l1);
-        mulw(0xD2511F53u, a, &h0, &l0);
-        a = h1 ^ b ^ (uint8)k.x; b = l1; c = h0 ^ d ^ (uint8)k.y; d = l0;
-        k += (uint2)(0x9E3779B9u, 0xBB67AE85u);
-    }
-    out[0] = a; out[1] = b; out[2] = c; out[3] = d;
-}
-
+KERNELS = """
 __kernel void words(__global uint *out, const uint k0, const uint k1)
 {   // counters (8 g + lane, 5, 7, 9): the four words of each, for the NumPy twin
     const uint g = get_global_id(0);
-    uint8 w[4];
-    philox8((uint8)(8u * g) + (uint8)(0u, 1u, 2u, 3u, 4u, 5u, 6u, 7u), 5u, 7u, 9u, (uint2)(k0, k1), w);
-    for (int j = 0; j < 4; ++j) vstore8(w[j], 4 * g + j, out);
+    uint8 x, y, z, w;
+    p_philox_lanes((uint8)(8u * g) + (uint8)(0u, 1u, 2u, 3u, 4u, 5u, 6u, 7u), 5u, 7u, 9u,
+                   (uint2)(k0, k1), &x, &y, &z, &w);
+    vstore8(x, 4 * g, out); vstore8(y, 4 * g + 1, out); vstore8(z, 4 * g + 2, out); vstore8(w, 4 * g + 3, out);
 }
 
 __kernel void timed(__global uint *out, const uint n, const uint k0, const uint k1)
 {
     const uint g = get_global_id(0);
-    uint8 acc = (uint8)0, w[4];
+    uint8 acc = (uint8)0, x, y, z, w;
     for (uint i = 0; i < n; ++i) {
-        philox8((uint8)(8u * g + i) + (uint8)(0u, 1u, 2u, 3u, 4u, 5u, 6u, 7u), i, 7u, 9u, (uint2)(k0, k1), w);
-        acc ^= w[0] ^ w[1] ^ w[2] ^ w[3];
+        p_philox_lanes((uint8)(8u * g + i) + (uint8)(0u, 1u, 2u, 3u, 4u, 5u, 6u, 7u), i, 7u, 9u,
+                       (uint2)(k0, k1), &x, &y, &z, &w);
+        acc ^= x ^ y ^ z ^ w;
     }
     vstore8(acc, g, out);
 }
 """
+
+
+def source(form: str) -> str:
+    body = MULW[form]
+    lanes = LANES if body is None else MULW_BODY.sub(lambda m: m.group(1) + body + m.group(2), LANES)
+    return lanes + KERNELS
+
 
 N, STEPS, KEY = 4096, 64, (0x12345, 0xABCDE)
 lanes = np.arange(8 * 64, dtype=np.uint32)
@@ -81,8 +84,8 @@ for platform in cl.get_platforms():
     for device in platform.get_devices(device_type=cl.device_type.CPU):
         ctx = cl.Context([device])
         queue = cl.CommandQueue(ctx)
-        for form, code in MULW.items():
-            prg = cl.Program(ctx, BODY % code).build()
+        for form in MULW:
+            prg = cl.Program(ctx, source(form)).build()
             if "changes the ABI" in (prg.get_build_info(device, cl.program_build_info.LOG) or ""):
                 # its calls may clobber what the kernel keeps in registers (it hung here once)
                 print(f"{device.name} | {form} | not run | yes | -", flush=True)
