@@ -3,6 +3,7 @@ exact cases, bad input, template rendering, and every pairs.cl kernel on Oclgrin
 (Batches, several q, error bars and the FFT path: tests/test_timeseries_batch.py.)"""
 
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -144,11 +145,16 @@ def test_staging_cache_and_segments(device, monkeypatch):
     t = PairTuning(wg=8, lpi=4, chunk=128, run=32, groups=2)
     want = hurst(q, 20, device=device, _transfer="pageable", _tuning=t).S
     monkeypatch.setattr(_transfer, "SEGMENT_BYTES", 4096 + 8)     # 20 segments
-    monkeypatch.setattr(_transfer, "COPY_CHUNK", 1000)              # several threads each
+    monkeypatch.setattr(_transfer, "MIN_SLICE", 1000)               # three slices each
     monkeypatch.setattr(_transfer, "COPY_THREADS", 3)
-    monkeypatch.setattr(_transfer, "_pool", None)
+    # while the copy threads work the switch interval is short, then Python's again
+    before, seen = sys.getswitchinterval(), []
+    send = _transfer.Staged._send
+    monkeypatch.setattr(_transfer.Staged, "_send", lambda self, *a: (
+        seen.append(sys.getswitchinterval()), send(self, *a))[1])
     assert np.array_equal(hurst(q, 20, device=device, _transfer="pinned+overlap",
                                 _tuning=t).S, want)
+    assert seen == [pytest.approx(_transfer.SWITCH_INTERVAL)] and sys.getswitchinterval() == before
     # a list of series: pieces at offsets; with the same tuning the same bits as alone
     assert np.array_equal(hurst([q[:7_001], q], 20, device=device, _tuning=t,
                                 _transfer="pinned+overlap").S[1], want)

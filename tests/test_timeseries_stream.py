@@ -51,21 +51,18 @@ def walk(n, seed):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("spec, chunk, tail_threaded, first", [
-    ("pageable", None, True, None), ("pinned+overlap", None, True, None),
-    ("pinned+overlap", 1000, True, None), ("pinned+overlap", 1000, False, 300)])
+@pytest.mark.parametrize("spec, threads, min_slice", [
+    ("pageable", 3, None), ("pinned+overlap", 3, None), ("pinned+overlap", 3, 1000),
+    ("pinned+overlap", 1, None)])
 def test_streamed_matches_numpy_and_any_segment_size(device, small_head, monkeypatch,
-                                                      dtype, spec, chunk, tail_threaded, first):
+                                                      dtype, spec, threads, min_slice):
     """Several segments (and tiles waiting for the values `max_lag` ahead): the NumPy
     references, and the same bits for every segment size; the pinned buffer filled by 3
-    threads in the default chunks or in chunks of 1000 bytes (the first segment in 300),
-    segments below two chunks as one job each (or, tail_threaded False,
-    by the main thread)."""
-    monkeypatch.setattr(_transfer, "COPY_THREADS", 3)
-    monkeypatch.setattr(_transfer, "STREAM_CHUNK", chunk)
-    monkeypatch.setattr(_transfer, "STREAM_TAIL_THREADED", tail_threaded)
-    monkeypatch.setattr(_transfer, "STREAM_FIRST_CHUNK", first)
-    monkeypatch.setattr(_transfer, "_pool", None)
+    copy threads in slices of at least the default size (small segments: by the caller)
+    or of 1000 bytes, or by the caller alone."""
+    monkeypatch.setattr(_transfer, "COPY_THREADS", threads)
+    if min_slice:
+        monkeypatch.setattr(_transfer, "MIN_SLICE", min_slice)
     p = walk(T, 1).astype(dtype)
     x = np.diff(p)
     first = None

@@ -6,7 +6,7 @@ Paths (`Transfer.path`):
 * ``"pageable"``: the driver copies straight from the caller's arrays (ordinary NumPy
   memory) through its own staging buffers (on NVIDIA about 9-12 GB/s); no host copy of
   ours.  The default on CPU devices, whose "device" memory is host memory.
-* ``"pinned"``: the values are copied (by a few threads: NumPy releases the GIL) into a
+* ``"pinned"``: the values are copied (by the copy threads: NumPy releases the GIL) into a
   page-locked ``CL_MEM_ALLOC_HOST_PTR`` buffer, mapped once and kept mapped, and written
   to a device buffer straight from there (DMA, ~52 GB/s on an H100): NVIDIA's
   OpenCL best-practice recipe for full-speed transfers.
@@ -28,9 +28,10 @@ transfer falls back to the pageable path.
 from __future__ import annotations
 
 import os
+import queue
+import sys
 import threading
 import weakref
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,29 +45,27 @@ PATHS = ("pageable", "pinned", "pinned-unmap")
 CACHE_SLOTS = 2                 # free staging slots kept per device
 CACHE_BYTES = 1 << 29           # ... of at most this much in all (each: device + pinned)
 PINNED_MIN_BYTES = 1 << 20      # below this the default path is pageable (nothing to win)
-# Measured on the H100 host (16 cores; benchmarks/probe_ts14b.py): 16 MB
-# segments filled by threads taking 4 MB chunks each sent 64 MB in 4.0 ms and 128 MB in
-# 6.6 ms (1 MB chunks: 6.8 and 11.7 ms); into freshly allocated result arrays 16 threads
-# copy at 16.6 GB/s, 8 at 10 GB/s, one at 2.4 GB/s (the page faults of new memory).
 SEGMENT_BYTES = 1 << 24         # the pinned buffer is filled and sent this much at a time
-COPY_CHUNK = 1 << 22            # ... by threads copying this much each
-COPY_THREADS = max(1, min(16, os.cpu_count() or 1))
+# The copy threads (_Copier): every copy is cut into one slice per thread (of at least
+# MIN_SLICE bytes), so the threads finish the segments of an upload one after the other,
+# in order, and each segment's DMA overlaps the copy of the next.  Half the cores, at most
+# 8: on the 16-core H100 / H200 hosts 8 persistent threads gave the fastest float32 calls
+# (hurst 4.7-4.9 ms against 5.5-6.3 with 16 threads taking 4 MB jobs; 16 ordered threads
+# 5.9-6.4: the host thread that enqueues the work and the driver need cores too;
+# benchmarks/RESULTS.md, issue 14, probe_ts_timeline.py).
+COPY_THREADS = max(1, min(8, (os.cpu_count() or 1) // 2))
+MIN_SLICE = 1 << 16
+# While the copy threads work, the interpreter's switch interval (s; None: as it is): a
+# copy thread waits up to that long for the GIL between two slices while the caller's
+# thread runs Python (enqueueing kernels).  Python's default, 5 ms, held the copies up:
+# 20 us took the float32 calls on an H200 from 5.4-5.8 ms to 4.1-5.2 (acf) and float64
+# from 8.0-8.1 to 6.6-7.6 (benchmarks/RESULTS.md, issue 14).
+SWITCH_INTERVAL = 2e-5
 # Streamed uploads (put with on_segment, begin): segments of STREAM_SEGMENT_BYTES, the
 # last one halved down to STREAM_TAIL_BYTES, each sent as soon as it is in, on a queue of
 # its own (a segment's DMA does not wait for the kernels enqueued on the one before).
-# The copy threads take jobs of STREAM_CHUNK bytes (None: COPY_CHUNK), all segments' jobs
-# queued at once.  (Threads copying their share of each segment in turn, so that segments
-# complete in order, measured slower on the H100 host and were dropped: benchmarks/
-# RESULTS.md, issue 14 streaming, acf float32 18.8 vs 9.9 ms.)
 STREAM_SEGMENT_BYTES = 1 << 24
 STREAM_TAIL_BYTES = 1 << 21     # the last segment is halved down to this (0: not)
-STREAM_CHUNK = 1 << 22
-# segments below two STREAM_CHUNKs (the halved tail) go to the threads too, as one job
-# each (False: the main thread copied them before it sent the first segment)
-STREAM_TAIL_THREADED = True
-# the first segment's jobs (None: STREAM_CHUNK): smaller jobs put every thread on it
-# first, so the pair sums can start while the rest is copied (a probe variant)
-STREAM_FIRST_CHUNK = None
 COPY_QUEUE = True
 
 
@@ -212,31 +211,90 @@ def clear_cache(dev=None):
                 c.free.clear()
 
 
-_pool = None
+class _Copier:
+    """Persistent copy threads, each with its own first-in first-out inbox.  start() cuts
+    a copy into one slice per thread and returns a _Copy to wait on: the slices of the
+    copies started one after the other finish in that order (NumPy releases the GIL while
+    it copies; there is one hand-over of the GIL per slice, not one per job and future)."""
+
+    def __init__(self, n: int):
+        self.inboxes = [queue.SimpleQueue() for _ in range(n)]
+        self.next = 0                   # the thread that takes the next copy's first slice
+        for i, box in enumerate(self.inboxes):
+            threading.Thread(target=self._work, args=(box,), name=f"clphys-copy-{i}",
+                             daemon=True).start()
+
+    @staticmethod
+    def _work(box):
+        while True:
+            dst, src, done = box.get()
+            try:
+                np.copyto(dst, src)
+                done.put(None)
+            except BaseException as exc:    # noqa: BLE001 - handed to the waiter
+                done.put(exc)
+
+    def start(self, dst: np.ndarray, src: np.ndarray) -> "_Copy":
+        n, threads = src.size, len(self.inboxes)
+        k = max(1, min(threads, n // MIN_SLICE))
+        done = queue.SimpleQueue()
+        cuts = [n * i // k for i in range(k + 1)]
+        for i in range(k):
+            self.inboxes[(self.next + i) % threads].put(
+                (dst[cuts[i]:cuts[i + 1]], src[cuts[i]:cuts[i + 1]], done))
+        self.next = (self.next + k) % threads
+        return _Copy(done, k)
 
 
-def _threads():
-    global _pool
-    with _lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="clphys-copy")
-        return _pool
+class _Copy:
+    def __init__(self, done, slices: int):
+        self.done, self.left = done, slices
+
+    def wait(self):
+        """Until every slice is copied (again after an interrupted wait: only the rest)."""
+        error = None
+        while self.left:
+            got = self.done.get()
+            self.left -= 1
+            error = error or got
+        if error is not None:
+            raise error
 
 
-def _copy_jobs(dst: np.ndarray, src: np.ndarray, chunk: int = None,
-               threaded: bool = False) -> list:
-    """Start dst[:] = src (uint8 views of equal size) on the copy threads, in chunks
-    (COPY_CHUNK bytes); returns the futures (empty: copied here, for small sizes or one
-    thread, unless `threaded`: a streamed upload's small tail segments must not hold up
-    the main thread before the first segment is sent)."""
-    n = src.size
-    chunk = chunk or COPY_CHUNK
-    if COPY_THREADS == 1 or (n < 2 * chunk and not threaded):
+class _Copied:
+    def wait(self):
+        pass
+
+
+_copiers: dict = {}
+
+
+def _start_copy(dst: np.ndarray, src: np.ndarray):
+    """Start dst[:] = src (uint8 views of equal size) on the copy threads; returns what to
+    wait() on.  Copies below two slices, or with one copy thread, are done here."""
+    if COPY_THREADS == 1 or src.size < 2 * MIN_SLICE:
         dst[:] = src
-        return []
-    pool = _threads()
-    return [pool.submit(np.copyto, dst[a:a + chunk], src[a:a + chunk])
-            for a in range(0, n, chunk)]
+        return _Copied()
+    with _lock:
+        copier = _copiers.get(COPY_THREADS)
+        if copier is None:
+            copier = _copiers[COPY_THREADS] = _Copier(COPY_THREADS)
+        return copier.start(dst, src)
+
+
+_switch = {"uploads": 0, "saved": None}
+
+
+def _short_switch(step: int):
+    """SWITCH_INTERVAL while any upload's copies run (step +1 at the start of one, -1 at
+    its end); the interpreter's own interval back after the last."""
+    with _lock:
+        if _switch["uploads"] == 0 and step > 0:
+            _switch["saved"] = sys.getswitchinterval()
+            sys.setswitchinterval(SWITCH_INTERVAL)
+        _switch["uploads"] += step
+        if _switch["uploads"] == 0:
+            sys.setswitchinterval(_switch["saved"])
 
 
 _copy_queues: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -249,12 +307,6 @@ def _copy_queue(dev) -> cl.CommandQueue:
         if q is None:
             q = _copy_queues[dev] = cl.CommandQueue(dev.queue.context, dev.queue.device)
         return q
-
-
-def _copy(dst: np.ndarray, src: np.ndarray):
-    """dst[:] = src (uint8 views of equal size), by the copy threads for large copies."""
-    for job in _copy_jobs(dst, src):
-        job.result()
 
 
 class Staged:
@@ -276,6 +328,7 @@ class Staged:
         self._copyq = None
         self._waits = []
         self._begun = None
+        self._switched = False      # SWITCH_INTERVAL set for this upload
 
     def __enter__(self):
         self.slot = _take(self.dev, self.nbytes)
@@ -343,19 +396,17 @@ class Staged:
         else:
             segments = [(a, min(end, a + SEGMENT_BYTES))
                         for a in range(start, end, SEGMENT_BYTES)]
-        # every segment's copy goes to the threads at once, in chunks; each segment is
-        # sent as soon as its own chunks are in
-        chunks = [None] * len(segments)
-        if streamed:
-            chunks = [STREAM_FIRST_CHUNK or STREAM_CHUNK] + [STREAM_CHUNK] * len(segments)
-        jobs = [[job for off, arr in pieces
-                 for lo, hi in [(max(a, off), min(b, off + arr.size))] if lo < hi
-                 for job in _copy_jobs(host[lo:hi], arr[lo - off:hi - off], chunk,
-                                       streamed and STREAM_TAIL_THREADED)]
-                for (a, b), chunk in zip(segments, chunks)]
-        waits = [lambda js=js: [job.result() for job in js] for js in jobs]
+        # every segment's copy goes to the threads at once, in order; each segment is
+        # sent as soon as its own slices are in
+        copies = [[_start_copy(host[lo:hi], arr[lo - off:hi - off]) for off, arr in pieces
+                   for lo, hi in [(max(a, off), min(b, off + arr.size))] if lo < hi]
+                  for a, b in segments]
+        waits = [lambda cs=cs: [c.wait() for c in cs] for cs in copies]
         self._waits = waits
         plan.update(host=host, segments=segments, waits=waits)
+        if SWITCH_INTERVAL and COPY_THREADS > 1 and not self._switched:
+            self._switched = True
+            _short_switch(+1)
 
     def _send(self, plan, on_segment):
         """The device side of put(): each segment sent as soon as it is in."""
@@ -395,6 +446,13 @@ class Staged:
         except cl.MemoryError:
             raise DeviceError(f"{self.dev.name}: out of device memory for {self.nbytes} "
                               "bytes") from None
+        finally:
+            self._restore_switch()
+
+    def _restore_switch(self):
+        if self._switched:
+            self._switched = False
+            _short_switch(-1)
 
     def __exit__(self, *exc):
         self.dev.queue.finish()
@@ -405,6 +463,7 @@ class Staged:
                 wait()
             except Exception:               # noqa: BLE001 - the first one was raised
                 pass
+        self._restore_switch()
         _give_back(self.dev, self.slot)
         self.slot = None
         return False
@@ -434,12 +493,12 @@ def download(dev, src: cl.Buffer, dst: np.ndarray, transfer: Transfer = None):
         events = [(a, min(nbytes, a + step),
                    cl.enqueue_copy(queue, host[a:min(nbytes, a + step)], src, src_offset=a,
                                    is_blocking=False)) for a in range(0, nbytes, step)]
-        jobs = []
+        copies = []
         for a, b, ev in events:
             ev.wait()
-            jobs += _copy_jobs(view[a:b], host[a:b])
-        for job in jobs:
-            job.result()
+            copies.append(_start_copy(view[a:b], host[a:b]))
+        for c in copies:
+            c.wait()
     finally:
         queue.finish()
         _give_back(dev, slot)
