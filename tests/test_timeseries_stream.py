@@ -144,15 +144,21 @@ def tiny_head(n):
     (jump, "hurst", "stands"),      # a scale 2^20 off stands (exact)
     (trend, "hurst", "stands"),
 ])
-def test_fallback_when_the_head_misleads(device, small_head, monkeypatch, make, fn, outcome):
+@pytest.mark.parametrize("acc", ["double", "compensated"])
+def test_fallback_when_the_head_misleads(device, small_head, monkeypatch, make, fn, outcome,
+                                         acc):
     """Adversarial series: the streamed pass is discarded where the provisional values
     are too far off (or, values ~2^500 times the head's in the sample, not made), and the
     result is then exactly the unstreamed one; where they stand, the unstreamed ρ to 1e-7
-    (the same bits where the centres agree) and S bit for bit."""
+    (the same bits where the centres agree) and S bit for bit.  In float64 the checks are
+    folded on the device, in compensated float32 on the host: both decide alike."""
+    if acc == "double" and not device.facts.fp64:
+        pytest.skip(f"{device.name} has no fp64")
     monkeypatch.setattr(_transfer, "STREAM_SEGMENT_BYTES", 3 * 8192)
     x = make(T)
-    call = (lambda s: autocorrelation(x, MAX_LAG, device=device, _stream=s)) if fn == "acf" \
-        else (lambda s: hurst(x, MAX_LAG, device=device, _stream=s))
+    call = (lambda s: autocorrelation(x, MAX_LAG, device=device, _stream=s,
+                                      _accumulate=acc)) if fn == "acf" \
+        else (lambda s: hurst(x, MAX_LAG, device=device, _stream=s, _accumulate=acc))
     got, phases = traced(lambda: call(True))
     want = call(False)
     assert ("streamed pass discarded" in phases) == (outcome == "discarded"), phases
@@ -179,19 +185,24 @@ def test_streamed_at_extreme_scales(device, small_head, monkeypatch, scale):
         np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-7)
 
 
-def test_streamed_bad_values_are_named(device, small_head, monkeypatch):
-    """A NaN after the head (found by the segments' checks) or in it (no streaming), and a
-    constant series: the unstreamed path's errors."""
+@pytest.mark.parametrize("acc", ["double", "compensated"])
+def test_streamed_bad_values_are_named(device, small_head, monkeypatch, acc):
+    """A NaN after the head (found by the segments' checks: folded on the device in
+    float64, on the host in compensated float32) or in it (no streaming), and a constant
+    series: the unstreamed path's errors."""
+    if acc == "double" and not device.facts.fp64:
+        pytest.skip(f"{device.name} has no fp64")
     monkeypatch.setattr(_transfer, "STREAM_SEGMENT_BYTES", 3 * 8192)
     for at in (9000, 10):
         x = np.random.default_rng(8).standard_normal(T)
         x[at] = np.nan
         with pytest.raises(ValueError, match=f"non-finite.*at index {at}"):
-            autocorrelation(x, MAX_LAG, device=device, _stream=True)
+            autocorrelation(x, MAX_LAG, device=device, _stream=True, _accumulate=acc)
         with pytest.raises(ValueError, match=f"non-finite.*at index {at}"):
-            hurst(x, MAX_LAG, device=device, _stream=True)
+            hurst(x, MAX_LAG, device=device, _stream=True, _accumulate=acc)
     with pytest.raises(ValueError, match="constant"):
-        autocorrelation(np.full(T, 3.0), MAX_LAG, device=device, _stream=True)
+        autocorrelation(np.full(T, 3.0), MAX_LAG, device=device, _stream=True,
+                        _accumulate=acc)
 
 
 def test_powdiff_and_compensated_batches_do_not_stream(device, monkeypatch):
@@ -393,7 +404,8 @@ def test_device_moment_rows_are_the_block_sums(device, monkeypatch):
     for x, stream in ((walk(40_001, 1) - 1e3, False), (walk(40_001, 1) - 1e3, True),
                       ([walk(3001, 2), walk(777, 3), walk(5001, 4)], True)):
         autocorrelation(x, MAX_LAG, device=device, _tuning=t, _stream=stream)
-    assert [r.shape[0] for r, _ in captured] == [1, 1, 3, 3]    # (the batch's: made, reused)
+    # the streamed series' and the batch's rows: made (for the checks), reused (the finish)
+    assert [r.shape[0] for r, _ in captured] == [1, 1, 1, 3, 3]
     for rows, (s1, s2, s1k, s2k) in captured:
         K = s1k.shape[1]
         scale = np.sqrt(s2.max() * 40_001)

@@ -96,6 +96,14 @@ def _phase(name: str):
         if TRACE_SYNC is not None:
             TRACE_SYNC.finish()
         TRACE.append((name, time.perf_counter()))
+
+
+def _mark(name: str):
+    """A point of the host's timeline (traced, not synced: inside a streamed upload)."""
+    if TRACE is not None and TRACE_SYNC is None:
+        TRACE.append((name, time.perf_counter()))
+
+
 STAGING_SLACK = 9 / 8         # staging buffers are rounded up by at most 1/8 (_transfer.capacity)
 
 
@@ -152,21 +160,32 @@ def _sample_positions(n: int) -> np.ndarray:
 def _pair_pass(run, st, centred: bool, pairs, stream, progress):
     """(block sums, exps) when the pair sums ran streamed (stream=None: short jobs,
     True: wherever _Direct.can_stream), else (None, exps) with the series prepared for
-    run.sums(): unstreamed from the start, or after a streamed pass that did not stand
-    (the fallback: recentred and rescaled from the values already on the device)."""
+    run.sums().  A streamed pass of one series stands or falls in run.verify(), after
+    the caller enqueued its finish: see _finished."""
     if stream is not False and run.can_stream_batch(pairs, progress, forced=bool(stream)):
         sums, exps = run.stream_batch(st, centred, pairs)
         _phase("streamed batch enqueued")
         return sums, exps
     if stream is not False and run.can_stream(pairs, progress, forced=bool(stream)):
-        sums, got = run.stream(st, centred, pairs)
+        sums, exps = run.stream(st, centred, pairs)
         if sums is not None:
-            _phase("streamed pair sums")
-            return sums, got
-        if got is not None:
-            _phase("streamed pass discarded")
-            return None, run.prepare(st, centred, checked=got)
+            return sums, exps
     return None, run.prepare(st, centred)
+
+
+def _finished(run, st, centred: bool, sums, exps, finish, again):
+    """finish(sums, exps) (the finish kernels and the results' download), enqueued behind
+    a streamed pass before its checks are read, so that the host's work on them overlaps
+    the device's last pair sums; then run.verify().  If the streamed pass does not stand,
+    the series is prepared again from the values already on the device, and again() gives
+    the sums to finish."""
+    res = finish(sums, exps)
+    if run.verify():
+        return res
+    exps = run.prepare(st, centred, checked=run.checked)
+    res = finish(again(), exps)
+    run.verify()
+    return res
 
 
 def _stream_arg(value):
@@ -236,6 +255,8 @@ class _Direct:
         self.moment_rows = None               # finish.cl's `mom` on the device (fp64)
         self._checks = []                     # a streamed batch's (host, device) checks
         self._reads = []                      # ... their reads, enqueued
+        self._pending = None                  # a streamed series' checks, read at verify()
+        self.checked = None                   # ... its check's blocks, if it did not stand
 
     # -- memory
 
@@ -342,6 +363,7 @@ class _Direct:
         else:
             self.centre = shift
         self.totals = None                  # the per-tile sums as read back
+        self._tile_totals = self.moment_rows = None
         if checked is None:
             self._allocate(centred)
         if whole:
@@ -390,11 +412,10 @@ class _Direct:
         """Upload the series in segments and, as each arrives, check and convert it with a
         provisional scale 2^e0 (from its first HEAD_VALUES values, on the host) and centre
         c0 (from CENTRE_SAMPLE values spread over it, or the head if it is no longer) and
-        run the pair sums of every tile whose values are all in.  Then, with the whole
-        series checked: returns (block sums, exps) when the provisional values
-        are close enough (see _stream_ok), else (None, blocks) and the caller falls back
-        to prepare(st, centred, checked=blocks) and sums() on the values already on the
-        device.  ValueError at the first non-finite value, as prepare()."""
+        run the pair sums of every tile whose values are all in.  Returns (block sums,
+        provisional exps), enqueued; verify() then tells whether the provisional values
+        were close enough (see _stream_ok), or raises ValueError at the first non-finite
+        value, as prepare() does.  (None, None) when the head is not finite: no stream."""
         b, t, dev = self.b, self.tuning, self.dev
         n, chunk = int(b.lengths[0]), t.chunk
         self.inp = inp = self._input()
@@ -421,18 +442,21 @@ class _Direct:
                                      [shift])
         else:
             centre = np.array([shift])
+        _mark("stream: provisional scale and centre")
         inp.exps = provisional = np.array([e0], np.int32)
         inp._exps = provisional_d = inp._array(inp.exps)
         self.centre = centre
         self._allocate(centred)
         job = self._pair_job(pairs)
+        _mark("stream: buffers and pair job")
         nblocks, span, item = int(inp.boff[-1]), inp.span, b.dtype.itemsize
         checks = _common.work_array(dev, (nblocks, 2), np.int32)
         blocks = np.empty((nblocks, 2), np.int32)
         totals = np.empty(self.tile_sums.shape, self.tile_sums.dtype) if centred else None
-        state = {"blocks": 0, "tiles": 0, "reads": []}
+        state = {"blocks": 0, "tiles": 0}
 
         def on_segment(end):
+            _mark(f"stream: sent up to {end / 2**20:.0f} MB")
             v = end // item                     # values of the series now on the device
             ready = nblocks if v >= n else v // span
             lo = state["blocks"]
@@ -441,13 +465,6 @@ class _Direct:
                 inp.convert(self.y.data, self.yoff, self.ylen, centre, tab=self.tab.data,
                             sums=self.tile_sums.data if centred else None, blocks=(lo, ready))
                 state["blocks"] = ready
-                if ready == nblocks:
-                    # all checks and per-tile sums, read once (a read per segment would
-                    # stall the host: NVIDIA waits for the queue on reads into pageable
-                    # memory), before the last pair sums: the host decides meanwhile
-                    state["reads"] = [cl.enqueue_copy(dev.queue, a, d.data, is_blocking=False)
-                                      for a, d in ((blocks, checks), (totals, self.tile_sums))
-                                      if a is not None]
             # tile c reads the converted values [c chunk, c chunk + chunk + reach)
             done = n if ready == nblocks else ready * span
             tiles = self.tiles if done == n else \
@@ -457,14 +474,25 @@ class _Direct:
                 state["tiles"] = tiles
 
         inp.load(st, on_segment=on_segment)
-        cl.wait_for_events(state["reads"])
         _phase("upload, check and pair sums enqueued")
-        exps = inp.scales(blocks, upload=False)     # ValueError at the first non-finite value
-        self.totals = totals
-        if not self._stream_ok(int(exps[0]), e0, centred):
-            return None, blocks
-        inp.exps, inp._exps = provisional, provisional_d
-        return self._finish_pairs(job), provisional
+        sums = self._finish_pairs(job)
+        # what verify() needs, read once by read_checks() or verify(): with fp64 the checks
+        # folded on the device (ts_ingest_scale: the first non-finite value and the
+        # exponent) and the series' Σ y, Σ y² (the moment rows), a few bytes; else the
+        # checks' blocks and the per-tile sums
+        if self.f64:
+            fold = [_common.work_array(dev, 1, dtype) for dtype in (np.int32, np.int32,
+                                                                    np.float64)]
+            inp.prg.ts_ingest_scale(dev.queue, (inp.wg,), (inp.wg,), inp.x, inp._off.data,
+                                    inp._boff.data, np.uint32(0), np.uint32(1), checks.data,
+                                    *(a.data for a in fold))
+            self._checks = [(np.empty(1, np.int32), a) for a in fold[:2]] + \
+                ([(np.empty(2, np.float64), self.device_moments())] if centred else [])
+        else:
+            self._checks = [(blocks, checks)] + ([(totals, self.tile_sums)] if centred else [])
+        self._pending = dict(blocks=blocks, checks=checks, e0=e0, centred=centred,
+                             provisional=(provisional, provisional_d))
+        return sums, provisional
 
     # -- streaming a batch: each upload segment's complete rows are checked, scaled,
     # centred, converted and summed on the device as they arrive, no wait for the host
@@ -543,7 +571,8 @@ class _Direct:
                 return
             lo, hi = int(inp.boff[r0]), int(inp.boff[r1])
             inp.check_blocks(lo, hi, checks)
-            prg.ts_ingest_scale(queue, (r1 - r0,), None, inp.x, inp._off.data, inp._boff.data,
+            prg.ts_ingest_scale(queue, ((r1 - r0) * inp.wg,), (inp.wg,), inp.x, inp._off.data,
+                                inp._boff.data,
                                 np.uint32(r0), np.uint32(r1), checks.data, bad.data, exps.data,
                                 first.data)
             if centred:
@@ -568,9 +597,9 @@ class _Direct:
         return sums, exps
 
     def read_checks(self):
-        """Enqueue the read of a streamed batch's per-series checks (after the finish
-        kernels: on NVIDIA a read into pageable memory holds the host until the queue
-        reaches it, so enqueued earlier it would keep the finish kernels waiting)."""
+        """Enqueue the read of a streamed pass's checks (after the finish kernels: on
+        NVIDIA a read into pageable memory holds the queue, so enqueued earlier it would
+        keep the last pair sums or the finish kernels waiting)."""
         if self._checks and not self._reads:
             self._reads = [cl.enqueue_copy(self.dev.queue, h, d.data, is_blocking=False)
                            for h, d in self._checks]
@@ -592,16 +621,41 @@ class _Direct:
                                          np.uint32(self.K))
         return self.moment_rows
 
-    def verify(self):
-        """After stream_batch: wait for its checks (read back without blocking) and raise
-        ValueError at the first non-finite value, or for the autocorrelation at a
-        constant series, as prepare() does before any pair sum."""
+    def verify(self) -> bool:
+        """After the finish kernels of stream() or stream_batch(): wait for the checks
+        (read back without blocking) and raise ValueError at the first non-finite value,
+        or for the autocorrelation at a constant series, as prepare() does before any pair
+        sum.  False when a streamed series' provisional scale or centre did not stand: its
+        check's blocks are then in self.checked, for prepare(st, centred, checked=...)."""
         if not self._checks:
-            return
+            return True
         self.read_checks()
         cl.wait_for_events(self._reads)
-        (at, _), *stats = self._checks
-        self._checks = self._reads = []
+        pending, self._pending = self._pending, None
+        checks, self._checks, self._reads = self._checks, [], []
+        if pending is not None:
+            inp, blocks = self.inp, pending["blocks"]
+            if self.f64:
+                (at, _), (e, _), *moments = checks
+                if at[0] != _ingest.NONE:
+                    inp.raise_bad(0, int(at[0]))
+                s12 = moments[0][0] if moments else None
+            else:
+                e = inp.scales(blocks, upload=False)
+                # the series' Σ y, Σ y² as tile_totals() adds them (without its blocks)
+                self.totals = checks[1][0] if pending["centred"] else None
+                s12 = np.add.reduceat(_common.acc_to_float64(self.totals).reshape(-1, 2),
+                                      [0])[0] if pending["centred"] else None
+            inp.exps, inp._exps = pending["provisional"]
+            if not self._stream_ok(int(e[0]), pending["e0"], s12):
+                _phase("streamed pass discarded")
+                if self.f64:                    # the blocks, for prepare(checked=...)
+                    cl.enqueue_copy(self.dev.queue, blocks, pending["checks"].data)
+                self.checked = blocks
+                return False
+            _phase("streamed pair sums")
+            return True
+        (at, _), *stats = checks
         bad = at != _ingest.NONE
         if bad.any():
             s = int(np.argmax(bad))
@@ -611,20 +665,22 @@ class _Direct:
             if flat.any():
                 raise ValueError(f"{self.b.label(int(np.argmax(flat)))} is constant: its "
                                  "autocorrelation is undefined")
+        return True
 
-    def _stream_ok(self, e: int, e0: int, centred: bool) -> bool:
+    def _stream_ok(self, e: int, e0: int, s12=None) -> bool:
         """Whether the pair sums made with the provisional scale 2^e0 and centre stand:
         max |x| 2^e0 below 2^MAX_SCALE_GAP (so no float32 term overflows: powers of two
-        scale every term exactly otherwise), and for the autocorrelation the mean of the
-        converted values within half their standard deviation of 0 (the bound the
-        unstreamed centre meets: its float32 rounding then costs no more)."""
+        scale every term exactly otherwise), and for the autocorrelation (s12: the
+        converted series' Σ y, Σ y²) the mean of the converted values within half their
+        standard deviation of 0 (the bound the unstreamed centre meets: its float32
+        rounding then costs no more)."""
         if e0 - e > MAX_SCALE_GAP:
             return False
-        if not centred:
+        if s12 is None:
             return True
-        s1, s2, _, _ = self.tile_totals()
         n = int(self.b.lengths[0])
-        mean, var = s1[0] / n, s2[0] / n - (s1[0] / n) ** 2
+        mean = s12[0] / n
+        var = s12[1] / n - mean * mean
         return bool(var > 0 and 4 * mean * mean <= var)
 
     def _pair_job(self, pairs, qs=(1.0,), inv=None) -> dict:
@@ -929,10 +985,16 @@ def _hurst_direct(dev, b, max_lag, qs, accumulate, tuning, layout, transfer, pro
             M = top.get().reshape(E, nl).astype(np.float64)
             with np.errstate(divide="ignore"):
                 inv = np.where(M > 0, 1.0 / M, 0.0).astype(np.float32)
-        if sums is None:
-            sums = run.sums(st, kinds, qs=qs, inv=inv, bar=bar)
+
+        def pair_sums():
+            out = run.sums(st, kinds, qs=qs, inv=inv, bar=bar)
             _phase("conversion and pair sums")
-        if run.f64:
+            return out
+
+        def finish(sums, exps):
+            if not run.f64:                         # on the host, from the block sums
+                return exps, _common.acc_to_float64(sums.get()).reshape(len(kinds), E, run.K,
+                                                                        nl)
             odtype = _out_dtype(b)
             prg = dev.build("timeseries/finish.cl", kinds=kinds, otype=_CL_OUT[odtype])
             out = _common.work_array(dev, 4 * len(kinds) * E * nl, odtype)
@@ -944,10 +1006,13 @@ def _hurst_direct(dev, b, max_lag, qs, accumulate, tuning, layout, transfer, pro
                                 run.inp._array(inv).data, out.data)
             _phase("finish kernels")
             run.read_checks()
-            res = _xfer.download(dev, out.data, np.empty((4, len(kinds), E, nl), odtype))
-            run.verify()
+            return _xfer.download(dev, out.data, np.empty((4, len(kinds), E, nl), odtype))
+
+        res = _finished(run, st, False, sums if sums is not None else pair_sums(), exps,
+                        finish, pair_sums)
+        if run.f64:
             return tuple(res.transpose(0, 2, 1, 3))
-        blocks = _common.acc_to_float64(sums.get()).reshape(len(kinds), E, run.K, nl)
+        exps, blocks = res
     with np.errstate(divide="ignore"):
         m = np.where(inv > 0, 1.0 / inv.astype(np.float64), 0.0)
     res = np.empty((4, E, len(kinds), nl))
@@ -1039,30 +1104,38 @@ def _acf_direct(dev, b, max_lag, stationary, accumulate, tuning, transfer, progr
     E = run.E
     with _staged(dev, run.raw_bytes(), transfer) as st:
         sums, exps = _pair_pass(run, st, True, ["product"], stream, progress)
-        if sums is None:
-            sums = run.sums(st, ["product"], progress=progress, label="autocorrelation")
+
+        def pair_sums():
+            out = run.sums(st, ["product"], progress=progress, label="autocorrelation")
             _phase("conversion and pair sums")
-        if len(run.windows) == 1:
-            ybuf, hoff = run.y, run.yoff.astype(np.uint64)
-            toff = (run.yoff + b.lengths - 1).astype(np.uint64)
-        else:
-            ybuf, hoff, toff = _ends(dev, run, nl)
-        if not run.f64:
-            s1, s2, s1k, s2k = run.tile_totals()
-            cross = _common.acc_to_float64(sums.get()).reshape(E, run.K, max_lag)
-            rho = np.empty((E, nl))
-            err = np.empty((E, nl))
-            heads, tails = np.split(_read_rows(dev, ybuf.data, np.float32, np.concatenate(
-                [hoff.astype(np.int64), toff.astype(np.int64) - nl + 1]), nl), 2)
-            for e in range(E):
-                rho[e], err[e] = _finish.acf(cross[e], heads[e], tails[e], s1[e], s2[e], s1k[e],
-                                             s2k[e], int(b.lengths[e]), run.bl, stationary)
-            return rho.astype(_out_dtype(b), copy=False), err.astype(_out_dtype(b), copy=False)
-        res = _acf_finish_device(dev, run.inp, ybuf, "float", hoff, toff, b.lengths, nl, sums,
-                                 0, run.K, run.bl, run.device_moments(), exps,
-                                 "stationary" if stationary else "general", _out_dtype(b))
-        run.verify()
-        return res
+            return out
+
+        def finish(sums, exps):
+            if len(run.windows) == 1:
+                ybuf, hoff = run.y, run.yoff.astype(np.uint64)
+                toff = (run.yoff + b.lengths - 1).astype(np.uint64)
+            else:
+                ybuf, hoff, toff = _ends(dev, run, nl)
+            if not run.f64:
+                s1, s2, s1k, s2k = run.tile_totals()
+                cross = _common.acc_to_float64(sums.get()).reshape(E, run.K, max_lag)
+                rho = np.empty((E, nl))
+                err = np.empty((E, nl))
+                heads, tails = np.split(_read_rows(dev, ybuf.data, np.float32, np.concatenate(
+                    [hoff.astype(np.int64), toff.astype(np.int64) - nl + 1]), nl), 2)
+                for e in range(E):
+                    rho[e], err[e] = _finish.acf(cross[e], heads[e], tails[e], s1[e], s2[e],
+                                                 s1k[e], s2k[e], int(b.lengths[e]), run.bl,
+                                                 stationary)
+                return rho.astype(_out_dtype(b), copy=False), err.astype(_out_dtype(b),
+                                                                         copy=False)
+            return _acf_finish_device(dev, run.inp, ybuf, "float", hoff, toff, b.lengths, nl,
+                                      sums, 0, run.K, run.bl, run.device_moments(), exps,
+                                      "stationary" if stationary else "general",
+                                      _out_dtype(b), before_download=run.read_checks)
+
+        return _finished(run, st, True, sums if sums is not None else pair_sums(), exps,
+                         finish, pair_sums)
 
 
 def _read_rows(dev, buf, dtype, starts, count: int) -> np.ndarray:
@@ -1092,9 +1165,10 @@ def _ends(dev, run, nl):
 
 
 def _acf_finish_device(dev, inp, ybuf, ytype, hoff, toff, lengths, nl, cross, cstride, nblk,
-                       bl, moments, exps, form, odtype, keep=False):
+                       bl, moments, exps, form, odtype, keep=False, before_download=None):
     """ρ and its jackknife error (or S_2 and H for form "msd") on the device (fp64): the
-    prefix sums of the series' ends, then the formulas (finish.cl); downloaded as odtype."""
+    prefix sums of the series' ends, then the formulas (finish.cl); downloaded as odtype
+    (before_download() is called first: it may enqueue more reads)."""
     queue = dev.queue
     E = len(lengths)
     wg = min(256, _common.pow2_at_most(dev.facts.max_work_group))
@@ -1121,6 +1195,8 @@ def _acf_finish_device(dev, inp, ybuf, ytype, hoff, toff, lengths, nl, cross, cs
     _phase("finish kernels")
     if keep:                    # the device arrays, for more kernels
         return out, err, prg
+    if before_download is not None:
+        before_download()
     if blocks or form == "msd":
         return tuple(_xfer.download_all(dev, [(a.data, np.empty((E, nl), odtype))
                                               for a in (out, err)]))
