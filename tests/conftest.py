@@ -133,15 +133,27 @@ def declared_kernels() -> set[str]:
     return names
 
 
+# Kernels launched on Oclgrind by the pytest-xdist workers, gathered by the controller.
+_WORKERS_RAN: set[str] = set()
+
+
+def pytest_testnodedown(node, error):
+    _WORKERS_RAN.update(getattr(node, "workeroutput", {}).get("oclgrind_kernels", ()))
+
+
 def pytest_sessionfinish(session, exitstatus):
+    ran = {name for vendor, name in launched_kernels() if vendor == "oclgrind"}
+    worker = getattr(session.config, "workeroutput", None)
+    if worker is not None:              # an xdist worker: the controller checks the union
+        worker["oclgrind_kernels"] = sorted(ran)
+        return
     opt = session.config.option
     tests_dir = Path(__file__).resolve().parent
     full_run = not (opt.keyword or opt.markexpr) and all(
         Path(a).resolve() == tests_dir for a in session.config.args)
     if not full_run or exitstatus != 0 or _oclgrind_spec() is None:
         return
-    ran = {name for vendor, name in launched_kernels() if vendor == "oclgrind"}
-    missing = sorted(declared_kernels() - ran)
+    missing = sorted(declared_kernels() - ran - _WORKERS_RAN)
     if missing:
         print(f"\nERROR: kernels never run on Oclgrind: {', '.join(missing)}")
         session.exitstatus = 1
