@@ -31,7 +31,7 @@ from clphys.timeseries import correlation as C
 import os
 T = 1 << int(os.environ.get("PROBE_LOG2_T", 24))
 # PROBE_FORCE=1: the GPU's path (pinned, streamed) on any device, to try the probe on PoCL
-THREADS = X.COPY_THREADS
+THREADS, SWITCH = X.COPY_THREADS, X.SWITCH_INTERVAL         # the defaults
 FORCE = dict(_transfer="pinned+overlap", _stream=True) if os.environ.get("PROBE_FORCE") else {}
 rng = np.random.default_rng(1)
 x64 = np.cumsum(rng.standard_normal(T)) * 1e-3 + rng.standard_normal(T)
@@ -167,14 +167,12 @@ def floors():
 
 def variants(rounds):
     """Copy thread counts and switch intervals, end to end."""
-    setups = {f"{n} threads, switch {sw * 1e3 if sw else 5:g} ms"
-              + ("" if first else ", copies after prep"): (n, sw, first)
-              for n, sw, first in ((THREADS, None, True), (THREADS, 5e-5, True),
-                                   (THREADS, 2e-5, True), (THREADS, None, False),
-                                   (THREADS, 5e-5, False), (6, 5e-5, True))}
+    setups = {f"{n} threads, switch {sw * 1e3 if sw else 5:g} ms": (n, sw)
+              for n, sw in ((THREADS, SWITCH), (THREADS, None), (12, SWITCH), (16, SWITCH),
+                            (4, SWITCH))}
 
-    def apply(n, sw, first=True):
-        X.COPY_THREADS, X.SWITCH_INTERVAL, C.BEGIN_FIRST = n, sw, first
+    def apply(n, sw):
+        X.COPY_THREADS, X.SWITCH_INTERVAL = n, sw
 
     def values(res):
         return [np.asarray(v) for v in vars(res).values() if isinstance(v, np.ndarray)]
@@ -193,7 +191,7 @@ def variants(rounds):
             apply(*setup)
             for name, call in CALLS.items():
                 table.setdefault((label, name), []).append(statistics.median(timed(call)))
-    apply(THREADS, None)
+    apply(THREADS, SWITCH)
     names = list(CALLS)
     print(f"\n{'ms, median of 7 per round':28s}" + "".join(f"{n:>24s}" for n in names))
     for label in setups:
