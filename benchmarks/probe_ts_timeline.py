@@ -12,9 +12,9 @@ stamps), for the median of 7 calls; its own process, since the profiling queue r
 the device's queue.
 floors: the pieces alone: 64 MB copied by 4-16 threads into the pinned buffer, its DMA,
 both at once on two buffers, the driver's pageable copy from one thread and from four.
-variants: other copy thread counts and switch intervals (_transfer.SWITCH_INTERVAL), end
-to end, each checked bit for bit against the first's results; interleaved rounds, median
-of 7 after a warm-up.
+variants: other streamed segment plans (_transfer.STREAM_SEGMENT_BYTES, STREAM_TAIL_BYTES;
+earlier runs: copy thread counts and switch intervals), end to end, each checked bit for
+bit against the first's results; interleaved rounds, median of 7 after a warm-up.
 """
 import statistics
 import sys
@@ -84,7 +84,14 @@ def timeline():
             jobs.append((t, time.perf_counter(), dst.nbytes))
             done.put(None)
     X._Copier._work = staticmethod(timed_work)
-    for name, call in CALLS.items():
+    src = x32.view(np.uint8)
+
+    def upload_only():                      # the streamed upload, no kernels behind it
+        with X.Staged(dev, src.size, X.Transfer("pinned", True)) as st:
+            st.put([(0, src)], on_segment=lambda end: C._mark(f"sent up to {end >> 20} MB"))
+            dev.queue.finish()
+    calls = dict(CALLS, **{"upload only float32": upload_only})
+    for name, call in calls.items():
         runs = []
         for _ in range(8):
             log.clear(), jobs.clear()
@@ -140,6 +147,18 @@ def floors():
     for n in (4, 8, 12, 16):
         res[f"{n} copy threads, 64 MB into pinned"] = timed(threads(n))
     X.COPY_THREADS = THREADS
+
+    def segmented():
+        copies = [X._start_copy(a[lo:hi], src[lo:hi])
+                  for lo, hi in X.stream_segments(0, nbytes)]
+        [c.wait() for c in copies]
+    res[f"{THREADS} copy threads, 64 MB in the stream's segments"] = timed(segmented)
+
+    def staged():                   # the real upload, streamed, with no kernels behind it
+        with X.Staged(dev, nbytes, X.Transfer("pinned", True)) as st:
+            st.put([(0, src)], on_segment=lambda end: None)
+            dev.queue.finish()
+    res["a streamed upload (Staged.put), no kernels"] = timed(staged)
     res["DMA 64 MB from pinned"] = timed(
         lambda: cl.enqueue_copy(q, dst, a[:nbytes], is_blocking=True))
     q2 = cl.CommandQueue(dev.context, dev.cl_device)
@@ -166,13 +185,15 @@ def floors():
 
 
 def variants(rounds):
-    """Copy thread counts and switch intervals, end to end."""
-    setups = {f"{n} threads, switch {sw * 1e3 if sw else 5:g} ms": (n, sw)
-              for n, sw in ((THREADS, SWITCH), (THREADS, None), (12, SWITCH), (16, SWITCH),
-                            (4, SWITCH))}
+    """Streamed segment sizes, end to end."""
+    segment, tail = X.STREAM_SEGMENT_BYTES, X.STREAM_TAIL_BYTES
+    setups = {f"segments {seg >> 20} MB, tail to {t >> 20} MB": (THREADS, SWITCH, seg, t)
+              for seg, t in ((segment, tail), (16 << 20, 2 << 20), (16 << 20, 4 << 20),
+                             (8 << 20, 0), (32 << 20, 0), (32 << 20, 8 << 20))}
 
-    def apply(n, sw):
+    def apply(n, sw, seg=segment, t=tail):
         X.COPY_THREADS, X.SWITCH_INTERVAL = n, sw
+        X.STREAM_SEGMENT_BYTES, X.STREAM_TAIL_BYTES = seg, t
 
     def values(res):
         return [np.asarray(v) for v in vars(res).values() if isinstance(v, np.ndarray)]

@@ -62,17 +62,20 @@ MIN_SLICE = 1 << 16
 # from 8.0-8.1 to 6.6-7.6 (benchmarks/RESULTS.md, issue 14).
 SWITCH_INTERVAL = 2e-5
 # Streamed uploads (put with on_segment, begin): segments of STREAM_SEGMENT_BYTES, the
-# last one halved down to STREAM_TAIL_BYTES, each sent as soon as it is in, on a queue of
-# its own (a segment's DMA does not wait for the kernels enqueued on the one before).
+# last one halved down to STREAM_TAIL_BYTES (0: not halved), each sent as soon as it is
+# in, on a queue of its own (a segment's DMA does not wait for the kernels enqueued on the
+# one before).  Every segment costs the caller's thread ~0.2-0.4 ms of enqueueing: the
+# halved tail (8, 4, 2, 2 MB) took the float32 single calls from 4.0-4.2 ms to 4.2-4.5 on
+# an H200 (benchmarks/RESULTS.md, issue 14, "segment plans").
 STREAM_SEGMENT_BYTES = 1 << 24
-STREAM_TAIL_BYTES = 1 << 21     # the last segment is halved down to this (0: not)
+STREAM_TAIL_BYTES = 0
 COPY_QUEUE = True
 
 
 def stream_segments(start: int, end: int) -> list[tuple[int, int]]:
     """The byte ranges of a streamed upload: STREAM_SEGMENT_BYTES each, the last one cut
-    in halves down to STREAM_TAIL_BYTES (16 MB -> 8, 4, 2, 2 MB), so that little of the
-    work waits for the last one."""
+    in halves down to STREAM_TAIL_BYTES if set (2 MB: 16 MB -> 8, 4, 2, 2 MB), so that
+    less of the work waits for the last one."""
     step = STREAM_SEGMENT_BYTES
     segments = [(a, min(end, a + step)) for a in range(start, end, step)]
     a, b = segments.pop()
