@@ -5,11 +5,12 @@ pinned upload.
     CLPHYS_DEVICE=nvidia python3 benchmarks/probe_ts_timeline.py timeline
     CLPHYS_DEVICE=nvidia python3 benchmarks/probe_ts_timeline.py floors
     CLPHYS_DEVICE=nvidia python3 benchmarks/probe_ts_timeline.py variants [rounds]
+    CLPHYS_DEVICE=nvidia python3 benchmarks/probe_ts_timeline.py lags
 
 timeline: one call's events on a profiling queue (each copy job's start and end on the
 host, each DMA and kernel on the device, mapped to host time through the events' queued
 stamps), for the median of 7 calls; its own process, since the profiling queue replaces
-the device's queue.
+the device's queue.  lags: the same for the autocorrelation of all lags by FFT.
 floors: the pieces alone: 64 MB copied by 4-16 threads into the pinned buffer, its DMA,
 both at once on two buffers, the driver's pageable copy from one thread and from four.
 variants: other streamed segment plans (_transfer.STREAM_SEGMENT_BYTES, STREAM_TAIL_BYTES;
@@ -50,7 +51,7 @@ def timed(f, n=7):
     return out
 
 
-def timeline():
+def timeline(calls=None):
     dev = clphys.current_device()
     prof = cl.command_queue_properties.PROFILING_ENABLE
     dev.queue = cl.CommandQueue(dev.context, dev.cl_device, properties=prof)
@@ -90,7 +91,7 @@ def timeline():
         with X.Staged(dev, src.size, X.Transfer("pinned", True)) as st:
             st.put([(0, src)], on_segment=lambda end: C._mark(f"sent up to {end >> 20} MB"))
             dev.queue.finish()
-    calls = dict(CALLS, **{"upload only float32": upload_only})
+    calls = calls or dict(CALLS, **{"upload only float32": upload_only})
     for name, call in calls.items():
         runs = []
         for _ in range(8):
@@ -224,6 +225,14 @@ if __name__ == "__main__":
     mode = sys.argv[1] if len(sys.argv) > 1 else "variants"
     if mode == "timeline":
         timeline()
+    elif mode == "lags":                    # all lags by FFT (errors=False), as the benchmark
+        if os.environ.get("PROBE_HOLD"):       # the pool keeps this many GiB between calls
+            trim = C._common.trim_pool
+            C._common.trim_pool = lambda dev, keep=int(os.environ["PROBE_HOLD"]) << 30: \
+                trim(dev, keep)
+        timeline({f"acf all lags {x.dtype}": (lambda x=x: ts.autocorrelation(
+            x, x.size - 1, stationary=True, progress=False, errors=False))
+            for x in (x32, x64)})
     elif mode == "floors":
         floors()
     else:

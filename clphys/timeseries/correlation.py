@@ -11,6 +11,7 @@ fp64) or _finish.py (without) turns the sums into the estimates and their errors
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass
@@ -40,8 +41,8 @@ class HurstResult:
     max_lag), or (n_q, max_lag) for one series.  `q` is a float, or an array for a list.
     H[..., 0] (Δt = 1) is NaN: the local slope needs the previous lag.  H is also NaN
     where S is 0 at Δt or Δt - 1 (a constant stretch); errors are NaN where fewer than
-    two blocks exist.  `method`: "direct" (pair sums) or "fft"."""
-    lags: np.ndarray
+    two blocks exist.  `method`: "direct" (pair sums) or "fft".  `lags` (1 .. max_lag)
+    is made on first use (for all lags of 2^24 values it is 128 MB)."""
     S: np.ndarray
     H: np.ndarray
     q: float
@@ -49,17 +50,26 @@ class HurstResult:
     H_err: np.ndarray = None
     method: str = "direct"
 
+    @functools.cached_property
+    def lags(self) -> np.ndarray:
+        return np.arange(1, self.S.shape[-1] + 1)
+
 
 @dataclass(frozen=True, eq=False)
 class AutocorrelationResult:
     """ρ(Δt) at lags = 0 .. max_lag (ρ(0) = 1) and its error rho_err (0 at Δt = 0);
     rho has shape (max_lag + 1,) for one series, (n_series, max_lag + 1) for a batch.
-    `stationary` says which form, `method` "direct" (pair sums) or "fft"."""
-    lags: np.ndarray
+    `stationary` says which form, `method` "direct" (pair sums) or "fft".  `lags`
+    (0 .. max_lag) is made on first use: for all lags of 2^24 values it is 128 MB, whose
+    page faults took 30-40 ms, most of such a call's time on an H200."""
     rho: np.ndarray
     stationary: bool
     rho_err: np.ndarray = None
     method: str = "direct"
+
+    @functools.cached_property
+    def lags(self) -> np.ndarray:
+        return np.arange(self.rho.shape[-1])
 
 
 @dataclass(frozen=True)
@@ -927,7 +937,6 @@ def hurst(p, max_lag=256, q=1.0, device=None, progress=None, *, method="auto", e
     dev = resolve_device(device)
     fft = set(qs) == {2.0} and _use_fft(dev, b.lengths, max_lag, method, _accumulate,
                                         needs_fp64=True, errors=errors)
-    lags = np.arange(1, max_lag + 1)
     if fft:
         parts = _sub_batches(dev, b, lambda sub: _hurst_fft(
             dev, sub, max_lag, len(qs), _accumulate, transfer, progress, errors))
@@ -944,7 +953,7 @@ def hurst(p, max_lag=256, q=1.0, device=None, progress=None, *, method="auto", e
         S, S_err, H, H_err = (None if a is None else a[0] for a in (S, S_err, H, H_err))
     if not errors:
         S_err = H_err = None
-    return HurstResult(lags=lags, S=S, H=H, q=np.array(qs) if q_list else qs[0], S_err=S_err,
+    return HurstResult(S=S, H=H, q=np.array(qs) if q_list else qs[0], S_err=S_err,
                        H_err=H_err, method="fft" if fft else "direct")
 
 
@@ -953,8 +962,10 @@ def _hurst_fft(dev, b, max_lag, nq, accumulate, transfer, progress, errors):
     of S_2 by FFT."""
     S, H, S_err, H_err = _fft_run(dev, b, max_lag, "msd", accumulate, transfer, progress,
                                   "hurst", errors)
-    return tuple(None if a is None else np.repeat(a[:, None, 1:], nq, axis=1)
-                 for a in (S, S_err, H, H_err))
+    # views for one q (a copy of each array, 128 MB for all lags of 2^24 values, cost
+    # more in page faults than the FFT)
+    return tuple(None if a is None else a[:, None, 1:] if nq == 1 else
+                 np.repeat(a[:, None, 1:], nq, axis=1) for a in (S, S_err, H, H_err))
 
 
 def _join(parts):
@@ -1091,7 +1102,7 @@ def autocorrelation(x, max_lag=256, stationary=False, device=None, progress=None
         rho, err = rho[0], (None if err is None else err[0])
     if not errors:
         err = None
-    return AutocorrelationResult(lags=np.arange(max_lag + 1), rho=rho, stationary=bool(stationary),
+    return AutocorrelationResult(rho=rho, stationary=bool(stationary),
                                  rho_err=err, method="fft" if fft else "direct")
 
 
