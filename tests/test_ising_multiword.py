@@ -6,7 +6,7 @@ finite-lattice values."""
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from clphys.exact import finite_lattice
@@ -87,8 +87,13 @@ def test_tables_realise_exact_counts(dim, J, h, T):
     assert not np.any(th.marginal_errors(levels, lay))
 
 
-@settings(max_examples=40, deadline=None)
+# derandomized: the same examples on every run (a random search once found the
+# small-probability case below, then repaired by _repair_marginals)
+@settings(max_examples=40, deadline=None, derandomize=True)
 @given(st.lists(st.integers(0, 2**32 - 1), min_size=1, max_size=7), st.sampled_from([2, 4, 8]))
+@example([315331], 8)
+@example([246666], 8)
+@example([209013], 8)
 def test_tables_for_any_nested_thresholds(values, k):
     """Any non-increasing thresholds (including 0 and 2^32 - 1 ties): exact
     alias counts and exact single-spin probabilities, or a clear refusal of a
@@ -420,3 +425,16 @@ def test_blocks_joint_state_and_options(device):
         BlocksBackend(device, (32, 32), 1, rng="halfbit-lcg", seed=3, spins_per_word=4)
     with pytest.raises(ValueError, match="spins_per_word must be one of"):
         BlocksBackend(device, (32, 32), 1, rng="philox", seed=3, spins_per_word=3)
+
+
+@pytest.mark.parametrize("value", [315331, 246666, 209013, 774474, 154989])
+def test_small_probabilities_exact_after_the_repair(value):
+    """One level of probability ~5e-5..2e-4 with k = 8: largest remainders and
+    exchanges left one spin's acceptance a unit off; the repair makes every
+    marginal exact with every count within two units of its exact weight."""
+    lay = th.joint_layout(1, 8)
+    counts = th.outcome_counts([value], 8)
+    assert sum(counts) == 1 << 32 and not np.any(th.marginal_errors([value], lay, counts))
+    exact, shift = _exact_counts([value], 8)
+    assert all(abs((n << shift) - e) < 2 << shift for n, e in zip(counts, exact))
+    assert _realised(th.joint_table(np.array([value], np.uint32), lay), lay)
