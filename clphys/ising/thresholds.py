@@ -213,27 +213,28 @@ def _repair_marginals(counts, exact, shift, wants, base, k):
     floor = [e >> shift for e in exact]
     low = (1 << shift) - 1
     o_all = range(len(counts))
+    # the marginal counts, column (l - 1) k + j: region >= l at position j (_events)
+    err = _events(base, k).T @ np.array(counts, dtype=np.int64) - np.repeat(wants, k)
 
-    def pair(src_region, move, region, slack):
-        return next(((o, o + move) for o in o_all if region(o) == src_region
+    def pair(src, move, region, slack):
+        return next(((o, o + move) for o in o_all if region(o) == src
                      and counts[o] >= floor[o] + 1 - slack and counts[o] > 0
                      and counts[o + move] <= floor[o + move] + slack
                      and (slack or exact[o + move] & low)), None)
 
-    for lev in range(1, base):
-        for j in range(k):
-            step = base ** j
-            region = lambda o: (o // step) % base                         # noqa: E731
-            err = sum(counts[o] for o in o_all if region(o) >= lev) - wants[lev - 1]
-            while err:
-                # too many accepted: region l -> l - 1; too few: l - 1 -> l
-                src_region, move = (lev, -step) if err > 0 else (lev - 1, step)
-                found = pair(src_region, move, region, 0) or pair(src_region, move, region, 1)
-                if found is None:
-                    break                       # joint_table refuses the table
-                counts[found[0]] -= 1
-                counts[found[1]] += 1
-                err += -1 if err > 0 else 1
+    for c in np.flatnonzero(err):
+        lev, j = divmod(int(c), k)
+        lev += 1
+        step = base ** j
+        region = lambda o: (o // step) % base                             # noqa: E731
+        # too many accepted: region l -> l - 1; too few: l - 1 -> l
+        src, move = (lev, -step) if err[c] > 0 else (lev - 1, step)
+        for _ in range(abs(int(err[c]))):
+            found = pair(src, move, region, 0) or pair(src, move, region, 1)
+            if found is None:
+                break                           # joint_table refuses the table
+            counts[found[0]] -= 1
+            counts[found[1]] += 1
 
 
 def _events(base, k):

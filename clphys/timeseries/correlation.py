@@ -652,10 +652,11 @@ class _Direct:
                 s12 = moments[0][0] if moments else None
             else:
                 e = inp.scales(blocks, upload=False)
-                # the series' Σ y, Σ y² as tile_totals() adds them (without its blocks)
-                self.totals = checks[1][0] if pending["centred"] else None
-                s12 = np.add.reduceat(_common.acc_to_float64(self.totals).reshape(-1, 2),
-                                      [0])[0] if pending["centred"] else None
+                s12 = None
+                if pending["centred"]:
+                    self.totals = checks[1][0]
+                    s1, s2, _, _ = self.tile_totals()
+                    s12 = (s1[0], s2[0])
             inp.exps, inp._exps = pending["provisional"]
             if not self._stream_ok(int(e[0]), pending["e0"], s12):
                 _phase("streamed pass discarded")
