@@ -630,8 +630,18 @@ class Ensemble:
                           algorithm=state["algorithm"], rng=state["rng"], seed=state["seed"],
                           start="up", device=device, **state["options"])
         self.set_spins(state["spins"])
-        self._backend.set_state(state["backend"])
-        self._settled = int(state.get("settled", 0))
+        bstate, fresh = state["backend"], self._backend.get_state()
+        if not isinstance(bstate, dict) or set(bstate) != set(fresh):
+            have = sorted(bstate) if isinstance(bstate, dict) else type(bstate).__name__
+            raise ValueError(f"state['backend'] must be the {self.algorithm}/{self.rng} generator "
+                             f"state made by state(), with {sorted(fresh)}; got {have}")
+        try:
+            self._backend.set_state(bstate)
+        except (KeyError, IndexError, AttributeError, ValueError, TypeError) as exc:
+            kind = TypeError if isinstance(exc, TypeError) else ValueError
+            raise kind(f"state['backend'] is not a {self.algorithm}/{self.rng} generator state "
+                       f"made by state(): {exc}") from None
+        self._settled = _validate.integer("state['settled']", state.get("settled", 0), 0)
 
     def _checkpoint(self):
         """(header, arrays) of the checkpoint format (see :meth:`save`)."""

@@ -1121,15 +1121,23 @@ class Ensemble:
         limit = min(2**63 - 1, (2**64 - 1) // max(1, len(self.model.noise_sources))) - self._step
         if steps is not None:
             return check.integer("steps", steps, 1, limit)
-        t_end = check.real("t_end", t_end)
-        x = (t_end - self.t) / self.dt
-        if x > limit:
-            raise ValueError(f"t_end = {t_end} is {x:.3g} steps away; at most {limit} steps remain")
-        n = round(x) if abs(x - round(x)) <= 1e-9 * max(1.0, abs(x)) else math.ceil(x)
-        if n < 1:
-            raise ValueError(f"t_end must be later than the current time t = {self.t} by at least "
-                             f"one step dt = {self.dt}, got {t_end}")
-        return int(n)
+        return steps_to(t_end, self.t, self.dt, limit)
+
+
+def steps_to(t_end, t: float, dt: float, limit: int = 2**63 - 1) -> int:
+    """Time steps dt from time t to t_end: at least one (a t_end less than a step ahead is
+    refused, not run for a whole step), a t_end between steps rounded up (within 1e-9
+    relative of a step it counts as that step), at most `limit`."""
+    t_end = check.real("t_end", t_end)
+    x = (t_end - t) / dt
+    if x > limit:
+        raise ValueError(f"t_end = {t_end} is {x:.3g} steps of dt = {dt} away; at most {limit} "
+                         f"steps remain")
+    n = round(x) if abs(x - round(x)) <= 1e-9 * max(1.0, abs(x)) else math.ceil(x)
+    if n < 1 or x < 1 - 1e-9:
+        raise ValueError(f"t_end must be later than the current time t = {t} by at least one "
+                         f"step dt = {dt}, got {t_end}")
+    return int(n)
 
 
 @dataclass
