@@ -297,7 +297,7 @@ def test_unknown_device_is_a_device_error(capsys):
     devices there are."""
     assert main(KURAMOTO_CLI + ["--device", "no-such-device"]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("clphys sde: error: no OpenCL device matches 'no-such-device'") and "Traceback" not in err
+    assert err.startswith("clphys sde kuramoto: error: no OpenCL device matches 'no-such-device'") and "Traceback" not in err
 
 
 @pytest.fixture(scope="module")

@@ -185,7 +185,7 @@ def test_pc_tick_option(tmp_path, capsys, dev_arg):
     ints = capsys.readouterr().out
     assert "tick = 1," in ints and table(cents) == table(ints)
     assert main(["pc", str(f), "--tick", "0.03", *args]) == 2
-    assert "not on the grid of tick = 0.03" in capsys.readouterr().err
+    assert "not on the grid of --tick 0.03" in capsys.readouterr().err
     assert main(["pc", str(f), "--tick", "none", *args]) == 0
     assert "tick = none" in capsys.readouterr().out
     assert main(["pc", str(f), "--tick", "cents", *args]) == 2
