@@ -631,7 +631,8 @@ class Ensemble:
                           start="up", device=device, **state["options"])
         self.set_spins(state["spins"])
         bstate, fresh = state["backend"], self._backend.get_state()
-        if not isinstance(bstate, dict) or set(bstate) != set(fresh):
+        # (a field may be missing from a state of an older version: the backend decides)
+        if not isinstance(bstate, dict) or set(bstate) - set(fresh):
             have = sorted(bstate) if isinstance(bstate, dict) else type(bstate).__name__
             raise ValueError(f"state['backend'] must be the {self.algorithm}/{self.rng} generator "
                              f"state made by state(), with {sorted(fresh)}; got {have}")
@@ -640,7 +641,8 @@ class Ensemble:
         except (KeyError, IndexError, AttributeError, ValueError, TypeError) as exc:
             kind = TypeError if isinstance(exc, TypeError) else ValueError
             raise kind(f"state['backend'] is not a {self.algorithm}/{self.rng} generator state "
-                       f"made by state(): {exc}") from None
+                       f"made by state(): {'lacks ' if isinstance(exc, KeyError) else ''}"
+                       f"{exc}") from None
         self._settled = _validate.integer("state['settled']", state.get("settled", 0), 0)
 
     def _checkpoint(self):
