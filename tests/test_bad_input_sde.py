@@ -76,6 +76,7 @@ def test_numbers_as_strings_and_runs_shorter_than_a_step(device):
     assert ens.run(0.1).times[-1] == pytest.approx(0.1)          # one step: fine
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(name=st.sampled_from(sorted(JOSEPHSON_OK)), value=BAD)
 def test_josephson_bad_arguments(device, name, value):

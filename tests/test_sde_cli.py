@@ -157,6 +157,7 @@ def _size_for(seconds, run, size, cap):
         size *= 4
 
 
+@pytest.mark.slow
 def test_josephson_resume_after_sigint_is_bit_for_bit(device, tmp_path):
     """A run sized to take ~1.5 s here (so Ctrl-C lands inside it),
     interrupted by SIGINT in a subprocess and resumed in another, prints the

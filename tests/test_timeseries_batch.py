@@ -110,6 +110,7 @@ def test_batch_too_large_runs_in_groups(device, monkeypatch):
 
 # ---------------------------------------------------------------- the FFT path
 
+@pytest.mark.slow
 @pytest.mark.parametrize("acc", ACCUMULATORS)
 def test_fft_matches_the_reference(device, acc):
     """All lags (max_lag = T - 1) and many lags at odd lengths, both forms, one series and
@@ -256,6 +257,7 @@ def test_errors_need_two_blocks(device):
 
 # ---------------------------------------------------------------- Oclgrind
 
+@pytest.mark.slow
 @pytest.mark.oclgrind
 def test_fft_kernels_oclgrind(oclgrind, monkeypatch):
     """fft_pass with one and several passes (both output orders: Ns below and above the

@@ -25,6 +25,7 @@ def table(out):
     return [line.split() for line in out.splitlines() if line and not line.startswith("#")]
 
 
+@pytest.mark.slow
 def test_acrw_then_hurst_acf_pc(tmp_path, capsys, device, dev_arg):
     series = tmp_path / "series.txt"
     assert main(["acrw", "3000", "--phi", "0.044", "--seed", "1", "-o", str(series),

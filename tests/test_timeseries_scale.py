@@ -193,6 +193,7 @@ def check_pc(a, b):
         assert np.array_equal(getattr(a, name), getattr(b, name), equal_nan=True), name
 
 
+@pytest.mark.slow
 def test_decimal_ticks_equal_integer_ticks(device):
     """Prices 100000 + 0.01 k (futures in cents): ties were decided by rounding noise
     (Ξ off by up to 1.4e-2); in integer ticks they are exact, the result is the same as
@@ -372,6 +373,7 @@ def doubling_slices(monkeypatch):
         monkeypatch.setattr(module, "run_sliced", run_sliced)
 
 
+@pytest.mark.slow
 @pytest.mark.oclgrind
 def test_sliced_windowed_kernels_oclgrind(oclgrind, monkeypatch):
     """Slices that continue the partial sums of earlier launches, windows at an offset,
