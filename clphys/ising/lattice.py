@@ -604,15 +604,26 @@ class Ensemble:
             raise ValueError(f"state lacks {missing}: use a dict made by state(), or save()/load()")
         if state["dim"] != self.dim:
             raise ValueError(f"state is of a {state['dim']}D lattice, not {self.dim}D")
-        temps = state["temperatures"]
+        for key, kind, what in (("shape", (tuple, list), "tuple"), ("options", dict, "dict"),
+                                ("backend", dict, "dict")):
+            if not isinstance(state[key], kind):
+                raise ValueError(f"state[{key!r}] must be a {what}, got {type(state[key]).__name__}")
+        temps = _temperatures(state["temperatures"], "state['temperatures']")
         if single and len(temps) != 1:
             raise ValueError("state holds an ensemble; use Ensemble2D/3D.from_state")
         Ensemble.__init__(self, tuple(state["shape"]), temps, J=state["J"], h=state["h"],
                           algorithm=state["algorithm"], rng=state["rng"], seed=state["seed"],
                           start="up", device=device, **state["options"])
         self.set_spins(state["spins"])
-        self._backend.set_state(state["backend"])
-        self._settled = int(state.get("settled", 0))
+        problem = _backend_state_problem(self._backend.get_state(), state["backend"])
+        if problem:
+            raise ValueError(f"state['backend']: the {self.algorithm}/{self.rng} generator state {problem}")
+        try:
+            self._backend.set_state(state["backend"])
+        except (KeyError, TypeError, IndexError) as exc:
+            raise ValueError(f"state['backend'] is malformed: {exc!r}") from None
+        settled = state.get("settled", 0)
+        self._settled = _validate.integer("state['settled']", settled, 0, self.sweeps)
 
     def _checkpoint(self):
         """(header, arrays) of the checkpoint format (see :meth:`save`)."""
@@ -699,29 +710,51 @@ class Ensemble:
             raise CheckpointError(f"{where}: {exc}") from None
         fresh = self._backend.get_state()
         loaded = {**{k: (tuple(v) if isinstance(v, list) else v) for k, v in bscalars.items()}, **barrays}
-        missing = sorted(set(fresh) - set(loaded))
-        extra_keys = sorted(set(loaded) - set(fresh))
-        if missing or extra_keys:
-            raise CheckpointError(f"{where}: the {algorithm}/{rng} generator state "
-                                  + (f"lacks {missing}" if missing else f"has unexpected {extra_keys}"))
         for k, v in fresh.items():
-            if isinstance(v, np.ndarray):
+            if isinstance(v, np.ndarray) and k in loaded:
                 _check_array(where, arrays, f"backend.{k}", v.dtype, v.shape)
-            elif (v is None) != (loaded[k] is None) or (v is not None and type(loaded[k]) is not type(v)):
-                raise CheckpointError(f"{where}: backend field {k!r} = {loaded[k]!r} is not of "
-                                      f"type {type(v).__name__}")
+        problem = _backend_state_problem(fresh, loaded)
+        if problem:
+            raise CheckpointError(f"{where}: the {algorithm}/{rng} generator state {problem}")
         bits = np.unpackbits(arrays["spins"], axis=1, count=N)
         spins = (1 - 2 * bits.astype(np.int8)).reshape((R,) + tuple(reversed(shape)))
         try:
             self._backend.set_state(loaded)
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, KeyError) as exc:
             raise CheckpointError(f"{where}: {exc}") from None
         self.set_spins(spins)
-        self._settled = settled
+        self._settled = _checked_settled(where, settled, self.sweeps)
 
     def __repr__(self):
         return (f"<{type(self).__name__} {'x'.join(map(str, self.shape))} R={self.n_replicas} "
                 f"algorithm={self.algorithm} rng={self.rng} on {self.device.name}>")
+
+
+def _backend_state_problem(fresh: dict, loaded: dict) -> str | None:
+    """What is wrong with a backend state `loaded` for the backend whose own
+    state is `fresh` (the same keys, of the same types and array shapes), or None."""
+    missing = sorted(set(fresh) - set(loaded))
+    extra = sorted(set(loaded) - set(fresh))
+    if missing or extra:
+        return f"lacks {missing}" if missing else f"has unexpected {extra}"
+    for k, v in fresh.items():
+        got = loaded[k]
+        if isinstance(v, np.ndarray):
+            if not isinstance(got, np.ndarray) or got.dtype != v.dtype or got.shape != v.shape:
+                return (f"field {k!r} is not a {v.dtype} array of shape {v.shape}"
+                        + (f" (got {got.dtype} {got.shape})" if isinstance(got, np.ndarray) else ""))
+        elif (v is None) != (got is None) or (v is not None and type(got) is not type(v)):
+            return f"field {k!r} = {got!r} is not of type {type(v).__name__}"
+    return None
+
+
+def _checked_settled(where, settled, sweeps) -> int:
+    """The `settled` counter of a checkpoint: the sweeps at the current
+    temperature are some of the sweeps made since the start."""
+    if settled > sweeps:
+        raise CheckpointError(f"{where}: field 'settled' = {settled} exceeds the {sweeps} sweeps the "
+                              f"lattice made since its start")
+    return settled
 
 
 def _check_array(where, arrays, name, dtype, shape):
@@ -900,7 +933,8 @@ class _Single:
         mpi.all_ok(comm, ens._backend.set_spins, spins)
         mpi.all_ok(comm, ens._backend.set_state, bstate)
         ens._backend.exchange_halos()
-        ens._settled = field(header, "settled", int, minimum=0, path=path)
+        settled = field(header, "settled", int, minimum=0, path=path)
+        ens._settled = _checked_settled(where, settled, ens.sweeps)
         return inst
 
     def __repr__(self):

@@ -267,7 +267,7 @@ class EnsembleState:
             raise type(exc)(f"model_description: {exc}") from None
         object.__setattr__(self, "_model", model)
         n_paths = check.integer("n_paths", self.n_paths, 1)
-        _normal, _shape, n_grid, _v = _parse_params(model, self.params)
+        _normal, _shape, n_grid, values = _parse_params(model, self.params)
         check.real("dt", self.dt, 0.0, strict_min=True)
         check.choice("scheme", self.scheme, SCHEMES)
         check.choice("rng", self.rng, RNGS)
@@ -290,6 +290,36 @@ class EnsembleState:
                 raise ValueError(f"EnsembleState.{name} is {arr.dtype} {arr.shape}; an ensemble of "
                                  f"{n_paths} paths x {n_grid} grid points ({self.dtype}, {self.rng}) "
                                  f"needs {np.dtype(dtype)} {shape}")
+        for name in ("values", "origin", "time", "xs_spare"):
+            bad = int(np.count_nonzero(~np.isfinite(getattr(self, name))))
+            if bad:
+                raise ValueError(f"EnsembleState.{name} holds {bad} values that are not finite (NaN or inf)")
+        if not self.xs_state.all():
+            raise ValueError("EnsembleState.xs_state holds a xorshift32 state of 0, which never leaves 0 "
+                             "(the seeding never makes one)")
+        self._check_time(model, values, n_grid, step)
+
+    def _check_time(self, model, values, n_grid, step):
+        """The kernels' t is step dt (modulo the drive period) up to float
+        rounding between two resynchronisations (TIME_RESYNC steps): far
+        below 1 % of the period or of t."""
+        exact = np.full(n_grid, step * self.dt)
+        periods = model.drive_periods(values)
+        t = self.time.astype(np.float64)
+        if periods is None:
+            off = np.abs(t - exact)
+            scale = np.maximum(exact, self.dt)
+        else:
+            periods = np.broadcast_to(np.asarray(periods, float), (n_grid,))
+            off = np.mod(t - exact, periods)
+            off = np.minimum(off, periods - off)
+            scale = periods
+        bad = np.nonzero(~(off <= 0.01 * scale))[0]
+        if bad.size:
+            g = int(bad[0])
+            raise ValueError(f"EnsembleState.time is {self.time[g]!r} at grid point {g}, not step x dt = "
+                             f"{exact[g]!r}" + ("" if periods is None else f" modulo the drive period "
+                                                f"{periods[g]!r}"))
 
     @property
     def model(self) -> Model:

@@ -379,9 +379,17 @@ class Kuramoto:
             "omega": (np.float64, (n if omega == "array" else 0,))})
         if not np.isfinite(files["theta"]).all() or not np.isfinite(files["sums"]).all():
             raise CheckpointError(f"checkpoint {path!r}: the phases or their sums are not finite")
+        kernel = f("kernel", str, choices=KERNELS[1:])
+        if kernel == "mean-field":
+            # the next step's coupling is made from these sums: they must be the phases' own
+            th = files["theta"].astype(np.float64)
+            mine = np.array([np.sin(th).sum(), np.cos(th).sum()])
+            if not np.all(np.abs(files["sums"] - mine) <= 1e-4 * n):
+                raise CheckpointError(f"checkpoint {path!r}: array 'sums' = {files['sums'].tolist()} is not "
+                                      f"the sums of sin and cos of the phases, {mine.tolist()}")
         kwargs = dict(n=n, coupling=files["K"] if coupling == "matrix" else coupling, kT=f("kT", float),
                       gamma=f("gamma", float), omega=files["omega"] if omega == "array" else omega,
-                      dt=f("dt", float), kernel=f("kernel", str, choices=KERNELS[1:]),
+                      dt=f("dt", float), kernel=kernel,
                       scheme=f("scheme", str, choices=SCHEMES), seed=f("seed", int, minimum=0),
                       dtype=dtype, work_group_size=f("work_group_size", int, minimum=2),
                       slices=f("slices", int, minimum=1))
@@ -578,6 +586,18 @@ def _same(a, b) -> bool:
         return False
 
 
+def _check_samples(where, samples, M, dt):
+    """CheckpointError unless the recorded samples are those of a run: times
+    k M dt, 0 <= r <= 1 (to rounding), -pi <= psi <= pi."""
+    times, r, psi = samples["times"], samples["r"], samples["psi"]
+    for name, ok in (("times", np.isclose(times, np.arange(times.size) * M * dt, rtol=1e-9, atol=0.0)),
+                     ("r", (r >= 0.0) & (r <= 1.0 + 1e-5)), ("psi", np.abs(psi) <= np.pi)):
+        if not ok.all():
+            i = int(np.argmin(ok))
+            raise CheckpointError(f"{where}: array {name!r} holds {samples[name][i]!r} at sample {i}, which "
+                                  f"a run sampled every {M} steps of dt = {dt} cannot have")
+
+
 def _check_resumed(path, header, files, samples, args, steps, M, device):
     """The Kuramoto system of a run checkpoint, checked (before any device
     work) to be the run `args` (kuramoto's arguments) describe, with its
@@ -611,4 +631,5 @@ def _check_resumed(path, header, files, samples, args, steps, M, device):
     if any(v.shape != (n_samples,) for v in samples.values()):
         raise CheckpointError(f"{where}: {len(samples['r'])} samples recorded at step {step}, "
                               f"expected {n_samples}")
+    _check_samples(where, samples, M, saved["dt"])
     return Kuramoto.from_checkpoint_parts(header, files, path, device=device)
