@@ -138,7 +138,7 @@ def _read_run(path, args, device, comm):
     """_load_run's reading and checks; with comm, no device work: (header,
     arrays, params, (n_therm, n_measure, done, therm_before))."""
     from . import Ising2D, Ising3D
-    from .lattice import _Run
+    from .lattice import STARTS, _Run
     header, arrays = load_checkpoint(path, RUN_KIND)
     run_h = field(header, "run", dict, path=path)
     saved = {}
@@ -163,6 +163,10 @@ def _read_run(path, args, device, comm):
                "seed": header.get("seed"),
                "temperature": float(temps[0]) if isinstance(temps, np.ndarray) and temps.shape == (1,) else None}
     differ = [f"{k} {saved[k]!r} (the lattice's {v!r})" for k, v in lattice.items() if saved[k] != v]
+    differ += [f"{k} {saved[k]!r} (the lattice's {header.get(k)!r})" for k in ("algorithm", "rng")
+               if saved[k] is not None and saved[k] != header.get(k)]
+    if saved["start"] not in STARTS:
+        differ.append(f"start {saved['start']!r} (one of {', '.join(STARTS)})")
     if differ:
         raise CheckpointError(f"checkpoint {path!r}: the run header does not describe its lattice: "
                               + ", ".join(differ))

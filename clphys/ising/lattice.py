@@ -608,12 +608,15 @@ class Ensemble:
                                 ("backend", dict, "dict")):
             if not isinstance(state[key], kind):
                 raise ValueError(f"state[{key!r}] must be a {what}, got {type(state[key]).__name__}")
-        temps = _temperatures(state["temperatures"], "state['temperatures']")
-        if single and len(temps) != 1:
-            raise ValueError("state holds an ensemble; use Ensemble2D/3D.from_state")
-        Ensemble.__init__(self, tuple(state["shape"]), temps, J=state["J"], h=state["h"],
-                          algorithm=state["algorithm"], rng=state["rng"], seed=state["seed"],
-                          start="up", device=device, **state["options"])
+        try:
+            temps = _temperatures(state["temperatures"], "state['temperatures']")
+            if single and len(temps) != 1:
+                raise ValueError("state holds an ensemble; use Ensemble2D/3D.from_state")
+            Ensemble.__init__(self, tuple(state["shape"]), temps, J=state["J"], h=state["h"],
+                              algorithm=state["algorithm"], rng=state["rng"], seed=state["seed"],
+                              start="up", device=device, **state["options"])
+        except TypeError as exc:           # a value of another type: the state is malformed
+            raise ValueError(f"state is malformed: {exc}") from None
         self.set_spins(state["spins"])
         problem = _backend_state_problem(self._backend.get_state(), state["backend"])
         if problem:

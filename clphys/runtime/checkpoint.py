@@ -119,7 +119,10 @@ def load_checkpoint(path, kind: str, spec: dict | None = None):
     if raw.dtype != np.uint8 or raw.ndim != 1:
         raise CheckpointError(f"checkpoint {path!r}: its header is {raw.dtype} {raw.shape}, not bytes")
     try:
-        header = json.loads(raw.tobytes().decode("utf-8"))
+        header = json.loads(raw.tobytes().decode("utf-8"), parse_constant=_not_finite, parse_float=_finite)
+    except _NotFinite as exc:
+        raise CheckpointError(f"checkpoint {path!r}: its header holds the number {exc}, which is not "
+                              f"finite (clphys never writes one)") from None
     except (ValueError, RecursionError) as exc:
         raise CheckpointError(f"checkpoint {path!r}: unreadable header ({exc})") from None
     if not isinstance(header, dict) or header.get("format") != FORMAT:
@@ -138,6 +141,21 @@ def load_checkpoint(path, kind: str, spec: dict | None = None):
     if spec is not None:
         check_arrays(path, header, files, spec)
     return header, files
+
+
+class _NotFinite(ValueError):
+    pass
+
+
+def _not_finite(text):
+    raise _NotFinite(text)
+
+
+def _finite(text):
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotFinite(text)
+    return value
 
 
 def _read_npz(path: str) -> dict:

@@ -594,7 +594,7 @@ def _check_samples(where, samples, M, dt):
                      ("r", (r >= 0.0) & (r <= 1.0 + 1e-5)), ("psi", np.abs(psi) <= np.pi)):
         if not ok.all():
             i = int(np.argmin(ok))
-            raise CheckpointError(f"{where}: array {name!r} holds {samples[name][i]!r} at sample {i}, which "
+            raise CheckpointError(f"{where}: array {name!r} holds {float(samples[name][i])!r} at sample {i}, which "
                                   f"a run sampled every {M} steps of dt = {dt} cannot have")
 
 
