@@ -12,7 +12,7 @@ from all of them together (clphys.stats.shared_estimates); each replica
 keeps its own value. A replica that stayed in one phase for the whole run
 cannot then report its own far too small tau_int and error (2D L = 32 at
 Tc, 256 replicas of 1200 measurements: its own error put one replica 8.5
-sigma from the exact C, the shared one 3.2). A series shorter than 50
+sigma from the exact C, the shared one 2.9). A series shorter than 50
 tau_int of that mode gets a TooShortWarning: its error bar is itself
 uncertain and biased low (measured: 0.8-0.95 of the true scatter at 50
 tau_int, 0.95-1.03 at 125, 2D L = 32 at Tc); fewer than 16 measurements
