@@ -17,6 +17,7 @@ import pytest
 from clphys.exact import finite_lattice
 from clphys.ising import Ensemble2D, Samples
 from clphys.ising.samples import OUTLIER_SIGMAS, TooShortWarning
+from clphys.sde import Ensemble, Model
 from clphys.stats import SeriesEstimate, series_estimate, shared_estimates
 
 ESTIMATORS = ("mean_energy", "specific_heat", "abs_magnetization", "susceptibility", "binder")
@@ -143,3 +144,23 @@ def test_undefined_binder_cumulant_is_nan_with_a_warning():
         one = Samples(2.3, 16, e[1], m[1]).binder()
     assert math.isnan(one.value) and one.too_short
     assert isinstance(one, SeriesEstimate) and OUTLIER_SIGMAS > 3
+
+
+def test_drift_of_too_short_a_series_is_nan_with_a_warning():
+    s = Samples(2.3, 16, np.linspace(-1, -1.1, 20), np.full(20, 0.5))
+    with pytest.warns(TooShortWarning, match="20 measurements are too few to compare the halves"):
+        d = s.drift()
+    assert math.isnan(d.value) and math.isnan(d.error)
+
+
+def test_sde_run_flags_grid_points_whose_paths_diverged(device):
+    """dx = c x^2 dt from x = 1 with dt = 0.5 blows up for c > 0: those grid
+    points are marked in RunResult.diverged and warned about, the c = 0 one
+    is not."""
+    ens = Ensemble(Model(["x"], {"x": "c*x*x"}, parameters=["c"]), 8, {"c": np.array([0.0, 1.0, 2.0])}, 0.5,
+                   initial={"x": 1.0}, device=device)
+    with pytest.warns(RuntimeWarning, match=r"not finite at 2 of 3 grid points \(the first \(1,\), params "
+                                            r"\{'c': 1.0\}\): paths diverged"):
+        res = ens.run(steps=40, sample_every=10)
+    assert res.diverged.tolist() == [False, True, True]
+    assert np.all(res.mean["x"][:, 0] == 1.0)

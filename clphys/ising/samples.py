@@ -293,6 +293,10 @@ class Samples:
         x = self.energy if observable == "energy" else np.abs(self.magnetization)
         rows = np.atleast_2d(x)
         out = []
+        if rows.shape[1] // 2 < MIN_SAMPLES:
+            warnings.warn(f"drift: {rows.shape[1]} measurements are too few to compare the halves of the "
+                          f"series (need at least {2 * MIN_SAMPLES}); the drift is NaN", TooShortWarning,
+                          stacklevel=2)
         for row in rows:
             h = row.size // 2
             if h < MIN_SAMPLES:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -227,6 +228,17 @@ class RunResult:
     def error(self, name) -> np.ndarray:
         """Standard error of mean[name]: sqrt(var / n_paths)."""
         return np.sqrt(self.var[name] / self.n_paths)
+
+    @property
+    def diverged(self) -> np.ndarray:
+        """(*grid_shape,) bool: grid points where a mean or variance of some
+        observable, at some sample, is not finite (paths ran off to inf or
+        NaN: a smaller dt, or scheme="srk2"). run() warns about them."""
+        bad = np.zeros(self.grid_shape, dtype=bool)
+        for stats in (self.mean, self.var):
+            for values in stats.values():
+                bad |= ~np.isfinite(values).all(axis=0)
+        return bad
 
 
 @dataclass(frozen=True, eq=False)
@@ -1044,7 +1056,19 @@ class Ensemble:
         if loc.paths is not None:
             for j, v in enumerate(self.model.variables):
                 paths[v] = loc.paths[..., j].astype(np.float64).reshape(shp + (plan.n_record,))
-        return RunResult(loc.times, mean, var, self.n_paths, self.grid_shape, hists, edges, paths)
+        result = RunResult(loc.times, mean, var, self.n_paths, self.grid_shape, hists, edges, paths)
+        bad = result.diverged
+        if bad.any():
+            first = tuple(int(i[0]) for i in np.nonzero(bad))
+            warnings.warn(f"sde run: means or variances are not finite at {int(bad.sum())} of {bad.size} grid "
+                          f"points (the first {first}, params {self._point_params(first)}): paths diverged; "
+                          f"use a smaller dt (RunResult.diverged marks them)", RuntimeWarning, stacklevel=3)
+        return result
+
+    def _point_params(self, index) -> dict:
+        """{parameter: value} at grid point `index`."""
+        g = int(np.ravel_multi_index(index, self.grid_shape)) if self.grid_shape else 0
+        return {p: float(np.broadcast_to(v, (self.n_grid,))[g]) for p, v in self._values.items()}
 
     def _combine(self, loc: "_Local", got: list):
         """On rank 0: the whole ensemble's record from every rank's (payloads
