@@ -164,3 +164,48 @@ def test_sde_run_flags_grid_points_whose_paths_diverged(device):
         res = ens.run(steps=40, sample_every=10)
     assert res.diverged.tolist() == [False, True, True]
     assert np.all(res.mean["x"][:, 0] == 1.0)
+
+
+# ------------------------------------------------------------------ defaults that follow the user's choices
+
+def test_default_algorithm_follows_the_size_and_rng(device):
+    """algorithm=None picks the first algorithm that takes what the user
+    chose (multispin refused L = 6 and rng='lcg'); what multispin takes
+    still runs multispin."""
+    from clphys.ising import Ising2D, Ising3D
+    assert Ising2D(6, 2.3, device=device).algorithm == "checkerboard"
+    assert Ising2D(64, 2.3, rng="lcg", device=device).algorithm == "checkerboard"
+    assert Ising2D(64, 2.3, rng="halfbit-lcg", device=device).algorithm == "blocks"
+    assert Ising2D(64, 2.3, device=device).algorithm == "multispin"
+    assert Ising2D(8, 2.3, device=device).algorithm == "multispin"
+    with pytest.raises(ValueError, match=r"algorithm=None\); the default 'multispin' says: algorithm "
+                                         r"'multispin' accepts rng 'philox'; got 'halfbit-lcg'"):
+        Ising3D(8, 4.5, rng="halfbit-lcg", device=device)
+
+
+def test_default_lanes_follow_words_per_item(device):
+    """words_per_item=16 was refused on CPUs by the default lanes = 8 the
+    user never chose; the default now follows it (one lane), same spins."""
+    a = Ensemble2D(64, [2.3], seed=2, words_per_item=16, device=device).sweep(3).spins()
+    b = Ensemble2D(64, [2.3], seed=2, device=device).sweep(3).spins()
+    assert np.array_equal(a, b)
+    with pytest.raises(ValueError, match="words_per_item must be one of 1, 2, 4, 8; got 16"):
+        Ensemble2D(64, [2.3], words_per_item=16, lanes=8, device=device)
+
+
+def test_default_thermalisation_leaves_the_measurement_sweeps_and_every_allow():
+    from clphys.ising.lattice import split_run
+    assert split_run(100, 90) == (10, 1)           # was (100, 0): the default ate the one measurement
+    assert split_run(100, 200) == (100, 0) and split_run(1000, 1) == (200, 800)
+
+
+def test_default_work_group_size_follows_slices(device):
+    from clphys.sde import Kuramoto
+    K = np.ones((100, 100)) / 100
+    sim = Kuramoto(100, K, kernel="all-pairs", slices=8, device=device)
+    assert sim.slices == 8 and -(-100 // sim.work_group_size) >= 8
+    with pytest.raises(ValueError, match=r"slices must be <= 5, the groups of j that N = 10 makes with "
+                                         r"work_group_size 2 \(the smallest\); got 8"):
+        Kuramoto(10, K[:10, :10], kernel="all-pairs", slices=8, device=device)
+    with pytest.raises(ValueError, match=r"slices must be <= 2, .* work_group_size 64; got 8"):
+        Kuramoto(100, K, kernel="all-pairs", slices=8, work_group_size=64, device=device)

@@ -58,10 +58,13 @@ def default_therm(measured_sweeps: int) -> int:
 def split_run(total: int, every: int, n_therm=None):
     """(n_therm, n_measure) of a run of `total` sweeps measured every `every`
     sweeps: n_therm defaults to the default_therm rule (a fifth of the total
-    is a quarter of the rest); sweeps that do not fill a measurement
-    interval go to the thermalisation."""
+    is a quarter of the rest), but leaves at least one measurement where
+    total >= every; sweeps that do not fill a measurement interval go to the
+    thermalisation."""
     if n_therm is None:
         n_therm = int(total * THERM_FRACTION / (1 + THERM_FRACTION))
+        if total >= every:              # never the sweeps of the one measurement total and every allow
+            n_therm = min(n_therm, total - every)
     n_measure = (total - n_therm) // every
     return total - n_measure * every, n_measure
 
@@ -95,6 +98,45 @@ def _backend_options(backend):
         return set(backend.options)
     params = inspect.signature(backend.__init__).parameters
     return {k for k, p in params.items() if p.kind is p.KEYWORD_ONLY and k not in ("rng", "seed")}
+
+
+def _check_backend(backend, dim, shape, rng, options):
+    """The rng to use (the backend's default for None), once `backend` is
+    known to take a lattice of `dim` and `shape`, that rng and these options
+    (no device work); ValueError or TypeError naming what it does not take."""
+    if dim not in backend.dims:
+        raise ValueError(f"algorithm {backend.algorithm!r} supports dim {backend.dims}, not {dim}")
+    rng = backends.check_rng(backend, rng)
+    backend.check_shape(shape)
+    if hasattr(backend, "check_options"):       # optional: option values, no device
+        backend.check_options(options)
+    elif hasattr(backend, "options"):
+        check_options(backend, options)
+    else:
+        unknown = sorted(set(options) - _backend_options(backend))
+        if unknown:
+            raise TypeError(f"algorithm {backend.algorithm!r} got unknown option(s) {', '.join(unknown)}; "
+                            f"it accepts: {', '.join(sorted(_backend_options(backend)))}")
+    return rng
+
+
+def _default_algorithm(dim, shape, rng, options) -> str:
+    """The algorithm used when none is given: the first of the registry that
+    takes the lattice, rng and options the user chose (an L = 6 lattice or
+    rng="lcg" runs the checkerboard, which multispin refuses). When none
+    does, the default's own error says why, naming it as the default."""
+    for name in backends.available():
+        try:
+            _check_backend(backends.load(name), dim, shape, rng, options)
+        except (ValueError, TypeError):
+            continue
+        return name
+    try:
+        _check_backend(backends.load(backends.DEFAULT_ALGORITHM), dim, shape, rng, options)
+    except (ValueError, TypeError) as exc:
+        raise type(exc)(f"no algorithm takes these arguments (algorithm=None); the default "
+                        f"{backends.DEFAULT_ALGORITHM!r} says: {exc}") from None
+    return backends.DEFAULT_ALGORITHM
 
 
 def device_need(backend, facts, shape, n_replicas, rng, options) -> dict:
@@ -285,25 +327,14 @@ class Ensemble:
         temps = _temperatures(temperatures)
         J = _validate.real("J", J)
         h = _validate.real("h", h)
-        algorithm = backends.DEFAULT_ALGORITHM if algorithm is None else algorithm
+        if algorithm is None:
+            algorithm = "multispin" if slab_size is not None else _default_algorithm(self.dim, shape, rng, options)
         if not isinstance(algorithm, str):
             raise TypeError(f"algorithm must be a string, got {algorithm!r}")
         backend = backends.load(algorithm)
-        if self.dim not in backend.dims:
-            raise ValueError(f"algorithm {algorithm!r} supports dim {backend.dims}, not {self.dim}")
-        rng = backends.check_rng(backend, rng)
+        rng = _check_backend(backend, self.dim, shape, rng, options)
         seed = _validate.seed(seed)
         _validate.choice("start", start, STARTS)
-        backend.check_shape(shape)
-        if hasattr(backend, "check_options"):       # optional: option values, no device
-            backend.check_options(options)
-        elif hasattr(backend, "options"):
-            check_options(backend, options)
-        else:
-            unknown = sorted(set(options) - _backend_options(backend))
-            if unknown:
-                raise TypeError(f"algorithm {algorithm!r} got unknown option(s) {', '.join(unknown)}; "
-                                f"it accepts: {', '.join(sorted(_backend_options(backend)))}")
         r0 = _validate.integer("replica_offset", replica_offset, 0, 2**32 - len(temps))
         if r0 and not (hasattr(backend, "r0") and rng == "philox"):
             raise ValueError(f"algorithm {algorithm!r} with rng {rng!r} cannot continue the replica "

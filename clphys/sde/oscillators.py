@@ -127,8 +127,13 @@ class Kuramoto:
         self.device = dev = resolve_device(device)
         if self.dtype == "float64" and not dev.facts.fp64:
             raise ValueError(f"dtype='float64' needs fp64, which {dev.name} lacks; use 'float32'")
+        if slices is not None:
+            slices = check.integer("slices", slices, 1)
         if work_group_size is None:
             wg = work_group_size_default(dev.facts, n)
+            # the default follows the slices the user chose: a slice is at least one group of j
+            while slices is not None and wg > 2 and -(-n // wg) < slices:
+                wg //= 2
         else:
             wg = check.integer("work_group_size", work_group_size, 2, dev.facts.max_work_group)
             if wg & (wg - 1):
@@ -140,7 +145,11 @@ class Kuramoto:
             # but never more slices than there are groups of j
             want = -(-4 * dev.facts.compute_units // groups) if dev.facts.is_gpu else 1
             slices = min(1 << max(0, min(16, want) - 1).bit_length(), groups)
-        self.slices = check.integer("slices", slices, 1, groups)
+        if slices > groups:
+            raise ValueError(f"slices must be <= {groups}, the groups of j that N = {n} makes with "
+                             f"work_group_size {wg}{' (the smallest)' if work_group_size is None else ''}; "
+                             f"got {slices}")
+        self.slices = slices
 
         real = np.dtype(self.dtype)
         self._real = real
