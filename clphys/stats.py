@@ -308,50 +308,9 @@ def series_estimate(x, func=None, c=5.0, window=None) -> SeriesEstimate:
     data = _validate.finite_array("x", x, dtype=float)
     if data.ndim not in (1, 2):
         raise ValueError(f"x must be 1-D or 2-D (k, n_samples), got shape {data.shape}")
-    if func is not None and not callable(func):
-        raise ValueError(f"func must be callable, got {func!r}")
-    c = _validate.real("c", c, minimum=0.0, strict_min=True)
-    if window is not None:
-        window = _validate.integer("window", window, 1)
-    rows = np.atleast_2d(data)
-    n = rows.shape[1]
-    if n == 0:
-        raise ValueError("x must have at least 1 sample")
-    means = rows.mean(axis=1)
-    if func is None:
-        if rows.shape[0] != 1:
-            raise ValueError("func is needed for 2-D x")
-        call = lambda m: float(m[0])
-    else:
-        shape = (lambda m: float(m[0])) if data.ndim == 1 else (lambda m: m)
-
-        def call(m):
-            val = np.asarray(func(shape(m)), dtype=float)
-            if val.ndim != 0:
-                raise ValueError(f"func must return a scalar, got shape {val.shape}")
-            return float(val)
-    value = call(means)
-    if n < MIN_SAMPLES:
-        return SeriesEstimate(value, math.nan, math.nan, n)
-    dev = rows - means[:, None]
-    scale = np.maximum(np.abs(dev).max(axis=1), np.abs(means))
-    scale[scale == 0] = 1.0
-    F = _gradient(call, means, scale) @ dev if func is not None else dev[0]
-    if not np.any(F - F.mean()):
-        return SeriesEstimate(value, 0.0, 0.5, n)
-    var0 = float(np.mean((F - F.mean()) ** 2))
-    rho = autocorrelation(F)
-    if window is None:
-        tau, W, found = _window(rho, n, c)
-    else:
-        W = min(window, max(1, n // 2 - 1))
-        tau, found = 0.5 + float(np.sum(rho[1:W + 1])), window < n // 2
-    # anti-correlation never shrinks an error below the independent-sample
-    # one (and a noisy sum can go negative)
-    tau = max(tau, 0.5)
-    C = 2.0 * tau * var0 * (1.0 + (2 * W + 1) / n)          # Wolff's bias correction
-    tau = C / (2.0 * (var0 + 2.0 * tau * var0 / n))
-    return SeriesEstimate(value, math.sqrt(C / n), tau if found else math.nan, n)
+    if func is None and data.ndim == 2 and data.shape[0] != 1:
+        raise ValueError("func is needed for 2-D x")
+    return shared_estimates(data[None] if func is not None or data.ndim == 1 else data, func, c, window)[0]
 
 
 def shared_estimates(x, func=None, c=5.0, window=None) -> list:
