@@ -964,6 +964,10 @@ class _Single:
         spins = (1 - 2 * bits.astype(np.int8)).reshape((1,) + tuple(reversed(shape)))
         bstate = field(header, "backend", dict, path=path)
         ens = inst._ens
+        problem = _backend_state_problem(ens._backend.get_state(),
+                                         {k: (tuple(v) if isinstance(v, list) else v) for k, v in bstate.items()})
+        if problem:                     # the same file on every rank: every rank refuses it
+            raise CheckpointError(f"{where}: the {ens.algorithm}/{ens.rng} generator state {problem}")
         mpi.all_ok(comm, ens._backend.set_spins, spins)
         mpi.all_ok(comm, ens._backend.set_state, bstate)
         ens._backend.exchange_halos()
