@@ -212,3 +212,11 @@ def test_default_work_group_size_follows_slices(device):
         Kuramoto(10, K[:10, :10], kernel="all-pairs", slices=8, device=device)
     with pytest.raises(ValueError, match=r"slices must be <= 2, .* work_group_size 64; got 8"):
         Kuramoto(100, K, kernel="all-pairs", slices=8, work_group_size=64, device=device)
+
+
+def test_kuramoto_warns_when_the_phases_run_off(device):
+    from clphys.sde import Kuramoto
+    sim = Kuramoto(8, 1.0, omega=np.full(8, 3e38), dt=1.0, kT=0.0, device=device)
+    with pytest.warns(RuntimeWarning, match="order parameter is not finite from sample 1 on"):
+        res = sim.run(steps=5)
+    assert math.isfinite(res.r[0]) and np.isnan(res.r[1:]).all()

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -329,6 +330,10 @@ class Kuramoto:
             k = n_marks if done == steps else done // M
             marks = np.minimum(np.arange(k + 1, dtype=np.int64) * M, steps)
             h = history.get()[:k + 1].astype(np.float64) / self.n
+            if not np.isfinite(h).all():
+                warnings.warn(f"kuramoto: the order parameter is not finite from sample "
+                              f"{int(np.argmin(np.isfinite(h).all(axis=1)))} on: the phases ran off to inf "
+                              f"or NaN (a smaller dt)", RuntimeWarning, stacklevel=3)
             return KuramotoResult((start + marks) * self.dt, np.hypot(h[:, 0], h[:, 1]),
                                   np.arctan2(h[:, 0], h[:, 1]), self.kernel, self._theta.copy())
 
