@@ -391,7 +391,7 @@ def main(argv=None):
     dev = clphys.device()
     quick = args.quick or not dev.facts.is_gpu
     target = args.target or (0.3 if quick else 0.15)
-    report = Report(f"{dev.facts.platform} | {dev.name}", args.json)
+    report = Report.for_device(dev, args.json)
     print(f"# {time.strftime('%Y-%m-%d %H:%M')} device: {dev.facts.platform} | {dev.name} "
           f"(driver {dev.facts.driver}), {'quick' if quick else 'full'} run", flush=True)
     ok = correctness(dev, report, quick)
