@@ -229,7 +229,7 @@ def pc_variants(facts, quick):
     """(label, tuning): the default (tuning None: GPUs per-Δt⁻ programs, windows slid along
     τ in registers, saturated-fma sums, the local signs for this real-valued walk; CPUs
     normalised once per tile) and, on GPUs, its twins with the cmp signs and with the other
-    unrolling (2 or 4 steps; benchmarks/probe_pc3.py measures the rest).  The full run takes the default
+    unrolling (2 or 4 steps; the others were measured by benchmarks/probe_pc3.py, at 5e827fe).  The full run takes the default
     and the fastest."""
     d, real = pc_full_default(facts)
     mp, mf = PC_FULL["max_past"], PC_FULL["max_future"]
@@ -296,7 +296,7 @@ def bench_calls(dev, T, max_lag, repeats):
 
 
 def bench_fixed_cost(dev, repeats):
-    """The per-call cost whatever the size: T = 4096, max_lag = 16 (H100 probe before the
+    """The per-call cost whatever the size: T = 4096, max_lag = 16 (H100, before the
     render cache: 2.7 ms hurst, 3.3 ms acf)."""
     p = 1e4 + np.cumsum(np.random.default_rng(4).standard_normal(4096))
     for name, fn, data in (("hurst", hurst, p), ("acf", autocorrelation, np.diff(p))):
