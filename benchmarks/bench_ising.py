@@ -11,8 +11,8 @@ CLPHYS_DEVICE; a NumPy checkerboard on the CPU as the baseline.
     ... --sizes 1024,4096:64,128      # L sweep sizes, 2D:3D
     ... --diagnose --dump DIR         # multispin timing diagnostics; PTX and build logs
 
-Sections, in order (each figure is also a JSON line {"device", "workload",
-"metric", "value"}; the summary table comes last):
+Sections, in order (each figure is also a JSON line, benchmarks/_report.py; the
+summary table comes last):
 
 1. correctness: multispin (one word per spin) and checkerboard against the
    checkerboard twin, multispin with joint decisions and with several sweeps
