@@ -4,7 +4,7 @@ appended to ``--json FILE``; committed GPU figures live in ``benchmarks/results/
 Every object has these keys (a value may be null only in figures copied from an
 older record that lacked it):
 
-    date      ISO 8601 (UTC, seconds) when the figure was measured
+    date      ISO 8601 (UTC, seconds) when the run started (one value per run)
     device    the device's model name as OpenCL reports it ("NVIDIA H100 80GB HBM3")
     driver    the device's driver version
     ranks     MPI ranks (one device each) the figure was measured on
@@ -126,7 +126,7 @@ class Report:
     """
 
     def __init__(self, json_path=None, *, device, driver, ranks=1, command=None, **common):
-        self.common = {"device": device, "driver": driver, "ranks": ranks,
+        self.common = {"date": now(), "device": device, "driver": driver, "ranks": ranks,
                        "command": command or command_line(), **common}
         self.rows: list[tuple[str, str, object]] = []
         self.records: list[dict] = []
@@ -143,7 +143,7 @@ class Report:
         """Record one figure; `extra` may override the common fields (``ranks``,
         ``device``) for this record. Returns the record."""
         c = self.common
-        rec = {"date": now(), "device": c["device"], "driver": c["driver"], "ranks": c["ranks"],
+        rec = {"date": c["date"], "device": c["device"], "driver": c["driver"], "ranks": c["ranks"],
                "workload": workload, "metric": metric, "value": _plain(value), "unit": unit,
                "command": c["command"], **{k: v for k, v in c.items() if k not in REQUIRED}}
         if peer is not None:

@@ -49,6 +49,7 @@ def test_a_report_writes_lines_that_read_back(tmp_path, capsys):
     assert recs[0]["peer"] == {"name": "other code", "value": 0.5} and recs[0]["sweeps"] == 3
     assert recs[1]["value"] is None and recs[1]["ranks"] == 4       # NaN is not JSON
     assert all(r["command"] == "python bench.py" and r["device"] == "Some GPU" for r in recs)
+    assert recs[0]["date"] == recs[1]["date"]                         # one run: one date
     assert capsys.readouterr().out.count("\n") == 2                  # printed as well
 
 
