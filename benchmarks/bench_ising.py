@@ -40,7 +40,6 @@ queue.finish() before the clock is read. T = T_c, random start.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import re
 import statistics

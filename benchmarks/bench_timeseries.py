@@ -47,7 +47,7 @@ from clphys.timeseries import _fft, _ingest, acrw_numpy, correlation  # noqa: E4
 from clphys.timeseries import autocorrelation, hurst, pattern_conformity  # noqa: E402
 from clphys.timeseries.correlation import PairTuning, _Direct, _staged  # noqa: E402
 from clphys.timeseries.correlation import default_tuning  # noqa: E402
-from clphys.timeseries.pattern import PatternTuning, pattern_pairs  # noqa: E402
+from clphys.timeseries.pattern import pattern_pairs  # noqa: E402
 from clphys.timeseries.pattern import default_tuning as pc_default_tuning  # noqa: E402
 from clphys.timeseries.pattern import local_bytes as pc_local_bytes  # noqa: E402
 from clphys.timeseries.reference import (autocorrelation_numpy, hurst_numpy,  # noqa: E402
