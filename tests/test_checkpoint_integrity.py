@@ -307,6 +307,7 @@ def test_bad_header_fields_are_refused_or_harmless(device, tmp_path_factory, kin
 
 
 @pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.filterwarnings("ignore:sde run:RuntimeWarning")      # a resumed run from absurd velocities
 @SETTINGS
 @given(data=st.data())
 def test_other_array_values_are_refused_or_usable(device, tmp_path_factory, kind, data):

@@ -766,12 +766,16 @@ class Ensemble:
 
 def _backend_state_problem(fresh: dict, loaded: dict) -> str | None:
     """What is wrong with a backend state `loaded` for the backend whose own
-    state is `fresh` (the same keys, of the same types and array shapes), or None."""
-    missing = sorted(set(fresh) - set(loaded))
+    state is `fresh` (the same keys, of the same types and array shapes), or None.
+    spins_per_word may be missing: states made before the joint mode have
+    none (the backends resume them one word per spin)."""
+    missing = sorted(set(fresh) - set(loaded) - {"spins_per_word"})
     extra = sorted(set(loaded) - set(fresh))
     if missing or extra:
         return f"lacks {missing}" if missing else f"has unexpected {extra}"
     for k, v in fresh.items():
+        if k not in loaded:
+            continue
         got = loaded[k]
         if isinstance(v, np.ndarray):
             if not isinstance(got, np.ndarray) or got.dtype != v.dtype or got.shape != v.shape:
