@@ -51,7 +51,8 @@ def seed(value) -> int:
 def finite_array(name: str, values, ndim=None, dtype=None) -> np.ndarray:
     """A NumPy copy-free view of `values`; NaN/inf reported with their position."""
     try:
-        if np.iscomplexobj(values):       # a cast to float would drop the imaginary parts
+        if np.iscomplexobj(values) or _has_text(values):
+            # a cast to float would drop the imaginary parts, or read "4.2" as a number
             raise TypeError
         arr = np.asarray(values, dtype=dtype)
     except (ValueError, TypeError, OverflowError):
@@ -71,6 +72,20 @@ def finite_array(name: str, values, ndim=None, dtype=None) -> np.ndarray:
             raise ValueError(f"{name} has {len(where)} non-finite value(s) (NaN or inf); "
                              f"the first is {arr[first]} at index {pos}")
     return arr
+
+
+def _has_text(values) -> bool:
+    """Whether `values` is a string, or an array-like holding strings (NumPy would read
+    "4.2" as 4.2 where numbers are meant)."""
+    if isinstance(values, (str, bytes)):
+        return True
+    try:
+        arr = np.asarray(values)
+    except (ValueError, TypeError):
+        return False                    # ragged: the conversion itself fails
+    if arr.dtype.kind in "USa":
+        return True
+    return arr.dtype.kind == "O" and any(isinstance(v, (str, bytes)) for v in arr.ravel())
 
 
 def _short(value, limit=80) -> str:

@@ -138,6 +138,41 @@ def test_progress_argument_checked(ensemble):
         binder_scan([8, 16], [2.2, 2.3], progress=3, device=NOWHERE)
 
 
+def test_checked_before_the_run():
+    """Refused before any device work (the device does not exist): repeated temperatures
+    in a scan (they failed in the crossing fit after the whole simulation) and numbers
+    given as strings (NumPy read "2.3" as 2.3)."""
+    with pytest.raises(ValueError, match="distinct, got 2.25 more than once"):
+        binder_scan([16, 32], [2.2, 2.25, 2.25, 2.3], device=NOWHERE)
+    with pytest.raises(TypeError, match="temperatures must be real numbers"):
+        binder_scan([16, 32], ["2.2", "2.3"], device=NOWHERE)
+    with pytest.raises(TypeError, match="temperatures must be real numbers"):
+        Ensemble2D(16, ["2.2", 2.3], device=NOWHERE)
+    with pytest.raises(TypeError, match="T must be a real number"):
+        Ising2D(16, "2.3", device=NOWHERE)
+
+
+@pytest.mark.parametrize("algorithm, rng", [("multispin", None), ("checkerboard", "lcg")])
+def test_malformed_in_memory_states(ensemble, algorithm, rng):
+    """from_state() of a dict whose generator state lacks a field, has a stray one or holds
+    junk: ValueError/TypeError naming state['backend'] (a bare KeyError came out of the
+    backend before)."""
+    lat = Ising2D(8, 2.3, algorithm=algorithm, rng=rng, seed=1, device=ensemble.device)
+    state = lat.state()
+    for key in state["backend"]:
+        if key == "spins_per_word":       # optional: states made before the joint mode lack it
+            continue
+        bad = dict(state, backend={k: v for k, v in state["backend"].items() if k != key})
+        with pytest.raises(ValueError, match=rf"state\['backend'\].*lacks \['{key}'\]"):
+            Ising2D.from_state(bad, device=ensemble.device)
+        junked = dict(state, backend=dict(state["backend"], **{key: "x"}))
+        assert _clean(lambda: Ising2D.from_state(junked, device=ensemble.device)) is not None
+    for backend in (None, [], dict(state["backend"], extra=1)):
+        with pytest.raises(ValueError, match=r"state\['backend'\]"):
+            Ising2D.from_state(dict(state, backend=backend), device=ensemble.device)
+    assert np.array_equal(Ising2D.from_state(state, device=ensemble.device).spins(), lat.spins())
+
+
 @SETTINGS
 @given(method=st.sampled_from(["sweep", "sample_n", "sample_every", "sample_therm", "set_spins",
                                "temperatures", "save", "load"]), value=junk)

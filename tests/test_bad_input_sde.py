@@ -60,6 +60,22 @@ JOSEPHSON_OK = dict(a=4.2, gamma=0.9, omega=4.9, f=0.1, kT=0.01, n_paths=4, peri
                     resume=None)
 
 
+def test_numbers_as_strings_and_runs_shorter_than_a_step(device):
+    """A number given as a string is refused, not read as one (josephson(a="4.2") ran);
+    t_end less than one step dt ahead is refused, not run for a whole step."""
+    for name in ("a", "f", "kT", "gamma"):
+        with pytest.raises(TypeError, match=f"{name} must be real numbers"):
+            josephson(**dict(JOSEPHSON_OK, **{name: "4.2"}), device="no-such-device")
+    with pytest.raises(TypeError, match="a must be real numbers"):
+        josephson(**dict(JOSEPHSON_OK, a=[4.2, "4.3"]), device="no-such-device")
+    with pytest.raises(ValueError, match="at least one step dt = 0.01, got 0.005"):
+        kuramoto(64, 4.0, t_end=0.005, dt=0.01, device="no-such-device")
+    ens = Ensemble(models.BROWNIAN, 8, {"D": 1.0}, 0.1, seed=1, device=device)
+    with pytest.raises(ValueError, match="at least one step dt = 0.1, got 0.05"):
+        ens.run(0.05)
+    assert ens.run(0.1).times[-1] == pytest.approx(0.1)          # one step: fine
+
+
 @SETTINGS
 @given(name=st.sampled_from(sorted(JOSEPHSON_OK)), value=BAD)
 def test_josephson_bad_arguments(device, name, value):

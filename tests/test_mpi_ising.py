@@ -276,3 +276,59 @@ def test_a_rank_without_a_device_fails_everywhere(device):
     lines = sorted(l for l in r.stdout.splitlines() if "Error rank" in l)     # (messages go on)
     assert [l.split()[0] for l in lines] == ["0", "1"], r.stdout
     assert all("DeviceError rank 1:" in l and "no-such-device-xyz" in l for l in lines), lines
+
+
+def test_mismatched_calls_fail_on_every_rank(device, tmp_path):
+    """Every collective method checks that every rank called it with the same arguments:
+    sample(10) against sample(20), sweep(2) against sweep(4), sample() against sweep(), ...
+    raise ValueError on every rank (before, the ranks waited for each other forever); the
+    lattice goes on afterwards as if the calls had not been made."""
+    r = run_mpi(2, """
+        import numpy as np
+        from mpi4py import MPI
+        from clphys.ising import Ising2D, Ensemble2D
+        comm = MPI.COMM_WORLD
+        one = comm.rank == 1
+        lat = Ising2D(32, 2.3, seed=5, comm=comm)
+        ens = Ensemble2D(16, [2.0, 2.2, 2.4], seed=5, comm=comm)
+        spins = np.ones((32, 32), np.int8)
+        cases = {
+            "sample": lambda: lat.sample(20 if one else 10, n_therm=0),
+            "every": lambda: lat.sample(10, every=2 if one else 1, n_therm=0),
+            "sweep": lambda: lat.sweep(4 if one else 2),
+            "which": lambda: lat.sweep(2) if one else lat.sample(10, n_therm=0),
+            "energy": lambda: lat.spins() if one else lat.energy(),
+            "set_spins": lambda: lat.set_spins(-spins if one else spins),
+            "temperature": lambda: setattr(lat, "temperature", 2.4 if one else 2.3),
+            "ensemble": lambda: ens.sample(6 if one else 5, n_therm=0),
+            "gather": lambda: ens.spins() if one else ens.sums(),
+        }
+        for name, call in cases.items():
+            try:
+                call()
+            except ValueError as exc:
+                say(f"{name} {comm.rank} {exc}")
+        lat.sweep(3)                        # the lattice goes on, on every rank
+        s = lat.sample(5, n_therm=0)
+        if comm.rank == 0:
+            np.save(OUT, lat.spins())
+        else:
+            lat.spins()
+        comm.Barrier()
+    """.replace("OUT", repr(str(tmp_path / "spins.npy"))), device, timeout=240)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = r.stdout.splitlines()
+    for name, text in (("sample", "n_measure = 10 vs 20"), ("every", "every = 1 vs 2"),
+                       ("sweep", "n = 2 vs 4"), ("which", "call = 'sample' vs 'sweep'"),
+                       ("energy", "call = 'sums' vs 'spins'"), ("set_spins", "spins = "),
+                       ("temperature", "T = "), ("ensemble", "n_measure = 5 vs 6"),
+                       ("gather", "call = 'sums' vs 'spins'")):
+        mine = [l for l in lines if l.startswith(name + " ")]
+        assert sorted(l.split()[1] for l in mine) == ["0", "1"], (name, r.stdout)
+        assert all("differ across MPI ranks (rank 0 vs rank 1" in l and text in l
+                   for l in mine), (name, mine)
+    one = Ising2D(32, 2.3, seed=5, device=device)
+    one.sweep(3)
+    one.sample(5, n_therm=0)
+    got = np.load(tmp_path / "spins.npy")
+    assert np.array_equal(got, one.spins())

@@ -186,6 +186,40 @@ def test_an_ensemble_that_does_not_split_fails_on_every_rank(device):
         assert all(text in l for l in mine), (tag, mine)
 
 
+def test_mismatched_calls_fail_on_every_rank(device):
+    """run(), values(), state() and save() of a distributed ensemble check that every rank
+    made the same call with the same arguments: ValueError on every rank, not a hang."""
+    r = run_mpi(2, """
+        from mpi4py import MPI
+        from clphys.sde import Ensemble, Model
+        comm = MPI.COMM_WORLD
+        one = comm.rank == 1
+        ou = Model(["v"], {"v": "-v"}, {"v": "1"}, [], name="ou")
+        ens = Ensemble(ou, 64, {}, 0.01, seed=1, initial={"v": 0.0}, work_group_size=16, comm=comm)
+        cases = {
+            "steps": lambda: ens.run(steps=20 if one else 10),
+            "which": lambda: ens.values() if one else ens.run(steps=10),
+            "gather": lambda: ens.state() if one else ens.values(),
+            "unwrap": lambda: ens.values(unwrap=one),
+        }
+        for name, call in cases.items():
+            try:
+                call()
+            except ValueError as exc:
+                say(f"{name} {comm.rank} {exc}")
+        r = ens.run(steps=5)
+        say(f"after {comm.rank} {ens.step}")
+    """, device, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = r.stdout.splitlines()
+    for tag, text in (("steps", "steps = 10 vs 20"), ("which", "call = 'run' vs 'values'"),
+                      ("gather", "call = 'values' vs 'state'"), ("unwrap", "unwrap = False vs True")):
+        mine = [l for l in lines if l.startswith(tag + " ")]
+        assert sorted(l.split()[1] for l in mine) == ["0", "1"], (tag, r.stdout)
+        assert all("differ across MPI ranks" in l and text in l for l in mine), (tag, mine)
+    assert sorted(l for l in lines if l.startswith("after")) == ["after 0 5", "after 1 5"]
+
+
 def test_shares_on_oclgrind(oclgrind):
     """The kernels of both splits on Oclgrind (its checks log into the file the
     fixture reads): grid points 1 of 2, and paths 4.. of 7 of one point."""

@@ -42,6 +42,23 @@ def test_josephson_large_bias_runs_freely(device):
     assert res.density is None
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_josephson_huge_bias_right_or_refused(device, dtype):
+    """Up to the lap counter's range <<v>> is f/gamma (1e6 and 1e8 here: the transient's
+    start values leave a deficit of ~2e-4); beyond it (f = 1e9 over 20 periods, 1e12)
+    a ValueError gives the largest f (before, -5.58e6 +- 0 and 0 +- 0 came back)."""
+    if dtype == "float64" and not device.facts.fp64:
+        pytest.skip(f"{device.name} has no fp64")
+    for f in (1e6, 1e8):
+        res = josephson(f=f, n_paths=64, periods=20, dtype=dtype, seed=2, device=device)
+        assert float(res.v) == pytest.approx(f / 0.9, rel=1e-3), (f, res.v)
+    for f in (1e9, 1e12):
+        with pytest.raises(ValueError, match=r"lap counter.*\|f\| <= 1.005e\+08"):
+            josephson(f=f, n_paths=64, periods=20, dtype=dtype, device=device)
+    with pytest.raises(ValueError, match=r"\|f\| <= 1999 "):       # a long run: a smaller f
+        josephson(f=1e6, n_paths=64, periods=10**6, dtype=dtype, device=device)
+
+
 def test_overdamped_tilted_washboard_velocity(device):
     """gamma dx = (f - V'(x)) dt + sqrt(2 gamma kT) dW against the exact
     Stratonovich formula, from the displacement over t = 8."""

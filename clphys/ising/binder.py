@@ -346,6 +346,10 @@ def _checked_scan(sizes, temperatures, dim, n_therm, n_measure, every, replicas,
     temps = np.sort(_temperatures(temperatures))
     if temps.size < 2:
         raise ValueError("temperatures must hold at least 2 values")
+    twice = temps[1:][temps[1:] == temps[:-1]]
+    if twice.size:      # (the crossings are fitted along T: each temperature once)
+        raise ValueError(f"temperatures must be distinct, got {twice[0]:g} more than once (for more "
+                         f"statistics at a temperature raise replicas=)")
     replicas = _validate.integer("replicas", replicas, 1)
     n_measure = _validate.integer("n_measure", n_measure, FINE_BLOCKS)
     every = _validate.integer("every", every, 1)

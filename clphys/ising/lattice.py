@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import os
 import warnings
 
 import numpy as np
@@ -430,6 +431,7 @@ class Ensemble:
 
     @temperatures.setter
     def temperatures(self, T):
+        self._agree("temperatures", T=mpi.digest(T) if self._mpi() is not None else None)
         whole = self._T if self._T_all is None else self._T_all
         temps = _temperatures(np.broadcast_to(T, whole.shape) if np.ndim(T) == 0 else T)
         if temps.shape != whole.shape:
@@ -459,6 +461,8 @@ class Ensemble:
         """n full sweeps (colour 0 then colour 1). Up to SWEEP_QUEUE sweeps are
         enqueued without host sync; more run in time-bounded slices (Ctrl-C
         stops at the next slice with clphys.runtime.Interrupted)."""
+        if self._slab is not None:          # (an ensemble split by replicas sweeps alone)
+            mpi.check_call(self._slab, "sweep", n=n)
         n = _validate.integer("n", n, 0, MAX_SWEEPS)
         if n <= SWEEP_QUEUE and self._slab is None:
             if n:
@@ -473,6 +477,17 @@ class Ensemble:
             run_sliced(n, advance, self.device.queue, what="sweeps", comm=self._slab)
         return self
 
+    def _mpi(self):
+        """The communicator of a split lattice or ensemble, else None."""
+        return self._slab if self._slab is not None else self._comm
+
+    def _agree(self, call, **args):
+        """At the start of a collective method: the same call with the same arguments on
+        every rank, else ValueError on every rank (see runtime.mpi.check_call)."""
+        comm = self._mpi()
+        if comm is not None:
+            mpi.check_call(comm, call, **args)
+
     def _gathered(self, part, axis=0):
         """This rank's per-replica array joined with the other ranks' (collective
         with comm: on rank 0, on every rank with gather='all', else None)."""
@@ -484,6 +499,7 @@ class Ensemble:
 
     def sums(self):
         """(bond sum, magnetization) per replica, int64, reduced on the device."""
+        self._agree("sums")
         both = self._gathered(np.stack(self._backend.sums(), axis=1))
         return None if both is None else (both[:, 0].copy(), both[:, 1].copy())
 
@@ -513,6 +529,7 @@ class Ensemble:
 
     def spins(self) -> np.ndarray:
         """int8 +-1 array (R, Ly, Lx) or (R, Lz, Ly, Lx)."""
+        self._agree("spins")
         if self._comm is not None:
             check_host_memory(self.n_replicas * self.n_spins, "gathering the spins of every replica",
                               "Use fewer replicas per ensemble.")
@@ -521,6 +538,7 @@ class Ensemble:
     def set_spins(self, spins):
         """Set every replica from (R, Ly, Lx) / (R, Lz, Ly, Lx) +-1 values, or
         all replicas from one (Ly, Lx) / (Lz, Ly, Lx) array."""
+        self._agree("set_spins", spins=mpi.digest(spins) if self._mpi() is not None else None)
         lat = tuple(reversed(self.shape))
         arr = np.asarray(spins)
         if arr.shape == lat:
@@ -558,6 +576,7 @@ class Ensemble:
         (TrappedWarning) about replicas caught in a deterministic cycle of
         the update (see docs/ising.md, "Small lattices").
         """
+        self._agree("sample", n_measure=n_measure, every=every, n_therm=n_therm)
         check_progress(progress)
         if self._comm is not None and self._comm.Get_rank():
             progress = False
@@ -686,6 +705,8 @@ class Ensemble:
         JSON header, loadable with allow_pickle=False)."""
         self._no_split_checkpoint()
         if self._slab is not None:        # a lattice split over ranks: rank 0 writes the whole of it
+            self._agree("save", path=os.fspath(path) if isinstance(path, (str, os.PathLike))
+                        else repr(path))
             path = mpi.all_ok(self._slab, check_output_path, path, "path", (".npz",))
             header, arrays = self._checkpoint()
             root = self._slab.Get_rank() == 0

@@ -14,6 +14,9 @@ communicator (``comm=``). What is shared by every distributed domain lives here:
   caches slow down or break with many ranks).
 * :func:`agree` -- check, before any collective that could deadlock, that
   parameters agree on every rank; every rank raises the same ValueError.
+* :func:`check_call` -- the same at the start of every collective method
+  (sample, sweep, ...): the same method with the same arguments on every
+  rank, or a ValueError on every rank instead of a hang.
 * :func:`all_ok` -- run a check on every rank and raise on every rank if it
   failed on any (a bad input on one rank is an error everywhere, no hang).
 * :func:`split` -- the contiguous share of n items of one rank.
@@ -21,12 +24,15 @@ communicator (``comm=``). What is shared by every distributed domain lives here:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
 
-__all__ = ["launcher_ranks", "local_rank", "rank_cache_dir", "agree", "all_ok", "split",
-           "require_mpi4py", "comm_size_rank"]
+import numpy as np
+
+__all__ = ["launcher_ranks", "local_rank", "rank_cache_dir", "agree", "check_call", "all_ok",
+           "split", "require_mpi4py", "comm_size_rank", "digest"]
 
 # (rank, size, local rank) variables of Open MPI, MPICH/Hydra (and Intel MPI), PMIx, Slurm.
 _RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
@@ -91,10 +97,18 @@ def comm_size_rank(comm) -> tuple[int, int]:
     return comm.Get_size(), comm.Get_rank()
 
 
+def _plain(value):
+    """JSON for what json does not know: NumPy scalars and arrays as Python numbers and
+    lists (np.int64(100) agrees with 100), anything else by its repr."""
+    if isinstance(value, (np.generic, np.ndarray)):
+        return value.tolist()
+    return repr(value)
+
+
 def agree(comm, what: str = "parameters", **params) -> None:
     """ValueError on every rank unless every rank passed the same `params`
     (compared as JSON; call it before the first collective of a job)."""
-    mine = json.dumps(params, sort_keys=True, default=repr)
+    mine = json.dumps(params, sort_keys=True, default=_plain)
     everyone = comm.allgather(mine)
     bad = [r for r, p in enumerate(everyone) if p != everyone[0]]
     if bad:
@@ -104,6 +118,24 @@ def agree(comm, what: str = "parameters", **params) -> None:
         raise ValueError(f"{what} differ across MPI ranks (rank 0 vs rank {bad[0]}: "
                          + ", ".join(f"{k} = {first.get(k)!r} vs {other.get(k)!r}" for k in diff)
                          + "); every rank must pass the same values")
+
+
+def check_call(comm, call: str, **args) -> None:
+    """At the start of a collective method `call` (e.g. "sample"): ValueError on every
+    rank unless every rank is in the same method with the same `args`.  Without it a
+    rank in sample(100) and one in sample(200), or one in sweep(), wait for each other
+    forever."""
+    agree(comm, f"{call}() calls", call=call, **args)
+
+
+def digest(values) -> str:
+    """A short fingerprint of an array argument (shape, dtype and bytes), for check_call:
+    the ranks compare 16 bytes instead of the array."""
+    arr = np.asarray(values)
+    h = hashlib.blake2b(digest_size=16)
+    h.update(repr((arr.shape, arr.dtype.str)).encode())
+    h.update(np.ascontiguousarray(arr).tobytes() if arr.dtype.kind != "O" else repr(arr).encode())
+    return h.hexdigest()
 
 
 def all_ok(comm, check, *args, **kwargs):

@@ -478,6 +478,12 @@ class Ensemble:
                 "rng": self.rng, "seed": self.seed, "dtype": self.dtype, "fast_math": self.fast_math,
                 "initial": {v: tag(val) for v, val in init.items()}}
 
+    def _agree(self, call, **args):
+        """At the start of a collective method: the same call with the same arguments on
+        every rank, else ValueError on every rank (see runtime.mpi.check_call)."""
+        if self._comm is not None:
+            mpi.check_call(self._comm, call, **args)
+
     def _collective(self, fn, *args):
         """fn(*args) here; with a communicator on every rank, failing everywhere if it fails anywhere."""
         return fn(*args) if self._comm is None else mpi.all_ok(self._comm, fn, *args)
@@ -602,6 +608,7 @@ class Ensemble:
         """A checkpoint of everything that determines the future of the run.
         With a communicator: collective; the whole ensemble's state on rank 0
         (every rank with gather='all'), None elsewhere."""
+        self._agree("state")
         xs = self._xs.get() if self.rng == "xorshift32" else np.zeros(0, np.uint32)
         sp = self._spare.get() if self.rng == "xorshift32" else np.zeros(0, np.float32)
         laps = self._laps.get() if self._nper else np.zeros((0, self._nl), np.int32)
@@ -640,6 +647,8 @@ class Ensemble:
         """Write :meth:`state` to `path` (.npz, atomically); :meth:`load` or
         :meth:`from_state` resume it bit for bit. With a communicator:
         collective, rank 0 writes the whole ensemble's state."""
+        self._agree("save", path=os.fspath(path) if isinstance(path, (str, os.PathLike))
+                    else repr(path))
         self._collective(check_output_path, path, "checkpoint", (".npz",))
         state = self.state()
         rank = 0 if self._comm is None else self._comm.Get_rank()
@@ -782,6 +791,7 @@ class Ensemble:
         with unwrap=True periodic variables are float64 x + laps * period.
         With a communicator: collective, the whole ensemble's values on rank 0
         (every rank with gather='all'), None elsewhere."""
+        self._agree("values", unwrap=unwrap)
         host = self._state.get()
         laps = self._laps.get() if self._nper else np.zeros((0, self._nl), np.int32)
         if self._comm is not None:
@@ -856,6 +866,8 @@ class Ensemble:
         Interrupted with ``exc.partial = None`` (the ranks may have stopped
         at different steps).
         """
+        self._agree("run", t_end=t_end, steps=steps, sample_every=sample_every,
+                    observables=observables, histograms=histograms, record_paths=record_paths)
         plan = self._collective(self._plan, t_end, steps, sample_every, observables, histograms,
                                 record_paths, steps_per_launch)
         if self._comm is not None:
@@ -1163,15 +1175,23 @@ class Ensemble:
         limit = min(2**63 - 1, (2**64 - 1) // max(1, len(self.model.noise_sources))) - self._step
         if steps is not None:
             return check.integer("steps", steps, 1, limit)
-        t_end = check.real("t_end", t_end)
-        x = (t_end - self.t) / self.dt
-        if x > limit:
-            raise ValueError(f"t_end = {t_end} is {x:.3g} steps away; at most {limit} steps remain")
-        n = round(x) if abs(x - round(x)) <= 1e-9 * max(1.0, abs(x)) else math.ceil(x)
-        if n < 1:
-            raise ValueError(f"t_end must be later than the current time t = {self.t} by at least "
-                             f"one step dt = {self.dt}, got {t_end}")
-        return int(n)
+        return steps_to(t_end, self.t, self.dt, limit)
+
+
+def steps_to(t_end, t: float, dt: float, limit: int = 2**63 - 1) -> int:
+    """Time steps dt from time t to t_end: at least one (a t_end less than a step ahead is
+    refused, not run for a whole step), a t_end between steps rounded up (within 1e-9
+    relative of a step it counts as that step), at most `limit`."""
+    t_end = check.real("t_end", t_end)
+    x = (t_end - t) / dt
+    if x > limit:
+        raise ValueError(f"t_end = {t_end} is {x:.3g} steps of dt = {dt} away; at most {limit} "
+                         f"steps remain")
+    n = round(x) if abs(x - round(x)) <= 1e-9 * max(1.0, abs(x)) else math.ceil(x)
+    if n < 1 or x < 1 - 1e-9:
+        raise ValueError(f"t_end must be later than the current time t = {t} by at least one "
+                         f"step dt = {dt}, got {t_end}")
+    return int(n)
 
 
 @dataclass

@@ -190,7 +190,32 @@ def _check_args(a, gamma, omega, f, kT, n_paths, periods, transient, steps_per_p
     total = periods * spp
     if total >= 2**63:
         raise ValueError(f"periods x steps_per_period = {total} time steps; at most 2^63 - 1")
+    _check_laps(params, periods, transient)
     return params, n_paths, periods, transient, spp, bins, checkpoint, checkpoint_every
+
+
+MAX_LAPS = 2**31 - 2            # the kernel counts whole periods of x in an int32 per path
+
+
+def _check_laps(params, periods, transient):
+    """ValueError unless no path can run more laps (periods of x) than the int32 lap
+    counter holds, in the transient or in the measurement (the count restarts at its
+    start): |v| stays below max(2, (2 pi + |a| + |f|) / gamma) + 10 sqrt(kT) (the start
+    values are in [-2, 2), the forces bounded, the thermal spread sqrt(kT))."""
+    a, f = (float(np.max(np.abs(params[k]))) for k in ("a", "f"))
+    gamma, kT = float(np.min(params["gamma"])), float(np.max(params["kT"]))
+    span = max(transient, periods - transient) * 2 * np.pi / params["omega"]
+    noise = 10 * np.sqrt(kT)
+    vmax = max(2.0, (2 * np.pi + a + f) / gamma) + noise
+    if vmax * span <= MAX_LAPS:
+        return
+    f_max = gamma * (MAX_LAPS / span - noise) - 2 * np.pi - a
+    hint = (f"|f| <= {f_max:.4g} for these a, gamma, kT and periods" if f_max > 0 else
+            "fewer periods, or a smaller |a| or kT")
+    raise ValueError(f"josephson: a path may run up to {vmax * span:.3g} periods of x (|v| up "
+                     f"to (2 pi + |a| + |f|) / gamma + 10 sqrt(kT) = {vmax:.3g} over "
+                     f"max(transient, periods - transient) = {span:.4g} time units), more than "
+                     f"its lap counter holds (2^31 - 2), so <<v>> would be wrong: use {hint}")
 
 
 def _resume(path, setup, plan, total, device):

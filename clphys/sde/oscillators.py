@@ -41,7 +41,7 @@ from ..runtime.checkpoint import CheckpointError, load_checkpoint, save_checkpoi
 from ..runtime.files import check_output_path
 from ..runtime.longrun import Interrupted, run_sliced
 from ..runtime.memory import check_memory
-from .ensemble import DTYPES, SCHEMES, check_fits
+from .ensemble import DTYPES, SCHEMES, check_fits, steps_to
 from .longrun import check_checkpoint_args, checkpointed_run
 
 __all__ = ["Kuramoto", "KuramotoResult", "kuramoto", "kuramoto_sweep", "KuramotoSweep", "KERNELS"]
@@ -303,7 +303,7 @@ class Kuramoto:
         if (t_end is None) == (steps is None):
             raise ValueError("give exactly one of t_end (the time to run to) and steps")
         if steps is None:
-            steps = _steps_to(t_end, self.t, self.dt)
+            steps = steps_to(t_end, self.t, self.dt)
         steps = check.integer("steps", steps, 1, 2**63 - 1 - self._step)
         M = min(check.integer("sample_every", sample_every, 1), steps)     # same samples; int64-safe
         n_marks = steps // M + (steps % M != 0)
@@ -426,19 +426,6 @@ class Kuramoto:
         return sim
 
 
-def _steps_to(t_end, t, dt) -> int:
-    """Steps from time t to t_end (t_end within 1e-9 relative of a step counts as it)."""
-    t_end = check.real("t_end", t_end)
-    x = (t_end - t) / dt
-    if x >= 2**63:
-        raise ValueError(f"t_end = {t_end} is {x:.3g} steps of dt = {dt} away; at most 2^63 - 1")
-    steps = round(x) if abs(x - round(x)) <= 1e-9 * max(1.0, abs(x)) else math.ceil(x)
-    if steps < 1:
-        raise ValueError(f"t_end must be later than the current time t = {t} by at "
-                         f"least one step dt = {dt}, got {t_end}")
-    return int(steps)
-
-
 def work_group_size_default(facts, n: int) -> int:
     return max(2, _wg_size(facts, min(256, 1 << max(1, (int(n) - 1).bit_length()))))
 
@@ -461,7 +448,7 @@ def kuramoto(n, coupling, *, kT=1.0, gamma=1.0, omega=0.0, t_end=10.0, dt=0.01, 
     oscillators; r depends on K/kT only, whatever gamma)."""
     checkpoint, checkpoint_every = check_checkpoint_args(checkpoint, checkpoint_every)
     dt = check.real("dt", dt, 0.0, strict_min=True)
-    steps = _steps_to(t_end, 0.0, dt)
+    steps = steps_to(t_end, 0.0, dt)
     M = min(check.integer("sample_every", sample_every, 1), steps)
     if resume is not None:
         header, files = load_checkpoint(resume, RUN_CHECKPOINT_KIND)

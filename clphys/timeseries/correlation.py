@@ -839,7 +839,12 @@ Q_MIN, Q_MAX = 0.01, 1000.0
 def _qs(q):
     """(tuple of q, whether a list was given)."""
     if isinstance(q, (list, tuple, np.ndarray)):
-        arr = np.asarray(q, dtype=object).ravel() if not isinstance(q, np.ndarray) else q.ravel()
+        try:
+            arr = np.asarray(q, dtype=object) if not isinstance(q, np.ndarray) else q
+        except ValueError:              # ragged nesting
+            arr = None
+        if arr is None or arr.ndim != 1:
+            raise ValueError(f"q must be a number or a flat list of numbers, got {q!r}")
         if arr.size == 0:
             raise ValueError("q must not be empty")
         return tuple(_validate.real("q", v, Q_MIN, Q_MAX) for v in arr), True
