@@ -11,8 +11,8 @@ CLPHYS_DEVICE; a NumPy checkerboard on the CPU as the baseline.
     ... --sizes 1024,4096:64,128      # L sweep sizes, 2D:3D
     ... --diagnose --dump DIR         # multispin timing diagnostics; PTX and build logs
 
-Sections, in order (each figure is also a JSON line {"device", "workload",
-"metric", "value"}; the summary table comes last):
+Sections, in order (each figure is also a JSON line, benchmarks/_report.py; the
+summary table comes last):
 
 1. correctness: multispin (one word per spin) and checkerboard against the
    checkerboard twin, multispin with joint decisions and with several sweeps
@@ -40,7 +40,6 @@ queue.finish() before the clock is read. T = T_c, random start.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import re
 import statistics
@@ -391,7 +390,7 @@ def main(argv=None):
     dev = clphys.device()
     quick = args.quick or not dev.facts.is_gpu
     target = args.target or (0.3 if quick else 0.15)
-    report = Report(f"{dev.facts.platform} | {dev.name}", args.json)
+    report = Report.for_device(dev, args.json)
     print(f"# {time.strftime('%Y-%m-%d %H:%M')} device: {dev.facts.platform} | {dev.name} "
           f"(driver {dev.facts.driver}), {'quick' if quick else 'full'} run", flush=True)
     ok = correctness(dev, report, quick)

@@ -32,6 +32,7 @@ import scipy.stats
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import clphys  # noqa: E402
+from _report import Report  # noqa: E402  (this folder is on sys.path when run as a script)
 from clphys.exact import TC_2D, finite_lattice  # noqa: E402
 from clphys.ising.blocks import BlocksBackend, reference_sweeps  # noqa: E402
 from clphys.ising.thresholds import metropolis_thresholds  # noqa: E402
@@ -39,6 +40,15 @@ from clphys.runtime import resolve_device  # noqa: E402
 
 GPU_TILES = [(64, 64), (128, 64), (128, 128), (256, 128), (256, 256)]
 CPU_TILES = [(32, 32), (64, 64), (128, 128)]
+
+
+def _emit(report, row):
+    """A row as a JSON line: through `report` (a _report.Report), else printed."""
+    if report is None:
+        print(json.dumps(row), flush=True)
+        return
+    extra = {k: v for k, v in row.items() if k not in ("device", "workload", "metric", "value")}
+    report.add(row["workload"], row["metric"], row["value"], **extra)
 
 
 def _replicas_for(L, fill):
@@ -70,12 +80,13 @@ def _time_sweeps(b, thr, min_time, repeats):
 
 
 def bench_blocks(device, sizes, rngs=BlocksBackend.rngs, inner=(1, 2, 4), tiles=None,
-                 unrolls=(None,), fill=1 << 24, min_time=0.1, repeats=5, T=TC_2D):
+                 unrolls=(None,), fill=1 << 24, min_time=0.1, repeats=5, T=TC_2D, report=None):
     """Rows {device, workload, metric="flips_per_ns", value, L, replicas, rng,
     inner_sweeps, tile, unroll, sweep_s} for every size x tile x unroll x rng x
     k; tiles None: the default tile; tiles that do not fit L or the device are
     skipped.  Lattices start all up: the kernels do the same work for any
-    configuration (no data-dependent branches)."""
+    configuration (no data-dependent branches).  Each row also goes out as a JSON
+    line (through `report` where given)."""
     dev = resolve_device(device)
     rows = []
     for L in sizes:
@@ -101,7 +112,7 @@ def bench_blocks(device, sizes, rngs=BlocksBackend.rngs, inner=(1, 2, 4), tiles=
                                          f"k={k} tile={W}x{H} unroll={u}", metric="flips_per_ns",
                                          value=k * L * L * R / sec * 1e-9, L=L, replicas=R, rng=rng,
                                          inner_sweeps=k, tile=(W, H), unroll=u, sweep_s=sec))
-                        print(json.dumps(rows[-1]), flush=True)
+                        _emit(report, rows[-1])
                         del b
     return rows
 
@@ -123,7 +134,7 @@ def numpy_baseline(L=512, sweeps=10, T=TC_2D, seed=0):
     return sweeps * L * L / (time.perf_counter() - t) * 1e-9
 
 
-def correctness_check(dev):
+def correctness_check(dev, report=None):
     """Bit-exact comparison with the NumPy twin and the sums with NumPy; rows."""
     rows = []
     cases = [((32, 32), (16, 16), 2), ((128, 64), (32, 16), 2), ((256, 256), (128, 128), 1)]
@@ -147,8 +158,8 @@ def correctness_check(dev):
             bond, mag = b.sums()
             ok = bool((got == want).all() and (bond == bonds).all() and (mag == got.sum((1, 2))).all())
             rows.append(dict(device=dev.name, workload=f"blocks check {Lx}x{Ly} tile={tile[0]}x{tile[1]} "
-                             f"rng={rng}", metric="bit_exact", value=int(ok)))
-            print(json.dumps(rows[-1]), flush=True)
+                             f"rng={rng}", metric="bit_exact", value=ok))
+            _emit(report, rows[-1])
     return rows
 
 
@@ -178,7 +189,7 @@ def _bond_series(b, thr, n_meas, batch=100):
 
 
 def validate(dev, L=32, temperatures=(2.0, TC_2D, 2.5), inner=(1, 2, 4, 8), replicas=64,
-             n_therm=500, n_meas=4000, seed=1):
+             n_therm=500, n_meas=4000, seed=1, report=None):
     """<E>/N and C/N against Kaufman's exact values for each rng and k: one
     launch holds `replicas` lattices per temperature; errors are jackknife
     over replicas.  Returns rows with value, error, exact and z."""
@@ -202,7 +213,7 @@ def validate(dev, L=32, temperatures=(2.0, TC_2D, 2.5), inner=(1, 2, 4, 8), repl
                                      f"rng={rng} k={k} replicas={replicas} sweeps={n_meas}",
                                      metric=name, value=float(v), error=e, exact=float(want),
                                      z=float((v - want) / e)))
-                    print(json.dumps(rows[-1]), flush=True)
+                    _emit(report, rows[-1])
     return rows
 
 
@@ -216,15 +227,17 @@ def main(argv=None):
     ap.add_argument("--val-L", type=int, default=32, help="lattice side")
     ap.add_argument("--val-therm", type=int, default=500, help="thermalisation sweeps")
     ap.add_argument("--val-inner", default="1,2,4,8", help="comma-separated inner_sweeps")
-    ap.add_argument("--json", help="also write all rows to this file")
+    ap.add_argument("--json", help="also append the JSON lines to this file")
     args = ap.parse_args(argv)
     dev = clphys.device()
     print(f"# device: {dev.name} ({dev.facts.platform}, driver {dev.facts.driver})", flush=True)
-    rows = correctness_check(dev)
+    report = Report.for_device(dev, args.json)
+    rows = correctness_check(dev, report)
     failed = [r for r in rows if not r["value"]]
     if args.validate:
         val = validate(dev, L=args.val_L, inner=[int(k) for k in args.val_inner.split(",")],
-                       n_therm=args.val_therm, n_meas=args.val_sweeps, replicas=args.val_replicas)
+                       n_therm=args.val_therm, n_meas=args.val_sweeps, replicas=args.val_replicas,
+                       report=report)
         rows += val
         table = [f"{'workload':<70} {'metric':>5} {'value':>12} {'error':>10} {'exact':>12} {'z':>6}"]
         table += [f"{r['workload']:<70} {r['metric']:>5} {r['value']:12.6f} {r['error']:10.2e} "
@@ -242,7 +255,7 @@ def main(argv=None):
                  else [256, 1024, 4096, 16384] if gpu else [64, 256, 1024])
         fill = 1 << 24 if gpu else 1 << 18
         reps = 5 if gpu else 3
-        kw = dict(fill=fill, repeats=reps)
+        kw = dict(fill=fill, repeats=reps, report=report)
         # stage 1: tiles (site code written out), then loop variants with the best tile
         scan = bench_blocks(dev, [max(sizes)], inner=(1,), tiles=GPU_TILES if gpu else CPU_TILES, **kw)
         best = {}
@@ -261,18 +274,17 @@ def main(argv=None):
                 fits = L % (2 * tile[0]) == 0 and L % (2 * tile[1]) == 0
                 sweep_rows += bench_blocks(dev, [L], rngs=(rng,), tiles=[tile if fits else None],
                                            unrolls=(unroll,), **kw)
-        base = numpy_baseline(256 if args.quick else 512, sweeps=5)
-        rows += scan + sweep_rows + [dict(device="numpy (host CPU)", workload="numpy checkerboard 2D",
-                                          metric="flips_per_ns", value=base)]
-        print(json.dumps(rows[-1]))
+        L_base = 256 if args.quick else 512
+        base = numpy_baseline(L_base, sweeps=5)
+        rows += scan + sweep_rows + [dict(device=dev.name, workload=f"numpy checkerboard 2D L={L_base} "
+                                          "(host CPU)", metric="flips_per_ns", value=base)]
+        _emit(report, rows[-1])
         table = [f"{'workload':<66} {'flips/ns':>10}"]
         table += [f"{r['workload']:<66} {r['value']:10.3f}" for r in scan + sweep_rows + rows[-1:]]
         table.append("best (tile, unroll) per rng: " + ", ".join(
             f"{rng}: {t[0]}x{t[1]}, unroll={u}" for rng, (t, u) in best.items()))
     table.append("correctness: " + ("all bit-exact" if not failed else
                                     "MISMATCH in " + ", ".join(r["workload"] for r in failed)))
-    if args.json:
-        Path(args.json).write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     print("\n".join(table))
     return 1 if failed else 0
 

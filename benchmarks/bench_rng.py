@@ -11,16 +11,19 @@ first. Prints one JSON line per figure and a table last.
 """
 
 import argparse
-import json
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pyopencl.array as cla
 
-import clphys
-from clphys import rng
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import clphys  # noqa: E402
+from _report import Report  # noqa: E402  (this folder is on sys.path when run as a script)
+from clphys import rng  # noqa: E402
 
 
 def timed(queue, launch, repeats):
@@ -70,7 +73,7 @@ def main(argv=None):
             if g == "philox":
                 k0, k1 = rng.seed_key(1)
                 launch = lambda: prg.rng_checksum(q, (streams,), None, out.data, np.uint32(steps),
-                                                  np.uint32(k0), np.uint32(k1), np.uint64(0))
+                                                  np.uint32(k0), np.uint32(k1))
             else:
                 states = cla.to_device(q, rng.chained_seeds(streams, 1))
                 launch = lambda: prg.rng_checksum(q, (streams,), None, out.data, np.uint32(steps),
@@ -93,13 +96,9 @@ def main(argv=None):
         t = timed(q, launch, args.repeats)
         rows.append((g, "store", streams, n / t))
 
+    report = Report.for_device(dev, args.json)
     for g, kind, streams, rate in rows:
-        line = {"device": name, "workload": f"{g} {kind} streams={streams}",
-                "metric": "words/s", "value": rate}
-        print(json.dumps(line))
-        if args.json:
-            with open(args.json, "a") as fh:
-                fh.write(json.dumps(line) + "\n")
+        report.add(f"{g} {kind} streams={streams}", "words/s", rate)
     print(f"\n{'generator':<12} {'kind':<9} {'streams':>9} {'words/s':>12}")
     for g, kind, streams, rate in rows:
         print(f"{g:<12} {kind:<9} {streams:>9} {rate:12.3e}")

@@ -21,7 +21,8 @@ With Open MPI on a GPU node (e.g. nvidia-h200-x2, Open MPI 4.1 in /usr/bin):
 (the workers are started with this Python's full path, so mpirun's PATH does
 not matter; carry mpi4py built for that MPI, not the mpich wheel).
 
-Figures (JSON lines: device, workload, metric, value; the table last):
+Figures (JSON lines through benchmarks/_report.py, each naming the device model
+and its rank count; the table last):
 * weak 2D / 3D: total and per-rank flips/ns on k ranks, each rank holding
   --weak2d^2 (--weak3d^3) spins, and the efficiency (per-rank flips/ns on k
   ranks over one device without MPI); the issue's target is >= 95 % at 2
@@ -55,6 +56,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from _report import Report  # noqa: E402  (this folder is on sys.path when run as a script)
 
 TC = {2: 2.269185314213022, 3: 4.5115}
 
@@ -114,8 +117,8 @@ def worker_lattice(args):
     before = dict(lat.halo_times) if split else None
     per_sweep, n = _timed_sweeps(lat, comm, args.seconds, args.repeats)
     out = {"ranks": size, "shape": list(shape), "sweep_s": per_sweep, "sweeps": n,
-           "flips_per_ns": lat.n_spins / per_sweep / 1e9, "device": lat.device.name,
-           "plain": not split}
+           "flips_per_ns": lat.n_spins / per_sweep / 1e9, "device": lat.device.facts.name,
+           "driver": lat.device.facts.driver, "plain": not split}
     if split:
         t = lat.halo_times
         halves = max(1, t["half-sweeps"] - before["half-sweeps"])
@@ -146,10 +149,13 @@ def worker_josephson(args):
         comm.Barrier()
         times.append(comm.bcast(time.perf_counter() - t0, root=0))
     if comm.Get_rank() == 0:
+        import clphys
+        facts = clphys.device().facts
         steps = args.points * args.paths * args.periods * 100
         print("RESULT " + json.dumps({"ranks": comm.Get_size(), "seconds": statistics.median(times),
                                       "steps_per_s": steps / statistics.median(times),
-                                      "plain": args.plain}), flush=True)
+                                      "plain": args.plain, "device": facts.name,
+                                      "driver": facts.driver}), flush=True)
 
 
 def worker_check(args):
@@ -175,7 +181,7 @@ class Driver:
         self.args = args
         self.rows = []
         self.failed = False
-        self.json = open(args.json, "a") if args.json else None
+        self.report = Report(args.json, device=None, driver=None)   # each worker names its device
         self.launcher = shlex.split(args.launcher) if args.launcher else [_default_mpiexec()]
 
     def run(self, ranks, worker, *extra):
@@ -192,14 +198,11 @@ class Driver:
             return None
         return json.loads(lines[-1][len("RESULT "):])
 
-    def emit(self, device, workload, metric, value):
-        rec = {"device": device, "workload": workload, "metric": metric, "value": float(value)}
-        line = json.dumps(rec)
-        print(line, flush=True)
-        if self.json:
-            self.json.write(line + "\n")
-            self.json.flush()
-        self.rows.append((workload, metric, value))
+    def emit(self, result, ranks, workload, metric, value):
+        """One figure of a worker's `result` (its device and driver) on `ranks` ranks."""
+        self.report.add(workload, metric, float(value), ranks=ranks, device=result["device"],
+                        driver=result["driver"])
+        self.rows.append((f"{workload}, {ranks} rank{'s' * (ranks > 1)}", metric, value))
 
     def table(self):
         print(f"\n{'workload':<46} {'metric':<40} {'value':>12}")
@@ -222,24 +225,22 @@ def lattices(d, a, ranks):
         base = d.run(1, case, "--size", size, "--plain")
         if base is None:
             continue
-        dev = base["device"]
-        d.emit(dev, f"{case} {label}, 1 device (no MPI)", "flips/ns", base["flips_per_ns"])
+        d.emit(base, 1, f"{case} {label}, no MPI", "flips/ns", base["flips_per_ns"])
         for k, halo in ((k, h) for k in range(1, ranks + 1) for h in a.halo):
             r = d.run(k, case, "--size", size, *(() if halo is None else ("--halo-slabs", halo)))
             if r is None:
                 continue
-            w = f"{case} {label}, {k} rank{'s' * (k > 1)}, halo {r['halo']}"
-            d.emit(f"{dev} x {k}", w, "flips/ns (total)", r["flips_per_ns"])
-            d.emit(f"{dev} x {k}", w, "flips/ns per rank", r["flips_per_ns"] / k)
+            w = f"{case} {label}, halo {r['halo']}"
+            d.emit(r, k, w, "flips/ns (total)", r["flips_per_ns"])
+            d.emit(r, k, w, "flips/ns per rank", r["flips_per_ns"] / k)
             if case.startswith("weak"):
-                d.emit(f"{dev} x {k}", w, "efficiency (per rank / one device)",
-                       r["flips_per_ns"] / k / base["flips_per_ns"])
+                d.emit(r, k, w, "efficiency (per rank / one device)", r["flips_per_ns"] / k / base["flips_per_ns"])
             else:
-                d.emit(f"{dev} x {k}", w, "speed-up over one device", r["flips_per_ns"] / base["flips_per_ns"])
-            d.emit(f"{dev} x {k}", w, "half-sweep us", r["half_sweep_us"])
+                d.emit(r, k, w, "speed-up over one device", r["flips_per_ns"] / base["flips_per_ns"])
+            d.emit(r, k, w, "half-sweep us", r["half_sweep_us"])
             for part in ("edge wait", "exchange", "halo writes"):
-                d.emit(f"{dev} x {k}", w, f"halo path: {part} us (rank 0)", r["halo_rank0_us"][part])
-                d.emit(f"{dev} x {k}", w, f"halo path: {part} us (slowest rank)", r["halo_max_us"][part])
+                d.emit(r, k, w, f"halo path: {part} us (rank 0)", r["halo_rank0_us"][part])
+                d.emit(r, k, w, f"halo path: {part} us (slowest rank)", r["halo_max_us"][part])
 
 
 def josephson(d, a, ranks):
@@ -248,12 +249,12 @@ def josephson(d, a, ranks):
     if base is None:
         return
     w = f"josephson {a.points} points x {a.paths} paths x {a.periods} periods"
-    d.emit("1 device", w, "seconds (no MPI)", base["seconds"])
+    d.emit(base, 1, f"{w}, no MPI", "seconds", base["seconds"])
     for k in range(2, ranks + 1):
         r = d.run(k, "josephson", *extra)
         if r is not None:
-            d.emit(f"{k} ranks", w, "seconds", r["seconds"])
-            d.emit(f"{k} ranks", w, "speed-up over one device", base["seconds"] / r["seconds"])
+            d.emit(r, k, w, "seconds", r["seconds"])
+            d.emit(r, k, w, "speed-up over one device", base["seconds"] / r["seconds"])
 
 
 def main():

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import statistics
 import sys
 import time
@@ -43,11 +42,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import clphys  # noqa: E402
+from _report import Report  # noqa: E402  (this folder is on sys.path when run as a script)
 from clphys.timeseries import _fft, _ingest, acrw_numpy, correlation  # noqa: E402
 from clphys.timeseries import autocorrelation, hurst, pattern_conformity  # noqa: E402
 from clphys.timeseries.correlation import PairTuning, _Direct, _staged  # noqa: E402
 from clphys.timeseries.correlation import default_tuning  # noqa: E402
-from clphys.timeseries.pattern import PatternTuning, pattern_pairs  # noqa: E402
+from clphys.timeseries.pattern import pattern_pairs  # noqa: E402
 from clphys.timeseries.pattern import default_tuning as pc_default_tuning  # noqa: E402
 from clphys.timeseries.pattern import local_bytes as pc_local_bytes  # noqa: E402
 from clphys.timeseries.reference import (autocorrelation_numpy, hurst_numpy,  # noqa: E402
@@ -55,16 +55,17 @@ from clphys.timeseries.reference import (autocorrelation_numpy, hurst_numpy,  # 
 
 PC_FULL = dict(T=10**6, max_past=20, max_future=20, chi=100.0, max_history=16384)
 
-records: list[dict] = []
 rows: list[tuple[str, str, str]] = []
 targets: list[tuple[str, str, str, bool | None]] = []   # target, goal, measured, met
 failed: list[str] = []
+reports: dict[int, Report] = {}          # one per device: main() makes it with --json
 
 
-def emit(dev, workload, metric, value, table=None):
-    rec = {"device": dev.name, "workload": workload, "metric": metric, "value": value}
-    records.append(rec)
-    print(json.dumps(rec), flush=True)
+def emit(dev, workload, metric, value, table=None, **extra):
+    """One figure as a JSON line (`extra`: more fields, e.g. peer=...); `table`: its
+    text in the table printed last."""
+    report = reports.get(id(dev)) or reports.setdefault(id(dev), Report.for_device(dev))
+    report.add(workload, metric, value, **extra)
     if table is not None:
         rows.append((workload, metric, table))
 
@@ -229,8 +230,7 @@ def pc_variants(facts, quick):
     """(label, tuning): the default (tuning None: GPUs per-Δt⁻ programs, windows slid along
     τ in registers, saturated-fma sums, the local signs for this real-valued walk; CPUs
     normalised once per tile) and, on GPUs, its twins with the cmp signs and with the other
-    unrolling (2 or 4 steps; benchmarks/probe_pc3.py measures the rest).  The full run takes the default
-    and the fastest."""
+    unrolling (2 or 4 steps).  The full run takes the default and the fastest."""
     d, real = pc_full_default(facts)
     mp, mf = PC_FULL["max_past"], PC_FULL["max_future"]
     out = [("default " + pc_label(real), None)]
@@ -296,7 +296,7 @@ def bench_calls(dev, T, max_lag, repeats):
 
 
 def bench_fixed_cost(dev, repeats):
-    """The per-call cost whatever the size: T = 4096, max_lag = 16 (H100 probe before the
+    """The per-call cost whatever the size: T = 4096, max_lag = 16 (H100, before the
     render cache: 2.7 ms hurst, 3.3 ms acf)."""
     p = 1e4 + np.cumsum(np.random.default_rng(4).standard_normal(4096))
     for name, fn, data in (("hurst", hurst, p), ("acf", autocorrelation, np.diff(p))):
@@ -358,7 +358,11 @@ def bench_all_lags(dev, T, repeats, full):
                                                          device=dev, progress=False,
                                                          errors=errors), repeats)
             ours[(dtype, stationary, errors)] = total
+            if (stationary, errors) == (True, False):    # emitted below, with its peers
+                compared = (wl, total, f"{total * 1e3:.2f} ms end to end; phases ms: {phases}")
+                continue
             emit(dev, wl, "call s", total, f"{total * 1e3:.2f} ms end to end; phases ms: {phases}")
+        peers = {}
         for lib, fn in (("torch", torch_acf), ("cupy", cupy_acf)):
             if not _available(lib):
                 emit(dev, f"{lib} acf {tag} {dtype.__name__}", "skipped", None,
@@ -368,6 +372,7 @@ def bench_all_lags(dev, T, repeats, full):
                            "<= 1.2x", "torch not available", None)
                 continue
             t = timed(lambda: fn(x), repeats)
+            peers[f"{lib}.fft"] = t
             mine = autocorrelation(x, T - 1, stationary=True, device=dev, errors=False).rho
             diff = float(np.max(np.abs(fn(x)[:T] - mine)))
             ours_t = ours[(dtype, True, False)]
@@ -379,6 +384,12 @@ def bench_all_lags(dev, T, repeats, full):
                 target(f"all lags {dtype.__name__} (errors=False) vs torch.fft", "<= 1.2x",
                        f"{ratio:.2f}x ({ours_t * 1e3:.1f} / {t * 1e3:.1f} ms)",
                        ratio <= 1.2 if full else None)
+        wl, total, text = compared
+        peer = None
+        if peers:       # the first peer by name and value, any other as a field of it
+            (name, value), *others = peers.items()
+            peer = {"name": name, "value": value, **dict(others)}
+        emit(dev, wl, "call s", total, text, peer=peer)
     if dev.facts.fp64:
         p = np.cumsum(x64)
         total, phases = call(lambda: hurst(p, T - 1, q=2, device=dev, progress=False,
@@ -414,10 +425,11 @@ def bench_batch(dev, n_series, T, max_lag, single, repeats, full):
             rate = arr.size * max_lag / total
             one = single.get((name, dtype))
             rel = "" if one is None else f"; {rate / one:.0%} of the single series' rate"
-            emit(dev, f"{name} batch {n_series}x2^{T.bit_length() - 1} max_lag={max_lag} "
-                      f"{dtype.__name__}", "call s", total,
+            wl = f"{name} batch {n_series}x2^{T.bit_length() - 1} max_lag={max_lag} {dtype.__name__}"
+            emit(dev, wl, "call s", total,
                  f"{total * 1e3:.2f} ms ({rate:.2e} lag-pairs/s{rel}); phases ms: {phases}")
             if one is not None:
+                emit(dev, wl, "share of one series' lag-pairs/s", rate / one)
                 target(f"{'autocorrelation' if name == 'acf' else name}() batch "
                        f"{n_series}x2^{T.bit_length() - 1} {dtype.__name__} vs one series",
                        ">= 50% lag-pairs/s", f"{rate / one:.0%}",
@@ -465,7 +477,8 @@ def bench_pc(dev, repeats, quick):
                                **args)
             walls.append(time.perf_counter() - t0)
         wall = statistics.median(walls)
-        emit(dev, wl, "call s", wall, f"{wall:.2f} s measured end to end, median of "
+        emit(dev, wl if t is None else f"{wl} {label}", "call s", wall,
+             f"{wall:.2f} s measured end to end, median of "
              f"{' / '.join(f'{w:.3f}' for w in walls)} s [{label}]")
         if t is None:
             target("pattern conformity T=1e6 20x20 chi=100 max_history=16384", "<= 2 s",
@@ -476,7 +489,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="small sizes (PoCL, CI): ~1 minute")
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--json", metavar="FILE", help="also write the JSON lines to FILE")
+    ap.add_argument("--json", metavar="FILE", help="also append the JSON lines to FILE")
     ap.add_argument("--skip-check", action="store_true")
     ap.add_argument("--skip-pc", action="store_true")
     ap.add_argument("--only", choices=["pc"], help="only this part (its checks, then its "
@@ -485,6 +498,7 @@ def main(argv=None):
     if args.repeats < 5:
         ap.error("--repeats must be at least 5 (medians of fewer calls are noise)")
     dev = clphys.device()
+    reports[id(dev)] = Report.for_device(dev, args.json)
     f = dev.facts
     print(f"# device: {dev.name} ({f.platform}, driver {f.driver}), fp64={f.fp64}, "
           f"{f.compute_units} compute units", flush=True)
@@ -533,10 +547,6 @@ def report_all(dev, args, quick, started):
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
     if failed:
         print(f"# SOME CHECKS FAILED: {', '.join(failed)}", flush=True)
-    if args.json:
-        with open(args.json, "w") as fh:
-            for rec in records:
-                fh.write(json.dumps(rec) + "\n")
     return 0
 
 

@@ -255,15 +255,19 @@ class TooShortWarning(RuntimeWarning):
 class SeriesEstimate(Estimate):
     """An :class:`Estimate` from one correlated series, with what its error
     rests on: `tau_int` of the (linearised) series in samples (NaN when it
-    could not be estimated) and the number of samples `n`. `too_short`: the
-    series is shorter than MIN_TAUS tau_int (or tau_int is unknown), so the
-    error bar is not to be trusted."""
+    could not be estimated) and the number of samples `n`. `outlier`: the
+    estimate disagrees with independent estimates of the same quantity
+    (other runs of the same chain) by more than their errors allow, so its
+    series missed a slow mode. `too_short`: the series is shorter than
+    MIN_TAUS tau_int (or tau_int is unknown), or is an outlier, so the error
+    bar is not to be trusted."""
     tau_int: float = math.nan
     n: int = 0
+    outlier: bool = False
 
     @property
     def too_short(self) -> bool:
-        return not self.n >= MIN_TAUS * self.tau_int
+        return bool(self.outlier) or not self.n >= MIN_TAUS * self.tau_int
 
 
 def _gradient(func, means, scale):
@@ -304,50 +308,80 @@ def series_estimate(x, func=None, c=5.0, window=None) -> SeriesEstimate:
     data = _validate.finite_array("x", x, dtype=float)
     if data.ndim not in (1, 2):
         raise ValueError(f"x must be 1-D or 2-D (k, n_samples), got shape {data.shape}")
+    if func is None and data.ndim == 2 and data.shape[0] != 1:
+        raise ValueError("func is needed for 2-D x")
+    return shared_estimates(data[None] if func is not None or data.ndim == 1 else data, func, c, window)[0]
+
+
+def shared_estimates(x, func=None, c=5.0, window=None) -> list:
+    """func(<x_r>) of each of R independent series of ONE Markov chain
+    (replicas of one system at one temperature, equally long), each with the
+    error and tau_int they share, estimated from all of them.
+
+    x: (R, n), or (R, k, n) rows of simultaneous series per replica (func
+    then gets the k row means of one replica). As :func:`series_estimate`,
+    but the linearised series of every replica (linearised at the means over
+    all replicas) contribute their autocovariance, averaged, to one tau_int
+    and one error: the error of one replica's estimate is a property of the
+    chain and the run length, not of the replica. A replica that stayed in
+    one region of its state space (e.g. one phase) for the whole run shows a
+    fast, small autocorrelation of its own, and its own error would be far
+    too small; the shared one is not (and is known ~sqrt(R) times better).
+    Returns one :class:`SeriesEstimate` per replica (value of its own
+    series; error, tau_int and n shared); fewer than MIN_SAMPLES samples
+    give errors of NaN; constant series an error of 0.
+    """
+    data = _validate.finite_array("x", x, dtype=float)
+    if data.ndim not in (2, 3) or data.shape[0] < 1:
+        raise ValueError(f"x must be (R, n) or (R, k, n) series, got shape {data.shape}")
     if func is not None and not callable(func):
         raise ValueError(f"func must be callable, got {func!r}")
     c = _validate.real("c", c, minimum=0.0, strict_min=True)
     if window is not None:
         window = _validate.integer("window", window, 1)
-    rows = np.atleast_2d(data)
-    n = rows.shape[1]
+    rows = data if data.ndim == 3 else data[:, None, :]
+    R, k, n = rows.shape
     if n == 0:
-        raise ValueError("x must have at least 1 sample")
-    means = rows.mean(axis=1)
+        raise ValueError("x must have at least 1 sample per series")
     if func is None:
-        if rows.shape[0] != 1:
-            raise ValueError("func is needed for 2-D x")
+        if k != 1:
+            raise ValueError("func is needed for (R, k, n) series")
         call = lambda m: float(m[0])
     else:
-        shape = (lambda m: float(m[0])) if data.ndim == 1 else (lambda m: m)
+        shape = (lambda m: float(m[0])) if data.ndim == 2 else (lambda m: m)
 
         def call(m):
             val = np.asarray(func(shape(m)), dtype=float)
             if val.ndim != 0:
                 raise ValueError(f"func must return a scalar, got shape {val.shape}")
             return float(val)
-    value = call(means)
+    means = rows.mean(axis=2)                                  # (R, k)
+    values = [call(m) for m in means]
     if n < MIN_SAMPLES:
-        return SeriesEstimate(value, math.nan, math.nan, n)
-    dev = rows - means[:, None]
-    scale = np.maximum(np.abs(dev).max(axis=1), np.abs(means))
+        return [SeriesEstimate(v, math.nan, math.nan, n) for v in values]
+    dev = rows - means[:, :, None]
+    centre = means.mean(axis=0)
+    scale = np.maximum(np.abs(dev).max(axis=(0, 2)), np.abs(centre))
     scale[scale == 0] = 1.0
-    F = _gradient(call, means, scale) @ dev if func is not None else dev[0]
-    if not np.any(F - F.mean()):
-        return SeriesEstimate(value, 0.0, 0.5, n)
-    var0 = float(np.mean((F - F.mean()) ** 2))
-    rho = autocorrelation(F)
+    grad = _gradient(call, centre, scale) if func is not None else np.ones(1)
+    F = np.einsum("a,ran->rn", grad, dev)
+    nfft = 1 << (2 * n - 1).bit_length()
+    spec = np.fft.rfft(F, nfft, axis=1)
+    gamma = (np.fft.irfft(spec * np.conj(spec), nfft, axis=1)[:, :n] / np.arange(n, 0, -1)).mean(axis=0)
+    var0 = float(gamma[0])
+    if not var0 > 0:
+        return [SeriesEstimate(v, 0.0, 0.5, n) for v in values]
+    rho = gamma / var0
     if window is None:
         tau, W, found = _window(rho, n, c)
     else:
         W = min(window, max(1, n // 2 - 1))
         tau, found = 0.5 + float(np.sum(rho[1:W + 1])), window < n // 2
-    # anti-correlation never shrinks an error below the independent-sample
-    # one (and a noisy sum can go negative)
     tau = max(tau, 0.5)
     C = 2.0 * tau * var0 * (1.0 + (2 * W + 1) / n)          # Wolff's bias correction
     tau = C / (2.0 * (var0 + 2.0 * tau * var0 / n))
-    return SeriesEstimate(value, math.sqrt(C / n), tau if found else math.nan, n)
+    error = math.sqrt(C / n)
+    return [SeriesEstimate(v, error, tau if found else math.nan, n) for v in values]
 
 
 def mean_estimates(rows, c=5.0):

@@ -218,7 +218,9 @@ BAD_DEVICE = "no-such-device-anywhere"      # resolving it would raise DeviceErr
 
 
 @pytest.mark.parametrize("kwargs,exc,match", [
-    (dict(L=12), ValueError, r"Lx = 12 is not allowed; allowed sizes: Lx a multiple of 8"),
+    (dict(L=13), ValueError, r"no algorithm takes these arguments \(algorithm=None\); the default 'multispin' "
+                             r"says: multispin: Lx = 13 is not allowed; allowed sizes: Lx a multiple of 8"),
+    (dict(L=12), None, None),                         # the default follows the size: checkerboard
     (dict(L=(64, 7)), ValueError, r"Ly = 7 is not allowed.*even"),
     (dict(L=(64, 8, 8)), ValueError, "tuple of 2 ints"),
     (dict(L=1), ValueError, "L must be >= 2"),
@@ -232,7 +234,9 @@ BAD_DEVICE = "no-such-device-anywhere"      # resolving it would raise DeviceErr
     (dict(h=float("nan")), ValueError, "h must be finite"),
     (dict(algorithm="wolff"), ValueError, "algorithm must be one of"),
     (dict(rng="mt19937"), ValueError, "rng must be one of"),
-    (dict(rng="lcg"), ValueError, r"algorithm 'multispin' accepts rng 'philox'; got 'lcg'"),
+    (dict(rng="lcg"), None, None),                    # the default follows the rng: checkerboard
+    (dict(rng="lcg", words_per_item=4), ValueError, r"the default 'multispin' says: algorithm 'multispin' "
+                                                    r"accepts rng 'philox'; got 'lcg'"),
     (dict(algorithm="checkerboard", rng="halfbit-lcg"), ValueError,
      r"accepts rng 'philox' or 'lcg' or 'xorshift32'"),
     (dict(start="hot"), ValueError, "start must be one of"),

@@ -15,6 +15,7 @@ import clphys.progress
 from clphys.cli import main
 from clphys.ising import Ensemble2D, Ensemble3D, Ising2D, Ising3D, backends
 from clphys.ising import cli as ising_cli
+from clphys.runtime import checkpoint as ck
 from clphys.runtime.checkpoint import CheckpointError
 
 COMBOS = [(a, r) for a in backends.available() for r in backends.load(a).rngs if 2 in backends.load(a).dims]
@@ -30,7 +31,9 @@ def _shape(algorithm):
 
 
 def _rewrite(path, header=None, arrays=None, drop=()):
-    """Change a checkpoint file in place (header fields, arrays, or drop some)."""
+    """Change a checkpoint file in place (header fields, arrays, or drop some)
+    and seal it again, as a buggy writer would: what the loader's own checks
+    of every field must catch."""
     with np.load(path, allow_pickle=False) as npz:
         files = {k: npz[k] for k in npz.files}
     h = json.loads(files.pop("__header__").tobytes().decode())
@@ -38,7 +41,8 @@ def _rewrite(path, header=None, arrays=None, drop=()):
     files.update(arrays or {})
     for k in drop:
         (h if k in h else files).pop(k)
-    np.savez(path, __header__=np.frombuffer(json.dumps(h).encode(), np.uint8), **files)
+    h["arrays"] = {k: {"dtype": str(v.dtype), "shape": list(v.shape)} for k, v in files.items()}
+    ck._write(path, h, files)
 
 
 @pytest.mark.parametrize("algorithm,rng", COMBOS)
@@ -112,7 +116,7 @@ def saved(device, tmp_path):
     (dict(arrays={"extra": np.zeros(1)}), r"unexpected arrays \['extra'\]"),
     (dict(drop=("seed",)), r"header lacks the field 'seed'"),
     (dict(drop=("spins",)), r"lacks the array 'spins'"),
-    (dict(header={"version": 99}), r"format version 99; this clphys .* reads versions up to 1: upgrade"),
+    (dict(header={"version": 99}), r"format version 99; this clphys .* reads versions up to 2: upgrade"),
     (dict(header={"kind": "sde-ensemble"}), r"holds a 'sde-ensemble', not a 'ising-ensemble'"),
 ])
 def test_load_says_exactly_what_is_wrong(saved, device, change, message):

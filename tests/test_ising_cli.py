@@ -93,7 +93,7 @@ def test_readme_command_still_works(device, capsys):
     (["--size", "64x"], "--size must be one integer L or 2 to 3 integers"),
     (["--size", "x64"], "--size must be"),
     (["--size", "64,,64"], "--size must be"),
-    (["--size", "12"], "allowed sizes"),
+    (["--size", "13"], "allowed sizes"),
     (["--temperature", "-1"], "--temperature must be finite and > 0"),
     (["--temperature", "nan"], "--temperature must be finite and > 0"),
     (["--sweeps", "-3"], "--sweeps must be >= 0"),

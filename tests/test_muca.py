@@ -8,6 +8,7 @@ Statistical checks use 4 sigma (jackknife over independent walker groups), so
 they pass for essentially any seed; every check also bounds the error bar, so
 a run with useless statistics cannot pass."""
 
+import json
 import math
 import os
 import signal
@@ -19,6 +20,7 @@ import pytest
 from clphys import muca
 from clphys.exact import density_of_states, enumerate_lattice, finite_lattice
 from clphys.muca import Multicanonical
+from clphys.runtime import checkpoint as ck
 from clphys.runtime.checkpoint import CheckpointError, save_checkpoint
 from clphys.runtime.longrun import Interrupted
 
@@ -236,12 +238,17 @@ def test_checkpoint_errors(device, tmp_path):
         Multicanonical.load(tmp_path / "cut.npz", device=device)
     with np.load(path) as npz:
         arrays = {k: npz[k] for k in npz.files}
+    header = json.loads(arrays.pop("__header__").tobytes())
     arrays["bins"] = arrays["bins"] + 1                         # energies that do not fit the spins
-    np.savez(tmp_path / "bad.npz", **arrays)
+    np.savez(tmp_path / "bad.npz", __header__=np.frombuffer(json.dumps(header).encode(), np.uint8), **arrays)
+    with pytest.raises(CheckpointError, match="array 'bins' does not match its SHA-256 digest"):
+        Multicanonical.load(tmp_path / "bad.npz", device=device)
+    ck._write(tmp_path / "bad.npz", header, arrays)             # sealed again, as a buggy writer would
     with pytest.raises(CheckpointError, match="energies do not match"):
         Multicanonical.load(tmp_path / "bad.npz", device=device)
     arrays["bins"] = arrays["bins"][:8]
-    np.savez(tmp_path / "short.npz", **arrays)
+    header["arrays"]["bins"]["shape"] = [8]
+    ck._write(tmp_path / "short.npz", header, arrays)
     with pytest.raises(CheckpointError, match="shape"):
         Multicanonical.load(tmp_path / "short.npz", device=device)
 

@@ -190,7 +190,7 @@ def test_checkpoint_rejects_truncated_foreign_and_newer_files(tmp_path):
         ck.load_checkpoint(p, "thing")
     header = {"format": ck.FORMAT, "version": ck.VERSION + 1, "kind": "thing"}
     np.savez(p, __header__=np.frombuffer(json.dumps(header).encode(), np.uint8))
-    with pytest.raises(ck.CheckpointError, match="format version 2.*upgrade"):
+    with pytest.raises(ck.CheckpointError, match=f"format version {ck.VERSION + 1}.*upgrade"):
         ck.load_checkpoint(p, "thing")
     with pytest.raises(ck.CheckpointError, match="does not exist"):
         ck.load_checkpoint(tmp_path / "none.npz", "thing")

@@ -19,6 +19,7 @@ import clphys.sde.longrun
 import clphys.sde.oscillators
 from clphys.runtime import Interrupted, run_sliced
 from clphys.runtime.render import Kernel
+from clphys.runtime import checkpoint as ck
 from clphys.runtime.checkpoint import CheckpointError
 from clphys.sde import Ensemble, EnsembleState, Kuramoto, Model, josephson, kuramoto, models
 
@@ -232,7 +233,8 @@ def _rewrite(path, header_change=None, drop=(), arrays=None, drop_field=None):
     files.update(arrays or {})
     for k in drop:
         del files[k]
-    np.savez(path, __header__=np.frombuffer(json.dumps(header).encode(), np.uint8), **files)
+    header["arrays"] = {k: {"dtype": str(v.dtype), "shape": list(v.shape)} for k, v in files.items()}
+    ck._write(path, header, files)          # sealed again: the loader's own checks must catch it
 
 
 @pytest.mark.parametrize("rng", ["philox", "xorshift32"])

@@ -251,8 +251,9 @@ class BlocksBackend:
             # Registers can cap a kernel's work group below the device maximum.
             cap = getattr(self._prg, name).work_group_limit(dev)
             if cap < self._ipg:
-                raise ValueError(f"a {W}x{H} tile needs {self._ipg} work items per group; "
-                                 f"{name} allows {cap} on {dev.name}: choose a smaller tile")
+                which = f"the default tile {W}x{H} (tile=None)" if tile is None else f"a {W}x{H} tile"
+                raise ValueError(f"{which} needs {self._ipg} work items per group; {name} allows {cap} "
+                                 f"on {dev.name}: pass a smaller tile, e.g. tile={(W // 2, H) if W >= H else (W, H // 2)}")
         self._spins = cl.Buffer(ctx, mf.READ_WRITE, nbytes)
         self._thr = cl.Buffer(ctx, mf.READ_ONLY, R * 10 * 4)
         self._joint_prg, self._tables, self._plan = {}, {}, None

@@ -156,5 +156,8 @@ class CheckerboardBackend:
             if st.shape != (self.R, 2, self.groups):
                 raise ValueError(f"state['rng_states'] must have shape {(self.R, 2, self.groups)}, "
                                  f"got {st.shape}")
+            if self.rng == "xorshift32" and not st.all():
+                raise ValueError("state['rng_states'] holds a xorshift32 state of 0, which never leaves 0 "
+                                 "(the seeding never makes one)")
             self._upload(self.states_buf, st)
 

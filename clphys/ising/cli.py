@@ -138,7 +138,7 @@ def _read_run(path, args, device, comm):
     """_load_run's reading and checks; with comm, no device work: (header,
     arrays, params, (n_therm, n_measure, done, therm_before))."""
     from . import Ising2D, Ising3D
-    from .lattice import _Run
+    from .lattice import STARTS, _Run
     header, arrays = load_checkpoint(path, RUN_KIND)
     run_h = field(header, "run", dict, path=path)
     saved = {}
@@ -151,11 +151,25 @@ def _read_run(path, args, device, comm):
         if given is not None and given != saved[k] and not (k == "size" and _same_size(given, saved)):
             raise ValueError(f"--{k} {given} differs from the run in {path} ({saved[k]}); leave it out "
                              f"to continue that run")
+    if saved["dim"] not in (2, 3) or isinstance(saved["dim"], bool):
+        raise CheckpointError(f"checkpoint {path!r}: the run's dim {saved['dim']!r} is not 2 or 3")
     try:
         _check_ising_params(saved)
         _size(saved["size"])
-    except ValueError as exc:
+    except (ValueError, TypeError) as exc:
         raise CheckpointError(f"checkpoint {path!r}: {exc}") from None
+    temps = arrays.get("temperatures")
+    lattice = {"dim": header.get("dim"), "coupling": header.get("J"), "field": header.get("h"),
+               "seed": header.get("seed"),
+               "temperature": float(temps[0]) if isinstance(temps, np.ndarray) and temps.shape == (1,) else None}
+    differ = [f"{k} {saved[k]!r} (the lattice's {v!r})" for k, v in lattice.items() if saved[k] != v]
+    differ += [f"{k} {saved[k]!r} (the lattice's {header.get(k)!r})" for k in ("algorithm", "rng")
+               if saved[k] is not None and saved[k] != header.get(k)]
+    if saved["start"] not in STARTS:
+        differ.append(f"start {saved['start']!r} (one of {', '.join(STARTS)})")
+    if differ:
+        raise CheckpointError(f"checkpoint {path!r}: the run header does not describe its lattice: "
+                              + ", ".join(differ))
     n_therm = field(run_h, "n_therm", int, minimum=0, path=path)
     n_measure = field(run_h, "n_measure", int, minimum=0, path=path)
     done = field(run_h, "done", int, minimum=0, path=path)
@@ -171,6 +185,12 @@ def _read_run(path, args, device, comm):
     if meas.dtype != np.int64 or meas.shape != (measured, 1, 2):
         raise CheckpointError(f"checkpoint {path!r}: array 'measurements' has dtype {meas.dtype} and shape "
                               f"{meas.shape}, expected int64 {(measured, 1, 2)}")
+    size = _size(saved["size"])
+    shape = size if isinstance(size, tuple) else (size,) * saved["dim"]
+    if list(shape) != header.get("shape"):
+        raise CheckpointError(f"checkpoint {path!r}: the run's size {saved['size']!r} is not the lattice's "
+                              f"shape {header.get('shape')!r}")
+    _check_measurements(path, meas, saved["dim"], math.prod(shape))
     if comm is not None:
         return header, arrays, saved, (n_therm, n_measure, done, therm_before)
     cls = Ising2D if saved["dim"] == 2 else Ising3D
@@ -180,6 +200,17 @@ def _read_run(path, args, device, comm):
     run = _Run(lat._ens, n_therm, n_measure, saved["every"], done=done, measured=meas,
                therm_before=therm_before)
     return lat, run, saved
+
+
+def _check_measurements(path, meas, dim, n_spins):
+    """CheckpointError unless every stored (bond sum, magnetization) is one a
+    lattice of n_spins can have: |bond sum| <= dim N, |M| <= N, M = N mod 2."""
+    bond, mag = meas[..., 0], meas[..., 1]
+    bad = (np.abs(bond) > dim * n_spins) | (np.abs(mag) > n_spins) | ((mag - n_spins) % 2 != 0)
+    if bad.any():
+        i = int(np.argmax(bad.reshape(-1)))
+        raise CheckpointError(f"checkpoint {path!r}: measurement {i} (bond sum {bond.reshape(-1)[i]}, "
+                              f"magnetization {mag.reshape(-1)[i]}) is impossible on {n_spins} spins")
 
 
 def _exact_lines(p, shape):

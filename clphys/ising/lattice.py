@@ -59,10 +59,13 @@ def default_therm(measured_sweeps: int) -> int:
 def split_run(total: int, every: int, n_therm=None):
     """(n_therm, n_measure) of a run of `total` sweeps measured every `every`
     sweeps: n_therm defaults to the default_therm rule (a fifth of the total
-    is a quarter of the rest); sweeps that do not fill a measurement
-    interval go to the thermalisation."""
+    is a quarter of the rest), but leaves at least one measurement where
+    total >= every; sweeps that do not fill a measurement interval go to the
+    thermalisation."""
     if n_therm is None:
         n_therm = int(total * THERM_FRACTION / (1 + THERM_FRACTION))
+        if total >= every:              # never the sweeps of the one measurement total and every allow
+            n_therm = min(n_therm, total - every)
     n_measure = (total - n_therm) // every
     return total - n_measure * every, n_measure
 
@@ -96,6 +99,45 @@ def _backend_options(backend):
         return set(backend.options)
     params = inspect.signature(backend.__init__).parameters
     return {k for k, p in params.items() if p.kind is p.KEYWORD_ONLY and k not in ("rng", "seed")}
+
+
+def _check_backend(backend, dim, shape, rng, options):
+    """The rng to use (the backend's default for None), once `backend` is
+    known to take a lattice of `dim` and `shape`, that rng and these options
+    (no device work); ValueError or TypeError naming what it does not take."""
+    if dim not in backend.dims:
+        raise ValueError(f"algorithm {backend.algorithm!r} supports dim {backend.dims}, not {dim}")
+    rng = backends.check_rng(backend, rng)
+    backend.check_shape(shape)
+    if hasattr(backend, "check_options"):       # optional: option values, no device
+        backend.check_options(options)
+    elif hasattr(backend, "options"):
+        check_options(backend, options)
+    else:
+        unknown = sorted(set(options) - _backend_options(backend))
+        if unknown:
+            raise TypeError(f"algorithm {backend.algorithm!r} got unknown option(s) {', '.join(unknown)}; "
+                            f"it accepts: {', '.join(sorted(_backend_options(backend)))}")
+    return rng
+
+
+def _default_algorithm(dim, shape, rng, options) -> str:
+    """The algorithm used when none is given: the first of the registry that
+    takes the lattice, rng and options the user chose (an L = 6 lattice or
+    rng="lcg" runs the checkerboard, which multispin refuses). When none
+    does, the default's own error says why, naming it as the default."""
+    for name in backends.available():
+        try:
+            _check_backend(backends.load(name), dim, shape, rng, options)
+        except (ValueError, TypeError):
+            continue
+        return name
+    try:
+        _check_backend(backends.load(backends.DEFAULT_ALGORITHM), dim, shape, rng, options)
+    except (ValueError, TypeError) as exc:
+        raise type(exc)(f"no algorithm takes these arguments (algorithm=None); the default "
+                        f"{backends.DEFAULT_ALGORITHM!r} says: {exc}") from None
+    return backends.DEFAULT_ALGORITHM
 
 
 def device_need(backend, facts, shape, n_replicas, rng, options) -> dict:
@@ -286,25 +328,14 @@ class Ensemble:
         temps = _temperatures(temperatures)
         J = _validate.real("J", J)
         h = _validate.real("h", h)
-        algorithm = backends.DEFAULT_ALGORITHM if algorithm is None else algorithm
+        if algorithm is None:
+            algorithm = "multispin" if slab_size is not None else _default_algorithm(self.dim, shape, rng, options)
         if not isinstance(algorithm, str):
             raise TypeError(f"algorithm must be a string, got {algorithm!r}")
         backend = backends.load(algorithm)
-        if self.dim not in backend.dims:
-            raise ValueError(f"algorithm {algorithm!r} supports dim {backend.dims}, not {self.dim}")
-        rng = backends.check_rng(backend, rng)
+        rng = _check_backend(backend, self.dim, shape, rng, options)
         seed = _validate.seed(seed)
         _validate.choice("start", start, STARTS)
-        backend.check_shape(shape)
-        if hasattr(backend, "check_options"):       # optional: option values, no device
-            backend.check_options(options)
-        elif hasattr(backend, "options"):
-            check_options(backend, options)
-        else:
-            unknown = sorted(set(options) - _backend_options(backend))
-            if unknown:
-                raise TypeError(f"algorithm {algorithm!r} got unknown option(s) {', '.join(unknown)}; "
-                                f"it accepts: {', '.join(sorted(_backend_options(backend)))}")
         r0 = _validate.integer("replica_offset", replica_offset, 0, 2**32 - len(temps))
         if r0 and not (hasattr(backend, "r0") and rng == "philox"):
             raise ValueError(f"algorithm {algorithm!r} with rng {rng!r} cannot continue the replica "
@@ -623,27 +654,29 @@ class Ensemble:
             raise ValueError(f"state lacks {missing}: use a dict made by state(), or save()/load()")
         if state["dim"] != self.dim:
             raise ValueError(f"state is of a {state['dim']}D lattice, not {self.dim}D")
-        temps = state["temperatures"]
-        if single and len(temps) != 1:
-            raise ValueError("state holds an ensemble; use Ensemble2D/3D.from_state")
-        Ensemble.__init__(self, tuple(state["shape"]), temps, J=state["J"], h=state["h"],
-                          algorithm=state["algorithm"], rng=state["rng"], seed=state["seed"],
-                          start="up", device=device, **state["options"])
-        self.set_spins(state["spins"])
-        bstate, fresh = state["backend"], self._backend.get_state()
-        # (a field may be missing from a state of an older version: the backend decides)
-        if not isinstance(bstate, dict) or set(bstate) - set(fresh):
-            have = sorted(bstate) if isinstance(bstate, dict) else type(bstate).__name__
-            raise ValueError(f"state['backend'] must be the {self.algorithm}/{self.rng} generator "
-                             f"state made by state(), with {sorted(fresh)}; got {have}")
+        for key, kind, what in (("shape", (tuple, list), "tuple"), ("options", dict, "dict"),
+                                ("backend", dict, "dict")):
+            if not isinstance(state[key], kind):
+                raise ValueError(f"state[{key!r}] must be a {what}, got {type(state[key]).__name__}")
         try:
-            self._backend.set_state(bstate)
-        except (KeyError, IndexError, AttributeError, ValueError, TypeError) as exc:
-            kind = TypeError if isinstance(exc, TypeError) else ValueError
-            raise kind(f"state['backend'] is not a {self.algorithm}/{self.rng} generator state "
-                       f"made by state(): {'lacks ' if isinstance(exc, KeyError) else ''}"
-                       f"{exc}") from None
-        self._settled = _validate.integer("state['settled']", state.get("settled", 0), 0)
+            temps = _temperatures(state["temperatures"], "state['temperatures']")
+            if single and len(temps) != 1:
+                raise ValueError("state holds an ensemble; use Ensemble2D/3D.from_state")
+            Ensemble.__init__(self, tuple(state["shape"]), temps, J=state["J"], h=state["h"],
+                              algorithm=state["algorithm"], rng=state["rng"], seed=state["seed"],
+                              start="up", device=device, **state["options"])
+        except TypeError as exc:           # a value of another type: the state is malformed
+            raise ValueError(f"state is malformed: {exc}") from None
+        self.set_spins(state["spins"])
+        problem = _backend_state_problem(self._backend.get_state(), state["backend"])
+        if problem:
+            raise ValueError(f"state['backend']: the {self.algorithm}/{self.rng} generator state {problem}")
+        try:
+            self._backend.set_state(state["backend"])
+        except (KeyError, TypeError, IndexError) as exc:
+            raise ValueError(f"state['backend'] is malformed: {exc!r}") from None
+        settled = state.get("settled", 0)
+        self._settled = _validate.integer("state['settled']", settled, 0, self.sweeps)
 
     def _checkpoint(self):
         """(header, arrays) of the checkpoint format (see :meth:`save`)."""
@@ -732,29 +765,55 @@ class Ensemble:
             raise CheckpointError(f"{where}: {exc}") from None
         fresh = self._backend.get_state()
         loaded = {**{k: (tuple(v) if isinstance(v, list) else v) for k, v in bscalars.items()}, **barrays}
-        missing = sorted(set(fresh) - set(loaded))
-        extra_keys = sorted(set(loaded) - set(fresh))
-        if missing or extra_keys:
-            raise CheckpointError(f"{where}: the {algorithm}/{rng} generator state "
-                                  + (f"lacks {missing}" if missing else f"has unexpected {extra_keys}"))
         for k, v in fresh.items():
-            if isinstance(v, np.ndarray):
+            if isinstance(v, np.ndarray) and k in loaded:
                 _check_array(where, arrays, f"backend.{k}", v.dtype, v.shape)
-            elif (v is None) != (loaded[k] is None) or (v is not None and type(loaded[k]) is not type(v)):
-                raise CheckpointError(f"{where}: backend field {k!r} = {loaded[k]!r} is not of "
-                                      f"type {type(v).__name__}")
+        problem = _backend_state_problem(fresh, loaded)
+        if problem:
+            raise CheckpointError(f"{where}: the {algorithm}/{rng} generator state {problem}")
         bits = np.unpackbits(arrays["spins"], axis=1, count=N)
         spins = (1 - 2 * bits.astype(np.int8)).reshape((R,) + tuple(reversed(shape)))
         try:
             self._backend.set_state(loaded)
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, KeyError) as exc:
             raise CheckpointError(f"{where}: {exc}") from None
         self.set_spins(spins)
-        self._settled = settled
+        self._settled = _checked_settled(where, settled, self.sweeps)
 
     def __repr__(self):
         return (f"<{type(self).__name__} {'x'.join(map(str, self.shape))} R={self.n_replicas} "
                 f"algorithm={self.algorithm} rng={self.rng} on {self.device.name}>")
+
+
+def _backend_state_problem(fresh: dict, loaded: dict) -> str | None:
+    """What is wrong with a backend state `loaded` for the backend whose own
+    state is `fresh` (the same keys, of the same types and array shapes), or None.
+    spins_per_word may be missing: states made before the joint mode have
+    none (the backends resume them one word per spin)."""
+    missing = sorted(set(fresh) - set(loaded) - {"spins_per_word"})
+    extra = sorted(set(loaded) - set(fresh))
+    if missing or extra:
+        return f"lacks {missing}" if missing else f"has unexpected {extra}"
+    for k, v in fresh.items():
+        if k not in loaded:
+            continue
+        got = loaded[k]
+        if isinstance(v, np.ndarray):
+            if not isinstance(got, np.ndarray) or got.dtype != v.dtype or got.shape != v.shape:
+                return (f"field {k!r} is not a {v.dtype} array of shape {v.shape}"
+                        + (f" (got {got.dtype} {got.shape})" if isinstance(got, np.ndarray) else ""))
+        elif (v is None) != (got is None) or (v is not None and type(got) is not type(v)):
+            return f"field {k!r} = {got!r} is not of type {type(v).__name__}"
+    return None
+
+
+def _checked_settled(where, settled, sweeps) -> int:
+    """The `settled` counter of a checkpoint: the sweeps at the current
+    temperature are some of the sweeps made since the start."""
+    if settled > sweeps:
+        raise CheckpointError(f"{where}: field 'settled' = {settled} exceeds the {sweeps} sweeps the "
+                              f"lattice made since its start")
+    return settled
 
 
 def _check_array(where, arrays, name, dtype, shape):
@@ -930,10 +989,15 @@ class _Single:
         spins = (1 - 2 * bits.astype(np.int8)).reshape((1,) + tuple(reversed(shape)))
         bstate = field(header, "backend", dict, path=path)
         ens = inst._ens
+        problem = _backend_state_problem(ens._backend.get_state(),
+                                         {k: (tuple(v) if isinstance(v, list) else v) for k, v in bstate.items()})
+        if problem:                     # the same file on every rank: every rank refuses it
+            raise CheckpointError(f"{where}: the {ens.algorithm}/{ens.rng} generator state {problem}")
         mpi.all_ok(comm, ens._backend.set_spins, spins)
         mpi.all_ok(comm, ens._backend.set_state, bstate)
         ens._backend.exchange_halos()
-        ens._settled = field(header, "settled", int, minimum=0, path=path)
+        settled = field(header, "settled", int, minimum=0, path=path)
+        ens._settled = _checked_settled(where, settled, ens.sweeps)
         return inst
 
     def __repr__(self):

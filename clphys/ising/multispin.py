@@ -164,8 +164,10 @@ class MultispinBackend:
                                  "sweeps_per_launch must be 1 (or None) and band None")
             opts["sweeps_per_launch"] = 1
         defaults = self.GPU_DEFAULTS if dev.facts.is_gpu else self.CPU_DEFAULTS
-        lanes = opts["lanes"] if opts["lanes"] is not None else defaults["lanes"]
         W = opts["words_per_item"] if opts["words_per_item"] is not None else defaults["words_per_item"]
+        lanes = opts["lanes"] if opts["lanes"] is not None else defaults["lanes"]
+        if opts["lanes"] is None and W not in (1, 2, 4, 8):
+            lanes = 1                   # the default follows the words_per_item the user chose
         if lanes > 1 and W not in (1, 2, 4, 8):
             raise ValueError(f"words_per_item must be one of 1, 2, 4, 8 with lanes={lanes}; got {W}")
         wg = device_wg(dev, opts["wg"], gpu_default=128)

@@ -533,8 +533,13 @@ class Multicanonical:
         for name, want in (("words", geom.words), ("nbins", geom.nbins), ("nm", geom.nm)):
             if field(header, name, int, path=p) != want:
                 raise CheckpointError(f"checkpoint {p!r}: {name} = {header[name]} does not match {geom}")
-        slots = field(header, "slots", int, minimum=1, path=p)
+        slots = field(header, "slots", int, minimum=1, maximum=walkers, path=p)
         prot = field(header, "protocol", dict, path=p)
+        try:
+            protocol = proto.Protocol.checked(**prot)
+        except (TypeError, ValueError) as exc:
+            raise CheckpointError(f"checkpoint {p!r}: protocol: {exc}") from None
+        _check_saved_meaning(header, arrays, geom, protocol, p)
         try:
             sim = cls(L, dim, walkers, seed, device, **prot, **options)
         except (TypeError, ValueError) as exc:
@@ -562,9 +567,9 @@ class Multicanonical:
         if not np.all(np.isfinite(w)):
             raise CheckpointError(f"checkpoint {p!r}: log_weights are not all finite")
         self.log_weights = w.copy()
-        self.width = field(header, "width", int, minimum=1, path=p)
-        self._u = float(field(header, "u", float, path=p))
-        self._kl = float(field(header, "kl", float, path=p))
+        self.width = header["width"]
+        self._u = float(header["u"])
+        self._kl = float(header["kl"])
         self._applied = field(header, "applied", bool, path=p)
         rows = arrays["history"]
         self._history = [IterationRecord(int(r[0]), int(r[1]), int(r[2]), int(r[3]), float(r[4]),
@@ -590,6 +595,46 @@ def _check_progress(progress):
     if not (progress is None or isinstance(progress, bool) or callable(progress)):
         raise TypeError(f"progress must be None, True, False or a callable f(done, total), "
                         f"got {progress!r}")
+
+
+def _check_saved_meaning(header, arrays, geom, protocol, p):
+    """CheckpointError unless the counters, weights and statistics of a
+    checkpoint are ones a run can reach (no device needed)."""
+    where = f"checkpoint {p!r}"
+    for name in ("u", "kl"):
+        value = field(header, name, float, path=p)
+        if not value > 0:
+            raise CheckpointError(f"{where}: field {name!r} = {value!r} must be > 0")
+    field(header, "width", int, minimum=protocol.min_width,
+          maximum=max(protocol.min_width, geom.full_width), path=p)
+    for name in ("hist", "last_hist", "moments"):
+        bad = ~(arrays[name] >= 0)              # NaN too
+        if bad.any():
+            raise CheckpointError(f"{where}: array {name!r} holds {int(bad.sum())} negative or NaN values")
+    m = arrays["moments"]
+    if not np.isfinite(m).all():
+        raise CheckpointError(f"{where}: array 'moments' holds values that are not finite")
+    # sums over the recorded counts of |m|, |m|^2, |m|^4 with 0 <= |m| <= 1
+    slack = 1.0 + 1e-9
+    if np.any(m[..., 0] > arrays["hist"] * slack) or np.any(m[..., 1] > m[..., 0] * slack) or \
+            np.any(m[..., 2] > m[..., 1] * slack):
+        raise CheckpointError(f"{where}: array 'moments' is not the moments of |m| <= 1 of the counts in 'hist'")
+    rows = arrays["history"]
+    ints = rows[:, [0, 1, 2, 3, 6, 8]]
+    if not np.isfinite(rows).all() or np.any(rows < 0) or np.any(ints != np.round(ints)) or \
+            not np.array_equal(rows[:, 0], np.arange(1, len(rows) + 1)):
+        raise CheckpointError(f"{where}: array 'history' is not a record of iterations 1, 2, ... "
+                              f"(non-negative finite numbers, whole counts)")
+    ends = arrays["passages"] & 3
+    if np.any(ends == 3):
+        raise CheckpointError(f"{where}: array 'passages' holds a walker whose last end is neither none, "
+                              f"low nor high")
+    done = sum(int(state["done"]) for state in (header.get("iteration"), header.get("production"))
+               if isinstance(state, dict) and isinstance(state.get("done"), int))
+    t = field(header, "t", int, minimum=0, path=p)
+    if t < rows[:, 2].sum() + rows[:, 3].sum() + done:
+        raise CheckpointError(f"{where}: field 't' = {t} is fewer steps than its iterations and the "
+                              f"phase in progress made")
 
 
 def _phase(header, name, keys, p):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -228,6 +229,17 @@ class RunResult:
         """Standard error of mean[name]: sqrt(var / n_paths)."""
         return np.sqrt(self.var[name] / self.n_paths)
 
+    @property
+    def diverged(self) -> np.ndarray:
+        """(*grid_shape,) bool: grid points where a mean or variance of some
+        observable, at some sample, is not finite (paths ran off to inf or
+        NaN: a smaller dt, or scheme="srk2"). run() warns about them."""
+        bad = np.zeros(self.grid_shape, dtype=bool)
+        for stats in (self.mean, self.var):
+            for values in stats.values():
+                bad |= ~np.isfinite(values).all(axis=0)
+        return bad
+
 
 @dataclass(frozen=True, eq=False)
 class EnsembleState:
@@ -267,7 +279,7 @@ class EnsembleState:
             raise type(exc)(f"model_description: {exc}") from None
         object.__setattr__(self, "_model", model)
         n_paths = check.integer("n_paths", self.n_paths, 1)
-        _normal, _shape, n_grid, _v = _parse_params(model, self.params)
+        _normal, _shape, n_grid, values = _parse_params(model, self.params)
         check.real("dt", self.dt, 0.0, strict_min=True)
         check.choice("scheme", self.scheme, SCHEMES)
         check.choice("rng", self.rng, RNGS)
@@ -290,6 +302,36 @@ class EnsembleState:
                 raise ValueError(f"EnsembleState.{name} is {arr.dtype} {arr.shape}; an ensemble of "
                                  f"{n_paths} paths x {n_grid} grid points ({self.dtype}, {self.rng}) "
                                  f"needs {np.dtype(dtype)} {shape}")
+        for name in ("values", "origin", "time", "xs_spare"):
+            bad = int(np.count_nonzero(~np.isfinite(getattr(self, name))))
+            if bad:
+                raise ValueError(f"EnsembleState.{name} holds {bad} values that are not finite (NaN or inf)")
+        if not self.xs_state.all():
+            raise ValueError("EnsembleState.xs_state holds a xorshift32 state of 0, which never leaves 0 "
+                             "(the seeding never makes one)")
+        self._check_time(model, values, n_grid, step)
+
+    def _check_time(self, model, values, n_grid, step):
+        """The kernels' t is step dt (modulo the drive period) up to float
+        rounding between two resynchronisations (TIME_RESYNC steps): far
+        below 1 % of the period or of t."""
+        exact = np.full(n_grid, step * self.dt)
+        periods = model.drive_periods(values)
+        t = self.time.astype(np.float64)
+        if periods is None:
+            off = np.abs(t - exact)
+            scale = np.maximum(exact, self.dt)
+        else:
+            periods = np.broadcast_to(np.asarray(periods, float), (n_grid,))
+            off = np.mod(t - exact, periods)
+            off = np.minimum(off, periods - off)
+            scale = periods
+        bad = np.nonzero(~(off <= 0.01 * scale))[0]
+        if bad.size:
+            g = int(bad[0])
+            raise ValueError(f"EnsembleState.time is {self.time[g]!r} at grid point {g}, not step x dt = "
+                             f"{exact[g]!r}" + ("" if periods is None else f" modulo the drive period "
+                                                f"{periods[g]!r}"))
 
     @property
     def model(self) -> Model:
@@ -1026,7 +1068,19 @@ class Ensemble:
         if loc.paths is not None:
             for j, v in enumerate(self.model.variables):
                 paths[v] = loc.paths[..., j].astype(np.float64).reshape(shp + (plan.n_record,))
-        return RunResult(loc.times, mean, var, self.n_paths, self.grid_shape, hists, edges, paths)
+        result = RunResult(loc.times, mean, var, self.n_paths, self.grid_shape, hists, edges, paths)
+        bad = result.diverged
+        if bad.any():
+            first = tuple(int(i[0]) for i in np.nonzero(bad))
+            warnings.warn(f"sde run: means or variances are not finite at {int(bad.sum())} of {bad.size} grid "
+                          f"points (the first {first}, params {self._point_params(first)}): paths diverged; "
+                          f"use a smaller dt (RunResult.diverged marks them)", RuntimeWarning, stacklevel=3)
+        return result
+
+    def _point_params(self, index) -> dict:
+        """{parameter: value} at grid point `index`."""
+        g = int(np.ravel_multi_index(index, self.grid_shape)) if self.grid_shape else 0
+        return {p: float(np.broadcast_to(v, (self.n_grid,))[g]) for p, v in self._values.items()}
 
     def _combine(self, loc: "_Local", got: list):
         """On rank 0: the whole ensemble's record from every rank's (payloads

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import _validate as check
-from ..runtime.checkpoint import CheckpointError, check_arrays, load_checkpoint
+from ..runtime.checkpoint import CheckpointError, check_arrays, field, load_checkpoint
 from ..runtime.longrun import Interrupted
 from .ensemble import Ensemble, EnsembleState, _encode_params
 from .longrun import check_checkpoint_args, checkpointed_run
@@ -229,7 +229,7 @@ def _resume(path, setup, plan, total, device):
         raise CheckpointError(f"{where} holds another model: {state.model!r}")
     found = {"n_paths": state.n_paths, "params": _encode_params(state.params), "dt": state.dt,
              "scheme": state.scheme, "rng": state.rng, "seed": state.seed, "dtype": state.dtype,
-             "fast_math": state.fast_math, **(header.get("josephson") or {})}
+             "fast_math": state.fast_math, **field(header, "josephson", dict, path=os.fspath(path))}
     want = {**setup, "params": _encode_params(_normal_params(setup["params"])), **plan}
     diff = [f"{k} is {found.get(k)!r} there, {v!r} here" for k, v in want.items() if found.get(k) != v]
     if diff:
@@ -245,6 +245,11 @@ def _resume(path, setup, plan, total, device):
         raise CheckpointError(f"{where} lacks the array 'hist'")
     n_grid = state.time.shape[0]
     check_arrays(path, {}, {"hist": hist}, {"hist": (np.uint64, (n_grid, plan["density_bins"]))})
+    # one count per path and sample (a period boundary after the start), none for values off [0, 1)
+    samples = max(0, state.step - start) // plan["steps_per_period"]
+    if np.any(hist.sum(axis=1, dtype=np.float64) > state.n_paths * samples):
+        raise CheckpointError(f"{where}: array 'hist' holds more counts than {state.n_paths} paths x "
+                              f"{samples} samples at step {state.step}")
     return Ensemble.from_state(state, device=device), hist.copy()
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -127,8 +128,13 @@ class Kuramoto:
         self.device = dev = resolve_device(device)
         if self.dtype == "float64" and not dev.facts.fp64:
             raise ValueError(f"dtype='float64' needs fp64, which {dev.name} lacks; use 'float32'")
+        if slices is not None:
+            slices = check.integer("slices", slices, 1)
         if work_group_size is None:
             wg = work_group_size_default(dev.facts, n)
+            # the default follows the slices the user chose: a slice is at least one group of j
+            while slices is not None and wg > 2 and -(-n // wg) < slices:
+                wg //= 2
         else:
             wg = check.integer("work_group_size", work_group_size, 2, dev.facts.max_work_group)
             if wg & (wg - 1):
@@ -140,7 +146,11 @@ class Kuramoto:
             # but never more slices than there are groups of j
             want = -(-4 * dev.facts.compute_units // groups) if dev.facts.is_gpu else 1
             slices = min(1 << max(0, min(16, want) - 1).bit_length(), groups)
-        self.slices = check.integer("slices", slices, 1, groups)
+        if slices > groups:
+            raise ValueError(f"slices must be <= {groups}, the groups of j that N = {n} makes with "
+                             f"work_group_size {wg}{' (the smallest)' if work_group_size is None else ''}; "
+                             f"got {slices}")
+        self.slices = slices
 
         real = np.dtype(self.dtype)
         self._real = real
@@ -320,6 +330,10 @@ class Kuramoto:
             k = n_marks if done == steps else done // M
             marks = np.minimum(np.arange(k + 1, dtype=np.int64) * M, steps)
             h = history.get()[:k + 1].astype(np.float64) / self.n
+            if not np.isfinite(h).all():
+                warnings.warn(f"kuramoto: the order parameter is not finite from sample "
+                              f"{int(np.argmin(np.isfinite(h).all(axis=1)))} on: the phases ran off to inf "
+                              f"or NaN (a smaller dt)", RuntimeWarning, stacklevel=3)
             return KuramotoResult((start + marks) * self.dt, np.hypot(h[:, 0], h[:, 1]),
                                   np.arctan2(h[:, 0], h[:, 1]), self.kernel, self._theta.copy())
 
@@ -379,9 +393,17 @@ class Kuramoto:
             "omega": (np.float64, (n if omega == "array" else 0,))})
         if not np.isfinite(files["theta"]).all() or not np.isfinite(files["sums"]).all():
             raise CheckpointError(f"checkpoint {path!r}: the phases or their sums are not finite")
+        kernel = f("kernel", str, choices=KERNELS[1:])
+        if kernel == "mean-field":
+            # the next step's coupling is made from these sums: they must be the phases' own
+            th = files["theta"].astype(np.float64)
+            mine = np.array([np.sin(th).sum(), np.cos(th).sum()])
+            if not np.all(np.abs(files["sums"] - mine) <= 1e-4 * n):
+                raise CheckpointError(f"checkpoint {path!r}: array 'sums' = {files['sums'].tolist()} is not "
+                                      f"the sums of sin and cos of the phases, {mine.tolist()}")
         kwargs = dict(n=n, coupling=files["K"] if coupling == "matrix" else coupling, kT=f("kT", float),
                       gamma=f("gamma", float), omega=files["omega"] if omega == "array" else omega,
-                      dt=f("dt", float), kernel=f("kernel", str, choices=KERNELS[1:]),
+                      dt=f("dt", float), kernel=kernel,
                       scheme=f("scheme", str, choices=SCHEMES), seed=f("seed", int, minimum=0),
                       dtype=dtype, work_group_size=f("work_group_size", int, minimum=2),
                       slices=f("slices", int, minimum=1))
@@ -565,6 +587,18 @@ def _same(a, b) -> bool:
         return False
 
 
+def _check_samples(where, samples, M, dt):
+    """CheckpointError unless the recorded samples are those of a run: times
+    k M dt, 0 <= r <= 1 (to rounding), -pi <= psi <= pi."""
+    times, r, psi = samples["times"], samples["r"], samples["psi"]
+    for name, ok in (("times", np.isclose(times, np.arange(times.size) * M * dt, rtol=1e-9, atol=0.0)),
+                     ("r", (r >= 0.0) & (r <= 1.0 + 1e-5)), ("psi", np.abs(psi) <= np.pi)):
+        if not ok.all():
+            i = int(np.argmin(ok))
+            raise CheckpointError(f"{where}: array {name!r} holds {float(samples[name][i])!r} at sample {i}, which "
+                                  f"a run sampled every {M} steps of dt = {dt} cannot have")
+
+
 def _check_resumed(path, header, files, samples, args, steps, M, device):
     """The Kuramoto system of a run checkpoint, checked (before any device
     work) to be the run `args` (kuramoto's arguments) describe, with its
@@ -598,4 +632,5 @@ def _check_resumed(path, header, files, samples, args, steps, M, device):
     if any(v.shape != (n_samples,) for v in samples.values()):
         raise CheckpointError(f"{where}: {len(samples['r'])} samples recorded at step {step}, "
                               f"expected {n_samples}")
+    _check_samples(where, samples, M, saved["dt"])
     return Kuramoto.from_checkpoint_parts(header, files, path, device=device)

@@ -1,0 +1,99 @@
+"""The recorded benchmark figures: every JSON line in benchmarks/results/ has the
+fields of benchmarks/_report.py, and the committed RESULTS.md is what
+benchmarks/make_results.py makes of them (no device needed)."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+sys.path.insert(0, str(BENCH))
+
+import _report  # noqa: E402
+import make_results  # noqa: E402
+
+RESULTS = sorted((BENCH / "results").glob("*.jsonl"))
+
+
+def test_there_are_results_for_every_domain():
+    assert {p.stem for p in RESULTS} == set(make_results.DOMAINS)
+
+
+@pytest.mark.parametrize("path", RESULTS, ids=lambda p: p.name)
+def test_every_line_has_the_required_fields(path):
+    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    assert lines, f"{path.name} is empty"
+    for n, line in enumerate(lines, 1):
+        rec = json.loads(line)
+        assert _report.problems(rec) == [], f"{path.name}:{n}"
+        # a committed figure names its device and date; a missing value is a range
+        assert rec["device"] and rec["date"], f"{path.name}:{n}"
+        assert rec["value"] is not None or len(rec.get("range", ())) == 2, f"{path.name}:{n}"
+
+
+def test_results_md_is_the_generated_table():
+    text = (BENCH / "RESULTS.md").read_text()
+    assert text == make_results.render(), "run: python benchmarks/make_results.py"
+    assert text.count("\n") <= 330
+
+
+def test_a_report_writes_lines_that_read_back(tmp_path, capsys):
+    out = tmp_path / "x.jsonl"
+    report = _report.Report(out, device="Some GPU", driver="1.2", command="python bench.py")
+    report.add("w L=8", "flips_per_ns", 1.5, peer={"name": "other code", "value": 0.5}, sweeps=3)
+    report.add("w L=8", "seconds", float("nan"), ranks=4)
+    recs = _report.read_jsonl(out)
+    assert [r["metric"] for r in recs] == ["flips_per_ns", "seconds"]
+    assert recs[0]["peer"] == {"name": "other code", "value": 0.5} and recs[0]["sweeps"] == 3
+    assert recs[1]["value"] is None and recs[1]["ranks"] == 4       # NaN is not JSON
+    assert all(r["command"] == "python bench.py" and r["device"] == "Some GPU" for r in recs)
+    assert recs[0]["date"] == recs[1]["date"]                         # one run: one date
+    assert capsys.readouterr().out.count("\n") == 2                  # printed as well
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"ranks": 0}, "ranks"), ({"value": "fast"}, "value"), ({"date": "yesterday"}, "ISO"),
+    ({"peer": {"value": 1.0}}, "peer"), ({"workload": ""}, "workload")])
+def test_bad_records_are_named(change, message):
+    rec = {"date": "2026-11-27", "device": "d", "driver": None, "ranks": 1, "workload": "w",
+           "metric": "m", "value": 1.0, "unit": None, "command": None}
+    assert _report.problems(rec) == []
+    assert any(message in p for p in _report.problems({**rec, **change}))
+    del rec["unit"]
+    assert _report.problems(rec) == ["missing key 'unit'"]
+
+
+def _write(path, *recs):
+    base = {"device": "GPU", "driver": "1", "ranks": 1, "metric": "flips_per_ns", "unit": None,
+            "command": "python benchmarks/bench_ising.py"}
+    path.write_text("".join(json.dumps({**base, **r}) + "\n" for r in recs))
+
+
+def test_the_latest_figure_of_a_workload_wins(tmp_path):
+    _write(tmp_path / "ising.jsonl",
+           {"date": "2026-11-25T09:00:00+00:00", "workload": "L=64", "value": 2.0},
+           {"date": "2026-11-24", "workload": "L=64", "value": 1.0},            # older: loses
+           {"date": "2026-11-25", "workload": "L=64", "value": 3.0},            # same day, later line
+           {"date": "2026-11-25", "workload": "L=128", "value": 7.0, "peer": {"name": "np", "value": 0.1}},
+           {"date": "2026-11-26", "workload": "L=64", "value": 4.0, "ranks": 2})  # other rank count
+    text = make_results.render(tmp_path)
+    rows = [line for line in text.splitlines() if line.startswith("| L=")]
+    assert rows == ["| L=64 | 1 | 3 flips_per_ns |  | r1 |",
+                    "| L=128 | 1 | 7 flips_per_ns | np: 0.1 | r1 |",
+                    "| L=64 | 2 | 4 flips_per_ns |  | r2 |"]
+    assert "- r1: 2026-11-25, driver 1: `python benchmarks/bench_ising.py`" in text
+
+
+def test_an_unknown_results_file_is_refused(tmp_path):
+    _write(tmp_path / "nonsense.jsonl", {"date": "2026-11-25", "workload": "w", "value": 1.0})
+    with pytest.raises(ValueError, match="nonsense"):
+        make_results.render(tmp_path)
+
+
+@pytest.mark.parametrize("value, text", [(3001.5, "3001.5"), (1.602e12, "1.602e12"), (0.002001, "0.002001"),
+                                         (376918482.8233183, "3.769e8"), (2e-5, "2e-5"), (121, "121"),
+                                         (True, "yes")])
+def test_values_are_shown_as_recorded(value, text):
+    assert make_results.fmt(value) == text
