@@ -9,16 +9,34 @@ was kept.
 from __future__ import annotations
 
 import argparse
+import re
 
 from .runtime.files import check_output_path
 
 __all__ = ["add_progress", "progress_arg", "add_device", "add_plot", "add_output",
            "add_checkpoint", "check_outputs", "require_matplotlib", "EXIT_BAD_INPUT",
-           "EXIT_INTERRUPTED", "allow_mpi", "mpi_world", "is_root"]
+           "EXIT_INTERRUPTED", "allow_mpi", "mpi_world", "is_root", "in_cli_terms"]
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
 PLOT_SUFFIXES = (".png", ".pdf", ".svg")
+
+
+def in_cli_terms(message: str, names: dict) -> str:
+    """An API error message in the command's terms: each parameter name of `names`
+    (``p.set_defaults(cli_names={"max_lag": "--max-lag", ...})``) replaced by its option
+    ("max_lag must be >= 1" -> "--max-lag must be >= 1", "max_lag = 20" -> "--max-lag
+    20").  Names like max_lag or tick=None wherever they stand alone; plain words (q,
+    periods, gamma) only where the message names the parameter: at its start or after
+    "; ", before " must", " =", " needs", " is" or " has"."""
+    for api in sorted(names, key=len, reverse=True):
+        cli = names[api]
+        if "_" in api or "=" in api:
+            message = re.sub(rf"(?<![\w\-]){re.escape(api)}(?![\w(\[])", cli, message)
+        else:
+            message = re.sub(rf"(^|(?<=[;(:,] )|(?<=with )|(?<=of )){re.escape(api)}"
+                             rf"(?= (?:=|(?:must|needs|is|has)\b))", cli, message)
+    return re.sub(r"(--[\w-]+) = ", r"\1 ", message)
 
 
 def add_progress(p: argparse.ArgumentParser) -> None:

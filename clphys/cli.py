@@ -6,9 +6,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import warnings
 
 from . import __version__
-from ._cli import EXIT_BAD_INPUT, EXIT_INTERRUPTED
+from ._cli import EXIT_BAD_INPUT, EXIT_INTERRUPTED, in_cli_terms
 from .errors import ClphysError
 from .runtime.longrun import Interrupted
 
@@ -94,7 +95,13 @@ def build_parser() -> argparse.ArgumentParser:
         "(any GPU; CPUs through PoCL). Pick the device with --device or CLPHYS_DEVICE.")
     parser.add_argument("--version", action="version", version=f"clphys {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    p = sub.add_parser("info", help="list OpenCL platforms and devices and the one selected")
+    p = sub.add_parser("info", help="list OpenCL platforms and devices and the one selected",
+                       description="Every visible OpenCL platform and device: whether clphys can "
+                                   "use it (and why not), the facts its kernels are specialised on "
+                                   "(vendor, fp64, work-group sizes, memory), and the device the "
+                                   "environment selects (CLPHYS_DEVICE, then PYOPENCL_CTX, then "
+                                   "the first usable GPU, then CPU).  Under mpiexec: every rank's "
+                                   "device.  Exit status 1 when no usable device is selected.")
     p.set_defaults(func=cmd_info)
     for name in DOMAINS:
         try:
@@ -167,27 +174,40 @@ def _run(args, quiet=False):
 
 def _dispatch(args):
     try:
-        return int(args.func(args) or 0), None
+        with warnings.catch_warnings():
+            # a warning is one line in the command's name (on a terminal on a line of its
+            # own, after a progress bar's)
+            warnings.showwarning = lambda message, *_a, **_k: print(
+                f"{chr(10) if sys.stderr.isatty() else ''}clphys {_name(args)}: warning: "
+                f"{in_cli_terms(str(message), getattr(args, 'cli_names', {}))}",
+                file=sys.stderr, flush=True)
+            return int(args.func(args) or 0), None
     except Interrupted as exc:
-        return EXIT_INTERRUPTED, (f"clphys {args.command}: {exc}"
+        return EXIT_INTERRUPTED, (f"clphys {_name(args)}: {exc}"
                                   f"{'; ' + exc.kept if getattr(exc, 'kept', '') else ''}")
     except KeyboardInterrupt:
-        return EXIT_INTERRUPTED, f"clphys {args.command}: interrupted"
+        return EXIT_INTERRUPTED, f"clphys {_name(args)}: interrupted"
     except BrokenPipeError:
         # `clphys acrw ... | head`: the reader left; say nothing more.
         _silence_stdout()
         return 0, None
     except (ValueError, TypeError, FileNotFoundError, IsADirectoryError, NotADirectoryError,
             PermissionError) as exc:
-        return EXIT_BAD_INPUT, f"clphys {args.command}: error: {exc}"
+        return EXIT_BAD_INPUT, (f"clphys {_name(args)}: error: "
+                                f"{in_cli_terms(str(exc), getattr(args, 'cli_names', {}))}")
     except (ClphysError, ImportError, OSError) as exc:
-        return 1, f"clphys {args.command}: error: {exc}"
+        return 1, f"clphys {_name(args)}: error: {exc}"
     except Exception as exc:
         if args.comm is None:
             raise
         import traceback
         return 1, f"clphys {args.command}: internal error on MPI rank {args.comm.Get_rank()}:\n" + \
             "".join(traceback.format_exception(exc))
+
+
+def _name(args) -> str:
+    """The command as typed: 'hurst', 'sde josephson', ..."""
+    return " ".join(filter(None, (args.command, getattr(args, "sde_model", None))))
 
 
 def _silence_stdout():

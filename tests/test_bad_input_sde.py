@@ -76,6 +76,7 @@ def test_numbers_as_strings_and_runs_shorter_than_a_step(device):
     assert ens.run(0.1).times[-1] == pytest.approx(0.1)          # one step: fine
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(name=st.sampled_from(sorted(JOSEPHSON_OK)), value=BAD)
 def test_josephson_bad_arguments(device, name, value):
@@ -297,7 +298,7 @@ def test_unknown_device_is_a_device_error(capsys):
     devices there are."""
     assert main(KURAMOTO_CLI + ["--device", "no-such-device"]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("clphys sde: error: no OpenCL device matches 'no-such-device'") and "Traceback" not in err
+    assert err.startswith("clphys sde kuramoto: error: no OpenCL device matches 'no-such-device'") and "Traceback" not in err
 
 
 @pytest.fixture(scope="module")

@@ -186,6 +186,7 @@ def _pytest(args, **env):
                            *args], capture_output=True, text=True, env=full, cwd=TESTS.parent)
 
 
+@pytest.mark.slow
 def test_suite_without_usable_devices_fails_with_the_reason():
     r = _pytest([str(TESTS / "test_rng.py"), "-k", "bad_input"], FAKE_UNKNOWN_CPU="all")
     out = r.stdout + r.stderr
@@ -195,6 +196,7 @@ def test_suite_without_usable_devices_fails_with_the_reason():
     assert "passed" not in out.splitlines()[-1] and "skipped" not in out.splitlines()[-1]
 
 
+@pytest.mark.slow
 def test_suite_fails_loudly_for_a_named_broken_device(device):
     spec = device.facts.index
     r = _pytest([str(TESTS / "test_rng.py"), "-k", "bad_input"], FAKE_UNKNOWN_CPU=spec,

@@ -48,6 +48,7 @@ def _replica_stats(series, f):
 
 
 # --------------------------------------------------------------- physics
+@pytest.mark.slow
 @pytest.mark.parametrize("algorithm,rng", COMBOS)
 def test_energy_and_heat_vs_kaufman(device, algorithm, rng):
     """<E>/N and C/N at T = 2.0 and 2.5 on the L = 32 torus within 3 sigma of the

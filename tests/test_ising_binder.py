@@ -25,6 +25,7 @@ def _check_crossings(scan, tc, allowance):
     assert scan.crossing == scan.crossings[-1].temperature
 
 
+@pytest.mark.slow
 def test_binder_crossing_2d(device):
     scan = binder_scan([8, 16, 32], np.linspace(2.15, 2.40, 6), dim=2, n_measure=1200, n_therm=1200,
                        every=3, replicas=16, seed=3, device=device)
@@ -40,6 +41,7 @@ def test_binder_crossing_2d(device):
     assert len(text.splitlines()) == 2 + 18 + 3 + len(scan.warnings)
 
 
+@pytest.mark.slow
 def test_binder_crossing_3d(device):
     scan = binder_scan([8, 16], np.linspace(4.42, 4.60, 6), dim=3, n_therm=600, n_measure=600,
                        every=2, replicas=8, seed=2, device=device)

@@ -91,6 +91,7 @@ def test_state_round_trip(device, rng):
         b.set_state({"sweeps": 1})
 
 
+@pytest.mark.slow
 def test_pocl_and_oclgrind_agree(device, oclgrind):
     """Every kernel on Oclgrind (races, uninitialised reads), same spins and sums."""
     for rng in RNGS:
@@ -128,6 +129,7 @@ def _sample(b, thr, n_therm, n_meas):
     return bonds, mags
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rng,inner", [("halfbit-lcg", 1), ("halfbit-lcg", 4),
                                        ("philox", 1), ("philox", 2)])
 def test_exact_thermodynamics(device, rng, inner):

@@ -157,7 +157,7 @@ def test_binder_command(device, capsys, tmp_path):
     assert "--tmin must be below --tmax" in capsys.readouterr().err
     for bad, msg in ((["--sizes", "16,x"], "--sizes must be comma-separated positive integers"),
                      (["--points", "1"], "--points must be >= 2"),
-                     (["--measure", "10"], "n_measure must be >= 32"),
+                     (["--measure", "10"], "--measure must be >= 32"),
                      (["--replicas", "0"], "replicas must be >= 1")):
         assert main(["binder", "--device", NOWHERE] + bad) == 2
         assert msg in capsys.readouterr().err

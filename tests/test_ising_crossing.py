@@ -30,6 +30,7 @@ def _du(T):
     return -0.9 * x - 25 * x**2 * (x > 0)
 
 
+@pytest.mark.slow
 def test_finds_the_crossing_with_an_honest_error():
     """400 noisy realisations of a curve crossing at TC (noise 0.004 per
     point, like the issue's 32/64 pair): every one gives status "ok", the mean

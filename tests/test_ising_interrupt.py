@@ -26,6 +26,7 @@ def _result(out):
     return "\n".join(line for line in out.splitlines() if not line.startswith("speed"))
 
 
+@pytest.mark.slow
 def test_ctrl_c_on_ising_keeps_a_checkpoint_that_resumes_bit_for_bit(device, tmp_path):
     """A run of 30000 sweeps of 32^2 (~2 s on two cores, and about as long
     on a GPU: launch-bound) is interrupted as soon as its bar shows; the

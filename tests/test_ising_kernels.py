@@ -169,6 +169,7 @@ def test_threshold_structure():
 
 
 # --------------------------------------------------------------- devices
+@pytest.mark.slow
 def test_oclgrind_runs_every_kernel_and_matches(device, oclgrind):
     """Every Ising kernel once on Oclgrind (race and uninitialised checks), with
     the same spins and sums as on the test device."""

@@ -138,6 +138,7 @@ def whole_first_piece(kw, device, monkeypatch, k):
     return ens.sample(64, n_therm=50).energy[:k]
 
 
+@pytest.mark.slow
 def test_cli_binder_many_replicas_in_pieces(device, monkeypatch, capsys):
     """`clphys binder ... --replicas 8192` failed with INVALID_BUFFER_SIZE; it
     now runs in the pieces that fit (the plan for 8192 is checked above; here

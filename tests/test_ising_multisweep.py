@@ -81,6 +81,7 @@ def test_multisweep_sample_and_checkpoint(device):
     np.testing.assert_array_equal(again.spins(), a.spins())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("opts", [{"sweeps_per_launch": 2, "band": (2, 4)},
                                   {"sweeps_per_launch": 1, "band": (3, 2), "lanes": 1}])
 def test_multisweep_continues_the_replica_numbering(device, opts):
@@ -97,6 +98,7 @@ def test_multisweep_continues_the_replica_numbering(device, opts):
     np.testing.assert_array_equal(part.spins(), whole.spins()[2:])
 
 
+@pytest.mark.slow
 def test_pocl_and_oclgrind_agree(device, oclgrind):
     """The multi-sweep kernel on Oclgrind (barriers: race and uninitialised
     checks), bands with halos and whole replicas, 2D and 3D."""

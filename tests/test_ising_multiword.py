@@ -65,6 +65,7 @@ def test_layout_choice(dim, J, h, levels, k, cells):
     assert plan.layout.levels * plan.layout.field <= 16 and plan.layout.field >= k
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dim,J,h", [(2, 1.0, 0.0), (3, 1.0, 0.0), (2, -0.6, 0.4), (3, 1.0, -0.3),
                                      (2, 0.0, 0.7)])
 @pytest.mark.parametrize("T", [0.4, 1.5, 2.269, 4.51, 30.0])
@@ -162,6 +163,7 @@ def test_multispin_fold():
     assert [multispin_fold(s) for s in shapes] == [4, 2, 4, 2, 1, 1, 1, 1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape,J,h,opts", TWIN_CASES)
 def test_joint_mode_matches_numpy_twin(device, shape, J, h, opts):
     """Same spins as clphys.ising.reference.multispin_sweeps, bit for bit: 2D
@@ -195,6 +197,7 @@ def test_default_mode_and_sweep_continuation(device):
     assert ens.state()["backend"] == {"sweeps": 3, "spins_per_word": DEFAULT_SPINS_PER_WORD}
 
 
+@pytest.mark.slow
 def test_pocl_and_oclgrind_agree(device, oclgrind):
     """Joint-mode sweeps and the decision diagnostic on Oclgrind (race and
     uninitialised checks) give what the test device gives."""
@@ -265,6 +268,7 @@ def test_decision_counts_validation():
 
 
 # --------------------------------------------------------------- physics
+@pytest.mark.slow
 @pytest.mark.parametrize("T", [4.5, 6.0])
 def test_folded_3d_joint_mode_matches_one_word_statistics(device, T):
     """3D L = 16 (folded rows, 4 per word): the joint mode's E/N and |M|/N equal
@@ -282,6 +286,7 @@ def test_folded_3d_joint_mode_matches_one_word_statistics(device, T):
     assert np.all(np.abs(z) < 4), f"E/N, |M|/N: joint {a} +- {sa}, one word {b} +- {sb}"
 
 
+@pytest.mark.slow
 def test_energy_and_heat_vs_kaufman(device):
     """<E>/N and C/N of the joint mode on the 32 x 32 torus at T = 2.0, 2.269,
     2.5 against Kaufman's exact values; 64 independent replicas per temperature
@@ -346,6 +351,7 @@ BLOCKS_CASES = [((16, 16), (32, 32), 1.0, 0.0, "auto"), ((32, 16), (64, 32), 1.0
                 ((64, 16), (128, 32), 1.0, 0.0, 2)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tile,shape,J,h,spw", BLOCKS_CASES)
 def test_blocks_joint_matches_twin(device, tile, shape, J, h, spw):
     """Blocks with joint decisions against its NumPy twin, bit for bit: narrow
@@ -379,6 +385,7 @@ def test_blocks_joint_oclgrind(device, oclgrind):
     np.testing.assert_array_equal(out[0], out[1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("inner", [1, 2])
 def test_blocks_joint_energy_vs_kaufman(device, inner):
     """Blocks with joint decisions (through Ensemble2D, 16 x 16 tiles): <E>/N

@@ -6,6 +6,8 @@ their work, and bad input, exit 2 with one message."""
 
 import re
 
+import pytest
+
 from mpi_run import run_cli
 
 
@@ -36,6 +38,7 @@ def test_ising_runs_split_and_prints_once(device, capsys, tmp_path):
     assert _estimates(r3.stdout) == _estimates(single)
 
 
+@pytest.mark.slow
 def test_split_commands_print_once_and_equal_one_process(device, capsys):
     for argv in (["binder", "--sizes", "8,16", "--points", "3", "--measure", "32", "--replicas", "2",
                   "--every", "1", "--no-progress"],

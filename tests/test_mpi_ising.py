@@ -54,6 +54,7 @@ def _single(i, dim, L, T, spw):
             f"{i}.E": np.array([lat.energy(), lat.magnetization()])}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ranks", [2, 3])
 def test_split_lattice_equals_one_device(device, ranks, tmp_path):
     ckpt, out = tmp_path / "lattice.npz", tmp_path / "out.npz"
@@ -96,6 +97,7 @@ def _deep_single(dim, shape, T, spw, calls, device):
     return lat.spins(), np.array([lat.energy(), lat.magnetization()])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ranks", [2, 3])
 def test_deep_halos_equal_one_device(device, ranks, tmp_path):
     """Halos of h slabs exchanged every h / 2 sweeps (their rows updated
@@ -179,6 +181,7 @@ def test_split_lattice_kernels_on_oclgrind(oclgrind):
     assert [l.split()[0] for l in lines] == ["0", "1"] and lines[0].split()[1] == lines[1].split()[1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ranks", [2, 3])
 def test_split_ensembles_and_binder_equal_one_device(device, ranks, tmp_path):
     temps = [2.0, 2.2, 2.4, 2.6, 3.0]

@@ -93,6 +93,7 @@ def single_runs():
     return {}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ranks", [2, 3])
 def test_distributed_ensembles_equal_one_process_bit_for_bit(device, ranks, tmp_path, single_runs):
     # the state of a single-process run to resume on several ranks

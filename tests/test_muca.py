@@ -56,6 +56,7 @@ def _enumerate_3d(L):
 
 
 # ------------------------------------------------------------------ 2D against Beale
+@pytest.mark.slow
 def test_2d_l4_density_of_states_and_canonical(device):
     sim, res = _pipeline(device, 4)
     E, ln_g = density_of_states(4)
@@ -191,6 +192,7 @@ def _interrupt_on_call(sim, call):
     sim._engine.advance = advance
 
 
+@pytest.mark.slow
 def test_checkpoint_resumes_bit_for_bit(device, tmp_path):
     ref = Multicanonical(6, walkers=64, seed=5, device=device)
     ref.iterate(kl=1e-3)
@@ -343,6 +345,7 @@ def test_bad_arguments_of_the_methods(device):
             res.canonical(T)
 
 
+@pytest.mark.slow
 def test_production_thermalises_under_the_final_weights(device):
     """Walkers started far from equilibrium (random spins, E ~ 0) under exact
     weights: the old default production (30 w unrecorded flips, then 100

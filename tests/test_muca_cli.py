@@ -39,6 +39,7 @@ def test_muca_command_2d(device, capsys, tmp_path):
     assert png.stat().st_size > 10_000
 
 
+@pytest.mark.slow
 def test_muca_command_3d(device, capsys):
     assert main(["muca", "--dim", "3", "--size", "2", "--walkers", "64", "--production-blocks", "8",
                  "--device", _spec(device)]) == 0
@@ -60,6 +61,7 @@ def test_muca_command_bad_input(device, capsys, tmp_path, monkeypatch, args, mes
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_ctrl_c_checkpoint_and_resume(device, tmp_path, capsys):
     common = ["--size", "4", "--walkers", "256", "--seed", "2", "--kl", "1e-3",
               "--production-blocks", "8", "--production-updates", "200000"]

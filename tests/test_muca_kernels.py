@@ -116,6 +116,7 @@ def test_transition_counts_match_the_twin(device, slots):
     assert eng.hist.shape == (slots, geom.nbins, geom.ncls)
 
 
+@pytest.mark.slow
 def test_oclgrind_runs_every_kernel_and_matches(oclgrind):
     """Every muca kernel and variant at a tiny size on Oclgrind (race and
     uninitialised-value checks), bit for bit against the twin. The engines are

@@ -193,6 +193,7 @@ def test_reduce_sum_errors(device):
     assert reduce_sum(np.zeros(0, np.float32), device=device) == 0.0
 
 
+@pytest.mark.slow
 def test_reduce_on_oclgrind(oclgrind):
     for dtype in (np.float32, np.int32):
         x = np.arange(1, 700, dtype=dtype)

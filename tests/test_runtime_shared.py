@@ -3,6 +3,7 @@
 import json
 import os
 import signal
+import warnings
 
 import numpy as np
 import pytest
@@ -55,6 +56,67 @@ def test_ctrl_c_stops_at_the_next_slice_with_the_completed_count():
     assert exc.value.done == sum(done) == 5 and exc.value.total == 10**6
     assert "interrupted after 5 of 1000000 sweeps" in str(exc.value)
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+class _Clock:
+    """A fake time.perf_counter / time.monotonic for the progress estimates."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_time_left_follows_the_recent_rate(monkeypatch):
+    """A job whose later units are slower (a costlier second pass): after 50 units in 1 s
+    and then 10 units in 10 s, the estimate for the last 40 is ~40 s (the recent rate),
+    not the ~7 s of the average rate (a bar said "4.6 s left" with 31 s to go)."""
+    import clphys.progress as pr
+    clock = _Clock()
+    monkeypatch.setattr(pr.time, "perf_counter", clock)
+    monkeypatch.setattr(pr.time, "monotonic", clock)
+    bar = pr.Progress(100, progress=False)
+    for _ in range(50):
+        clock.now += 0.02
+        bar.update(1)
+    assert bar.left() == pytest.approx(1.0, rel=0.05)
+    for _ in range(10):
+        clock.now += 1.0
+        bar.update(1)
+    assert bar.left() == pytest.approx(40.0, rel=0.2)
+    part = bar.part(5)                  # a pass whose units count 5 each
+    part.update(2)
+    assert bar.done == 70
+    bar.close()
+
+
+def test_long_cpu_runs_warn_once_with_the_estimate(monkeypatch):
+    """Work on a CPU device that will take long warns once, after a second of measured
+    slices (a pass's first slice, which may include compiling, is not measured), with the
+    estimate; short runs and other devices do not."""
+    import clphys.progress as pr
+    clock = _Clock()
+    monkeypatch.setattr(pr.time, "perf_counter", clock)
+    monkeypatch.setattr(pr.time, "monotonic", clock)
+
+    def job(total, per_slice, slices, cpu=True):
+        bar = pr.Progress(total, progress=False, label="a job")
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            for k in range(slices):
+                # each pass's first slice builds its kernels (5 s): not counted
+                first = k % 10 == 0
+                clock.now += per_slice + 5.0 * first
+                bar.update(1)
+                pr.observe_slice("some CPU", cpu, per_slice + 5.0 * first, first)
+        bar.close()
+        return [str(w.message) for w in seen if w.category is pr.LongRunWarning]
+
+    found = job(1000, 0.25, 20)         # 1000 slices of 0.25 s: ~250 s
+    assert len(found) == 1 and "a job: about 4 minutes on some CPU" in found[0], found
+    assert job(100, 0.25, 20) == []     # 25 s
+    assert job(1000, 0.25, 20, cpu=False) == []
 
 
 def test_atomic_output_leaves_nothing_on_failure(tmp_path):

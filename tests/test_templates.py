@@ -25,7 +25,8 @@ RENDER_CASES = {
     "timeseries/pairs.cl": [dict(pairs=p, value=v, acc=a, wg=128, lpi=8, chunk=1024, run=32,
                                  block=256)
                             for p in (["absdiff"], ["sqdiff"], ["powdiff"], ["product"],
-                                      ["absdiff", "sqdiff", "powdiff"])
+                                      ["absdiff", "sqdiff", "powdiff"], ["ipow3"],
+                                      ["absdiff", "ipow16"])
                             for v in ("float2", "float", "blocked")
                             for a in ("double", "compensated")]
                            + [dict(pairs=["absmax"], value=v, acc="max", wg=64, lpi=4, chunk=256,
@@ -36,7 +37,7 @@ RENDER_CASES = {
                              for lay in ("float", "real", "blocked", "float2")]
                             + [dict(raw="double", f64=True, wg=256, span=1024, layout=lay,
                                     block=256, acc="double") for lay in ("float", "blocked")],
-    "timeseries/finish.cl": [dict(acc="double", kinds=["absdiff", "powdiff"], form=f, cross=c,
+    "timeseries/finish.cl": [dict(acc="double", kinds=["absdiff", "powdiff", "ipow3"], form=f, cross=c,
                                   ytype=y, wg=64, otype=o)
                              for f, c in (("general", "blocks"), ("stationary", "rows"),
                                           ("msd", "rows"))

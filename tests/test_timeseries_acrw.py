@@ -51,6 +51,7 @@ def test_increment_autocorrelation(device, phi):
     assert np.all(sigma < 2e-3)                 # the test has teeth
 
 
+@pytest.mark.slow
 def test_mean_squared_displacement(device):
     """⟨(p(t+Δt) - p(t))²⟩ = 2φΔt + 1/2: S_2(Δt)² of hurst(q=2), within 3 sigma from
     independent series.  H(Δt) is anti-persistent (< 1/2) at short lags, where the

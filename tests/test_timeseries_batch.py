@@ -64,6 +64,30 @@ def test_batches_match_the_reference(device, acc):
                                rtol=1e-6)
 
 
+def test_a_series_in_a_list_is_the_series_alone(device):
+    """Each series of a list of unequal lengths gets the tiles and the jackknife blocks it
+    gets alone (the shorter ones smaller tiles: here 512, 128 and 32 values on a CPU), so
+    S, H, rho and their errors are the series alone's, bit for bit with fp64 (before, the
+    whole list took the shortest series' tiles and the longest one's blocks: S differed
+    at 1e-8, S_err by up to 16 %)."""
+    rng = np.random.default_rng(3)
+    series = [np.cumsum(rng.standard_normal(n)) for n in (50_000, 3_001, 9_000, 120_000, 777)]
+    same = np.testing.assert_array_equal if device.facts.fp64 else \
+        (lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-7))
+    for q in (1.0, 2.0, 2.5, [1, 3]):
+        batch = hurst(series, 20, q=q, device=device)
+        for i, p in enumerate(series):
+            alone = hurst(p, 20, q=q, device=device)
+            for field in ("S", "S_err", "H", "H_err"):
+                same(getattr(batch, field)[i], getattr(alone, field))
+    x = [np.diff(p) for p in series]
+    batch = autocorrelation(x, 20, device=device)
+    for i, xi in enumerate(x):
+        alone = autocorrelation(xi, 20, device=device)
+        same(batch.rho[i], alone.rho)
+        same(batch.rho_err[i], alone.rho_err)
+
+
 def test_batch_too_large_runs_in_groups(device, monkeypatch):
     """Series that do not fit the device together are done in groups: the same numbers."""
     X = ar1(6, 2_001, 0.4, 3)
@@ -86,6 +110,7 @@ def test_batch_too_large_runs_in_groups(device, monkeypatch):
 
 # ---------------------------------------------------------------- the FFT path
 
+@pytest.mark.slow
 @pytest.mark.parametrize("acc", ACCUMULATORS)
 def test_fft_matches_the_reference(device, acc):
     """All lags (max_lag = T - 1) and many lags at odd lengths, both forms, one series and
@@ -168,6 +193,35 @@ def test_jackknife_errors_match_the_spread_over_series(device):
         assert np.all(np.isnan(h.H_err[:, 0]))
 
 
+def test_long_memory_is_flagged(device):
+    """Fractional Brownian motion at H = 0.9 (exact, Davies-Harte): the 16-block jackknife
+    errors of S understate the spread over 64 independent series (by ~2.7x; asserted
+    > 1.5x: the spread's own uncertainty is ~9 %, 5 sigma), and every series is flagged
+    (its H between lags 16 and 64 is ~0.9 +- 0.03 against the threshold 3/4: 5 sigma)
+    with a LongMemoryWarning.  At H = 0.5 and 0.6 and for the ACRW (H ~0.5 +- 0.015:
+    10 sigma below) none is, and there is no warning."""
+    import warnings
+    from clphys.exact.fractal import fgn_davies_harte
+    from clphys.timeseries import LongMemoryWarning, acrw_numpy
+    P = np.cumsum(fgn_davies_harte(2**15, 0.9, size=64, seed=11), axis=1)
+    with pytest.warns(LongMemoryWarning, match=r"p\[0\] \(and 63 more series\) is "
+                                               r"persistent: S_2 grows as lag\^0\.[89]"):
+        r = hurst(P, 64, q=[1, 2], device=device)
+    assert r.long_memory.shape == (64, 2) and r.long_memory.all()
+    spread = r.S.std(axis=0, ddof=1) / r.S_err.mean(axis=0)          # (2, 64)
+    assert np.all(spread[:, [0, 15, 63]] > 1.5), spread[:, [0, 15, 63]]
+    with pytest.warns(LongMemoryWarning, match=r"^hurst: p is persistent: S_1 grows"):
+        one = hurst(P[0], 64, device=device)
+    assert one.long_memory is True
+    fine = [np.cumsum(fgn_davies_harte(2**15, H, size=16, seed=12), axis=1) for H in (0.5, 0.6)]
+    fine.append(np.stack([acrw_numpy(2**15, 0.044, seed=s) for s in range(4)]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LongMemoryWarning)
+        for X in fine:
+            r = hurst(X, 64, q=[1, 2], device=device)
+            assert not r.long_memory.any()
+
+
 def test_errors_switch_and_fft_error_lags(device):
     """errors=False gives None; by FFT the errors reach up to the block length (T/16)
     and are NaN beyond (and on devices without fp64); errors=False lets auto take the
@@ -203,6 +257,7 @@ def test_errors_need_two_blocks(device):
 
 # ---------------------------------------------------------------- Oclgrind
 
+@pytest.mark.slow
 @pytest.mark.oclgrind
 def test_fft_kernels_oclgrind(oclgrind, monkeypatch):
     """fft_pass with one and several passes (both output orders: Ns below and above the

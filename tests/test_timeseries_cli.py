@@ -25,6 +25,7 @@ def table(out):
     return [line.split() for line in out.splitlines() if line and not line.startswith("#")]
 
 
+@pytest.mark.slow
 def test_acrw_then_hurst_acf_pc(tmp_path, capsys, device, dev_arg):
     series = tmp_path / "series.txt"
     assert main(["acrw", "3000", "--phi", "0.044", "--seed", "1", "-o", str(series),
@@ -185,7 +186,7 @@ def test_pc_tick_option(tmp_path, capsys, dev_arg):
     ints = capsys.readouterr().out
     assert "tick = 1," in ints and table(cents) == table(ints)
     assert main(["pc", str(f), "--tick", "0.03", *args]) == 2
-    assert "not on the grid of tick = 0.03" in capsys.readouterr().err
+    assert "not on the grid of --tick 0.03" in capsys.readouterr().err
     assert main(["pc", str(f), "--tick", "none", *args]) == 0
     assert "tick = none" in capsys.readouterr().out
     assert main(["pc", str(f), "--tick", "cents", *args]) == 2

@@ -47,6 +47,7 @@ def test_against_loops(device):
           pattern_conformity_loops(p, 4, 3, 30.0, 9))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["walk", "acrw", "noise"])
 @pytest.mark.parametrize("acc", ["double", "compensated"])
 def test_against_reference(device, kind, acc):
@@ -61,6 +62,7 @@ def test_against_reference(device, kind, acc):
                              _tuning=tuning), ref)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["walk", "acrw"])
 @pytest.mark.parametrize("pre", [False, True])
 def test_one_program_per_past_gives_the_same_sums(device, kind, pre):
@@ -78,6 +80,7 @@ def test_one_program_per_past_gives_the_same_sums(device, kind, pre):
     np.testing.assert_array_equal(per_past.pairs, one.pairs)
 
 
+@pytest.mark.slow
 def test_block_rows_same_bits_however_run(device, monkeypatch):
     """Per-Δt⁻ programs launched over every jackknife block at once (block rows): the same
     sums in slices of one column, in one slice, and unit by unit with the series in memory
@@ -114,6 +117,7 @@ def test_block_rows_same_bits_however_run(device, monkeypatch):
               pattern_conformity_numpy(p, 6, 5, 100.0, 150))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("U", [2, 4])
 def test_local_signs_are_cmp_on_ticks(device, U):
     """sign "local" (h·rc against lh·rc + (c1 - lc)·rh, the first tile by cmp): the same
@@ -182,6 +186,7 @@ def first_tile_ties(p, max_past, max_future, max_history):
     return ties
 
 
+@pytest.mark.slow
 def test_local_real_values_as_cmp(device):
     """The GPUs' default for real values (sign "local", lead's decision): against the float64
     reference within cmp's tolerance, and the structural ties of the first tile (run by
@@ -245,6 +250,7 @@ def test_local_only_where_exact(device, monkeypatch):
         assert seen[0] == sign
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["walk", "ticks"])
 def test_sliding_windows_give_the_same_sums(device, kind):
     """slide (values slid along τ in registers) with pre's rounding of Q: the same bits as

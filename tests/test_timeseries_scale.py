@@ -56,6 +56,59 @@ def test_hurst_any_q(device, q):
     np.testing.assert_allclose(r.S, hurst_numpy(p, 30, q=q)[0], rtol=1e-6 * max(1, 1 / q))
 
 
+QS = [0.01, 0.1, 0.5, 1.5, 3, 4, 7, 17.5, 100, 1000]
+
+
+@pytest.mark.parametrize("acc", ["double", "compensated"])
+def test_general_q_accuracy(device, acc):
+    """Every q (a list: integer powers and 2^(q log2 x) in one call) against the float64
+    reference on a random walk, the walk offset by 1e6, prices on a grid of cents (equal
+    prices must give differences of exactly 0) and an ACRW in cents: within 3e-7 + 1e-7/q
+    relative (measured on PoCL: at most 1.4e-7 for q >= 0.5, 5e-8/q below; before, 4.5e-6
+    at q = 0.5 and 2 % at q = 0.1 on cents, 3e-3 at q = 0.01 on the walk)."""
+    if acc == "double" and not device.facts.fp64:
+        pytest.skip(f"{device.name} has no fp64")
+    rng = np.random.default_rng(7)
+    n = 20_001
+    data = {"walk": walk(n, 7), "walk + 1e6": 1e6 + walk(n, 8),
+            "cents": np.round(100 * 10_000 + np.cumsum(rng.integers(-3, 4, n))) / 100,
+            "acrw cents": (acrw_numpy(n, 0.044, seed=3) + 10**6) / 100}
+    lags = np.arange(2, 31)
+    for name, p in data.items():
+        r = hurst(p, 30, q=QS, device=device, _accumulate=acc)
+        for i, q in enumerate(QS):
+            S, H = hurst_numpy(p, 30, q=q)
+            tol = 3e-7 + 1e-7 / q
+            np.testing.assert_allclose(r.S[i], S, rtol=tol, err_msg=f"{name}, q = {q}")
+            # H: a difference of log S over log(l / (l - 1))
+            assert np.all(np.abs(r.H[i, 1:] - H[1:]) <= 2 * tol / np.log(lags / (lags - 1))), \
+                (name, q)
+
+
+def test_slice_units_bound_the_work_and_keep_the_bits(device, monkeypatch):
+    """A slice unit is one tile of a piece of the series and lag blocks, at most
+    FIRST_SLICE_PAIRS pair terms (one tile of 512 series at 1024 lags was a single unit
+    of 2.7e8 terms: 48 s for a general q on two CPU cores), so Ctrl-C and the progress bar
+    act within a slice on every device; units of a tile of one series and one lag block
+    give the same bits as whole tiles."""
+    P = [walk(3_001, s) for s in range(5)]
+    t = PairTuning(wg=8, lpi=2, chunk=64, run=16)
+    plan = _Direct(device, _ingest.batch("p", P, 2, ""), 50, 1, "float2", 1, tuning=t)
+    assert (plan.lag_blocks, plan.pieces, plan.units) == (4, 1, plan.tiles)
+    want = [hurst(P, 50, q=q, device=device, _tuning=t) for q in (1.0, 2.5)]
+    monkeypatch.setattr(correlation, "FIRST_SLICE_PAIRS", {True: 2000, False: 2000})
+    plan = _Direct(device, _ingest.batch("p", P, 2, ""), 50, 1, "float2", 1, tuning=t)
+    assert (plan.piece_lags, plan.piece_entries, plan.pieces) == (1, 1, 20)
+    seen = []
+    got = [hurst(P, 50, q=q, device=device, _tuning=t, progress=lambda d, n: seen.append(n))
+           for q in (1.0, 2.5)]
+    assert seen[0] == 20 * plan.tiles                     # q = 1: one pass of units
+    assert seen[-1] == 20 * plan.tiles * (1 + 5)       # q = 2.5: maxima, then powers (5x)
+    for a, b in zip(want, got):
+        for x, y in ((a.S, b.S), (a.S_err, b.S_err), (a.H_err, b.H_err)):
+            np.testing.assert_array_equal(x, y)
+
+
 @pytest.mark.parametrize("q", [1, 2, 20])
 def test_hurst_any_scale(device, q):
     p = walk(10_007, 2)
@@ -140,6 +193,7 @@ def check_pc(a, b):
         assert np.array_equal(getattr(a, name), getattr(b, name), equal_nan=True), name
 
 
+@pytest.mark.slow
 def test_decimal_ticks_equal_integer_ticks(device):
     """Prices 100000 + 0.01 k (futures in cents): ties were decided by rounding noise
     (Ξ off by up to 1.4e-2); in integer ticks they are exact, the result is the same as
@@ -319,6 +373,7 @@ def doubling_slices(monkeypatch):
         monkeypatch.setattr(module, "run_sliced", run_sliced)
 
 
+@pytest.mark.slow
 @pytest.mark.oclgrind
 def test_sliced_windowed_kernels_oclgrind(oclgrind, monkeypatch):
     """Slices that continue the partial sums of earlier launches, windows at an offset,
@@ -374,7 +429,9 @@ def test_progress_counts_slices_and_ctrl_c_stops_between_them(device, monkeypatc
     p = walk(20_000, 3)
     calls = []
     hurst(p, 40, device=device, _tuning=t, progress=lambda d, n: calls.append((d, n)))
-    assert len(calls) >= 5 and calls[-1] == (625, 625)          # 625 tiles of 32 values
+    # 625 tiles of 32 values, each in two parts (a slice unit is at most FIRST_SLICE_PAIRS
+    # pair terms, or one lag block of one series: here 32 of the 40 lags, then the rest)
+    assert len(calls) >= 5 and calls[-1] == (1250, 1250)
     assert [d for d, _ in calls] == sorted({d for d, _ in calls})
 
     def ctrl_c_after(k):

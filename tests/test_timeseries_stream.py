@@ -221,26 +221,30 @@ def test_powdiff_and_compensated_batches_do_not_stream(device, monkeypatch):
 
 def test_block_totals_are_the_sums_of_each_series_and_block():
     """The per-block moments from the per-tile sums (one reduceat over the contiguous
-    cells): each series' and each jackknife block's sums, series shorter than the longest
-    (empty blocks: 0), within a few ulps of NumPy's sums of the same tiles."""
+    cells): each series' and each of its own jackknife blocks' sums (K blocks of tpb of
+    its pair tiles, the last one to its end, which may hold one conversion tile more;
+    the blocks past its K: 0), within a few ulps of NumPy's sums of the same tiles."""
     from types import SimpleNamespace
     rng = np.random.default_rng(5)
-    for per in ([1], [7], [193], [16, 3, 40, 1, 17], [64, 64]):
-        per = np.array(per)
-        tiles = int(per.max())
-        tpb = -(-tiles // correlation.JACK_BLOCKS)
-        K = -(-tiles // tpb)
+    for per, extra in (([1], [0]), ([7], [1]), ([193], [0]), ([16, 3, 40, 1, 17], [0, 1, 1, 0, 1]),
+                       ([64, 64], [0, 0]), ([33, 2, 32], [1, 0, 0])):
+        per, nch = np.array(per), np.array(per) - np.array(extra)      # conversion, pair tiles
+        nch = np.maximum(nch, 1)
+        tpbs = -(-nch // correlation.JACK_BLOCKS)
+        Ks = -(-nch // tpbs)
         boff = np.concatenate([[0], np.cumsum(per)]).astype(np.uint32)
         totals = rng.standard_normal(2 * int(boff[-1]) + 6) * 1e3     # (slack after the end)
-        run = SimpleNamespace(inp=SimpleNamespace(boff=boff), windows=[(0, tiles)], K=K,
-                              tpb=tpb, tiles=tiles)
+        run = SimpleNamespace(inp=SimpleNamespace(boff=boff), windows=[(0, int(per.max()))],
+                              K=int(Ks.max()), tpbs=tpbs, Ks=Ks, tiles=int(per.max()))
         s1, s2, s1k, s2k = correlation._Direct._block_totals(run, totals)
         t = totals.reshape(-1, 2)
         for e, n in enumerate(per):
             mine = t[boff[e]:boff[e + 1]]
             np.testing.assert_allclose([s1[e], s2[e]], mine.sum(axis=0), rtol=1e-13)
-            for k in range(K):
-                cell = mine[k * tpb:(k + 1) * tpb] if k < K - 1 else mine[k * tpb:]
+            tpb, K = int(tpbs[e]), int(Ks[e])
+            for k in range(run.K):
+                cell = mine[k * tpb:(k + 1) * tpb] if k < K - 1 else mine[k * tpb:] if k < K \
+                    else mine[:0]
                 np.testing.assert_allclose([s1k[e, k], s2k[e, k]], cell.sum(axis=0),
                                            rtol=1e-13, atol=1e-9)
                 assert cell.size or (s1k[e, k] == 0 and s2k[e, k] == 0)

@@ -21,11 +21,17 @@ typedef double ${prefix}acc_t;
 #define ${prefix}ZERO 0.0
 inline double ${prefix}fold(double s, float x) { return s + (double)x; }
 inline double ${prefix}add(double a, double b) { return a + b; }
-% elif acc == "max":
+% elif acc == "max" and dev.is_gpu:
 typedef float ${prefix}acc_t;
 #define ${prefix}ZERO 0.0f
 inline float ${prefix}fold(float s, float x) { return fmax(s, x); }
 inline float ${prefix}add(float a, float b) { return fmax(a, b); }
+% elif acc == "max":
+typedef float ${prefix}acc_t;
+#define ${prefix}ZERO 0.0f
+// (fmax is a library call that CPU vectorisers (PoCL) keep scalar; no NaN reaches here)
+inline float ${prefix}fold(float s, float x) { return x > s ? x : s; }
+inline float ${prefix}add(float a, float b) { return b > a ? b : a; }
 % else:
 ${red.compensated_add(prefix)}
 typedef float2 ${prefix}acc_t;

@@ -2,8 +2,9 @@
 ## (clphys.timeseries._finish has the same formulas in NumPy, used without fp64).
 ##
 ## Error bars: the delete-one-block jackknife over the blocks of pair start times that
-## pairs.cl sums apart: block k of an entry holds t in [k bl, (k + 1) bl), the last block
-## up to the end; blocks without values are not counted.  For an estimate θ and θ_k the
+## pairs.cl sums apart: block k < K of an entry holds t in [k bl, (k + 1) bl), the last
+## block up to the end, with (K, bl) = kbl[e] the entry's own (the sums have nblk >= K
+## blocks per entry); blocks without values are not counted.  For an estimate θ and θ_k the
 ## same from every pair but those of block k, err² = (K - 1)/K Σ_k (θ_k - mean θ_k)².
 ##
 ## params: kinds  (ts_hurst_finish) the pair functions of the sums, as in pairs.cl
@@ -65,7 +66,7 @@ inline double tf_S(const uint p, const double mean, const double m, const double
         return mean;
 %   elif kind == "sqdiff":
         return sqrt(mean);
-%   elif kind == "powdiff":
+%   elif kind == "powdiff" or kind.startswith("ipow"):
         return m > 0.0 ? m * pow(mean, 1.0 / q) : 0.0;
 %   else:
         return mean;
@@ -86,14 +87,14 @@ inline double tf_slope(const double s1, const double s0, const uint l)
 // blocks[p][e][k][i]: the block sums; ns, exps: the entries' lengths and scale exponents;
 // inv[e][i]: the per-lag scales of "powdiff" (their reciprocals are the maxima M(l)).
 __kernel void ts_hurst_finish(__global const double *blocks, const uint nentries,
-                              const uint nblk, const uint nlags, const uint bl,
+                              const uint nblk, const uint nlags, __global const uint2 *kbl,
                               __global const uint *ns, __global const int *exps,
                               __global const float *qs, __global const float *inv,
                               __global tf_out_t *out)
 {
     const uint i = get_global_id(0), e = get_global_id(1), p = get_global_id(2);
     if (i >= nlags) return;
-    const uint l = i + 1, n = ns[e];
+    const uint l = i + 1, n = ns[e], K = kbl[e].x, bl = kbl[e].y;
     const uint np = get_global_size(2);
     const double q = qs[p];
     __global const double *b1 = blocks + (((size_t)p * nentries + e) * nblk) * nlags + i;
@@ -102,7 +103,7 @@ __kernel void ts_hurst_finish(__global const double *blocks, const uint nentries
                            ? 1.0 / inv[(size_t)e * nlags + i - 1] : 0.0) : 0.0;
     double t1 = 0.0, t0 = 0.0;
     uint active = 0;
-    for (uint k = 0; k < nblk; ++k) {
+    for (uint k = 0; k < K; ++k) {
         t1 += b1[(size_t)k * nlags];
         if (i) t0 += b1[(size_t)k * nlags - 1];
         if ((long)k * bl < (long)n) ++active;
@@ -113,11 +114,12 @@ __kernel void ts_hurst_finish(__global const double *blocks, const uint nentries
     const double H = i ? tf_slope(S1, S0, l) : NAN;
     double2 js = (double2)(0.0), jh = (double2)(0.0);
     for (uint k = 0; k < active; ++k) {
-        const double c1 = b1[(size_t)k * nlags], n1 = N1 - tf_pairs(k, nblk, bl, n, l);
+        const double c1 = b1[(size_t)k * nlags], n1 = N1 - tf_pairs(k, K, bl, n, l);
         const double s1 = n1 > 0.0 ? tf_S(p, (t1 - c1) / n1, m1, q) : S1;
         js = tf_add(js, s1, k + 1);
         if (i) {
-            const double c0 = b1[(size_t)k * nlags - 1], n0 = N0 - tf_pairs(k, nblk, bl, n, l - 1);
+            const double c0 = b1[(size_t)k * nlags - 1];
+            const double n0 = N0 - tf_pairs(k, K, bl, n, l - 1);
             const double s0 = n0 > 0.0 ? tf_S(p, (t0 - c0) / n0, m0, q) : S0;
             jh = tf_add(jh, tf_slope(s1, s0, l), k + 1);
         }
@@ -198,18 +200,19 @@ void ts_prefix_scan(__global tf_sums_t *tot, const uint nchunks)
 // error err[e][l]; for the "msd" form out = S_2(l) and err = H(l), the local slope.
 // pre: ts_prefix_scan's output; mom: per series (one upload) s1 = Σ y, s2 = Σ y² (exact:
 // the lag-0 sum, consistent with the prefix sums), then for the jackknife s1k[k], s2k[k]
-// the same over block k (nblk of each), bl values per block.
+// the same over block k (nblk of each, of which the entry's K count), (K, bl) = kbl[e].
 __kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
 void ts_acf_finish(__global const ${ytype} *y, __global const ulong *hoff,
                    __global const ulong *toff, __global const uint *ns,
                    const uint nl, __global const tf_sums_t *pre,
                    __global const double *cr, const ulong cstride, const uint nblk,
-                   const uint bl, __global const double *mom, __global const int *exps,
+                   __global const uint2 *kbl, __global const double *mom,
+                   __global const int *exps,
                    __global tf_out_t *out, __global tf_out_t *err)
 {
     __local tf_sums_t scan[${wg}];
     const uint lid = get_local_id(0), j = get_group_id(0), e = get_group_id(1);
-    const uint l = j * ${wg}u + lid, n = ns[e];
+    const uint l = j * ${wg}u + lid, n = ns[e], K = kbl[e].x, bl = kbl[e].y;
     // Σ over t < l of the terms: the chunks before, then an exclusive scan inside this one
     scan[lid] = l < nl ? tf_terms(y, hoff[e], toff[e], n, l) : (tf_sums_t)(0.0);
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -228,7 +231,7 @@ void ts_acf_finish(__global const ${ytype} *y, __global const ulong *hoff,
     __global const double *c = cr + (size_t)e * nblk * (nl - 1) + l - 1;   // lags 1 ..
     double C = 0.0;
     if (l)
-        for (uint k = 0; k < nblk; ++k) C += c[(size_t)k * (nl - 1)];
+        for (uint k = 0; k < K; ++k) C += c[(size_t)k * (nl - 1)];
     else
         C = C0;
 % else:
@@ -267,9 +270,9 @@ void ts_acf_finish(__global const ${ytype} *y, __global const ulong *hoff,
     const double R = (Cc / N) / (C0c / n);
     double2 js = (double2)(0.0);
     uint active = 0;
-    for (uint k = 0; k < nblk && (long)k * bl < (long)n && l; ++k) {
+    for (uint k = 0; k < K && (long)k * bl < (long)n && l; ++k) {
         ++active;
-        const double nk = tf_pairs(k, nblk, bl, n, l), bk = tf_pairs(k, nblk, bl, n, 0);
+        const double nk = tf_pairs(k, K, bl, n, l), bk = tf_pairs(k, K, bl, n, 0);
         const double sk = s1k[k];
         const double ck = c[(size_t)k * (nl - 1)] - 2.0 * dm * sk * (bk > 0.0 ? nk / bk : 0.0)
                           + nk * dm * dm;

@@ -266,20 +266,21 @@ __kernel void ts_ingest_centre(__global const double *mom, __global const uint *
 }
 
 // finish.cl's `mom` row of each series e: s1, s2, s1k[nblk], s2k[nblk] (its converted
-// values' Σ y, Σ y², then the same per jackknife block: blocks of tpb of its tiles, the
-// last one to its end, empty ones 0), from the conversion's per-tile sums (tiles boff[e]
-// .. boff[e + 1]).  Work group (k, e): block k's tiles, strided over the items and added
+// values' Σ y, Σ y², then the same per jackknife block: K blocks of tpb of its tiles, the
+// last one to its end, the others 0; (K, tpb) = ktpb[e], the series' own), from the
+// conversion's per-tile sums (tiles boff[e] .. boff[e + 1]).  Work group (k, e): block k's tiles, strided over the items and added
 // by a fixed tree (one item per block was ~2 ms for the 16384 tiles of a series of 2^24
 // on the H100); then ts_ingest_row_totals adds the blocks in order.
 __kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
 void ts_ingest_block_totals(__global const double *tiles, __global const uint *boff,
-                            const uint nblk, const uint tpb, __global double *mom)
+                            const uint nblk, __global const uint2 *ktpb, __global double *mom)
 {
     __local ${A}acc_t scratch[${wg}];
     const uint k = get_group_id(0), e = get_group_id(1), lid = get_local_id(0);
     __global double *row = mom + (size_t)e * (2 + 2 * nblk);
-    const uint b0 = boff[e], b1 = boff[e + 1];
-    const uint lo = min(b0 + k * tpb, b1), hi = k == nblk - 1 ? b1 : min(lo + tpb, b1);
+    const uint b0 = boff[e], b1 = boff[e + 1], K = ktpb[e].x, tpb = ktpb[e].y;
+    const uint lo = k < K ? min(b0 + k * tpb, b1) : b1;
+    const uint hi = k + 1 == K ? b1 : min(lo + tpb, b1);
     double k1 = 0.0, k2 = 0.0;
     for (uint b = lo + lid; b < hi; b += ${wg}u) { k1 += tiles[2 * b]; k2 += tiles[2 * b + 1]; }
     k1 = ti_s_wg_reduce(k1, lid, scratch);

@@ -2,14 +2,17 @@
 ##     sums[p][e][k][i] = sum over t in block k of entry e, t < nt[e], t + l < n[e], of
 ##                        f_p(x(t), x(t + l)),   l = lag0 + i,  i < nlags
 ## (clphys.timeseries.hurst and autocorrelation); "absmax" takes the maximum instead.
-## Block k of an entry holds the tiles [k tpb, (k + 1) tpb) (nblk blocks: the jackknife
-## blocks of the error bars; the host adds the blocks for the totals).
+## Block k of entry e holds its tiles [k tpb, (k + 1) tpb), tpb = tpbs[e] (the jackknife
+## blocks of the error bars, each entry's own: the same as for the entry alone; `partial`
+## and the sums have nblk blocks per entry, those past an entry's last are zero; the host
+## adds the blocks for the totals).
 ##
 ## params: pairs  the pair functions f_p, evaluated on the same tiles (one accumulator
 ##                each): "absdiff" |b - a|, "sqdiff" (b - a)^2, "powdiff" (|b - a| s_l)^q_p
-##                with a per-lag scale s_l (the kernel's `inv`) and q_p = qs[p],
-##                "product" a b, "absmax" max |b - a| (alone, with acc "max"); the scales
-##                are per entry: inv[e][i]
+##                with a per-lag scale s_l (the kernel's `inv`) and q_p = qs[p] (as
+##                2^(q log2 x), see tp_pow01), "ipow<k>" the same for the integer q = k
+##                (3 <= k <= 64, by multiplications), "product" a b, "absmax" max |b - a|
+##                (alone, with acc "max"); the scales are per entry: inv[e][i]
 ##         value  how the series is stored (every tile is read relative to its first
 ##                element t0, so differences keep float32 accuracy relative to the local
 ##                excursion whatever the series' offset):
@@ -29,23 +32,27 @@
 ## buffer's first value, nonzero for a window of one series too long for the device);
 ## nchs[e] tiles, ceil(min(nt, n - lag0) / chunk).
 ## Work group (b, (e - e_lo) G + g) of G groups per entry (a launch covers the entries
-## e_lo .. e_lo + get_num_groups(1) / G - 1) owns the lags lag0 + b*wg*lpi + [0, wg*lpi)
+## e_lo .. e_lo + get_num_groups(1) / G - 1 and the lag blocks lb0 + b) owns the lags
+## lag0 + (lb0 + b)*wg*lpi + [0, wg*lpi)
 ## and the tiles c in [c_begin, c_end) of entry e with c % G == g, in increasing order.
 ## A tile keeps x(t0 .. t0 + chunk) and the shifted span x(t0 + L0 .. t0 + L0 + chunk +
 ## wg*lpi) in local memory; item i keeps its lpi lags' accumulators in registers, read from
-## the slot partial[p][e][k][c % Gs] (Gs = min(G, tpb) columns per block) when it starts on
-## block k and written back when it leaves it (partial starts zeroed): with G <= tpb the
-## column is the group's own, with G > tpb every tile has a slot of its own (a group's
-## tiles lie in different blocks).  So a group folds its tiles in the same order however
+## the slot partial[p][e][k][c % Gs] (Gs = min(G, tpb) columns per block, of gs >= Gs in
+## memory) when it starts on block k and written back when it leaves it (partial starts
+## zeroed): with G <= tpb the column is the group's own, with G > tpb every tile has a
+## slot of its own (a group's tiles lie in different blocks).  So a group folds its tiles in the same order however
 ## the tile range is split into launches (time-bounded slices, upload segments, windows):
 ## the sums are the same bits; with G >= tpb they are also the same bits for any such G
-## (one tile per slot), and launches over groups of entries change nothing either.
-## ts_pair_finish then reduces partial over the Gs columns.
+## (one tile per slot), and launches over groups of entries or of lag blocks change
+## nothing either.
+## ts_pair_finish then reduces partial over the gs columns.
 <%namespace name="accns" file="/timeseries/acc.cl"/>
 <%
     KINDS = ("absdiff", "sqdiff", "powdiff", "product", "absmax")
     PL = list(pairs)
-    if not PL or any(p not in KINDS for p in PL):
+    IPOW = {p: int(p[4:]) for p in PL if p[:4] == "ipow" and p[4:].isdigit()
+            and 3 <= int(p[4:]) <= 64}
+    if not PL or any(p not in KINDS and p not in IPOW for p in PL):
         raise ValueError("pairs.cl: pairs must be a list of %s, got %r" % (KINDS, PL))
     if ("absmax" in PL) != (acc == "max") or ("absmax" in PL and len(PL) > 1):
         raise ValueError("pairs.cl: pair 'absmax' goes alone and with acc 'max' only")
@@ -65,10 +72,21 @@
     J = range(lpi)
     NP = range(len(PL))
     lb = blk.bit_length() - 1
+    # a general q (and its maxima) on (hi, lo) pairs: the tiles keep the hi and lo parts
+    # (ta, tb and tal, tbl: two float arrays, not float2, which crashed Oclgrind's
+    # uninitialised-value checker) and each difference is (b - a) + (bl - al), good to
+    # float32 rounding of itself (equal values: exactly 0), where the tile-relative
+    # values of the other layouts round to the excursion
+    EXACT = value == "float2" and any(p in ("powdiff", "absmax") or p in IPOW for p in PL)
+    LO = lambda v: f"{v}, {v}l" if EXACT else v        # a tile value: hi, lo or one float
+    D = "((b - a) + (bl - al))" if EXACT else "b - a"
 %>
 ${accns.accumulator(P, acc)}
 
-% if value == "float2":
+% if EXACT:
+typedef float2 tp_in_t;
+#define TP_ORIGIN
+% elif value == "float2":
 typedef float2 tp_in_t;
 #define TP_ORIGIN const float2 o = xs[t0];
 #define TP_VAL(k) ((xs[k].x - o.x) + (xs[k].y - o.y))
@@ -86,26 +104,78 @@ typedef float tp_in_t;
 #define TP_VAL(k) (xs[k])
 % endif
 
+% if "powdiff" in PL:
+// x^q for 0 <= x <= 1 (a little above by rounding) and q > 0, as 2^(q log2 x) in float
+// arithmetic that vectorises (no calls: pow() is a scalar library call on CPUs, ~300x
+// slower there): log2 x = e + 2/ln2 atanh((m - 1)/(m + 1)) with x = m 2^e, m in
+// [sqrt(1/2), sqrt(2)) (odd series to t^9, |t| <= 0.172), then 2^y = 2^r 2^(y - r) with r
+// the nearest integer (Taylor series of e^f to f^7, |f| <= ln2 / 2).  A term's relative
+// error is below 2^-22 (1 + |q log2 x|) (docs/timeseries.md); results below 2^-126 are 0:
+// with the terms scaled by the lag's maximum the sum is >= 1, so they do not count.
+inline float tp_pow01(const float x, const float q)
+{
+    const int tiny = x < 1.17549435e-38f;                     // subnormal: scaled by 2^24
+    const int bits = as_int(tiny ? x * 16777216.0f : x);
+    const float m1 = as_float((bits & 0x007fffff) | 0x3f800000);        // [1, 2)
+    const int big = m1 > 1.41421356f;
+    const float m = big ? 0.5f * m1 : m1;
+    const float e = (float)((bits >> 23) - (tiny ? 151 : 127) + big);
+    const float t = (m - 1.0f) / (m + 1.0f);
+    const float t2 = t * t;
+    const float y = q * (e + t * (2.88539008f + t2 * (0.961796694f + t2 * (0.577078016f
+                                  + t2 * (0.412198583f + t2 * 0.320598898f)))));
+    const float z = y + 0.5f;
+    int r = (int)z;                                           // floor(z), without a call
+    r -= (float)r > z;
+    const float f = (y - (float)r) * 0.693147181f;
+    const float p = 1.0f + f * (1.0f + f * (0.5f + f * (0.166666667f + f * (0.0416666667f
+                    + f * (0.00833333333f + f * (0.00138888889f + f * 0.000198412698f))))));
+    const float scale = r > -127 ? as_float((r + 127) << 23) : 0.0f;
+    return x > 0.0f ? p * scale : 0.0f;
+}
+% endif
 % for p, kind in enumerate(PL):
-inline float tp_f${p}(float a, float b, float q, float s)
+inline float tp_f${p}(${"float a, float al, float b, float bl" if EXACT else "float a, float b"}, float q, float s)
 {
 %   if kind in ("absdiff", "absmax") and dev.is_gpu:
-    return fabs(b - a);                 // a free operand modifier on GPUs
+    return fabs(${D});                 // a free operand modifier on GPUs
 %   elif kind in ("absdiff", "absmax"):
-    const float d = b - a;              // CPU vectorisers (PoCL) keep fabs a scalar call
+    const float d = ${D};              // CPU vectorisers (PoCL) keep fabs a scalar call
     return d < 0.0f ? -d : d;
 %   elif kind == "sqdiff":
-    const float d = b - a;
+    const float d = ${D};
     return d * d;
-%   elif kind == "powdiff":
-    return pow(fabs(b - a) * s, q);     // s = 1 / max |b - a| at this lag: no overflow
+%   elif kind == "powdiff" or kind in IPOW:
+    // s = 1 / max |b - a| at this lag: x <= 1, no overflow
+%     if dev.is_gpu:
+    const float x = fabs(${D}) * s;
+%     else:
+    const float x = as_float(as_int((${D}) * s) & 0x7fffffff);    // |.| without a call
+%     endif
+%     if kind == "powdiff":
+    return tp_pow01(x, q);
+%     else:
+<%
+        k = IPOW[kind]
+        steps = []
+        for bit in bin(k)[3:]:
+            steps.append("r = r * r;")
+            if bit == "1":
+                steps.append("r = r * x;")
+%>
+    float r = x;                        // x^${k}
+    ${" ".join(steps)}
+    return r;
+%     endif
 %   else:
     return a * b;
 %   endif
 }
 % endfor
-% if acc == "max":
+% if acc == "max" and dev.is_gpu:
 #define TP_RUN(s, t) s = fmax(s, t)
+% elif acc == "max":
+#define TP_RUN(s, t) { const float tp_t = (t); s = tp_t > s ? tp_t : s; }   /* no fmax call */
 % else:
 #define TP_RUN(s, t) s += t
 % endif
@@ -120,9 +190,9 @@ inline float tp_f${p}(float a, float b, float q, float s)
 % endfor
 % endif
 % for j in J[:-1]:
-        float w${j} = tb[me + ${j}u];
+        float w${j} = tb[me + ${j}u]${f", w{j}l = tbl[me + {j}u]" if EXACT else ""};
 % endfor
-        float w${lpi - 1} = 0.0f;
+        float w${lpi - 1} = 0.0f${f", w{lpi - 1}l = 0.0f" if EXACT else ""};
         for (uint r0 = 0; r0 < ${chunk}u; r0 += ${run}u) {
 % for p in NP:
 %   for j in J:
@@ -132,19 +202,25 @@ inline float tp_f${p}(float a, float b, float q, float s)
 #pragma unroll
             for (uint k = 0; k < ${run}u; ++k) {
                 const uint tt = r0 + k;
-                const float a = ta[tt];
+                const float a = ta[tt]${", al = tal[tt]" if EXACT else ""};
                 w${lpi - 1} = tb[tt + me + ${lpi - 1}u];
+% if EXACT:
+                w${lpi - 1}l = tbl[tt + me + ${lpi - 1}u];
+% endif
 % for j in J:
 %   for p in NP:
 %     if masked:
-                TP_RUN(s${p}_${j}, (int)tt < lim${j} ? tp_f${p}(a, w${j}, q${p}, inv${j}) : 0.0f);
+                TP_RUN(s${p}_${j}, (int)tt < lim${j} ? tp_f${p}(${LO("a")}, ${LO(f"w{j}")}, q${p}, inv${j}) : 0.0f);
 %     else:
-                TP_RUN(s${p}_${j}, tp_f${p}(a, w${j}, q${p}, inv${j}));
+                TP_RUN(s${p}_${j}, tp_f${p}(${LO("a")}, ${LO(f"w{j}")}, q${p}, inv${j}));
 %     endif
 %   endfor
 % endfor
 % for j in J[:-1]:
                 w${j} = w${j + 1};
+%   if EXACT:
+                w${j}l = w${j + 1}l;
+%   endif
 % endfor
             }
 % for p in NP:
@@ -178,14 +254,19 @@ void ts_pair_sums(__global const tp_in_t *x, __global const float2 *tab,
                   __global const uint *nchs, const uint nentries, const uint e_lo,
                   const uint G, const long xbase,
                   const uint lag0, const uint nlags,
-                  const uint c_begin, const uint c_end, const uint nblk, const uint tpb,
+                  const uint c_begin, const uint c_end, const uint nblk,
+                  __global const uint *tpbs, const uint gs, const uint lb0,
                   __global const float *qs, __global const float *inv,
                   __global ${P}acc_t *partial)
 {
     __local float ta[${chunk}];
     __local float tb[${chunk + lg}];
+% if EXACT:
+    __local float tal[${chunk}];
+    __local float tbl[${chunk + lg}];
+% endif
     const uint lid = get_local_id(0);
-    const uint L0 = lag0 + get_group_id(0) * ${lg}u;    // first lag of the group
+    const uint L0 = lag0 + (lb0 + get_group_id(0)) * ${lg}u;    // first lag of the group
     const uint me = lid * ${lpi}u;                      // this item's lags: L0 + me + j
     const uint first = L0 - lag0 + me;                  // ... at sums index first + j
     // (no '%' beside the '/': LLVM would pair them with a `freeze`, which Oclgrind lacks)
@@ -199,7 +280,8 @@ void ts_pair_sums(__global const tp_in_t *x, __global const float2 *tab,
     const uint c_stop = min(c_end, nch);
     const uint c_start = c_begin + (g + G - c_begin % G) % G;
     if (c_start >= c_stop) return;                      // no tile here: partial stays
-    const uint Gs = min(G, tpb);                        // slot columns per block
+    const uint tpb = tpbs[e];                           // tiles per block of this entry
+    const uint Gs = min(G, tpb);                        // its slot columns per block
 % for p in NP:
 %   if PL[p] == "powdiff":
     const float q${p} = qs[${p}];
@@ -208,7 +290,7 @@ void ts_pair_sums(__global const tp_in_t *x, __global const float2 *tab,
 %   endif
 % endfor
 % for j in J:
-%   if "powdiff" in PL:
+%   if "powdiff" in PL or IPOW:
     const float inv${j} = first + ${j}u < nlags ? inv[(size_t)e * nlags + first + ${j}u] : 0.0f;
 %   else:
     const float inv${j} = 1.0f;
@@ -230,7 +312,7 @@ void ts_pair_sums(__global const tp_in_t *x, __global const float2 *tab,
 ${slot("store")}
             }
 % for p in NP:
-            slot_${p} = ((((size_t)${p} * nentries + e) * nblk + k) * Gs + (c - c / Gs * Gs))
+            slot_${p} = ((((size_t)${p} * nentries + e) * nblk + k) * gs + (c - c / Gs * Gs))
                       * nlags;
 % endfor
 ${slot("load")}
@@ -239,12 +321,26 @@ ${slot("load")}
         const uint t0 = c * ${chunk}u;
         TP_ORIGIN
         barrier(CLK_LOCAL_MEM_FENCE);       // the previous tile is no longer read
+% if EXACT:
+        for (uint i = lid; i < ${chunk}u; i += ${wg}u) {
+            const float2 v = t0 + i < n ? xs[t0 + i] : (float2)(0.0f);
+            ta[i] = v.x;
+            tal[i] = v.y;
+        }
+        for (uint i = lid; i < ${chunk + lg}u; i += ${wg}u) {
+            const uint k2 = t0 + L0 + i;
+            const float2 v = k2 < n ? xs[k2] : (float2)(0.0f);
+            tb[i] = v.x;
+            tbl[i] = v.y;
+        }
+% else:
         for (uint i = lid; i < ${chunk}u; i += ${wg}u)
             ta[i] = t0 + i < n ? TP_VAL(t0 + i) : 0.0f;
         for (uint i = lid; i < ${chunk + lg}u; i += ${wg}u) {
             const uint k2 = t0 + L0 + i;
             tb[i] = k2 < n ? TP_VAL(k2) : 0.0f;
         }
+% endif
         barrier(CLK_LOCAL_MEM_FENCE);
         if (t0 + ${chunk}u <= nt && t0 + L0 + ${chunk + lg - 1}u <= n)
 ${tile(False)}

@@ -250,16 +250,6 @@ def _sizes(sizes):
     return tuple(out)
 
 
-class _Scaled:
-    """Counts sweeps of one piece into a bar that counts spin updates."""
-
-    def __init__(self, bar, weight):
-        self.bar, self.weight = bar, weight
-
-    def update(self, n):
-        self.bar.update(n * self.weight)
-
-
 def _pieces(backend, facts, shape, total, rng, options, n_measure, host_bytes):
     """Replicas per ensemble: all, or as many as fit the device and host memory."""
     one, two = (device_need(backend, facts, shape, r, rng, options) for r in (1, 2))
@@ -408,7 +398,7 @@ def _run_scan(dim, sizes, temps, n_therm, n_measure, every, replicas, algorithm,
                                seed=piece_seed, replica_offset=r0 - start, **options)
                 run = ens._run(n_measure, every, n_therm)
                 try:
-                    run.run(bar=_Scaled(bar, int(N[i]) * (r1 - r0)))
+                    run.run(bar=bar.part(int(N[i]) * (r1 - r0)))    # sweeps as spin updates
                 except Interrupted:
                     done = ", ".join(map(str, sizes[:i]))
                     exc = Interrupted(bar.done, total, "spin updates of the scan")

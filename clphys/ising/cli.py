@@ -445,9 +445,13 @@ def add_parsers(sub):
                                    "and the U4 crossing temperatures (defaults shared with "
                                    "clphys.ising.binder_scan).")
     p.add_argument("--sizes", default="16,32,64", help="comma-separated sizes (default 16,32,64)")
-    p.add_argument("--tmin", type=float, default=2.2)
-    p.add_argument("--tmax", type=float, default=2.34)
-    p.add_argument("--points", type=int, default=15)
+    p.add_argument("--tmin", type=float, default=2.2,
+                   help="lowest temperature of the scan (default 2.2)")
+    p.add_argument("--tmax", type=float, default=2.34,
+                   help="highest temperature of the scan (default 2.34)")
+    p.add_argument("--points", type=int, default=15,
+                   help="temperatures from --tmin to --tmax, evenly spaced, at least 2 "
+                        "(default 15)")
     p.add_argument("--therm", type=int, default=DEFAULTS["n_therm"],
                    help="thermalisation sweeps (default: as many as are measured, --measure x --every)")
     p.add_argument("--measure", type=int, default=DEFAULTS["n_measure"],
@@ -458,5 +462,8 @@ def add_parsers(sub):
                    help=f"independent lattices per temperature (default {DEFAULTS['replicas']})")
     _common(p, {})
     add_plot(p, "draw U4 against T into FILE")
-    p.set_defaults(func=cmd_binder)
+    p.set_defaults(func=cmd_binder, cli_names={"n_therm": "--therm", "n_measure": "--measure",
+                                               "every": "--every", "replicas": "--replicas",
+                                               "sizes": "--sizes", "dim": "--dim",
+                                               "seed": "--seed"})
     allow_mpi(p)            # the replicas of every size split over the ranks

@@ -16,7 +16,9 @@ import signal
 import threading
 import time
 
-from ..progress import Progress
+import pyopencl as cl
+
+from ..progress import Progress, observe_slice
 
 __all__ = ["Interrupted", "run_sliced", "interrupt_deferred"]
 
@@ -92,6 +94,9 @@ def run_sliced(total: int, advance, queue, *, progress=None, label: str = "", wh
     every rank takes the same slices (sized by the slowest rank's time) and
     Ctrl-C on any rank stops every rank after the same slice, so no rank is
     left waiting for one that stopped.
+
+    Work on a CPU device (not Oclgrind) that will take long says so once, about a
+    second in: see :class:`clphys.progress.LongRunWarning`.
     """
     total = int(total)
     size = max(1, int(first))
@@ -101,6 +106,8 @@ def run_sliced(total: int, advance, queue, *, progress=None, label: str = "", wh
     done = 0
     own = bar is None
     meter = Progress(total, progress, label=label) if own else bar
+    on_cpu = queue is not None and int(queue.device.type) == cl.device_type.CPU
+    device_name = queue.device.name.strip() if on_cpu else ""
     with interrupt_deferred() as pending:
         try:
             while done < total:
@@ -112,6 +119,7 @@ def run_sliced(total: int, advance, queue, *, progress=None, label: str = "", wh
                 elapsed = time.perf_counter() - t0
                 done += n
                 meter.update(n)
+                observe_slice(device_name, on_cpu, elapsed, done == n)
                 stop = pending()
                 if comm is not None:
                     views = comm.allgather((elapsed, bool(stop)))

@@ -69,7 +69,11 @@ def add_parsers(sub):
     j.add_argument("--bins", type=int, default=100, help="bins of the x mod 1 density (default 100)")
     _common(j)
     add_output(j, "also write the table to FILE at full precision (text)")
-    j.set_defaults(func=cmd_josephson)
+    j.set_defaults(func=cmd_josephson, cli_names={
+        "n_paths": "--paths", "periods": "--periods", "transient": "--transient",
+        "steps_per_period": "--steps-per-period", "density_bins": "--bins", "a": "--a",
+        "f": "--f", "kT": "--kT", "gamma": "--gamma", "omega": "--omega", "seed": "--seed",
+        "checkpoint_every": "--checkpoint-every"})
     allow_mpi(j)            # the grid points (or paths) split over the ranks
 
     k = models.add_parser("kuramoto", help="order parameter r(t) of noisy Kuramoto oscillators",
@@ -85,19 +89,32 @@ def add_parsers(sub):
     k.add_argument("--dt", type=float, default=0.01, help="time step (default 0.01)")
     k.add_argument("--t-end", type=float, default=20.0, help="time to run to (default 20)")
     k.add_argument("--sample-every", type=int, default=10, help="steps between samples of r (default 10)")
-    k.add_argument("--kernel", choices=("auto", "mean-field", "all-pairs"), default="auto")
+    k.add_argument("--kernel", choices=("auto", "mean-field", "all-pairs"), default="auto",
+                   help="mean-field (the order parameter's sums once per step: O(N)) or "
+                        "all-pairs (every pair: O(N^2)); auto: mean-field (default)")
     _common(k, rng=False)
     add_output(k, "also write t, r(t), psi(t) to FILE at full precision (text)")
-    k.set_defaults(func=cmd_kuramoto)
+    k.set_defaults(func=cmd_kuramoto, cli_names={
+        "n": "--n", "coupling": "--coupling", "kT": "--noise", "gamma": "--gamma",
+        "omega": "--omega", "dt": "--dt", "t_end": "--t-end", "sample_every": "--sample-every",
+        "seed": "--seed", "checkpoint_every": "--checkpoint-every"})
 
 
 def _common(p, rng=True):
-    p.add_argument("--scheme", choices=("srk2", "euler"), default="srk2")
+    p.add_argument("--scheme", choices=("srk2", "euler"), default="srk2",
+                   help="time stepper: srk2 (stochastic Runge-Kutta, order 2 in the drift; "
+                        "default) or euler (Euler-Maruyama)")
     if rng:
-        p.add_argument("--rng", choices=("philox", "xorshift32"), default="philox")
+        p.add_argument("--rng", choices=("philox", "xorshift32"), default="philox",
+                       help="noise generator: philox (counter based: the same noise on every "
+                            "device and number of MPI ranks; default) or xorshift32 (the "
+                            "paper's, with Box-Muller)")
         p.add_argument("--fast-math", action="store_true", help="build with -cl-fast-relaxed-math")
-    p.add_argument("--dtype", choices=("float32", "float64"), default="float32")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dtype", choices=("float32", "float64"), default="float32",
+                   help="precision of the state (default float32; float64 needs a device "
+                        "with fp64)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the noise and the random start, 0 .. 2^64 - 1 (default 0)")
     add_device(p)
     add_plot(p)
     add_progress(p)

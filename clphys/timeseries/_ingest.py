@@ -29,24 +29,27 @@ ZERO_KEY = -4000                 # ingest.cl: the exponent key of zero
 class Batch:
     """Series checked on the host: `arrays` (1-D, C-contiguous, all of `dtype`, views of
     the caller's memory where it allowed), `single` (the caller gave one 1-D series) and,
-    for a C-contiguous 2-D array, `whole` (uploaded in one piece)."""
+    for a C-contiguous 2-D array, `whole` (uploaded in one piece); `index`: each series'
+    place in the caller's batch (messages name it)."""
 
-    __slots__ = ("name", "arrays", "dtype", "single", "whole", "lengths")
+    __slots__ = ("name", "arrays", "dtype", "single", "whole", "lengths", "index")
 
-    def __init__(self, name, arrays, single, whole=None):
+    def __init__(self, name, arrays, single, whole=None, index=None):
         self.name, self.arrays, self.single, self.whole = name, arrays, single, whole
         self.dtype = arrays[0].dtype
         self.lengths = np.array([a.size for a in arrays], dtype=np.int64)
+        self.index = list(range(len(arrays))) if index is None else list(index)
 
     def __len__(self):
         return len(self.arrays)
 
     def subset(self, index) -> "Batch":
-        """The series `index` (a range) as a batch of their own."""
-        return Batch(self.name, [self.arrays[s] for s in index], single=False)
+        """The series `index` (positions in this batch) as a batch of their own."""
+        return Batch(self.name, [self.arrays[s] for s in index], single=False,
+                     index=[self.index[s] for s in index])
 
     def label(self, s: int) -> str:
-        return self.name if self.single else f"{self.name}[{s}]"
+        return self.name if self.single else f"{self.name}[{self.index[s]}]"
 
     def first_values(self) -> np.ndarray:
         return np.array([float(a[0]) for a in self.arrays])

@@ -313,7 +313,8 @@ def add_parsers(sub) -> None:
                    help="moment order q, 0.01 .. 1000 (default 1)")
     p.add_argument("--method", choices=("auto", "direct", "fft"), default="auto",
                    help="pair sums or FFT (q = 2 only); auto: the cheaper (default)")
-    p.set_defaults(func=cmd_hurst)
+    p.set_defaults(func=cmd_hurst, cli_names={"max_lag": "--max-lag", "q": "--q",
+                                              "p": "the series", "method": "--method"})
 
     p = sub.add_parser("acf", help="autocorrelation ρ(Δt) of a series",
                        description="Autocorrelation ρ(Δt), Δt = 0 .. max-lag.")
@@ -325,7 +326,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--diff", action="store_true", help="analyse x(t+1) - x(t) (prices in FILE)")
     p.add_argument("--method", choices=("auto", "direct", "fft"), default="auto",
                    help="pair sums or FFT; auto: the cheaper (default)")
-    p.set_defaults(func=cmd_acf)
+    p.set_defaults(func=cmd_acf, cli_names={"max_lag": "--max-lag", "x": "the series",
+                                            "method": "--method"})
 
     p = sub.add_parser("pc", help="pattern conformity Ξ(Δt+, Δt-) of a price series",
                        description="Pattern conformity of Preis, Paul and Schneider (2008).")
@@ -338,7 +340,10 @@ def add_parsers(sub) -> None:
     p.add_argument("--tick", default="auto",
                    help="price tick: 'auto' (detect the common tick, default), 'none' "
                         "(real-valued prices) or a number such as 0.01")
-    p.set_defaults(func=cmd_pc)
+    p.set_defaults(func=cmd_pc, cli_names={
+        "max_past": "--max-past", "max_future": "--max-future", "chi": "--chi",
+        "max_history": "--max-history", "p": "the series", "tick=None": "--tick none",
+        "tick": "--tick"})
 
     p = sub.add_parser("acrw", help="write an anti-correlated random walk (synthetic prices)",
                        description="p(t) = a(t) + b(t): a steps ±1 with probability phi each, "
@@ -352,4 +357,4 @@ def add_parsers(sub) -> None:
     add_output(p, "file to write (default: standard output)")
     add_device(p)
     add_progress(p)
-    p.set_defaults(func=cmd_acrw)
+    p.set_defaults(func=cmd_acrw, cli_names={"n": "N", "phi": "--phi", "seed": "--seed"})

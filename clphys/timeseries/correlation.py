@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import math
 import time
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,7 +29,12 @@ from . import _common, _fft, _finish
 from . import _ingest
 from . import _transfer as _xfer
 
-__all__ = ["HurstResult", "AutocorrelationResult", "PairTuning", "hurst", "autocorrelation"]
+__all__ = ["HurstResult", "AutocorrelationResult", "PairTuning", "LongMemoryWarning", "hurst",
+           "autocorrelation"]
+
+
+class LongMemoryWarning(RuntimeWarning):
+    """hurst(): a series so persistent (H >= 3/4) that its jackknife errors are too small."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -42,13 +48,16 @@ class HurstResult:
     H[..., 0] (Δt = 1) is NaN: the local slope needs the previous lag.  H is also NaN
     where S is 0 at Δt or Δt - 1 (a constant stretch); errors are NaN where fewer than
     two blocks exist.  `method`: "direct" (pair sums) or "fft".  `lags` (1 .. max_lag)
-    is made on first use (for all lags of 2^24 values it is 128 MB)."""
+    is made on first use (for all lags of 2^24 values it is 128 MB).  `long_memory`
+    (shape S.shape[:-1]): True where the series is so persistent at its largest lags
+    (H >= 3/4) that S_err and H_err understate the errors (LongMemoryWarning)."""
     S: np.ndarray
     H: np.ndarray
     q: float
     S_err: np.ndarray = None
     H_err: np.ndarray = None
     method: str = "direct"
+    long_memory: np.ndarray | bool = False
 
     @functools.cached_property
     def lags(self) -> np.ndarray:
@@ -117,9 +126,14 @@ def _mark(name: str):
 STAGING_SLACK = 9 / 8         # staging buffers are rounded up by at most 1/8 (_transfer.capacity)
 
 
-def default_tuning(facts, nlags: int, shortest: int = 1 << 30) -> PairTuning:
+def default_tuning(facts, nlags: int, shortest: int = 1 << 30, kinds=("absdiff",)) -> PairTuning:
     """Tiles of 1024 values on GPUs, 512 on CPUs, halved (down to 32) while the shortest
-    series has fewer than JACK_BLOCKS tiles, so that it still gets its error bars.
+    series has fewer than JACK_BLOCKS tiles, so that it still gets its error bars, or
+    while they do not fit local memory (a general q keeps (hi, lo) pairs there: 8 bytes
+    a value).  The pair loop is unrolled over a run, so on CPUs a general q's costlier
+    terms get shorter runs: 4 for 2^(q log2 x), 8 for integer powers beside other pair
+    functions (32 x 8 inlined powers made PoCL's code scalar: 8x slower; measured on
+    two cores of an AMD EPYC).
 
     GPUs: 5 lags per item in work groups of a multiple of the SIMD width (224 x 5 for
     1024 lags).  An odd lpi keeps the items' strided local-memory reads (tb[tt + me + j],
@@ -133,10 +147,16 @@ def default_tuning(facts, nlags: int, shortest: int = 1 << 30) -> PairTuning:
     items = -(-nlags // lpi)
     items = -(-items // lo) * lo if facts.is_gpu else _common.pow2_at_least(items)
     wg = min(max(items, lo), hi, facts.max_work_group)
-    while chunk > 32 and (4 * (2 * chunk + wg * lpi) > facts.local_mem // 2
+    size = 8 if _scaled(kinds) else 4
+    while chunk > 32 and (size * (2 * chunk + wg * lpi) > facts.local_mem // 2
                           or shortest < JACK_BLOCKS * chunk):
         chunk //= 2
-    return PairTuning(wg=wg, lpi=lpi, chunk=chunk, run=min(32, chunk))
+    run = 32
+    if not facts.is_gpu and "powdiff" in kinds:
+        run = 4
+    elif not facts.is_gpu and _scaled(kinds) and len(kinds) > 1:
+        run = 8
+    return PairTuning(wg=wg, lpi=lpi, chunk=chunk, run=min(run, chunk))
 
 
 # Streaming (_Direct.stream): the provisional scale and centre come from the first
@@ -233,9 +253,11 @@ class _Direct:
         self.reach = lag0 + self.lag_blocks * t.wg * t.lpi     # values past a tile's start it reads
         self.nch = -(-(n - lag0) // t.chunk)                  # tiles per entry
         self.tiles = int(self.nch.max())
-        self.tpb = -(-self.tiles // JACK_BLOCKS)
-        self.K = -(-self.tiles // self.tpb)
-        self.bl = self.tpb * t.chunk                          # values per jackknife block
+        # each entry's own jackknife blocks (as alone): K of tpb tiles, bl values each
+        self.tpbs = -(-self.nch // JACK_BLOCKS)
+        self.Ks = -(-self.nch // self.tpbs)
+        self.bls = self.tpbs * t.chunk
+        self.tpb, self.K = int(self.tpbs.max()), int(self.Ks.max())    # the largest
         acc_bytes = _common.ACC_DTYPE[self.acc].itemsize
         per_cu = 16 if facts.is_gpu else 4
         G = t.groups or max(1, -(-per_cu * facts.compute_units // (self.lag_blocks * E)))
@@ -257,8 +279,16 @@ class _Direct:
             "checks and moments": 24 * (E * self.tiles + 1) + 64 * E}
         self.what = what
         self.windows = self._plan_windows()
-        self.first_slice = max(1, FIRST_SLICE_PAIRS[facts.is_gpu]
-                               // (t.chunk * self.lag_blocks * t.wg * t.lpi * E))
+        # The unit of the time-bounded slices: one tile of a piece of the entries and lag
+        # blocks, at most FIRST_SLICE_PAIRS pair terms (one tile of 512 series at 1024 lags
+        # was 2.7e8 terms: 48 s for a general q on two CPU cores before it was fast)
+        cap, per_tile = FIRST_SLICE_PAIRS[facts.is_gpu], t.chunk * t.wg * t.lpi
+        self.piece_lags = max(1, min(self.lag_blocks, cap // per_tile))
+        self.piece_entries = max(1, min(E, cap // (per_tile * self.piece_lags)))
+        self.lag_pieces = -(-self.lag_blocks // self.piece_lags)
+        self.pieces = -(-E // self.piece_entries) * self.lag_pieces
+        self.units = self.tiles * self.pieces
+        self.first_slice = max(1, cap // (per_tile * self.piece_lags * self.piece_entries))
         self.rows = _finish_rows(dev)
         self.totals = None                    # the per-tile sums as read back
         self._tile_totals = None              # (totals, tile_totals() of them)
@@ -399,11 +429,12 @@ class _Direct:
         self._nts = inp._array(self.b.lengths.astype(np.uint32))
         self._ns = self._nts
         self._nchs = inp._array(self.nch.astype(np.uint32))
+        self._tpbs = inp._array(self.tpbs.astype(np.uint32))
 
     # -- streaming: the pair sums run on each upload segment as it arrives
 
     def can_stream(self, pairs, progress, forced: bool) -> bool:
-        """One series in one window, pair functions without a first pass (not "powdiff")
+        """One series in one window, pair functions without a first pass (not a general q)
         and not Oclgrind (one upload there); unless `forced`, also a short job (no
         progress bar or time slices wanted) and, on CPUs (where nothing overlaps), a
         series within the head, whose provisional values are then the true ones (a
@@ -412,7 +443,7 @@ class _Direct:
         t = self.tuning
         facts = self.dev.facts
         pair_terms = self.tiles * t.chunk * self.lag_blocks * t.wg * t.lpi
-        return (self.E == 1 and len(self.windows) == 1 and "powdiff" not in pairs
+        return (self.E == 1 and len(self.windows) == 1 and not _scaled(pairs)
                 and facts.vendor != "oclgrind"
                 and (forced or (progress in (None, False)
                                 and pair_terms <= STREAM_MAX_PAIRS[facts.is_gpu]
@@ -516,7 +547,7 @@ class _Direct:
         t = self.tuning
         facts = self.dev.facts
         pair_terms = self.E * self.tiles * t.chunk * self.lag_blocks * t.wg * t.lpi
-        return (self.E > 1 and len(self.windows) == 1 and "powdiff" not in pairs
+        return (self.E > 1 and len(self.windows) == 1 and not _scaled(pairs)
                 and self.f64 and self.room >= self.tpb and self._stream_fits()
                 and (forced or (progress in (None, False) and facts.vendor != "oclgrind"
                                 and pair_terms <= STREAM_MAX_PAIRS[facts.is_gpu])))
@@ -614,6 +645,11 @@ class _Direct:
             self._reads = [cl.enqueue_copy(self.dev.queue, h, d.data, is_blocking=False)
                            for h, d in self._checks]
 
+    def blocks_of(self, size) -> np.ndarray:
+        """(K, size) per entry, uint32 (E, 2): its jackknife blocks and their size (tiles
+        or values) as the kernels read them (uint2)."""
+        return np.ascontiguousarray(np.stack([self.Ks, size], axis=1), dtype=np.uint32)
+
     def device_moments(self) -> cla.Array:
         """finish.cl's `mom` rows (per series Σ y, Σ y², then the same per jackknife
         block) from the conversion's per-tile sums, on the device (fp64): the same
@@ -626,7 +662,8 @@ class _Direct:
                                                          np.float64)
             inp.prg.ts_ingest_block_totals(self.dev.queue, (self.K * inp.wg, E), (inp.wg, 1),
                                            self.tile_sums.data, boff.data, np.uint32(self.K),
-                                           np.uint32(self.tpb), rows.data)
+                                           inp._array(self.blocks_of(self.tpbs)).data,
+                                           rows.data)
             inp.prg.ts_ingest_row_totals(self.dev.queue, (E,), None, rows.data, np.uint32(E),
                                          np.uint32(self.K))
         return self.moment_rows
@@ -699,30 +736,52 @@ class _Direct:
         dev, t = self.dev, self.tuning
         absmax = pairs == ["absmax"]
         acc = "max" if absmax else self.acc
-        K, tpb = (1, self.tiles) if absmax else (self.K, self.tpb)
+        # absmax: one block of all an entry's tiles; else each entry's jackknife blocks
+        K, tpb, tpbs = (1, self.tiles, self._nchs) if absmax else (self.K, self.tpb, self._tpbs)
         prg = dev.build("timeseries/pairs.cl", pairs=list(pairs), value=self.value, acc=acc,
                         wg=t.wg, lpi=t.lpi, chunk=t.chunk, run=t.run, rows=self.rows, block=BLOCK)
         dtype = _common.ACC_DTYPE[acc]
         npairs = len(pairs)
-        Gs = min(self.G, tpb)                 # slot columns per block (pairs.cl)
+        Gs = min(self.G, tpb)                 # slot columns per block (pairs.cl's gs)
         partial = _zeros(dev, npairs * self.E * K * Gs * self.nlags, dtype)
         qarr = self.inp._array(np.asarray(qs, dtype=np.float32))
         invarr = self.inp._array(np.asarray(inv, dtype=np.float32)) if inv is not None \
             else qarr
-        return dict(prg=prg, K=K, tpb=tpb, Gs=Gs, dtype=dtype, npairs=npairs,
+        return dict(prg=prg, K=K, tpbs=tpbs, Gs=Gs, dtype=dtype, npairs=npairs,
                     partial=partial, q=qarr, inv=invarr)
 
-    def _launch(self, job, xbase: int, start: int, end: int, rows=None):
-        """The pair sums of the tiles [start, end) of the series `rows` (lo, hi), or all."""
+    def _launch(self, job, xbase: int, start: int, end: int, rows=None, lags=None):
+        """The pair sums of the tiles [start, end) of the series `rows` (lo, hi) and the lag
+        blocks `lags` (lo, hi), or all."""
         t = self.tuning
         lo, hi = rows or (0, self.E)
+        b0, b1 = lags or (0, self.lag_blocks)
         job["prg"].ts_pair_sums(
-            self.dev.queue, (self.lag_blocks * t.wg, (hi - lo) * self.G), (t.wg, 1),
+            self.dev.queue, ((b1 - b0) * t.wg, (hi - lo) * self.G), (t.wg, 1),
             self.y.data, self.tab.data, self._voff.data, self._nts.data, self._ns.data, self._nchs.data,
             np.uint32(self.E), np.uint32(lo), np.uint32(self.G), np.int64(xbase),
             np.uint32(self.lag0), np.uint32(self.nlags),
-            np.uint32(start), np.uint32(end), np.uint32(job["K"]), np.uint32(job["tpb"]),
-            job["q"].data, job["inv"].data, job["partial"].data)
+            np.uint32(start), np.uint32(end), np.uint32(job["K"]), job["tpbs"].data,
+            np.uint32(job["Gs"]), np.uint32(b0), job["q"].data, job["inv"].data,
+            job["partial"].data)
+
+    def _launch_units(self, job, xbase: int, u0: int, u1: int):
+        """The slice units [u0, u1) (unit u: tile u // pieces of piece u % pieces): whole
+        tiles by one launch per piece over all of them, a part of a tile piece by piece."""
+        P = self.pieces
+        while u0 < u1:
+            c, p = divmod(u0, P)
+            if p == 0 and u1 - u0 >= P:
+                c1 = u1 // P
+                pieces, u0 = range(P), c1 * P
+            else:
+                c1 = c + 1
+                pieces, u0 = range(p, min(u1 - c * P, P)), min(u1, c1 * P)
+            for piece in pieces:
+                eg, lg = divmod(piece, self.lag_pieces)
+                e0, b0 = eg * self.piece_entries, lg * self.piece_lags
+                self._launch(job, xbase, c, c1, rows=(e0, min(self.E, e0 + self.piece_entries)),
+                             lags=(b0, min(self.lag_blocks, b0 + self.piece_lags)))
 
     def _finish_pairs(self, job) -> cla.Array:
         """The block sums: the partial sums added over their slot columns."""
@@ -736,18 +795,20 @@ class _Direct:
             np.uint32(self.nlags), out.data)
         return out
 
-    def sums(self, st, pairs, qs=(1.0,), inv=None, nblk=None, progress=None, bar=None,
+    def sums(self, st, pairs, qs=(1.0,), inv=None, progress=None, bar=None,
              label="") -> cla.Array:
         """The block sums [p][e][k][l] (acc type, or "max" for ["absmax"]) of the pair
-        functions `pairs` for the lags lag0 .. lag0 + nlags - 1."""
+        functions `pairs` for the lags lag0 .. lag0 + nlags - 1, in time-bounded slices of
+        self.units units (`bar`: a Progress they count into)."""
         job = self._pair_job(pairs, qs, inv)
-        windows = self.windows
+        P = self.pieces
+        windows = [(c0 * P, c1 * P) for c0, c1 in self.windows]
         state = {"xbase": 0}
 
         def load(w):
             if len(windows) == 1:
                 return
-            v0, v1 = self.span(*windows[w])
+            v0, v1 = self.span(*self.windows[w])
             self.inp.load(st, (v0, v1))
             self.inp.convert(self.y.data, [0], [int(self.b.lengths[0])], self.centre,
                              tab=self.tab.data, sums=self.tile_sums.data
@@ -755,11 +816,12 @@ class _Direct:
             state["xbase"] = v0
 
         def launch(w, start, end):
-            self._launch(job, state["xbase"], start, end)
+            self._launch_units(job, state["xbase"], start, end)
 
         advance = _common.windowed(windows, load, launch)
-        run_sliced(self.tiles, advance, self.dev.queue, progress=progress, bar=bar, label=label,
-                   what="tiles of the series", first=self.first_slice)
+        run_sliced(self.units, advance, self.dev.queue, progress=progress, bar=bar, label=label,
+                   what="tiles of the series" if P == 1 else "parts of tiles",
+                   first=self.first_slice)
         return self._finish_pairs(job)
 
     def tile_totals(self):
@@ -775,16 +837,16 @@ class _Direct:
         t = _common.acc_to_float64(totals).reshape(-1, 2)
         boff = self.inp.boff.astype(np.int64) if len(self.windows) == 1 \
             else np.array([0, self.tiles])
-        K, tpb = self.K, self.tpb
+        K, tpb, Ks = self.K, self.tpbs[:, None], self.Ks[:, None]
         t = t[:boff[-1]]
         per = np.diff(boff)[:, None]                        # tiles per series
         k = np.arange(K)[None, :]
-        # block k of series e: its tiles [a, b) (the last block takes any rest); the cells
-        # are contiguous and in order, so one reduceat adds them all (a loop of E x K NumPy
-        # sums cost ~30 ms for 512 series, a bincount ~0.9 ms for one series of 2^24 on the
-        # H100 host, twice per call)
-        a = boff[:-1, None] + np.minimum(k * tpb, per)
-        b = np.where(k == K - 1, boff[1:, None], boff[:-1, None] + np.minimum((k + 1) * tpb, per))
+        # block k < Ks[e] of series e: its tiles [a, b) (the last block takes any rest); the
+        # cells are contiguous and in order, so one reduceat adds them all (a loop of E x K
+        # NumPy sums cost ~30 ms for 512 series, a bincount ~0.9 ms for one series of 2^24
+        # on the H100 host, twice per call)
+        a = np.where(k < Ks, boff[:-1, None] + np.minimum(k * tpb, per), boff[1:, None])
+        b = np.where(k >= Ks - 1, boff[1:, None], boff[:-1, None] + np.minimum((k + 1) * tpb, per))
         full = b > a
         sk = np.zeros((len(per), K, 2))
         sk[full] = np.add.reduceat(t, a[full], axis=0)
@@ -851,6 +913,27 @@ def _qs(q):
     return (_validate.real("q", q, Q_MIN, Q_MAX),), False
 
 
+def _by_tiles(dev, b, nlags, tuning, make, kinds=("absdiff",)):
+    """_sub_batches(dev, b, make), but for the series of a list whose default tiles
+    differ (shorter series get smaller tiles, to keep 16 error blocks), once per tile
+    size: every series then has the tiles and the jackknife blocks it has alone.  The
+    parts' arrays come back in the caller's order (one part per tile size)."""
+    if tuning is not None or len(b) == 1 or np.all(b.lengths == b.lengths[0]):
+        return _sub_batches(dev, b, make)
+    chunks = np.array([default_tuning(dev.facts, nlags, int(n), kinds).chunk
+                       for n in b.lengths])
+    groups = [np.flatnonzero(chunks == c) for c in dict.fromkeys(chunks.tolist())]
+    if len(groups) == 1:
+        return _sub_batches(dev, b, make)
+    done = []
+    for g in groups:
+        parts = _sub_batches(dev, b.subset(g.tolist()), make)
+        done.append([_join([part[i] for part in parts]) for i in range(len(parts[0]))])
+    order = np.argsort(np.concatenate(groups), kind="stable")
+    return [tuple(None if arrays[0] is None else np.concatenate(arrays)[order]
+                  for arrays in zip(*done))]
+
+
 def _staged(dev, nbytes, transfer):
     transfer = _xfer.default(dev, nbytes) if transfer is None else transfer
     return _xfer.Staged(dev, nbytes, transfer)
@@ -869,7 +952,7 @@ def _sub_batches(dev, b, make):
 
 
 def hurst(p, max_lag=256, q=1.0, device=None, progress=None, *, method="auto", errors=True,
-          _accumulate=None, _tuning=None, _layout="blocked", _transfer=None,
+          _accumulate=None, _tuning=None, _layout=None, _transfer=None,
           _stream=None) -> HurstResult:
     """Hurst exponent of the series p(t), t = 0 .. T-1, from its q-th order
     structure function.
@@ -909,14 +992,21 @@ def hurst(p, max_lag=256, q=1.0, device=None, progress=None, *, method="auto", e
     |p(t + Δt) - p(t)| and the sums are of (|Δp| / M)^q ≤ 1, so |Δp|^q never
     overflows or underflows in a way that matters: S = M ⟨(|Δp|/M)^q⟩^(1/q).
 
-    Accuracy: the series is converted on the device to float32 values relative to
-    the first value of their block of 256 (with a float64-accurate table of the
-    block offsets), and differences are formed in float32 relative to a nearby
-    element (so a large offset costs nothing), summed in float32 over runs of
-    32 and accumulated in float64 (compensated float32 on devices without
-    fp64): S agrees with a float64 NumPy computation to ~1e-7 relative, for
-    q < 0.5 to ~1e-7/q (the 1/q-th root magnifies the float32 error of the
-    terms; 7e-6 at q = 0.01).
+    Accuracy: for q = 1, 2 the series is converted on the device to float32 values
+    relative to the first value of their block of 256 (with a float64-accurate table of
+    the block offsets) and differences are formed in float32 relative to a nearby
+    element (so a large offset costs nothing); for other q from (hi, lo) float32 pairs,
+    to float32 rounding of the difference itself (equal prices: exactly 0), with
+    integer powers by multiplications and others as 2^(q log2 x) (no library call);
+    terms are summed in float32 over short runs and accumulated in float64
+    (compensated float32 on devices without fp64): S agrees with a float64 NumPy
+    computation to ~1e-7 relative, for q < 0.5 to ~5e-8/q (the 1/q-th root magnifies
+    the float32 error of the terms).
+
+    Long memory: where a series is persistent with H >= 3/4 at its largest lags (then
+    the pair terms stay correlated across the error blocks and S_err, H_err come out
+    too small), `long_memory` is True and a LongMemoryWarning says so
+    (docs/timeseries.md, "Error bars").
 
     Host and device: the host checks shapes and dtypes (O(number of series)) and copies
     the values once into the transfer buffer; finiteness (ValueError naming the first
@@ -933,7 +1023,8 @@ def hurst(p, max_lag=256, q=1.0, device=None, progress=None, *, method="auto", e
     qs, q_list = _qs(q)
     b = _ingest.batch("p", p, max_lag + 1, f"max_lag + 1 with max_lag = {max_lag}")
     check_progress(progress)
-    _validate.choice("_layout", _layout, ("blocked", "float2"))
+    if _layout is not None:
+        _validate.choice("_layout", _layout, ("blocked", "float2"))
     method = _method(method)
     errors = _errors(errors)
     if method == "fft" and set(qs) != {2.0}:
@@ -947,20 +1038,78 @@ def hurst(p, max_lag=256, q=1.0, device=None, progress=None, *, method="auto", e
         parts = _sub_batches(dev, b, lambda sub: _hurst_fft(
             dev, sub, max_lag, len(qs), _accumulate, transfer, progress, errors))
     else:
-        parts = _sub_batches(dev, b, lambda sub: _hurst_direct(
+        parts = _by_tiles(dev, b, max_lag, _tuning, lambda sub: _hurst_direct(
             dev, sub, max_lag, qs, _accumulate, _tuning, _layout, transfer, progress,
-            _stream))
+            _stream), kinds=[_kind(q) for q in qs])
     _common.trim_pool(dev)
     S, S_err, H, H_err = (_join([part[i] for part in parts]) for i in range(4))
+    persistent = _long_memory(S, S_err, b.lengths, qs) if errors else \
+        np.zeros(S.shape[:2], bool)
+    if persistent.any():
+        _warn_long_memory(b, S, qs, persistent)
     # (n_series, n_q, max_lag) -> the caller's shape
     if not q_list:
-        S, S_err, H, H_err = (None if a is None else a[:, 0] for a in (S, S_err, H, H_err))
+        S, S_err, H, H_err, persistent = (None if a is None else a[:, 0]
+                                          for a in (S, S_err, H, H_err, persistent))
     if b.single:
-        S, S_err, H, H_err = (None if a is None else a[0] for a in (S, S_err, H, H_err))
+        S, S_err, H, H_err, persistent = (None if a is None else a[0]
+                                          for a in (S, S_err, H, H_err, persistent))
     if not errors:
         S_err = H_err = None
     return HurstResult(S=S, H=H, q=np.array(qs) if q_list else qs[0], S_err=S_err,
-                       H_err=H_err, method="fft" if fft else "direct")
+                       H_err=H_err, method="fft" if fft else "direct",
+                       long_memory=persistent if np.ndim(persistent) else bool(persistent))
+
+
+# The jackknife over blocks of T/16 pair start times needs the correlations of the pair
+# terms |Δp|^q to be summable.  For a Gaussian series persistent with exponent H they
+# decay as k^(4H - 4): summable only for H < 3/4; fractional Brownian motion at H = 0.75,
+# 0.8, 0.85, 0.9 had S_err too small by 1.2, 1.45, 1.9, 2.8x (96 series of 2^14 each).
+# H is measured between the lags b/4 and b, b = min(max_lag, T/2) (b >= 2; +-0.03 from one
+# series of 2^14 at H = 0.9), from the q nearest 2 (q < 1/2 weights the zero differences
+# of prices on a grid, whose share falls with the lag: a steep S_q, not long memory).
+LONG_MEMORY_H = 0.75
+
+
+def _persistence(S, lengths, qs):
+    """(H, lo, hi, j): per series the slope of log S_qj between the lags lo and hi (NaN
+    where it cannot be judged), qj the q nearest 2 of at least 1/2 (j None: none)."""
+    usable = [i for i, q in enumerate(qs) if q >= 0.5]
+    E, nl = S.shape[0], S.shape[-1]
+    hi = np.minimum(nl, np.asarray(lengths) // 2)
+    lo = np.maximum(1, hi // 4)
+    if not usable:
+        return np.full(E, np.nan), lo, hi, None
+    j = min(usable, key=lambda i: abs(math.log(qs[i] / 2.0)))
+    rows = np.arange(E)
+    Sa = S[rows, j, np.maximum(lo, 1) - 1].astype(np.float64)
+    Sb = S[rows, j, np.maximum(hi, 1) - 1].astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        H = np.where((hi >= 2) & (lo < hi), np.log(Sb / Sa) / np.log(hi / lo), np.nan)
+    return H, lo, hi, j
+
+
+def _long_memory(S, S_err, lengths, qs) -> np.ndarray:
+    """(n_series, n_q) bool: series whose S grows as Δt^H with H >= LONG_MEMORY_H at their
+    largest lags (those with at least T/2 pairs), where errors were found at all."""
+    H = _persistence(S, lengths, qs)[0]
+    with np.errstate(invalid="ignore"):
+        measured = np.isfinite(S_err).any(axis=(1, 2)) & (S_err > 0).any(axis=(1, 2))
+        flag = (H >= LONG_MEMORY_H) & measured
+    return np.repeat(flag[:, None], S.shape[1], axis=1)
+
+
+def _warn_long_memory(b, S, qs, persistent):
+    H, lo, hi, j = _persistence(S, b.lengths, qs)
+    e = int(np.argmax(persistent.any(axis=1)))
+    more = int(persistent.any(axis=1).sum()) - 1
+    warnings.warn(f"hurst: {b.label(e)}{f' (and {more} more series)' if more > 0 else ''} "
+                  f"is persistent: S_{qs[j]:g} grows as lag^{H[e]:.2f} between lags {lo[e]} and "
+                  f"{hi[e]} (>= lag^0.75).  If that is long memory (not a trend), its pair "
+                  f"terms stay correlated across the 16 error blocks and S_err and H_err "
+                  f"understate the errors (by 1.2x at H = 0.75, 2.8x at H = 0.9 for fractional "
+                  f"Brownian motion); HurstResult.long_memory marks it.  For error bars take "
+                  f"the spread over independent series", LongMemoryWarning, stacklevel=3)
 
 
 def _hurst_fft(dev, b, max_lag, nq, accumulate, transfer, progress, errors):
@@ -983,30 +1132,63 @@ def _join(parts):
 
 
 _KIND = {1.0: "absdiff", 2.0: "sqdiff"}
+MAX_INT_POWER = 16            # integer q up to this: x^q by multiplications (pairs.cl "ipow")
+
+
+def _kind(q: float) -> str:
+    """The pair function of pairs.cl for S_q."""
+    if q in _KIND:
+        return _KIND[q]
+    return f"ipow{int(q)}" if q == int(q) and 3 <= q <= MAX_INT_POWER else "powdiff"
+
+
+def _scaled(kinds) -> bool:
+    """Whether the kinds need the per-lag maxima first (a general q: |Δp|/M <= 1)."""
+    return any(k not in ("absdiff", "sqdiff", "product") for k in kinds)
+
+
+def _cost(kind: str) -> int:
+    """A pair term's cost relative to a maximum's, for the progress bar (so that its
+    estimate of the time left holds across the passes; measured with PoCL)."""
+    return 5 if kind == "powdiff" else 2 if kind.startswith("ipow") else 1
 
 
 def _hurst_direct(dev, b, max_lag, qs, accumulate, tuning, layout, transfer, progress,
                   stream=None):
     """(S, S_err, H, H_err), each (n_series, n_q, max_lag), by pair sums."""
-    kinds = [_KIND.get(q, "powdiff") for q in qs]
+    kinds = [_kind(q) for q in qs]
+    scaled = _scaled(kinds)
+    # a general q: (hi, lo) pairs, whose differences pairs.cl forms to float32 rounding of
+    # themselves (equal values: exactly 0).  The tile-relative values' differences were
+    # off by ~1e-7 of the local excursion, which the q-th power of a small q magnifies
+    # (prices on a grid of ticks at q = 0.1: a few %, at q = 0.5 4.5e-6; a random walk
+    # at q = 0.01: 3e-3)
+    layout = layout or ("float2" if scaled else "blocked")
     what = f"hurst of {int(b.lengths.max())} points with max_lag = {max_lag}"
+    tuning = tuning or default_tuning(dev.facts, max_lag, int(b.lengths.min()), kinds)
     run = _Direct(dev, b, max_lag, 1, layout, len(kinds), accumulate, tuning, what)
     E, nl = run.E, max_lag
-    passes = 2 if "powdiff" in kinds else 1
+    weight = sum(_cost(k) for k in kinds)
+    # CPUs: 2^(q log2 x) in a pass of its own (inlined beside other pair functions, the
+    # unrolled pair loop did not vectorise: 2x slower on PoCL); GPUs: one pass
+    passes = [[i] for i in range(len(kinds))] if "powdiff" in kinds and len(kinds) > 1 \
+        and not dev.facts.is_gpu else [list(range(len(kinds)))]
     with _staged(dev, run.raw_bytes(), transfer) as st, \
-            Progress(passes * run.tiles, progress, label="hurst") as bar:
+            Progress(run.units * (weight + scaled), progress, label="hurst") as bar:
         sums, exps = _pair_pass(run, st, False, kinds, stream, progress)
         inv = np.ones((E, nl), np.float32)
-        if "powdiff" in kinds:
+        if scaled:
             top = run.sums(st, ["absmax"], bar=bar)
             M = top.get().reshape(E, nl).astype(np.float64)
             with np.errstate(divide="ignore"):
                 inv = np.where(M > 0, 1.0 / M, 0.0).astype(np.float32)
 
         def pair_sums():
-            out = run.sums(st, kinds, qs=qs, inv=inv, bar=bar)
+            out = [run.sums(st, [kinds[i] for i in p], qs=[qs[i] for i in p], inv=inv,
+                            bar=bar.part(sum(_cost(kinds[i]) for i in p)))
+                   for p in passes]
             _phase("conversion and pair sums")
-            return out
+            return out[0] if len(out) == 1 else _concatenate(dev, out)
 
         def finish(sums, exps):
             if not run.f64:                         # on the host, from the block sums
@@ -1018,7 +1200,8 @@ def _hurst_direct(dev, b, max_lag, qs, accumulate, tuning, layout, transfer, pro
             fin = 64
             prg.ts_hurst_finish(dev.queue, (-(-nl // fin) * fin, E, len(kinds)), (fin, 1, 1),
                                 sums.data, np.uint32(E), np.uint32(run.K), np.uint32(nl),
-                                np.uint32(run.bl), run._ns.data, run.inp._exps.data,
+                                run.inp._array(run.blocks_of(run.bls)).data, run._ns.data,
+                                run.inp._exps.data,
                                 run.inp._array(np.asarray(qs, np.float32)).data,
                                 run.inp._array(inv).data, out.data)
             _phase("finish kernels")
@@ -1035,8 +1218,8 @@ def _hurst_direct(dev, b, max_lag, qs, accumulate, tuning, layout, transfer, pro
     res = np.empty((4, E, len(kinds), nl))
     for e in range(E):
         for i, kind in enumerate(kinds):
-            res[:, e, i] = _finish.hurst(blocks[i, e], int(b.lengths[e]), int(exps[e]), kind,
-                                         qs[i], m[e], run.bl)
+            res[:, e, i] = _finish.hurst(blocks[i, e, :run.Ks[e]], int(b.lengths[e]),
+                                         int(exps[e]), kind, qs[i], m[e], int(run.bls[e]))
     return tuple(res.astype(_out_dtype(b), copy=False))
 
 
@@ -1101,7 +1284,7 @@ def autocorrelation(x, max_lag=256, stationary=False, device=None, progress=None
     else:
         run = lambda sub: _acf_direct(dev, sub, max_lag, bool(stationary),  # noqa: E731
                                       _accumulate, _tuning, transfer, progress, _stream)
-    parts = _sub_batches(dev, b, run)
+    parts = _sub_batches(dev, b, run) if fft else _by_tiles(dev, b, max_lag, _tuning, run)
     _common.trim_pool(dev)
     rho, err = (_join([part[i] for part in parts]) for i in range(2))
     if b.single:
@@ -1141,18 +1324,27 @@ def _acf_direct(dev, b, max_lag, stationary, accumulate, tuning, transfer, progr
                 heads, tails = np.split(_read_rows(dev, ybuf.data, np.float32, np.concatenate(
                     [hoff.astype(np.int64), toff.astype(np.int64) - nl + 1]), nl), 2)
                 for e in range(E):
-                    rho[e], err[e] = _finish.acf(cross[e], heads[e], tails[e], s1[e], s2[e],
-                                                 s1k[e], s2k[e], int(b.lengths[e]), run.bl,
-                                                 stationary)
+                    K = run.Ks[e]
+                    rho[e], err[e] = _finish.acf(cross[e, :K], heads[e], tails[e], s1[e], s2[e],
+                                                 s1k[e, :K], s2k[e, :K], int(b.lengths[e]),
+                                                 int(run.bls[e]), stationary)
                 return rho.astype(_out_dtype(b), copy=False), err.astype(_out_dtype(b),
                                                                          copy=False)
             return _acf_finish_device(dev, run.inp, ybuf, "float", hoff, toff, b.lengths, nl,
-                                      sums, 0, run.K, run.bl, run.device_moments(), exps,
+                                      sums, 0, run.K, run.blocks_of(run.bls),
+                                      run.device_moments(), exps,
                                       "stationary" if stationary else "general",
                                       _out_dtype(b), before_download=run.read_checks)
 
         return _finished(run, st, True, sums if sums is not None else pair_sums(), exps,
                          finish, pair_sums)
+
+
+def _concatenate(dev, arrays) -> cla.Array:
+    """The device arrays one after the other in a new one, through the host (the block
+    sums of separate passes, on CPUs only: memory copies either way; Oclgrind's checker
+    does not follow a device-to-device copy)."""
+    return _common.device_array(dev, np.concatenate([a.get() for a in arrays]))
 
 
 def _read_rows(dev, buf, dtype, starts, count: int) -> np.ndarray:
@@ -1182,9 +1374,10 @@ def _ends(dev, run, nl):
 
 
 def _acf_finish_device(dev, inp, ybuf, ytype, hoff, toff, lengths, nl, cross, cstride, nblk,
-                       bl, moments, exps, form, odtype, keep=False, before_download=None):
+                       kbl, moments, exps, form, odtype, keep=False, before_download=None):
     """ρ and its jackknife error (or S_2 and H for form "msd") on the device (fp64): the
-    prefix sums of the series' ends, then the formulas (finish.cl); downloaded as odtype
+    prefix sums of the series' ends, then the formulas (finish.cl; the cross sums in nblk
+    blocks per series, kbl: each series' (blocks, values per block)); downloaded as odtype
     (before_download() is called first: it may enqueue more reads)."""
     queue = dev.queue
     E = len(lengths)
@@ -1205,7 +1398,8 @@ def _acf_finish_device(dev, inp, ybuf, ytype, hoff, toff, lengths, nl, cross, cs
     err = _common.work_array(dev, E * nl, odtype)
     prg.ts_acf_finish(queue, (nch * wg, E), (wg, 1), yb, hoff_d.data, toff_d.data, ns.data,
                       np.uint32(nl), tot.data, cross.data if isinstance(cross, cla.Array)
-                      else cross, np.uint64(cstride), np.uint32(max(nblk, 1)), np.uint32(bl),
+                      else cross, np.uint64(cstride), np.uint32(max(nblk, 1)),
+                      arr(np.asarray(kbl, np.uint32)).data,
                       _device_or(arr, moments, lambda m: _moment_rows(m, E)),
                       _device_or(arr, exps, lambda x: np.asarray(x, np.int32)), out.data,
                       err.data)
@@ -1295,8 +1489,8 @@ class _FFTRows:
         s1, s2 = self.moments()
         toff = self.yoff + np.asarray(lengths, np.uint64) - 1
         return _acf_finish_device(self.dev, inp, self.A, "double", self.yoff, toff, lengths, nl,
-                                  self.res, self.L, 1, self.L, (s1, s2, s1, s2), exps, form,
-                                  odtype, keep=True)
+                                  self.res, self.L, 1, np.tile([1, self.L], (len(lengths), 1)),
+                                  (s1, s2, s1, s2), exps, form, odtype, keep=True)
 
 
 def _fft_run(dev, b, max_lag, form, accumulate, transfer, progress, label, errors=True):
