@@ -123,8 +123,10 @@ class Multicanonical:
     Protocol (Gross et al. 2018): f_therm, z, factor, growth, min_width.
     Kernel options (results do not depend on them): wg (work-group size),
     table and hist ("local" or "global": where the threshold codes and the
-    histogram live during a launch), per_item (walkers per work item: 1, 2, 4,
-    ... 32); defaults from choose_options (clphys/muca/engine.py).
+    histogram live during a launch), lattice ("local": each work group's
+    lattice words copied to local memory for a launch | "global"), per_item
+    (walkers per work item: 1, 2, 4, ... 32); defaults from choose_options
+    (clphys/muca/engine.py).
 
     comm (an mpi4py communicator): a collective construction; the walkers
     (default: as many as each rank's device would take) are split over the
@@ -137,11 +139,11 @@ class Multicanonical:
     """
 
     def __init__(self, L, dim=2, walkers=None, seed=0, device=None, *, f_therm=30.0, z=2.25,
-                 factor=6.0, growth=1.1, min_width=10, wg=None, table=None, hist=None, per_item=None,
-                 comm=None):
+                 factor=6.0, growth=1.1, min_width=10, wg=None, lattice=None, table=None, hist=None,
+                 per_item=None, comm=None):
         self._comm = comm
         protocol = (f_therm, z, factor, growth, min_width)
-        options = (wg, table, hist, per_item)
+        options = (wg, table, hist, per_item, lattice)
         if comm is None:
             self._setup(L, dim, walkers, seed, device, protocol, options, None)
             return
