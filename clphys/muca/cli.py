@@ -21,7 +21,7 @@ def cmd_muca(args) -> int:
     from ..runtime import resolve_device
     from .engine import default_walkers
     from .geometry import Geometry
-    from .simulation import Multicanonical, production_args
+    from .simulation import Multicanonical
     check_outputs(args, (".npz",))
     for name, value, low in (("--size", args.size, 2), ("--walkers", args.walkers, 1),
                              ("--production-blocks", args.production_blocks, 2),

@@ -123,7 +123,6 @@ class MucaResult:
         if T_arr.ndim > 1 or T_arr.size == 0 or np.any(T_arr <= 0):
             raise ValueError(f"T must be a positive temperature or a 1-D array of them, got {T!r}")
         temps = np.atleast_1d(T_arr)
-        n = len(self.energies)
         magnet = self.moments is not None
         data = self.block_histograms[:, None, :].astype(np.float64)
         if magnet:

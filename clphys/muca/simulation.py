@@ -2,7 +2,7 @@
 
     sim = Multicanonical(8, dim=2, walkers=None, seed=0)
     history = sim.iterate(kl=1e-4)          # width, d_k, d_c, updates, seconds per iteration
-    res = sim.produce(blocks=100)           # ln g(E) with errors; res.canonical(T)
+    res = sim.produce(target_error=0.02)    # ln g(E) with errors; res.canonical(T)
 
 The host loop is the published protocol (protocol.py); the walkers live on the
 device (engine.py). Every step of every walker is a pure function of (seed,
