@@ -486,7 +486,9 @@ class Multicanonical:
         prod = self._prod
         bar = Progress(1000, progress, label="muca production")
         shown = 0
-        try:
+        # Ctrl-C between the slices (in a check) is acted on after the check: the
+        # histograms are never left half flushed
+        with interrupt_deferred() as pending, bar:
             while prod["phase"] != "done":
                 end = prod["therm"] if prod["phase"] == "therm" else prod["therm"] + prod["updates"]
                 n = min(end, (prod["done"] // prod["check"] + 1) * prod["check"]) - prod["done"]
@@ -518,8 +520,12 @@ class Multicanonical:
                 if int(done) > shown:
                     bar.update(int(done) - shown)
                     shown = int(done)
-        finally:
-            bar.close()
+                stop = prod["phase"] != "done" and pending()
+                if self._comm is not None:            # every rank stops after the same check
+                    stop = any(self._comm.allgather(bool(stop)))
+                if stop:
+                    raise Interrupted(prod["done"], prod["therm"] + prod["updates"],
+                                      "steps per walker of the production")
 
     # ------------------------------------------------------------ checkpoints
     def save(self, path):
