@@ -44,7 +44,7 @@ def test_split_commands_print_once_and_equal_one_process(device, capsys):
                   "--every", "1", "--no-progress"],
                  ["sde", "josephson", "--a", "4.0:4.4:3", "--paths", "64", "--periods", "4",
                   "--steps-per-period", "10", "--bins", "4"],
-                 ["muca", "--size", "4", "--walkers", "20", "--max-iterations", "3", "--production-blocks",
+                 ["muca", "--size", "4", "--walkers", "64", "--max-iterations", "3", "--production-blocks",
                   "2", "--production-updates", "20", "--seed", "1"]):
         r = run_cli(2, argv, device)
         assert r.returncode == 0, (argv, r.stderr[-3000:])

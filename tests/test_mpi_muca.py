@@ -10,7 +10,7 @@ import pytest
 from clphys import muca
 from mpi_run import run_mpi
 
-ARGS = dict(L=4, dim=2, walkers=40, seed=3)
+ARGS = dict(L=4, dim=2, walkers=100, seed=3)     # 4 lattice words of 32 walkers
 RUN = """
 import numpy as np
 from mpi4py import MPI
@@ -18,7 +18,7 @@ from clphys import muca
 comm = MPI.COMM_WORLD
 sim = muca.Multicanonical(comm=comm, **ARGS)
 h = sim.iterate(kl=1e-3, max_iterations=4, progress=False)
-res = sim.produce(blocks=4, magnetization=True, progress=False)   # ends by passages (Allreduce)
+res = sim.produce(blocks=4, magnetization=True, progress=False)   # ends at the error target (Allreduce)
 c = res.canonical([2.0, 2.5])
 out = {"d_k": h.d_k, "d_c": h.d_c, "visited": h.visited, "width": h.width, "log_w": sim.log_weights,
        "ln_g": res.ln_g, "ln_g_err": res.ln_g_err, "block_histograms": res.block_histograms,
@@ -35,7 +35,7 @@ def test_split_walkers_equal_one_device(device, ranks, tmp_path):
     assert r.returncode == 0, r.stderr[-4000:]
     sim = muca.Multicanonical(device=device, **ARGS)
     h = sim.iterate(kl=1e-3, max_iterations=4, progress=False)
-    res = sim.produce(blocks=4, magnetization=True, progress=False)   # ends by passages (Allreduce)
+    res = sim.produce(blocks=4, magnetization=True, progress=False)   # ends at the error target (Allreduce)
     c = res.canonical([2.0, 2.5])
     want = {"d_k": h.d_k, "d_c": h.d_c, "visited": h.visited, "width": h.width, "log_w": sim.log_weights,
             "ln_g": res.ln_g, "ln_g_err": res.ln_g_err, "block_histograms": res.block_histograms,
@@ -55,7 +55,7 @@ def test_walkers_that_do_not_split_fail_on_every_rank(device):
         from mpi4py import MPI
         from clphys import muca
         comm = MPI.COMM_WORLD
-        for name, kw in (("few", dict(walkers=2)), ("differ", dict(walkers=8 + comm.rank))):
+        for name, kw in (("few", dict(walkers=40)), ("differ", dict(walkers=80 + comm.rank))):
             try:
                 muca.Multicanonical(4, comm=comm, **kw)
             except ValueError as exc:
@@ -63,7 +63,8 @@ def test_walkers_that_do_not_split_fail_on_every_rank(device):
     """, device, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
     lines = r.stdout.splitlines()
-    for name, text in (("few", "2 walkers cannot be split over 3 MPI ranks"),
+    for name, text in (("few", "40 walkers cannot be split over 3 MPI ranks: each rank needs at least one "
+                               "lattice word of 32 walkers"),
                        ("differ", "multicanonical parameters differ across MPI ranks")):
         mine = [l for l in lines if l.startswith(name + " ")]
         assert sorted(l.split()[1] for l in mine) == ["0", "1", "2"], (name, r.stdout)

@@ -1,8 +1,11 @@
 """`clphys muca` through clphys.cli.main, and Ctrl-C with --checkpoint and
---resume in a subprocess (the resumed run ends with the bits of an
-uninterrupted one)."""
+--resume in a subprocess, in the weight iteration and in the production (the
+resumed run ends with the bits of an uninterrupted one); every derived default
+checked before the first kernel, with the command line's names; help texts;
+the CPU-time warning."""
 
 import re
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -52,13 +55,65 @@ def test_muca_command_3d(device, capsys):
     (["--size", "4", "--walkers", "0"], "--walkers must be >= 1"),
     (["--size", "4", "--kl", "-1"], "--kl must be a positive number"),
     (["--size", "4", "--production-blocks", "1"], "--production-blocks must be >= 2"),
+    (["--size", "4", "--walkers", "64", "--production-blocks", "100"],
+     "--production-blocks must be <= the walkers (64), got 100"),
+    (["--size", "4", "--walkers", "1"], "--walkers 1: the production needs at least 2 walkers"),
+    (["--size", "4", "--target-error", "0"], "--target-error must be a positive number"),
+    (["--size", "4", "--max-seconds", "-3"], "--max-seconds must be a positive number"),
     (["--size", "4", "-o", "result.txt"], "must end in one of .npz"),
     (["--resume", "none.npz"], "does not exist"),
 ])
 def test_muca_command_bad_input(device, capsys, tmp_path, monkeypatch, args, message):
+    """Refused with exit 2 and the flag's name, before any walker is built."""
+    from clphys.muca import simulation
+
+    def never(*a, **k):
+        raise AssertionError("Multicanonical built before the arguments were checked")
+    monkeypatch.setattr(simulation.Multicanonical, "__init__", never)
     monkeypatch.chdir(tmp_path)
     assert main(["muca", *args, "--device", _spec(device)]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_default_production_blocks_follow_walkers(device, capsys):
+    """64 walkers: the production's 64 default blocks (min(100, walkers)) run."""
+    assert main(["muca", "--size", "4", "--walkers", "64", "--kl", "1e-3", "--production-updates", "300",
+                 "--device", _spec(device)]) == 0
+    assert "production  64 blocks of walkers" in capsys.readouterr().out
+
+
+def test_every_option_has_help():
+    from clphys.cli import build_parser
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command").choices["muca"]
+    missing = [a.option_strings for a in sub._actions if a.option_strings and not a.help]
+    assert not missing, missing
+
+
+def test_cpu_time_warning_up_front(device, capsys, monkeypatch):
+    """A long weight iteration on a CPU is announced before it starts, with the
+    estimate (2D L = 32 on 2 cores: about an hour)."""
+    from clphys.muca import cli as muca_cli
+    from clphys.muca import simulation
+    from clphys.muca.geometry import Geometry
+
+    class Stop(Exception):
+        pass
+
+    def stop(*a, **k):
+        raise Stop
+    monkeypatch.setattr(simulation.Multicanonical, "__init__", stop)
+    if not device.facts.is_gpu:
+        with pytest.raises(Stop):
+            main(["muca", "--size", "32", "--device", _spec(device)])
+        err = capsys.readouterr().err
+        assert re.search(r"warning: on .* the weight iteration of 2D L = 32 needs about \S+ attempted "
+                         r"flips: about [\d.]+ (minutes|hours)", err), err
+    fake = SimpleNamespace(facts=SimpleNamespace(is_gpu=False, compute_units=2), name="a CPU")
+    muca_cli._cpu_warning(fake, Geometry(2, 32), 128)
+    assert "about 1.1 hours" in capsys.readouterr().err           # 8.2e10 flips at 0.02 flips/ns
+    muca_cli._cpu_warning(fake, Geometry(2, 8), 128)                # seconds: no warning
+    assert capsys.readouterr().err == ""
 
 
 @pytest.mark.slow
@@ -88,3 +143,27 @@ def test_ctrl_c_checkpoint_and_resume(device, tmp_path, capsys):
             np.testing.assert_array_equal(a[key], b[key])
         np.testing.assert_array_equal(a["history"][:, [0, 1, 2, 3, 4, 5, 6, 8]],
                                       b["history"][:, [0, 1, 2, 3, 4, 5, 6, 8]])
+
+
+def test_ctrl_c_in_the_production_and_resume(device, tmp_path, capsys):
+    """Ctrl-C while the production runs writes the checkpoint; --resume
+    continues the production (no iteration) to the bits of an uninterrupted run."""
+    common = ["--size", "4", "--walkers", "256", "--seed", "2", "--kl", "1e-3",
+              "--production-blocks", "8", "--production-updates", "600000"]
+    ref = tmp_path / "ref.npz"
+    assert main(["muca", *common, "--device", _spec(device), "-o", str(ref)]) == 0
+    capsys.readouterr()
+    ck, out = tmp_path / "ck.npz", tmp_path / "out.npz"
+    run = start_cli(["muca", *common, "--progress", "--checkpoint", str(ck), "-o", str(out)], device,
+                    cwd=tmp_path)
+    res = interrupt_after(run, "muca production")
+    assert res.returncode == 130, res.stderr[-2000:]
+    assert f"state saved to {ck}; continue with --resume {ck}" in res.stderr
+    assert "muca iteration" not in res.stderr.split("muca production")[-1]
+    done = start_cli(["muca", "--resume", str(ck), "--production-blocks", "8",
+                      "--production-updates", "600000", "-o", str(out)], device, cwd=tmp_path).wait()
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "(in the production)" in done.stdout and "muca iteration" not in done.stderr
+    with np.load(ref) as a, np.load(out) as b:
+        for key in ("energies", "ln_g", "ln_g_err", "block_histograms", "log_weights"):
+            np.testing.assert_array_equal(a[key], b[key])

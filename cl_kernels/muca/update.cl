@@ -1,326 +1,446 @@
-## Multicanonical single-spin-flip Metropolis updates of many walkers at once.
-## All walkers propose the flip at the same site (the shared sequence from
-## muca_sites), each accepts with its own Philox word w: accept iff
-## w <= thr[bin, k], k = neighbours equal to the spin, so the energy moves by
-## k - dim bins. Thresholds come from the host (no exp here): a seed gives the
-## same walkers and histograms on every device, work-group size and variant.
+## Multicanonical single-spin-flip Metropolis updates of many walkers at once,
+## on the walker-sliced lattice (clphys/muca/geometry.py: one word holds one
+## site of 32 walkers). All walkers flip at the same site at a step (the shared
+## sequence of muca_sites), each accepts with its own Philox word w. A step
+## loads the site's word and its 2 dim neighbours' (the same words for the 32
+## walkers of a word), counts the neighbours that differ from each spin with a
+## bit-sliced adder (a few logic operations for all 32), and each walker then
+## decides from the threshold table; the accepted flips of a word are stored
+## at once. The decisions are those of protocol.thresholds bit for bit (the
+## pair table of protocol.pair_codes), so a seed gives the same walkers and
+## histograms on every device, work-group size and variant.
 ##
-## A launch does steps t0 .. t0 + n - 1; with record (a compile-time choice: the
-## thermalisation's launches carry no histogram code or local histogram) each
-## step adds the walker's energy bin to histogram slot g * slots / total of its
-## global index g (and (bin, |M|/2) to mhist when magnet): jackknife blocks are
-## groups of consecutive walkers. With hist="local"
-## a work group counts into local rows (its first walker's slot and the next;
-## the host ensures slots of >= wg walkers) and adds them to the global
-## histogram once at the end of the launch.
+## A work item handles K walkers of one word (bits q, q + P, ..., P = 32 / K
+## items per word); the P items of a word combine their flips by
+## combine = "none" (K = 32: one item per word), "ballot" (NVIDIA: a warp vote;
+## the items of a word are lanes of one warp) or "local" (a local-memory OR and
+## a work-group barrier per step, any device).
 ##
-## params: dim, L, wg (work-group size), lattice ("local": the walker's words are
-##   copied to local memory for the launch | "global"), table ("local" | "global"),
-##   hist ("global": atomics on the global histogram | "local": a work-group
-##   histogram merged once per launch), record (count the steps in the histograms),
-##   magnet (track M; with record count (bin, |M|)),
-##   wide (64-bit lattice indices: words * W >= 2^32), hist_rows (rows of the local
-##   histogram: 1 when every work group's walkers lie in one slot, else 2),
-##   trips (count each walker's passages between the ends trip_lo / trip_hi of
-##   the energy range: trips[j] = passages << 2 | last end (1 low, 2 high)),
-##   sites ("packed": 16-byte descriptors decoded by every item | "direct", lattice
-##   "local" only: per step 2 (2D, L <= 32; 1 with popc) or 3 uint4 of shift amounts, the flip
-##   mask and byte offsets into the local lattices, written by muca_sites_direct
-##   for this work-group size; the device table then holds its columns in the
-##   order of nd = 2 dim - k, the neighbours that differ from the spin),
-##   rounds (Philox rounds: 10; fewer only to measure the
-##   generator's share of the time, benchmarks/probe_muca2.py),
-##   tm (transition-matrix counts: a recorded step counts (bin before the
-##   step, k of the proposed flip) at row index bin * (2 dim + 1) + k instead of
-##   the bin after it; their sum over k is the energy histogram)
-##   popc (default True; applies to 2D L = 32 with sites "direct": a row is one
-##   word, periodic in x by rotation): one descriptor uint4 per step (the byte
-##   offsets of the words of the site and of its y-1, y+1 neighbours, 1 << x;
-##   muca_sites_direct with layout = 1) and the differing neighbours counted by
-##   one popcount of their four bits put at distinct positions
+## Steps go in Philox blocks of four: the walkers' next block of words is
+## computed during this block, and with `ahead` the next block's lattice
+## words are loaded during this one. A step whose sites were flipped since
+## the start of the previous block (flag in its descriptor, muca_sites) reloads
+## its words after the flips before it.
 ##
-## The step loop (branch mucatherm, docs/muca.md): over whole Philox blocks it
-## computes the NEXT block's four words while it does this block's four steps
-## (independent work for the scheduler between a step's dependent loads), the
-## descriptors through a pointer moved once per block, the block number in 32
-## bits with a carry; the ragged start and end of a launch come before and after
-## it. Where nothing else needs the bin inside the loop (the thermalisation: not
-## record, not trips; sites "direct", table "local") the bin is kept as the byte
-## offset of its table row ("binx": the threshold address is one multiply-add
-## from nd, the accepted flip moves it by another).
+## With record (a compile-time choice: the thermalisation's launches carry no
+## histogram code) each step adds the walker's energy bin to histogram slot
+## g * slots / total of its global index g (and (bin, |M|/2) to mhist with
+## magnet); hist="local" counts into work-group rows (its first walker's slot
+## and, with hist_rows = 2, the next) added to the global histogram once per
+## launch. trips: each walker's passages between the ends trip_lo / trip_hi
+## of the energy range, trips[j] = passages << 2 | last end (1 low, 2 high).
+##
+## params: dim, L, wg, K (1, 2, 4, 8, 16, 32), combine, table ("local": the
+## pair codes in local memory | "global"), hist ("local" | "global"), record,
+## magnet, hist_rows (1 | 2), trips, ahead
 <%namespace name="philox" file="/rng/philox.cl"/>
 <%namespace name="mc" file="/muca/common.cl"/>
 <%
-    for name, value, allowed in (("lattice", lattice, ("local", "global")),
-                                 ("table", table, ("local", "global")),
-                                 ("hist", hist, ("local", "global")), ("record", record, (False, True)), ("hist_rows", hist_rows, (1, 2)),
-                                 ("sites", sites, ("packed", "direct")), ("tm", tm, (False, True))):
+    for name, value, allowed in (("K", K, (1, 2, 4, 8, 16, 32)), ("combine", combine, ("none", "ballot", "local")),
+                                 ("table", table, ("local", "global")), ("hist", hist, ("local", "global")),
+                                 ("record", record, (False, True)), ("hist_rows", hist_rows, (1, 2)),
+                                 ("ahead", ahead, (False, True))):
         if value not in allowed:
             raise ValueError("muca update.cl: %s must be one of %s, got %r" % (name, allowed, value))
-    popc = context.get("popc", True) and dim == 2 and L == 32 and sites == "direct"
-    binx = not record and not trips and sites == "direct" and table == "local"
-    hmode = hist if record else "none"     # thermalisation: nothing is counted (M is still
-    tmc = tm and record                    # tracked with magnet)
-    if sites == "direct" and lattice != "local":
-        raise ValueError("muca update.cl: sites='direct' needs lattice='local'")
-    wpr = (L + 31) // 32
-    ncol = 2 * dim + 1
-    ndesc = 1 if popc else 2 if (dim == 2 and wpr == 1) else 3     # uint4 per step with sites="direct"
+    if (combine == "none") != (K == 32):
+        raise ValueError("muca update.cl: combine='none' goes with K = 32 (one work item per word), got "
+                         "combine=%r, K=%r" % (combine, K))
+    if combine == "ballot" and (dev.vendor != "nvidia" or wg % 32):
+        raise ValueError("muca update.cl: combine='ballot' needs an NVIDIA device and wg a multiple of 32")
+    P = 32 // K                      # work items per word
+    if wg % P:
+        raise ValueError("muca update.cl: wg = %d is not a multiple of the %d work items per word" % (wg, P))
+    S = 2 * dim + 1                  # words per step
+    hmode = hist if record else "none"
+    memory = context.get("memory", "all")           # ballot: "lane0" = the word's first lane loads and stores
+    rounds = context.get("rounds", 10)              # Philox rounds: 10; fewer only to measure its share
+    layout = context.get("layout", "pair")          # threshold codes per pair of bins | per (bin, nd) "row"
+    if memory not in ("all", "lane0") or (memory == "lane0" and combine != "ballot"):
+        raise ValueError("muca update.cl: memory must be 'all' or, with combine='ballot', 'lane0'; got %r" % (memory,))
+    lattice_mode = context.get("lattice", "global")   # "local": the group's words copied in for the launch
+    if lattice_mode not in ("global", "local"):
+        raise ValueError("muca update.cl: lattice must be 'global' or 'local', got %r" % (lattice_mode,))
+    WPG = wg // P                                   # lattice words of one work group
+    if layout not in ("pair", "row"):
+        raise ValueError("muca update.cl: layout must be 'pair' or 'row', got %r" % (layout,))
+    sync = {"none": "", "ballot": "MU_WARP_SYNC();", "local": "barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);"}[combine]
+    if memory == "lane0":
+        sync = ""                                    # one work item reads and writes each word
+    comps = "xyzw"
+    def dword(prefix, c, a):
+        k = c * S + a
+        return "%s%d.%s" % (prefix, k // 4, comps[k % 4])
 %>
 ${mc.geometry(dim, L)}
 ${philox.philox4x32("mu_", rounds)}
 ${mc.counters()}
-#define MU_HROW ${"MU_NBINS * MU_NCLS" if tmc else "MU_NBINS"}     // histogram entries per slot
+#define MU_CODE_SHIFT 25u
+#define MU_CODE_WORDS ((MU_NBINS * ${dim if layout == "pair" else 2 * dim + 1}u + 3u) / 4u)
+#define MU_NCLS ${2 * dim + 1}u
 
-% if lattice == "local":
-#define LAT(word) lat_l[(word) * ${wg}u + lid]
-% else:
-#define LAT(word) lattice[(${"size_t" if wide else "uint"})(word) * W + j]
+% if combine == "ballot":
+// the flips of a word's lanes as one word (PTX: vote over the warp)
+inline uint mu_ballot(uint p)
+{
+    uint r;
+    asm volatile("{ .reg .pred q; setp.ne.u32 q, %1, 0; vote.sync.ballot.b32 %0, q, 0xffffffff; }"
+                 : "=r"(r) : "r"(p));
+    return r;
+}
+// the word's stores visible to the warp's later loads (PTX memory model)
+#define MU_WARP_SYNC() asm volatile("bar.warp.sync 0xffffffff;" ::: "memory")
 % endif
-## sites="direct": the word at byte offset `off` of this item's column of lat_l
-#define LATB(off) (*(__local uint *)(mine + (off)))
+% if memory == "lane0":
+// the word's first item loads it and hands it to the others of its word
+inline uint mu_bcast(uint v)
+{
+    uint r;
+    asm volatile("shfl.sync.idx.b32 %0, %1, 0, ${hex(((32 - P) << 8) | 31)}, 0xffffffff;" : "=r"(r) : "r"(v));
+    return r;
+}
+#define LD(o) mu_bcast(writer ? LAT(o) : 0u)
+% else:
+#define LD(o) LAT(o)
+% endif
+// the word at byte offset o (a descriptor's: site * words per site * 4) from this item's word of site 0
+% if lattice_mode == "local":
+#define LAT(o) (*(__local uint *)(mine + (o)))
+% else:
+#define LAT(o) (*(__global uint *)(mine + (o)))
+% endif
+#define MU_COUNT(p) atomic_inc(p)
 % if table == "local":
-#define THR(i) thr_l[i]
+#define CODE(p) ((__local const uchar *)codes_l)[p]
 % else:
-#define THR(i) thr[i]
+#define CODE(p) codes[p]
 % endif
 
-## The flip at the decoded site (packed descriptors); sets k (neighbours equal
-## to the spin), s (the spin), self / bit (the word and bit of the site), r.
-<%def name="neighbours()">
-% if wpr == 1:
-            const uint r = LAT(d.y);
-            const uint s = (r >> x) & 1u;
-            uint nb = ((r >> xm) & 1u) + ((r >> xp) & 1u)
-                    + ((LAT(d.z & 0xFFFFu) >> x) & 1u) + ((LAT(d.z >> 16) >> x) & 1u);
-%   if dim == 3:
-            nb += ((LAT(d.w & 0xFFFFu) >> x) & 1u) + ((LAT(d.w >> 16) >> x) & 1u);
-%   endif
+## Neighbour planes of one step from the words w0 (site) and w1.. (neighbours):
+## nd = s0 + 2 s1 + 4 s2 counts, per bit, the neighbours that differ from the spin.
+<%def name="planes(w)">
+            const uint x1 = ${w[0]} ^ ${w[1]}, x2 = ${w[0]} ^ ${w[2]}, x3 = ${w[0]} ^ ${w[3]}, x4 = ${w[0]} ^ ${w[4]};
+% if dim == 2:
+            const uint pa = x1 ^ x2, pb = x3 ^ x4, c12 = x1 & x2, c34 = x3 & x4;
+            const uint s0 = pa ^ pb, k0 = pa & pb;
+            const uint s1 = c12 ^ c34 ^ k0, s2 = (c12 & c34) | (k0 & (c12 ^ c34));
 % else:
-            const uint r = LAT(self);
-            const uint s = (r >> bit) & 1u;
-            uint nb = ((LAT(d.y * MU_WPR + (xm >> 5)) >> (xm & 31u)) & 1u)
-                    + ((LAT(d.y * MU_WPR + (xp >> 5)) >> (xp & 31u)) & 1u)
-                    + ((LAT((d.z & 0xFFFFu) * MU_WPR + (x >> 5)) >> bit) & 1u)
-                    + ((LAT((d.z >> 16) * MU_WPR + (x >> 5)) >> bit) & 1u);
-%   if dim == 3:
-            nb += ((LAT((d.w & 0xFFFFu) * MU_WPR + (x >> 5)) >> bit) & 1u)
-                + ((LAT((d.w >> 16) * MU_WPR + (x >> 5)) >> bit) & 1u);
-%   endif
-% endif
-            const uint k = s ? nb : 2u * MU_DIM - nb;
-</%def>
-
-## After the flip: the passage counter, then (record) the counts: the bin after
-## the step, or with tm `entry` (bin before it, k).
-<%def name="after_step()">
-%   if trips:
-            {   // a passage: the walker reaches the end opposite to the last one it saw
-                const uint end = bin <= trip_lo ? 1u : bin >= trip_hi ? 2u : 0u;
-                if (end != 0u && end != (tr & 3u))
-                    tr = (((tr >> 2) + ((tr & 3u) != 0u)) << 2) | end;
-            }
-%   endif
-% if record:
-<%  entry = "entry" if tmc else "(uint)bin" %>
-            {
-%   if hmode == "local":
-                atomic_inc(&hist_l[row_l + ${entry}]);
-%   else:
-                atomic_inc(&hist[slot_base + ${entry}]);
-%   endif
-%   if magnet:
-                atomic_inc(&mhist[((size_t)slot * MU_NBINS + (uint)bin) * MU_NM + (uint)abs(m) / 2u]);
-%   endif
-            }
+            const uint x5 = ${w[0]} ^ ${w[5]}, x6 = ${w[0]} ^ ${w[6]};
+            const uint sa = x1 ^ x2 ^ x3, ca = (x1 & x2) | (x3 & (x1 ^ x2));
+            const uint sb = x4 ^ x5 ^ x6, cb = (x4 & x5) | (x6 & (x4 ^ x5));
+            const uint s0 = sa ^ sb, k0 = sa & sb;
+            const uint s1 = ca ^ cb ^ k0, s2 = (ca & cb) | (k0 & (ca ^ cb));
 % endif
 </%def>
 
-## One step with acceptance word `word` at launch step index `idx`.
-<%def name="step(word, idx, base='sites')">
+## One step: words w (names), acceptance word of walker i = word_of(i), store at
+## `off`; updates the walkers' state and stores the site's new word.
+<%def name="step(w, word_of, off)">
         {
-% if sites == "packed":
-            const uint4 d = ${base}[${idx}];
-            const uint x = d.x & 1023u, xm = (d.x >> 10) & 1023u, xp = d.x >> 20;
-%   if wpr == 1:
-            const uint self = d.y, bit = x;
-%   else:
-            const uint self = d.y * MU_WPR + (x >> 5), bit = x & 31u;
-%   endif
-${neighbours()}
-            const uint acc = (${word}) <= THR((uint)bin * MU_NCLS + k);
-            LAT(self) = r ^ (acc << bit);
+${planes(w)}
+            uint flip = 0u;
+            for (uint v = 0; v < ${K}u; ++v) {
+                const uint sh = q + ${P}u * v;
+                const uint word = ${word_of};
+                const uint nd = ((s0 >> sh) & 1u) | (((s1 >> sh) & 1u) << 1) | (((s2 >> sh) & 1u) << 2);
+                const int d = MU_DIM - (int)nd;                 // bins moved by the flip
+% if layout == "pair":
+                // the pair (lo, lo + |d|) (a walker past W has only down spins: d = dim, lo = 0)
+                const uint pidx = (uint)(bin[v] + min(d, 0)) * MU_DIM + max((uint)abs(d), 1u) - 1u;
+                const uint code = CODE(pidx);
+                // a pair's restricted move: up (lo -> lo + |d|) if code & 1, else down
+                const bool restricted = d != 0 && (code & 1u) == (uint)(d > 0);
+                const uint wq = word >> MU_CODE_SHIFT, qq = code >> 1;
+                bool acc = !restricted || wq < qq;
+                if (restricted && wq == qq)                     // about 1 in 128 restricted moves
+                    acc = word <= ex[pidx];
 % else:
-%   if popc:
-            // one uint4 per step (muca_sites_direct, layout 1): the byte offsets of the
-            // words of the site and of its y-1, y+1 neighbours, 1 << x. nd = popcount of
-            // the bits that differ from the spin: x-1 and x of r ^ (r rotated right by
-            // one), y-1 moved to x+8, y+1 to x+16
-            const uint4 u1 = ${base}[${idx}];
-            const uint flip = u1.w, r = LATB(u1.x), s = (r & flip) != 0u;
-            const uint nd = popcount(((r ^ rotate(r, 31u)) & (flip | rotate(flip, 31u)))
-                                     | rotate((r ^ LATB(u1.y)) & flip, 8u) | rotate((r ^ LATB(u1.z)) & flip, 16u));
-%   else:
-            // u0 = (bit of x, of x-1, of x+1, 1 << bit of x), u1 = byte offsets of the
-            // words of the site and of its y-1, y+1 neighbours, then (2D, L <= 32) the
-            // bit of x again; with u2: u1.w = z-1, u2 = (z+1, word of x-1, word of x+1,
-            // bit of x again). nd = neighbours that differ from the spin. (The second
-            // copy of x keeps the compiler from rewriting (r >> x) ^ (v >> x) as
-            // (r ^ v) >> x, one instruction more per neighbour.)
-            const uint4 u0 = ${base}[${ndesc}u * (${idx})], u1 = ${base}[${ndesc}u * (${idx}) + 1u];
-%     if ndesc == 3:
-            const uint4 u2 = ${base}[${ndesc}u * (${idx}) + 2u];
-%     endif
-            const uint flip = u0.w, xa = ${"u1.w" if ndesc == 2 else "u2.w"};
-            const uint r = LATB(u1.x), rx = r >> u0.x, s = rx & 1u;
-%     if wpr == 1:
-            uint nd = ((rx ^ (r >> u0.y)) & 1u) + ((rx ^ (r >> u0.z)) & 1u)
-%     else:
-            uint nd = ((rx ^ (LATB(u2.y) >> u0.y)) & 1u) + ((rx ^ (LATB(u2.z) >> u0.z)) & 1u)
-%     endif
-                    + ((rx ^ (LATB(u1.y) >> xa)) & 1u) + ((rx ^ (LATB(u1.z) >> xa)) & 1u);
-%     if dim == 3:
-            nd += ((rx ^ (LATB(u1.w) >> xa)) & 1u) + ((rx ^ (LATB(u2.x) >> xa)) & 1u);
-%     endif
-%   endif
-            const uint k = 2u * MU_DIM - nd;
-%   if binx:
-            // ndd = nd - dim = -(bins moved by the flip): one multiply-add moves tb
-            const uint ndd = nd - MU_DIM;
-            const bool acc = (${word}) <= *(__local const uint *)(thr_b + (int)(tb + (ndd << 2)));   // >= column 0
-%   else:
-            const bool acc = (${word}) <= THR((uint)bin * MU_NCLS + nd);
-%   endif
+                // the top byte of thr[bin, k] (columns by nd = 2 dim - k)
+                const uint ridx = (uint)bin[v] * MU_NCLS + nd;
+                const uint top = (uint)CODE(ridx) << 24;
+                bool acc = word < top;
+                if ((word ^ top) < 0x1000000u)                  // the same top byte: 1 in 256 moves
+                    acc = word <= ex[ridx];
 % endif
-% if tmc:
-            const uint entry = (uint)bin * MU_NCLS + k;
-% endif
-% if sites == "packed":
-            bin += acc ? (int)k - MU_DIM : 0;
-%   if magnet:
-            m += acc ? (s ? -2 : 2) : 0;
+                acc = acc && real[v];
+% if combine == "ballot":
+                const uint votes = mu_ballot(acc);
+%   if P == 32:
+                flip |= votes;
+%   else:
+                flip |= ((votes >> (lane & ${32 - P}u)) & ${(1 << P) - 1}u) << (${P}u * v);
 %   endif
 % else:
-            if (acc) {
-                LATB(u1.x) = r ^ flip;
-%   if binx:
-                tb -= ndd * (MU_NCLS * 4u);
+                flip |= (uint)acc << sh;
+% endif
+                bin[v] += acc ? d : 0;
+% if magnet:
+                m[v] += acc ? (((${w[0]} >> sh) & 1u) ? -2 : 2) : 0;
+% endif
+% if trips:
+                {   // a passage: the walker reaches the end opposite to the last one it saw
+                    const uint end = bin[v] <= trip_lo ? 1u : bin[v] >= trip_hi ? 2u : 0u;
+                    if (end != 0u && end != (tr[v] & 3u))
+                        tr[v] = (((tr[v] >> 2) + ((tr[v] & 3u) != 0u)) << 2) | end;
+                }
+% endif
+% if record:
+                if (real[v]) {
+%   if hmode == "local":
+                    atomic_inc(&hist_l[hrow[v] + (uint)bin[v]]);
 %   else:
-                bin += MU_DIM - (int)nd;
+                    MU_COUNT(&hs[hrow[v] + (uint)bin[v]]);
 %   endif
 %   if magnet:
-                m += s ? -2 : 2;
+                    MU_COUNT(&mhs[(size_t)(mrow[v] + (uint)bin[v]) * MU_NM + (uint)abs(m[v]) / 2u]);
 %   endif
+                }
+% endif
             }
+% if combine == "local":
+            comb_l[parity * ${wg}u + lid] = flip;
+            // (global too: the loads of this step before the store below)
+            barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+            flip = 0u;
+            for (uint r = 0; r < ${P}u; ++r) flip |= comb_l[parity * ${wg}u + lid / ${P}u * ${P}u + r];
+            parity ^= 1u;
 % endif
-${after_step()}
+            if (writer) LAT(${off}) = ${w[0]} ^ flip;
         }
+</%def>
+
+## Loads the S words of step slot `slot` (descriptor words dp) into names w.
+<%def name="load_step(w, dp)">
+% for a in range(S):
+            ${w[a]} = LD(${"%s[0] & 0x7FFFFFFFu" % dp if a == 0 else "%s[%d]" % (dp, a)});
+% endfor
 </%def>
 
 __kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
 void muca_update(__global uint *lattice, __global int *bins, __global int *mags,
-                 __global const uint *thr, __global const uint4 *sites,
+                 __global const uchar *codes, __global const uint *exact, __global const uint *desc,
                  __global uint *hist, __global uint *mhist, __global uint *trips,
-                 const uint n, const uint t_lo, const uint t_hi,
-                 const uint k0, const uint k1, const uint W, const uint offset,
-                 const uint slots, const uint total, const int trip_lo, const int trip_hi)
+                 const uint n_arg, const uint t_lo, const uint t_hi,
+                 const uint k0, const uint k1, const uint W_arg, const uint offset, const uint slots,
+                 const uint total, const int trip_lo_arg, const int trip_hi_arg, const uint G_arg)
 {
-% if lattice == "local":
-    __local uint lat_l[MU_WORDS * ${wg}u];
-% endif
+    // every kernel argument read here, outside divergent code
+    const uint n = n_arg, W = W_arg, G = G_arg;
+    const int trip_lo = trip_lo_arg, trip_hi = trip_hi_arg;
+    __global const uint *const ex = exact;
+    __global uint *const hs = hist;
+    __global uint *const mhs = mhist;
+    (void)trip_lo; (void)trip_hi; (void)hs; (void)mhs;
 % if table == "local":
-    __local uint thr_l[MU_NBINS * MU_NCLS];
+    __local uint codes_l[MU_CODE_WORDS];
+% endif
+% if lattice_mode == "local":
+    __local uint lat_l[MU_N * ${WPG}u];
 % endif
 % if hmode == "local":
-    __local uint hist_l[${hist_rows}u * MU_HROW];
+    __local uint hist_l[${hist_rows}u * MU_NBINS];
+% endif
+% if combine == "local":
+    __local uint comb_l[2u * ${wg}u];
+    uint parity = 0u;
 % endif
     const uint lid = get_local_id(0);
-    const uint base = (uint)get_group_id(0) * ${wg}u;        // the group's first walker on this device
-    const uint j = base + lid;                              // walker on this device
-    const uint g = offset + j;                              // global walker index: its Philox stream
-    const uint slot = (uint)(((ulong)g * slots) / total);
-    const uint slot_base = slot * MU_HROW;
-% if sites == "direct":
-    __local uchar *const mine = (__local uchar *)(lat_l + lid);
+    const uint gid = (uint)get_group_id(0) * ${wg}u + lid;
+    // (the host pads the lattice to whole work groups: every item has its word)
+    const uint grp = gid / ${P}u, q = gid - grp * ${P}u;
+    const bool writer = q == 0u;
+% if combine == "ballot":
+    const uint lane = lid & 31u;
+% endif
+    const uint j0 = 32u * grp + q;                   // walker i of this item: j0 + P i
+% if lattice_mode == "local":
+    const uint word0 = (uint)get_group_id(0) * ${WPG}u;
+    for (uint r = lid; r < MU_N * ${WPG}u; r += ${wg}u) {
+        const uint site = r / ${WPG}u, w = r - site * ${WPG}u;
+        lat_l[r] = lattice[(size_t)site * G + word0 + w];
+    }
+    __local uchar *const mine = (__local uchar *)(lat_l + lid / ${P}u);
+% else:
+    __global uchar *const mine = (__global uchar *)(lattice + grp);
 % endif
 % if table == "local":
-    for (uint q = lid; q < MU_NBINS * MU_NCLS; q += ${wg}u) thr_l[q] = thr[q];
+    for (uint r = lid; r < MU_CODE_WORDS; r += ${wg}u) codes_l[r] = ((__global const uint *)codes)[r];
 % endif
 % if hmode == "local":
-    for (uint q = lid; q < ${hist_rows}u * MU_HROW; q += ${wg}u) hist_l[q] = 0u;
-    const uint slot0_l = (uint)(((ulong)(offset + base) * slots) / total);   // the group's first slot
-    const uint row_l = ${"0u" if hist_rows == 1 else "(slot - slot0_l) * MU_HROW"};
+    for (uint r = lid; r < ${hist_rows}u * MU_NBINS; r += ${wg}u) hist_l[r] = 0u;
+    const uint slot0_l = (uint)(((ulong)(offset + (uint)get_group_id(0) * ${wg * K}u) * slots) / total);
 % endif
-% if table == "local" or hmode == "local":
+% if table == "local" or hmode == "local" or lattice_mode == "local":
     barrier(CLK_LOCAL_MEM_FENCE);
 % endif
-    if (j < W) {
-% if lattice == "local":
-        for (uint w = 0; w < MU_WORDS; ++w) LAT(w) = lattice[(size_t)w * W + j];
-% endif
-        int bin = bins[j];
+    const uint2 key = (uint2)(k0, k1);
+    ulong t = ((ulong)t_hi << 32) | t_lo;
+    const uint doff = (uint)(t & 3u);                // descriptor slot of step i: i + doff
+    bool real[${K}];
+    int bin[${K}];
+    // the walkers' Philox words: this block's (cur), the next (rnd); scalars per
+    // component (Oclgrind 21.10 mis-tracks arrays of uint4)
+    uint rnd0[${K}], rnd1[${K}], rnd2[${K}], rnd3[${K}], cur0[${K}], cur1[${K}], cur2[${K}], cur3[${K}];
 % if magnet:
-        int m = mags[j];
+    int m[${K}];
 % endif
 % if trips:
-        uint tr = trips[j];
+    uint tr[${K}];
 % endif
-        const uint2 key = (uint2)(k0, k1);
-        ulong t = ((ulong)t_hi << 32) | t_lo;
-        uint i = 0;
-% if binx:
-        __local const uchar *const thr_b = (__local const uchar *)thr_l + MU_DIM * 4u;   // column nd - dim
-        uint tb = (uint)bin * (MU_NCLS * 4u);
+% if record:
+    uint hrow[${K}];
+%   if magnet:
+    uint mrow[${K}];
+%   endif
 % endif
-        uint4 rnd = mu_philox(mu_step_counter(t, g, MU_TAG_ACCEPT), key);
-        if ((t & 3u) != 0u) {                         // the ragged start of a launch
-            for (uint c = (uint)(t & 3u); c < 4u && i < n; ++c) {
-                const uint word = c == 1u ? rnd.y : c == 2u ? rnd.z : rnd.w;
-${step("word", "i")}
-                ++i;
-                ++t;
-            }
-            rnd = mu_philox(mu_step_counter(t, g, MU_TAG_ACCEPT), key);
+    for (uint v = 0; v < ${K}u; ++v) {
+        const uint j = j0 + ${P}u * v, g = offset + j;
+        real[v] = j < W;
+        const uint jj = real[v] ? j : 0u;
+        bin[v] = real[v] ? bins[jj] : 0;
+% if magnet:
+        m[v] = real[v] ? mags[jj] : 0;
+% endif
+% if trips:
+        tr[v] = real[v] ? trips[jj] : 0u;
+% endif
+% if record:
+        const uint slot = (uint)(((ulong)g * slots) / total);
+%   if hmode == "local":
+        hrow[v] = ${"0u" if hist_rows == 1 else "(slot - slot0_l) * MU_NBINS"};
+%   else:
+        hrow[v] = slot * MU_NBINS;
+%   endif
+%   if magnet:
+        mrow[v] = slot * MU_NBINS;
+%   endif
+% endif
+        const uint4 r = mu_philox(mu_step_counter(t, g, MU_TAG_ACCEPT), key);
+        rnd0[v] = r.x; rnd1[v] = r.y; rnd2[v] = r.z; rnd3[v] = r.w;
+    }
+<% wn = ["w%d" % a for a in range(S)] %>
+    uint ${" = 0u, ".join(wn)} = 0u;
+    uint i = 0;
+    // (the word's component from a uint counter c: Oclgrind 21.10 mis-evaluated t & 3 here)
+    for (uint c = doff; c != 0u && c < 4u && i < n; ++c, ++i, ++t) {     // the ragged start of a launch
+        __global const uint *const dp = desc + (size_t)(i + doff) * MU_SPAN;
+        ${sync}
+${load_step(wn, "dp")}
+${step(wn, "c == 1u ? rnd1[v] : c == 2u ? rnd2[v] : rnd3[v]", "dp[0] & 0x7FFFFFFFu")}
+    }
+    if (doff != 0u) {
+        for (uint v = 0; v < ${K}u; ++v) {
+            const uint4 r = mu_philox(mu_step_counter(t, offset + j0 + ${P}u * v, MU_TAG_ACCEPT), key);
+            rnd0[v] = r.x; rnd1[v] = r.y; rnd2[v] = r.z; rnd3[v] = r.w;
         }
-        // whole blocks, the next one's words ahead; sp: this block's descriptors;
-        // (blk, bhi): the 64-bit block number t / 4 of the words computed ahead
-        __global const uint4 *sp = sites + ${1 if sites == "packed" else ndesc}u * i;
-        uint blk = (uint)(t >> 2), bhi = (uint)(t >> 34);
-        while (i + 4u <= n) {
-            const uint4 cur = rnd;
-            ++blk;
-            bhi += blk == 0u;
-            rnd = mu_philox((uint4)(blk, bhi, g, MU_TAG_ACCEPT), key);
-% for c, comp in enumerate("xyzw"):
-${step("cur." + comp, "%du" % c, "sp")}
+    }
+<%
+    cw = [["c%d_%d" % (c, a) for a in range(S)] for c in range(4)]
+    nw = [["n%d_%d" % (c, a) for a in range(S)] for c in range(4)]
+%>
+    // whole blocks: the descriptors of one block are S uint4 (MU_SPAN words per step)
+    uint ${" = 0u, ".join(sum(cw, []))} = 0u;
+% if ahead:
+    uint ${" = 0u, ".join(sum(nw, []))} = 0u;
+% endif
+    uint off0 = 0u, off1 = 0u, off2 = 0u, off3 = 0u, flags = 0u;
+    if (i + 4u <= n) {
+        ${sync}
+        __global const uint *const dp = desc + (size_t)(i + doff) * MU_SPAN;
+% for k in range(S):
+        const uint4 d${k} = vload4(${k}, dp);
 % endfor
-            sp += ${4 if sites == "packed" else 4 * ndesc}u;
-            i += 4u;
+% for c in range(4):
+%   for a in range(S):
+        ${cw[c][a]} = LD(${dword("d", c, a) + (" & 0x7FFFFFFFu" if a == 0 else "")});
+%   endfor
+        off${c} = ${dword("d", c, 0)} & 0x7FFFFFFFu;
+% endfor
+        flags = ${" | ".join("((%s >> 31) << %d)" % (dword("d", c, 0), c) for c in range(4))};
+    }
+    while (i + 4u <= n) {
+        for (uint v = 0; v < ${K}u; ++v) {
+            cur0[v] = rnd0[v]; cur1[v] = rnd1[v]; cur2[v] = rnd2[v]; cur3[v] = rnd3[v];
+            const uint4 r = mu_philox(mu_step_counter(t + 4u, offset + j0 + ${P}u * v, MU_TAG_ACCEPT), key);
+            rnd0[v] = r.x; rnd1[v] = r.y; rnd2[v] = r.z; rnd3[v] = r.w;
         }
-        for (uint c = 0; i < n; ++c) {                // the ragged end (rnd: its block's words)
-            const uint word = c == 0u ? rnd.x : c == 1u ? rnd.y : rnd.z;
-${step("word", "i")}
-            ++i;
+% if ahead:
+        uint noff0 = 0u, noff1 = 0u, noff2 = 0u, noff3 = 0u, nflags = 0u;
+        if (i + 8u <= n) {                            // the next block's words, loaded now
+            __global const uint *const dp = desc + (size_t)(i + 4u + doff) * MU_SPAN;
+%   for k in range(S):
+            const uint4 e${k} = vload4(${k}, dp);
+%   endfor
+%   for c in range(4):
+%     for a in range(S):
+            ${nw[c][a]} = LD(${dword("e", c, a) + (" & 0x7FFFFFFFu" if a == 0 else "")});
+%     endfor
+            noff${c} = ${dword("e", c, 0)} & 0x7FFFFFFFu;
+%   endfor
+            nflags = ${" | ".join("((%s >> 31) << %d)" % (dword("e", c, 0), c) for c in range(4))};
         }
-% if binx:
-        bin = (int)(tb / (MU_NCLS * 4u));
 % endif
-        bins[j] = bin;
-% if magnet:
-        mags[j] = m;
-% endif
-% if trips:
-        trips[j] = tr;
-% endif
-% if lattice == "local":
-        for (uint w = 0; w < MU_WORDS; ++w) lattice[(size_t)w * W + j] = LAT(w);
+% for c in range(4):
+        if (flags & ${1 << c}u) {                    // a site flipped since these words were loaded
+            ${sync}
+            __global const uint *const dp = desc + (size_t)(i + ${c}u + doff) * MU_SPAN;
+${load_step(cw[c], "dp")}
+        }
+${step(cw[c], "cur%d[v]" % c, "off%d" % c)}
+% endfor
+        ${sync}
+        i += 4u;
+        t += 4u;
+% if ahead:
+%   for c in range(4):
+        ${"; ".join("%s = %s" % (cw[c][a], nw[c][a]) for a in range(S))};
+%   endfor
+        off0 = noff0; off1 = noff1; off2 = noff2; off3 = noff3; flags = nflags;
+% else:
+        if (i + 4u <= n) {
+            __global const uint *const dp = desc + (size_t)(i + doff) * MU_SPAN;
+%   for k in range(S):
+            const uint4 d${k} = vload4(${k}, dp);
+%   endfor
+%   for c in range(4):
+%     for a in range(S):
+            ${cw[c][a]} = LD(${dword("d", c, a) + (" & 0x7FFFFFFFu" if a == 0 else "")});
+%     endfor
+            off${c} = ${dword("d", c, 0)} & 0x7FFFFFFFu;
+%   endfor
+            flags = ${" | ".join("((%s >> 31) << %d)" % (dword("d", c, 0), c) for c in range(4))};
+        }
 % endif
     }
+    for (uint c = 0; i < n; ++c, ++i, ++t) {         // the ragged end (rnd: its block's words)
+        __global const uint *const dp = desc + (size_t)(i + doff) * MU_SPAN;
+        ${sync}
+${load_step(wn, "dp")}
+${step(wn, "c == 0u ? rnd0[v] : c == 1u ? rnd1[v] : rnd2[v]", "dp[0] & 0x7FFFFFFFu")}
+    }
+    for (uint v = 0; v < ${K}u; ++v) {
+        if (real[v]) {
+            const uint j = j0 + ${P}u * v;
+            bins[j] = bin[v];
+% if magnet:
+            mags[j] = m[v];
+% endif
+% if trips:
+            trips[j] = tr[v];
+% endif
+        }
+    }
+% if lattice_mode == "local":
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint r = lid; r < MU_N * ${WPG}u; r += ${wg}u) {
+        const uint site = r / ${WPG}u, w = r - site * ${WPG}u;
+        lattice[(size_t)site * G + word0 + w] = lat_l[r];
+    }
+% endif
 % if hmode == "local":
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint q = lid; q < ${hist_rows}u * MU_HROW; q += ${wg}u) {
-        const uint c = hist_l[q];
-        if (c) atomic_add(&hist[slot0_l * MU_HROW + q], c);
+    for (uint r = lid; r < ${hist_rows}u * MU_NBINS; r += ${wg}u) {
+        const uint c = hist_l[r];
+        if (c) atomic_add(&hs[slot0_l * MU_NBINS + r], c);
     }
 % endif
 }

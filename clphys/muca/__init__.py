@@ -5,7 +5,7 @@ temperature. See docs/muca.md.
     from clphys import muca
     sim = muca.Multicanonical(8, dim=2, seed=0)
     history = sim.iterate(kl=1e-4)           # width, d_k, d_c, updates, seconds per iteration
-    res = sim.produce(blocks=100)            # res.energies, res.ln_g, res.ln_g_err
+    res = sim.produce(target_error=0.02)     # res.energies, res.ln_g, res.ln_g_err
     c = res.canonical([2.0, 2.5])            # .energy, .specific_heat (per spin) with errors
     res = muca.run(8, dim=2, seed=0)         # both in one call
 """

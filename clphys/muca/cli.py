@@ -18,6 +18,9 @@ SUMMARY_T = {2: (1.5, 2.0, 2.269185, 2.5, 3.0), 3: (3.5, 4.0, 4.5115, 5.0, 6.0)}
 
 
 def cmd_muca(args) -> int:
+    from ..runtime import resolve_device
+    from .engine import default_walkers
+    from .geometry import Geometry
     from .simulation import Multicanonical
     check_outputs(args, (".npz",))
     for name, value, low in (("--size", args.size, 2), ("--walkers", args.walkers, 1),
@@ -26,8 +29,10 @@ def cmd_muca(args) -> int:
                              ("--max-iterations", args.max_iterations, 0)):
         if value is not None and value < low:
             raise ValueError(f"{name} must be >= {low}, got {value}")
-    if args.kl is not None and not (math.isfinite(args.kl) and args.kl > 0):
-        raise ValueError(f"--kl must be a positive number, got {args.kl}")
+    for name, value in (("--kl", args.kl), ("--target-error", args.target_error),
+                        ("--max-seconds", args.max_seconds)):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise ValueError(f"{name} must be a positive number, got {value}")
     comm = getattr(args, "comm", None)
     if comm is not None and (args.checkpoint or args.resume):
         raise ValueError("--checkpoint and --resume are not supported with walkers split over MPI "
@@ -40,38 +45,51 @@ def cmd_muca(args) -> int:
             if given is not None and given != saved[key]:
                 raise ValueError(f"{name} {given} does not match the checkpoint {args.resume!r} "
                                  f"({saved[key]}); leave it out or start a new run")
-        sim = Multicanonical.load(args.resume, device=args.device)
+        geom, walkers = Geometry.checked(saved["L"], saved["dim"]), saved["walkers"]
     else:
         if args.size is None:
             raise ValueError("--size is required (or --resume FILE)")
+        geom = Geometry.checked(args.size, args.dim or 2)
+        dev = resolve_device(args.device)
+        walkers = args.walkers or default_walkers(dev.facts, geom) * (comm.Get_size() if comm is not None else 1)
+        _cpu_warning(dev, geom, walkers)
+    _check_production(walkers, geom, args)                # every derived default, before any kernel
+    if args.resume:
+        sim = Multicanonical.load(args.resume, device=args.device)
+    else:
         sim = Multicanonical(args.size, dim=args.dim or 2, walkers=args.walkers, seed=args.seed or 0,
                              device=args.device, comm=comm)
     o = sim.options
     where = sim.device.name if comm is None else f"{comm.Get_size()} MPI ranks (rank 0: {sim.device.name})"
     print(f"muca {sim.geom}, {sim.walkers} walkers, seed {sim.seed}, on {where} "
-          f"(wg {o['wg']}, lattice {o['lattice']}, table {o['table']}, histogram {o['hist']})"
-          + (f", resumed from {args.resume}" if args.resume else ""), flush=True)
+          f"(wg {o['wg']}, lattice {o['lattice']}, table {o['table']}, histogram {o['hist']}, "
+          f"{o['per_item']} walker(s) per work item)"
+          + (f", resumed from {args.resume}" + (" (in the production)" if sim.producing else "")
+             if args.resume else ""), flush=True)
 
     kl = args.kl if args.kl is not None else (sim.kl if args.resume else 1e-4)
     saver = _Saver(sim, args.checkpoint)
     with saver:
-        sim.iterate(kl=kl, max_iterations=args.max_iterations, progress=args.progress,
-                    callback=saver.maybe)
-        saver.save()
+        if not sim.producing:          # a resumed production continues without iterating
+            sim.iterate(kl=kl, max_iterations=args.max_iterations, progress=args.progress,
+                        callback=saver.maybe)
+            saver.save()
         h = sim.history
         it_seconds, it_flips = float(h.seconds.sum()), int(h.flips.sum())
-        state = (f"converged, d_k = {h.d_k[-1]:.3g} < {kl:g}" if sim.converged
-                 else f"NOT converged, d_k = {h.d_k[-1]:.3g} >= {kl:g}")
+        state = (f"converged, d_k = {h.d_k[-1]:.3g} < {sim.kl:g}" if sim.converged
+                 else f"NOT converged, d_k = {h.d_k[-1]:.3g} >= {sim.kl:g}")
         print(f"iterations  {len(h)} ({state}), width {h.width[-1]}/{sim.geom.full_width}")
         print(f"time        {it_seconds:.3f} s for {it_flips:.4g} attempted flips: "
               f"{it_flips / max(it_seconds, 1e-12) / 1e9:.3f} flips/ns (iteration phase)", flush=True)
         res = sim.produce(blocks=args.production_blocks, updates=args.production_updates,
-                          progress=args.progress)
+                          progress=args.progress, target_error=args.target_error,
+                          max_seconds=args.max_seconds)
     print(f"production  {res.blocks} blocks of walkers, {res.updates} recorded flips per walker "
           f"(+{res.therm} thermalisation), {res.seconds:.3f} s, "
           f"{res.flips / max(res.seconds, 1e-12) / 1e9:.3f} flips/ns, d_c = {res.chebyshev:.3f}; "
-          f"passages per walker through the energy range {res.therm_passages:.2f} thermalising, "
-          f"{res.passages:.2f} in all")
+          f"{res.round_trips:.3g} round trips per walker through the energy range "
+          f"({res.therm_passages / 2:.3g} thermalising); largest error of ln g {res.max_error:.3g} "
+          f"(target {res.target_error:g}{'' if res.reached else ', NOT reached'})")
     exact = _exact(sim, res)
     temps = np.array(SUMMARY_T[sim.dim])
     c = res.canonical(temps)
@@ -96,6 +114,49 @@ def cmd_muca(args) -> int:
         _plot(args.plot, sim, res, exact)
         print(f"plot        {args.plot}")
     return 0
+
+
+def _check_production(walkers, geom, args):
+    """The production's arguments and defaults against the walker count, with
+    the command line's names (before any kernel)."""
+    from .simulation import DEFAULT_BLOCKS, production_args
+    if args.production_blocks is None and walkers < 2:
+        raise ValueError(f"--walkers {walkers}: the production needs at least 2 walkers (its errors come "
+                         f"from groups of walkers; default --production-blocks min({DEFAULT_BLOCKS}, walkers))")
+    if args.production_blocks is not None and args.production_blocks > walkers:
+        raise ValueError(f"--production-blocks must be <= the walkers ({walkers}), got {args.production_blocks}")
+    production_args(walkers, geom, args.production_blocks, args.production_updates, None, None,
+                    args.target_error, args.max_seconds)
+
+
+# The weight iteration's attempted flips, measured on an H200 (2D L = 32: 2.9e11 at
+# W = 67584, 8.1e10 of them recorded; L = 64: 3.3e12, 1.6e12 recorded): the recorded
+# part, which does not grow with the walkers, scales like bins^2.15; on a CPU (few
+# walkers) it is nearly all of it. PoCL on this project's 2-core AMD EPYC: ~0.01
+# flips/ns per core.
+RECORDED_FLIPS_32 = 8.1e10
+CPU_FLIPS_PER_NS_PER_CORE = 0.01
+CPU_WARN_SECONDS = 60.0
+
+
+def _cpu_warning(dev, geom, walkers):
+    """A line on stderr, up front, when the weight iteration on a CPU will take long."""
+    if dev.facts.is_gpu:
+        return
+    import sys
+    flips = RECORDED_FLIPS_32 * (geom.nbins / 1025.0) ** 2.15 + walkers * 30.0 * geom.nbins * geom.nbins / 4
+    seconds = flips / (CPU_FLIPS_PER_NS_PER_CORE * 1e9 * max(1, dev.facts.compute_units))
+    if seconds > CPU_WARN_SECONDS:
+        print(f"warning: on {dev.name} ({dev.facts.compute_units} compute units) the weight iteration of "
+              f"{geom} needs about {flips:.1g} attempted flips: about {_duration(seconds)} at "
+              f"~{CPU_FLIPS_PER_NS_PER_CORE * dev.facts.compute_units:g} flips/ns (an estimate; "
+              f"a GPU (--device) runs 2D L = 32 in about 1.5 s)", file=sys.stderr, flush=True)
+
+
+def _duration(seconds):
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} minutes"
+    return f"{seconds / 3600:.1f} hours"
 
 
 class _Saver:
@@ -209,17 +270,23 @@ def add_parsers(sub):
     p.add_argument("--dim", type=int, choices=(2, 3), default=None, help="lattice dimension (default 2)")
     p.add_argument("--size", "-L", type=int, default=None, help="linear size L (even)")
     p.add_argument("--walkers", type=int, default=None,
-                   help="parallel walkers (default: what fills the device)")
+                   help="parallel walkers (default: per device and size, docs/muca.md \"Walkers\")")
     p.add_argument("--seed", type=int, default=None, help="random seed (default 0)")
     p.add_argument("--kl", type=float, default=None,
                    help="stop the weight iteration when d_k < KL (default 1e-4, or the checkpoint's)")
-    p.add_argument("--max-iterations", type=int, default=None)
+    p.add_argument("--max-iterations", type=int, default=None,
+                   help="at most this many weight iterations (default: until d_k < KL); the production "
+                        "then uses the last weights")
     p.add_argument("--production-blocks", type=int, default=None,
-                   help="groups of walkers for the jackknife errors (default 100)")
+                   help="groups of walkers for the jackknife errors (default min(100, walkers))")
     p.add_argument("--production-updates", type=int, default=None,
-                   help="recorded flips per walker in the production (default: until the walkers "
-                        "made one passage through the energy range each on average, after half a "
-                        "passage of thermalisation, and at least blocks times one iteration's statistics)")
+                   help="recorded flips per walker in the production (default: until the largest error of "
+                        "ln g reaches --target-error, after thermalising to half a passage per walker)")
+    p.add_argument("--target-error", type=float, default=None,
+                   help="stop the production when the largest jackknife error of ln g is below this "
+                        "(default 0.02)")
+    p.add_argument("--max-seconds", type=float, default=None,
+                   help="stop the production after this many seconds, whatever its error (default: none)")
     add_device(p)
     add_progress(p)
     add_plot(p, "draw ln g(E), its deviation from the exact one and C(T)")

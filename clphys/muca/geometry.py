@@ -1,13 +1,17 @@
-"""The lattice of one walker and its energy bins (shared by host, kernels and
+"""The lattice of the walkers and its energy bins (shared by host, kernels and
 the NumPy twin).
 
 An L^dim periodic Ising lattice, J = 1, E = -sum over bonds s_i s_j in
 [-dim N, dim N] in steps of 4: bin b holds E = 4 b - dim N (b = 0 .. dim N / 2).
-Spins are bits, 1 = up: spin (x, row) with row = z L + y is bit x % 32 of
-word row * wpr + x // 32 (wpr = ceil(L / 32) words per row of L spins). On
-the device, word w of walker j lies at lattice[w * walkers + j] (all walkers'
-word 0, then all word 1, ...), so a warp of walkers reading the same site
-reads consecutive words.
+Site s = row * L + x with row = z L + y.
+
+Walker-sliced layout: one 32-bit word holds the spin at one site of 32
+walkers (bit i of group G's word = walker 32 G + i, 1 = up), and the word of
+site s and group G lies at lattice[s * groups + G]. Every walker flips the
+same site at a step (the shared site sequence), so a step reads and writes
+the same few words for all walkers, whatever L: the memory traffic per flip
+does not grow with the lattice. A last group that is not full keeps its
+unused bits at 0.
 """
 
 from __future__ import annotations
@@ -18,7 +22,13 @@ import numpy as np
 
 from .. import _validate
 
-MAX_L = {2: 1024, 3: 256}       # 10-bit x coordinates and 16-bit row indices in a site descriptor
+MAX_L = {2: 1024, 3: 256}
+LANES = 32                      # walkers per lattice word
+
+
+def groups(walkers: int) -> int:
+    """Lattice words per site for `walkers` walkers."""
+    return -(-int(walkers) // LANES)
 
 
 @dataclass(frozen=True)
@@ -38,18 +48,6 @@ class Geometry:
     @property
     def N(self):
         return self.L ** self.dim
-
-    @property
-    def rows(self):
-        return self.L ** (self.dim - 1)
-
-    @property
-    def wpr(self):
-        return (self.L + 31) // 32
-
-    @property
-    def words(self):
-        return self.rows * self.wpr
 
     @property
     def nbins(self):
@@ -72,6 +70,18 @@ class Geometry:
     def full_width(self):
         """Width (in bins of dE = 4) of the whole energy range."""
         return self.nbins - 1
+
+    def neighbours(self, sites):
+        """(..., 2 dim) neighbour sites of `sites`: x-1, x+1, y-1, y+1 (, z-1, z+1)."""
+        s = np.asarray(sites, np.int64)
+        L = self.L
+        x, row = s % L, s // L
+        y, z = row % L, row // L
+        out = [row * L + (x - 1) % L, row * L + (x + 1) % L,
+               (z * L + (y - 1) % L) * L + x, (z * L + (y + 1) % L) * L + x]
+        if self.dim == 3:
+            out += [(((z - 1) % L) * L + y) * L + x, (((z + 1) % L) * L + y) * L + x]
+        return np.stack(out, axis=-1)
 
     def energies(self, bins=None):
         b = np.arange(self.nbins) if bins is None else np.asarray(bins)

@@ -106,3 +106,41 @@ def thresholds(log_w, dim):
     p = np.exp(np.minimum(diff, 0.0))
     thr = np.ceil(p * 2.0**32) - 1.0
     return np.clip(thr, 0, 2**32 - 1).astype(np.uint32)
+
+
+CODE_SHIFT = 25        # a pair code keeps the top 32 - CODE_SHIFT = 7 bits of its threshold
+
+
+def pair_codes(thr, dim):
+    """The threshold table as the kernels read it: one entry per pair of bins
+    (lo, lo + a), a = 1 .. dim, at index lo * dim + a - 1. Of a pair's two
+    moves at most one has p < 1 (the "restricted" one; the other's threshold is
+    2^32 - 1). codes (uint8): bit 0 = 1 if the move up (lo -> lo + a) is the
+    restricted one, bits 1-7 = its threshold T >> 25; exact (uint32): T.
+
+    A move with word w is accepted iff it is not restricted, or w >> 25 < T >> 25,
+    or (w >> 25 == T >> 25 and w <= T): the decisions of `thr` bit for bit, with
+    the exact table read only in about 1 of 128 restricted moves."""
+    thr = np.asarray(thr, dtype=np.uint32)
+    nb = thr.shape[0]
+    codes = np.zeros((nb, dim), np.uint8)
+    exact = np.zeros((nb, dim), np.uint32)
+    for a in range(1, dim + 1):
+        lo = np.arange(nb - a)
+        up = thr[lo, dim + a]                 # lo -> lo + a: k - dim = a
+        down = thr[lo + a, dim - a]           # lo + a -> lo
+        up_restricted = up != 0xFFFFFFFF
+        t = np.where(up_restricted, up, down)
+        codes[lo, a - 1] = ((t >> CODE_SHIFT) << 1).astype(np.uint8) | up_restricted.astype(np.uint8)
+        exact[lo, a - 1] = t
+    return codes.reshape(-1), exact.reshape(-1)
+
+
+def row_codes(thr, dim):
+    """The threshold table as one code per (bin, nd), nd = 2 dim - k the
+    neighbours that differ from the spin: codes (uint8) = thr >> 24 and exact
+    (uint32) = thr, both (nbins, 2 dim + 1) with columns by nd. A move with word
+    w is accepted iff w >> 24 < code, or (w >> 24 == code and w <= exact): the
+    decisions of `thr` bit for bit, the exact table read in 1 of 256 moves."""
+    exact = np.ascontiguousarray(np.asarray(thr, dtype=np.uint32)[:, ::-1])
+    return (exact >> 24).astype(np.uint8).reshape(-1), exact.reshape(-1)

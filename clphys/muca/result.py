@@ -55,7 +55,11 @@ class MucaResult:
     recorded samples, or None; log_weights: ln W(E) of the run; therm, updates:
     unrecorded and recorded flips per walker; therm_passages, passages: passages
     per walker through the energy range (lowest to highest energy or back) at
-    the end of the thermalisation and of the production (Multicanonical.produce).
+    the end of the thermalisation and of the production (Multicanonical.produce);
+    target_error, max_error: the production's target for the largest error of
+    ln g and that largest error (inf where an energy was seen by one group of
+    walkers only, whose error is then inf too); `reached` says whether it met
+    the target. ln_g is finite wherever an energy was recorded.
     """
     dim: int
     L: int
@@ -75,10 +79,29 @@ class MucaResult:
     seconds: float
     therm_passages: float = float("nan")
     passages: float = float("nan")
+    target_error: float = float("nan")
+    max_error: float = float("nan")
 
     @property
     def N(self):
         return self.L ** self.dim
+
+    @property
+    def reached(self) -> bool:
+        """The largest error of ln g is at most the target (all of them known)."""
+        return bool(self.max_error <= self.target_error)
+
+    @property
+    def round_trips(self) -> float:
+        """Round trips per walker through the energy range since the production
+        began (two passages each)."""
+        return self.passages / 2.0
+
+    @property
+    def flips_per_round_trip(self) -> float:
+        """Flips per walker per round trip in the production: the multicanonical
+        tunnelling time, the scale of the walkers' autocorrelation."""
+        return 2.0 * (self.therm + self.updates) / self.passages if self.passages > 0 else float("inf")
 
     @property
     def flips(self):
@@ -100,7 +123,6 @@ class MucaResult:
         if T_arr.ndim > 1 or T_arr.size == 0 or np.any(T_arr <= 0):
             raise ValueError(f"T must be a positive temperature or a 1-D array of them, got {T!r}")
         temps = np.atleast_1d(T_arr)
-        n = len(self.energies)
         magnet = self.moments is not None
         data = self.block_histograms[:, None, :].astype(np.float64)
         if magnet:
@@ -148,28 +170,45 @@ class MucaResult:
         return "\n".join(lines)
 
 
+def ln_g_blocks(geom, log_w, block_hist):
+    """(ln g, jackknife error) over the bins `block_hist` (blocks, bins)
+    covers, with ln W(E) `log_w` of those bins; sum g = 2^N."""
+    norm = geom.N * math.log(2.0)
+
+    def ln_g(mean):
+        with np.errstate(divide="ignore"):
+            v = np.log(mean) - log_w
+        finite = np.isfinite(v)
+        top = np.max(v[finite]) if finite.any() else 0.0
+        return v - top - math.log(np.sum(np.exp(v[finite] - top))) + norm
+
+    return jackknife_blocks(block_hist, ln_g)
+
+
+def max_ln_g_error(geom, log_w_all, block_hist) -> float:
+    """The largest jackknife error of ln g over the recorded energies (inf
+    if any is unknown or fewer than two energies were recorded)."""
+    seen = np.nonzero(block_hist.sum(axis=0) > 0)[0]
+    if seen.size < 2:
+        return float("inf")
+    _, err = ln_g_blocks(geom, np.asarray(log_w_all, np.float64)[seen], block_hist[:, seen])
+    return float(np.max(err))
+
+
 def make_result(geom, log_w_all, block_hist, block_moments, *, walkers, therm, updates,
                 converged, iterations, seconds, therm_passages=float("nan"),
-                passages=float("nan")) -> MucaResult:
+                passages=float("nan"), target_error=float("nan")) -> MucaResult:
     """MucaResult from the per-block histograms over all bins."""
     total = block_hist.sum(axis=0)
     seen = np.nonzero(total > 0)[0]
     H = block_hist[:, seen]
     w = np.asarray(log_w_all, np.float64)[seen]
-    norm = geom.N * math.log(2.0)
-
-    def ln_g(mean):
-        with np.errstate(divide="ignore"):
-            v = np.log(mean) - w
-        finite = np.isfinite(v)
-        top = np.max(v[finite]) if finite.any() else 0.0
-        return v - top - math.log(np.sum(np.exp(v[finite] - top))) + norm
-
-    value, err = jackknife_blocks(H, ln_g)
+    value, err = ln_g_blocks(geom, w, H)
     moments = None if block_moments is None else np.ascontiguousarray(block_moments[:, seen, :])
     return MucaResult(dim=geom.dim, L=geom.L, walkers=walkers, blocks=H.shape[0], therm=therm,
                       updates=updates, energies=geom.energies(seen), ln_g=value, ln_g_err=err,
                       histogram=total[seen].astype(np.int64), log_weights=w,
                       block_histograms=H.astype(np.int64), moments=moments, converged=converged,
                       iterations=iterations, seconds=seconds, therm_passages=float(therm_passages),
-                      passages=float(passages))
+                      passages=float(passages), target_error=float(target_error),
+                      max_error=float(np.max(err)) if seen.size >= 2 else float("inf"))

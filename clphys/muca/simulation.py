@@ -2,7 +2,7 @@
 
     sim = Multicanonical(8, dim=2, walkers=None, seed=0)
     history = sim.iterate(kl=1e-4)          # width, d_k, d_c, updates, seconds per iteration
-    res = sim.produce(blocks=100)           # ln g(E) with errors; res.canonical(T)
+    res = sim.produce(target_error=0.02)    # ln g(E) with errors; res.canonical(T)
 
 The host loop is the published protocol (protocol.py); the walkers live on the
 device (engine.py). Every step of every walker is a pure function of (seed,
@@ -14,6 +14,7 @@ with the state consistent, and save()/load() resume bit for bit.
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 from dataclasses import astuple, dataclass, fields
@@ -27,22 +28,56 @@ from ..progress import Progress
 from ..runtime.longrun import Interrupted, interrupt_deferred, run_sliced
 from . import protocol as proto
 from .engine import (MAGNET_BUDGET, Engine, buffer_sizes, check_engine_memory, choose_options,
-                     default_walkers, resident_walkers)
-from .geometry import Geometry
-from .result import MucaResult, make_result
+                     default_walkers)
+from .geometry import LANES, Geometry, groups
+from .result import MucaResult, make_result, max_ln_g_error
 
 CHECKPOINT_KIND = "muca"
 TARGET_SECONDS = 0.25
-# The production (docs/muca.md, Production: H100 runs at L = 16, 32): thermalise under the
-# final weights until the walkers made this many passages through the energy
-# range each on average, record until this many since the production began,
-# each part at most PASSAGE_CAP * width^2 flips per walker (a passage took
-# 5-15 width^2 flips at L = 8 .. 32 with exact weights)
+# The production (docs/muca.md, Production): thermalise once under the final
+# weights until the walkers made THERM_PASSAGES passages through the energy
+# range each on average (recording from earlier biased ln g by 4-15 sigma at
+# 2D L = 32 on an H100, less than 3 sigma from 0.53 passages on), then record
+# until the largest jackknife error of ln g reaches the target; each part at
+# most PASSAGE_CAP * width^2 flips per walker (a passage took 5-15 width^2 at
+# L = 8 .. 32 with exact weights)
 THERM_PASSAGES = 0.5
-RECORD_PASSAGES = 1.0
 PASSAGE_CAP = 200
+DEFAULT_BLOCKS = 100
+ITERATION_ROWS = 64
+DEFAULT_TARGET_ERROR = 0.02
 PRODUCTION_KEYS = ("blocks", "magnet", "done", "seconds", "therm_fixed", "updates_fixed", "therm", "updates",
-                   "least", "check", "cap", "phase", "therm_passages", "passages")
+                   "check", "cap", "phase", "therm_passages", "passages", "target", "budget", "error")
+
+
+def production_args(walkers, geom, blocks=None, updates=None, therm=None, magnetization=None,
+                    target_error=None, max_seconds=None) -> dict:
+    """The production's arguments for `walkers` walkers of `geom`, checked and
+    with their defaults (no device work): what produce() and run() check first."""
+    if blocks is None:
+        blocks = min(DEFAULT_BLOCKS, int(walkers))
+        if blocks < 2:
+            raise ValueError(f"blocks: the default min({DEFAULT_BLOCKS}, walkers) = {blocks} is below 2: the "
+                             f"production's errors need at least 2 groups of walkers; use walkers >= 2")
+    else:
+        blocks = _validate.integer("blocks", blocks, 2, walkers)
+    if therm is not None:
+        therm = _validate.integer("therm", therm, 0, 2**62)
+    if updates is not None:
+        updates = _validate.integer("updates", updates, 1, 2**62)
+    if target_error is not None:
+        target_error = _validate.real("target_error", target_error, 0.0, strict_min=True)
+    if max_seconds is not None:
+        max_seconds = _validate.real("max_seconds", max_seconds, 0.0, strict_min=True)
+    if magnetization is None:
+        magnet = buffer_sizes(geom, 1, blocks, True)["magnetization histograms"] <= MAGNET_BUDGET
+    elif isinstance(magnetization, (bool, np.bool_)):
+        magnet = bool(magnetization)
+    else:
+        raise TypeError(f"magnetization must be True, False or None, got {magnetization!r}")
+    return {"blocks": blocks, "updates": updates, "therm": therm, "magnet": magnet,
+            "target_error": DEFAULT_TARGET_ERROR if target_error is None else target_error,
+            "max_seconds": max_seconds}
 
 
 @dataclass(frozen=True)
@@ -83,43 +118,46 @@ class Multicanonical:
     """W walkers, each an L^dim periodic Ising lattice (J = 1), sharing one set
     of multicanonical weights.
 
-    L: even, >= 2; dim: 2 or 3; walkers: default the number that fills the
-    device (compute units x resident work items per unit); seed: 64-bit.
+    L: even, >= 2; dim: 2 or 3; walkers: default engine.default_walkers (per
+    compute unit, docs/muca.md "Walkers"); seed: 64-bit.
     Protocol (Gross et al. 2018): f_therm, z, factor, growth, min_width.
-    Kernel options (results do not depend on them): wg, lattice, table, hist
-    ("local" or "global": where each lives during a launch), sites ("direct"
-    or "packed" site descriptors, see update.cl), maxreg (NVIDIA: registers
-    per work item of the thermalisation's program at most, 0 = no cap; default
-    80 with sites "direct"); defaults from choose_options (clphys/muca/engine.py).
+    Kernel options (results do not depend on them): wg (work-group size),
+    table and hist ("local" or "global": where the threshold codes and the
+    histogram live during a launch), lattice ("local": each work group's
+    lattice words copied to local memory for a launch | "global"), per_item
+    (walkers per work item: 1, 2, 4, ... 32); defaults from choose_options
+    (clphys/muca/engine.py).
 
     comm (an mpi4py communicator): a collective construction; the walkers
-    (default: as many as fill every rank's device) are split over the ranks,
-    each keeping the Philox stream of its global index, and each histogram is
-    summed over the ranks (Allreduce) where one device would read its own, so
-    iterate() and produce() give, on every rank, bit for bit the results of
-    the same walkers on one device (of the same kind). save()/load() are not
-    supported over ranks; walker_state() gives this rank's walkers.
+    (default: as many as each rank's device would take) are split over the
+    ranks in whole lattice words of 32, each keeping the Philox stream of its
+    global index, and each histogram is summed over the ranks (Allreduce)
+    where one device would read its own, so iterate() and produce() give, on
+    every rank, bit for bit the results of the same walkers on one device.
+    save()/load() are not supported over ranks; walker_state() gives this
+    rank's walkers.
     """
 
     def __init__(self, L, dim=2, walkers=None, seed=0, device=None, *, f_therm=30.0, z=2.25,
                  factor=6.0, growth=1.1, min_width=10, wg=None, lattice=None, table=None, hist=None,
-                 sites=None, maxreg=None, comm=None):
+                 per_item=None, comm=None):
         self._comm = comm
+        protocol = (f_therm, z, factor, growth, min_width)
+        options = (wg, table, hist, per_item, lattice)
         if comm is None:
-            self._setup(L, dim, walkers, seed, device, (f_therm, z, factor, growth, min_width),
-                        (wg, lattice, table, hist, sites, maxreg), None)
+            self._setup(L, dim, walkers, seed, device, protocol, options, None)
             return
         size, rank = mpi.comm_size_rank(comm)
-        total = mpi.all_ok(comm, self._setup, L, dim, walkers, seed, device,
-                           (f_therm, z, factor, growth, min_width), (wg, lattice, table, hist, sites, maxreg), size)
+        total = mpi.all_ok(comm, self._setup, L, dim, walkers, seed, device, protocol, options, size)
         mpi.agree(comm, "multicanonical parameters", L=self.geom.L, dim=self.geom.dim, walkers=total,
                   seed=self.seed, protocol=repr(self.protocol), options=repr(self.options))
-        if total < size:                 # (the same on every rank: no one is left waiting)
-            raise ValueError(f"{total} walkers cannot be split over {size} MPI ranks: use at least one "
-                             f"walker per rank")
-        first, count = mpi.split(total, size, rank)
+        words = groups(total)
+        if words < size:                 # (the same on every rank: no one is left waiting)
+            raise ValueError(f"{total} walkers cannot be split over {size} MPI ranks: each rank needs at "
+                             f"least one lattice word of {LANES} walkers (use >= {LANES * (size - 1) + 1})")
+        first, count = mpi.split(words, size, rank)
         self.walkers = total
-        mpi.all_ok(comm, self._open, count, first)
+        mpi.all_ok(comm, self._open, min(LANES * count, total - LANES * first), LANES * first)
 
     def _setup(self, L, dim, walkers, seed, device, protocol, options, ranks):
         """Checks, device and kernel options; on one device the engine too. With
@@ -133,13 +171,7 @@ class Multicanonical:
         self.device = dev
         self.options = choose_options(dev.facts, self.geom, *options)
         if walkers is None:
-            # one wave of resident walkers where we can tell, else the paper's
-            # rule. H100, 2D L = 32 (benchmarks/probe_muca2.py, run 4): one wave (84480)
-            # 331 flips/ns, 3.9 flips/us per walker, converged in 0.88 s; the
-            # paper's 270336: 276 flips/ns, 1.0 per walker, 3.06 s (the
-            # iteration's and the production's cost is per walker)
-            walkers = resident_walkers(dev, self.geom, self.options) or default_walkers(dev.facts)
-            walkers *= ranks or 1
+            walkers = default_walkers(dev.facts, self.geom) * (ranks or 1)
         if ranks is not None:
             return walkers
         self.walkers = walkers
@@ -259,7 +291,10 @@ class Multicanonical:
 
     def _start_iteration(self):
         therm, updates, u = self.protocol.plan(self.width, self.geom.full_width, self.walkers, self._u)
-        self._engine.configure(1, False)
+        # a histogram in global memory: ITERATION_ROWS rows (walker groups), summed
+        # after the iteration (atomics of all walkers on one row contend)
+        rows = ITERATION_ROWS if self._engine.options["hist"] == "global" else 1
+        self._engine.configure(min(rows, self.walkers), False)
         self._engine.set_thresholds(proto.thresholds(self.log_weights, self.dim))
         self._iter = {"therm": therm, "updates": updates, "u": u, "done": 0, "seconds": 0.0}
 
@@ -293,7 +328,7 @@ class Multicanonical:
         it = self._iter
         t0 = time.perf_counter()
         self._engine.flush()
-        hist = self._reduce(self._engine.hist[0])
+        hist = self._reduce(self._engine.hist.sum(axis=0))
         record = IterationRecord(
             iteration=len(self._history) + 1, width=int(self.width), therm=it["therm"],
             updates=it["updates"], d_k=proto.kullback_leibler(hist), d_c=proto.chebyshev(hist),
@@ -316,41 +351,52 @@ class Multicanonical:
         return counts
 
     # ------------------------------------------------------------ production
-    def produce(self, blocks=None, updates=None, therm=None, magnetization=None,
-                progress=None) -> MucaResult:
-        """A production run with the current weights, in two parts, both
-        measured in passages (a walker's trips from one end of the energy range
-        to the other, counted on the device):
+    @property
+    def producing(self) -> bool:
+        """A production run was interrupted (produce() continues it)."""
+        return self._prod is not None
 
-        * thermalisation under these weights, not recorded: until the walkers
-          made THERM_PASSAGES passages each on average (`therm`: that many
-          flips per walker instead). The iteration leaves the walkers in the
-          distribution of its last short window, not in equilibrium with the
-          final weights; recording from there biases ln g by more than its
-          errors (2D L = 32 on an H100: 15-20 sigma, docs/muca.md);
-        * recorded flips until RECORD_PASSAGES passages per walker since the
-          production began, and at least `blocks` times one iteration's
-          statistics (blocks * factor * width^z / walkers flips per walker);
-          `updates`: that many recorded flips instead.
+    def produce(self, blocks=None, updates=None, therm=None, magnetization=None, progress=None, *,
+                target_error=None, max_seconds=None) -> MucaResult:
+        """A production run with the current weights: ln g(E) with errors.
 
-        Passages are checked every `check` steps (fixed by the size, so a seed
-        gives the same run); each part stops at PASSAGE_CAP * width^2 flips per
-        walker. A RuntimeWarning says when either part ended with fewer
-        passages than these targets: its errors then may not cover the bias.
-        The walkers form `blocks` (default 100) groups of consecutive walkers,
-        independent chains whose histograms give jackknife errors.
-        magnetization: record (E, |M|) histograms for canonical() (default:
-        when they take at most 64 MiB). progress: a bar over the production
-        (as everywhere; percent of the passage targets)."""
+        * thermalisation under these weights, once, not recorded: until the
+          walkers made THERM_PASSAGES (0.5) passages through the energy range
+          each on average (a passage: from one end to the other; a round trip
+          is two), counted on the device (`therm`: that many flips per walker
+          instead). The iteration leaves the walkers in the distribution of its
+          last short window; recording from there biases ln g (docs/muca.md);
+        * recording until the largest jackknife error of ln g over the visited
+          energies is <= target_error (default DEFAULT_TARGET_ERROR), checked
+          every `check` flips per walker (fixed by the size: a seed gives the
+          same run), or until max_seconds of production (a wall-clock budget:
+          then the run depends on the device's speed), or the cap of
+          PASSAGE_CAP * width^2 flips per walker; `updates`: exactly that many
+          recorded flips per walker instead.
+
+        The walkers form `blocks` (default min(100, walkers)) groups of
+        consecutive walkers, independent chains whose histograms give the
+        jackknife errors. magnetization: record (E, |M|) histograms for
+        canonical() (default: when they take at most 64 MiB). progress: a bar
+        in round trips and the error against its target. The result says
+        whether the target was reached (`reached`); a RuntimeWarning says when
+        it was not or the thermalisation ended short. Ctrl-C raises
+        clphys.runtime.Interrupted; save() and a later produce() continue the
+        run bit for bit.
+        """
         _check_progress(progress)
         if self._comm is not None and self._comm.Get_rank():
             progress = False
         if self._iter is not None:
             raise ValueError("an iteration was interrupted: finish it with iterate() first")
+        plan = production_args(self.walkers, self.geom, blocks, updates, therm, magnetization,
+                               target_error, max_seconds)
         if self._prod is None:
-            self._start_production(blocks, updates, therm, magnetization)
+            self._start_production(plan)
         else:
-            self._check_resumed_production(blocks, updates, therm, magnetization)
+            self._check_resumed_production(plan, dict(blocks=blocks, updates=updates, therm=therm,
+                                                      magnetization=magnetization,
+                                                      target_error=target_error, max_seconds=max_seconds))
         prod = self._prod
         self._run_production(progress)
         t0 = time.perf_counter()
@@ -362,7 +408,8 @@ class Multicanonical:
                              therm=prod["therm"], updates=prod["updates"], converged=self.converged,
                              iterations=len(self._history),
                              seconds=prod["seconds"] + time.perf_counter() - t0,
-                             therm_passages=prod["therm_passages"], passages=prod["passages"])
+                             therm_passages=prod["therm_passages"], passages=prod["passages"],
+                             target_error=prod["target"])
         self._prod = None
         self._warn_short(result)
         return result
@@ -370,64 +417,53 @@ class Multicanonical:
     def _warn_short(self, res):
         short = []
         if res.therm_passages < THERM_PASSAGES:
-            short.append(f"the thermalisation under the final weights {res.therm_passages:.2f} "
-                         f"(wanted {THERM_PASSAGES})")
-        if res.passages < RECORD_PASSAGES:
-            short.append(f"the whole production {res.passages:.2f} (wanted {RECORD_PASSAGES})")
+            short.append(f"the thermalisation under the final weights made {res.therm_passages:.2f} passages "
+                         f"per walker through the energy range (wanted {THERM_PASSAGES}): ln g may be biased "
+                         f"by more than its errors")
+        if not res.reached:
+            short.append(f"the largest error of ln g is {res.max_error:.3g}, above the target "
+                         f"{res.target_error:g}" + (" (some energies were seen by one group of walkers only: "
+                                                    "their errors are unknown)" if not np.isfinite(res.max_error)
+                                                    else ""))
         if short:
             import warnings
-            warnings.warn(f"multicanonical {self.geom}: passages per walker through the energy range in "
-                          + " and in ".join(short) + ": ln g may be biased by more than its errors "
-                          "(a longer production: therm=None, updates=None)", RuntimeWarning, stacklevel=3)
+            warnings.warn(f"multicanonical {self.geom}: " + "; ".join(short) + " (a longer production: "
+                          "therm=None, updates=None, a larger max_seconds)", RuntimeWarning, stacklevel=3)
 
-    def _production_defaults(self, blocks, updates, therm, magnetization):
-        blocks = _validate.integer("blocks", 100 if blocks is None else blocks, 2, self.walkers)
-        if therm is not None:
-            therm = _validate.integer("therm", therm, 0, 2**62)
-        if updates is not None:
-            updates = _validate.integer("updates", updates, 1, 2**62)
-        if magnetization is None:
-            magnet = buffer_sizes(self.geom, 1, blocks, True)["magnetization histograms"] <= MAGNET_BUDGET
-        elif isinstance(magnetization, (bool, np.bool_)):
-            magnet = bool(magnetization)
-        else:
-            raise TypeError(f"magnetization must be True, False or None, got {magnetization!r}")
-        return blocks, updates, therm, magnet
-
-    def _start_production(self, blocks, updates, therm, magnetization):
-        blocks, updates, therm, magnet = self._production_defaults(blocks, updates, therm, magnetization)
-        check_engine_memory(self.device, self.geom, self._engine.W, blocks, magnet)
+    def _start_production(self, plan):
+        check_engine_memory(self.device, self.geom, self._engine.W, plan["blocks"], plan["magnet"])
         if not self._applied and not self.converged:
             self._apply(self._last_hist)    # stopped early: use the newest weights, as cudamuca
         eng = self._engine
         g = self.geom
-        eng.configure(blocks, magnet, trips=True)
+        eng.configure(plan["blocks"], plan["magnet"], trips=True)
         eng.reset_passages(0, g.nbins - 1)  # passages between the lowest and the highest energy
         eng.measure()                       # magnetizations are tracked only while recorded
         eng.set_thresholds(proto.thresholds(self.log_weights, self.dim))
         w = float(g.full_width)
         cap = max(64, int(PASSAGE_CAP * w * w))
-        least = math.ceil(blocks * self.protocol.factor * float(self.width) ** self.protocol.z / self.walkers)
-        self._prod = {"blocks": blocks, "magnet": magnet, "done": 0, "seconds": 0.0,
+        therm, updates = plan["therm"], plan["updates"]
+        self._prod = {"blocks": plan["blocks"], "magnet": plan["magnet"], "done": 0, "seconds": 0.0,
                       "therm_fixed": therm is not None, "updates_fixed": updates is not None,
                       # until decided: the cap (every step of the part unrecorded / recorded)
-                      "therm": cap if therm is None else therm,
-                      "updates": (cap if updates is None else updates),
-                      "least": least, "check": max(64, int(w * w) // 4), "cap": cap,
-                      "phase": "therm", "therm_passages": 0.0, "passages": 0.0}
-        if therm == 0:
-            self._prod["phase"] = "record"
+                      "therm": cap if therm is None else therm, "updates": cap if updates is None else updates,
+                      "check": max(64, int(w * w) // 4), "cap": cap,
+                      "phase": "record" if therm == 0 else "therm", "therm_passages": 0.0, "passages": 0.0,
+                      "target": plan["target_error"], "budget": plan["max_seconds"] or 0.0, "error": -1.0}
 
-    def _check_resumed_production(self, blocks, updates, therm, magnetization):
+    def _check_resumed_production(self, plan, given):
         prod = self._prod
-        for name, value, key in (("blocks", blocks, "blocks"), ("magnetization", magnetization, "magnet"),
-                                 ("therm", therm, "therm"), ("updates", updates, "updates")):
+        for name, key in (("blocks", "blocks"), ("magnetization", "magnet"), ("therm", "therm"),
+                          ("updates", "updates"), ("target_error", "target")):
+            value = given[name]
             if value is None:
                 continue
             fixed = prod.get(key + "_fixed", True)
             if not fixed or value != prod[key]:
                 raise ValueError(f"the production in progress has {name} = "
                                  f"{prod[key] if fixed else 'None (by passages)'}, got {value}")
+        if given["max_seconds"] is not None:          # a new budget for the rest of the run
+            prod["budget"] = prod["seconds"] + plan["max_seconds"]
 
     def mean_passages(self) -> float:
         """Passages per walker (through the whole energy range) counted since
@@ -438,36 +474,58 @@ class Multicanonical:
             total = self._comm.allreduce(total)
         return total / self.walkers
 
+    def _current_error(self):
+        """The largest jackknife error of ln g over the energies recorded so far."""
+        eng = self._engine
+        eng.flush()
+        return max_ln_g_error(self.geom, self.log_weights, self._reduce(eng.hist))
+
     def _run_production(self, progress):
         """Rounds of `check` steps (to the next multiple: the same steps on
         resume), deciding after each where the thermalisation and the recording end."""
         prod = self._prod
-        bar = Progress(100, progress, label="muca production")
+        bar = Progress(1000, progress, label="muca production")
         shown = 0
-        try:
+        # Ctrl-C between the slices (in a check) is acted on after the check: the
+        # histograms are never left half flushed
+        with interrupt_deferred() as pending, bar:
             while prod["phase"] != "done":
                 end = prod["therm"] if prod["phase"] == "therm" else prod["therm"] + prod["updates"]
                 n = min(end, (prod["done"] // prod["check"] + 1) * prod["check"]) - prod["done"]
                 if n > 0:
                     self._run_phase(prod, n=n)
                 p = self.mean_passages()
+                prod["passages"] = p
+                late = prod["budget"] > 0 and prod["seconds"] >= prod["budget"]
                 if prod["phase"] == "therm":
-                    if prod["done"] >= prod["therm"] or (not prod["therm_fixed"] and p >= THERM_PASSAGES):
+                    if prod["done"] >= prod["therm"] or (not prod["therm_fixed"] and p >= THERM_PASSAGES) or late:
                         prod["therm"], prod["therm_passages"], prod["phase"] = prod["done"], p, "record"
-                    target, part = THERM_PASSAGES, 0
+                    done = 300 * min(1.0, p / THERM_PASSAGES)
                 else:
                     rec = prod["done"] - prod["therm"]
-                    if rec >= prod["updates"] or (not prod["updates_fixed"] and p >= RECORD_PASSAGES
-                                                  and rec >= prod["least"]):
+                    if prod["updates_fixed"]:
+                        stop = rec >= prod["updates"]
+                        done = 300 + 700 * rec / max(1, prod["updates"])
+                    else:
+                        err = self._current_error()
+                        prod["error"] = err if math.isfinite(err) else -1.0
+                        stop = err <= prod["target"] or rec >= prod["cap"] or (late and rec > 0)
+                        done = 300 + 700 * (min(1.0, (prod["target"] / err) ** 2) if err > 0 else 1.0)
+                    if stop:
                         prod["updates"], prod["phase"] = rec, "done"
-                    target, part = RECORD_PASSAGES, 50
-                prod["passages"] = p
-                pct = 100 if prod["phase"] == "done" else min(part + 49, part + int(50 * p / target))
-                if pct > shown:
-                    bar.update(pct - shown)
-                    shown = pct
-        finally:
-            bar.close()
+                        done = 1000
+                bar.label = (f"muca production: {p / 2:.2f} round trips per walker"
+                             + (f", error {prod['error']:.2g} (target {prod['target']:g})"
+                                if prod["error"] > 0 else ""))
+                if int(done) > shown:
+                    bar.update(int(done) - shown)
+                    shown = int(done)
+                stop = prod["phase"] != "done" and pending()
+                if self._comm is not None:            # every rank stops after the same check
+                    stop = any(self._comm.allgather(bool(stop)))
+                if stop:
+                    raise Interrupted(prod["done"], prod["therm"] + prod["updates"],
+                                      "steps per walker of the production")
 
     # ------------------------------------------------------------ checkpoints
     def save(self, path):
@@ -476,17 +534,21 @@ class Multicanonical:
         if self._comm is not None:
             raise ValueError("save() of walkers split over MPI ranks is not supported: run on one "
                              "process to checkpoint")
+        folder = os.path.dirname(os.path.abspath(os.fspath(path)))
+        if not os.path.isdir(folder):
+            raise FileNotFoundError(f"cannot save the checkpoint {os.fspath(path)!r}: the folder {folder!r} "
+                                    f"does not exist")
         eng = self._engine
         pend_hist, pend_mhist, since = eng.pending()
         lattice, bins, mags = self.walker_state()
         g = self.geom
         header = {"dim": g.dim, "L": g.L, "walkers": self.walkers, "seed": self.seed,
-                  "words": g.words, "nbins": g.nbins, "nm": g.nm, "slots": eng.slots,
+                  "sites": g.N, "groups": eng.G, "nbins": g.nbins, "nm": g.nm, "slots": eng.slots,
                   "magnet": eng.magnet, "since": since, "t": eng.t, "width": int(self.width),
                   "u": self._u, "kl": self._kl, "applied": self._applied,
                   "protocol": {f.name: getattr(self.protocol, f.name) for f in fields(self.protocol)},
                   "options": self.options, "iteration": self._iter, "production": self._prod,
-                  "algorithm": "parallel multicanonical, Philox4x32-10"}
+                  "algorithm": "parallel multicanonical, walker-sliced lattice, Philox4x32-10"}
         arrays = {"lattice": lattice, "bins": bins, "mags": mags, "log_weights": self.log_weights,
                   "last_hist": (self._last_hist if self._last_hist is not None
                                 else np.zeros(g.nbins, np.int64)),
@@ -522,7 +584,7 @@ class Multicanonical:
         info = cls.peek(path)
         L, dim, walkers, seed = info["L"], info["dim"], info["walkers"], info["seed"]
         geom = Geometry.checked(L, dim)
-        spec = {"lattice": ("uint32", ("words", "walkers")), "bins": ("int32", ("walkers",)),
+        spec = {"lattice": ("uint32", ("sites", "groups")), "bins": ("int32", ("walkers",)),
                 "mags": ("int32", ("walkers",)), "log_weights": ("float64", ("nbins",)),
                 "last_hist": ("int64", ("nbins",)), "hist": ("int64", ("slots", "nbins")),
                 "pending_hist": ("uint32", ("slots", "nbins")),
@@ -530,7 +592,7 @@ class Multicanonical:
                 "pending_mhist": ("uint32", ("slots", "nbins", "nm")),
                 "history": ("float64", (None, 9)), "passages": ("uint32", ("walkers",))}
         header, arrays = load_checkpoint(path, CHECKPOINT_KIND, spec)
-        for name, want in (("words", geom.words), ("nbins", geom.nbins), ("nm", geom.nm)):
+        for name, want in (("sites", geom.N), ("groups", groups(walkers)), ("nbins", geom.nbins), ("nm", geom.nm)):
             if field(header, name, int, path=p) != want:
                 raise CheckpointError(f"checkpoint {p!r}: {name} = {header[name]} does not match {geom}")
         slots = field(header, "slots", int, minimum=1, maximum=walkers, path=p)
@@ -644,8 +706,10 @@ def _phase(header, name, keys, p):
     if not isinstance(state, dict) or set(state) != set(keys):
         raise CheckpointError(f"checkpoint {p!r}: field {name!r} must hold {sorted(keys)}")
     for k in keys:
-        if k in ("u", "seconds", "therm_passages", "passages"):
+        if k in ("u", "seconds", "therm_passages", "passages", "target", "budget"):
             field(state, k, float, minimum=0, path=p)
+        elif k == "error":
+            field(state, k, float, minimum=-1, path=p)
         elif k in ("magnet", "therm_fixed", "updates_fixed"):
             field(state, k, bool, path=p)
         elif k == "phase":
@@ -674,10 +738,21 @@ def _line_reporter(progress, full_width):
 
 
 def run(L, dim=2, walkers=None, seed=0, device=None, *, kl=1e-4, max_iterations=None, blocks=None,
-        updates=None, magnetization=None, progress=None, **options) -> MucaResult:
+        updates=None, magnetization=None, target_error=None, max_seconds=None, progress=None,
+        **options) -> MucaResult:
     """Iterate the weights to d_k < kl, then a production run: the result
-    (see Multicanonical, iterate and produce for the arguments). Warns if
-    max_iterations ran out before convergence (the result says converged=False)."""
+    (see Multicanonical, iterate and produce for the arguments; every argument
+    is checked before any device work). Warns if max_iterations ran out before
+    convergence (the result says converged=False)."""
+    if walkers is not None:
+        walkers = _validate.integer("walkers", walkers, 1, 2**31 - 1)
+    geom = Geometry.checked(L, dim)
+    count = walkers if walkers is not None else default_walkers(resolve_device(device).facts, geom)
+    production_args(count, geom, blocks, updates, None, magnetization, target_error, max_seconds)
+    _validate.real("kl", kl, 0.0, strict_min=True)
+    if max_iterations is not None:
+        _validate.integer("max_iterations", max_iterations, 0)
+    _check_progress(progress)
     sim = Multicanonical(L, dim, walkers, seed, device, **options)
     sim.iterate(kl=kl, max_iterations=max_iterations, progress=progress)
     if not sim.converged:
@@ -685,5 +760,5 @@ def run(L, dim=2, walkers=None, seed=0, device=None, *, kl=1e-4, max_iterations=
         warnings.warn(f"multicanonical {sim.geom}: d_k = {sim.history[-1].d_k:.3g} >= {kl} after "
                       f"{len(sim.history)} iterations; producing with the last weights",
                       RuntimeWarning, stacklevel=2)
-    return sim.produce(blocks=blocks, updates=updates, magnetization=magnetization,
-                       progress=progress)
+    return sim.produce(blocks=blocks, updates=updates, magnetization=magnetization, progress=progress,
+                       target_error=target_error, max_seconds=max_seconds)
