@@ -151,22 +151,27 @@ class SlabBackend:
         self.words = sr * self.inner.WR                            # per slab and colour
         hw = halo * self.words
         # per colour (both colours' slabs are in flight at once with h >= 2): the
-        # first and last h own slabs, and the halos received, local slabs
-        # own .. own + 2h - 1 (above, then below): one write
-        self._host, self._recv = [], []
+        # edge slabs sent (the first h own slabs, then the last h: one read), and
+        # the halos received, local slabs own .. own + 2h - 1 (above, then below:
+        # one write)
+        self._send, self._recv = [], []
         for _ in (0, 1):
-            send_first, send_last, recv = self._host_buffers(dev, (hw, hw, 2 * hw))
-            self._host.append([send_first, send_last, recv[:hw], recv[hw:]])
+            send, recv = self._host_buffers(dev, (2 * hw, 2 * hw))
+            self._send.append(send)
             self._recv.append(recv)
         # Oclgrind's uninitialised-value checker loses writes at an offset into a
         # buffer: there the halos are patched into a copy of the whole colour array
         self._whole_writes = dev.facts.vendor == "oclgrind"
         # the slab copies go through a queue of their own, beside the kernels': the
-        # edge slabs' reads and the halo writes overlap the interior's update
-        self.copies = cl.CommandQueue(dev.context, dev.cl_device)
+        # edge slabs' reads and the halo writes overlap the interior's update (with
+        # the device queue's properties, so a profiling queue profiles both)
+        self.copies = cl.CommandQueue(dev.context, dev.cl_device, properties=dev.queue.properties)
         self._written = [None, None]          # the last halo write of each colour
         self._phase = 0                       # sweeps since the last exchange (h >= 2)
         self._ahead = None                    # _most_ahead(), from the first exchange_halos()
+        # (phase, event) of every launch and copy while a list (benchmarks: where
+        # the device's time goes); None: not kept
+        self.trace = None
         self.halo_times = {"edge wait": 0.0, "exchange": 0.0, "halo writes": 0.0, "half-sweeps": 0,
                            "exchanges": 0}
 
@@ -194,42 +199,67 @@ class SlabBackend:
         """Byte offset of local slab `slab` in a colour array."""
         return 4 * slab * self.words
 
-    def _exchange(self, colour, wait_for=None):
-        """Send the edge slabs of `colour` (already read into the send buffers)
-        and write the received ones into the halos (after the events
-        `wait_for`: kernels still reading the halos)."""
-        send_first, send_last, recv_below, recv_above = self._host[colour]
+    def _launch(self, phase, colour, rows, thresholds, **kw):
+        """inner.half_sweep, its event kept in the trace under `phase`."""
+        ev = self.inner.half_sweep(colour, rows, self.counters, thresholds, **kw)
+        if self.trace is not None:
+            self.trace.append((phase, ev))
+        return ev
+
+    def _copy(self, phase, queue, dest, src, **kw):
+        ev = cl.enqueue_copy(queue, dest, src, is_blocking=False, **kw)
+        if self.trace is not None:
+            self.trace.append((phase, ev))
+        return ev
+
+    def _exchange(self, colours, wait_for=None):
+        """Send the edge slabs of `colours` (already read into the send buffers)
+        to both neighbours, receive theirs (one Waitall for all), and write
+        them into the halos (colour 0's after the events `wait_for`: kernels
+        still reading its halos)."""
+        hw = self.h * self.words
         t0 = time.perf_counter()
-        reqs = [self.comm.Irecv(recv_below, source=self.down, tag=2 * colour),
-                self.comm.Irecv(recv_above, source=self.up, tag=2 * colour + 1),
-                self.comm.Isend(send_first, dest=self.up, tag=2 * colour),
-                self.comm.Isend(send_last, dest=self.down, tag=2 * colour + 1)]
+        reqs = []
+        for c in colours:
+            send, recv = self._send[c], self._recv[c]
+            # the h slabs after the own ones come from the rank below (its first h
+            # own slabs), the h before them from the rank above (its last h)
+            reqs += [self.comm.Irecv(recv[:hw], source=self.down, tag=2 * c),
+                     self.comm.Irecv(recv[hw:], source=self.up, tag=2 * c + 1),
+                     self.comm.Isend(send[:hw], dest=self.up, tag=2 * c),
+                     self.comm.Isend(send[hw:], dest=self.down, tag=2 * c + 1)]
         reqs[0].Waitall(reqs)
         t1 = time.perf_counter()
-        buf = self.inner.bufs[colour]
-        if self._whole_writes:
-            q = self.dev.queue
-            q.finish()
-            whole = np.empty(self.inner.words, np.uint32)
-            cl.enqueue_copy(q, whole, buf)
-            whole[self.own * self.words:] = self._recv[colour]
-            self._written[colour] = cl.enqueue_copy(q, buf, whole)
-        else:
-            self._written[colour] = cl.enqueue_copy(self.copies, buf, self._recv[colour],
-                                                    dst_offset=self._slab_offset(self.own),
-                                                    is_blocking=False, wait_for=wait_for)
-            self.copies.flush()
+        for c in colours:
+            buf = self.inner.bufs[c]
+            if self._whole_writes:
+                q = self.dev.queue
+                q.finish()
+                whole = np.empty(self.inner.words, np.uint32)
+                cl.enqueue_copy(q, whole, buf)
+                whole[self.own * self.words:] = self._recv[c]
+                self._written[c] = cl.enqueue_copy(q, buf, whole)
+            else:
+                self._written[c] = self._copy("halo writes", self.copies, buf, self._recv[c],
+                                              dst_offset=self._slab_offset(self.own),
+                                              wait_for=wait_for if c == 0 else None)
+        self.copies.flush()
         self.halo_times["exchange"] += t1 - t0
         self.halo_times["halo writes"] += time.perf_counter() - t1
 
     def _read_edges(self, colour, after):
-        """Read the first and last h own slabs of `colour` once the kernel event
-        `after` is done."""
-        qc, buf, host = self.copies, self.inner.bufs[colour], self._host[colour]
-        cl.enqueue_copy(qc, host[0], buf, src_offset=self._slab_offset(0), is_blocking=False,
-                        wait_for=[after])
-        done = cl.enqueue_copy(qc, host[1], buf, src_offset=self._slab_offset(self.own - self.h),
-                               is_blocking=False)
+        """Read the first and last h own slabs of `colour` (one rectangular copy
+        where they do not overlap) once the kernel event `after` is done."""
+        qc, buf, send = self.copies, self.inner.bufs[colour], self._send[colour]
+        hb, gap = 4 * self.h * self.words, self._slab_offset(self.own - self.h)
+        if gap >= hb:
+            done = self._copy("edge reads", qc, send, buf, buffer_origin=(0, 0, 0), host_origin=(0, 0, 0),
+                              region=(hb, 2, 1), buffer_pitches=(gap,), host_pitches=(hb,),
+                              wait_for=[after])
+        else:
+            hw = self.h * self.words
+            self._copy("edge reads", qc, send[:hw], buf, wait_for=[after])
+            done = self._copy("edge reads", qc, send[hw:], buf, src_offset=gap)
         qc.flush()
         return done
 
@@ -246,9 +276,10 @@ class SlabBackend:
 
     def exchange_halos(self):
         """Both colours' halos from the neighbours (after setting the spins)."""
+        marker = cl.enqueue_marker(self.dev.queue)
         for c in (0, 1):
-            self._read_edges(c, cl.enqueue_marker(self.dev.queue)).wait()
-            self._exchange(c)
+            self._read_edges(c, marker).wait()
+        self._exchange((0, 1))
         self._halos_written()
         self.dev.queue.finish()
         self._phase = 0
@@ -307,13 +338,13 @@ class SlabBackend:
             for c in (0, 1):
                 # the edges read the other colour's halos: after their write
                 wait = [self._written[1 - c]] if self._written[1 - c] is not None else None
-                done_edges = inner.half_sweep(c, edges, self.counters, thresholds, wait_for=wait)
+                done_edges = self._launch("edges", c, edges, thresholds, wait_for=wait)
                 done = self._read_edges(c, done_edges)
                 if interior:
-                    inner.half_sweep(c, interior, self.counters, thresholds)
+                    self._launch("update", c, interior, thresholds)
                 q.flush()                   # the interior runs while the host waits and talks
                 self._wait_edges(done)
-                self._exchange(c)
+                self._exchange((c,))
                 self.halo_times["half-sweeps"] += 1
                 self.halo_times["exchanges"] += 1
             inner.t += 1
@@ -349,7 +380,7 @@ class SlabBackend:
     def _sweep_deep(self, n, thresholds):
         """h >= 2: k = h / 2 sweeps per exchange (see the module doc)."""
         inner, q, sr, h, own = self.inner, self.dev.queue, self.slab_rows, self.h, self.own
-        cnt, n_local = self.counters, self.local_rows
+        n_local = self.local_rows
         if own > 2 * h:
             edges, interior = ((own - h) * sr, 2 * h * sr, own * sr), (h * sr, (own - 2 * h) * sr, own * sr)
         else:
@@ -361,20 +392,20 @@ class SlabBackend:
             j = 2 * self._phase - 1                 # colour 0's half-sweep in the cycle
             # the first launch after an exchange waits for the halo writes
             wait = [e for e in self._written if e is not None] or None
-            done0 = inner.half_sweep(0, self._valid_rows(j), cnt, thresholds, wait_for=wait)
+            done0 = self._launch("update", 0, self._valid_rows(j), thresholds, wait_for=wait)
             self._written = [None, None]
             self.halo_times["half-sweeps"] += 2
             if self._phase < self.k:
-                inner.half_sweep(1, self._valid_rows(j + 1), cnt, thresholds)
+                self._launch("update", 1, self._valid_rows(j + 1), thresholds)
                 inner.t += 1
                 continue
             # the cycle's last sweep: colour 0's edge slabs are final, read them
             # while colour 1 updates its edge slabs, then those while the interior runs
             read0 = self._read_edges(0, done0)
-            done1 = inner.half_sweep(1, edges, cnt, thresholds)
+            done1 = self._launch("edges", 1, edges, thresholds)
             read1 = self._read_edges(1, done1)
             if interior:
-                inner.half_sweep(1, interior, cnt, thresholds)
+                self._launch("update", 1, interior, thresholds)
             inner.t += 1
             # the next cycle's first sweeps where they need no halo (they change
             # the own slabs: each colour after its edge slabs are read)
@@ -382,13 +413,13 @@ class SlabBackend:
             for s in range(ahead):
                 for c in (0, 1):
                     first, end = self._interior(2 * s + c + 1)
-                    inner.half_sweep(c, (first, end - first, n_local), cnt, thresholds, t=inner.t + s,
-                                     wait_for=[(read0, read1)[c]] if s == 0 else None)
+                    self._launch("ahead", c, (first, end - first, n_local), thresholds, t=inner.t + s,
+                                 wait_for=[(read0, read1)[c]] if s == 0 else None)
             q.flush()
-            self._wait_edges(read0)
-            self._exchange(0, wait_for=[done1])     # colour 1's edges read colour 0's halos
+            # one wait (the copy queue is in order: read0 is done before read1),
+            # one exchange of both colours; colour 1's edges read colour 0's halos
             self._wait_edges(read1)
-            self._exchange(1)
+            self._exchange((0, 1), wait_for=[done1])
             self.halo_times["exchanges"] += 1
             # the rest of those sweeps (the ring of local rows outside each
             # interior: the halos, the own slabs' edges, and rows beyond the valid
@@ -397,8 +428,8 @@ class SlabBackend:
                 for c in (0, 1):
                     first, end = self._interior(2 * s + c + 1)
                     wait = [e for e in self._written if e is not None] if s == c == 0 else None
-                    inner.half_sweep(c, (end % n_local, n_local - (end - first), n_local), cnt, thresholds,
-                                     t=inner.t + s, wait_for=wait)
+                    self._launch("rings", c, (end % n_local, n_local - (end - first), n_local), thresholds,
+                                 t=inner.t + s, wait_for=wait)
             inner.t += ahead
             left -= ahead
             self._phase = ahead
