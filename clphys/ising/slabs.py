@@ -159,6 +159,10 @@ class SlabBackend:
             send, recv = self._host_buffers(dev, (2 * hw, 2 * hw))
             self._send.append(send)
             self._recv.append(recv)
+        # the edge slabs are first copied on the device, in the kernels' queue, to
+        # a buffer of their own that the copy queue reads: the kernels never wait
+        # for the copy queue's reads (only for the halo writes, once per exchange)
+        self._stage = [zeroed_buffer(dev, 4 * 2 * hw) for _ in (0, 1)]
         # Oclgrind's uninitialised-value checker loses writes at an offset into a
         # buffer: there the halos are patched into a copy of the whole colour array
         self._whole_writes = dev.facts.vendor == "oclgrind"
@@ -207,7 +211,10 @@ class SlabBackend:
         return ev
 
     def _copy(self, phase, queue, dest, src, **kw):
-        ev = cl.enqueue_copy(queue, dest, src, is_blocking=False, **kw)
+        """cl.enqueue_copy (not blocking), its event kept in the trace under `phase`."""
+        if isinstance(dest, np.ndarray) or isinstance(src, np.ndarray):
+            kw["is_blocking"] = False
+        ev = cl.enqueue_copy(queue, dest, src, **kw)
         if self.trace is not None:
             self.trace.append((phase, ev))
         return ev
@@ -247,20 +254,22 @@ class SlabBackend:
         self.halo_times["exchange"] += t1 - t0
         self.halo_times["halo writes"] += time.perf_counter() - t1
 
-    def _read_edges(self, colour, after):
-        """Read the first and last h own slabs of `colour` (one rectangular copy
-        where they do not overlap) once the kernel event `after` is done."""
-        qc, buf, send = self.copies, self.inner.bufs[colour], self._send[colour]
+    def _read_edges(self, colour):
+        """Copy the first and last h own slabs of `colour`, as they are after
+        the kernels enqueued so far, to its staging buffer (one rectangular
+        device copy where they do not overlap), and read that into the send
+        buffer on the copy queue. Returns the read's event."""
+        q, buf, stage = self.dev.queue, self.inner.bufs[colour], self._stage[colour]
         hb, gap = 4 * self.h * self.words, self._slab_offset(self.own - self.h)
         if gap >= hb:
-            done = self._copy("edge reads", qc, send, buf, buffer_origin=(0, 0, 0), host_origin=(0, 0, 0),
-                              region=(hb, 2, 1), buffer_pitches=(gap,), host_pitches=(hb,),
-                              wait_for=[after])
+            staged = self._copy("edge copies", q, stage, buf, src_origin=(0, 0, 0), dst_origin=(0, 0, 0),
+                                region=(hb, 2, 1), src_pitches=(gap, 0), dst_pitches=(hb, 0))
         else:
-            hw = self.h * self.words
-            self._copy("edge reads", qc, send[:hw], buf, wait_for=[after])
-            done = self._copy("edge reads", qc, send[hw:], buf, src_offset=gap)
-        qc.flush()
+            self._copy("edge copies", q, stage, buf, byte_count=hb)
+            staged = self._copy("edge copies", q, stage, buf, byte_count=hb, src_offset=gap, dst_offset=hb)
+        q.flush()
+        done = self._copy("edge reads", self.copies, self._send[colour], stage, wait_for=[staged])
+        self.copies.flush()
         return done
 
     def _wait_edges(self, done):
@@ -276,9 +285,8 @@ class SlabBackend:
 
     def exchange_halos(self):
         """Both colours' halos from the neighbours (after setting the spins)."""
-        marker = cl.enqueue_marker(self.dev.queue)
         for c in (0, 1):
-            self._read_edges(c, marker).wait()
+            self._read_edges(c).wait()
         self._exchange((0, 1))
         self._halos_written()
         self.dev.queue.finish()
@@ -338,8 +346,8 @@ class SlabBackend:
             for c in (0, 1):
                 # the edges read the other colour's halos: after their write
                 wait = [self._written[1 - c]] if self._written[1 - c] is not None else None
-                done_edges = self._launch("edges", c, edges, thresholds, wait_for=wait)
-                done = self._read_edges(c, done_edges)
+                self._launch("edges", c, edges, thresholds, wait_for=wait)
+                done = self._read_edges(c)
                 if interior:
                     self._launch("update", c, interior, thresholds)
                 q.flush()                   # the interior runs while the host waits and talks
@@ -392,7 +400,7 @@ class SlabBackend:
             j = 2 * self._phase - 1                 # colour 0's half-sweep in the cycle
             # the first launch after an exchange waits for the halo writes
             wait = [e for e in self._written if e is not None] or None
-            done0 = self._launch("update", 0, self._valid_rows(j), thresholds, wait_for=wait)
+            self._launch("update", 0, self._valid_rows(j), thresholds, wait_for=wait)
             self._written = [None, None]
             self.halo_times["half-sweeps"] += 2
             if self._phase < self.k:
@@ -401,23 +409,23 @@ class SlabBackend:
                 continue
             # the cycle's last sweep: colour 0's edge slabs are final, read them
             # while colour 1 updates its edge slabs, then those while the interior runs
-            read0 = self._read_edges(0, done0)
+            self._read_edges(0)
             done1 = self._launch("edges", 1, edges, thresholds)
-            read1 = self._read_edges(1, done1)
+            read1 = self._read_edges(1)
             if interior:
                 self._launch("update", 1, interior, thresholds)
             inner.t += 1
             # the next cycle's first sweeps where they need no halo (they change
-            # the own slabs: each colour after its edge slabs are read)
+            # the own slabs, after the edge slabs' device copies)
             ahead = min(self._ahead, left)
             for s in range(ahead):
                 for c in (0, 1):
                     first, end = self._interior(2 * s + c + 1)
-                    self._launch("ahead", c, (first, end - first, n_local), thresholds, t=inner.t + s,
-                                 wait_for=[(read0, read1)[c]] if s == 0 else None)
+                    self._launch("ahead", c, (first, end - first, n_local), thresholds, t=inner.t + s)
             q.flush()
-            # one wait (the copy queue is in order: read0 is done before read1),
-            # one exchange of both colours; colour 1's edges read colour 0's halos
+            # one wait (the copy queue is in order: colour 0's read is done before
+            # colour 1's), one exchange of both colours; colour 1's edges read
+            # colour 0's halos
             self._wait_edges(read1)
             self._exchange((0, 1), wait_for=[done1])
             self.halo_times["exchanges"] += 1
