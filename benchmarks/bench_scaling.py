@@ -537,14 +537,17 @@ def peer(d, a, counts):
     """cuIsingModel: weak (--weak2d^2 per GPU) and strong (--strong^2) 2D."""
     if not a.peer:
         return
-    build = Path(tempfile.mkdtemp(prefix="cuising-"))
-    shutil.copytree(a.peer, build, dirs_exist_ok=True)
-    r = subprocess.run(["make", "-C", str(build), "-f", "Makefile.cuda13"], capture_output=True, text=True)
-    exe = build / "cuIsing"
-    if r.returncode or not exe.exists():
-        print(f"FAILED: building cuIsingModel\n{r.stdout[-1500:]}\n{r.stderr[-1500:]}", file=sys.stderr)
-        d.failed = True
-        return
+    exe = Path(a.peer) / "cuIsing"
+    if not exe.exists():                            # built here, in a copy of the sources
+        build = Path(tempfile.mkdtemp(prefix="cuising-"))
+        shutil.copytree(a.peer, build, dirs_exist_ok=True)
+        r = subprocess.run(["make", "-C", str(build), "-f", "Makefile.cuda13"], capture_output=True, text=True,
+                           check=False)
+        exe = build / "cuIsing"
+        if r.returncode or not exe.exists():
+            print(f"FAILED: building cuIsingModel\n{r.stdout[-1500:]}\n{r.stderr[-1500:]}", file=sys.stderr)
+            d.failed = True
+            return
     env = dict(os.environ, CUDA_MODULE_LOADING="EAGER")
     info = {"device": "NVIDIA (CUDA) GPU", "driver": None}
     smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
@@ -577,7 +580,13 @@ def peer(d, a, counts):
 
 
 def plot(d, path):
-    import matplotlib
+    """The efficiency curves (and a JSON file of them beside the plot)."""
+    Path(str(path) + ".json").write_text(json.dumps(d.curves, indent=1))
+    try:
+        import matplotlib
+    except ImportError:
+        print(f"# no matplotlib: only {path}.json written", file=sys.stderr)
+        return
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -619,8 +628,9 @@ def main():
     ap.add_argument("--muca-seconds", type=float, default=None,
                     help="iterations of one device up to about this many seconds (default 20; quick 2)")
     ap.add_argument("--parts", nargs="+", default=["check", "lattices", "sweeps", "muca", "peer"],
-                    help="what to measure (default all)")
-    ap.add_argument("--peer", default=None, help="cuIsingModel's source folder: built and run (CUDA)")
+                    help="what to measure, in this order (default all)")
+    ap.add_argument("--peer", default=None, help="cuIsingModel's folder: its cuIsing run, or where there "
+                    "is none, built in a copy with its Makefile.cuda13 (CUDA)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per launch")
     ap.add_argument("--json", default=None, help="append the JSON lines to this file")
     ap.add_argument("--plot", default=None, help="write a plot of efficiency against GPUs (PNG)")
@@ -655,9 +665,10 @@ def main():
         else:
             d.emit(check[0], a.ranks, "split 2D 128^2 and 3D lattices equal one device (5 sweeps)",
                    "bit for bit", True)
-    for part, fn in (("lattices", lattices), ("sweeps", sweeps), ("muca", muca), ("peer", peer)):
-        if part in a.parts:
-            fn(d, a, counts)
+    parts = {"lattices": lattices, "sweeps": sweeps, "muca": muca, "peer": peer}
+    for part in a.parts:
+        if part in parts:
+            parts[part](d, a, counts)
     d.table()
     if a.plot and d.curves:
         plot(d, a.plot)
