@@ -608,6 +608,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="small sizes (PoCL, a few minutes on 2 cores)")
     ap.add_argument("--ranks", type=int, default=2, help="largest number of ranks (default 2); measured "
                     "on 1, 2, 4, ... and this many")
+    ap.add_argument("--counts", type=int, nargs="+", default=None,
+                    help="rank counts to measure (default 1, 2, 4, ... and --ranks)")
     ap.add_argument("--launcher", default=None,
                     help="MPI launcher and its options, e.g. 'mpirun -x PYTHONPATH -x CLPHYS_DEVICE' "
                          "(default: the mpiexec beside this Python)")
@@ -656,6 +658,8 @@ def main():
     a.halo2d = [h or 0 for h in a.halo2d]
     a.halo3d = [h or 0 for h in a.halo3d]
     counts = sorted({1 << i for i in range(a.ranks.bit_length()) if 1 << i <= a.ranks} | {a.ranks})
+    if a.counts:
+        counts = sorted(set(a.counts) | {1, a.ranks})
     d = Driver(a)
     if "check" in a.parts:
         check = d.run(a.ranks, "check", "--size", 128)
