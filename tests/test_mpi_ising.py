@@ -84,8 +84,8 @@ def test_split_lattice_equals_one_device(device, ranks, tmp_path):
 # deep halos: (dim, shape, T, spins_per_word, halo, sweep() calls); uneven shares on 3 and 4
 # ranks (64 rows: 22, 22, 20; 14 planes: 6, 4, 4 and 4, 4, 4, 2; 16 planes: 6, 6, 4; 30 planes:
 # 10 each and 8, 8, 8, 6), cycles of k = halo / 2 sweeps ending inside a call and continuing
-# across calls, 1 and 2 sweeps of the next cycle run ahead during an exchange, edge slabs read
-# in one copy (own >= 2 halo) and in two, and halo = 1 (an exchange per half-sweep)
+# across calls, 1 and 2 sweeps of the next cycle run ahead during an exchange, shares of fewer
+# than 2 halo slabs (the edge slabs overlap), and halo = 1 (an exchange per half-sweep)
 DEEP = [(2, 64, 2.3, 1, 2, (3, 2)), (2, 64, 2.3, "auto", 8, (5, 6)), (2, 64, 2.3, 1, 1, (2,)),
         (3, (16, 8, 14), 4.4, 1, 2, (3,)), (3, (16, 8, 16), 4.4, "auto", 4, (3, 2)),
         (3, (16, 8, 30), 4.4, 1, 6, (4, 13))]

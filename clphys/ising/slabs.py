@@ -256,17 +256,15 @@ class SlabBackend:
 
     def _read_edges(self, colour):
         """Copy the first and last h own slabs of `colour`, as they are after
-        the kernels enqueued so far, to its staging buffer (one rectangular
-        device copy where they do not overlap), and read that into the send
-        buffer on the copy queue. Returns the read's event."""
+        the kernels enqueued so far, to its staging buffer (two device copies:
+        NVIDIA's driver 580 refused one rectangular copy of both with
+        INVALID_VALUE), and read that into the send buffer on the copy queue.
+        Returns the read's event."""
         q, buf, stage = self.dev.queue, self.inner.bufs[colour], self._stage[colour]
-        hb, gap = 4 * self.h * self.words, self._slab_offset(self.own - self.h)
-        if gap >= hb:
-            staged = self._copy("edge copies", q, stage, buf, src_origin=(0, 0, 0), dst_origin=(0, 0, 0),
-                                region=(hb, 2, 1), src_pitches=(gap, 0), dst_pitches=(hb, 0))
-        else:
-            self._copy("edge copies", q, stage, buf, byte_count=hb)
-            staged = self._copy("edge copies", q, stage, buf, byte_count=hb, src_offset=gap, dst_offset=hb)
+        hb = 4 * self.h * self.words
+        self._copy("edge copies", q, stage, buf, byte_count=hb)
+        staged = self._copy("edge copies", q, stage, buf, byte_count=hb,
+                            src_offset=self._slab_offset(self.own - self.h), dst_offset=hb)
         q.flush()
         done = self._copy("edge reads", self.copies, self._send[colour], stage, wait_for=[staged])
         self.copies.flush()
