@@ -590,9 +590,11 @@ def plot(d, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for label, pts in sorted(d.curves.items()):
+    colours = plt.cm.tab20.colors
+    for i, (label, pts) in enumerate(sorted(d.curves.items())):
         ks = sorted(pts)
-        ax.plot(ks, [pts[k] for k in ks], "o-" if "cuIsing" not in label else "s--", label=label)
+        ax.plot(ks, [pts[k] for k in ks], "o-" if "cuIsing" not in label else "s--", label=label,
+                color=colours[(2 * i) % 20 + (2 * i) // 20 % 2])
     ax.set_xlabel("GPUs (MPI ranks)")
     ax.set_ylabel("efficiency (speed-up / GPUs)")
     ax.set_xticks(sorted({k for pts in d.curves.values() for k in pts}))

@@ -19,26 +19,29 @@ kernel maps local to global rows, gfirst / gsplit / grows): a seed gives bit
 for bit the spins of the same lattice on one device, for any number of ranks
 and any h. A half-sweep is one launch (its valid rows, rounded out to whole
 work items: rows beyond the valid region are wrong either way); the last
-half-sweep of a cycle launches the edge slabs (the first and last h own ones)
-first, and their device-to-host reads (of colour 0 too, read since the
-half-sweep before) overlap the interior's update. While the host exchanges
-the halos, the device already runs the next cycle's first AHEAD sweeps where
-they need no halo (half-sweep j: the own slabs j in from their ends, each
-colour after its edge slabs were read); after the halo writes one launch per
-half-sweep does the rest of each. A cycle runs across sweep() calls (sweep(1)
-k times exchanges once), since only the own slabs, valid after every sweep,
-are ever read back.
+half-sweep of a cycle launches the edge slabs (the first and last h own
+ones) first. Each colour's edge slabs, once final, are copied on the device
+(in the kernels' queue) to a staging buffer, which a second queue reads into
+pinned host memory while the interior is updated: the kernels never wait for
+that queue's reads. While the host exchanges the halos (one wait for both
+colours' reads, one MPI Waitall for both colours and neighbours), the device
+already runs the next cycle's first AHEAD sweeps where they need no halo
+(half-sweep j: the own slabs j in from their ends); after the halo writes one
+launch per half-sweep does the rest of each (the first of them waits for the
+writes: the only wait of the kernels' queue on the copy queue). A cycle runs
+across sweep() calls (sweep(1) k times exchanges once), since only the own
+slabs, valid after every sweep, are ever read back.
 
 h = 1 is the older path, one exchange per half-sweep: one launch for
-the rows of one work item at each edge of the own slabs, a second queue reads
-the two edge slabs into pinned host buffers, the interior is launched, and
-while it runs the edge slabs go to the neighbouring ranks (mpi4py
-Isend/Irecv) and the slabs received are written into the halos (on the
-second queue, so the copies overlap the interior; the next half-sweep's edges
-wait for them). ``lat.halo_times`` says where the host time went: waiting for
-the edge slabs (the edge launch, and whatever of the previous half-sweeps was
-still running, plus the device-to-host copies), the exchange, and queueing
-the halo writes, and how many half-sweeps and exchanges ran.
+the rows of one work item at each edge of the own slabs, their staging copies
+and reads, the interior is launched, and while it runs the edge slabs go to
+the neighbouring ranks (mpi4py Isend/Irecv) and the slabs received are
+written into the halos (on the second queue, so the copies overlap the
+interior; the next half-sweep's edges wait for them). ``lat.halo_times``
+says where the host time went: waiting for the edge slabs, the exchange, and
+queueing the halo writes, and how many half-sweeps and exchanges ran;
+``trace`` (a list, None by default) collects (phase, event) of every launch
+and copy for benchmarks/bench_scaling.py's profile.
 
 Why slabs and not 2D blocks: a 2D block of a multispin lattice needs halo
 columns too, and a column of a multispin word layout is one bit of every
