@@ -290,7 +290,7 @@ def _sweeps(a):
                       josephson(100, 256 if q else 8192), 2, a.sweep_seconds),
         "josephson-small": ("josephson 256 points x {} paths x {{}} periods".format(64 if q else 1024),
                             josephson(256, 64 if q else 1024), 2, a.small_seconds),
-        "josephson-issue": ("josephson 100 points x {} paths x {{}} periods (issue 26)".format(16 if q else 1024),
+        "josephson-issue": ("josephson 100 points x {} paths x {{}} periods".format(16 if q else 1024),
                             josephson(100, 16 if q else 1024), 20 if q else 2000, None),
         "kuramoto": ("kuramoto_sweep N={} 16 couplings x {{}} steps".format(2**12 if q else 2**22),
                      kuramoto(2**12 if q else 2**22, 16), 100, a.sweep_seconds),
@@ -385,6 +385,10 @@ class Driver:
         self.launcher = shlex.split(args.launcher) if args.launcher else [_default_mpiexec()]
         self.curves = {}          # plot: label -> {ranks: efficiency}
         self.breakdown = []       # (lattice, one device's sweep us, profile of the slowest rank)
+        self.peers = {}           # (case, GPUs): cuIsingModel's figure
+
+    def peer_of(self, case, ranks):
+        return self.peers.get((case, ranks))
 
     def run(self, ranks, worker, *extra):
         a = self.args
@@ -412,6 +416,7 @@ class Driver:
         """One figure of a worker's `result` (its device and driver) on `ranks` ranks."""
         if value is None:
             return
+        extra = {k: v for k, v in extra.items() if v is not None}
         self.report.add(workload, metric, value, ranks=ranks, device=result["device"],
                         driver=result["driver"], **extra)
         self.rows.append((f"{workload}, {ranks} rank{'s' * (ranks > 1)}", metric, value))
@@ -452,42 +457,38 @@ def _halo_args(a):
 
 
 def lattices(d, a, counts):
+    """Workloads are named as in earlier records (the halo only where one was
+    asked for), so that new figures replace old ones in RESULTS.md; the peer's
+    figure of the same workload and GPUs (``peer``, run first) goes with it."""
     labels = {"weak2d": f"2D {a.weak2d}^2 per rank", "weak3d": f"3D {a.weak3d}^3 per rank",
               "strong2d": f"2D {a.strong}^2 in all"}
     extra = _halo_args(a)
     base = {r["case"]: r for r in d.run(1, "lattices", "--mode", "alone", *extra)}
     every = {r["case"]: r for r in d.run(counts[-1], "lattices", "--mode", "alone", *extra)} if counts[-1] > 1 else {}
     for case, r in base.items():
-        d.emit(r, 1, f"{case} {labels[case]}, no MPI", "flips/ns", r["flips_per_ns"])
-        if case in every:
-            e = every[case]
-            d.emit(e, e["ranks"], f"{case} {labels[case]}, no MPI, every device at once",
-                   "flips/ns per device (min)", min(e["per_rank"]), per_rank=e["per_rank"])
+        e = every.get(case, {}).get("per_rank")
+        d.emit(r, 1, f"{case} {labels[case]}, no MPI", "flips/ns", r["flips_per_ns"], peer=d.peer_of(case, 1),
+               **({"every_device_at_once": e, "note": f"every GPU at once: >= {min(e):.0f}"} if e else {}))
+    asked = {"weak2d": a.halo2d, "strong2d": a.halo2d, "weak3d": a.halo3d}
     for k in counts:
         for r in d.run(k, "lattices", "--mode", "split", *extra):
             case, b = r["case"], base.get(r["case"])
             if b is None:
                 continue
-            w = f"{case} {labels[case]}, halo {r['halo']}"
-            d.emit(r, k, w, "flips/ns (total)", r["flips_per_ns"])
+            w = f"{case} {labels[case]}" + (f", halo {r['halo']}" if any(asked[case]) else "")
+            d.emit(r, k, w, "flips/ns (total)", r["flips_per_ns"], halo=r["halo"], peer=d.peer_of(case, k))
             if case.startswith("weak"):
                 eff = r["flips_per_ns"] / k / b["flips_per_ns"]
-                d.emit(r, k, w, "efficiency (per rank / one device)", eff)
-                if case in every and k > 1:
-                    mean_alone = statistics.mean(every[case]["per_rank"][:k])
-                    d.emit(r, k, w, "efficiency (per rank / every device at once)",
-                           r["flips_per_ns"] / k / mean_alone)
+                d.emit(r, k, w, "efficiency (per rank / one device)", eff, halo=r["halo"])
             else:
                 eff = r["flips_per_ns"] / b["flips_per_ns"] / k
-                d.emit(r, k, w, "speed-up over one device", r["flips_per_ns"] / b["flips_per_ns"])
+                d.emit(r, k, w, "speed-up over one device", r["flips_per_ns"] / b["flips_per_ns"], halo=r["halo"])
             d.curve(f"{case} (halo {r['halo']})", k, eff)
             prof = r["profile slowest"]
-            d.emit(r, k, w, "sweep us", 1e6 * r["sweep_s"],
-                   one_device_us=1e6 * b["sweep_s"] / (k if case == "strong2d" else 1))
-            d.emit(r, k, w, "profiled sweep us (where the time goes: profile)", prof["wall"],
+            one_us = 1e6 * b["sweep_s"] / (k if case == "strong2d" else 1)
+            d.emit(r, k, w, "sweep us", 1e6 * r["sweep_s"], halo=r["halo"], one_device_us=one_us,
                    profile=prof, profile_rank0=r["profile rank 0"])
-            d.breakdown.append((f"{w}, {k} rank{'s' * (k > 1)}", 1e6 * b["sweep_s"] / (k if case == "strong2d" else 1),
-                                prof))
+            d.breakdown.append((f"{w}, {k} rank{'s' * (k > 1)}", one_us, prof))
 
 
 def sweeps(d, a, counts):
@@ -534,7 +535,8 @@ def muca(d, a, counts):
 
 
 def peer(d, a, counts):
-    """cuIsingModel: weak (--weak2d^2 per GPU) and strong (--strong^2) 2D."""
+    """cuIsingModel: weak (--weak2d^2 per GPU) and strong (--strong^2) 2D on
+    the same GPU counts, kept for the lattices' records (``peer``)."""
     if not a.peer:
         return
     exe = Path(a.peer) / "cuIsing"
@@ -549,12 +551,6 @@ def peer(d, a, counts):
             d.failed = True
             return
     env = dict(os.environ, CUDA_MODULE_LOADING="EAGER")
-    info = {"device": "NVIDIA (CUDA) GPU", "driver": None}
-    smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                         capture_output=True, text=True)
-    if smi.returncode == 0 and smi.stdout.strip():
-        name, driver = smi.stdout.splitlines()[0].split(", ")
-        info = {"device": name.strip(), "driver": driver.strip()}
     base = {}
     for case, side in (("weak2d", a.weak2d), ("strong2d", a.strong)):
         for k in counts:
@@ -571,12 +567,11 @@ def peer(d, a, counts):
                       file=sys.stderr)
                 continue
             base.setdefault(case, rate)
-            w = f"{case} 2D {side}^2 {'per GPU' if case == 'weak2d' else 'in all'}: cuIsingModel"
-            d.emit(info, k, w, "flips/ns (total)", rate, peer={"name": "cuIsingModel", "value": rate})
             eff = rate / k / base[case]
-            d.emit(info, k, w, "efficiency (per GPU / one GPU)" if case == "weak2d" else "speed-up over one GPU",
-                   eff if case == "weak2d" else rate / base[case])
+            d.peers[(case, k)] = {"name": "cuIsingModel", "value": rate,
+                                  "efficiency" if case == "weak2d" else "speed-up": eff if case == "weak2d" else rate / base[case]}
             d.curve(f"cuIsingModel {case}", k, eff)
+            print(f"# cuIsingModel {case} on {k} GPU(s): {rate:.0f} flips/ns", flush=True)
 
 
 def plot(d, path):
@@ -672,6 +667,8 @@ def main():
             d.emit(check[0], a.ranks, "split 2D 128^2 and 3D lattices equal one device (5 sweeps)",
                    "bit for bit", True)
     parts = {"lattices": lattices, "sweeps": sweeps, "muca": muca, "peer": peer}
+    if "peer" in a.parts and "lattices" in a.parts:          # the peer first: its figures go with the lattices'
+        a.parts = ["peer"] + [p for p in a.parts if p != "peer"]
     for part in a.parts:
         if part in parts:
             parts[part](d, a, counts)
