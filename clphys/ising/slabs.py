@@ -195,10 +195,13 @@ class SlabBackend:
                 for b, n in zip(pinned, sizes)]
 
     @classmethod
-    def device_bytes(cls, facts, local_shape, **options) -> dict:
+    def device_bytes(cls, facts, local_shape, halo, **options) -> dict:
+        """{buffer: bytes} of a rank's share `local_shape` (its halos included)."""
         need = MultispinBackend.device_bytes(facts, local_shape, 1, **options)
         need.pop("band copies (several sweeps per launch)", None)
         need["natural layout (int8)"] = int(np.prod(local_shape))
+        # the edge slabs' staging buffers: 2h of the local slabs, both colours
+        need["edge slabs staged for the exchange"] = need["spins (1 bit each)"] * 2 * halo // local_shape[-1]
         return need
 
     # ------------------------------------------------------------ halos
