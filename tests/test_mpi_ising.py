@@ -55,7 +55,7 @@ def _single(i, dim, L, T, spw):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("ranks", [2, 3])
+@pytest.mark.parametrize("ranks", [2, 3, 4])
 def test_split_lattice_equals_one_device(device, ranks, tmp_path):
     ckpt, out = tmp_path / "lattice.npz", tmp_path / "out.npz"
     r = run_mpi(ranks, f"LATTICES = {LATTICES!r}\nCKPT = {str(ckpt)!r}\nOUT = {str(out)!r}\n" + SPLIT,
@@ -82,12 +82,13 @@ def test_split_lattice_equals_one_device(device, ranks, tmp_path):
     assert np.array_equal(loaded.spins(), one.spins())
 
 
-# deep halos: (dim, shape, T, spins_per_word, halo, sweep() calls); uneven shares on 3 ranks
-# (64 rows: 22, 22, 20; 14 planes: 6, 4, 4; 30 planes: 10 each), cycles of k = halo / 2 sweeps ending
-# inside a call and continuing across calls, 1 and 2 sweeps of the next cycle run
-# ahead during an exchange, and halo = 1 (an exchange per half-sweep)
+# deep halos: (dim, shape, T, spins_per_word, halo, sweep() calls); uneven shares on 3 and 4
+# ranks (64 rows: 22, 22, 20; 14 planes: 6, 4, 4 and 4, 4, 4, 2; 16 planes: 6, 6, 4; 30 planes:
+# 10 each and 8, 8, 8, 6), cycles of k = halo / 2 sweeps ending inside a call and continuing
+# across calls, 1 and 2 sweeps of the next cycle run ahead during an exchange, shares of fewer
+# than 2 halo slabs (the edge slabs overlap), and halo = 1 (an exchange per half-sweep)
 DEEP = [(2, 64, 2.3, 1, 2, (3, 2)), (2, 64, 2.3, "auto", 8, (5, 6)), (2, 64, 2.3, 1, 1, (2,)),
-        (3, (16, 8, 14), 4.4, 1, 2, (3,)), (3, (16, 8, 14), 4.4, "auto", 4, (3, 2)),
+        (3, (16, 8, 14), 4.4, 1, 2, (3,)), (3, (16, 8, 16), 4.4, "auto", 4, (3, 2)),
         (3, (16, 8, 30), 4.4, 1, 6, (4, 13))]
 
 
@@ -98,7 +99,7 @@ def _deep_single(dim, shape, T, spw, calls, device):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("ranks", [2, 3])
+@pytest.mark.parametrize("ranks", [2, 3, 4])
 def test_deep_halos_equal_one_device(device, ranks, tmp_path):
     """Halos of h slabs exchanged every h / 2 sweeps (their rows updated
     redundantly with their global Philox counters): the spins, energy and
@@ -182,7 +183,7 @@ def test_split_lattice_kernels_on_oclgrind(oclgrind):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("ranks", [2, 3])
+@pytest.mark.parametrize("ranks", [2, 3, 4])
 def test_split_ensembles_and_binder_equal_one_device(device, ranks, tmp_path):
     temps = [2.0, 2.2, 2.4, 2.6, 3.0]
     scan = dict(sizes=[8, 16], temperatures=[2.2, 2.3, 2.4], n_measure=32, every=1, replicas=2, seed=4)

@@ -60,6 +60,29 @@ def test_josephson_transient_zero_is_not_biased_by_the_initial_positions(device)
     assert float(res.v_err) < 0.0195 / 20
 
 
+@pytest.mark.parametrize("pieces", [False, True])
+def test_josephson_v_equals_a_run_sampled_every_period(device, pieces, monkeypatch):
+    """Without a density josephson samples the displacement once per piece of
+    its run (not every period): <<v>> and its error are bit for bit those of
+    a run sampled every period (the moments of the last sample), also when
+    the run is cut into many pieces."""
+    periods, spp, n, transient = 7, 40, 64, 2
+    if pieces:
+        for module, largest in ((clphys.sde.ensemble, 3), (clphys.sde.longrun, 1)):
+            monkeypatch.setattr(module, "run_sliced", functools.partial(run_sliced, largest=largest))
+    res = josephson(a=[3.0, 4.2], kT=0.01, periods=periods, transient=transient, n_paths=n,
+                    steps_per_period=spp, seed=5, device=device)
+    ens = Ensemble(models.JOSEPHSON, n, dict(JOSEPHSON_P, kT=0.01), DT, seed=5, initial=INIT,
+                   device=device)
+    ens.run(steps=transient * spp, observables=[])
+    ens.set_origin()
+    r = ens.run(steps=(periods - transient) * spp, sample_every=spp, observables=["displacement(x)"])
+    span = (periods - transient) * spp * DT
+    assert r.mean["displacement(x)"].shape[0] == periods - transient
+    np.testing.assert_array_equal(res.v, r.mean["displacement(x)"][-1] / span)
+    np.testing.assert_array_equal(res.v_err, np.sqrt(r.var["displacement(x)"][-1] / n) / span)
+
+
 @pytest.mark.parametrize("transient", [0, 2])
 def test_josephson_v_is_the_mean_per_path_displacement(device, transient):
     """<<v>> and its error are the mean and standard error of each path's own

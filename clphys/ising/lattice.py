@@ -363,7 +363,7 @@ class Ensemble:
             size, rank = mpi.comm_size_rank(self._slab)
             halo = halo_depth(self.shape[-1], size, self._halo, self.device.facts.is_gpu)
             local = local_shape(self.shape, size, rank, halo)
-            need = SlabBackend.device_bytes(self.device.facts, local, **self.options)
+            need = SlabBackend.device_bytes(self.device.facts, local, halo, **self.options)
             check_memory(self.device, need, f"rank {rank}'s share {'x'.join(map(str, local))} (with "
                          f"halos) of a {'x'.join(map(str, self.shape))} lattice",
                          "Use more ranks or a smaller lattice.")

@@ -19,26 +19,29 @@ kernel maps local to global rows, gfirst / gsplit / grows): a seed gives bit
 for bit the spins of the same lattice on one device, for any number of ranks
 and any h. A half-sweep is one launch (its valid rows, rounded out to whole
 work items: rows beyond the valid region are wrong either way); the last
-half-sweep of a cycle launches the edge slabs (the first and last h own ones)
-first, and their device-to-host reads (of colour 0 too, read since the
-half-sweep before) overlap the interior's update. While the host exchanges
-the halos, the device already runs the next cycle's first AHEAD sweeps where
-they need no halo (half-sweep j: the own slabs j in from their ends, each
-colour after its edge slabs were read); after the halo writes one launch per
-half-sweep does the rest of each. A cycle runs across sweep() calls (sweep(1)
-k times exchanges once), since only the own slabs, valid after every sweep,
-are ever read back.
+half-sweep of a cycle launches the edge slabs (the first and last h own
+ones) first. Each colour's edge slabs, once final, are copied on the device
+(in the kernels' queue) to a staging buffer, which a second queue reads into
+pinned host memory while the interior is updated: the kernels never wait for
+that queue's reads. While the host exchanges the halos (one wait for both
+colours' reads, one MPI Waitall for both colours and neighbours), the device
+already runs the next cycle's first AHEAD sweeps where they need no halo
+(half-sweep j: the own slabs j in from their ends); after the halo writes one
+launch per half-sweep does the rest of each (the first of them waits for the
+writes: the only wait of the kernels' queue on the copy queue). A cycle runs
+across sweep() calls (sweep(1) k times exchanges once), since only the own
+slabs, valid after every sweep, are ever read back.
 
 h = 1 is the older path, one exchange per half-sweep: one launch for
-the rows of one work item at each edge of the own slabs, a second queue reads
-the two edge slabs into pinned host buffers, the interior is launched, and
-while it runs the edge slabs go to the neighbouring ranks (mpi4py
-Isend/Irecv) and the slabs received are written into the halos (on the
-second queue, so the copies overlap the interior; the next half-sweep's edges
-wait for them). ``lat.halo_times`` says where the host time went: waiting for
-the edge slabs (the edge launch, and whatever of the previous half-sweeps was
-still running, plus the device-to-host copies), the exchange, and queueing
-the halo writes, and how many half-sweeps and exchanges ran.
+the rows of one work item at each edge of the own slabs, their staging copies
+and reads, the interior is launched, and while it runs the edge slabs go to
+the neighbouring ranks (mpi4py Isend/Irecv) and the slabs received are
+written into the halos (on the second queue, so the copies overlap the
+interior; the next half-sweep's edges wait for them). ``lat.halo_times``
+says where the host time went: waiting for the edge slabs, the exchange, and
+queueing the halo writes, and how many half-sweeps and exchanges ran;
+``trace`` (a list, None by default) collects (phase, event) of every launch
+and copy for benchmarks/bench_scaling.py's profile.
 
 Why slabs and not 2D blocks: a 2D block of a multispin lattice needs halo
 columns too, and a column of a multispin word layout is one bit of every
@@ -151,22 +154,31 @@ class SlabBackend:
         self.words = sr * self.inner.WR                            # per slab and colour
         hw = halo * self.words
         # per colour (both colours' slabs are in flight at once with h >= 2): the
-        # first and last h own slabs, and the halos received, local slabs
-        # own .. own + 2h - 1 (above, then below): one write
-        self._host, self._recv = [], []
+        # edge slabs sent (the first h own slabs, then the last h: one read), and
+        # the halos received, local slabs own .. own + 2h - 1 (above, then below:
+        # one write)
+        self._send, self._recv = [], []
         for _ in (0, 1):
-            send_first, send_last, recv = self._host_buffers(dev, (hw, hw, 2 * hw))
-            self._host.append([send_first, send_last, recv[:hw], recv[hw:]])
+            send, recv = self._host_buffers(dev, (2 * hw, 2 * hw))
+            self._send.append(send)
             self._recv.append(recv)
+        # the edge slabs are first copied on the device, in the kernels' queue, to
+        # a buffer of their own that the copy queue reads: the kernels never wait
+        # for the copy queue's reads (only for the halo writes, once per exchange)
+        self._stage = [zeroed_buffer(dev, 4 * 2 * hw) for _ in (0, 1)]
         # Oclgrind's uninitialised-value checker loses writes at an offset into a
         # buffer: there the halos are patched into a copy of the whole colour array
         self._whole_writes = dev.facts.vendor == "oclgrind"
         # the slab copies go through a queue of their own, beside the kernels': the
-        # edge slabs' reads and the halo writes overlap the interior's update
-        self.copies = cl.CommandQueue(dev.context, dev.cl_device)
+        # edge slabs' reads and the halo writes overlap the interior's update (with
+        # the device queue's properties, so a profiling queue profiles both)
+        self.copies = cl.CommandQueue(dev.context, dev.cl_device, properties=dev.queue.properties)
         self._written = [None, None]          # the last halo write of each colour
         self._phase = 0                       # sweeps since the last exchange (h >= 2)
         self._ahead = None                    # _most_ahead(), from the first exchange_halos()
+        # (phase, event) of every launch and copy while a list (benchmarks: where
+        # the device's time goes); None: not kept
+        self.trace = None
         self.halo_times = {"edge wait": 0.0, "exchange": 0.0, "halo writes": 0.0, "half-sweeps": 0,
                            "exchanges": 0}
 
@@ -183,10 +195,13 @@ class SlabBackend:
                 for b, n in zip(pinned, sizes)]
 
     @classmethod
-    def device_bytes(cls, facts, local_shape, **options) -> dict:
+    def device_bytes(cls, facts, local_shape, halo, **options) -> dict:
+        """{buffer: bytes} of a rank's share `local_shape` (its halos included)."""
         need = MultispinBackend.device_bytes(facts, local_shape, 1, **options)
         need.pop("band copies (several sweeps per launch)", None)
         need["natural layout (int8)"] = int(np.prod(local_shape))
+        # the edge slabs' staging buffers: 2h of the local slabs, both colours
+        need["edge slabs staged for the exchange"] = need["spins (1 bit each)"] * 2 * halo // local_shape[-1]
         return need
 
     # ------------------------------------------------------------ halos
@@ -194,43 +209,71 @@ class SlabBackend:
         """Byte offset of local slab `slab` in a colour array."""
         return 4 * slab * self.words
 
-    def _exchange(self, colour, wait_for=None):
-        """Send the edge slabs of `colour` (already read into the send buffers)
-        and write the received ones into the halos (after the events
-        `wait_for`: kernels still reading the halos)."""
-        send_first, send_last, recv_below, recv_above = self._host[colour]
+    def _launch(self, phase, colour, rows, thresholds, **kw):
+        """inner.half_sweep, its event kept in the trace under `phase`."""
+        ev = self.inner.half_sweep(colour, rows, self.counters, thresholds, **kw)
+        if self.trace is not None:
+            self.trace.append((phase, ev))
+        return ev
+
+    def _copy(self, phase, queue, dest, src, **kw):
+        """cl.enqueue_copy (not blocking), its event kept in the trace under `phase`."""
+        if isinstance(dest, np.ndarray) or isinstance(src, np.ndarray):
+            kw["is_blocking"] = False
+        ev = cl.enqueue_copy(queue, dest, src, **kw)
+        if self.trace is not None:
+            self.trace.append((phase, ev))
+        return ev
+
+    def _exchange(self, colours, wait_for=None):
+        """Send the edge slabs of `colours` (already read into the send buffers)
+        to both neighbours, receive theirs (one Waitall for all), and write
+        them into the halos (colour 0's after the events `wait_for`: kernels
+        still reading its halos)."""
+        hw = self.h * self.words
         t0 = time.perf_counter()
-        reqs = [self.comm.Irecv(recv_below, source=self.down, tag=2 * colour),
-                self.comm.Irecv(recv_above, source=self.up, tag=2 * colour + 1),
-                self.comm.Isend(send_first, dest=self.up, tag=2 * colour),
-                self.comm.Isend(send_last, dest=self.down, tag=2 * colour + 1)]
+        reqs = []
+        for c in colours:
+            send, recv = self._send[c], self._recv[c]
+            # the h slabs after the own ones come from the rank below (its first h
+            # own slabs), the h before them from the rank above (its last h)
+            reqs += [self.comm.Irecv(recv[:hw], source=self.down, tag=2 * c),
+                     self.comm.Irecv(recv[hw:], source=self.up, tag=2 * c + 1),
+                     self.comm.Isend(send[:hw], dest=self.up, tag=2 * c),
+                     self.comm.Isend(send[hw:], dest=self.down, tag=2 * c + 1)]
         reqs[0].Waitall(reqs)
         t1 = time.perf_counter()
-        buf = self.inner.bufs[colour]
-        if self._whole_writes:
-            q = self.dev.queue
-            q.finish()
-            whole = np.empty(self.inner.words, np.uint32)
-            cl.enqueue_copy(q, whole, buf)
-            whole[self.own * self.words:] = self._recv[colour]
-            self._written[colour] = cl.enqueue_copy(q, buf, whole)
-        else:
-            self._written[colour] = cl.enqueue_copy(self.copies, buf, self._recv[colour],
-                                                    dst_offset=self._slab_offset(self.own),
-                                                    is_blocking=False, wait_for=wait_for)
-            self.copies.flush()
+        for c in colours:
+            buf = self.inner.bufs[c]
+            if self._whole_writes:
+                q = self.dev.queue
+                q.finish()
+                whole = np.empty(self.inner.words, np.uint32)
+                cl.enqueue_copy(q, whole, buf)
+                whole[self.own * self.words:] = self._recv[c]
+                self._written[c] = cl.enqueue_copy(q, buf, whole)
+            else:
+                self._written[c] = self._copy("halo writes", self.copies, buf, self._recv[c],
+                                              dst_offset=self._slab_offset(self.own),
+                                              wait_for=wait_for if c == 0 else None)
+        self.copies.flush()
         self.halo_times["exchange"] += t1 - t0
         self.halo_times["halo writes"] += time.perf_counter() - t1
 
-    def _read_edges(self, colour, after):
-        """Read the first and last h own slabs of `colour` once the kernel event
-        `after` is done."""
-        qc, buf, host = self.copies, self.inner.bufs[colour], self._host[colour]
-        cl.enqueue_copy(qc, host[0], buf, src_offset=self._slab_offset(0), is_blocking=False,
-                        wait_for=[after])
-        done = cl.enqueue_copy(qc, host[1], buf, src_offset=self._slab_offset(self.own - self.h),
-                               is_blocking=False)
-        qc.flush()
+    def _read_edges(self, colour):
+        """Copy the first and last h own slabs of `colour`, as they are after
+        the kernels enqueued so far, to its staging buffer (two device copies:
+        NVIDIA's driver 580 refused one rectangular copy of both with
+        INVALID_VALUE), and read that into the send buffer on the copy queue.
+        Returns the read's event."""
+        q, buf, stage = self.dev.queue, self.inner.bufs[colour], self._stage[colour]
+        hb = 4 * self.h * self.words
+        self._copy("edge copies", q, stage, buf, byte_count=hb)
+        staged = self._copy("edge copies", q, stage, buf, byte_count=hb,
+                            src_offset=self._slab_offset(self.own - self.h), dst_offset=hb)
+        q.flush()
+        done = self._copy("edge reads", self.copies, self._send[colour], stage, wait_for=[staged])
+        self.copies.flush()
         return done
 
     def _wait_edges(self, done):
@@ -247,8 +290,8 @@ class SlabBackend:
     def exchange_halos(self):
         """Both colours' halos from the neighbours (after setting the spins)."""
         for c in (0, 1):
-            self._read_edges(c, cl.enqueue_marker(self.dev.queue)).wait()
-            self._exchange(c)
+            self._read_edges(c).wait()
+        self._exchange((0, 1))
         self._halos_written()
         self.dev.queue.finish()
         self._phase = 0
@@ -307,13 +350,13 @@ class SlabBackend:
             for c in (0, 1):
                 # the edges read the other colour's halos: after their write
                 wait = [self._written[1 - c]] if self._written[1 - c] is not None else None
-                done_edges = inner.half_sweep(c, edges, self.counters, thresholds, wait_for=wait)
-                done = self._read_edges(c, done_edges)
+                self._launch("edges", c, edges, thresholds, wait_for=wait)
+                done = self._read_edges(c)
                 if interior:
-                    inner.half_sweep(c, interior, self.counters, thresholds)
+                    self._launch("update", c, interior, thresholds)
                 q.flush()                   # the interior runs while the host waits and talks
                 self._wait_edges(done)
-                self._exchange(c)
+                self._exchange((c,))
                 self.halo_times["half-sweeps"] += 1
                 self.halo_times["exchanges"] += 1
             inner.t += 1
@@ -349,7 +392,7 @@ class SlabBackend:
     def _sweep_deep(self, n, thresholds):
         """h >= 2: k = h / 2 sweeps per exchange (see the module doc)."""
         inner, q, sr, h, own = self.inner, self.dev.queue, self.slab_rows, self.h, self.own
-        cnt, n_local = self.counters, self.local_rows
+        n_local = self.local_rows
         if own > 2 * h:
             edges, interior = ((own - h) * sr, 2 * h * sr, own * sr), (h * sr, (own - 2 * h) * sr, own * sr)
         else:
@@ -361,34 +404,34 @@ class SlabBackend:
             j = 2 * self._phase - 1                 # colour 0's half-sweep in the cycle
             # the first launch after an exchange waits for the halo writes
             wait = [e for e in self._written if e is not None] or None
-            done0 = inner.half_sweep(0, self._valid_rows(j), cnt, thresholds, wait_for=wait)
+            self._launch("update", 0, self._valid_rows(j), thresholds, wait_for=wait)
             self._written = [None, None]
             self.halo_times["half-sweeps"] += 2
             if self._phase < self.k:
-                inner.half_sweep(1, self._valid_rows(j + 1), cnt, thresholds)
+                self._launch("update", 1, self._valid_rows(j + 1), thresholds)
                 inner.t += 1
                 continue
             # the cycle's last sweep: colour 0's edge slabs are final, read them
             # while colour 1 updates its edge slabs, then those while the interior runs
-            read0 = self._read_edges(0, done0)
-            done1 = inner.half_sweep(1, edges, cnt, thresholds)
-            read1 = self._read_edges(1, done1)
+            self._read_edges(0)
+            done1 = self._launch("edges", 1, edges, thresholds)
+            read1 = self._read_edges(1)
             if interior:
-                inner.half_sweep(1, interior, cnt, thresholds)
+                self._launch("update", 1, interior, thresholds)
             inner.t += 1
             # the next cycle's first sweeps where they need no halo (they change
-            # the own slabs: each colour after its edge slabs are read)
+            # the own slabs, after the edge slabs' device copies)
             ahead = min(self._ahead, left)
             for s in range(ahead):
                 for c in (0, 1):
                     first, end = self._interior(2 * s + c + 1)
-                    inner.half_sweep(c, (first, end - first, n_local), cnt, thresholds, t=inner.t + s,
-                                     wait_for=[(read0, read1)[c]] if s == 0 else None)
+                    self._launch("ahead", c, (first, end - first, n_local), thresholds, t=inner.t + s)
             q.flush()
-            self._wait_edges(read0)
-            self._exchange(0, wait_for=[done1])     # colour 1's edges read colour 0's halos
+            # one wait (the copy queue is in order: colour 0's read is done before
+            # colour 1's), one exchange of both colours; colour 1's edges read
+            # colour 0's halos
             self._wait_edges(read1)
-            self._exchange(1)
+            self._exchange((0, 1), wait_for=[done1])
             self.halo_times["exchanges"] += 1
             # the rest of those sweeps (the ring of local rows outside each
             # interior: the halos, the own slabs' edges, and rows beyond the valid
@@ -397,8 +440,8 @@ class SlabBackend:
                 for c in (0, 1):
                     first, end = self._interior(2 * s + c + 1)
                     wait = [e for e in self._written if e is not None] if s == c == 0 else None
-                    inner.half_sweep(c, (end % n_local, n_local - (end - first), n_local), cnt, thresholds,
-                                     t=inner.t + s, wait_for=wait)
+                    self._launch("rings", c, (end % n_local, n_local - (end - first), n_local), thresholds,
+                                 t=inner.t + s, wait_for=wait)
             inner.t += ahead
             left -= ahead
             self._phase = ahead
