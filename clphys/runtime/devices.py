@@ -78,6 +78,7 @@ def fake_facts(vendor: str, fp64: bool = True) -> DeviceFacts:
         "nvidia": (True, 1024, 32, 48 * 1024, 132),
         "amd": (True, 256, 64, 64 * 1024, 104),
         "intel": (True, 512, 16, 64 * 1024, 96),
+        "apple": (True, 256, 32, 32 * 1024, 10),
         "pocl": (False, 4096, 8, 512 * 1024, 2),
         "oclgrind": (False, 1024, 1, 32 * 1024, 1),
     }
