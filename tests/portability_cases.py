@@ -130,7 +130,7 @@ def _muca_run(dev):
 
 
 def _acrw(dev):
-    return {"p": ts.acrw(50_000, phi=0.044, seed=1, device=dev)}
+    return {"p": ts.acrw(8192, phi=0.044, seed=1, device=dev)}
 
 
 def _pattern_ticks(dev):

@@ -198,3 +198,55 @@ def test_templates_without_fp64_mention_no_double():
     check_no_double("t.cl", "// double in a comment\n/* and\n double here */ float doubled, x_double;")
     with pytest.raises(ValueError, match=r"line 3"):
         check_no_double("t.cl", "/* a\n comment */\ndouble y;")
+
+
+# The integer codes on the Oclgrind simulator too (seconds each there; with its
+# race and uninitialised-value checks on): the same bits.
+OCLGRIND_CASES = ["rng.words", "rng.philox", "rng.checksum", "rng.uniform", "timeseries.acrw",
+                  "ising.multispin.philox", "ising.blocks.philox"]
+
+
+@pytest.mark.oclgrind
+@pytest.mark.parametrize("name", OCLGRIND_CASES)
+def test_same_bits_on_oclgrind(oclgrind, name):
+    assert digest(results(name, oclgrind)) == expected_hash(name, load_hashes()["hashes"]), name
+
+
+def _fp64_options(dev):
+    """The options that need fp64, each as a call on `dev`."""
+    from clphys.runtime import reduce_sum
+    return {
+        "hurst: method='fft'": lambda: clphys.timeseries.hurst(np.cumsum(np.ones(4096)), max_lag=8, q=2,
+                                                               method="fft", device=dev),
+        "sde.Ensemble: dtype='float64'": lambda: clphys.sde.Ensemble(
+            clphys.sde.models.BROWNIAN, 64, {"D": 1.0}, 0.01, dtype="float64", device=dev),
+        "sde.Kuramoto: dtype='float64'": lambda: clphys.sde.Kuramoto(64, 1.0, dtype="float64", device=dev),
+        "reduce_sum: float64 input": lambda: reduce_sum(np.ones(8), device=dev),
+        "reduce_sum: accumulate='double'": lambda: reduce_sum(np.ones(8, np.float32), device=dev,
+                                                              accumulate="double"),
+    }
+
+
+@pytest.mark.parametrize("option", sorted(_fp64_options(None)))
+def test_fp64_options_name_the_function_and_a_device_that_has_it(device, option):
+    """Every public function runs without fp64; an option that needs it raises a
+    DeviceError (a ValueError too) before any device work, naming the function,
+    the missing fp64 and the visible devices that would do. On devices with fp64
+    it is checked on a copy whose facts say otherwise."""
+    import dataclasses
+    from clphys.errors import Fp64Error
+    from clphys.runtime import Device
+    dev = device
+    if device.facts.fp64:
+        dev = Device.__new__(Device)
+        dev.__dict__.update(device.__dict__)
+        dev.facts, dev.programs = dataclasses.replace(device.facts, fp64=False, cache_id="no-fp64"), {}
+    built = len(dev.programs)
+    with pytest.raises(Fp64Error) as err:
+        _fp64_options(dev)[option]()
+    assert isinstance(err.value, clphys.DeviceError) and isinstance(err.value, ValueError)
+    msg = str(err.value)
+    assert msg.startswith(option) and "needs fp64" in msg and dev.name in msg, msg
+    have = [s.facts for s in survey(include_simulators=False) if s.facts.fp64]
+    assert all(f"{f.index} {f.platform} | {f.name}" in msg for f in have), msg
+    assert len(dev.programs) == built            # nothing was built
