@@ -43,7 +43,8 @@ def _info_one() -> int:
                    else "usable" if st.usable else f"NOT USABLE: {st.reason}")
         print(f"  device {f.index}: {f.name} [{kind}] driver {f.driver}")
         print(f"    {verdict}")
-        print(f"    vendor={f.vendor} fp64={f.fp64} compute_units={f.compute_units} "
+        print(f"    vendor={f.vendor} fp64={'yes' if f.fp64 else 'no (float32 paths)'} "
+              f"compute_units={f.compute_units} "
               f"max_work_group={f.max_work_group} wg_multiple={f.wg_multiple}")
         print(f"    local_mem={f.local_mem // 1024} KiB global_mem={f.global_mem / 2**30:.1f} GiB "
               f"max_alloc={f.max_alloc / 2**30:.1f} GiB cache_id={f.cache_id}")

@@ -250,3 +250,14 @@ def test_fp64_options_name_the_function_and_a_device_that_has_it(device, option)
     have = [s.facts for s in survey(include_simulators=False) if s.facts.fp64]
     assert all(f"{f.index} {f.platform} | {f.name}" in msg for f in have), msg
     assert len(dev.programs) == built            # nothing was built
+
+
+def test_info_shows_fp64_per_device():
+    r = subprocess.run([sys.executable, "-m", "clphys.cli", "info"], capture_output=True, text=True,
+                       timeout=300)
+    blocks = re.split(r"\n  device ", r.stdout)[1:]
+    statuses = {s.facts.index: s.facts for s in survey()}
+    assert len(blocks) == len(statuses), r.stdout
+    for block in blocks:
+        facts = statuses[block.split(":", 2)[0] + ":" + block.split(":", 2)[1]]
+        assert re.search(r"\bfp64=yes\b" if facts.fp64 else r"\bfp64=no\b", block), block

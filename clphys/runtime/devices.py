@@ -52,7 +52,7 @@ class DeviceFacts:
     """What templates may branch on. Frozen and hashable; never a device name.
 
     ``vendor`` is one of ``nvidia``, ``amd``, ``intel``, ``apple``, ``pocl``,
-    ``oclgrind``, ``other``. ``wg_multiple`` is the preferred work-group size
+    ``mesa`` (rusticl, clover: whatever hardware they drive), ``oclgrind``, ``other``. ``wg_multiple`` is the preferred work-group size
     multiple (warp or wavefront width). ``cache_id`` identifies the compiler
     target (platform, device, driver) for the program cache.
     """
@@ -95,7 +95,7 @@ def fake_facts(vendor: str, fp64: bool = True) -> DeviceFacts:
 def _vendor(platform: cl.Platform, dev: cl.Device) -> str:
     text = f"{platform.name} {platform.vendor} {dev.vendor}".lower()
     for key, names in (("oclgrind", ("oclgrind",)), ("pocl", ("portable computing", "pocl")),
-                       ("nvidia", ("nvidia",)), ("amd", ("advanced micro", "amd")),
+                       ("mesa", ("rusticl", "clover", "mesa")), ("nvidia", ("nvidia",)), ("amd", ("advanced micro", "amd")),
                        ("intel", ("intel",)), ("apple", ("apple",))):
         if any(n in text for n in names):
             return key
