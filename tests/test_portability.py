@@ -261,3 +261,21 @@ def test_info_shows_fp64_per_device():
     for block in blocks:
         facts = statuses[block.split(":", 2)[0] + ":" + block.split(":", 2)[1]]
         assert re.search(r"\bfp64=yes\b" if facts.fp64 else r"\bfp64=no\b", block), block
+
+
+@pytest.mark.oclgrind
+def test_windowed_autocorrelation_writes_in_bounds_on_oclgrind(oclgrind, monkeypatch):
+    """A series too long for the device is worked on in windows. Converting its two
+    ends once wrote per-block sums past the end of a small buffer: PoCL did not
+    notice, the Intel CPU runtime (buffers in the host heap) aborted. The oclgrind
+    fixture fails the test on any invalid access."""
+    import dataclasses
+    from clphys.timeseries import autocorrelation, correlation
+    from clphys.timeseries.correlation import PairTuning
+    x = np.diff(np.cumsum(np.random.default_rng(8).standard_normal(8001)))
+    t = PairTuning(wg=8, lpi=4, chunk=64, run=16)
+    whole = autocorrelation(x, 100, device=oclgrind, _tuning=t).rho
+    monkeypatch.setattr(oclgrind, "facts", dataclasses.replace(oclgrind.facts, global_mem=120_000,
+                                                               max_alloc=40_000))
+    monkeypatch.setattr(correlation, "FIRST_SLICE_PAIRS", {True: 1, False: 1})
+    assert np.array_equal(autocorrelation(x, 100, device=oclgrind, _tuning=t).rho, whole)
