@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+import warnings
 
 from . import __version__
 from ._cli import EXIT_BAD_INPUT, EXIT_INTERRUPTED
@@ -111,6 +113,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if not os.environ.get("PYOPENCL_COMPILER_OUTPUT"):
+        # Some runtimes (Intel's CPU runtime) log every build: PyOpenCL's warning about
+        # it would follow every command. PYOPENCL_COMPILER_OUTPUT=1 shows the logs.
+        import pyopencl as cl
+        warnings.filterwarnings("ignore", category=cl.CompilerWarning)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -136,7 +143,6 @@ def main(argv=None) -> int:
     # the other ranks work silently (rank 0 prints and writes); errors only they
     # have still show, and end the job rather than leave rank 0 waiting
     import contextlib
-    import os
     with open(os.devnull, "w") as null, contextlib.redirect_stdout(null), contextlib.redirect_stderr(null):
         status, message = _run(args, quiet=True)
     if message:
@@ -192,7 +198,6 @@ def _dispatch(args):
 
 
 def _silence_stdout():
-    import os
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

@@ -321,8 +321,9 @@ ENTRY_POINTS = {
     "clphys.sde.Kuramoto": ["sde.Kuramoto"], "clphys.sde.kuramoto_sweep": ["sde.kuramoto_sweep"],
     "clphys.muca.Multicanonical": ["muca.packed", "muca.direct"], "clphys.muca.run": ["muca.run"],
     "clphys.runtime.reduce_sum": ["runtime.reduce_sum.integers", "runtime.reduce_sum.floats"],
-    # what every case goes through
+    # what every case goes through; what an option that needs fp64 raises without it
     "clphys.runtime.build": list(BITS), "clphys.runtime.zeros": list(BITS),
+    "clphys.runtime.fp64_missing": ["timeseries.hurst.fft"],
 }
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -284,10 +285,15 @@ def build(device, template: str, options=(), **params) -> Program:
                 cl_prg = cl.Program(cl._cl._Program(device.context, source))
             else:
                 cl_prg = cl.Program(device.context, source)
-            if device.cache_dir and device.facts.vendor != "oclgrind":
-                cl_prg.build(options=list(options), cache_dir=device.cache_dir)
-            else:
-                cl_prg.build(options=list(options))
+            with warnings.catch_warnings():
+                if not os.environ.get("PYOPENCL_COMPILER_OUTPUT"):
+                    # Intel's CPU runtime logs every build ("Compilation started ..."):
+                    # no warning on every command; PYOPENCL_COMPILER_OUTPUT=1 shows the logs.
+                    warnings.simplefilter("ignore", cl.CompilerWarning)
+                if device.cache_dir and device.facts.vendor != "oclgrind":
+                    cl_prg.build(options=list(options), cache_dir=device.cache_dir)
+                else:
+                    cl_prg.build(options=list(options))
         except cl.RuntimeError as exc:
             log = str(exc)
             excerpt = _source_excerpt(source, log)
