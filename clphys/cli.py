@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import warnings
 
@@ -44,7 +45,8 @@ def _info_one() -> int:
                    else "usable" if st.usable else f"NOT USABLE: {st.reason}")
         print(f"  device {f.index}: {f.name} [{kind}] driver {f.driver}")
         print(f"    {verdict}")
-        print(f"    vendor={f.vendor} fp64={f.fp64} compute_units={f.compute_units} "
+        print(f"    vendor={f.vendor} fp64={'yes' if f.fp64 else 'no (float32 paths)'} "
+              f"compute_units={f.compute_units} "
               f"max_work_group={f.max_work_group} wg_multiple={f.wg_multiple}")
         print(f"    local_mem={f.local_mem // 1024} KiB global_mem={f.global_mem / 2**30:.1f} GiB "
               f"max_alloc={f.max_alloc / 2**30:.1f} GiB cache_id={f.cache_id}")
@@ -117,6 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if not os.environ.get("PYOPENCL_COMPILER_OUTPUT"):
+        # Some runtimes (Intel's CPU runtime) log every build: PyOpenCL's warning about
+        # it would follow every command. PYOPENCL_COMPILER_OUTPUT=1 shows the logs.
+        import pyopencl as cl
+        warnings.filterwarnings("ignore", category=cl.CompilerWarning)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -142,7 +149,6 @@ def main(argv=None) -> int:
     # the other ranks work silently (rank 0 prints and writes); errors only they
     # have still show, and end the job rather than leave rank 0 waiting
     import contextlib
-    import os
     with open(os.devnull, "w") as null, contextlib.redirect_stdout(null), contextlib.redirect_stderr(null):
         status, message = _run(args, quiet=True)
     if message:
@@ -211,7 +217,6 @@ def _name(args) -> str:
 
 
 def _silence_stdout():
-    import os
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

@@ -181,6 +181,7 @@ def _pytest(args, **env):
     full = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(TESTS), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep), **env)
     full.pop("CLPHYS_TEST_DEVICES", None)
+    full.pop("CLPHYS_PORTABILITY_DEVICES", None)
     full.update({k: v for k, v in env.items()})
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "plugin_unknown_cpu", "-p", "no:cacheprovider",
                            *args], capture_output=True, text=True, env=full, cwd=TESTS.parent)

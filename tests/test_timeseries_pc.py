@@ -20,14 +20,14 @@ def series(kind, n, seed=1):
     return rng.standard_normal(n)
 
 
-def check(result, ref, atol=1e-5):
-    """Ξ to `atol` (the issue asks 1e-4); sums relative to their scale; counts exactly."""
+def check(result, ref, atol=1e-5, sums=1e-6):
+    """Ξ to `atol` (the issue asks 1e-4); sums to `sums` of their scale; counts exactly."""
     ok = ~np.isnan(ref.Xi)
     np.testing.assert_array_equal(np.isnan(result.Xi), ~ok)
     np.testing.assert_allclose(result.Xi[ok], ref.Xi[ok], rtol=0, atol=atol)
     scale = max(ref.norm.max(), 1e-300)
-    np.testing.assert_allclose(result.xi, ref.xi, rtol=0, atol=1e-6 * scale)
-    np.testing.assert_allclose(result.norm, ref.norm, rtol=0, atol=1e-6 * scale)
+    np.testing.assert_allclose(result.xi, ref.xi, rtol=0, atol=sums * scale)
+    np.testing.assert_allclose(result.norm, ref.norm, rtol=0, atol=sums * scale)
     for name in ("skipped_current", "skipped_history", "pairs"):
         np.testing.assert_array_equal(getattr(result, name), getattr(ref, name), err_msg=name)
 
@@ -57,9 +57,10 @@ def test_against_reference(device, kind, acc):
     ref = pattern_conformity_numpy(p, 6, 5, 100.0, 150)
     check(pattern_conformity(p, 6, 5, 100.0, 150, device=device, _accumulate=acc), ref)
     # several launches and tiles, partial work groups, the launch slots reused, native_exp
+    # (its accuracy is the implementation's: Intel's CPU runtime, 2026.2, ~3e-5 relative)
     tuning = PatternTuning(wg=8, tb=16, launch_pairs=40_000, exp="native_exp")
     check(pattern_conformity(p, 6, 5, 100.0, 150, device=device, _accumulate=acc,
-                             _tuning=tuning), ref)
+                             _tuning=tuning), ref, sums=1e-4)
 
 
 @pytest.mark.slow

@@ -9,9 +9,11 @@
 ##         mfix   (optional, default 0) a fixed Δt⁻ = mfix compiled in (one launch per Δt⁻,
 ##                grid axis 1 of size 1; the windows' loops need no run-time guards);
 ##                0: Δt⁻ = group id 1 + 1, every Δt⁻ in one launch
-##         qform  (optional) "plain" (default) | "mad": Q's terms with mad() (Q needs no
-##                exact rounding; only the sign decisions do) | "fast": mad() and
-##                native_recip for the historical range
+##         qform  (optional) "plain" (default) | "mad": Q's terms as multiply-adds, by fma()
+##                (correctly rounded: mad()'s rounding is the implementation's, and Intel's
+##                CPU runtime 2026.2 rounded it differently in the per-Δt⁻ and the single
+##                program, so their sums differed) | "fast": the same and native_recip for
+##                the historical range
 ##         sign   (optional) "sub" (default): sgn of b - K; "cmp": b compared with K (the
 ##                same decision: b - K rounds to 0 only when b == K, barring flushed
 ##                subnormals), one instruction less per Δt⁺
@@ -123,7 +125,7 @@
         """Q's terms θ = 2 .. m into acc(θ) (d(θ): the expression of d_θ), by guards or by
         a switch on m that falls through (qsw)."""
         pad = " " * indent
-        term = lambda t: "{ const float d = %s; %s = mad(d, d, %s); }" % (d(t), acc(t), acc(t))
+        term = lambda t: "{ const float d = %s; %s = fma(d, d, %s); }" % (d(t), acc(t), acc(t))
         if qsw:
             return "\n".join([pad + "switch (m) {"]
                              + [pad + "case %du: " % t + term(t) for t in reversed(TH[1:])]
@@ -336,8 +338,8 @@ ${q_terms(lambda t: "c%d - (%s - lh) * irh" % (t, names[M - t]), 16)}
 %     else:
                 // two partial sums: half the dependent chain
                 float s0, s1 = 0.0f;
-                { const float d = mad(lh - ${names[M - 1]}, irh, c1); s0 = d * d; }
-${q_terms(lambda t: "mad(lh - %s, irh, c%d)" % (names[M - t], t), 16, acc=lambda t: "s%d" % (t % 2))}
+                { const float d = fma(lh - ${names[M - 1]}, irh, c1); s0 = d * d; }
+${q_terms(lambda t: "fma(lh - %s, irh, c%d)" % (names[M - t], t), 16, acc=lambda t: "s%d" % (t % 2))}
                 const float s = s0 + s1;
 %     endif
                 // no branch around the exponential (s is finite: irh = 0 for a zero range)
@@ -413,10 +415,10 @@ ${q_terms(lambda t: "c%d - phn[%du + j]" % (t, (t - 1) * NPOS), 16)}
                 const float irh = 1.0f / rh;
 % endif
 % if qform in ("mad", "fast"):
-                float d = mad(lh - h1, irh, c1);
+                float d = fma(lh - h1, irh, c1);
                 float s = d * d;
 %   for t in TH[1:]:
-                if (${guard(t)}) { d = mad(lh - h${t}, irh, c${t}); s = mad(d, d, s); }
+                if (${guard(t)}) { d = fma(lh - h${t}, irh, c${t}); s = fma(d, d, s); }
 %   endfor
 % else:
                 float d = c1 - (h1 - lh) * irh;

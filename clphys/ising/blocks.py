@@ -237,6 +237,18 @@ class BlocksBackend:
         if nbytes > dev.facts.max_alloc:
             raise ValueError(f"{R} replicas of {Lx}x{Ly} need {nbytes} bytes of spins; "
                              f"{dev.name} allows {dev.facts.max_alloc} per buffer")
+        sweep_name = "ising_blocks_sweep_lcg" if self.rng == "halfbit-lcg" else "ising_blocks_sweep_philox"
+        self._prg = dev.build("ising/blocks.cl", W=W, H=H, rng=self.rng, unroll=self.unroll)
+        # Registers can cap a kernel's work group below the device maximum (Mesa
+        # rusticl 22.3 on llvmpipe: 32 for the sweep): the default tile then shrinks to fit.
+        cap = min(getattr(self._prg, name).work_group_limit(dev) for name in (sweep_name, "ising_blocks_sums_partial"))
+        if tile is None and cap < W * H // 64:
+            self.tile = W, H = default_tile(self.shape, cap, 128 if dev.facts.is_gpu else 64)
+            self._prg = dev.build("ising/blocks.cl", W=W, H=H, rng=self.rng, unroll=self.unroll)
+            cap = min(getattr(self._prg, name).work_group_limit(dev) for name in (sweep_name, "ising_blocks_sums_partial"))
+        if cap < W * H // 64:
+            raise ValueError(f"a {W}x{H} tile needs {W * H // 64} work items per group; "
+                             f"the kernels allow {cap} on {dev.name}: choose a smaller tile")
         g = _geometry(W, H)
         self._ipg = g["IPG"]
         self._ntx, self._nty = Lx // W, Ly // H
@@ -245,15 +257,6 @@ class BlocksBackend:
         self._thr_host = None
 
         ctx, mf = dev.context, cl.mem_flags
-        self._prg = dev.build("ising/blocks.cl", W=W, H=H, rng=self.rng, unroll=self.unroll)
-        sweep_name = "ising_blocks_sweep_lcg" if self.rng == "halfbit-lcg" else "ising_blocks_sweep_philox"
-        for name in (sweep_name, "ising_blocks_sums_partial"):
-            # Registers can cap a kernel's work group below the device maximum.
-            cap = getattr(self._prg, name).work_group_limit(dev)
-            if cap < self._ipg:
-                which = f"the default tile {W}x{H} (tile=None)" if tile is None else f"a {W}x{H} tile"
-                raise ValueError(f"{which} needs {self._ipg} work items per group; {name} allows {cap} "
-                                 f"on {dev.name}: pass a smaller tile, e.g. tile={(W // 2, H) if W >= H else (W, H // 2)}")
         self._spins = cl.Buffer(ctx, mf.READ_WRITE, nbytes)
         self._thr = cl.Buffer(ctx, mf.READ_ONLY, R * 10 * 4)
         self._joint_prg, self._tables, self._plan = {}, {}, None

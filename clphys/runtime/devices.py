@@ -37,12 +37,12 @@ from dataclasses import dataclass
 
 import pyopencl as cl
 
-from ..errors import DeviceError
+from ..errors import DeviceError, Fp64Error
 from .mpi import local_rank, rank_cache_dir
 
 __all__ = ["DeviceFacts", "Device", "DeviceStatus", "devices", "device", "current_device",
            "resolve_device", "survey", "test_devices", "default_candidates", "nvidia_icd_hint",
-           "fake_facts", "pocl_fix"]
+           "fake_facts", "pocl_fix", "fp64_missing"]
 
 SIMULATOR_PLATFORMS = ("oclgrind",)
 
@@ -52,7 +52,7 @@ class DeviceFacts:
     """What templates may branch on. Frozen and hashable; never a device name.
 
     ``vendor`` is one of ``nvidia``, ``amd``, ``intel``, ``apple``, ``pocl``,
-    ``oclgrind``, ``other``. ``wg_multiple`` is the preferred work-group size
+    ``mesa`` (rusticl, clover: whatever hardware they drive), ``oclgrind``, ``other``. ``wg_multiple`` is the preferred work-group size
     multiple (warp or wavefront width). ``cache_id`` identifies the compiler
     target (platform, device, driver) for the program cache.
     """
@@ -78,6 +78,7 @@ def fake_facts(vendor: str, fp64: bool = True) -> DeviceFacts:
         "nvidia": (True, 1024, 32, 48 * 1024, 132),
         "amd": (True, 256, 64, 64 * 1024, 104),
         "intel": (True, 512, 16, 64 * 1024, 96),
+        "apple": (True, 256, 32, 32 * 1024, 10),
         "pocl": (False, 4096, 8, 512 * 1024, 2),
         "oclgrind": (False, 1024, 1, 32 * 1024, 1),
     }
@@ -94,7 +95,7 @@ def fake_facts(vendor: str, fp64: bool = True) -> DeviceFacts:
 def _vendor(platform: cl.Platform, dev: cl.Device) -> str:
     text = f"{platform.name} {platform.vendor} {dev.vendor}".lower()
     for key, names in (("oclgrind", ("oclgrind",)), ("pocl", ("portable computing", "pocl")),
-                       ("nvidia", ("nvidia",)), ("amd", ("advanced micro", "amd")),
+                       ("mesa", ("rusticl", "clover", "mesa")), ("nvidia", ("nvidia",)), ("amd", ("advanced micro", "amd")),
                        ("intel", ("intel",)), ("apple", ("apple",))):
         if any(n in text for n in names):
             return key
@@ -517,6 +518,17 @@ def test_devices() -> list[str]:
     if env:
         return [s.strip() for s in env.split(";") if s.strip()]
     return [s.facts.index for s in survey(include_simulators=False) if s.usable]
+
+
+def fp64_missing(device: "Device", what: str, instead: str) -> Fp64Error:
+    """The error for `what` (function and option, e.g. "hurst: method='fft'") on
+    `device`, which lacks fp64: it names `instead` and the visible devices with fp64."""
+    have = [f"{pi}:{di} {p.name.strip()} | {d.name.strip()}" for pi, p, di, d in _inventory()
+            if not _is_simulator(p) and "cl_khr_fp64" in d.extensions]
+    where = ("; or a device with fp64: " + "; ".join(have)) if have else \
+        " (no visible device has fp64: PoCL gives one on the CPU, pip install 'clphys[pocl]')"
+    return Fp64Error(f"{what} needs fp64 (double precision, cl_khr_fp64), which {device.name} lacks; "
+                     f"use {instead}{where}")
 
 
 _NVIDIA_LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pyopencl.array as cla
 
-from .devices import resolve_device
+from .devices import fp64_missing, resolve_device
 
 _CL_TYPES = {np.dtype(t): n for t, n in [
     (np.int8, "char"), (np.uint8, "uchar"), (np.int16, "short"), (np.uint16, "ushort"),
@@ -38,13 +38,13 @@ def reduce_sum(array, device=None, accumulate=None):
     if dtype not in _CL_TYPES:
         raise ValueError(f"reduce_sum: dtype must be one of {sorted(str(t) for t in _CL_TYPES)}, got {dtype}")
     if dtype == np.float64 and not dev.facts.fp64:
-        raise ValueError(f"reduce_sum: float64 input needs fp64, which {dev.name} lacks")
+        raise fp64_missing(dev, "reduce_sum: float64 input", "float32 input")
     if dtype.kind == "f":
         acc = accumulate or ("double" if dev.facts.fp64 else "compensated")
         if acc not in ("double", "compensated"):
             raise ValueError(f"reduce_sum: accumulate must be 'double' or 'compensated', got {acc!r}")
         if acc == "double" and not dev.facts.fp64:
-            raise ValueError(f"reduce_sum: accumulate='double' needs fp64, which {dev.name} lacks")
+            raise fp64_missing(dev, "reduce_sum: accumulate='double'", "accumulate='compensated'")
     else:
         if accumulate is not None:
             raise ValueError("reduce_sum: accumulate applies to float input only")

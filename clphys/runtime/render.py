@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,8 @@ from mako.lookup import TemplateLookup
 from ..errors import BuildError, DeviceError
 from .devices import DeviceFacts
 
-__all__ = ["kernel_dir", "render", "build", "Program", "launched_kernels", "template_names"]
+__all__ = ["kernel_dir", "render", "build", "Program", "launched_kernels", "kernels_launched_on",
+           "template_names"]
 
 
 def kernel_dir() -> Path:
@@ -61,7 +63,30 @@ def render(template: str, facts: DeviceFacts, **params) -> str:
     tpl = _get_lookup().get_template("/" + template.lstrip("/"))
     source = tpl.render(dev=facts, **params)
     check_vector_widths(template, source)
+    if not facts.fp64:
+        check_no_double(template, source)
     return source
+
+
+_DOUBLE = re.compile(r"\b(?:double\d*|cl_khr_fp64|convert_double\w*|as_double\d*)\b")
+
+
+def _code(source: str) -> str:
+    """`source` without its comments (their line breaks kept)."""
+    return re.sub(r"//[^\n]*|/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), source, flags=re.S)
+
+
+def check_no_double(template: str, source: str) -> None:
+    """No `double` (nor cl_khr_fp64) in a program for a device without fp64: such a
+    device refuses to build it (Mesa rusticl, most Intel, Apple and mobile GPUs).
+    Templates choose float and compensated sums from ``dev.fp64``; this catches one
+    that forgot."""
+    code = _code(source)
+    hit = _DOUBLE.search(code)
+    if hit:
+        line = code.count("\n", 0, hit.start()) + 1
+        raise ValueError(f"{template} rendered {hit.group(0)!r} (line {line}) for a device without "
+                         "fp64; its template must choose float or compensated sums from dev.fp64")
 
 
 # conversions to vectors of 512 bits or more (see check_vector_widths)
@@ -77,21 +102,26 @@ def check_vector_widths(template: str, source: str) -> None:
     (multispin's Philox lanes gave wrong spins).  Arithmetic on such vectors is no call
     and is fine.  build() also refuses any program whose build log reports such a call
     (ABI_WARNING)."""
-    code = re.sub(r"//[^\n]*|/\*.*?\*/", "", source, flags=re.S)
-    wide = _WIDE_CONVERT.search(code)
+    wide = _WIDE_CONVERT.search(_code(source))
     if wide:
         raise ValueError(f"{template} calls {wide.group(0).rstrip('( ')}, a built-in on a vector "
                          "of 512 bits or more, which gives wrong results on some PoCLs; widen and "
                          "narrow lane by lane in vector literals, as ising/common.cl's mulw does")
 
 
-_launched: set[str] = set()
+_launched: set[tuple[str, str, str]] = set()
 
 
 def launched_kernels() -> set[tuple[str, str]]:
     """(device vendor, kernel name) of every kernel launched in this process
     (for the test suite's Oclgrind coverage check)."""
-    return set(_launched)
+    return {(vendor, name) for vendor, name, _ in _launched}
+
+
+def kernels_launched_on(cache_id: str) -> set[str]:
+    """Names of the kernels launched in this process on the device whose facts
+    have `cache_id` (for the test suite's coverage checks per device)."""
+    return {name for _, name, cid in _launched if cid == cache_id}
 
 
 def _set_scalar(kernel, index, value):
@@ -120,8 +150,8 @@ class Kernel:
 
     __slots__ = ("name", "cl_kernel", "_tag", "_args")
 
-    def __init__(self, name, cl_kernel, vendor):
-        self.name, self.cl_kernel, self._tag = name, cl_kernel, (vendor, name)
+    def __init__(self, name, cl_kernel, vendor, cache_id=""):
+        self.name, self.cl_kernel, self._tag = name, cl_kernel, (vendor, name, cache_id)
         self._args = None
 
     def __call__(self, queue, global_size, local_size, *args, wait_for=None):
@@ -156,8 +186,8 @@ class Kernel:
 class Program:
     """A built program; its kernels are attributes (created once each)."""
 
-    def __init__(self, cl_program: cl.Program, source: str, vendor: str = ""):
-        self.cl_program, self.source, self.vendor = cl_program, source, vendor
+    def __init__(self, cl_program: cl.Program, source: str, vendor: str = "", cache_id: str = ""):
+        self.cl_program, self.source, self.vendor, self.cache_id = cl_program, source, vendor, cache_id
         self._kernels = {}
         self.kernel_names = [k for k in cl_program.get_info(cl.program_info.KERNEL_NAMES).split(";") if k]
 
@@ -165,7 +195,7 @@ class Program:
         if name.startswith("_") or name not in self.kernel_names:
             raise AttributeError(f"program has no kernel {name!r}; it has {self.kernel_names}")
         if name not in self._kernels:
-            self._kernels[name] = Kernel(name, getattr(self.cl_program, name), self.vendor)
+            self._kernels[name] = Kernel(name, getattr(self.cl_program, name), self.vendor, self.cache_id)
         return self._kernels[name]
 
     def instance(self, name) -> Kernel:
@@ -174,7 +204,7 @@ class Program:
         per set, so that a launch re-sets only what changes between its own
         launches (setting a buffer argument costs microseconds of host time)."""
         getattr(self, name)                       # the same checks
-        return Kernel(name, cl.Kernel(self.cl_program, name), self.vendor)
+        return Kernel(name, cl.Kernel(self.cl_program, name), self.vendor, self.cache_id)
 
 
 def _keep_source(template: str, source: str, digest: str):
@@ -255,10 +285,15 @@ def build(device, template: str, options=(), **params) -> Program:
                 cl_prg = cl.Program(cl._cl._Program(device.context, source))
             else:
                 cl_prg = cl.Program(device.context, source)
-            if device.cache_dir and device.facts.vendor != "oclgrind":
-                cl_prg.build(options=list(options), cache_dir=device.cache_dir)
-            else:
-                cl_prg.build(options=list(options))
+            with warnings.catch_warnings():
+                if not os.environ.get("PYOPENCL_COMPILER_OUTPUT"):
+                    # Intel's CPU runtime logs every build ("Compilation started ..."):
+                    # no warning on every command; PYOPENCL_COMPILER_OUTPUT=1 shows the logs.
+                    warnings.simplefilter("ignore", cl.CompilerWarning)
+                if device.cache_dir and device.facts.vendor != "oclgrind":
+                    cl_prg.build(options=list(options), cache_dir=device.cache_dir)
+                else:
+                    cl_prg.build(options=list(options))
         except cl.RuntimeError as exc:
             log = str(exc)
             excerpt = _source_excerpt(source, log)
@@ -270,5 +305,5 @@ def build(device, template: str, options=(), **params) -> Program:
         except cl.Error as exc:
             raise DeviceError(f"{device.name}: {exc}") from None
         _refuse_abi_mismatch(template, device, cl_prg)
-        prg = device.programs[key] = Program(cl_prg, source, device.facts.vendor)
+        prg = device.programs[key] = Program(cl_prg, source, device.facts.vendor, device.facts.cache_id)
     return prg

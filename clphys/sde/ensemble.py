@@ -30,7 +30,7 @@ import pyopencl.array as cla
 from .. import _validate as check
 from ..rng import chained_seeds, seed_key
 from ..errors import DeviceError
-from ..runtime import mpi, resolve_device, zeros
+from ..runtime import fp64_missing, mpi, resolve_device, zeros
 from ..runtime import work_group_size as _wg_size
 from ..runtime import checkpoint as ckpt
 from ..runtime.checkpoint import CheckpointError, check_arrays, load_checkpoint, save_checkpoint
@@ -493,7 +493,7 @@ class Ensemble:
         def pick_device():
             self.device = dev = resolve_device(device)
             if self.dtype == "float64" and not dev.facts.fp64:
-                raise ValueError(f"dtype='float64' needs fp64, which {dev.name} lacks; use 'float32'")
+                raise fp64_missing(dev, "sde.Ensemble: dtype='float64'", "dtype='float32'")
             if work_group_size is None:
                 return work_group_size_default(dev.facts, self.n_paths)
             wg = check.integer("work_group_size", work_group_size, 1, dev.facts.max_work_group)

@@ -34,7 +34,7 @@ import pyopencl.array as cla
 from .. import _validate as check
 from ..rng import seed_key
 from ..runtime import checkpoint as ckpt
-from ..runtime import resolve_device
+from ..runtime import fp64_missing, resolve_device
 from ..runtime import work_group_size as _wg_size
 from ..runtime import zeros
 from ..runtime.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
@@ -127,7 +127,7 @@ class Kuramoto:
                                  f"got shape {initial.shape}")
         self.device = dev = resolve_device(device)
         if self.dtype == "float64" and not dev.facts.fp64:
-            raise ValueError(f"dtype='float64' needs fp64, which {dev.name} lacks; use 'float32'")
+            raise fp64_missing(dev, "sde.Kuramoto: dtype='float64'", "dtype='float32'")
         if slices is not None:
             slices = check.integer("slices", slices, 1)
         if work_group_size is None:

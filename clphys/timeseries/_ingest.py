@@ -293,6 +293,11 @@ class Input:
             ybase, t_end = window[0], window[1]
         ends = (ylen if t_end is None else np.minimum(ylen, t_end)).astype(np.uint32)
         dummy = self._dummy()
+        if sums is None and self.layout in ("float", "real"):
+            # these layouts write every block's (Σ y, Σ y²) at sums[2 b], sums[2 b + 1]:
+            # room for them (the small dummy was written past its end; the Intel CPU
+            # runtime, whose buffers live in the host heap, then crashed)
+            sums = _common.work_array(self.dev, 2 * int(boff[-1]), self.acc).data
         # the small arrays once per call, not per segment of a streamed upload; a centre
         # already on the device (a buffer: a streamed batch's) as it is
         on_device = isinstance(centre, cl.MemoryObjectHolder)

@@ -23,7 +23,7 @@ import pyopencl.array as cla
 
 from .. import _validate
 from ..progress import Progress, check_progress
-from ..runtime import check_memory, items_that_fit, resolve_device, run_sliced, zeros
+from ..runtime import check_memory, fp64_missing, items_that_fit, resolve_device, run_sliced, zeros
 from ..runtime.memory import USABLE_FRACTION
 from . import _common, _fft, _finish
 from . import _ingest
@@ -1502,9 +1502,8 @@ def _fft_run(dev, b, max_lag, form, accumulate, transfer, progress, label, error
     E = len(b)
     f64 = _common.accumulator(dev, accumulate) == "double"
     if form == "msd" and not f64:
-        raise ValueError(f"method='fft' for hurst (S_2 from the autocorrelation sums) needs "
-                         f"fp64, which {dev.name} lacks (or is switched off); use "
-                         f"method='direct'")
+        raise fp64_missing(dev, "hurst: method='fft' (S_2 from the autocorrelation sums)",
+                           "method='direct'")
     real = "double" if f64 else "float"
     rsize = 8 if f64 else 4
     L = _fft.fft_length(int(b.lengths.max()), max_lag)

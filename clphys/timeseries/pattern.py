@@ -54,7 +54,7 @@ class PatternTuning:
     `launch_pairs`: about how many (t̂, Δt⁻, τ) triples one launch covers;
     `per_past`: one program per Δt⁻ (compiled in: no run-time guards on the window
     steps; max_past programs to build, one launch each) instead of one for all Δt⁻;
-    `qform`, `sign`: pattern.cl's variants ("mad": Q by mad(), "cmp": b compared with K;
+    `qform`, `sign`: pattern.cl's variants ("mad": Q by fma(), "cmp": b compared with K;
     the sign decisions stay exact); `pre`: each historical window normalised once per
     tile in local memory (pattern.cl), not by every item that reads it; `slide` = U > 0
     (a divisor of tb, excludes pre): each item slides the values around p(t̂ - τ) along τ
