@@ -1,0 +1,105 @@
+"""From F_q(s) and its delete-one-group jackknife values to the exponents and their errors,
+in NumPy (float64): the least-squares slopes h(q) of ln F_q against ln s over the fit range,
+tau(q) = q h(q) - 1, the singularity spectrum alpha = dtau/dq, f = q alpha - tau, each with
+the jackknife error of the whole chain (every group's values go through the same fits and
+derivatives, so the errors carry the correlations between scales and between q)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+# Jackknife groups: the segments of each direction (or the windows) of every scale are cut,
+# in order, into this many groups of consecutive ones (so group k covers about the k-th
+# sixteenth of the series at every scale); group k's values are the estimate without them.
+JACK_GROUPS = 16
+
+
+def slopes(log_s: np.ndarray, log_F: np.ndarray) -> np.ndarray:
+    """Least-squares slopes of log_F (..., n) against log_s (n,) along the last axis."""
+    x = log_s - log_s.mean()
+    return np.sum(x * (log_F - log_F.mean(axis=-1, keepdims=True)), axis=-1) / np.sum(x * x)
+
+
+def jackknife_error(full: np.ndarray, groups: np.ndarray, used: np.ndarray) -> np.ndarray:
+    """sqrt((G-1)/G Σ_k (θ_k - mean θ_k)²) over the groups k with used[k] (G of them) of
+    groups (K, ...); NaN with fewer than two.  (full: the shape of the result.)"""
+    g = groups[used]
+    n = g.shape[0]
+    if n < 2:
+        return np.full(np.shape(full), np.nan)
+    with np.errstate(invalid="ignore"):
+        return np.sqrt((n - 1) / n * np.sum((g - g.mean(axis=0)) ** 2, axis=0))
+
+
+def fill_groups(full: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Group values with NaN (a group without segments at that scale) replaced by the
+    full estimate: deleting an empty group changes nothing."""
+    return np.where(np.isnan(groups), full[None], groups)
+
+
+def exponents(scales, q, Fq, Fq_groups, fit):
+    """h, tau, alpha, f and their jackknife errors (dict of arrays over q) from Fq
+    (n_q, n_scales) and its group values (K, n_q, n_scales); `fit`: boolean mask of the
+    scales fitted.  alpha and f need >= 2 values of q (np.gradient along q), else NaN."""
+    q = np.asarray(q, dtype=np.float64)
+    log_s = np.log(np.asarray(scales, dtype=np.float64)[fit])
+    groups = fill_groups(Fq, Fq_groups)
+    first = np.flatnonzero(fit)[0]
+    used = ~np.all(np.isnan(Fq_groups[:, :, first]), axis=1)     # groups at the smallest scale
+    with np.errstate(divide="ignore", invalid="ignore"):
+        h = slopes(log_s, np.log(Fq[:, fit]))
+        hk = slopes(log_s, np.log(groups[:, :, fit]))
+    tau, tauk = q * h - 1.0, q[None] * hk - 1.0
+    out = {"h": (h, jackknife_error(h, hk, used)), "tau": (tau, jackknife_error(tau, tauk, used))}
+    if q.size >= 2:
+        alpha = np.gradient(tau, q)
+        alphak = np.gradient(tauk, q, axis=1)
+        f, fk = q * alpha - tau, q[None] * alphak - tauk
+        out["alpha"] = (alpha, jackknife_error(alpha, alphak, used))
+        out["f"] = (f, jackknife_error(f, fk, used))
+    else:
+        nan = np.full(q.shape, np.nan)
+        out["alpha"] = out["f"] = (nan, nan)
+    return out
+
+
+def fluctuation_errors(Fq, Fq_groups):
+    """Jackknife errors of F_q(s) per scale, over the groups that hold segments there."""
+    err = np.full(Fq.shape, np.nan)
+    for j in range(Fq.shape[-1]):
+        used = ~np.all(np.isnan(Fq_groups[:, :, j]), axis=1)
+        err[:, j] = jackknife_error(Fq[:, j], Fq_groups[:, :, j], used)
+    return err
+
+
+def fluctuations(qs, stats, qsum, mq, exps):
+    """F_q(s) and its group values from the device's sums (_dfa_device.DFAPlan.run_all):
+    stats (E, nsc, K, 5) = (segments, zero-variance ones, sum ln F², max, min), qsum
+    (E, nsc, K, nq) the sums of expm1(q/2 (ln F² - M_q)), mq (E, nsc, nq), exps (E,) the
+    scale 2^e the series were multiplied by.  Returns (Fq (E, nq, nsc), groups (E, K, nq,
+    nsc), zeros (E, nsc), counts (E, nsc)); a group without segments at a scale gives NaN,
+    and so does a moment over no segment."""
+    q = np.asarray(qs, dtype=np.float64)[None, None, :, None]       # (1, 1, nq, 1)
+    all_k, zero_k, ell_k = (np.moveaxis(stats[..., i], 2, 1)[:, :, None, :] for i in range(3))
+    nz_k = all_k - zero_k                                            # (E, K, 1, nsc)
+    S_k = np.moveaxis(qsum, (1, 2, 3), (3, 1, 2))                    # (E, K, nq, nsc)
+    M = np.moveaxis(mq, 1, 2)[:, None]                               # (E, 1, nq, nsc)
+    n_k = np.where(q > 0, all_k, nz_k)
+
+    def moment(n, S, L, nzero):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            power = np.exp(0.5 * M + np.log1p(S / n) / np.where(q == 0, 1.0, q))
+            logavg = np.exp(0.5 * L / nzero)
+        return np.where(n > 0, np.where(q == 0, logavg, power), np.nan)
+
+    n, S = n_k.sum(axis=1, keepdims=True), S_k.sum(axis=1, keepdims=True)
+    L, nz = ell_k.sum(axis=1, keepdims=True), nz_k.sum(axis=1, keepdims=True)
+    Fq = moment(n, S, L, nz)[:, 0]
+    groups = moment(n - n_k, S - S_k, L - ell_k, nz - nz_k)
+    groups = np.where(all_k > 0, groups, np.nan)
+    scale = np.ldexp(1.0, -np.asarray(exps, dtype=np.int64))
+    Fq = Fq * scale[:, None, None]
+    groups = groups * scale[:, None, None, None]
+    zeros = zero_k[:, :, 0, :].sum(axis=1).astype(np.int64)
+    counts = all_k[:, :, 0, :].sum(axis=1).astype(np.int64)
+    return Fq, groups, zeros, counts
