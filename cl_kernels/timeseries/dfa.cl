@@ -128,7 +128,9 @@ inline acc_t A_mul(const acc_t a, const acc_t b)
 }
 inline acc_t A_ldexp(const acc_t a, const int e) { return (float2)(ldexp(a.x, e), ldexp(a.y, e)); }
 inline float2 A_pair(const acc_t a) { return a; }
-inline ell_t A_ell(const acc_t a) { return a.x + a.y; }
+// hi + lo rounded once; as a dot product, as ingest.cl's ti_float (a.x + a.y crashed
+// Oclgrind's uninitialised-value checker)
+inline ell_t A_ell(const acc_t a) { return dot(a, (float2)(1.0f, 1.0f)); }
 inline ell_t A_log(const acc_t a) { return log(a.x) + a.y / a.x; }
 inline int A_le(const acc_t a, const acc_t b) { return a.x < b.x || (a.x == b.x && a.y <= b.y); }
 % endif
@@ -385,8 +387,10 @@ inline uint dfa_count(const uint n, const uint s)
 inline uint dfa_start(const uint n, const uint s, const uint v)
 {
 % if mode == "both":
+    // (n - ns s, not n % s: with both a division and a remainder of the same operands
+    // LLVM inserts a `freeze` instruction, which Oclgrind does not execute)
     const uint ns = n / s;
-    return v < ns ? v * s : n % s + (v - ns) * s;
+    return v < ns ? v * s : n - ns * s + (v - ns) * s;
 % elif mode == "sliding":
     return v;
 % else:
@@ -623,8 +627,9 @@ void dfa_log_stats(__global const ell_t *ell, __global const uint *len,
         o[3] = hi;
         o[4] = lo;
 % else:
-        o[3] = A_f(hi);
-        o[4] = A_f(lo);
+        // (vstore2: Oclgrind took a float2 built from a reduced float as uninitialised)
+        vstore2((float2)(hi, 0.0f), 3, (__global float *)o);
+        vstore2((float2)(lo, 0.0f), 4, (__global float *)o);
 % endif
     }
 }
