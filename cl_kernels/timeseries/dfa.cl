@@ -18,27 +18,40 @@
 ## run's first and last `run` values.  Every sum is in the accumulator type: double, or
 ## compensated (hi, lo) float pairs without fp64.
 ##
-## params: order  m, 0 .. 4 (the detrending polynomial)
+## params: part   "prep" (the profile and the blocks' channels), "fluct" (ln F^2 of the
+##                segments) or "reduce" (the sums per scale, q and jackknife group): three
+##                programs, so that each is built for the parameters it depends on only
+##         order  m, 0 .. 4 (the detrending polynomial; prep, fluct)
 ##         acc    "double" | "compensated"
-##         block  values per block (a power of two >= 16); wg: work group of the block
-##                kernels (a power of two dividing block); gwg: work group of the
-##                per-segment and reduction kernels (a power of two)
-##         run    starts per run of sliding windows (a power of two <= block), the run
-##                kernel's work group
+##         block  values per block (a power of two >= 16; prep, fluct)
+##         wg     work group of the prep kernels (a power of two dividing block)
+##         gwg    work group of the per-segment (fluct) and reduction kernels (a power of two)
+##         run    starts per run of sliding windows (a power of two, 2 .. block), the run
+##                kernel's work group (fluct)
 ##         mode   "forward" | "both" (forward, then backward segments aligned with the end)
-##                | "sliding" (every start)
+##                | "sliding" (every start) (fluct, reduce)
 ##         integrate  True: Y = sum (x - mean x) is built here from x (pairs); False: Y
-##                    is x itself (converted by ingest.cl into the Y rows)
-##         groups the jackknife groups K of the reductions
+##                    is x itself (converted by ingest.cl into the Y rows) (prep)
+##         groups the jackknife groups K of the reductions (reduce)
 <%namespace name="red" file="/common/reduce.cl"/>
 <%
     import math
-    if order not in range(5):
-        raise ValueError("dfa.cl: order must be 0 .. 4, got %r" % (order,))
+    if part not in ("prep", "fluct", "reduce"):
+        raise ValueError("dfa.cl: part must be 'prep', 'fluct' or 'reduce', got %r" % (part,))
     if acc not in ("double", "compensated"):
         raise ValueError("dfa.cl: acc must be 'double' or 'compensated', got %r" % (acc,))
     if acc == "double" and not dev.fp64:
         raise ValueError("dfa.cl: acc='double' on a device without fp64")
+    order = context.get("order", 0)         # (the reduce part does not use it)
+    if order not in range(5):
+        raise ValueError("dfa.cl: order must be 0 .. 4, got %r" % (order,))
+    block = context.get("block", 256)
+    wg = context.get("wg", 1)
+    gwg = context.get("gwg", 1)
+    run = context.get("run", 2)
+    mode = context.get("mode", "forward")
+    integrate = context.get("integrate", False)
+    groups = context.get("groups", 1)
     for name, v in (("block", block), ("wg", wg), ("gwg", gwg), ("run", run)):
         if v < 1 or v & (v - 1):
             raise ValueError("dfa.cl: %s must be a power of two, got %r" % (name, v))
@@ -49,6 +62,9 @@
     if groups < 1:
         raise ValueError("dfa.cl: groups must be >= 1")
     f64 = acc == "double"
+    # the zero-variance floor relative to the segment's mean square (see dfa_finish):
+    # well above the one-pass residual's rounding in the accumulator (2^-53 or ~2^-46)
+    zero_rel = -40 if f64 else -30
     M1 = order + 1                  # polynomial channels M_0 .. M_m
     CH = order + 2                  # ... and Q
     lb = block.bit_length() - 1
@@ -135,20 +151,37 @@ inline ell_t A_log(const acc_t a) { return log(a.x) + a.y / a.x; }
 inline int A_le(const acc_t a, const acc_t b) { return a.x < b.x || (a.x == b.x && a.y <= b.y); }
 % endif
 
-${red.wg_reduce("dfa_a_", "acc_t", gwg, "return A_add(a, b);")}
-${red.wg_reduce("dfa_u_", "uint", gwg, "return a + b;")}
-${red.wg_reduce("dfa_mx_", "ell_t", gwg, "return fmax(a, b);")}
-${red.wg_reduce("dfa_mn_", "ell_t", gwg, "return fmin(a, b);")}
-% if wg != gwg:
-${red.wg_reduce("dfa_b_", "acc_t", wg, "return A_add(a, b);")}
-% else:
-#define dfa_b_wg_reduce dfa_a_wg_reduce
-% endif
-
+<%def name="reduce_channels(name, size, CH)">
+// Sums the channels c[0 .. CH) over the work group (`size` items) in one tree: every item
+// gets the totals (scratch: CH x size accumulators; one barrier per level for all).
+inline void ${name}(acc_t *c, const uint lid, __local acc_t *scratch)
+{
+% for i in range(CH):
+    scratch[${i * size}u + lid] = c[${i}];
+% endfor
+    barrier(CLK_LOCAL_MEM_FENCE);
+% for off in [size >> k for k in range(1, size.bit_length()) if size >> k]:
+    if (lid < ${off}u) {
+%   for i in range(CH):
+        scratch[${i * size}u + lid] = A_add(scratch[${i * size}u + lid], scratch[${i * size + off}u + lid]);
+%   endfor
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+% endfor
+% for i in range(CH):
+    c[${i}] = scratch[${i * size}u];
+% endfor
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+</%def>
 #define DFA_CH ${CH}
 #define DFA_M1 ${M1}
 #define DFA_BLOCK ${block}u
 #define DFA_NC ${M1 * M1 + 1}          // constants per scale: C, then 1/s
+
+% if part == "prep":
+${red.wg_reduce("dfa_b_", "acc_t", wg, "return A_add(a, b);")}
+${reduce_channels("dfa_reduce_wg", wg, CH)}
 
 // The series of global block g: the e with boff[e] <= g < boff[e + 1].
 inline uint dfa_series(__global const uint *boff, const uint nseries, const uint g)
@@ -161,6 +194,9 @@ inline uint dfa_series(__global const uint *boff, const uint nseries, const uint
     return lo;
 }
 
+% endif
+% if part != "reduce":
+
 // Adds z^i y (i = 0 .. m) and y^2 to the channels c.
 inline void dfa_put(acc_t *c, const acc_t z, const acc_t y)
 {
@@ -172,6 +208,10 @@ inline void dfa_put(acc_t *c, const acc_t z, const acc_t y)
 % endfor
     c[${CH - 1}] = A_add(c[${CH - 1}], A_mul(y, y));
 }
+% endif
+% if part == "fluct":
+${reduce_channels("dfa_reduce_g", gwg, CH)}
+${reduce_channels("dfa_reduce_r", run, CH)}
 
 // Adds block b's channels (mom, block frame, level R_b = Y at the block's first value)
 // moved to the frame z = (2t - O) 2^-p and the level r: with t = t_b + j, z = alpha +
@@ -240,8 +280,9 @@ inline void dfa_range(acc_t *c, __global const float2 *Yr, __global const acc_t 
 }
 
 // ln F^2 of a segment of s values from its channels in its own frame (co: the scale's
-// constants C[k][i], k, i < M1, then 1/s) and level r; -INFINITY when F^2 is at most
-// 2^-80 of the mean of Y^2 over the segment (zero variance: below what the stored profile
+// constants C[k][i], k, i < M1, then 1/s) and level r; -INFINITY (zero variance) when F^2
+// is at most 2^${zero_rel} of the mean of (Y - r)^2 (what the one-pass residual Q - sum G^2
+// resolves in the accumulator) plus 2^-80 of the mean of Y^2 (what the stored profile
 // resolves).
 inline ell_t dfa_finish(const acc_t *c, __global const const_t *co, const acc_t r)
 {
@@ -257,15 +298,17 @@ inline ell_t dfa_finish(const acc_t *c, __global const const_t *co, const acc_t 
 % endfor
     const acc_t inv = A_c(co[${M1 * M1}]);
     const acc_t f2 = A_mul(rss, inv);
-    // mean of Y^2 = r^2 + 2 r M_0 / s + Q / s
-    const acc_t y2 = A_add(A_mul(r, r), A_mul(inv, A_add(c[${CH - 1}],
-                                                          A_mul(A_f(2.0f), A_mul(r, c[0])))));
-    if (A_le(f2, A_ldexp(y2, -80)))
+    // mean of (Y - r)^2 = Q / s; mean of Y^2 = r^2 + 2 r M_0 / s + Q / s
+    const acc_t q2 = A_mul(inv, c[${CH - 1}]);
+    const acc_t y2 = A_add(A_add(A_mul(r, r), q2), A_mul(inv, A_mul(A_f(2.0f), A_mul(r, c[0]))));
+    if (A_le(f2, A_add(A_ldexp(q2, ${zero_rel}), A_ldexp(y2, -80))))
         return -INFINITY;
     return A_log(f2);
 }
+% endif
+% if part == "prep":
 
-% if integrate:
+%   if integrate:
 // Per block g: the sum of its values x (pairs) into tot[g].
 __kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
 void dfa_block_totals(__global const float2 *x, __global const uint *len,
@@ -318,7 +361,7 @@ void dfa_levels(__global const acc_t *tot, __global const uint *len, __global co
     }
     if (lid == 0) delta[e] = d;
 }
-% endif
+%   endif
 
 // Per block g: (integrate) the profile Y(t) = lev[g] + sum_{t_b <= u <= t} (x(u) - delta)
 // written as pairs; then, from the stored pairs, the block's channels in its frame z_b =
@@ -329,13 +372,13 @@ void dfa_profile(__global const float2 *x, __global float2 *Y, __global const ui
                  __global const ulong *yoff, __global const uint *boff, const uint nseries,
                  __global const acc_t *lev, __global const acc_t *delta, __global acc_t *mom)
 {
-    __local acc_t scratch[${wg}];
+    __local acc_t scratch[${CH * wg}];
     const uint g = get_group_id(0), lid = get_local_id(0);
     const uint e = dfa_series(boff, nseries, g);
     const uint t0 = (g - boff[e]) << ${lb}u, n = len[e];
     const ulong row = yoff[e];
     const uint i0 = t0 + lid * ${per}u;          // this item's values [i0, i0 + per)
-% if integrate:
+%   if integrate:
     const acc_t d = delta[e];
     acc_t run = A_ZERO;
     for (uint i = i0; i < i0 + ${per}u && i < n; ++i) run = A_add(run, A_sub(A_p(x[row + i]), d));
@@ -355,7 +398,7 @@ void dfa_profile(__global const float2 *x, __global float2 *Y, __global const ui
         vstore2(A_pair(y), row + i, (__global float *)Y);
     }
     barrier(CLK_GLOBAL_MEM_FENCE);
-% endif
+%   endif
     const acc_t R = A_p(Y[row + t0]);
     acc_t c[DFA_CH];
 % for i in range(CH):
@@ -364,13 +407,15 @@ void dfa_profile(__global const float2 *x, __global float2 *Y, __global const ui
     for (uint i = i0; i < i0 + ${per}u && i < n; ++i)
         dfa_put(c, A_ldexp(A_l(2 * (long)(i - t0) - (long)(DFA_BLOCK - 1)), -${lb}),
                 A_sub(A_p(Y[row + i]), R));
-% for i in range(CH):
-    {
-        const acc_t v = dfa_b_wg_reduce(c[${i}], lid, scratch);
-        if (lid == 0) mom[(ulong)g * DFA_CH + ${i}] = v;
+    dfa_reduce_wg(c, lid, scratch);
+    if (lid == 0) {
+%   for i in range(CH):
+        mom[(ulong)g * DFA_CH + ${i}] = c[${i}];
+%   endfor
     }
-% endfor
 }
+% endif
+% if part == "fluct":
 
 // The segments (or windows) of scale s of series e: how many, and where segment v starts.
 inline uint dfa_count(const uint n, const uint s)
@@ -420,15 +465,7 @@ __kernel void dfa_fluct_items(__global const float2 *Y, __global const uint *len
     out[obase + (ulong)e * stride + v] = dfa_finish(c, co + (ulong)jc * DFA_NC, r);
 }
 
-// Reduces the channels over the work group; item 0 gets the totals.
-inline void dfa_reduce(acc_t *c, const uint lid, __local acc_t *scratch)
-{
-% for i in range(CH):
-    c[${i}] = dfa_a_wg_reduce(c[${i}], lid, scratch);
-% endfor
-}
-
-% if mode != "sliding":
+%   if mode != "sliding":
 // ln F^2 of segment v = group id 0 of scale s (more than `block` values) of series e =
 // group id 1, one work group each.
 __kernel __attribute__((reqd_work_group_size(${gwg}, 1, 1)))
@@ -438,7 +475,7 @@ void dfa_fluct_groups(__global const float2 *Y, __global const acc_t *mom,
                       const uint s, const int p, __global ell_t *out, const ulong obase,
                       const uint stride)
 {
-    __local acc_t scratch[${gwg}];
+    __local acc_t scratch[${CH * gwg}];
     const uint v = get_group_id(0), e = get_group_id(1), lid = get_local_id(0), n = len[e];
     // (no early return before the barriers of the reduction, even for the whole group:
     // PoCL then computed wrong sums)
@@ -452,10 +489,10 @@ void dfa_fluct_groups(__global const float2 *Y, __global const acc_t *mom,
 %   endfor
     dfa_range(c, Yr, mom, boff[e], n >> ${lb}u, a, active ? a + s : a, 2 * (long)a + s - 1, p,
               r, lid, ${gwg}u);
-    dfa_reduce(c, lid, scratch);
+    dfa_reduce_g(c, lid, scratch);
     if (active && lid == 0) out[obase + (ulong)e * stride + v] = dfa_finish(c, co + (ulong)jc * DFA_NC, r);
 }
-% else:
+%   else:
 // ln F^2 of the sliding windows of scale s (more than `block` values) of series e = group
 // id 1, starting at a0 + j, a0 = `run` x group id 0, item j each.  In the run's frame
 // (O = 2 a0 + run + s - 2, 2^pr >= s + run) and level r = Y(a0): window j is the suffix
@@ -469,7 +506,7 @@ void dfa_fluct_runs(__global const float2 *Y, __global const acc_t *mom,
                     const uint s, const int p, const int pr, __global ell_t *out,
                     const ulong obase, const uint stride)
 {
-    __local acc_t head[DFA_CH][${run}], tail[DFA_CH][${run}], scratch[${run}];
+    __local acc_t head[DFA_CH][${run}], tail[DFA_CH][${run}], scratch[${CH * run}];
     const uint j = get_local_id(0), e = get_group_id(1), n = len[e];
     const uint a0 = get_group_id(0) * ${run}u;
     const int active = a0 + s <= n;                  // (the whole group; no early return)
@@ -483,19 +520,7 @@ void dfa_fluct_runs(__global const float2 *Y, __global const acc_t *mom,
     // the middle, shared by the run's windows
     if (active)
         dfa_range(c, Yr, mom, boff[e], n >> ${lb}u, a0 + ${run}u, a0 + s, O, pr, r, j, ${run}u);
-    {
-        // (the run's work group is its own reduction group)
-%   for i in range(CH):
-        scratch[j] = c[${i}];
-        barrier(CLK_LOCAL_MEM_FENCE);
-        for (uint off = ${run // 2}u; off > 0; off >>= 1) {
-            if (j < off) scratch[j] = A_add(scratch[j], scratch[j + off]);
-            barrier(CLK_LOCAL_MEM_FENCE);
-        }
-        c[${i}] = scratch[0];
-        barrier(CLK_LOCAL_MEM_FENCE);
-%   endfor
-    }
+    dfa_reduce_r(c, j, scratch);
     // the head (stored reversed: its suffix sums become prefix sums) and the tail
     acc_t h[DFA_CH], t[DFA_CH];
 %   for i in range(CH):
@@ -565,7 +590,10 @@ void dfa_fluct_runs(__global const float2 *Y, __global const acc_t *mom,
 %   endif
     out[obase + (ulong)e * stride + a0 + j] = dfa_finish(m, co + (ulong)jc * DFA_NC, r);
 }
+%   endif
 % endif
+% if part == "reduce":
+${red.wg_reduce("dfa_a_", "acc_t", gwg, "return A_add(a, b);")}
 
 // The segments of jackknife group k of scale s of series e: [lo, hi) of each direction
 // (dirs of them, the second at offset `second`).
@@ -591,8 +619,8 @@ void dfa_log_stats(__global const ell_t *ell, __global const uint *len,
                    const uint j0, __global acc_t *stats)
 {
     __local acc_t sa[${gwg}];
-    __local uint su[${gwg}];
-    __local ell_t se[${gwg}];
+    __local uint su[${2 * gwg}];
+    __local ell_t se[${2 * gwg}];
     const uint k = get_group_id(0), e = get_group_id(1), j = j0 + get_group_id(2);
     const uint lid = get_local_id(0), s = scales[j], n = len[e];
     const uint4 gr = dfa_group(n, s, k);
@@ -605,19 +633,36 @@ void dfa_log_stats(__global const ell_t *ell, __global const uint *len,
             const ell_t l = row[dir * gr.w + v];
             ++all;
             if (isinf(l)) { ++zero; continue; }
-% if f64:
+%   if f64:
             sum += l;
-% else:
+%   else:
             sum = A_add(sum, A_f(l));
-% endif
+%   endif
             hi = fmax(hi, l);
             lo = fmin(lo, l);
         }
-    all = dfa_u_wg_reduce(all, lid, su);
-    zero = dfa_u_wg_reduce(zero, lid, su);
-    sum = dfa_a_wg_reduce(sum, lid, sa);
-    hi = dfa_mx_wg_reduce(hi, lid, se);
-    lo = dfa_mn_wg_reduce(lo, lid, se);
+    // the five reductions in one tree
+    su[lid] = all;
+    su[${gwg}u + lid] = zero;
+    sa[lid] = sum;
+    se[lid] = hi;
+    se[${gwg}u + lid] = lo;
+    barrier(CLK_LOCAL_MEM_FENCE);
+%   for o in [gwg >> i for i in range(1, gwg.bit_length()) if gwg >> i]:
+    if (lid < ${o}u) {
+        su[lid] += su[lid + ${o}u];
+        su[${gwg}u + lid] += su[${gwg + o}u + lid];
+        sa[lid] = A_add(sa[lid], sa[lid + ${o}u]);
+        se[lid] = fmax(se[lid], se[lid + ${o}u]);
+        se[${gwg}u + lid] = fmin(se[${gwg}u + lid], se[${gwg + o}u + lid]);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+%   endfor
+    all = su[0];
+    zero = su[${gwg}u];
+    sum = sa[0];
+    hi = se[0];
+    lo = se[${gwg}u];
     if (lid == 0) {
         __global acc_t *o = stats + (((ulong)e * nscales + j) * ${groups}u + k) * 5;
         o[0] = A_l(all);
@@ -691,3 +736,4 @@ void dfa_q_sums(__global const ell_t *ell, __global const uint *len,
         }
     }
 }
+% endif

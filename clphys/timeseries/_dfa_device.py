@@ -76,10 +76,13 @@ class DFAPlan:
         self.acc = _common.accumulator(dev, accumulate)
         self.f64 = self.acc == "double"
         facts = dev.facts
-        top = _common.pow2_at_most(facts.max_work_group)
+        # work groups: their channel reductions keep (order + 2) accumulators per item in
+        # local memory; at most a quarter of it
+        room = _common.pow2_at_most(max(1, facts.local_mem // (4 * 8 * (self.order + 2))))
+        top = min(_common.pow2_at_most(facts.max_work_group), room)
         self.wg = min(BLOCK, top)
         self.gwg = min(256, top)
-        self.run = min(RUN, top)
+        self.run = min(RUN, top // 4 if top >= 8 else top)
         self.E = E = len(b)
         n = b.lengths
         self.nblocks = -(-n // BLOCK)
@@ -153,10 +156,14 @@ class DFAPlan:
             return a.astype(np.float64)
         return a[..., 0].astype(np.float64) + a[..., 1].astype(np.float64)
 
-    def program(self):
-        return self.dev.build("timeseries/dfa.cl", order=self.order, acc=self.acc, block=BLOCK,
-                              wg=self.wg, gwg=self.gwg, run=self.run, mode=self.mode,
-                              integrate=self.integrate, groups=JACK_GROUPS)
+    def program(self, part: str):
+        """dfa.cl's part "prep", "fluct" or "reduce", built for what it depends on."""
+        params = {"prep": dict(order=self.order, block=BLOCK, wg=self.wg,
+                               integrate=self.integrate),
+                  "fluct": dict(order=self.order, block=BLOCK, gwg=self.gwg, run=self.run,
+                                mode=self.mode),
+                  "reduce": dict(gwg=self.gwg, mode=self.mode, groups=JACK_GROUPS)}[part]
+        return self.dev.build("timeseries/dfa.cl", part=part, acc=self.acc, **params)
 
     # -- the run
 
@@ -167,7 +174,7 @@ class DFAPlan:
         ln F^2; see dfa.cl)."""
         dev, b, E = self.dev, self.b, self.E
         queue = dev.queue
-        prg = self.program()
+        prg = self.program("prep")
         arr = lambda host: _common.device_array(dev, np.ascontiguousarray(host),  # noqa: E731
                                                 blocking=False).data
         inp = _ingest.Input(dev, b, INGEST_SPAN, "float2", self.f64)
@@ -197,11 +204,12 @@ class DFAPlan:
                 xin, lv, dl = Y.data, dummy.data, dummy.data
             prg.dfa_profile(queue, (nb * self.wg,), (self.wg,), xin, Y.data, d_len, d_yoff,
                             d_boff, np.uint32(E), lv, dl, mom.data)
-            sums = self._scales(prg, Y, mom, d_len, d_yoff, d_boff, arr, progress, label)
+            sums = self._scales(Y, mom, d_len, d_yoff, d_boff, arr, progress, label)
         return sums + (np.asarray(exps, dtype=np.int64),)
 
-    def _scales(self, prg, Y, mom, d_len, d_yoff, d_boff, arr, progress, label):
+    def _scales(self, Y, mom, d_len, d_yoff, d_boff, arr, progress, label):
         dev, E, queue = self.dev, self.E, self.dev.queue
+        prg, red = self.program("fluct"), self.program("reduce")
         nsc, nq, K = len(self.scales), len(self.qs), JACK_GROUPS
         co = arr(self.constants())
         ell = _common.work_array(dev, max(1, self.ell_len), self.ell_dtype)
@@ -216,9 +224,9 @@ class DFAPlan:
 
         def reduce(j0, count):
             grid = (K * self.gwg, E, count)
-            prg.dfa_log_stats(queue, grid, (self.gwg, 1, 1), ell.data, d_len, d_sc, d_off,
+            red.dfa_log_stats(queue, grid, (self.gwg, 1, 1), ell.data, d_len, d_sc, d_off,
                               d_stride, np.uint32(E), np.uint32(nsc), np.uint32(j0), stats.data)
-            prg.dfa_q_sums(queue, grid, (self.gwg, 1, 1), ell.data, d_len, d_sc, d_off,
+            red.dfa_q_sums(queue, grid, (self.gwg, 1, 1), ell.data, d_len, d_sc, d_off,
                            d_stride, np.uint32(E), np.uint32(nsc), np.uint32(j0), stats.data,
                            d_qs, np.uint32(nq), qsum.data, mq.data)
 

@@ -27,8 +27,11 @@ def jackknife_error(full: np.ndarray, groups: np.ndarray, used: np.ndarray) -> n
     n = g.shape[0]
     if n < 2:
         return np.full(np.shape(full), np.nan)
-    with np.errstate(invalid="ignore"):
-        return np.sqrt((n - 1) / n * np.sum((g - g.mean(axis=0)) ** 2, axis=0))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        d = g - g.mean(axis=0)
+        top = np.max(np.abs(d), axis=0)             # (scaled: no overflow at any magnitude)
+        unit = np.where(top > 0, top, 1.0)
+        return unit * np.sqrt((n - 1) / n * np.sum((d / unit) ** 2, axis=0))
 
 
 def fill_groups(full: np.ndarray, groups: np.ndarray) -> np.ndarray:

@@ -144,9 +144,11 @@ def pattern_conformity_numpy(p, max_past, max_future, chi, max_history):
 DFASums = namedtuple("DFASums", "F2 zero starts")
 MFDFAReference = namedtuple("MFDFAReference", "Fq Fq_jack zeros counts")
 
-# A segment whose F²(v) is at most ZERO_FLOOR (Y(a)² + ⟨(Y - Y(a))²⟩) counts as having zero
-# variance (its detrended fluctuation is below 2^-40 of the profile's magnitude there).
-DFA_ZERO_FLOOR = 2.0 ** -80
+# A segment [a, a + s) counts as having zero variance when F²(v) <= f ⟨(Y - Y(a))²⟩ +
+# 2^-80 ⟨Y²⟩ (means over the segment): below what the device's one-pass fit resolves in its
+# accumulator (f = 2^-40 in double, 2^-30 in compensated float pairs: the key) and what its
+# float-pair profile resolves.
+DFA_ZERO_FLOORS = {"double": 2.0 ** -40, "compensated": 2.0 ** -30}
 
 
 def dfa_profile_numpy(x, integrate=True) -> np.ndarray:
@@ -155,7 +157,7 @@ def dfa_profile_numpy(x, integrate=True) -> np.ndarray:
     return np.cumsum(x - x.mean()) if integrate else x - x[0]
 
 
-def dfa_segment_starts(n, s, segments="both", overlap=False) -> np.ndarray:
+def dfa_segment_starts(n, s, segments="forward", overlap=False) -> np.ndarray:
     """Start times of the segments of length s of a profile of n values: every t
     (overlap), else the forward ones 0, s, .. (n // s of them) followed, for "both", by
     the backward ones n % s, n % s + s, .. (Kantelhardt's convention: the same number
@@ -167,10 +169,12 @@ def dfa_segment_starts(n, s, segments="both", overlap=False) -> np.ndarray:
     return forward if segments == "forward" else np.concatenate([forward, n % s + forward])
 
 
-def dfa_fluctuations_numpy(x, s, order=1, segments="both", overlap=False, integrate=True):
+def dfa_fluctuations_numpy(x, s, order=1, segments="forward", overlap=False, integrate=True,
+                           accumulate="double"):
     """:class:`DFASums`: F²(v), the mean squared residual of the least-squares polynomial
     of the given order fitted to the profile on each segment v (in the order of
-    :func:`dfa_segment_starts`), whether it counts as zero variance, and the starts."""
+    :func:`dfa_segment_starts`), whether it counts as zero variance (the floor of the
+    device's `accumulate`, see DFA_ZERO_FLOORS), and the starts."""
     Y = dfa_profile_numpy(x, integrate)
     starts = dfa_segment_starts(Y.size, s, segments, overlap)
     segs = Y[starts[:, None] + np.arange(s)[None, :]]
@@ -179,7 +183,8 @@ def dfa_fluctuations_numpy(x, s, order=1, segments="both", overlap=False, integr
     resid = segs - (segs @ basis) @ basis.T
     F2 = np.mean(resid * resid, axis=1)
     ref = segs[:, :1]
-    floor = DFA_ZERO_FLOOR * (ref[:, 0] ** 2 + np.mean((segs - ref) ** 2, axis=1))
+    floor = DFA_ZERO_FLOORS[accumulate] * np.mean((segs - ref) ** 2, axis=1) + \
+        2.0 ** -80 * np.mean(segs * segs, axis=1)
     return DFASums(F2, F2 <= floor, starts)
 
 
@@ -206,8 +211,8 @@ def _q_moment(F2, zero, q):
     return float(np.exp(0.5 * M) * np.mean(np.exp(0.5 * q * (ell - M))) ** (1.0 / q))
 
 
-def mfdfa_numpy(x, scales, q, order=2, segments="both", overlap=False, integrate=True,
-                blocks=16) -> MFDFAReference:
+def mfdfa_numpy(x, scales, q, order=2, segments="forward", overlap=False, integrate=True,
+                blocks=16, accumulate="double") -> MFDFAReference:
     """F_q(s) of MF-DFA by the definitions, in float64: F_q = ⟨F²(v)^(q/2)⟩^(1/q) over the
     segments, q = 0 by the logarithmic average exp(⟨ln F²(v)⟩ / 2), zero-variance segments
     excluded for q <= 0.  Returns :class:`MFDFAReference`: Fq (n_q, n_scales), the
@@ -220,7 +225,7 @@ def mfdfa_numpy(x, scales, q, order=2, segments="both", overlap=False, integrate
     zeros = np.zeros(scales.size, np.int64)
     counts = np.zeros(scales.size, np.int64)
     for j, s in enumerate(scales):
-        r = dfa_fluctuations_numpy(x, int(s), order, segments, overlap, integrate)
+        r = dfa_fluctuations_numpy(x, int(s), order, segments, overlap, integrate, accumulate)
         groups = dfa_jackknife_groups(r.starts.size if overlap else r.starts.size // (
             1 if segments == "forward" else 2), blocks)
         if not overlap and segments == "both":
