@@ -460,7 +460,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--scales", default=None,
                    help="segment lengths, comma-separated (default: one per octave, 10 .. N/4)")
     p.add_argument("--q", default=None, help="moments for --mf, comma-separated, increasing "
-                                             "(default -5, -4.5, .., 5)")
+                                             "(default -5, -4.5, .., 5); write --q=-2,0,2 "
+                                             "when the first is negative")
     p.add_argument("--segments", choices=("forward", "both"), default="forward",
                    help="forward segments only (default) or also from the end (Kantelhardt)")
     p.add_argument("--overlap", action="store_true", help="sliding windows: every start")
