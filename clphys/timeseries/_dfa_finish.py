@@ -20,59 +20,60 @@ def slopes(log_s: np.ndarray, log_F: np.ndarray) -> np.ndarray:
     return np.sum(x * (log_F - log_F.mean(axis=-1, keepdims=True)), axis=-1) / np.sum(x * x)
 
 
-def jackknife_error(full: np.ndarray, groups: np.ndarray, used: np.ndarray) -> np.ndarray:
-    """sqrt((G-1)/G Σ_k (θ_k - mean θ_k)²) over the groups k with used[k] (G of them) of
-    groups (K, ...); NaN with fewer than two.  (full: the shape of the result.)"""
-    g = groups[used]
-    n = g.shape[0]
-    if n < 2:
-        return np.full(np.shape(full), np.nan)
+def jackknife_error(groups: np.ndarray, used: np.ndarray, axis: int) -> np.ndarray:
+    """sqrt((G-1)/G Σ_k (θ_k - mean θ_k)²) over the groups k (along `axis` of groups)
+    where `used` (broadcastable) holds, G of them; NaN with fewer than two."""
+    used = np.broadcast_to(used, groups.shape)
+    n = used.sum(axis=axis, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
-        d = g - g.mean(axis=0)
-        top = np.max(np.abs(d), axis=0)             # (scaled: no overflow at any magnitude)
+        mean = np.where(used, groups, 0.0).sum(axis=axis, keepdims=True) / n
+        d = np.where(used, groups - mean, 0.0)
+        top = np.max(np.abs(d), axis=axis, keepdims=True)    # scaled: no overflow
         unit = np.where(top > 0, top, 1.0)
-        return unit * np.sqrt((n - 1) / n * np.sum((d / unit) ** 2, axis=0))
+        err = unit * np.sqrt((n - 1) / n * np.sum((d / unit) ** 2, axis=axis, keepdims=True))
+    return np.squeeze(np.where(n >= 2, err, np.nan), axis=axis)
 
 
 def fill_groups(full: np.ndarray, groups: np.ndarray) -> np.ndarray:
-    """Group values with NaN (a group without segments at that scale) replaced by the
-    full estimate: deleting an empty group changes nothing."""
-    return np.where(np.isnan(groups), full[None], groups)
+    """Group values (..., K, n_q, n_scales) with NaN (a group without segments at that
+    scale) replaced by the full estimate (..., n_q, n_scales): deleting an empty group
+    changes nothing."""
+    return np.where(np.isnan(groups), full[..., None, :, :], groups)
 
 
 def exponents(scales, q, Fq, Fq_groups, fit):
-    """h, tau, alpha, f and their jackknife errors (dict of arrays over q) from Fq
-    (n_q, n_scales) and its group values (K, n_q, n_scales); `fit`: boolean mask of the
-    scales fitted.  alpha and f need >= 2 values of q (np.gradient along q), else NaN."""
+    """h, tau, alpha, f and their jackknife errors (a dict of (value, error) arrays over q)
+    from Fq (..., n_q, n_scales) and its group values (..., K, n_q, n_scales); `fit`: the
+    boolean mask of the scales fitted.  The groups used are those with segments at the
+    smallest fitted scale.  alpha and f need >= 2 values of q (np.gradient along q), else
+    NaN.  Leading axes (series) are kept."""
     q = np.asarray(q, dtype=np.float64)
     log_s = np.log(np.asarray(scales, dtype=np.float64)[fit])
     groups = fill_groups(Fq, Fq_groups)
     first = np.flatnonzero(fit)[0]
-    used = ~np.all(np.isnan(Fq_groups[:, :, first]), axis=1)     # groups at the smallest scale
+    used = ~np.all(np.isnan(Fq_groups[..., first]), axis=-1)[..., None]   # (..., K, 1)
     with np.errstate(divide="ignore", invalid="ignore"):
-        h = slopes(log_s, np.log(Fq[:, fit]))
-        hk = slopes(log_s, np.log(groups[:, :, fit]))
-    tau, tauk = q * h - 1.0, q[None] * hk - 1.0
-    out = {"h": (h, jackknife_error(h, hk, used)), "tau": (tau, jackknife_error(tau, tauk, used))}
+        h = slopes(log_s, np.log(Fq[..., fit]))                          # (..., n_q)
+        hk = slopes(log_s, np.log(groups[..., fit]))                     # (..., K, n_q)
+    tau, tauk = q * h - 1.0, q * hk - 1.0
+    err = lambda vk: jackknife_error(vk, used, -2)                     # noqa: E731
+    out = {"h": (h, err(hk)), "tau": (tau, err(tauk))}
     if q.size >= 2:
-        alpha = np.gradient(tau, q)
-        alphak = np.gradient(tauk, q, axis=1)
-        f, fk = q * alpha - tau, q[None] * alphak - tauk
-        out["alpha"] = (alpha, jackknife_error(alpha, alphak, used))
-        out["f"] = (f, jackknife_error(f, fk, used))
+        alpha, alphak = np.gradient(tau, q, axis=-1), np.gradient(tauk, q, axis=-1)
+        f, fk = q * alpha - tau, q * alphak - tauk
+        out["alpha"] = (alpha, err(alphak))
+        out["f"] = (f, err(fk))
     else:
-        nan = np.full(q.shape, np.nan)
+        nan = np.full(h.shape, np.nan)
         out["alpha"] = out["f"] = (nan, nan)
     return out
 
 
 def fluctuation_errors(Fq, Fq_groups):
-    """Jackknife errors of F_q(s) per scale, over the groups that hold segments there."""
-    err = np.full(Fq.shape, np.nan)
-    for j in range(Fq.shape[-1]):
-        used = ~np.all(np.isnan(Fq_groups[:, :, j]), axis=1)
-        err[:, j] = jackknife_error(Fq[:, j], Fq_groups[:, :, j], used)
-    return err
+    """Jackknife errors of F_q(s) (..., n_q, n_scales) per scale, over the groups that hold
+    segments there."""
+    used = ~np.all(np.isnan(Fq_groups), axis=-2, keepdims=True)         # (..., K, 1, n_sc)
+    return jackknife_error(Fq_groups, used, -3)
 
 
 def fluctuations(qs, stats, qsum, mq, exps):

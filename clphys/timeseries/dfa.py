@@ -188,9 +188,8 @@ def _run(x, qs, scales, order, overlap, integrate, segments, fit_range, device, 
                       f"s = {int(scales[fit][j])} (no segment counts there): the exponents of "
                       "that q are NaN; choose fit_range without that scale", RuntimeWarning,
                       stacklevel=3)
-    F_err = np.stack([_dfa_finish.fluctuation_errors(Fq[e], groups[e]) for e in range(len(b))])
-    ex = [_dfa_finish.exponents(scales, qs, Fq[e], groups[e], fit) for e in range(len(b))]
-    exps = {key: tuple(np.stack([d[key][i] for d in ex]) for i in range(2)) for key in ex[0]}
+    F_err = _dfa_finish.fluctuation_errors(Fq, groups)
+    exps = _dfa_finish.exponents(scales, qs, Fq, groups, fit)
     used = scales[fit]
     return dict(b=b, scales=scales, Fq=Fq, Fq_err=F_err, exps=exps, labels=labels,
                 fit_range=(int(used[0]), int(used[-1])), order=order,
