@@ -12,8 +12,9 @@ import pytest
 
 from clphys.runtime import fake_facts, render
 from clphys.timeseries import ZeroVarianceWarning, dfa, mfdfa
-from clphys.timeseries._dfa_device import frame_exponent, gram_coefficients
-from clphys.timeseries._dfa_finish import fluctuation_errors
+from clphys.timeseries import _ingest
+from clphys.timeseries._dfa_device import DFAPlan, frame_exponent, gram_coefficients
+from clphys.timeseries._dfa_finish import fluctuation_errors, fluctuations
 from clphys.timeseries.dfa import DEFAULT_Q, default_scales
 from clphys.timeseries.reference import (dfa_fluctuations_numpy, mfdfa_numpy)
 
@@ -260,6 +261,16 @@ def test_kernels_oclgrind(oclgrind):
                   integrate=integrate, device=oclgrind, _accumulate=acc)
         ref = mfdfa_numpy(values, sc, q, 2, segments or "forward", overlap, integrate)
         np.testing.assert_allclose(m.Fq, ref.Fq, rtol=TOL[acc])
+    # the GPUs' shapes (the simulator is a CPU device): reduction trees of 64 items, one
+    # scale per work group, 8 moments per tree
+    b = _ingest.batch("x", x, 2, "")
+    for acc, mode in (("double", "both"), ("compensated", "sliding")):
+        plan = DFAPlan(oclgrind, b, sc, 1, mode, tuple(q), True, acc)
+        plan.gwg, plan.rwg, plan.scales_per_group, plan.qb = 64, 64, 1, 8
+        Fq = fluctuations(q, *plan.run_all())[0][0]
+        ref = mfdfa_numpy(x, sc, q, 1, "forward" if mode == "sliding" else mode,
+                          mode == "sliding", True)
+        np.testing.assert_allclose(Fq, ref.Fq, rtol=TOL[acc])
 
 
 @pytest.mark.parametrize("facts", [fake_facts(v, fp64) for v in ("nvidia", "amd", "pocl")
@@ -271,7 +282,8 @@ def test_template_renders(facts):
              for o in range(5) for i in (True, False)]
     cases += [("fluct", dict(order=o, block=256, gwg=128, run=64, mode=m))
               for o in range(5) for m in ("forward", "both", "sliding")]
-    cases += [("reduce", dict(gwg=128, mode=m, groups=16)) for m in ("forward", "both", "sliding")]
+    cases += [("reduce", dict(gwg=128, mode=m, groups=16, qb=qb))
+              for m in ("forward", "both", "sliding") for qb in (1, 8)]
     for part, params in cases:
         for acc in ("double", "compensated") if facts.fp64 else ("compensated",):
             src = render("timeseries/dfa.cl", facts, part=part, acc=acc, **params)

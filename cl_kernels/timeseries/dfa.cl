@@ -33,6 +33,7 @@
 ##         integrate  True: Y = sum (x - mean x) is built here from x (pairs); False: Y
 ##                    is x itself (converted by ingest.cl into the Y rows) (prep)
 ##         groups the jackknife groups K of the reductions (reduce)
+##         qb     moments q reduced per pass over the segments (reduce)
 <%namespace name="red" file="/common/reduce.cl"/>
 <%
     import math
@@ -52,6 +53,7 @@
     mode = context.get("mode", "forward")
     integrate = context.get("integrate", False)
     groups = context.get("groups", 1)
+    qb = context.get("qb", 1)
     for name, v in (("block", block), ("wg", wg), ("gwg", gwg), ("run", run)):
         if v < 1 or v & (v - 1):
             raise ValueError("dfa.cl: %s must be a power of two, got %r" % (name, v))
@@ -593,146 +595,161 @@ void dfa_fluct_runs(__global const float2 *Y, __global const acc_t *mom,
 %   endif
 % endif
 % if part == "reduce":
-${red.wg_reduce("dfa_a_", "acc_t", gwg, "return A_add(a, b);")}
-
 // The segments of jackknife group k of scale s of series e: [lo, hi) of each direction
-// (dirs of them, the second at offset `second`).
+// (.z of them, the second at offset .w).
 inline uint4 dfa_group(const uint n, const uint s, const uint k)
 {
-% if mode == "sliding":
+%   if mode == "sliding":
     const uint d = n >= s ? n - s + 1 : 0;
-% else:
+%   else:
     const uint d = n / s;
-% endif
+%   endif
     const uint lo = (uint)(((ulong)k * d) / ${groups}u);
     const uint hi = (uint)(((ulong)(k + 1) * d) / ${groups}u);
     return (uint4)(lo, hi, ${2 if mode == "both" else 1}u, d);
 }
 
-// Per (jackknife group k, series e, scale j0 + group id 2): over the group's segments,
-// stats[.. 5] = (segments, zero-variance segments, sum ln F^2, max ln F^2, min ln F^2), the
-// last three over the others; ell[off[j] + e stride[j] + v] holds ln F^2 (-inf: zero).
+## The scales of a work group: (k, e, b) takes [j0 + b per, min(j0 + (b + 1) per, jend)) (GPUs:
+## one scale each; CPUs: all, so that a call is a few work groups, not K x E x scales).
+<%def name="scales_of_group()">
+    const uint k = get_group_id(0), e = get_group_id(1), lid = get_local_id(0), n = len[e];
+    const uint jlo = j0 + get_group_id(2) * per, jhi = min(jlo + per, jend);
+</%def>
+
+// Per (jackknife group k, series e, scale j): over the group's segments, stats[e][j][k][.. 5]
+// = (segments, zero-variance segments, sum ln F^2, max ln F^2, min ln F^2), the last three
+// over the others; ell[off[j] + e stride[j] + v] holds ln F^2 (-inf: zero variance).
 __kernel __attribute__((reqd_work_group_size(${gwg}, 1, 1)))
 void dfa_log_stats(__global const ell_t *ell, __global const uint *len,
                    __global const uint *scales, __global const ulong *off,
-                   __global const uint *stride, const uint nseries, const uint nscales,
-                   const uint j0, __global acc_t *stats)
+                   __global const uint *stride, const uint nscales, const uint j0,
+                   const uint jend, const uint per, __global acc_t *stats)
 {
     __local acc_t sa[${gwg}];
     __local uint su[${2 * gwg}];
     __local ell_t se[${2 * gwg}];
-    const uint k = get_group_id(0), e = get_group_id(1), j = j0 + get_group_id(2);
-    const uint lid = get_local_id(0), s = scales[j], n = len[e];
-    const uint4 gr = dfa_group(n, s, k);
-    __global const ell_t *row = ell + off[j] + (ulong)e * stride[j];
-    uint all = 0, zero = 0;
-    acc_t sum = A_ZERO;
-    ell_t hi = -INFINITY, lo = INFINITY;
-    for (uint dir = 0; dir < gr.z; ++dir)
-        for (uint v = gr.x + lid; v < gr.y; v += ${gwg}u) {
-            const ell_t l = row[dir * gr.w + v];
-            ++all;
-            if (isinf(l)) { ++zero; continue; }
+${scales_of_group()}
+    for (uint j = jlo; j < jhi; ++j) {
+        const uint4 gr = dfa_group(n, scales[j], k);
+        __global const ell_t *row = ell + off[j] + (ulong)e * stride[j];
+        uint all = 0, zero = 0;
+        acc_t sum = A_ZERO;
+        ell_t hi = -INFINITY, lo = INFINITY;
+        for (uint dir = 0; dir < gr.z; ++dir)
+            for (uint v = gr.x + lid; v < gr.y; v += ${gwg}u) {
+                const ell_t l = row[dir * gr.w + v];
+                ++all;
+                if (isinf(l)) { ++zero; continue; }
 %   if f64:
-            sum += l;
+                sum += l;
 %   else:
-            sum = A_add(sum, A_f(l));
+                sum = A_add(sum, A_f(l));
 %   endif
-            hi = fmax(hi, l);
-            lo = fmin(lo, l);
-        }
-    // the five reductions in one tree
-    su[lid] = all;
-    su[${gwg}u + lid] = zero;
-    sa[lid] = sum;
-    se[lid] = hi;
-    se[${gwg}u + lid] = lo;
-    barrier(CLK_LOCAL_MEM_FENCE);
+                hi = fmax(hi, l);
+                lo = fmin(lo, l);
+            }
+        // the five reductions in one tree
+        su[lid] = all;
+        su[${gwg}u + lid] = zero;
+        sa[lid] = sum;
+        se[lid] = hi;
+        se[${gwg}u + lid] = lo;
+        barrier(CLK_LOCAL_MEM_FENCE);
 %   for o in [gwg >> i for i in range(1, gwg.bit_length()) if gwg >> i]:
-    if (lid < ${o}u) {
-        su[lid] += su[lid + ${o}u];
-        su[${gwg}u + lid] += su[${gwg + o}u + lid];
-        sa[lid] = A_add(sa[lid], sa[lid + ${o}u]);
-        se[lid] = fmax(se[lid], se[lid + ${o}u]);
-        se[${gwg}u + lid] = fmin(se[${gwg}u + lid], se[${gwg + o}u + lid]);
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
+        if (lid < ${o}u) {
+            su[lid] += su[lid + ${o}u];
+            su[${gwg}u + lid] += su[${gwg + o}u + lid];
+            sa[lid] = A_add(sa[lid], sa[lid + ${o}u]);
+            se[lid] = fmax(se[lid], se[lid + ${o}u]);
+            se[${gwg}u + lid] = fmin(se[${gwg}u + lid], se[${gwg + o}u + lid]);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
 %   endfor
-    all = su[0];
-    zero = su[${gwg}u];
-    sum = sa[0];
-    hi = se[0];
-    lo = se[${gwg}u];
-    if (lid == 0) {
-        __global acc_t *o = stats + (((ulong)e * nscales + j) * ${groups}u + k) * 5;
-        o[0] = A_l(all);
-        o[1] = A_l(zero);
-        o[2] = sum;
-% if f64:
-        o[3] = hi;
-        o[4] = lo;
-% else:
-        // (vstore2: Oclgrind took a float2 built from a reduced float as uninitialised)
-        vstore2((float2)(hi, 0.0f), 3, (__global float *)o);
-        vstore2((float2)(lo, 0.0f), 4, (__global float *)o);
-% endif
+        if (lid == 0) {
+            __global acc_t *o = stats + (((ulong)e * nscales + j) * ${groups}u + k) * 5;
+            o[0] = A_l(su[0]);
+            o[1] = A_l(su[${gwg}u]);
+            o[2] = sa[0];
+%   if f64:
+            o[3] = se[0];
+            o[4] = se[${gwg}u];
+%   else:
+            // (vstore2: Oclgrind took a float2 built from a reduced float as uninitialised)
+            vstore2((float2)(se[0], 0.0f), 3, (__global float *)o);
+            vstore2((float2)(se[${gwg}u], 0.0f), 4, (__global float *)o);
+%   endif
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
     }
 }
 
-// Per (group k, series e, scale j) as dfa_log_stats and each q of qs[0 .. nq): the sum over
-// the group's counted segments of expm1(q/2 (ln F^2 - M_q)), into qsum[e][j][k][iq], with
-// M_q (mq[e][j][iq], written by group 0) from all groups' stats: the mean of ln F^2, raised
+// Per (group k, series e, scale j) and each q of qs[0 .. nq): the sum over the group's
+// counted segments of expm1(q/2 (ln F^2 - M_q)), into qsum[e][j][k][iq], with M_q
+// (mq[e][j][iq], written by group 0) from all groups' stats: the mean of ln F^2, raised
 // (q > 0) or lowered (q < 0) as far as needed to keep every term below e^60.  Counted: all
 // segments for q > 0 (a zero-variance one adds expm1(-inf) = -1), the others for q < 0;
-// q = 0 needs only the stats.
+// q = 0 needs only the stats.  ${qb} moments per pass over the segments, reduced in one tree.
 __kernel __attribute__((reqd_work_group_size(${gwg}, 1, 1)))
 void dfa_q_sums(__global const ell_t *ell, __global const uint *len,
                 __global const uint *scales, __global const ulong *off,
-                __global const uint *stride, const uint nseries, const uint nscales,
-                const uint j0, __global const acc_t *stats, __global const ell_t *qs,
-                const uint nq, __global acc_t *qsum, __global ell_t *mq)
+                __global const uint *stride, const uint nscales, const uint j0,
+                const uint jend, const uint per, __global const acc_t *stats,
+                __global const ell_t *qs, const uint nq, __global acc_t *qsum,
+                __global ell_t *mq)
 {
-    __local acc_t sa[${gwg}];
-    const uint k = get_group_id(0), e = get_group_id(1), j = j0 + get_group_id(2);
-    const uint lid = get_local_id(0), s = scales[j], n = len[e];
-    const uint4 gr = dfa_group(n, s, k);
-    __global const ell_t *row = ell + off[j] + (ulong)e * stride[j];
-    __global const acc_t *st = stats + ((ulong)e * nscales + j) * ${groups}u * 5;
-    acc_t cnt = A_ZERO, sum = A_ZERO;
-    ell_t hi = -INFINITY, lo = INFINITY;
-    for (uint g = 0; g < ${groups}u; ++g) {
-        cnt = A_add(cnt, A_sub(st[5 * g], st[5 * g + 1]));
-        sum = A_add(sum, st[5 * g + 2]);
-        hi = fmax(hi, A_ell(st[5 * g + 3]));
-        lo = fmin(lo, A_ell(st[5 * g + 4]));
-    }
-    const ell_t mean = A_ell(cnt) > 0 ? A_ell(sum) / A_ell(cnt) : 0;
-    for (uint iq = 0; iq < nq; ++iq) {
-        const ell_t q = qs[iq];
-        ell_t M = mean;
-        if (A_ell(cnt) > 0) {
-            if (q > 0) M = fmax(mean, hi - 120 / q);
-            else if (q < 0) M = fmin(mean, lo - 120 / q);
+    __local acc_t sa[${qb * gwg}];
+${scales_of_group()}
+    for (uint j = jlo; j < jhi; ++j) {
+        const uint4 gr = dfa_group(n, scales[j], k);
+        __global const ell_t *row = ell + off[j] + (ulong)e * stride[j];
+        __global const acc_t *st = stats + ((ulong)e * nscales + j) * ${groups}u * 5;
+        acc_t cnt = A_ZERO, sum = A_ZERO;
+        ell_t hi = -INFINITY, lo = INFINITY;
+        for (uint g = 0; g < ${groups}u; ++g) {
+            cnt = A_add(cnt, A_sub(st[5 * g], st[5 * g + 1]));
+            sum = A_add(sum, st[5 * g + 2]);
+            hi = fmax(hi, A_ell(st[5 * g + 3]));
+            lo = fmin(lo, A_ell(st[5 * g + 4]));
         }
-        acc_t part = A_ZERO;
-        if (q != 0)
+        const int some = A_ell(cnt) > 0;
+        const ell_t mean = some ? A_ell(sum) / A_ell(cnt) : 0;
+        for (uint q0 = 0; q0 < nq; q0 += ${qb}u) {
+            ell_t q[${qb}], M[${qb}];
+            acc_t part[${qb}];
+            for (uint i = 0; i < ${qb}u; ++i) {
+                q[i] = q0 + i < nq ? qs[q0 + i] : 0;
+                M[i] = !some || q[i] == 0 ? mean : q[i] > 0 ? fmax(mean, hi - 120 / q[i])
+                                                             : fmin(mean, lo - 120 / q[i]);
+                part[i] = A_ZERO;
+            }
             for (uint dir = 0; dir < gr.z; ++dir)
                 for (uint v = gr.x + lid; v < gr.y; v += ${gwg}u) {
                     const ell_t l = row[dir * gr.w + v];
-                    if (isinf(l)) {
-                        if (q > 0) part = A_sub(part, A_f(1.0f));
-                        continue;
+                    const int flat = isinf(l);
+                    for (uint i = 0; i < ${qb}u; ++i) {
+                        if (q[i] == 0 || (flat && q[i] < 0)) continue;
+%   if f64:
+                        part[i] += flat ? -1.0 : expm1(0.5 * q[i] * (l - M[i]));
+%   else:
+                        part[i] = A_add(part[i], A_f(flat ? -1.0f : expm1(0.5f * q[i] * (l - M[i]))));
+%   endif
                     }
-% if f64:
-                    part += expm1(0.5 * q * (l - M));
-% else:
-                    part = A_add(part, A_f(expm1(0.5f * q * (l - M))));
-% endif
                 }
-        part = dfa_a_wg_reduce(part, lid, sa);
-        if (lid == 0) {
-            qsum[(((ulong)e * nscales + j) * ${groups}u + k) * nq + iq] = part;
-            if (k == 0) mq[((ulong)e * nscales + j) * nq + iq] = M;
+            for (uint i = 0; i < ${qb}u; ++i) sa[i * ${gwg}u + lid] = part[i];
+            barrier(CLK_LOCAL_MEM_FENCE);
+%   for o in [gwg >> i for i in range(1, gwg.bit_length()) if gwg >> i]:
+            if (lid < ${o}u)
+                for (uint i = 0; i < ${qb}u; ++i)
+                    sa[i * ${gwg}u + lid] = A_add(sa[i * ${gwg}u + lid], sa[i * ${gwg}u + lid + ${o}u]);
+            barrier(CLK_LOCAL_MEM_FENCE);
+%   endfor
+            if (lid == 0)
+                for (uint i = 0; i < ${qb}u && q0 + i < nq; ++i) {
+                    qsum[(((ulong)e * nscales + j) * ${groups}u + k) * nq + q0 + i] =
+                        sa[i * ${gwg}u];
+                    if (k == 0) mq[((ulong)e * nscales + j) * nq + q0 + i] = M[i];
+                }
+            barrier(CLK_LOCAL_MEM_FENCE);
         }
     }
 }

@@ -12,6 +12,7 @@ buffer).
 from __future__ import annotations
 
 import math
+import time
 from fractions import Fraction
 
 import numpy as np
@@ -24,6 +25,7 @@ from ._dfa_finish import JACK_GROUPS
 
 BLOCK = 256             # values per block of the profile (dfa.cl)
 RUN = 64                # sliding windows: starts per run (the run kernel's work group)
+Q_BATCH = 8             # moments q reduced per pass over the segments
 INGEST_SPAN = 4096      # values per block of the input checks (_ingest.Input)
 STAGING_SLACK = 9 / 8   # staging buffers are rounded up by at most 1/8 (_transfer.capacity)
 # The first time-bounded slice of scales covers about this many value visits (then
@@ -81,8 +83,18 @@ class DFAPlan:
         room = _common.pow2_at_most(max(1, facts.local_mem // (4 * 8 * (self.order + 2))))
         top = min(_common.pow2_at_most(facts.max_work_group), room)
         self.wg = min(BLOCK, top)
-        self.gwg = min(256, top)
+        # (PoCL runs a work group as a loop over its items: every level of a reduction tree
+        # costs a pass; on CPUs small groups for the segments, none for the reductions)
+        self.gwg = min(256 if facts.is_gpu else 32, top)
         self.run = min(RUN, top // 4 if top >= 8 else top)
+        # the reductions: Q_BATCH moments per pass (their tree: Q_BATCH x rwg accumulators);
+        # on CPUs one item per group, series and all the scales (a work group of 256 per
+        # group, series and scale cost PoCL 3-5 s for 64 series of 2^12, 64 items 1-2 s)
+        self.qb = min(Q_BATCH, _common.pow2_at_least(len(self.qs)))
+        lim = _common.pow2_at_most(max(1, facts.local_mem // (4 * 8 * self.qb)))
+        self.rwg = min(256, _common.pow2_at_most(facts.max_work_group), lim) \
+            if facts.is_gpu else 1
+        self.scales_per_group = 1 if facts.is_gpu else len(self.scales)
         self.E = E = len(b)
         n = b.lengths
         self.nblocks = -(-n // BLOCK)
@@ -162,18 +174,26 @@ class DFAPlan:
                                integrate=self.integrate),
                   "fluct": dict(order=self.order, block=BLOCK, gwg=self.gwg, run=self.run,
                                 mode=self.mode),
-                  "reduce": dict(gwg=self.gwg, mode=self.mode, groups=JACK_GROUPS)}[part]
+                  "reduce": dict(gwg=self.rwg, mode=self.mode, groups=JACK_GROUPS,
+                                 qb=self.qb)}[part]
         return self.dev.build("timeseries/dfa.cl", part=part, acc=self.acc, **params)
 
     # -- the run
 
-    def run_all(self, progress=None, transfer=None, label="dfa"):
+    def run_all(self, progress=None, transfer=None, label="dfa", marks=None):
         """Upload, check, profile, the segments of every scale and the reductions.  Returns
         (stats (E, nsc, K, 5), qsum (E, nsc, K, nq), mq (E, nsc, nq), exps (E,)) as
         float64 NumPy arrays (stats: segments, zero-variance ones, sum, max and min of
-        ln F^2; see dfa.cl)."""
+        ln F^2; see dfa.cl).  `marks` (the benchmark's): a list that gets (phase,
+        time.perf_counter()) after each phase, the queue finished there."""
         dev, b, E = self.dev, self.b, self.E
         queue = dev.queue
+
+        def mark(name):
+            if marks is not None:
+                queue.finish()
+                marks.append((name, time.perf_counter()))
+
         prg = self.program("prep")
         arr = lambda host: _common.device_array(dev, np.ascontiguousarray(host),  # noqa: E731
                                                 blocking=False).data
@@ -182,6 +202,7 @@ class DFAPlan:
         with _xfer.Staged(dev, nbytes, transfer or _xfer.default(dev, nbytes)) as st:
             inp.load(st)
             exps = inp.scales(inp.check())          # ValueError at the first NaN or inf
+            mark("upload and check")
             shift = np.ldexp(b.first_values(), exps)
             lengths = b.lengths.astype(np.uint32)
             d_len, d_yoff, d_boff = arr(lengths), arr(self.yoff), arr(self.boff)
@@ -204,10 +225,11 @@ class DFAPlan:
                 xin, lv, dl = Y.data, dummy.data, dummy.data
             prg.dfa_profile(queue, (nb * self.wg,), (self.wg,), xin, Y.data, d_len, d_yoff,
                             d_boff, np.uint32(E), lv, dl, mom.data)
-            sums = self._scales(Y, mom, d_len, d_yoff, d_boff, arr, progress, label)
+            mark("conversion and profile")
+            sums = self._scales(Y, mom, d_len, d_yoff, d_boff, arr, progress, label, mark)
         return sums + (np.asarray(exps, dtype=np.int64),)
 
-    def _scales(self, Y, mom, d_len, d_yoff, d_boff, arr, progress, label):
+    def _scales(self, Y, mom, d_len, d_yoff, d_boff, arr, progress, label, mark):
         dev, E, queue = self.dev, self.E, self.dev.queue
         prg, red = self.program("fluct"), self.program("reduce")
         nsc, nq, K = len(self.scales), len(self.qs), JACK_GROUPS
@@ -223,12 +245,13 @@ class DFAPlan:
         lw = min(64, self.gwg)
 
         def reduce(j0, count):
-            grid = (K * self.gwg, E, count)
-            red.dfa_log_stats(queue, grid, (self.gwg, 1, 1), ell.data, d_len, d_sc, d_off,
-                              d_stride, np.uint32(E), np.uint32(nsc), np.uint32(j0), stats.data)
-            red.dfa_q_sums(queue, grid, (self.gwg, 1, 1), ell.data, d_len, d_sc, d_off,
-                           d_stride, np.uint32(E), np.uint32(nsc), np.uint32(j0), stats.data,
-                           d_qs, np.uint32(nq), qsum.data, mq.data)
+            per = min(count, self.scales_per_group)
+            grid = (K * self.rwg, E, -(-count // per))
+            args = (ell.data, d_len, d_sc, d_off, d_stride, np.uint32(nsc), np.uint32(j0),
+                    np.uint32(j0 + count), np.uint32(per))
+            red.dfa_log_stats(queue, grid, (self.rwg, 1, 1), *args, stats.data)
+            red.dfa_q_sums(queue, grid, (self.rwg, 1, 1), *args, stats.data, d_qs,
+                           np.uint32(nq), qsum.data, mq.data)
 
         def advance(start, count):
             for j in range(start, start + count):
@@ -260,11 +283,13 @@ class DFAPlan:
         first = max(1, int(np.searchsorted(np.cumsum(visits), budget, side="right")))
         run_sliced(nsc, advance, queue, progress=progress, label=label,
                    what="scales of the fluctuation function", first=first)
+        mark("segments' fits")
         if not sliding:
             reduce(0, nsc)
         out = [np.empty(a.shape, a.dtype) for a in (stats, qsum, mq)]
         events = [cl.enqueue_copy(queue, h, d.data, is_blocking=False)
                   for h, d in zip(out, (stats, qsum, mq))]
         cl.wait_for_events(events)
+        mark("reductions and download")
         return (self._acc_host(out[0]), self._acc_host(out[1]), out[2].astype(np.float64))
 
