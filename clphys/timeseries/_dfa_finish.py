@@ -83,27 +83,33 @@ def fluctuations(qs, stats, qsum, mq, exps):
     scale 2^e the series were multiplied by.  Returns (Fq (E, nq, nsc), groups (E, K, nq,
     nsc), zeros (E, nsc), counts (E, nsc)); a group without segments at a scale gives NaN,
     and so does a moment over no segment."""
-    q = np.asarray(qs, dtype=np.float64)[None, None, :, None]       # (1, 1, nq, 1)
-    all_k, zero_k, ell_k = (np.moveaxis(stats[..., i], 2, 1)[:, :, None, :] for i in range(3))
-    nz_k = all_k - zero_k                                            # (E, K, 1, nsc)
-    S_k = np.moveaxis(qsum, (1, 2, 3), (3, 1, 2))                    # (E, K, nq, nsc)
-    M = np.moveaxis(mq, 1, 2)[:, None]                               # (E, 1, nq, nsc)
-    n_k = np.where(q > 0, all_k, nz_k)
-
-    def moment(n, S, L, nzero):
-        with np.errstate(divide="ignore", invalid="ignore"):
-            power = np.exp(0.5 * M + np.log1p(S / n) / np.where(q == 0, 1.0, q))
-            logavg = np.exp(0.5 * L / nzero)
-        return np.where(n > 0, np.where(q == 0, logavg, power), np.nan)
-
-    n, S = n_k.sum(axis=1, keepdims=True), S_k.sum(axis=1, keepdims=True)
-    L, nz = ell_k.sum(axis=1, keepdims=True), nz_k.sum(axis=1, keepdims=True)
-    Fq = moment(n, S, L, nz)[:, 0]
-    groups = moment(n - n_k, S - S_k, L - ell_k, nz - nz_k)
-    groups = np.where(all_k > 0, groups, np.nan)
-    scale = np.ldexp(1.0, -np.asarray(exps, dtype=np.int64))
-    Fq = Fq * scale[:, None, None]
-    groups = groups * scale[:, None, None, None]
-    zeros = zero_k[:, :, 0, :].sum(axis=1).astype(np.int64)
-    counts = all_k[:, :, 0, :].sum(axis=1).astype(np.int64)
-    return Fq, groups, zeros, counts
+    q = np.asarray(qs, dtype=np.float64)
+    E, nsc, K, _ = stats.shape
+    all_k, zero_k, ell_k = stats[..., 0:1], stats[..., 1:2], stats[..., 2:3]   # (E, nsc, K, 1)
+    nz_k = all_k - zero_k
+    log_scale = -np.log(2.0) * np.asarray(exps, dtype=np.float64)[:, None, None, None]
+    Fq = np.empty((E, nsc, 1, q.size))
+    groups = np.empty((E, nsc, K, q.size))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for sign, cols in ((1, np.flatnonzero(q > 0)), (-1, np.flatnonzero(q < 0))):
+            if not cols.size:
+                continue
+            n_k = all_k if sign > 0 else nz_k
+            S_k = qsum[..., cols]
+            n, S = n_k.sum(axis=2, keepdims=True), S_k.sum(axis=2, keepdims=True)
+            M, inv = 0.5 * mq[:, :, None, cols] + log_scale, 1.0 / q[cols]
+            Fq[..., cols] = np.where(n > 0, np.exp(M + np.log1p(S / n) * inv), np.nan)
+            m = n - n_k
+            groups[..., cols] = np.where((m > 0) & (all_k > 0),
+                                         np.exp(M + np.log1p((S - S_k) / m) * inv), np.nan)
+        zero_q = np.flatnonzero(q == 0)
+        if zero_q.size:
+            n, L = nz_k.sum(axis=2, keepdims=True), ell_k.sum(axis=2, keepdims=True)
+            Fq[..., zero_q] = np.where(n > 0, np.exp(0.5 * L / n + log_scale), np.nan)
+            m = n - nz_k
+            groups[..., zero_q] = np.where((m > 0) & (all_k > 0),
+                                           np.exp(0.5 * (L - ell_k) / m + log_scale), np.nan)
+    zeros = zero_k[..., 0].sum(axis=2).astype(np.int64)
+    counts = all_k[..., 0].sum(axis=2).astype(np.int64)
+    return (np.ascontiguousarray(Fq[:, :, 0].transpose(0, 2, 1)),
+            np.ascontiguousarray(groups.transpose(0, 2, 3, 1)), zeros, counts)
