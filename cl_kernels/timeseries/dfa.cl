@@ -609,11 +609,14 @@ inline uint4 dfa_group(const uint n, const uint s, const uint k)
     return (uint4)(lo, hi, ${2 if mode == "both" else 1}u, d);
 }
 
-## The scales of a work group: (k, e, b) takes [j0 + b per, min(j0 + (b + 1) per, jend)) (GPUs:
-## one scale each; CPUs: all, so that a call is a few work groups, not K x E x scales).
+## The work of a work group (a, e, b): the groups k in [a kper, (a + 1) kper) and the scales
+## [j0 + b per, min(j0 + (b + 1) per, jend)) of series e (GPUs: one group and one scale each;
+## CPUs: all of them, so that a call is one work group per series, not K x E x scales).
 <%def name="scales_of_group()">
-    const uint k = get_group_id(0), e = get_group_id(1), lid = get_local_id(0), n = len[e];
+    const uint e = get_group_id(1), lid = get_local_id(0), n = len[e];
     const uint jlo = j0 + get_group_id(2) * per, jhi = min(jlo + per, jend);
+    const uint klo = get_group_id(0) * kper;
+    for (uint k = klo; k < klo + kper; ++k)
 </%def>
 
 // Per (jackknife group k, series e, scale j): over the group's segments, stats[e][j][k][.. 5]
@@ -623,7 +626,7 @@ __kernel __attribute__((reqd_work_group_size(${gwg}, 1, 1)))
 void dfa_log_stats(__global const ell_t *ell, __global const uint *len,
                    __global const uint *scales, __global const ulong *off,
                    __global const uint *stride, const uint nscales, const uint j0,
-                   const uint jend, const uint per, __global acc_t *stats)
+                   const uint jend, const uint per, const uint kper, __global acc_t *stats)
 {
     __local acc_t sa[${gwg}];
     __local uint su[${2 * gwg}];
@@ -693,9 +696,9 @@ __kernel __attribute__((reqd_work_group_size(${gwg}, 1, 1)))
 void dfa_q_sums(__global const ell_t *ell, __global const uint *len,
                 __global const uint *scales, __global const ulong *off,
                 __global const uint *stride, const uint nscales, const uint j0,
-                const uint jend, const uint per, __global const acc_t *stats,
-                __global const ell_t *qs, const uint nq, __global acc_t *qsum,
-                __global ell_t *mq)
+                const uint jend, const uint per, const uint kper,
+                __global const acc_t *stats, __global const ell_t *qs, const uint nq,
+                __global acc_t *qsum, __global ell_t *mq)
 {
     __local acc_t sa[${qb * gwg}];
 ${scales_of_group()}

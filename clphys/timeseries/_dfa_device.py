@@ -88,13 +88,16 @@ class DFAPlan:
         self.gwg = min(256 if facts.is_gpu else 32, top)
         self.run = min(RUN, top // 4 if top >= 8 else top)
         # the reductions: Q_BATCH moments per pass (their tree: Q_BATCH x rwg accumulators);
-        # on CPUs one item per group, series and all the scales (a work group of 256 per
-        # group, series and scale cost PoCL 3-5 s for 64 series of 2^12, 64 items 1-2 s)
+        # on CPUs one item per series for all its groups and scales (a work group of 256
+        # per group, series and scale cost PoCL 3-5 s for 64 series of 2^12, 64 items 1-2 s)
         self.qb = min(Q_BATCH, _common.pow2_at_least(len(self.qs)))
         lim = _common.pow2_at_most(max(1, facts.local_mem // (4 * 8 * self.qb)))
         self.rwg = min(256, _common.pow2_at_most(facts.max_work_group), lim) \
             if facts.is_gpu else 1
         self.scales_per_group = 1 if facts.is_gpu else len(self.scales)
+        # (CPUs: jackknife groups per work group such that there are still ~4 per core)
+        self.groups_per_item = 1 if facts.is_gpu else _common.pow2_at_most(
+            max(1, min(JACK_GROUPS, JACK_GROUPS * len(b) // (4 * facts.compute_units))))
         self.E = E = len(b)
         n = b.lengths
         self.nblocks = -(-n // BLOCK)
@@ -246,9 +249,10 @@ class DFAPlan:
 
         def reduce(j0, count):
             per = min(count, self.scales_per_group)
-            grid = (K * self.rwg, E, -(-count // per))
+            kper = self.groups_per_item
+            grid = (K // kper * self.rwg, E, -(-count // per))
             args = (ell.data, d_len, d_sc, d_off, d_stride, np.uint32(nsc), np.uint32(j0),
-                    np.uint32(j0 + count), np.uint32(per))
+                    np.uint32(j0 + count), np.uint32(per), np.uint32(kper))
             red.dfa_log_stats(queue, grid, (self.rwg, 1, 1), *args, stats.data)
             red.dfa_q_sums(queue, grid, (self.rwg, 1, 1), *args, stats.data, d_qs,
                            np.uint32(nq), qsum.data, mq.data)
