@@ -765,7 +765,7 @@ def report_all(dev, args, quick, started):
     print(f"\n{'workload':<{width}}  {'metric':<{mwidth}} result")
     for wl, metric, text in rows:
         print(f"{wl:<{width}}  {metric:<{mwidth}} {text}")
-    print(f"\n# targets (issues 14, 29) on {dev.name} ({time.perf_counter() - started:.0f} s in all"
+    print(f"\n# targets on {dev.name} ({time.perf_counter() - started:.0f} s in all"
           f"{'; --quick sizes: not the targets' if quick else ''})")
     head = ("target", "goal", "measured", "verdict")
     table = [(n, g, m, "n/a" if ok is None else "met" if ok else "NOT MET")
