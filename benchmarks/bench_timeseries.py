@@ -21,7 +21,13 @@ also validates the kernels on that compiler).  Then, for float32 and float64 inp
   single long series;
 * pattern conformity, T = 10^6, max_past = max_future = 20, chi = 100, max_history =
   16384 (on a GPU measured; --quick or a CPU: a smaller run extrapolated);
-* the upload paths (pageable, pinned, pinned + overlapped segments) of one call.
+* the upload paths (pageable, pinned, pinned + overlapped segments) of one call;
+* DFA-1 and MF-DFA-2 (21 q, 40 log-spaced scales 10 .. N/4) of one series of 2^24 values
+  and of 512 x 2^16 (--quick: 2^18 and 64 x 2^12), float64 and float32, end to end, with
+  the phases of the median call, against fathon (OpenMP over the scales, all cores) and
+  the MFDFA package (NumPy, one process per core over the scales or the series) in the
+  same run, each on a part of the workload where the whole would take minutes
+  (extrapolated linearly in the values, and said so); `--only dfa` runs this part alone.
 
 Prints a table, one JSON line per figure, and last one table of issue 14's targets:
 target, measured value, met / NOT MET (n/a: not measured at the target's size, as with
@@ -51,7 +57,12 @@ from clphys.timeseries.pattern import pattern_pairs  # noqa: E402
 from clphys.timeseries.pattern import default_tuning as pc_default_tuning  # noqa: E402
 from clphys.timeseries.pattern import local_bytes as pc_local_bytes  # noqa: E402
 from clphys.timeseries.reference import (autocorrelation_numpy, hurst_numpy,  # noqa: E402
-                                         pattern_conformity_numpy)
+                                         mfdfa_numpy, pattern_conformity_numpy)
+from clphys.timeseries import dfa, mfdfa  # noqa: E402
+from clphys.timeseries._dfa_device import DFAPlan  # noqa: E402
+from clphys.timeseries._dfa_finish import fluctuations  # noqa: E402
+from clphys.exact import fgn_davies_harte  # noqa: E402
+from _report import Report  # noqa: E402
 
 PC_FULL = dict(T=10**6, max_past=20, max_future=20, chi=100.0, max_history=16384)
 
@@ -485,6 +496,233 @@ def bench_pc(dev, repeats, quick):
                    f"{wall:.2f} s (the default)", wall <= 2.0)
 
 
+# ---------------------------------------------------------------- DFA and MF-DFA
+
+DFA_Q = np.linspace(-5.0, 5.0, 21)
+
+
+def dfa_scales(n, count=40):
+    """count log-spaced scales from 10 to n / 4 (the benchmark's; the default is one per
+    octave)."""
+    return np.unique(np.round(np.geomspace(10, n // 4, count)).astype(np.int64))
+
+
+class DFAReport:
+    """The DFA part's figures through benchmarks/_report.Report (JSON lines with the date,
+    command and driver), also in this script's table and --json file."""
+
+    def __init__(self, dev):
+        import datetime
+        self.rep = Report(dev.name, None)
+        self.extra = dict(ranks=1, driver=dev.facts.driver,
+                          date=datetime.date.today().isoformat(), command=" ".join(sys.argv))
+
+    def __call__(self, workload, metric, value, table=None):
+        self.rep.add(workload, metric, value, **self.extra)
+        records.append({"device": self.rep.device, "workload": workload, "metric": metric,
+                        "value": value, **self.extra})
+        if table is not None:
+            rows.append((workload, metric, table))
+
+
+def check_dfa(dev, out):
+    """dfa()/mfdfa() against the NumPy reference (every segmentation, both accumulators)
+    and against fathon and MFDFA when installed, before any timing."""
+    ok = True
+    x = 1.0 + fgn_davies_harte(12_000, 0.7, seed=1)
+    sc = dfa_scales(x.size, 10)
+    q = np.array([-4.0, -1.0, 0.0, 2.0, 4.0])
+    accs = ["compensated"] + (["double"] if dev.facts.fp64 else [])
+    for acc in accs:
+        tol = 1e-9 if acc == "double" else 5e-6
+        for segments, overlap in (("forward", False), ("both", False), (None, True)):
+            m = mfdfa(x, q=q, scales=sc, order=2, overlap=overlap, segments=segments,
+                      device=dev, _accumulate=acc)
+            ref = mfdfa_numpy(x, sc, q, 2, segments or "forward", overlap, accumulate=acc)
+            err = float(np.max(np.abs(m.Fq / ref.Fq - 1)))
+            good = err <= tol
+            ok &= good
+            if not good:
+                failed.append(f"dfa {acc} {segments or 'sliding'}")
+            out(f"check dfa {acc} {segments or 'sliding'}", "max rel error", err,
+                f"{err:.2e} (tol {tol:.0e}) {'ok' if good else 'FAIL'}")
+    peers = _dfa_peers()
+    if "fathon" in peers:
+        fathon, fu = peers["fathon"]
+        F = fathon.DFA(fu.toAggregated(x)).computeFlucVec(sc, polOrd=1)[1]
+        err = float(np.max(np.abs(dfa(x, scales=sc, device=dev).F / F - 1)))
+        out("check dfa vs fathon", "max rel error", err, f"{err:.2e}")
+    if "MFDFA" in peers:
+        lag, f = peers["MFDFA"].MFDFA(x, sc, order=2, q=np.array([2.0]))
+        err = float(np.max(np.abs(mfdfa(x, q=2.0, scales=sc, segments="both",
+                                        device=dev).Fq[0] / f[:, 0] - 1)))
+        out("check mfdfa vs MFDFA", "max rel error", err, f"{err:.2e}")
+    return ok
+
+
+def _dfa_peers():
+    peers = {}
+    try:
+        import fathon
+        from fathon import fathonUtils
+        peers["fathon"] = (fathon, fathonUtils)
+    except ImportError:
+        pass
+    try:
+        import MFDFA
+        peers["MFDFA"] = MFDFA
+    except ImportError:
+        pass
+    return peers
+
+
+def _fathon_run(x, scales, order, q):
+    """fathon on one series: DFA (q None) or MF-DFA; it runs the scales in parallel
+    (OpenMP, all cores); returns F (n_q, n_scales)."""
+    import fathon
+    from fathon import fathonUtils as fu
+    prof = fu.toAggregated(x)
+    if q is None:
+        return fathon.DFA(prof).computeFlucVec(scales, polOrd=order)[1][None]
+    return fathon.MFDFA(prof).computeFlucVec(scales, q, polOrd=order)[1]
+
+
+def _mfdfa_job(args):
+    import MFDFA
+    x, lags, order, q = args
+    return MFDFA.MFDFA(x, lags, order=order, q=q)[1].T
+
+
+def _mfdfa_run(pool, xs, scales, order, q, workers):
+    """MFDFA (NumPy, one process per core): one series split over the scales, or a batch
+    split over the series; q without |q| < 0.1 (MFDFA drops them); forward segments are
+    not among its options (it always adds the backward ones)."""
+    if len(xs) == 1:
+        parts = [scales[i::workers] for i in range(workers) if scales[i::workers].size]
+        res = list(pool.map(_mfdfa_job, [(xs[0], p, order, q) for p in parts]))
+        out = np.empty((q.size, scales.size))
+        for i, r in enumerate(res):
+            out[:, i::workers] = r
+        return out[None]
+    return np.stack(list(pool.map(_mfdfa_job, [(x, scales, order, q) for x in xs])))
+
+
+def _dfa_call(fn, repeats):
+    """(median seconds, phases of the median call) of fn(marks)."""
+    fn(None)
+    runs = []
+    for _ in range(repeats):
+        marks = []
+        t0 = time.perf_counter()
+        fn(marks)
+        runs.append((time.perf_counter() - t0, marks, t0))
+    runs.sort(key=lambda r: r[0])
+    total, marks, t0 = runs[len(runs) // 2]
+    return total, marks, t0
+
+
+def _dfa_timed(dev, X, scales, order, q, repeats):
+    """dfa()/mfdfa() end to end (median of `repeats` after a warm-up), and the phases of
+    a separate traced run of the plan (its queue finished between phases)."""
+    call = (lambda: dfa(X, scales=scales, order=order, device=dev, progress=False)) if q is None \
+        else (lambda: mfdfa(X, q=q, scales=scales, order=order, device=dev, progress=False))
+    total = timed(call, repeats)
+    b = _ingest.batch("x", X, 2, "")
+    qs = (2.0,) if q is None else tuple(q)
+    plan = DFAPlan(dev, b, scales, order, "forward", qs, True)
+
+    def traced(marks):
+        out = plan.run_all(marks=marks)
+        if marks is not None:
+            fluctuations(qs, *out)
+            marks.append(("finish on the host", time.perf_counter()))
+
+    _, marks, t0 = _dfa_call(traced, max(3, repeats // 2))
+    phases, last = [], t0
+    for name, at in marks:
+        phases.append(f"{name} {1e3 * (at - last):.2f}")
+        last = at
+    return total, "; ".join(phases)
+
+
+def bench_dfa(dev, quick, repeats, sizes=None):
+    """DFA-1 and MF-DFA-2 of one long series and of a batch, against fathon and MFDFA;
+    sizes: (values of the one series, series of the batch, values of each)."""
+    import concurrent.futures
+    import os
+    out = DFAReport(dev)
+    if not check_dfa(dev, out):
+        print("# DFA checks failed: no timings", flush=True)
+        return
+    n1, nb, tb = sizes or ((2**18, 64, 2**12) if quick else (2**24, 512, 2**16))
+    one = 1.0 + fgn_davies_harte(n1, 0.7, seed=2)
+    batch = 1.0 + np.random.default_rng(3).standard_normal((nb, tb))
+    workers = os.cpu_count() or 1
+    peers = _dfa_peers()
+    ours = {}
+    for label, X in ((f"one series 2^{n1.bit_length() - 1}", one),
+                     (f"batch {nb}x2^{tb.bit_length() - 1}", batch)):
+        n = X.shape[-1]
+        sc = dfa_scales(n)
+        for kind, order, q in (("DFA-1", 1, None), ("MF-DFA-2", 2, DFA_Q)):
+            for dtype in (np.float64, np.float32):
+                arr = np.ascontiguousarray(X.astype(dtype))
+                total, phases = _dfa_timed(dev, arr, sc, order, q, repeats)
+                ours[(label, kind, dtype)] = total
+                out(f"{kind} {label} {dtype.__name__} ({sc.size} scales"
+                    f"{'' if q is None else ', 21 q'})", "call s", total,
+                    f"{total * 1e3:.2f} ms end to end ({arr.size / total:.3g} values/s); "
+                    f"phases of a traced run, ms: {phases}")
+    with concurrent.futures.ProcessPoolExecutor(workers) as pool:
+        for label, X, nparts in ((f"one series 2^{n1.bit_length() - 1}", one, None),
+                                 (f"batch {nb}x2^{tb.bit_length() - 1}", batch, None)):
+            sc = dfa_scales(X.shape[-1])
+            for kind, order, q in (("DFA-1", 1, None), ("MF-DFA-2", 2, DFA_Q)):
+                mine = ours[(label, kind, np.float64)]
+                # the peers on a part of the work (all of it would take minutes), scaled
+                if X.ndim == 1:
+                    cut = X if quick else X[:n1 >> (6 if q is not None else 2)]
+                    part_sc = dfa_scales(cut.size)
+                    xs = [cut]
+                else:
+                    count = X.shape[0] if quick else \
+                        max(2, X.shape[0] >> (7 if q is not None else 3))
+                    xs = list(X[:count])
+                    part_sc = sc
+                share = sum(x.size for x in xs) / X.size
+                what = f"{'all' if share == 1 else f'{share:.3g} of the values, extrapolated'}"
+                if "fathon" in peers:
+                    t0 = time.perf_counter()
+                    F = [_fathon_run(x, part_sc, order, q) for x in xs]
+                    t = (time.perf_counter() - t0) / share
+                    ref = mfdfa(np.stack(xs) if len(xs) > 1 else xs[0],
+                                q=2.0 if q is None else q, scales=part_sc, order=order,
+                                device=dev)
+                    mine_F = np.asarray(ref.Fq).reshape(len(xs), -1, part_sc.size)
+                    err = float(np.nanmax(np.abs(mine_F / np.stack(F) - 1)))
+                    out(f"fathon {kind} {label} float64", "call s", t,
+                        f"{t:.2f} s ({what}; OpenMP over the scales, {workers} cores); "
+                        f"clphys {t / mine:.0f}x faster; max |F rel diff| {err:.1e}")
+                    if not quick and X.ndim == 1:
+                        target(f"{kind} 2^{n1.bit_length() - 1} vs fathon (same machine)",
+                               ">= 100x", f"{t / mine:.0f}x", t / mine >= 100)
+                if "MFDFA" in peers:
+                    qm = np.array([2.0]) if q is None else q[np.abs(q) > 0.1]
+                    t0 = time.perf_counter()
+                    f = _mfdfa_run(pool, xs, part_sc, order, qm, workers)
+                    t = (time.perf_counter() - t0) / share
+                    ref = mfdfa(np.stack(xs) if len(xs) > 1 else xs[0], q=qm, scales=part_sc,
+                                order=order, segments="both", device=dev)
+                    err = float(np.nanmax(np.abs(np.asarray(ref.Fq).reshape(f.shape) / f - 1)))
+                    out(f"MFDFA {kind} {label} float64", "call s", t,
+                        f"{t:.2f} s ({what}; {workers} processes; its segments: both ways); "
+                        f"clphys {t / mine:.0f}x faster; max |F rel diff| {err:.1e}")
+    for kind, limit in (("DFA-1", 50e-3), ("MF-DFA-2", 150e-3)):
+        t = ours[(f"one series 2^{n1.bit_length() - 1}", kind, np.float64)]
+        target(f"{kind} one series 2^{n1.bit_length() - 1} float64", f"<= {limit * 1e3:.0f} ms",
+               f"{t * 1e3:.2f} ms", None if quick else t <= limit)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="small sizes (PoCL, CI): ~1 minute")
@@ -492,8 +730,8 @@ def main(argv=None):
     ap.add_argument("--json", metavar="FILE", help="also append the JSON lines to FILE")
     ap.add_argument("--skip-check", action="store_true")
     ap.add_argument("--skip-pc", action="store_true")
-    ap.add_argument("--only", choices=["pc"], help="only this part (its checks, then its "
-                    "timings): pc = pattern conformity")
+    ap.add_argument("--only", choices=["pc", "dfa"], help="only this part (its checks, then "
+                    "its timings): pc = pattern conformity, dfa = DFA and MF-DFA")
     args = ap.parse_args(argv)
     if args.repeats < 5:
         ap.error("--repeats must be at least 5 (medians of fewer calls are noise)")
@@ -508,6 +746,9 @@ def main(argv=None):
         if not args.skip_check:
             check_pc(dev, quick, reporter(dev))
         bench_pc(dev, args.repeats, quick)
+        return report_all(dev, args, quick, started)
+    if args.only == "dfa":
+        bench_dfa(dev, quick, args.repeats)
         return report_all(dev, args, quick, started)
     if not args.skip_check:
         check(dev, quick)
@@ -527,6 +768,7 @@ def main(argv=None):
     bench_batch(dev, n, Tb, max_lag, rates, args.repeats, not quick)
     if not args.skip_pc:
         bench_pc(dev, args.repeats, quick)
+    bench_dfa(dev, quick, args.repeats)
     return report_all(dev, args, quick, started)
 
 
@@ -537,7 +779,7 @@ def report_all(dev, args, quick, started):
     print(f"\n{'workload':<{width}}  {'metric':<{mwidth}} result")
     for wl, metric, text in rows:
         print(f"{wl:<{width}}  {metric:<{mwidth}} {text}")
-    print(f"\n# issue 14 targets on {dev.name} ({time.perf_counter() - started:.0f} s in all"
+    print(f"\n# targets on {dev.name} ({time.perf_counter() - started:.0f} s in all"
           f"{'; --quick sizes: not the targets' if quick else ''})")
     head = ("target", "goal", "measured", "verdict")
     table = [(n, g, m, "n/a" if ok is None else "met" if ok else "NOT MET")

@@ -58,6 +58,7 @@ RENDERED_IN = {
     "sde/ensemble.cl": "test_sde_model.py",
     "sde/kuramoto.cl": "test_sde_model.py",
     "ising/blocks.cl": "test_ising_blocks.py",
+    "timeseries/dfa.cl": "test_timeseries_dfa.py",
     **{f"ising/{name}.cl": "test_ising_kernels.py"
        for name in ("common", "init", "sums", "checkerboard", "multispin")},
     **{f"muca/{name}.cl": "test_muca_kernels.py" for name in ("common", "setup", "update")},

@@ -243,3 +243,101 @@ def pow2_at_least(n: int) -> int:
 
 def pow2_at_most(n: int) -> int:
     return 1 << (max(1, int(n)).bit_length() - 1)
+
+
+# ---------------------------------------------------------------- pandas input
+
+def _pandas_kind(values):
+    """"series", "frame" or None, without importing pandas (it stays optional)."""
+    cls = type(values)
+    if cls.__module__.split(".")[0] != "pandas":
+        return None
+    return {"Series": "series", "DataFrame": "frame"}.get(cls.__name__)
+
+
+def _regular_index(index) -> tuple[bool, str]:
+    """Whether a pandas index is evenly spaced (timestamps, time deltas or numbers; other
+    labels are taken as they come), and what its steps are if not."""
+    if type(index).__name__ == "RangeIndex" or len(index) < 3:
+        return True, ""
+    if getattr(index, "freq", None) is not None:
+        return True, ""
+    if hasattr(index, "asi8"):                      # DatetimeIndex, TimedeltaIndex
+        steps = np.diff(np.asarray(index.asi8, dtype=np.int64))
+        if steps.size and np.all(steps == steps[0]) and steps[0] > 0:
+            return True, ""
+        if getattr(index, "inferred_freq", None) is not None:
+            return True, ""
+        unit = 1e9 * 86400
+        return False, (f"steps from {steps.min() / unit:g} to {steps.max() / unit:g} days"
+                       if steps.size else "")
+    try:
+        vals = np.asarray(index, dtype=np.float64)
+    except (TypeError, ValueError):
+        return True, ""                             # labels that are not times or numbers
+    steps = np.diff(vals)
+    if steps.size and steps[0] > 0 and np.allclose(steps, steps[0], rtol=1e-9, atol=0):
+        return True, ""
+    return False, f"steps from {steps.min():g} to {steps.max():g}"
+
+
+def _column_values(col, what: str) -> np.ndarray:
+    """A pandas column's values as a NumPy array (NaN for missing values)."""
+    dtype = col.dtype
+    if getattr(dtype, "kind", "O") == "b" or str(dtype) == "boolean":
+        raise TypeError(f"{what} must be real numbers, got booleans")
+    try:
+        if getattr(dtype, "kind", "O") in "iuf" and isinstance(dtype, np.dtype):
+            return col.to_numpy()
+        return col.to_numpy(dtype=np.float64, na_value=np.nan)   # nullable and object dtypes
+    except (TypeError, ValueError):
+        raise TypeError(f"{what} must be real numbers, got dtype {dtype}") from None
+
+
+def labelled(values, name: str = "x", nan: str = "raise", spacing: str = "raise"):
+    """(values, labels) for the time-series functions: a pandas Series becomes its values
+    (labels: (its name,)), a DataFrame a batch of its columns (labels: the column names;
+    columns of equal length as a 2-D array, else a list of series); anything else (NumPy
+    arrays, lists) is returned as it is with labels None, for _ingest.batch to check.
+
+    nan: "raise" (ValueError naming the column and the index of the first NaN) or "drop"
+    (left out: the values around a gap become neighbours).  spacing: "raise" (ValueError
+    for an index of timestamps or numbers that is not evenly spaced: the analyses treat
+    consecutive values as equally spaced) or "ignore" (take them as consecutive
+    observations, as is usual for trading days).  pandas is imported by the caller's
+    objects only."""
+    kind = _pandas_kind(values)
+    _validate.choice("nan", nan, ("raise", "drop"))
+    _validate.choice("spacing", spacing, ("raise", "ignore"))
+    if kind is None:
+        return values, None
+    if spacing == "raise":
+        regular, steps = _regular_index(values.index)
+        if not regular:
+            raise ValueError(f"{name}: the index is not evenly spaced ({steps}); the analysis "
+                             "treats consecutive values as equally spaced in time.  Pass "
+                             "spacing='ignore' to take them as consecutive observations (as "
+                             "usual for trading days), or resample the data first")
+    columns = [(values.name, values)] if kind == "series" else list(values.items())
+    if not columns:
+        raise ValueError(f"{name} has no columns")
+    arrays, labels = [], []
+    for label, col in columns:
+        what = name if kind == "series" else f"{name}[{label!r}]"
+        arr = _column_values(col, what)
+        if arr.dtype.kind == "f":
+            bad = np.isnan(arr)
+            if bad.any():
+                if nan == "raise":
+                    first = col.index[int(np.argmax(bad))]
+                    raise ValueError(f"{what} has {int(bad.sum())} NaN value(s), the first at "
+                                     f"index {first!r}: fill them, or pass nan='drop' to leave "
+                                     "them out (the values around a gap become neighbours)")
+                arr = arr[~bad]
+        arrays.append(arr)
+        labels.append(label)
+    if kind == "series":
+        return arrays[0], tuple(labels)
+    if len({a.size for a in arrays}) == 1:
+        return np.stack(arrays), tuple(labels)
+    return arrays, tuple(labels)

@@ -1,4 +1,4 @@
-"""Subcommands ``clphys hurst | acf | pc | acrw``.
+"""Subcommands ``clphys hurst | acf | pc | dfa | acrw``.
 
     clphys acrw 1000000 --phi 0.044 --seed 1 -o series.txt
     clphys acrw 1000000 --phi 0.044 --seed 1 --returns -o returns.txt
@@ -7,6 +7,8 @@
     clphys acf series.txt --diff --max-lag 20
     clphys pc series.txt --max-history 512 --plot pc.png
     clphys hurst prices.csv --column Close
+    clphys dfa prices.csv --column Close --log-returns --plot dfa.png
+    clphys dfa returns.txt --mf --json
 
 FILE is a text or CSV file (',', ';', tab or blank separated; '#' comments; an
 optional header line of column names), or '-' for standard input.  Output files
@@ -17,6 +19,7 @@ is renamed into place, so Ctrl-C (exit status 130) never leaves a partial file.
 from __future__ import annotations
 
 import io
+import json
 import sys
 import warnings
 
@@ -264,6 +267,113 @@ def cmd_pc(args) -> int:
     return 0
 
 
+def _numbers(text: str, what: str, kind=float) -> list:
+    """A comma-separated list of numbers (--scales, --q)."""
+    try:
+        return [kind(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"--{what} must be comma-separated numbers, got {text!r}") from None
+
+
+def _json_values(value):
+    """NumPy arrays and scalars as JSON values (NaN and inf as null)."""
+    arr = np.asarray(value, dtype=float)
+    out = np.where(np.isfinite(arr), arr, np.nan).tolist()
+    if arr.ndim == 0:
+        return None if np.isnan(out) else out
+    return json.loads(json.dumps(out).replace("NaN", "null"))
+
+
+def _dfa_plot(args, r, mf: bool):
+    from ..plotting import pyplot
+    plt = pyplot()
+    fit = (r.scales >= r.fit_range[0]) & (r.scales <= r.fit_range[1])
+    ls = np.log(r.scales[fit])
+    if not mf:
+        fig, ax = plt.subplots(figsize=(6, 4.5))
+        ax.errorbar(r.scales, r.F, yerr=r.F_err, fmt="o", ms=4, capsize=2,
+                    label="F(s) ± jackknife error")
+        c = np.mean(np.log(r.F[fit])) - r.H * ls.mean()
+        ax.plot(r.scales[fit], np.exp(c) * r.scales[fit] ** r.H, "-",
+                label=f"fit: H = {r.H:.3f} ± {r.H_err:.3f}")
+        ax.set(xscale="log", yscale="log", xlabel="segment length s", ylabel="F(s)",
+               title=f"DFA-{r.order} ({r.segments} segments)")
+        ax.legend()
+    else:
+        fig, (a1, a2, a3) = plt.subplots(1, 3, figsize=(14, 4.2))
+        cmap = plt.get_cmap("coolwarm")
+        for i, q in enumerate(r.q):
+            color = cmap(i / max(1, r.q.size - 1))
+            a1.plot(r.scales, r.Fq[i], "o", ms=3, color=color)
+            c = np.mean(np.log(r.Fq[i][fit])) - r.h[i] * ls.mean()
+            a1.plot(r.scales[fit], np.exp(c) * r.scales[fit] ** r.h[i], "-", lw=0.8, color=color)
+        a1.set(xscale="log", yscale="log", xlabel="segment length s", ylabel="F_q(s)",
+               title=f"MF-DFA-{r.order}: F_q(s), q = {r.q[0]:g} (blue) .. {r.q[-1]:g} (red)")
+        a2.errorbar(r.q, r.h, yerr=r.h_err, fmt="o-", ms=3, capsize=2)
+        a2.set(xlabel="q", ylabel="h(q)", title="generalised Hurst exponent")
+        a3.errorbar(r.alpha, r.f_alpha, xerr=r.alpha_err, yerr=r.f_alpha_err, fmt="o-", ms=3,
+                    capsize=2)
+        a3.set(xlabel="α", ylabel="f(α)", title="singularity spectrum")
+    fig.tight_layout()
+    _save_plot(fig, args.plot)
+
+
+def cmd_dfa(args) -> int:
+    from .dfa import DEFAULT_Q, dfa, mfdfa
+    check_outputs(args)
+    x = read_column(args.file, args.column)
+    what = ""
+    if args.log_returns:
+        if np.any(x <= 0):
+            raise ValueError("--log-returns needs positive prices")
+        x, what = np.diff(np.log(x)), " (log returns)"
+    elif args.diff:
+        x, what = np.diff(x), " (differences)"
+    scales = None if args.scales is None else _numbers(args.scales, "scales", int)
+    common = dict(scales=scales, overlap=args.overlap, integrate=not args.profile,
+                  segments=None if args.overlap else args.segments,
+                  fit_range=args.fit, device=args.device, progress=progress_arg(args))
+    if args.mf:
+        q = DEFAULT_Q if args.q is None else _numbers(args.q, "q")
+        r = mfdfa(x, q=q, order=2 if args.order is None else args.order, **common)
+    else:
+        r = dfa(x, order=1 if args.order is None else args.order, **common)
+    dev = _device_name(args.device)
+    if args.json:
+        out = {"file": args.file, "column": args.column, "n": int(x.size), "device": dev,
+               "order": r.order, "segments": r.segments, "integrate": r.integrate,
+               "scales": r.scales.tolist(), "fit_range": list(r.fit_range),
+               "zero_segments": r.zero_segments.tolist(),
+               "segment_counts": r.segment_counts.tolist()}
+        names = (("q", "Fq", "Fq_err", "h", "h_err", "tau", "tau_err", "alpha", "alpha_err",
+                  "f_alpha", "f_alpha_err") if args.mf else ("F", "F_err", "H", "H_err"))
+        out.update({k: _json_values(getattr(r, k)) for k in names})
+        print(json.dumps(out))
+    else:
+        kind = f"MF-DFA-{r.order}" if args.mf else f"DFA-{r.order}"
+        profile = "the values as given" if not r.integrate else "cumulative sum of x - mean"
+        _header(args, x.size, dev, f"{what}, {kind}, {r.segments} segments, profile: {profile}")
+        print("# errors: jackknife over 16 groups of consecutive segments (nan: not available)")
+        if args.mf:
+            print(f"# fit over s = {r.fit_range[0]} .. {r.fit_range[1]}; tau = q h - 1, "
+                  "alpha = dtau/dq, f = q alpha - tau")
+            print(f"{'q':>7} {'h':>9} {'h_err':>8} {'tau':>9} {'tau_err':>8} {'alpha':>9} "
+                  f"{'alpha_err':>9} {'f(alpha)':>9} {'f_err':>8}")
+            for row in zip(r.q, r.h, r.h_err, r.tau, r.tau_err, r.alpha, r.alpha_err,
+                           r.f_alpha, r.f_alpha_err):
+                print(f"{row[0]:7.3g} " + " ".join(
+                    _err(v, w, ".5f") for v, w in zip(row[1:], (9, 8, 9, 8, 9, 9, 9, 8))))
+        else:
+            print(f"{'s':>10} {'F':>16} {'F_err':>10} {'segments':>9}")
+            for s, F, e, n in zip(r.scales, r.F, r.F_err, r.segment_counts):
+                print(f"{s:10d} {F:16.9g} {_err(e, 10, '.3g')} {n:9d}")
+            print(f"# H = {r.H:.5f} ± {r.H_err:.5f} (fit over s = {r.fit_range[0]} .. "
+                  f"{r.fit_range[1]})")
+    if args.plot:
+        _dfa_plot(args, r, args.mf)
+    return 0
+
+
 def _write_integers(fh, values: np.ndarray):
     """One integer per line, formatted a block at a time (Ctrl-C is seen between blocks)."""
     for a in range(0, values.size, WRITE_LINES):
@@ -344,6 +454,32 @@ def add_parsers(sub) -> None:
         "max_past": "--max-past", "max_future": "--max-future", "chi": "--chi",
         "max_history": "--max-history", "p": "the series", "tick=None": "--tick none",
         "tick": "--tick"})
+
+    p = sub.add_parser("dfa", help="detrended fluctuation analysis (H), or MF-DFA (h(q), f(α))",
+                       description="DFA: F(s) and its exponent H; --mf: MF-DFA, h(q) and the "
+                                   "singularity spectrum f(α) (Kantelhardt et al. 2002).")
+    common(p, "values x(t): increments such as returns (or prices with --log-returns)")
+    p.add_argument("--mf", action="store_true", help="multifractal DFA: h(q), tau(q), f(alpha)")
+    p.add_argument("--order", type=int, default=None,
+                   help="detrending polynomial order 0 .. 4 (default 1; 2 with --mf)")
+    p.add_argument("--scales", default=None,
+                   help="segment lengths, comma-separated (default: one per octave, 10 .. N/4)")
+    p.add_argument("--q", default=None, help="moments for --mf, comma-separated, increasing "
+                                             "(default -5, -4.5, .., 5); write --q=-2,0,2 "
+                                             "when the first is negative")
+    p.add_argument("--segments", choices=("forward", "both"), default="forward",
+                   help="forward segments only (default) or also from the end (Kantelhardt)")
+    p.add_argument("--overlap", action="store_true", help="sliding windows: every start")
+    p.add_argument("--fit", nargs=2, type=float, metavar=("SMIN", "SMAX"), default=None,
+                   help="fit the exponents over these scales only (inclusive)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--log-returns", action="store_true",
+                   help="analyse ln p(t+1) - ln p(t) of the prices in FILE")
+    g.add_argument("--diff", action="store_true", help="analyse x(t+1) - x(t)")
+    g.add_argument("--profile", action="store_true",
+                   help="FILE holds the profile itself (no cumulative sum)")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    p.set_defaults(func=cmd_dfa)
 
     p = sub.add_parser("acrw", help="write an anti-correlated random walk (synthetic prices)",
                        description="p(t) = a(t) + b(t): a steps ±1 with probability phi each, "

@@ -1,0 +1,328 @@
+"""Detrended fluctuation analysis (DFA) and multifractal DFA (MF-DFA) of one series or a
+batch of them on the device, with jackknife error bars; see docs/timeseries.md, "DFA and
+MF-DFA".
+
+Plan (here: the checks, the scales, the moments q), run (_dfa_device: the profile and the
+segments' fits on the device, reduced to sums per scale, q and jackknife group), finish
+(_dfa_finish: F_q(s), the fits and the spectrum, in NumPy).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import _validate
+from ..progress import check_progress
+from ..runtime import resolve_device
+from . import _common, _dfa_finish, _ingest
+from ._dfa_device import DFAPlan
+
+__all__ = ["dfa", "mfdfa", "DFAResult", "MFDFAResult", "default_scales", "ZeroVarianceWarning",
+           "DEFAULT_Q"]
+
+DEFAULT_Q = tuple(float(q) for q in np.linspace(-5.0, 5.0, 21))
+MIN_SCALE = 10            # the default scales run from here to N / 4, one per octave
+MAX_Q = 50.0
+SEGMENTS = ("forward", "both")
+
+
+class ZeroVarianceWarning(RuntimeWarning):
+    """Segments whose detrended profile is flat were left out of the moments q <= 0."""
+
+
+@dataclass(frozen=True, eq=False)
+class DFAResult:
+    """DFA: the fluctuation function F(s) (with its jackknife error F_err) at `scales`,
+    and its exponent H (the least-squares slope of ln F against ln s over the scales in
+    `fit_range`, inclusive) with the jackknife error H_err.  A batch adds a leading series
+    axis (F: (n_series, n_scales), H: (n_series,)).  `segments`: "forward", "both" or
+    "sliding"; `zero_segments` and `segment_counts` per scale; `labels`: the pandas
+    column names (or the Series' name), else None."""
+    scales: np.ndarray
+    F: np.ndarray
+    F_err: np.ndarray
+    H: np.ndarray | float
+    H_err: np.ndarray | float
+    fit_range: tuple
+    order: int
+    segments: str
+    integrate: bool
+    zero_segments: np.ndarray
+    segment_counts: np.ndarray
+    labels: tuple | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class MFDFAResult:
+    """MF-DFA: F_q(s) (Fq, Fq_err: (n_q, n_scales)), the generalised Hurst exponents h(q),
+    the mass exponents tau(q) = q h(q) - 1, the singularity strengths alpha = dtau/dq and
+    spectrum f(alpha) = q alpha - tau, each with its jackknife error; a batch adds a
+    leading series axis.  Other fields as in :class:`DFAResult`."""
+    scales: np.ndarray
+    q: np.ndarray
+    Fq: np.ndarray
+    Fq_err: np.ndarray
+    h: np.ndarray
+    h_err: np.ndarray
+    tau: np.ndarray
+    tau_err: np.ndarray
+    alpha: np.ndarray
+    alpha_err: np.ndarray
+    f_alpha: np.ndarray
+    f_alpha_err: np.ndarray
+    fit_range: tuple
+    order: int
+    segments: str
+    integrate: bool
+    zero_segments: np.ndarray
+    segment_counts: np.ndarray
+    labels: tuple | None = None
+
+
+def default_scales(n: int) -> np.ndarray:
+    """One scale per octave from 10 to n / 4: round(10 2^k) <= n / 4 (n >= 80)."""
+    top = n // 4
+    if top < 2 * MIN_SCALE:
+        raise ValueError(f"the default scales (10 .. N/4, one per octave) need series of at "
+                         f"least {8 * MIN_SCALE} points, got {n}; pass scales=")
+    k = np.arange(int(math.floor(math.log2(top / MIN_SCALE))) + 1)
+    return np.unique(np.round(MIN_SCALE * 2.0 ** k).astype(np.int64))
+
+
+def _scales(scales, shortest: int, order: int) -> np.ndarray:
+    if scales is None:
+        return default_scales(shortest)
+    try:
+        arr = np.asarray(scales)
+    except (TypeError, ValueError):
+        raise TypeError(f"scales must be a 1-D array of integers, got {scales!r}") from None
+    if arr.dtype.kind not in "iu" and not (arr.dtype.kind == "f" and np.all(arr == np.round(arr))):
+        raise TypeError(f"scales must be integers, got dtype {arr.dtype}")
+    arr = arr.astype(np.int64)
+    if arr.ndim != 1 or arr.size < 2:
+        raise ValueError(f"scales must be a 1-D array of at least two scales (for the fit), "
+                         f"got shape {arr.shape}")
+    if np.any(np.diff(arr) <= 0):
+        raise ValueError(f"scales must be strictly increasing, got {arr.tolist()}")
+    if arr[0] < order + 2:
+        raise ValueError(f"scales must be >= order + 2 = {order + 2} (a polynomial of order "
+                         f"{order} fits fewer points exactly), got {int(arr[0])}")
+    if arr[-1] > shortest:
+        raise ValueError(f"scales must be at most the length of the shortest series, "
+                         f"{shortest}, got {int(arr[-1])}")
+    return arr
+
+
+def _qs(q) -> np.ndarray:
+    try:
+        arr = np.atleast_1d(np.asarray(q, dtype=np.float64))
+    except (TypeError, ValueError):
+        raise TypeError(f"q must be a real number or a 1-D array of them, got {q!r}") from None
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"q must be a number or a non-empty 1-D array, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)) or np.any(np.abs(arr) > MAX_Q):
+        raise ValueError(f"q must be finite and within [-{MAX_Q:g}, {MAX_Q:g}], got {arr.tolist()}")
+    if np.any(np.diff(arr) <= 0):
+        raise ValueError(f"q must be strictly increasing (alpha = dtau/dq is taken along it), "
+                         f"got {arr.tolist()}")
+    return arr
+
+
+def _bool(name, value) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def _mode(segments, overlap: bool) -> str:
+    if overlap:
+        if segments is not None:
+            raise ValueError(f"segments={segments!r} applies to non-overlapping segments; "
+                             "overlap=True uses every start (leave segments out)")
+        return "sliding"
+    return _validate.choice("segments", "forward" if segments is None else segments, SEGMENTS)
+
+
+def _fit_mask(scales: np.ndarray, fit_range) -> np.ndarray:
+    if fit_range is None:
+        return np.ones(scales.size, bool)
+    try:
+        lo, hi = (float(v) for v in fit_range)
+    except (TypeError, ValueError):
+        raise TypeError(f"fit_range must be a pair (smallest, largest scale), got "
+                        f"{fit_range!r}") from None
+    mask = (scales >= lo) & (scales <= hi)
+    if mask.sum() < 2:
+        raise ValueError(f"fit_range {fit_range!r} holds {int(mask.sum())} of the scales "
+                         f"{scales.tolist()}; the fit needs at least two")
+    return mask
+
+
+def _run(x, qs, scales, order, overlap, integrate, segments, fit_range, device, progress,
+         nan, spacing, accumulate, what):
+    """The shared plan, run and finish of dfa() and mfdfa()."""
+    order = _validate.integer("order", order, 0, 4)
+    overlap, integrate = _bool("overlap", overlap), _bool("integrate", integrate)
+    mode = _mode(segments, overlap)
+    check_progress(progress)
+    values, labels = _common.labelled(x, "x", nan, spacing)
+    b = _ingest.batch("x", values, order + 2, f"order + 2 with order = {order}")
+    scales = _scales(scales, int(b.lengths.min()), order)
+    fit = _fit_mask(scales, fit_range)
+    dev = resolve_device(device)
+    Fq, groups, zeros, counts = _by_parts(dev, b, scales, order, mode, qs, integrate,
+                                          accumulate, progress, what)
+    _common.trim_pool(dev)
+    if np.any(qs <= 0) and zeros.sum():
+        warnings.warn(f"{int(zeros.sum())} of {int(counts.sum())} segments have zero variance "
+                      "(a flat stretch of the profile) and are left out of the moments q <= 0 "
+                      "(zero_segments counts them per scale)", ZeroVarianceWarning, stacklevel=3)
+    bad = ~(np.isfinite(Fq) & (Fq > 0))[..., fit]
+    if bad.any():
+        e, iq, j = np.argwhere(bad)[0]
+        warnings.warn(f"F_q(s) is {Fq[e, iq][fit][j]} for {b.label(int(e))}, q = {qs[iq]:g}, "
+                      f"s = {int(scales[fit][j])} (no segment counts there): the exponents of "
+                      "that q are NaN; choose fit_range without that scale", RuntimeWarning,
+                      stacklevel=3)
+    F_err = _dfa_finish.fluctuation_errors(Fq, groups)
+    exps = _dfa_finish.exponents(scales, qs, Fq, groups, fit)
+    used = scales[fit]
+    return dict(b=b, scales=scales, Fq=Fq, Fq_err=F_err, exps=exps, labels=labels,
+                fit_range=(int(used[0]), int(used[-1])), order=order,
+                segments=mode, integrate=integrate, zeros=zeros, counts=counts)
+
+
+def _by_parts(dev, b, scales, order, mode, qs, integrate, accumulate, progress, what):
+    """The device run over the batch, in groups of series that fit the device."""
+    plan = DFAPlan(dev, b, scales, order, mode, qs, integrate, accumulate, what)
+    if len(b) == 1 or plan.fits():
+        plan.check_memory()
+        out = _dfa_finish.fluctuations(qs, *plan.run_all(progress, label=what))
+        return out
+    half = len(b) // 2
+    parts = [_by_parts(dev, b.subset(r), scales, order, mode, qs, integrate, accumulate,
+                       progress, what) for r in (range(half), range(half, len(b)))]
+    return tuple(np.concatenate([p[i] for p in parts]) for i in range(4))
+
+
+def dfa(x, scales=None, order=1, overlap=False, integrate=True, *, segments=None,
+        fit_range=None, device=None, progress=None, nan="raise", spacing="raise",
+        _accumulate=None) -> DFAResult:
+    """Detrended fluctuation analysis: the fluctuation function F(s) and its exponent H.
+
+    Parameters
+    ----------
+    x : array-like, list of array-likes, pandas Series or DataFrame
+        One series (1-D, float32/float64/int), a batch (2-D, one series per row), a list of
+        series of any lengths, or pandas objects (a DataFrame is a batch of its columns;
+        the labels are kept).
+    scales : array of int, optional
+        Segment lengths s, strictly increasing, >= order + 2; default one per octave from
+        10 to N/4 of the shortest series.
+    order : int
+        Degree 0 .. 4 of the polynomial fitted (least squares) in each segment.
+    overlap : bool
+        False: non-overlapping segments (`segments`); True: every start (sliding windows).
+    integrate : bool
+        True: x are increments and the profile is the cumulative sum of x - mean(x);
+        False: x is already the profile (e.g. log prices).
+    segments : {"forward", "both"}, optional
+        "forward" (default): N // s segments from the start; "both": Kantelhardt's
+        convention, those and N // s more aligned with the end.
+    fit_range : (float, float), optional
+        The scales fitted for H (inclusive); default all.
+    device, progress
+        As for :func:`clphys.timeseries.hurst`.
+    nan, spacing : str
+        pandas input: "raise" (default) or "drop" NaN; "raise" or "ignore" an index that is
+        not evenly spaced.
+
+    Returns
+    -------
+    DFAResult
+        scales, F, F_err, H, H_err, fit_range, and the counts of segments per scale.
+
+    Raises
+    ------
+    ValueError, TypeError
+        Bad input, before any device work (a NaN or inf after the upload, with its index).
+
+    Notes
+    -----
+    F(s)^2 is the mean over the segments of the mean squared residual of the fit; errors:
+    delete-one-group jackknife over 16 groups of consecutive segments (docs).
+    fGn with Hurst exponent H gives F ~ s^H (fBm given with integrate=True: H + 1).
+
+    Examples
+    --------
+    >>> r = dfa(np.random.default_rng(1).standard_normal(2**14))   # doctest: +SKIP
+    >>> r.H, r.H_err                                               # about 0.5 +- 0.02
+    """
+    out = _run(x, np.array([2.0]), scales, order, overlap, integrate, segments, fit_range,
+               device, progress, nan, spacing, _accumulate, "dfa")
+    single = out["b"].single
+    pick = (lambda a: a[0]) if single else (lambda a: a)
+    h, h_err = out["exps"]["h"]
+    return DFAResult(scales=out["scales"], F=pick(out["Fq"][:, 0]), F_err=pick(out["Fq_err"][:, 0]),
+                     H=float(h[0, 0]) if single else h[:, 0],
+                     H_err=float(h_err[0, 0]) if single else h_err[:, 0],
+                     fit_range=out["fit_range"], order=out["order"], segments=out["segments"],
+                     integrate=out["integrate"], zero_segments=pick(out["zeros"]),
+                     segment_counts=pick(out["counts"]), labels=out["labels"])
+
+
+def mfdfa(x, q=DEFAULT_Q, scales=None, order=2, *, overlap=False, integrate=True,
+          segments=None, fit_range=None, device=None, progress=None, nan="raise",
+          spacing="raise", _accumulate=None) -> MFDFAResult:
+    """Multifractal DFA (Kantelhardt et al., Physica A 316, 87 (2002)).
+
+    Parameters
+    ----------
+    x, scales, overlap, integrate, segments, fit_range, device, progress, nan, spacing
+        As for :func:`dfa`.
+    q : float or array of float
+        The moments, strictly increasing, |q| <= 50; default -5 .. 5 in steps of 1/2.
+    order : int
+        Detrending order 0 .. 4 (default 2).
+
+    Returns
+    -------
+    MFDFAResult
+        Fq (n_q x n_scales), h, tau, alpha, f_alpha, each with its jackknife error.
+
+    Raises
+    ------
+    ValueError, TypeError
+        Bad input, before any device work.
+
+    Notes
+    -----
+    F_q(s) = <F^2(v)^(q/2)>^(1/q) over the segments v; q = 0 by the logarithmic average
+    exp(<ln F^2(v)> / 2).  Segments whose detrended profile is flat (F^2 at most 2^-80 of
+    the mean square of the profile there) are left out of the moments q <= 0, counted in
+    zero_segments, with a ZeroVarianceWarning.  h(q) is the slope of ln F_q against ln s;
+    alpha = dtau/dq by np.gradient along q (second-order differences; its ends
+    first-order).
+
+    Examples
+    --------
+    >>> m = mfdfa(np.random.default_rng(1).standard_normal(2**14))   # doctest: +SKIP
+    >>> m.h                                                          # about 0.5 for every q
+    """
+    qs = _qs(q)
+    out = _run(x, qs, scales, order, overlap, integrate, segments, fit_range, device,
+               progress, nan, spacing, _accumulate, "mfdfa")
+    pick = (lambda a: a[0]) if out["b"].single else (lambda a: a)
+    ex = out["exps"]
+    return MFDFAResult(scales=out["scales"], q=qs, Fq=pick(out["Fq"]), Fq_err=pick(out["Fq_err"]),
+                       h=pick(ex["h"][0]), h_err=pick(ex["h"][1]), tau=pick(ex["tau"][0]),
+                       tau_err=pick(ex["tau"][1]), alpha=pick(ex["alpha"][0]),
+                       alpha_err=pick(ex["alpha"][1]), f_alpha=pick(ex["f"][0]),
+                       f_alpha_err=pick(ex["f"][1]), fit_range=out["fit_range"],
+                       order=out["order"], segments=out["segments"], integrate=out["integrate"],
+                       zero_segments=pick(out["zeros"]), segment_counts=pick(out["counts"]),
+                       labels=out["labels"])
