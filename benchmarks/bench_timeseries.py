@@ -62,7 +62,6 @@ from clphys.timeseries import dfa, mfdfa  # noqa: E402
 from clphys.timeseries._dfa_device import DFAPlan  # noqa: E402
 from clphys.timeseries._dfa_finish import fluctuations  # noqa: E402
 from clphys.exact import fgn_davies_harte  # noqa: E402
-from _report import Report  # noqa: E402
 
 PC_FULL = dict(T=10**6, max_past=20, max_future=20, chi=100.0, max_history=16384)
 
