@@ -49,9 +49,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import clphys  # noqa: E402
 from _report import Report  # noqa: E402  (this folder is on sys.path when run as a script)
-from clphys.timeseries import _fft, _ingest, acrw_numpy, correlation  # noqa: E402
-from clphys.timeseries import autocorrelation, hurst, pattern_conformity  # noqa: E402
-from clphys.timeseries.correlation import PairTuning, _Direct, _staged  # noqa: E402
+from clphys.timeseries import _fft, _ingest, acrw_numpy, correlation, pattern  # noqa: E402
+from clphys.timeseries import autocorrelation, hurst  # noqa: E402
+from clphys.timeseries.dfa import plan_mfdfa  # noqa: E402
+from clphys.timeseries.dfa import run_plan as run_fluctuations  # noqa: E402
+from clphys.timeseries.correlation import PairTuning  # noqa: E402
 from clphys.timeseries.correlation import default_tuning  # noqa: E402
 from clphys.timeseries.pattern import pattern_pairs  # noqa: E402
 from clphys.timeseries.pattern import default_tuning as pc_default_tuning  # noqa: E402
@@ -95,18 +97,32 @@ def timed(fn, repeats, queue=None):
     return statistics.median(times)
 
 
+def hurst_with(*args, **plan):
+    """(result, timeline) of hurst(*args) through its plan (plan: forced choices)."""
+    return correlation.run_plan(correlation.plan_hurst(*args, **plan))
+
+
+def acf_with(*args, **plan):
+    """(result, timeline) of autocorrelation(*args) through its plan."""
+    return correlation.run_plan(correlation.plan_autocorrelation(*args, **plan))
+
+
+def pc_with(*args, **plan):
+    """pattern_conformity(*args) through its plan (shape=, accumulate=)."""
+    return pattern.run_plan(pattern.plan_pattern_conformity(*args, **plan))
+
+
 def call(fn, repeats):
-    """(median seconds, phases of the median call) of a public call, after a warm-up."""
+    """(median seconds, phases of the median call) of fn(), which makes a call through a
+    plan and returns (result, timeline), after a warm-up."""
     fn()
     runs = []
     for _ in range(repeats):
-        correlation.TRACE = []
         t0 = time.perf_counter()
-        fn()
+        _, timeline = fn()
         t1 = time.perf_counter()
-        marks = [(name, t - t0) for name, t in correlation.TRACE]
+        marks = [(name, t - t0) for name, t in timeline.marks]
         runs.append((t1 - t0, marks + [("download and return", t1 - t0)]))
-    correlation.TRACE = None
     runs.sort(key=lambda r: r[0])
     total, marks = runs[len(runs) // 2]
     phases, last = [], 0.0
@@ -155,14 +171,14 @@ def check(dev, quick):
         for dtype in (np.float64, np.float32):
             w = walk.astype(dtype)
             Sw = S if dtype == np.float64 else hurst_numpy(w, 64)[0]
-            err = np.max(np.abs(hurst(w, 64, device=dev, _accumulate=acc).S / Sw - 1))
+            err = np.max(np.abs(hurst_with(w, 64, device=dev, accumulate=acc)[0].S / Sw - 1))
             report(f"hurst T=1e5 {acc} {dtype.__name__}", err, 1e-6)
-        r = autocorrelation(x, 64, device=dev, _accumulate=acc).rho
+        r = acf_with(x, 64, device=dev, accumulate=acc)[0].rho
         report(f"acf T=1e5 {acc}", np.max(np.abs(r - rho)), 1e-6)
         xs = x[:20_011]
         for stationary in (False, True):
-            r = autocorrelation(xs, xs.size - 1, stationary=stationary, device=dev,
-                                method="fft", _accumulate=acc).rho
+            r = acf_with(xs, xs.size - 1, stationary=stationary, device=dev,
+                         method="fft", accumulate=acc)[0].rho
             want = autocorrelation_numpy(xs, xs.size - 1, stationary)
             N = xs.size - np.arange(xs.size)
             tol = 1e-12 if acc == "double" else 3e-7
@@ -179,8 +195,8 @@ def check(dev, quick):
               for i in range(8) for j, q in enumerate((1, 3)))
     report("hurst batch 8 x 5000, q = 1, 3", err, 1e-6)
     for spec in ("pageable", "pinned", "pinned+overlap", "pinned-unmap"):
-        same = np.array_equal(hurst(walk, 64, device=dev, _transfer=spec).S,
-                              hurst(walk, 64, device=dev, _transfer="pageable").S)
+        same = np.array_equal(hurst_with(walk, 64, device=dev, transfer=spec)[0].S,
+                              hurst_with(walk, 64, device=dev, transfer="pageable")[0].S)
         report(f"upload {spec} same bits", 0.0 if same else 1.0, 0.0)
     return check_pc(dev, quick, report) and ok
 
@@ -192,7 +208,7 @@ def check_pc(dev, quick, report):
     ref = pattern_conformity_numpy(p, 6, 5, 100.0, 400)
     for label, t in pc_variants(dev.facts, quick):
         try:
-            r = pattern_conformity(p, 6, 5, 100.0, 400, device=dev, _tuning=t, progress=False)
+            r = pc_with(p, 6, 5, 100.0, 400, device=dev, shape=t, progress=False)
         except Exception as exc:            # noqa: BLE001 - an option that does not build
             if t is None:
                 raise
@@ -263,8 +279,8 @@ def kernel_time(dev, series, kind, max_lag, tuning, repeats):
     pairs, value, lag0, centred = {"hurst": (["absdiff"], "blocked", 1, False),
                                    "acf": (["product"], "float", 1, True)}[kind]
     b = _ingest.batch("x", series, max_lag + 1, "")
-    run = _Direct(dev, b, max_lag, lag0, value, 1, tuning=tuning)
-    with _staged(dev, run.raw_bytes(), None) as st:
+    run = correlation.PairSums(dev, b, max_lag, lag0, value, 1, tuning=tuning)
+    with correlation.staged(dev, run.raw_bytes(), None) as st:
         run.prepare(st, centred=centred)
         return timed(lambda: run.sums(st, pairs), repeats, dev.queue), run
 
@@ -280,11 +296,11 @@ def bench_calls(dev, T, max_lag, repeats):
     pairs = T * max_lag
     tag = f"T=2^{T.bit_length() - 1} max_lag={max_lag}"
     results = {}
-    for name, fn, data in (("hurst", hurst, p64), ("acf", autocorrelation, x64)):
+    for name, via, data in (("hurst", hurst_with, p64), ("acf", acf_with, x64)):
         for dtype in (np.float32, np.float64):
             arr = data.astype(dtype)
             wl = f"{name} {tag} {dtype.__name__}"
-            total, phases = call(lambda: fn(arr, max_lag, device=dev, progress=False), repeats)
+            total, phases = call(lambda: via(arr, max_lag, device=dev, progress=False), repeats)
             results[(name, dtype)] = total
             emit(dev, wl, "call s", total,
                  f"{total * 1e3:.2f} ms end to end ({pairs / total:.2e} lag-pairs/s); "
@@ -318,7 +334,8 @@ def bench_fixed_cost(dev, repeats):
 def bench_transfers(dev, T, max_lag, repeats):
     p = (1e4 + np.cumsum(np.random.default_rng(3).standard_normal(T)))
     for spec in ("pageable", "pinned", "pinned+overlap"):
-        t = timed(lambda: hurst(p, max_lag, device=dev, _transfer=spec, progress=False), repeats)
+        t = timed(lambda: hurst_with(p, max_lag, device=dev, transfer=spec, progress=False),
+                  repeats)
         emit(dev, f"hurst T=2^{T.bit_length() - 1} float64 upload {spec}", "call s", t,
              f"{t * 1e3:.2f} ms end to end")
 
@@ -364,9 +381,9 @@ def bench_all_lags(dev, T, repeats, full):
         for stationary, errors in ((True, False), (False, False), (True, True)):
             wl = (f"acf {tag} {dtype.__name__} {'stationary' if stationary else 'general'}"
                   f"{' with errors' if errors else ''}")
-            total, phases = call(lambda: autocorrelation(x, T - 1, stationary=stationary,
-                                                         device=dev, progress=False,
-                                                         errors=errors), repeats)
+            total, phases = call(lambda: acf_with(x, T - 1, stationary=stationary,
+                                                  device=dev, progress=False,
+                                                  errors=errors), repeats)
             ours[(dtype, stationary, errors)] = total
             if (stationary, errors) == (True, False):    # emitted below, with its peers
                 compared = (wl, total, f"{total * 1e3:.2f} ms end to end; phases ms: {phases}")
@@ -402,8 +419,8 @@ def bench_all_lags(dev, T, repeats, full):
         emit(dev, wl, "call s", total, text, peer=peer)
     if dev.facts.fp64:
         p = np.cumsum(x64)
-        total, phases = call(lambda: hurst(p, T - 1, q=2, device=dev, progress=False,
-                                           errors=False), repeats)
+        total, phases = call(lambda: hurst_with(p, T - 1, q=2, device=dev, progress=False,
+                                                errors=False), repeats)
         emit(dev, f"hurst S_2 {tag} float64", "call s", total,
              f"{total * 1e3:.2f} ms end to end; phases ms: {phases}")
         # the FFT alone (double, the rows already on the device)
@@ -428,10 +445,10 @@ def bench_batch(dev, n_series, T, max_lag, single, repeats, full):
     """n_series series of T points in one call, lag-pairs/s against one long series."""
     X = 1e4 + np.cumsum(np.random.default_rng(7).standard_normal((n_series, T)), axis=1)
     pairs = n_series * T * max_lag
-    for name, fn, data in (("hurst", hurst, X), ("acf", autocorrelation, np.diff(X, axis=1))):
+    for name, via, data in (("hurst", hurst_with, X), ("acf", acf_with, np.diff(X, axis=1))):
         for dtype in (np.float32, np.float64):
             arr = np.ascontiguousarray(data.astype(dtype))
-            total, phases = call(lambda: fn(arr, max_lag, device=dev, progress=False), repeats)
+            total, phases = call(lambda: via(arr, max_lag, device=dev, progress=False), repeats)
             rate = arr.size * max_lag / total
             one = single.get((name, dtype))
             rel = "" if one is None else f"; {rate / one:.0%} of the single series' rate"
@@ -462,8 +479,8 @@ def bench_pc(dev, repeats, quick):
                 if v[1] is None or not any(v[0] in name for name in failed)]
     real_default = pc_full_default(dev.facts)[1]     # None at T_try would be smaller's
     for label, t in variants:
-        k = timed(lambda: pattern_conformity(p[:T_try], max_history=mh_try, device=dev,
-                                             _tuning=t or real_default, **args), 1 if gpu else 2)
+        k = timed(lambda: pc_with(p[:T_try], max_history=mh_try, device=dev,
+                                  shape=t or real_default, **args), 1 if gpu else 2)
         rate = triples_try / k
         emit(dev, f"pc T={T_try} max_history={mh_try} {label}", "triples/s", rate)
         ranked.append((rate, label, t))
@@ -483,8 +500,7 @@ def bench_pc(dev, repeats, quick):
         walls = []
         for _ in range(3):
             t0 = time.perf_counter()
-            pattern_conformity(p, max_history=full["max_history"], device=dev, _tuning=t,
-                               **args)
+            pc_with(p, max_history=full["max_history"], device=dev, shape=t, **args)
             walls.append(time.perf_counter() - t0)
         wall = statistics.median(walls)
         emit(dev, wl if t is None else f"{wl} {label}", "call s", wall,
@@ -518,8 +534,6 @@ class DFAReport:
 
     def __call__(self, workload, metric, value, table=None):
         self.rep.add(workload, metric, value, **self.extra)
-        records.append({"device": self.rep.device, "workload": workload, "metric": metric,
-                        "value": value, **self.extra})
         if table is not None:
             rows.append((workload, metric, table))
 
@@ -535,8 +549,8 @@ def check_dfa(dev, out):
     for acc in accs:
         tol = 1e-9 if acc == "double" else 5e-6
         for segments, overlap in (("forward", False), ("both", False), (None, True)):
-            m = mfdfa(x, q=q, scales=sc, order=2, overlap=overlap, segments=segments,
-                      device=dev, _accumulate=acc)
+            m = run_fluctuations(plan_mfdfa(x, q=q, scales=sc, order=2, overlap=overlap,
+                                            segments=segments, device=dev, accumulate=acc))
             ref = mfdfa_numpy(x, sc, q, 2, segments or "forward", overlap, accumulate=acc)
             err = float(np.max(np.abs(m.Fq / ref.Fq - 1)))
             good = err <= tol

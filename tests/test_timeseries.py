@@ -14,8 +14,11 @@ from clphys.timeseries import acrw_numpy, autocorrelation, hurst
 from clphys.timeseries import _transfer, correlation
 from clphys.timeseries.correlation import PairTuning
 from clphys.timeseries.reference import autocorrelation_numpy, hurst_numpy
+from timeseries_plans import acf_with, hurst_with
 
 ACCUMULATORS = ["double", "compensated"]
+
+
 
 
 def random_walk(n, seed, offset=0.0):
@@ -50,14 +53,14 @@ def test_reference_1e5(device, kind, acc):
     acc = acc_for(device, acc)
     p = series(kind, 100_003)
     S, H = hurst_numpy(p, 48)
-    r = hurst(p, 48, device=device, _accumulate=acc)
+    r = hurst_with(p, 48, device=device, accumulate=acc)
     assert_close(r.S, S, rtol=1e-6)
     assert_close(r.H[1:], H[1:], rtol=0, atol=1e-5)      # H: differences of logs of S
     assert np.isnan(r.H[0]) and np.array_equal(r.lags, np.arange(1, 49))
     for x in (np.diff(p), p):          # price changes, and the prices themselves
         for stationary in (False, True):
-            rho = autocorrelation(x, 48, stationary=stationary, device=device,
-                                  _accumulate=acc).rho
+            rho = acf_with(x, 48, stationary=stationary, device=device,
+                                  accumulate=acc).rho
             assert_close(rho, autocorrelation_numpy(x, 48, stationary), rtol=1e-6, atol=1e-8)
 
 
@@ -68,10 +71,10 @@ def test_short_series_and_tails(device, n):
     x = np.random.default_rng(n).standard_normal(n) + 0.3      # price changes
     tuning = PairTuning(wg=4, lpi=3, chunk=16, run=4)
     for t in (None, tuning):
-        r = hurst(p, 32, device=device, _tuning=t)
+        r = hurst_with(p, 32, device=device, pair_shape=t)
         assert_close(r.S, hurst_numpy(p, 32)[0], rtol=1e-6)
         for stationary in (False, True):
-            rho = autocorrelation(x, 32, stationary=stationary, device=device, _tuning=t).rho
+            rho = acf_with(x, 32, stationary=stationary, device=device, pair_shape=t).rho
             # a few pairs per lag: float32 rounding is not averaged away
             assert_close(rho, autocorrelation_numpy(x, 32, stationary), rtol=1e-6, atol=1e-7)
 
@@ -84,9 +87,9 @@ def test_short_series_and_tails(device, n):
 def test_tunings_agree(device, tuning):
     """Several lag blocks, several tile groups, lag counts not a multiple of wg * lpi."""
     p = series("acrw", 5_001, seed=3)
-    r = hurst(p, 77, device=device, _tuning=tuning)
+    r = hurst_with(p, 77, device=device, pair_shape=tuning)
     assert_close(r.S, hurst_numpy(p, 77)[0], rtol=1e-6)
-    rho = autocorrelation(np.diff(p), 77, device=device, _tuning=tuning).rho
+    rho = acf_with(np.diff(p), 77, device=device, pair_shape=tuning).rho
     assert_close(rho, autocorrelation_numpy(np.diff(p), 77), rtol=1e-6, atol=1e-8)
 
 
@@ -100,8 +103,8 @@ def test_tick_prices_with_large_offsets(device, layout):
         for steps in (rng.integers(-3, 4, n), rng.integers(0, 4, n),      # walk, drift
                       np.diff(acrw_numpy(n + 1, 0.044, seed=4))):
             p = np.round(offset * 100 + np.cumsum(steps)) / 100
-            r = hurst(p, 40, device=device, _layout=layout,
-                      _tuning=PairTuning(wg=8, lpi=5, chunk=256, run=32))
+            r = hurst_with(p, 40, device=device, layout=layout,
+                      pair_shape=PairTuning(wg=8, lpi=5, chunk=256, run=32))
             assert_close(r.S, hurst_numpy(p, 40)[0], rtol=1e-6)
 
 
@@ -118,10 +121,10 @@ def test_transfer_paths_agree_bitwise(device):
     first = None
     for spec in TRANSFERS:
         for layout in ("blocked", "float2"):
-            h = hurst(p, 50, device=device, _tuning=t, _layout=layout, _transfer=spec).S
+            h = hurst_with(p, 50, device=device, pair_shape=t, layout=layout, transfer=spec).S
             assert_close(h, S, rtol=1e-6)
             if layout == "blocked":
-                a = autocorrelation(np.diff(p), 50, device=device, _tuning=t, _transfer=spec).rho
+                a = acf_with(np.diff(p), 50, device=device, pair_shape=t, transfer=spec).rho
                 assert_close(a, rho, rtol=1e-6, atol=1e-8)
                 if first is None:
                     first = (h, a)
@@ -135,7 +138,7 @@ def test_staging_cache_and_segments(device, monkeypatch):
     _transfer.clear_cache(device)
     p = random_walk(3_000, 2)
     for n in (3_000, 2_990, 3_000, 1_000, 200, 2_999):     # similar sizes reuse a slot
-        hurst(p[:n], 10, device=device, _transfer="pinned")
+        hurst_with(p[:n], 10, device=device, transfer="pinned")
     free = _transfer._cache(device).free
     assert 1 <= len(free) <= _transfer.CACHE_SLOTS
     _transfer.clear_cache(device)
@@ -143,7 +146,7 @@ def test_staging_cache_and_segments(device, monkeypatch):
     assert _transfer.default(device, 10).path == "pageable"
     q = random_walk(20_000, 3)
     t = PairTuning(wg=8, lpi=4, chunk=128, run=32, groups=2)
-    want = hurst(q, 20, device=device, _transfer="pageable", _tuning=t).S
+    want = hurst_with(q, 20, device=device, transfer="pageable", pair_shape=t).S
     monkeypatch.setattr(_transfer, "SEGMENT_BYTES", 4096 + 8)     # 20 segments
     monkeypatch.setattr(_transfer, "MIN_SLICE", 1000)               # three slices each
     monkeypatch.setattr(_transfer, "COPY_THREADS", 3)
@@ -152,12 +155,12 @@ def test_staging_cache_and_segments(device, monkeypatch):
     send = _transfer.Staged._send
     monkeypatch.setattr(_transfer.Staged, "_send", lambda self, *a: (
         seen.append(sys.getswitchinterval()), send(self, *a))[1])
-    assert np.array_equal(hurst(q, 20, device=device, _transfer="pinned+overlap",
-                                _tuning=t).S, want)
+    assert np.array_equal(hurst_with(q, 20, device=device, transfer="pinned+overlap",
+                                pair_shape=t).S, want)
     assert seen == [pytest.approx(_transfer.SWITCH_INTERVAL)] and sys.getswitchinterval() == before
     # a list of series: pieces at offsets; with the same tuning the same bits as alone
-    assert np.array_equal(hurst([q[:7_001], q], 20, device=device, _tuning=t,
-                                _transfer="pinned+overlap").S[1], want)
+    assert np.array_equal(hurst_with([q[:7_001], q], 20, device=device, pair_shape=t,
+                                transfer="pinned+overlap").S[1], want)
 
 
 @pytest.mark.parametrize("q", [0.5, 2.0, 3.7])
@@ -165,7 +168,7 @@ def test_other_q(device, q):
     p = random_walk(20_011, 5)
     for acc in ACCUMULATORS:
         acc = acc if acc == "compensated" or device.facts.fp64 else "compensated"
-        r = hurst(p, 20, q=q, device=device, _accumulate=acc)
+        r = hurst_with(p, 20, q=q, device=device, accumulate=acc)
         assert_close(r.S, hurst_numpy(p, 20, q=q)[0], rtol=2e-6)
         assert r.q == q
 
@@ -235,9 +238,9 @@ BAD_HURST = [
     (dict(p=np.arange(10.0), max_lag=2, q=1001), ValueError, "q must be <= 1000"),
     (dict(p=np.arange(10.0), max_lag=2, q=float("nan")), ValueError, "q must be finite"),
     (dict(p="1 2 3 4 5", max_lag=2), TypeError, "string"),
-    (dict(p=np.arange(10.0), max_lag=2, _transfer="dma"), ValueError, "_transfer"),
-    (dict(p=np.arange(10.0), max_lag=2, _transfer="pinned+fast"), ValueError, "overlap"),
-    (dict(p=np.arange(10.0), max_lag=2, _layout="int16"), ValueError, "_layout"),
+    (dict(p=np.arange(10.0), max_lag=2, transfer="dma"), ValueError, "transfer"),
+    (dict(p=np.arange(10.0), max_lag=2, transfer="pinned+fast"), ValueError, "overlap"),
+    (dict(p=np.arange(10.0), max_lag=2, layout="int16"), ValueError, "layout"),
     (dict(p=np.arange(10) * 1j, max_lag=2), TypeError, "real numbers"),
     (dict(p=np.arange(10.0), max_lag=2, q=[1, 0.0]), ValueError, "q must be >= 0.01"),
     (dict(p=np.arange(10.0), max_lag=2, q=[]), ValueError, "q must not be empty"),
@@ -256,7 +259,7 @@ BAD_HURST = [
 def test_hurst_bad_input(kwargs, exc, match):
     # raised before any device work: the device spec is never looked at
     with pytest.raises(exc, match=match):
-        hurst(device="no-such-device", **kwargs)
+        correlation.plan_hurst(device="no-such-device", **kwargs)
 
 
 @pytest.mark.parametrize("kwargs, exc, match", [
@@ -355,17 +358,17 @@ def test_pair_kernels_oclgrind(oclgrind, monkeypatch):
     t = PairTuning(wg=4, lpi=3, chunk=8, run=4, groups=2)
     S = hurst_numpy(p, 13)[0]
     for acc in ACCUMULATORS:
-        r = hurst(p, 13, device=oclgrind, _accumulate=acc, _tuning=t)
+        r = hurst_with(p, 13, device=oclgrind, accumulate=acc, pair_shape=t)
         assert_close(r.S, S, rtol=1e-6)
         assert np.all(np.isfinite(r.S_err)) and np.all(np.isfinite(r.H_err[1:]))
         for stationary in (False, True):
-            rho = autocorrelation(p, 13, stationary=stationary, device=oclgrind, _accumulate=acc,
-                                  _tuning=t)
+            rho = acf_with(p, 13, stationary=stationary, device=oclgrind, accumulate=acc,
+                                  pair_shape=t)
             assert_close(rho.rho, autocorrelation_numpy(p, 13, stationary), rtol=1e-6, atol=1e-8)
         # 2^(q log2 x) on (hi, lo) pairs after the per-lag maxima; integer powers alone and
         # beside other pair functions (one accumulator: the same kernels otherwise)
         for qs in ([1.5, 1, 2],) + (([3], [1, 3]) if acc == "double" else ()):
-            Sq = hurst(p, 5, q=qs, device=oclgrind, _tuning=t, _accumulate=acc).S
+            Sq = hurst_with(p, 5, q=qs, device=oclgrind, pair_shape=t, accumulate=acc).S
             for i, q in enumerate(qs):
                 assert_close(Sq[i], hurst_numpy(p, 5, q=q)[0], rtol=1e-6)
     # the other dtypes, uploads and the (hi, lo) layout, and a finishing kernel with rows
@@ -374,8 +377,8 @@ def test_pair_kernels_oclgrind(oclgrind, monkeypatch):
                                 (np.int64, "float2", "pinned-unmap"),
                                 (np.int32, "blocked", "pageable")):
         q = np.round(p * 100).astype(dtype)
-        assert_close(hurst(q, 13, device=oclgrind, _tuning=t, _layout=layout,
-                           _transfer=spec).S, hurst_numpy(q.astype(np.float64), 13)[0],
+        assert_close(hurst_with(q, 13, device=oclgrind, pair_shape=t, layout=layout,
+                           transfer=spec).S, hurst_numpy(q.astype(np.float64), 13)[0],
                      rtol=1e-6)
 
 

@@ -9,6 +9,8 @@ import pytest
 from clphys.timeseries import acrw_numpy, pattern_conformity
 from clphys.timeseries.pattern import PatternTuning, pattern_pairs
 from clphys.timeseries.reference import pattern_conformity_loops, pattern_conformity_numpy
+from timeseries_plans import pc_with
+
 
 
 def series(kind, n, seed=1):
@@ -55,12 +57,12 @@ def test_against_reference(device, kind, acc):
         pytest.skip(f"{device.name} has no fp64")
     p = series(kind, 1_237, seed=3)
     ref = pattern_conformity_numpy(p, 6, 5, 100.0, 150)
-    check(pattern_conformity(p, 6, 5, 100.0, 150, device=device, _accumulate=acc), ref)
+    check(pc_with(p, 6, 5, 100.0, 150, device=device, accumulate=acc), ref)
     # several launches and tiles, partial work groups, the launch slots reused, native_exp
     # (its accuracy is the implementation's: Intel's CPU runtime, 2026.2, ~3e-5 relative)
     tuning = PatternTuning(wg=8, tb=16, launch_pairs=40_000, exp="native_exp")
-    check(pattern_conformity(p, 6, 5, 100.0, 150, device=device, _accumulate=acc,
-                             _tuning=tuning), ref, sums=1e-4)
+    check(pc_with(p, 6, 5, 100.0, 150, device=device, accumulate=acc,
+                             shape=tuning), ref, sums=1e-4)
 
 
 @pytest.mark.slow
@@ -72,10 +74,10 @@ def test_one_program_per_past_gives_the_same_sums(device, kind, pre):
     with and without the windows normalised once per tile (pre)."""
     p = series(kind, 1_237, seed=5)
     shape = dict(wg=8, tb=16, launch_pairs=40_000, pre=pre)
-    per_past = pattern_conformity(p, 6, 5, 100.0, 150, device=device,
-                                  _tuning=PatternTuning(per_past=True, **shape))
+    per_past = pc_with(p, 6, 5, 100.0, 150, device=device,
+                                  shape=PatternTuning(per_past=True, **shape))
     check(per_past, pattern_conformity_numpy(p, 6, 5, 100.0, 150))
-    one = pattern_conformity(p, 6, 5, 100.0, 150, device=device, _tuning=PatternTuning(**shape))
+    one = pc_with(p, 6, 5, 100.0, 150, device=device, shape=PatternTuning(**shape))
     np.testing.assert_array_equal(per_past.xi, one.xi)
     np.testing.assert_array_equal(per_past.norm, one.norm)
     np.testing.assert_array_equal(per_past.pairs, one.pairs)
@@ -101,7 +103,7 @@ def test_block_rows_same_bits_however_run(device, monkeypatch):
             if windows:
                 mp.setattr(pattern, "_pc_windows", lambda dev, T, wg, units, *a: [
                     (u, min(u + windows, units)) for u in range(0, units, windows)])
-            return pattern_conformity(ps, 6, 5, 100.0, 150, device=device, _tuning=tuning)
+            return pc_with(ps, 6, 5, 100.0, 150, device=device, shape=tuning)
 
     one = run(PatternTuning(**shape))
     for label, r in (("block rows", run(PatternTuning(per_past=True, **shape))),
@@ -129,16 +131,16 @@ def test_local_signs_are_cmp_on_ticks(device, U):
     shape = dict(wg=8, tb=16, launch_pairs=40_000, slide=U, cellmad=True)
     t = PatternTuning(**shape, sign="local")
     assert pattern._local_is_exact(k, 1.0, t, 6, 5)
-    cmp = pattern_conformity(0.01 * k, 6, 5, 100.0, 300, device=device,
-                             _tuning=PatternTuning(**shape))
+    cmp = pc_with(0.01 * k, 6, 5, 100.0, 300, device=device,
+                             shape=PatternTuning(**shape))
     check(cmp, pattern_conformity_numpy(k, 6, 5, 100.0, 300))
     for per_past in (False, True):
-        r = pattern_conformity(0.01 * k, 6, 5, 100.0, 300, device=device,
-                               _tuning=dataclasses.replace(t, per_past=per_past))
+        r = pc_with(0.01 * k, 6, 5, 100.0, 300, device=device,
+                               shape=dataclasses.replace(t, per_past=per_past))
         np.testing.assert_array_equal(r.xi, cmp.xi)
         np.testing.assert_array_equal(r.norm, cmp.norm)
     w = series("walk", 1_500, seed=13)
-    check(pattern_conformity(w, 6, 5, 100.0, 300, device=device, _tuning=t),
+    check(pc_with(w, 6, 5, 100.0, 300, device=device, shape=t),
           pattern_conformity_numpy(w, 6, 5, 100.0, 300))
 
 
@@ -153,17 +155,17 @@ def test_saturated_sums_are_cmp_bits(device, kind, monkeypatch):
     shape = dict(wg=8, tb=16, launch_pairs=40_000, slide=2, cellmad=True)
     wants = {}
     for sign in ("cmp", "local"):
-        want = wants[sign] = pattern_conformity(p, 6, 5, 100.0, 300, device=device,
-                                                _tuning=PatternTuning(**shape, sign=sign))
+        want = wants[sign] = pc_with(p, 6, 5, 100.0, 300, device=device,
+                                                shape=PatternTuning(**shape, sign=sign))
         for per_past in (False, True):
-            r = pattern_conformity(p, 6, 5, 100.0, 300, device=device, _tuning=PatternTuning(
+            r = pc_with(p, 6, 5, 100.0, 300, device=device, shape=PatternTuning(
                 **shape, sign=sign, cellsat=1, per_past=per_past))
             np.testing.assert_array_equal(r.xi, want.xi)
             np.testing.assert_array_equal(r.norm, want.norm)
     if kind == "walk":
         monkeypatch.setattr(pattern, "_sat_scale", lambda *a: 1.0)
-        r = pattern_conformity(p, 6, 5, 100.0, 300, device=device,
-                               _tuning=PatternTuning(**shape, cellsat=1))
+        r = pc_with(p, 6, 5, 100.0, 300, device=device,
+                               shape=PatternTuning(**shape, cellsat=1))
         assert not np.array_equal(r.xi, wants["cmp"].xi)
 
 
@@ -197,18 +199,18 @@ def test_local_real_values_as_cmp(device):
     p = np.cumsum(np.random.default_rng(16).standard_cauchy(160))
     assert first_tile_ties(p, 6, 5, 12) > 100
     shape = dict(wg=8, tb=16, launch_pairs=40_000, slide=2, cellmad=True)
-    cmp = pattern_conformity(p, 6, 5, 1.0, 12, device=device, tick=None,
-                             _tuning=PatternTuning(**shape))
-    local = pattern_conformity(p, 6, 5, 1.0, 12, device=device, tick=None,
-                               _tuning=PatternTuning(**shape, sign="local", cellsat=1))
+    cmp = pc_with(p, 6, 5, 1.0, 12, device=device, tick=None,
+                             shape=PatternTuning(**shape))
+    local = pc_with(p, 6, 5, 1.0, 12, device=device, tick=None,
+                               shape=PatternTuning(**shape, sign="local", cellsat=1))
     ref = pattern_conformity_numpy(p, 6, 5, 1.0, 12)
     check(cmp, ref)
     check(local, ref)
     np.testing.assert_array_equal(local.norm, cmp.norm)
     w = series("walk", 1_500, seed=17)                   # many tiles
     for sign in ("cmp", "local"):
-        check(pattern_conformity(w, 6, 5, 100.0, 300, device=device, tick=None,
-                                 _tuning=PatternTuning(**shape, sign=sign)),
+        check(pc_with(w, 6, 5, 100.0, 300, device=device, tick=None,
+                                 shape=PatternTuning(**shape, sign=sign)),
               pattern_conformity_numpy(w, 6, 5, 100.0, 300))
 
 
@@ -261,25 +263,25 @@ def test_sliding_windows_give_the_same_sums(device, kind):
     p = series("walk", 1_237, seed=5) if kind == "walk" else \
         np.cumsum(np.random.default_rng(5).integers(-2, 3, 1_237)) * 0.25
     shape = dict(wg=8, tb=16, launch_pairs=40_000)
-    pre = pattern_conformity(p, 6, 5, 100.0, 150, device=device,
-                             _tuning=PatternTuning(pre=True, **shape))
+    pre = pc_with(p, 6, 5, 100.0, 150, device=device,
+                             shape=PatternTuning(pre=True, **shape))
     ref = pattern_conformity_numpy(p / (0.25 if kind == "ticks" else 1.0), 6, 5, 100.0, 150)
     check(pre, ref)
     for slide in (2, 16):
-        r = pattern_conformity(p, 6, 5, 100.0, 150, device=device,
-                               _tuning=PatternTuning(slide=slide, qform="plain", **shape))
+        r = pc_with(p, 6, 5, 100.0, 150, device=device,
+                               shape=PatternTuning(slide=slide, qform="plain", **shape))
         np.testing.assert_array_equal(r.xi, pre.xi)
         np.testing.assert_array_equal(r.norm, pre.norm)
         np.testing.assert_array_equal(r.skipped_history, pre.skipped_history)
     for sign, qsw, per_past in (("fma", True, False), ("scaled", True, False),
                                 ("scaled", False, True)):
-        check(pattern_conformity(p, 6, 5, 100.0, 150, device=device,
-                                 _tuning=PatternTuning(slide=4, qsw=qsw, sign=sign,
+        check(pc_with(p, 6, 5, 100.0, 150, device=device,
+                                 shape=PatternTuning(slide=4, qsw=qsw, sign=sign,
                                                        per_past=per_past, **shape)), ref)
-    pre_qsw = pattern_conformity(p, 6, 5, 100.0, 150, device=device,
-                                 _tuning=PatternTuning(pre=True, qsw=True, qform="plain", **shape))
-    slide_qsw = pattern_conformity(p, 6, 5, 100.0, 150, device=device,
-                                   _tuning=PatternTuning(slide=8, qsw=True, qform="plain", **shape))
+    pre_qsw = pc_with(p, 6, 5, 100.0, 150, device=device,
+                                 shape=PatternTuning(pre=True, qsw=True, qform="plain", **shape))
+    slide_qsw = pc_with(p, 6, 5, 100.0, 150, device=device,
+                                   shape=PatternTuning(slide=8, qsw=True, qform="plain", **shape))
     np.testing.assert_array_equal(pre_qsw.xi, slide_qsw.xi)
     np.testing.assert_array_equal(pre_qsw.norm, slide_qsw.norm)
 
@@ -290,7 +292,7 @@ def test_shortest_series(device, tuning):
     """T = max_past + max_future + 1: one (t̂, τ) pair in the cell (max_future, max_past);
     also per Δt⁻ by block rows (two units: two blocks of one column)."""
     p = series("walk", 9, seed=5)
-    r = pattern_conformity(p, 5, 3, 1.0, 100, device=device, _tuning=tuning)
+    r = pc_with(p, 5, 3, 1.0, 100, device=device, shape=tuning)
     check(r, pattern_conformity_loops(p, 5, 3, 1.0, 100))
     assert r.pairs[-1] == 0 + 1 + 2 + 3       # t̂ = 5 .. 8 have t̂ - 5 lags each
     assert abs(r.Xi[-1, -1]) == 1.0           # the one pair of t̂ = 6 = T - max_future
@@ -306,7 +308,7 @@ def test_history_longer_than_series(device):
 def test_persistent_series_gives_one(device, tuning):
     """p(t) = t: every window matches (Q = 0) and every continuation agrees."""
     p = np.arange(500, dtype=np.int64) + 10**6
-    r = pattern_conformity(p, 8, 6, 100.0, 64, device=device, _tuning=tuning)
+    r = pc_with(p, 8, 6, 100.0, 64, device=device, shape=tuning)
     assert np.all(np.isnan(r.Xi[:, 0]))              # one-point windows have no range
     np.testing.assert_array_equal(r.Xi[:, 1:], 1.0)
     assert np.all(r.skipped_current[1:] == 0) and np.all(r.skipped_history == 0)
@@ -336,15 +338,15 @@ def test_pair_count_formula():
 def test_progress_callback(device):
     calls = []
     p = series("walk", 400, seed=8)
-    pattern_conformity(p, 3, 2, 10.0, 50, device=device,
+    pc_with(p, 3, 2, 10.0, 50, device=device,
                        progress=lambda done, total: calls.append((done, total)),
-                       _tuning=PatternTuning(wg=4, tb=8, launch_pairs=3_000))
+                       shape=PatternTuning(wg=4, tb=8, launch_pairs=3_000))
     assert len(calls) > 3 and calls[-1] == (100, 100)     # groups of wg = 4 of the 399 t̂
     assert all(a[0] < b[0] for a, b in zip(calls, calls[1:]))
     calls.clear()                          # block rows: Δt⁻ x columns of the 16 blocks
-    pattern_conformity(p, 3, 2, 10.0, 50, device=device,
+    pc_with(p, 3, 2, 10.0, 50, device=device,
                        progress=lambda done, total: calls.append((done, total)),
-                       _tuning=PatternTuning(wg=4, tb=8, launch_pairs=3_000, per_past=True))
+                       shape=PatternTuning(wg=4, tb=8, launch_pairs=3_000, per_past=True))
     assert calls[-1] == (3 * 7, 3 * 7)                    # 100 units: blocks of <= 7 columns
     assert all(a[0] < b[0] for a, b in zip(calls, calls[1:]))
 
@@ -381,8 +383,8 @@ def test_kernel_oclgrind(oclgrind):
                                 ("compensated", True, dict(slide=2, sign="scaled")),
                                 ("double", True, dict(slide=2, sign="local", cellmad=True)),
                                 ("compensated", True, dict(slide=2, cellmad=True, cellsat=1))):
-        check(pattern_conformity(p, 3, 2, 50.0, 6, device=oclgrind, _accumulate=acc,
-                                 _tuning=PatternTuning(wg=4, tb=4, launch_pairs=200,
+        check(pc_with(p, 3, 2, 50.0, 6, device=oclgrind, accumulate=acc,
+                                 shape=PatternTuning(wg=4, tb=4, launch_pairs=200,
                                                        per_past=per_past, **more)), ref)
 
 
@@ -413,13 +415,13 @@ def test_inline_ptx_only_on_nvidia(device):
     if device.facts.vendor == "nvidia":
         pytest.skip("NVIDIA builds the inline PTX")
     with pytest.raises(ValueError, match="cellsat=2"):
-        pattern_conformity(series("walk", 500, seed=1), 4, 4, 1.0, 100, device=device,
-                           _tuning=PatternTuning(wg=4, tb=8, slide=2, cellsat=2))
+        pc_with(series("walk", 500, seed=1), 4, 4, 1.0, 100, device=device,
+                           shape=PatternTuning(wg=4, tb=8, slide=2, cellsat=2))
 
 
 def test_tuning_too_large_for_local_memory(device):
     """Refused before anything is built: the tiles of normalised windows would not fit."""
     tb = device.facts.local_mem // (4 * 66) + 1
     with pytest.raises(ValueError, match="local memory"):
-        pattern_conformity(series("walk", 500, seed=1), 64, 64, 1.0, 100, device=device,
-                           _tuning=PatternTuning(wg=4, tb=tb, pre=True))
+        pc_with(series("walk", 500, seed=1), 64, 64, 1.0, 100, device=device,
+                           shape=PatternTuning(wg=4, tb=tb, pre=True))

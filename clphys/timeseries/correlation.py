@@ -29,7 +29,7 @@ from . import _common, _fft, _finish
 from . import _ingest
 from . import _transfer as _xfer
 
-__all__ = ["HurstResult", "AutocorrelationResult", "PairTuning", "LongMemoryWarning", "hurst",
+__all__ = ["HurstResult", "AutocorrelationResult", "LongMemoryWarning", "hurst",
            "autocorrelation"]
 
 
@@ -93,6 +93,33 @@ class PairTuning:
     groups: int | None = None
 
 
+@dataclass(frozen=True, eq=False)
+class CorrelationPlan:
+    """What is decided before the device for one hurst() or autocorrelation() call: the
+    checked inputs, the device, the path (`fft`) and the internal choices that tests and
+    the benchmark may force (plan_hurst(..., accumulate="compensated")); run_plan() runs
+    it.  accumulate: "double" or "compensated" (float32 pairs); pair_shape: pairs.cl's
+    code shape (None: default_tuning() for each group of equal tiles); layout: hurst's
+    converted values, "blocked" or "float2" (None: by q); transfer: the upload path
+    (None: by device and size); stream: whether the pair sums run on each upload segment
+    as it arrives (None: for short jobs, True: wherever possible, False: never)."""
+    entry: str
+    device: object
+    batch: _ingest.Batch
+    max_lag: int
+    progress: object
+    errors: bool
+    fft: bool
+    accumulate: str
+    qs: tuple = (1.0,)
+    q_list: bool = False
+    stationary: bool = False
+    pair_shape: PairTuning | None = None
+    layout: str | None = None
+    transfer: _xfer.Transfer | None = None
+    stream: bool | None = None
+
+
 BLOCK = 256                   # values per offset block of the "blocked" layout (Hurst)
 JACK_BLOCKS = 16              # jackknife blocks of pair start times per series
 # The first time-bounded slice covers about this many pair terms (then run_sliced
@@ -102,25 +129,16 @@ JACK_BLOCKS = 16              # jackknife blocks of pair start times per series
 # by a queue finish (the 2^30 start doubled).
 FIRST_SLICE_PAIRS = {True: 1 << 35, False: 1 << 25}      # by DeviceFacts.is_gpu
 
-# benchmarks/bench_timeseries.py sets TRACE to a list: (phase, time.perf_counter()) are
-# appended at the points where the host waits for the device anyway (no extra syncs)
-TRACE = None
+class Timeline:
+    """Named points of one call's host timeline, (name, time.perf_counter()), taken where
+    the host waits for the device anyway (no extra synchronisation): what the benchmark
+    reports as a call's phases."""
 
+    def __init__(self):
+        self.marks: list[tuple[str, float]] = []
 
-TRACE_SYNC = None             # ... and a queue here: finished before a mark (a probe's split)
-
-
-def _phase(name: str):
-    if TRACE is not None:
-        if TRACE_SYNC is not None:
-            TRACE_SYNC.finish()
-        TRACE.append((name, time.perf_counter()))
-
-
-def _mark(name: str):
-    """A point of the host's timeline (traced, not synced: inside a streamed upload)."""
-    if TRACE is not None and TRACE_SYNC is None:
-        TRACE.append((name, time.perf_counter()))
+    def mark(self, name: str):
+        self.marks.append((name, time.perf_counter()))
 
 
 STAGING_SLACK = 9 / 8         # staging buffers are rounded up by at most 1/8 (_transfer.capacity)
@@ -159,7 +177,7 @@ def default_tuning(facts, nlags: int, shortest: int = 1 << 30, kinds=("absdiff",
     return PairTuning(wg=wg, lpi=lpi, chunk=chunk, run=min(run, chunk))
 
 
-# Streaming (_Direct.stream): the provisional scale and centre come from the first
+# Streaming (PairSums.stream): the provisional scale and centre come from the first
 # HEAD_VALUES values (a fixed count: the result does not depend on the segment size); the
 # sums made with them stand if max |x| exceeds the head's by less than 2^MAX_SCALE_GAP
 # (and, for the autocorrelation, the centre is within half a standard deviation of the
@@ -175,7 +193,7 @@ STREAM_MAX_PAIRS = {True: 1 << 37, False: 1 << 30}     # by DeviceFacts.is_gpu
 # streamed pass was then discarded (+3 ms on the H100 at T = 2^24).  0: from the head.
 CENTRE_SAMPLE = 1 << 12
 # A streamed batch's pair-sum launches (one per upload segment's rows) have about this
-# many work groups per compute unit (at least tpb per row: see _Direct.stream_batch)
+# many work groups per compute unit (at least tpb per row: see PairSums.stream_batch)
 BATCH_GROUPS_PER_CU = {True: 16, False: 4}              # by DeviceFacts.is_gpu
 
 
@@ -189,12 +207,12 @@ def _sample_positions(n: int) -> np.ndarray:
 
 def _pair_pass(run, st, centred: bool, pairs, stream, progress):
     """(block sums, exps) when the pair sums ran streamed (stream=None: short jobs,
-    True: wherever _Direct.can_stream), else (None, exps) with the series prepared for
+    True: wherever PairSums.can_stream), else (None, exps) with the series prepared for
     run.sums().  A streamed pass of one series stands or falls in run.verify(), after
     the caller enqueued its finish: see _finished."""
     if stream is not False and run.can_stream_batch(pairs, progress, forced=bool(stream)):
         sums, exps = run.stream_batch(st, centred, pairs)
-        _phase("streamed batch enqueued")
+        run.timeline.mark("streamed batch enqueued")
         return sums, exps
     if stream is not False and run.can_stream(pairs, progress, forced=bool(stream)):
         sums, exps = run.stream(st, centred, pairs)
@@ -220,7 +238,7 @@ def _finished(run, st, centred: bool, sums, exps, finish, again):
 
 def _stream_arg(value):
     if value is not None and not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"_stream must be None, True or False, got {value!r}")
+        raise TypeError(f"stream must be None, True or False, got {value!r}")
     return value
 
 
@@ -230,7 +248,7 @@ def _finish_rows(dev) -> int:
         if dev.facts.is_gpu else 1
 
 
-class _Direct:
+class PairSums:
     """Pair sums over a batch of series on one device: the raw values are uploaded,
     checked and converted once (per window, for one series too long for the device),
     then the pair kernels run over them in time-bounded slices of tiles; the sums of
@@ -238,8 +256,9 @@ class _Direct:
     change a bit of the sums (pairs.cl folds every group's tiles in a fixed order)."""
 
     def __init__(self, dev, b: _ingest.Batch, nlags: int, lag0: int, value: str,
-                 n_pairs: int, accumulate=None, tuning=None, what=""):
+                 n_pairs: int, accumulate=None, tuning=None, what="", timeline=None):
         self.dev, self.b, self.nlags, self.lag0, self.value = dev, b, nlags, lag0, value
+        self.timeline = timeline or Timeline()
         facts = dev.facts
         self.acc = _common.accumulator(dev, accumulate)
         self.f64 = self.acc == "double"
@@ -382,7 +401,7 @@ class _Direct:
                 parts.append(inp.check(own=(w[0], min(w[1], c1 * chunk))))
             blocks = np.concatenate(parts)
         exps = inp.scales(blocks)
-        _phase("upload and check")
+        self.timeline.mark("upload and check")
         shift = np.ldexp(b.first_values(), exps)
         if centred:
             if whole:
@@ -399,7 +418,7 @@ class _Direct:
                 raise ValueError(f"{b.label(int(np.argmax(flat)))} is constant: its "
                                  "autocorrelation is undefined")
             self.centre = inp.centres(sums, shift)
-            _phase("mean and spread")
+            self.timeline.mark("mean and spread")
         else:
             self.centre = shift
         self.totals = None                  # the per-tile sums as read back
@@ -483,13 +502,13 @@ class _Direct:
                                      [shift])
         else:
             centre = np.array([shift])
-        _mark("stream: provisional scale and centre")
+        self.timeline.mark("stream: provisional scale and centre")
         inp.exps = provisional = np.array([e0], np.int32)
         inp._exps = provisional_d = inp._array(inp.exps)
         self.centre = centre
         self._allocate(centred)
         job = self._pair_job(pairs)
-        _mark("stream: buffers and pair job")
+        self.timeline.mark("stream: buffers and pair job")
         nblocks, span, item = int(inp.boff[-1]), inp.span, b.dtype.itemsize
         checks = _common.work_array(dev, (nblocks, 2), np.int32)
         blocks = np.empty((nblocks, 2), np.int32)
@@ -497,7 +516,7 @@ class _Direct:
         state = {"blocks": 0, "tiles": 0}
 
         def on_segment(end):
-            _mark(f"stream: sent up to {end / 2**20:.0f} MB")
+            self.timeline.mark(f"stream: sent up to {end / 2**20:.0f} MB")
             v = end // item                     # values of the series now on the device
             ready = nblocks if v >= n else v // span
             lo = state["blocks"]
@@ -515,7 +534,7 @@ class _Direct:
                 state["tiles"] = tiles
 
         inp.load(st, on_segment=on_segment)
-        _phase("upload, check and pair sums enqueued")
+        self.timeline.mark("upload, check and pair sums enqueued")
         sums = self._finish_pairs(job)
         # what verify() needs, read once by read_checks() or verify(): with fp64 the checks
         # folded on the device (ts_ingest_scale: the first non-finite value and the
@@ -696,12 +715,12 @@ class _Direct:
                     s12 = (s1[0], s2[0])
             inp.exps, inp._exps = pending["provisional"]
             if not self._stream_ok(int(e[0]), pending["e0"], s12):
-                _phase("streamed pass discarded")
+                self.timeline.mark("streamed pass discarded")
                 if self.f64:                    # the blocks, for prepare(checked=...)
                     cl.enqueue_copy(self.dev.queue, blocks, pending["checks"].data)
                 self.checked = blocks
                 return False
-            _phase("streamed pair sums")
+            self.timeline.mark("streamed pair sums")
             return True
         (at, _), *stats = checks
         bad = at != _ingest.NONE
@@ -934,7 +953,7 @@ def _by_tiles(dev, b, nlags, tuning, make, kinds=("absdiff",)):
                   for arrays in zip(*done))]
 
 
-def _staged(dev, nbytes, transfer):
+def staged(dev, nbytes, transfer):
     transfer = _xfer.default(dev, nbytes) if transfer is None else transfer
     return _xfer.Staged(dev, nbytes, transfer)
 
@@ -951,9 +970,8 @@ def _sub_batches(dev, b, make):
         _sub_batches(dev, b.subset(range(half, len(b))), make)
 
 
-def hurst(p, max_lag=256, q=1.0, device=None, progress=None, *, method="auto", errors=True,
-          _accumulate=None, _tuning=None, _layout=None, _transfer=None,
-          _stream=None) -> HurstResult:
+def hurst(p, max_lag=256, q=1.0, device=None, progress=None, *, method="auto",
+          errors=True) -> HurstResult:
     """Hurst exponent of the series p(t), t = 0 .. T-1, from its q-th order
     structure function.
 
@@ -1019,28 +1037,55 @@ def hurst(p, max_lag=256, q=1.0, device=None, progress=None, *, method="auto", e
     fp64) is streamed: the rows of each upload segment are checked, scaled and summed
     on the device while the next segment is copied (docs/timeseries.md, "Many series").
     """
+    return run_plan(plan_hurst(p, max_lag, q, device, progress, method=method,
+                               errors=errors))[0]
+
+
+def plan_hurst(p, max_lag=256, q=1.0, device=None, progress=None, *, method="auto",
+               errors=True, accumulate=None, pair_shape=None, layout=None, transfer=None,
+               stream=None) -> CorrelationPlan:
+    """The plan of hurst(p, ...): its arguments checked, the device chosen, the path
+    decided.  The keyword arguments after `errors` force an internal choice (None: the
+    default); tests and benchmarks/bench_timeseries.py use them, see CorrelationPlan."""
     max_lag = _max_lag(max_lag)
     qs, q_list = _qs(q)
     b = _ingest.batch("p", p, max_lag + 1, f"max_lag + 1 with max_lag = {max_lag}")
     check_progress(progress)
-    if _layout is not None:
-        _validate.choice("_layout", _layout, ("blocked", "float2"))
+    if layout is not None:
+        _validate.choice("layout", layout, ("blocked", "float2"))
     method = _method(method)
     errors = _errors(errors)
     if method == "fft" and set(qs) != {2.0}:
         raise ValueError(f"method='fft' gives S_2 only (q = 2), got q = {q!r}")
-    transfer = _transfer_arg(_transfer)
-    _stream = _stream_arg(_stream)
+    transfer = _transfer_arg(transfer)
+    stream = _stream_arg(stream)
     dev = resolve_device(device)
-    fft = set(qs) == {2.0} and _use_fft(dev, b.lengths, max_lag, method, _accumulate,
+    acc = _common.accumulator(dev, accumulate)
+    fft = set(qs) == {2.0} and _use_fft(dev, b.lengths, max_lag, method, acc,
                                         needs_fp64=True, errors=errors)
+    return CorrelationPlan("hurst", dev, b, max_lag, progress, errors, fft, acc, qs=qs,
+                           q_list=q_list, pair_shape=pair_shape, layout=layout,
+                           transfer=transfer, stream=stream)
+
+
+def run_plan(plan: CorrelationPlan):
+    """(result, Timeline) of the call that `plan` describes."""
+    timeline = Timeline()
+    if plan.entry == "hurst":
+        return _run_hurst(plan, timeline), timeline
+    return _run_autocorrelation(plan, timeline), timeline
+
+
+def _run_hurst(plan, timeline) -> HurstResult:
+    dev, b, max_lag, qs, progress = plan.device, plan.batch, plan.max_lag, plan.qs, plan.progress
+    errors, fft, acc = plan.errors, plan.fft, plan.accumulate
     if fft:
         parts = _sub_batches(dev, b, lambda sub: _hurst_fft(
-            dev, sub, max_lag, len(qs), _accumulate, transfer, progress, errors))
+            dev, sub, max_lag, len(qs), acc, plan.transfer, progress, errors, timeline))
     else:
-        parts = _by_tiles(dev, b, max_lag, _tuning, lambda sub: _hurst_direct(
-            dev, sub, max_lag, qs, _accumulate, _tuning, _layout, transfer, progress,
-            _stream), kinds=[_kind(q) for q in qs])
+        parts = _by_tiles(dev, b, max_lag, plan.pair_shape, lambda sub: _hurst_direct(
+            dev, sub, max_lag, qs, acc, plan.pair_shape, plan.layout, plan.transfer, progress,
+            plan.stream, timeline), kinds=[_kind(q) for q in qs])
     _common.trim_pool(dev)
     S, S_err, H, H_err = (_join([part[i] for part in parts]) for i in range(4))
     persistent = _long_memory(S, S_err, b.lengths, qs) if errors else \
@@ -1048,7 +1093,7 @@ def hurst(p, max_lag=256, q=1.0, device=None, progress=None, *, method="auto", e
     if persistent.any():
         _warn_long_memory(b, S, qs, persistent)
     # (n_series, n_q, max_lag) -> the caller's shape
-    if not q_list:
+    if not plan.q_list:
         S, S_err, H, H_err, persistent = (None if a is None else a[:, 0]
                                           for a in (S, S_err, H, H_err, persistent))
     if b.single:
@@ -1056,7 +1101,7 @@ def hurst(p, max_lag=256, q=1.0, device=None, progress=None, *, method="auto", e
                                           for a in (S, S_err, H, H_err, persistent))
     if not errors:
         S_err = H_err = None
-    return HurstResult(S=S, H=H, q=np.array(qs) if q_list else qs[0], S_err=S_err,
+    return HurstResult(S=S, H=H, q=np.array(qs) if plan.q_list else qs[0], S_err=S_err,
                        H_err=H_err, method="fft" if fft else "direct",
                        long_memory=persistent if np.ndim(persistent) else bool(persistent))
 
@@ -1109,14 +1154,14 @@ def _warn_long_memory(b, S, qs, persistent):
                   f"terms stay correlated across the 16 error blocks and S_err and H_err "
                   f"understate the errors (by 1.2x at H = 0.75, 2.8x at H = 0.9 for fractional "
                   f"Brownian motion); HurstResult.long_memory marks it.  For error bars take "
-                  f"the spread over independent series", LongMemoryWarning, stacklevel=3)
+                  f"the spread over independent series", LongMemoryWarning, stacklevel=5)
 
 
-def _hurst_fft(dev, b, max_lag, nq, accumulate, transfer, progress, errors):
+def _hurst_fft(dev, b, max_lag, nq, accumulate, transfer, progress, errors, timeline):
     """(S, S_err, H, H_err), each (n_series, nq, max_lag) (errors None without errors),
     of S_2 by FFT."""
     S, H, S_err, H_err = _fft_run(dev, b, max_lag, "msd", accumulate, transfer, progress,
-                                  "hurst", errors)
+                                  "hurst", errors, timeline)
     # views for one q (a copy of each array, 128 MB for all lags of 2^24 values, cost
     # more in page faults than the FFT)
     return tuple(None if a is None else a[:, None, 1:] if nq == 1 else
@@ -1154,7 +1199,7 @@ def _cost(kind: str) -> int:
 
 
 def _hurst_direct(dev, b, max_lag, qs, accumulate, tuning, layout, transfer, progress,
-                  stream=None):
+                  stream, timeline):
     """(S, S_err, H, H_err), each (n_series, n_q, max_lag), by pair sums."""
     kinds = [_kind(q) for q in qs]
     scaled = _scaled(kinds)
@@ -1166,14 +1211,14 @@ def _hurst_direct(dev, b, max_lag, qs, accumulate, tuning, layout, transfer, pro
     layout = layout or ("float2" if scaled else "blocked")
     what = f"hurst of {int(b.lengths.max())} points with max_lag = {max_lag}"
     tuning = tuning or default_tuning(dev.facts, max_lag, int(b.lengths.min()), kinds)
-    run = _Direct(dev, b, max_lag, 1, layout, len(kinds), accumulate, tuning, what)
+    run = PairSums(dev, b, max_lag, 1, layout, len(kinds), accumulate, tuning, what, timeline)
     E, nl = run.E, max_lag
     weight = sum(_cost(k) for k in kinds)
     # CPUs: 2^(q log2 x) in a pass of its own (inlined beside other pair functions, the
     # unrolled pair loop did not vectorise: 2x slower on PoCL); GPUs: one pass
     passes = [[i] for i in range(len(kinds))] if "powdiff" in kinds and len(kinds) > 1 \
         and not dev.facts.is_gpu else [list(range(len(kinds)))]
-    with _staged(dev, run.raw_bytes(), transfer) as st, \
+    with staged(dev, run.raw_bytes(), transfer) as st, \
             Progress(run.units * (weight + scaled), progress, label="hurst") as bar:
         sums, exps = _pair_pass(run, st, False, kinds, stream, progress)
         inv = np.ones((E, nl), np.float32)
@@ -1187,7 +1232,7 @@ def _hurst_direct(dev, b, max_lag, qs, accumulate, tuning, layout, transfer, pro
             out = [run.sums(st, [kinds[i] for i in p], qs=[qs[i] for i in p], inv=inv,
                             bar=bar.part(sum(_cost(kinds[i]) for i in p)))
                    for p in passes]
-            _phase("conversion and pair sums")
+            run.timeline.mark("conversion and pair sums")
             return out[0] if len(out) == 1 else _concatenate(dev, out)
 
         def finish(sums, exps):
@@ -1204,7 +1249,7 @@ def _hurst_direct(dev, b, max_lag, qs, accumulate, tuning, layout, transfer, pro
                                 run.inp._exps.data,
                                 run.inp._array(np.asarray(qs, np.float32)).data,
                                 run.inp._array(inv).data, out.data)
-            _phase("finish kernels")
+            run.timeline.mark("finish kernels")
             run.read_checks()
             return _xfer.download(dev, out.data, np.empty((4, len(kinds), E, nl), odtype))
 
@@ -1224,8 +1269,7 @@ def _hurst_direct(dev, b, max_lag, qs, accumulate, tuning, layout, transfer, pro
 
 
 def autocorrelation(x, max_lag=256, stationary=False, device=None, progress=None, *,
-                    method="auto", errors=True, _accumulate=None, _tuning=None,
-                    _transfer=None, _stream=None) -> AutocorrelationResult:
+                    method="auto", errors=True) -> AutocorrelationResult:
     """Autocorrelation ρ(Δt), Δt = 0 .. max_lag, of the series x(t), t = 0 .. T-1
     (normally price changes, not prices).
 
@@ -1266,6 +1310,14 @@ def autocorrelation(x, max_lag=256, stationary=False, device=None, progress=None
     of the same values).  ρ agrees with a float64 NumPy computation to ~1e-7 absolute.
     Host and device: as for :func:`hurst`; the centre needs one more pass on the device.
     """
+    return run_plan(plan_autocorrelation(x, max_lag, stationary, device, progress,
+                                         method=method, errors=errors))[0]
+
+
+def plan_autocorrelation(x, max_lag=256, stationary=False, device=None, progress=None, *,
+                         method="auto", errors=True, accumulate=None, pair_shape=None,
+                         transfer=None, stream=None) -> CorrelationPlan:
+    """The plan of autocorrelation(x, ...), as plan_hurst()."""
     max_lag = _max_lag(max_lag)
     b = _ingest.batch("x", x, max_lag + 1, f"max_lag + 1 with max_lag = {max_lag}")
     if not isinstance(stationary, (bool, np.bool_)):
@@ -1273,41 +1325,52 @@ def autocorrelation(x, max_lag=256, stationary=False, device=None, progress=None
     check_progress(progress)
     method = _method(method)
     errors = _errors(errors)
-    transfer = _transfer_arg(_transfer)
-    _stream = _stream_arg(_stream)
+    transfer = _transfer_arg(transfer)
+    stream = _stream_arg(stream)
     dev = resolve_device(device)
-    fft = _use_fft(dev, b.lengths, max_lag, method, _accumulate, errors=errors)
-    form = "stationary" if stationary else "general"
-    if fft:
-        run = lambda sub: _fft_run(dev, sub, max_lag, form, _accumulate, transfer,  # noqa: E731
-                                   progress, "autocorrelation", errors)
+    acc = _common.accumulator(dev, accumulate)
+    fft = _use_fft(dev, b.lengths, max_lag, method, acc, errors=errors)
+    return CorrelationPlan("autocorrelation", dev, b, max_lag, progress, errors, fft, acc,
+                           stationary=bool(stationary), pair_shape=pair_shape,
+                           transfer=transfer, stream=stream)
+
+
+def _run_autocorrelation(plan, timeline) -> AutocorrelationResult:
+    dev, b, max_lag, progress, acc = plan.device, plan.batch, plan.max_lag, plan.progress, \
+        plan.accumulate
+    if plan.fft:
+        form = "stationary" if plan.stationary else "general"
+        run = lambda sub: _fft_run(dev, sub, max_lag, form, acc, plan.transfer,  # noqa: E731
+                                   progress, "autocorrelation", plan.errors, timeline)
+        parts = _sub_batches(dev, b, run)
     else:
-        run = lambda sub: _acf_direct(dev, sub, max_lag, bool(stationary),  # noqa: E731
-                                      _accumulate, _tuning, transfer, progress, _stream)
-    parts = _sub_batches(dev, b, run) if fft else _by_tiles(dev, b, max_lag, _tuning, run)
+        run = lambda sub: _acf_direct(dev, sub, max_lag, plan.stationary,  # noqa: E731
+                                      acc, plan.pair_shape, plan.transfer, progress,
+                                      plan.stream, timeline)
+        parts = _by_tiles(dev, b, max_lag, plan.pair_shape, run)
     _common.trim_pool(dev)
     rho, err = (_join([part[i] for part in parts]) for i in range(2))
     if b.single:
         rho, err = rho[0], (None if err is None else err[0])
-    if not errors:
+    if not plan.errors:
         err = None
-    return AutocorrelationResult(rho=rho, stationary=bool(stationary),
-                                 rho_err=err, method="fft" if fft else "direct")
+    return AutocorrelationResult(rho=rho, stationary=plan.stationary,
+                                 rho_err=err, method="fft" if plan.fft else "direct")
 
 
 def _acf_direct(dev, b, max_lag, stationary, accumulate, tuning, transfer, progress,
-                stream=None):
+                stream, timeline):
     """(ρ, ρ_err), each (n_series, max_lag + 1), by pair sums."""
     nl = max_lag + 1
     what = f"the autocorrelation of {int(b.lengths.max())} points with max_lag = {max_lag}"
-    run = _Direct(dev, b, max_lag, 1, "float", 1, accumulate, tuning, what)
+    run = PairSums(dev, b, max_lag, 1, "float", 1, accumulate, tuning, what, timeline)
     E = run.E
-    with _staged(dev, run.raw_bytes(), transfer) as st:
+    with staged(dev, run.raw_bytes(), transfer) as st:
         sums, exps = _pair_pass(run, st, True, ["product"], stream, progress)
 
         def pair_sums():
             out = run.sums(st, ["product"], progress=progress, label="autocorrelation")
-            _phase("conversion and pair sums")
+            run.timeline.mark("conversion and pair sums")
             return out
 
         def finish(sums, exps):
@@ -1334,7 +1397,8 @@ def _acf_direct(dev, b, max_lag, stationary, accumulate, tuning, transfer, progr
                                       sums, 0, run.K, run.blocks_of(run.bls),
                                       run.device_moments(), exps,
                                       "stationary" if stationary else "general",
-                                      _out_dtype(b), before_download=run.read_checks)
+                                      _out_dtype(b), run.timeline,
+                                      before_download=run.read_checks)
 
         return _finished(run, st, True, sums if sums is not None else pair_sums(), exps,
                          finish, pair_sums)
@@ -1374,7 +1438,8 @@ def _ends(dev, run, nl):
 
 
 def _acf_finish_device(dev, inp, ybuf, ytype, hoff, toff, lengths, nl, cross, cstride, nblk,
-                       kbl, moments, exps, form, odtype, keep=False, before_download=None):
+                       kbl, moments, exps, form, odtype, timeline, keep=False,
+                       before_download=None):
     """ρ and its jackknife error (or S_2 and H for form "msd") on the device (fp64): the
     prefix sums of the series' ends, then the formulas (finish.cl; the cross sums in nblk
     blocks per series, kbl: each series' (blocks, values per block)); downloaded as odtype
@@ -1403,7 +1468,7 @@ def _acf_finish_device(dev, inp, ybuf, ytype, hoff, toff, lengths, nl, cross, cs
                       _device_or(arr, moments, lambda m: _moment_rows(m, E)),
                       _device_or(arr, exps, lambda x: np.asarray(x, np.int32)), out.data,
                       err.data)
-    _phase("finish kernels")
+    timeline.mark("finish kernels")
     if keep:                    # the device arrays, for more kernels
         return out, err, prg
     if before_download is not None:
@@ -1448,7 +1513,7 @@ def _use_fft(dev, lengths, max_lag, method, accumulate, needs_fp64=False,
              errors=True) -> bool:
     if method != "auto":
         return method == "fft"
-    f64 = _common.accumulator(dev, accumulate) == "double"
+    f64 = accumulate == "double"
     if needs_fp64 and not f64:
         return False
     direct, fft = _fft.cost(lengths, max_lag)
@@ -1484,16 +1549,16 @@ class _FFTRows:
         t = _common.acc_to_float64(self.sums.get()).reshape(self.nrows, self.nb, 2).sum(axis=1)
         return t[:, 0], t[:, 1]
 
-    def finish(self, inp, lengths, nl, exps, form, odtype):
+    def finish(self, inp, lengths, nl, exps, form, odtype, timeline):
         """_acf_finish_device on these rows, the results kept on the device."""
         s1, s2 = self.moments()
         toff = self.yoff + np.asarray(lengths, np.uint64) - 1
         return _acf_finish_device(self.dev, inp, self.A, "double", self.yoff, toff, lengths, nl,
                                   self.res, self.L, 1, np.tile([1, self.L], (len(lengths), 1)),
-                                  (s1, s2, s1, s2), exps, form, odtype, keep=True)
+                                  (s1, s2, s1, s2), exps, form, odtype, timeline, keep=True)
 
 
-def _fft_run(dev, b, max_lag, form, accumulate, transfer, progress, label, errors=True):
+def _fft_run(dev, b, max_lag, form, accumulate, transfer, progress, label, errors, timeline):
     """ρ (form "general"/"stationary") or S_2 ("msd") at lags 0 .. max_lag of every
     series of the batch from the FFT of its zero-padded rows.  Returns (ρ, ρ_err) or, for
     "msd", (S_2, H, S_err, H_err), each (n_series, max_lag + 1).  The errors come from 16
@@ -1531,13 +1596,13 @@ def _fft_run(dev, b, max_lag, form, accumulate, transfer, progress, label, error
     inp = _ingest.Input(dev, b, FFT_SPAN, "real", f64)
     queue = dev.queue
     odtype = _out_dtype(b)
-    with _staged(dev, int(b.lengths.sum()) * b.dtype.itemsize, transfer) as st:
+    with staged(dev, int(b.lengths.sum()) * b.dtype.itemsize, transfer) as st:
         inp.load(st)
         exps = inp.scales(inp.check())
-        _phase("upload and check")
+        timeline.mark("upload and check")
         shift = np.ldexp(b.first_values(), exps)
         sums = inp.moments(shift)
-        _phase("mean and spread")
+        timeline.mark("mean and spread")
         if form != "msd":
             flat = np.add.reduceat(sums[:, 1], inp.boff[:-1].astype(np.int64)) == 0
             if flat.any():
@@ -1557,15 +1622,16 @@ def _fft_run(dev, b, max_lag, form, accumulate, transfer, progress, label, error
 
         run_sliced(len(steps), advance, queue, progress=progress, label=label,
                    what="FFT passes")
-        _phase("conversion and FFT")
+        timeline.mark("conversion and FFT")
         if f64:
-            out, second, prg = rows.finish(inp, b.lengths, nl, exps, form, odtype)
+            out, second, prg = rows.finish(inp, b.lengths, nl, exps, form, odtype, timeline)
             # only what is returned comes back (ρ's second array is the direct path's
             # error slot: NaN here, never downloaded)
             arrays = [out, second] if form == "msd" else [out]
             if with_err:
                 bout, bsecond, _ = brows.finish(binp, np.repeat(bs, K), nlb,
-                                                np.repeat(exps, K), form, np.float64)
+                                                np.repeat(exps, K), form, np.float64,
+                                                timeline)
                 spread = [bout] + ([bsecond] if form == "msd" else [])
                 arrays = arrays + [
                     _block_errors(dev, prg, th, K, nlb, bs, b.lengths, nl, odtype)

@@ -281,7 +281,7 @@ def _sat_scale(prepared, t: PatternTuning, max_past: int, max_future: int) -> fl
         bound = max(bound, 2.0 * (D + R) * R)
     k = 126 - (math.frexp(bound)[1] if bound > 0 else 0)
     if k < 0:
-        raise ValueError("_tuning: cellsat needs products below 2^126 (use cellsat=0)")
+        raise ValueError("shape: cellsat needs products below 2^126 (use cellsat=0)")
     return math.ldexp(1.0, min(k, 126))
 
 
@@ -292,8 +292,7 @@ FIRST_SLICE_TRIPLES = {True: 1 << 30, False: 1 << 22}      # by DeviceFacts.is_g
 
 
 def pattern_conformity(p, max_past=20, max_future=20, chi=100.0, max_history=16384,
-                       device=None, progress=None, tick="auto", *, _accumulate=None,
-                       _tuning=None) -> PatternConformity:
+                       device=None, progress=None, tick="auto") -> PatternConformity:
     """Pattern conformity Ξ_χ(Δt⁺, Δt⁻) of the series p(t), t = 0 .. T-1.
 
     Conventions (Preis, Paul, Schneider, EPL 82, 68005 (2008); 0-based times,
@@ -344,6 +343,35 @@ def pattern_conformity(p, max_past=20, max_future=20, chi=100.0, max_history=163
     series too long for the device in windows; neither changes a bit of the
     result.  Returns :class:`PatternConformity`.
     """
+    return run_plan(plan_pattern_conformity(p, max_past, max_future, chi, max_history, device,
+                                            progress, tick))
+
+
+@dataclass(frozen=True, eq=False)
+class PatternPlan:
+    """What is decided before the device for one pattern_conformity() call: the checked
+    inputs, each series as sent (`prepared`: values, origin, exponent, tick), the device,
+    the accumulator ("double" or "compensated") and pattern.cl's code shape; run_plan()
+    runs it.  Tests and benchmarks/bench_timeseries.py build one with a forced
+    `accumulate` or `shape` through plan_pattern_conformity()."""
+    device: object
+    series: list
+    prepared: list
+    single: bool
+    max_past: int
+    max_future: int
+    chi: float
+    max_history: int
+    progress: object
+    accumulate: str
+    shape: PatternTuning
+
+
+def plan_pattern_conformity(p, max_past=20, max_future=20, chi=100.0, max_history=16384,
+                            device=None, progress=None, tick="auto", *, accumulate=None,
+                            shape=None) -> PatternPlan:
+    """The plan of pattern_conformity(p, ...): arguments checked, the series in ticks, the
+    device chosen, the code shape fitted to it (`shape`: forced; None: default_tuning)."""
     max_past = _validate.integer("max_past", max_past, 1, MAX_PAST)
     max_future = _validate.integer("max_future", max_future, 1, MAX_FUTURE)
     chi = _validate.real("chi", chi, 0.0)
@@ -356,20 +384,29 @@ def pattern_conformity(p, max_past=20, max_future=20, chi=100.0, max_history=163
               for i, r in enumerate(rows)]
     prepared = [_ticks(x, tick) for x in series]
     dev = resolve_device(device)
-    acc = _common.accumulator(dev, _accumulate)
-    t = _tuning or default_tuning(dev.facts, max_future,
-                                  sum(pattern_pairs(x.size, max_past, max_history) for x in series),
-                                  max_past)
-    if _tuning is None and t.sign == "local" and not all(
+    acc = _common.accumulator(dev, accumulate)
+    t = shape or default_tuning(dev.facts, max_future,
+                                sum(pattern_pairs(x.size, max_past, max_history) for x in series),
+                                max_past)
+    if shape is None and t.sign == "local" and not all(
             _local_is_exact(v, tk, t, max_past, max_future) for v, _, _, tk in prepared):
         t = dataclasses.replace(t, sign="cmp")      # repeated real values, large ticks
     if t.cellsat == 2 and dev.facts.vendor != "nvidia":
-        raise ValueError(f"_tuning: cellsat=2 (inline PTX) needs an NVIDIA device, not "
+        raise ValueError(f"shape: cellsat=2 (inline PTX) needs an NVIDIA device, not "
                          f"{dev.name} (cellsat=1 is portable)")
     if local_bytes(t, max_past, max_future) > dev.facts.local_mem:
-        raise ValueError(f"_tuning: {t} needs {local_bytes(t, max_past, max_future)} bytes of "
+        raise ValueError(f"shape: {t} needs {local_bytes(t, max_past, max_future)} bytes of "
                          f"local memory for max_past = {max_past}, max_future = {max_future}; "
                          f"{dev.name} has {dev.facts.local_mem} (smaller wg or tb, or pre=False)")
+    return PatternPlan(dev, series, prepared, single, max_past, max_future, chi, max_history,
+                       progress, acc, t)
+
+
+def run_plan(plan: PatternPlan) -> PatternConformity:
+    """The pattern conformity that `plan` describes."""
+    dev, series, prepared, single = plan.device, plan.series, plan.prepared, plan.single
+    max_past, max_future, chi = plan.max_past, plan.max_future, plan.chi
+    max_history, progress, acc, t = plan.max_history, plan.progress, plan.accumulate, plan.shape
     acc_dtype = _common.ACC_DTYPE[acc]
     E = len(series)
     T = np.array([x.size for x in series])
