@@ -49,12 +49,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import clphys  # noqa: E402
 from _report import Report  # noqa: E402  (this folder is on sys.path when run as a script)
-from clphys.timeseries import _fft, _ingest, acrw_numpy, correlation, pattern  # noqa: E402
+from clphys.timeseries import _fft, _ingest, _pair_sums, acrw_numpy, correlation, pattern  # noqa: E402
 from clphys.timeseries import autocorrelation, hurst  # noqa: E402
 from clphys.timeseries.dfa import plan_mfdfa  # noqa: E402
 from clphys.timeseries.dfa import run_plan as run_fluctuations  # noqa: E402
-from clphys.timeseries.correlation import PairTuning  # noqa: E402
-from clphys.timeseries.correlation import default_tuning  # noqa: E402
+from clphys.timeseries._pair_plan import PairTuning  # noqa: E402
+from clphys.timeseries._pair_plan import default_tuning  # noqa: E402
 from clphys.timeseries.pattern import pattern_pairs  # noqa: E402
 from clphys.timeseries.pattern import default_tuning as pc_default_tuning  # noqa: E402
 from clphys.timeseries.pattern import local_bytes as pc_local_bytes  # noqa: E402
@@ -279,8 +279,8 @@ def kernel_time(dev, series, kind, max_lag, tuning, repeats):
     pairs, value, lag0, centred = {"hurst": (["absdiff"], "blocked", 1, False),
                                    "acf": (["product"], "float", 1, True)}[kind]
     b = _ingest.batch("x", series, max_lag + 1, "")
-    run = correlation.PairSums(dev, b, max_lag, lag0, value, 1, tuning=tuning)
-    with correlation.staged(dev, run.raw_bytes(), None) as st:
+    run = _pair_sums.PairSums(dev, b, max_lag, lag0, value, 1, tuning=tuning)
+    with _pair_sums.staged(dev, run.raw_bytes(), None) as st:
         run.prepare(st, centred=centred)
         return timed(lambda: run.sums(st, pairs), repeats, dev.queue), run
 

@@ -11,8 +11,8 @@ import pytest
 import clphys
 from clphys.runtime import fake_facts, render
 from clphys.timeseries import acrw_numpy, autocorrelation, hurst
-from clphys.timeseries import _transfer, correlation
-from clphys.timeseries.correlation import PairTuning
+from clphys.timeseries import _pair_sums, _transfer, correlation
+from clphys.timeseries._pair_plan import PairTuning
 from clphys.timeseries.reference import autocorrelation_numpy, hurst_numpy
 from timeseries_plans import acf_with, hurst_with
 
@@ -372,7 +372,7 @@ def test_pair_kernels_oclgrind(oclgrind, monkeypatch):
             for i, q in enumerate(qs):
                 assert_close(Sq[i], hurst_numpy(p, 5, q=q)[0], rtol=1e-6)
     # the other dtypes, uploads and the (hi, lo) layout, and a finishing kernel with rows
-    monkeypatch.setattr(correlation, "_finish_rows", lambda dev: 4)
+    monkeypatch.setattr(_pair_sums, "_finish_rows", lambda dev: 4)
     for dtype, layout, spec in ((np.float32, "blocked", "pinned+overlap"),
                                 (np.int64, "float2", "pinned-unmap"),
                                 (np.int32, "blocked", "pageable")):
@@ -392,7 +392,7 @@ def test_default_pair_tuning_shapes():
     """GPUs: 5 lags per item in work groups of a multiple of the SIMD width covering the
     lags (224 x 5 for 1024 on NVIDIA); CPUs: powers of two; the tiles fit local memory."""
     from clphys.runtime import fake_facts
-    from clphys.timeseries.correlation import default_tuning
+    from clphys.timeseries._pair_plan import default_tuning
     nv, amd, cpu = fake_facts("nvidia"), fake_facts("amd"), fake_facts("pocl")
     assert default_tuning(nv, 1024) == PairTuning(wg=224, lpi=5, chunk=1024, run=32)
     for facts in (nv, amd, cpu):

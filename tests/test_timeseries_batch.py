@@ -5,8 +5,8 @@ errors against the spread over independent series, and the FFT kernels on Oclgri
 import numpy as np
 import pytest
 
-from clphys.timeseries import _fft, autocorrelation, correlation, hurst
-from clphys.timeseries.correlation import PairTuning
+from clphys.timeseries import _fft, _pair_plan, _pair_sums, autocorrelation, hurst
+from clphys.timeseries._pair_plan import PairTuning
 from clphys.timeseries.reference import autocorrelation_numpy, hurst_numpy
 from timeseries_plans import acf_with, hurst_with
 
@@ -95,15 +95,15 @@ def test_batch_too_large_runs_in_groups(device, monkeypatch):
     t = PairTuning(wg=8, lpi=4, chunk=64, run=32, groups=2)
     want = acf_with(X, 30, device=device, pair_shape=t).rho
     calls = []
-    direct = correlation.PairSums.__init__
+    direct = _pair_sums.PairSums.__init__
 
     def small(self, dev, b, *args, **kwargs):
         calls.append(len(b))
         if len(b) > 2:
-            raise correlation._TooLarge()
+            raise _pair_plan._TooLarge()
         direct(self, dev, b, *args, **kwargs)
 
-    monkeypatch.setattr(correlation.PairSums, "__init__", small)
+    monkeypatch.setattr(_pair_sums.PairSums, "__init__", small)
     got = acf_with(X, 30, device=device, pair_shape=t).rho
     assert calls == [6, 3, 1, 2, 3, 1, 2]           # halved until the groups fit
     np.testing.assert_array_equal(got, want)
@@ -156,9 +156,9 @@ def test_auto_chooses_by_cost(device):
     r = autocorrelation(x, 20_000, device=device)
     assert r.method == "fft"
     direct, fft = _fft.cost([20_001], 20)
-    assert direct < correlation.FFT_RATIO[device.facts.is_gpu] * fft
+    assert direct < _pair_plan.FFT_RATIO[device.facts.is_gpu] * fft
     # at twice the FFT's cost the direct sums are still taken (they carry the errors)
-    ratio = correlation.FFT_RATIO[device.facts.is_gpu] * (2 if device.facts.fp64 else 20)
+    ratio = _pair_plan.FFT_RATIO[device.facts.is_gpu] * (2 if device.facts.fp64 else 20)
     lag = next(m for m in range(20, 20_000, 10)
                if _fft.cost([20_001], m)[0] > 1.2 * ratio / 2 * _fft.cost([20_001], m)[1])
     assert autocorrelation(x, lag, device=device).method == "direct"
@@ -239,7 +239,7 @@ def test_errors_switch_and_fft_error_lags(device):
         assert np.all(np.abs(r.rho_err[1:21] / direct[1:] - 1) < 0.6)     # two estimators
     else:
         assert np.all(np.isnan(r.rho_err))
-    ratio = correlation.FFT_RATIO[device.facts.is_gpu]
+    ratio = _pair_plan.FFT_RATIO[device.facts.is_gpu]
     lag = next(m for m in range(20, 4_000, 10)
                if 1.3 * ratio < _fft.cost([4_000], m)[0] / _fft.cost([4_000], m)[1] < 1.9 * ratio)
     if device.facts.fp64:

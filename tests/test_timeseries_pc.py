@@ -217,7 +217,7 @@ def test_local_real_values_as_cmp(device):
 def test_span_range_bounds_every_window():
     """The host bound behind local's and cellsat's exactness: at least the range of every n
     consecutive values, at most twice it plus the blocks' slack."""
-    from clphys.timeseries.pattern import _span_range
+    from clphys.timeseries._pattern_ticks import _span_range
     rng = np.random.default_rng(18)
     for T in (5, 37, 1000):
         v = np.cumsum(rng.integers(-3, 4, T)).astype(float)

@@ -16,8 +16,9 @@ from clphys.runtime import Interrupted
 from clphys.timeseries import (acrw, acrw_numpy, autocorrelation, correlation, hurst,
                                pattern_conformity)
 from clphys.timeseries import pattern
-from clphys.timeseries import _ingest
-from clphys.timeseries.correlation import PairTuning, PairSums
+from clphys.timeseries import _ingest, _pair_sums
+from clphys.timeseries._pair_plan import PairTuning
+from clphys.timeseries._pair_sums import PairSums
 from clphys.timeseries.pattern import PatternTuning, common_tick
 from clphys.timeseries.reference import (autocorrelation_numpy, hurst_numpy,
                                          pattern_conformity_numpy)
@@ -97,7 +98,7 @@ def test_slice_units_bound_the_work_and_keep_the_bits(device, monkeypatch):
     plan = PairSums(device, _ingest.batch("p", P, 2, ""), 50, 1, "float2", 1, tuning=t)
     assert (plan.lag_blocks, plan.pieces, plan.units) == (4, 1, plan.tiles)
     want = [hurst_with(P, 50, q=q, device=device, pair_shape=t) for q in (1.0, 2.5)]
-    monkeypatch.setattr(correlation, "FIRST_SLICE_PAIRS", {True: 2000, False: 2000})
+    monkeypatch.setattr(_pair_sums, "FIRST_SLICE_PAIRS", {True: 2000, False: 2000})
     plan = PairSums(device, _ingest.batch("p", P, 2, ""), 50, 1, "float2", 1, tuning=t)
     assert (plan.piece_lags, plan.piece_entries, plan.pieces) == (1, 1, 20)
     seen = []
@@ -287,7 +288,7 @@ def test_windows_and_slices_give_the_same_bits(device, monkeypatch):
             acf_with(x, 100, device=device, pair_shape=t).rho,
             acf_with(x, 100, stationary=True, device=device, pair_shape=t).rho]
     small_device(monkeypatch, device, 600_000, 200_000)
-    monkeypatch.setattr(correlation, "FIRST_SLICE_PAIRS", {True: 1, False: 1})
+    monkeypatch.setattr(_pair_sums, "FIRST_SLICE_PAIRS", {True: 1, False: 1})
     plan = PairSums(device, _ingest.batch("p", p, 2, ""), 100, 1, "blocked", 1, tuning=t)
     assert len(plan.windows) >= 2 and plan.windows[1][0] * 64 % 256 == 0
     got = [hurst_with(p, 100, device=device, pair_shape=t).S,
@@ -312,12 +313,12 @@ def test_more_groups_than_tiles_per_block_same_bits(device, monkeypatch):
         h = hurst_with(p, 30, device=device, pair_shape=t)
         a = acf_with(x, 30, device=device, pair_shape=t)
         return [h.S, h.S_err, h.H_err, a.rho, a.rho_err]
-    monkeypatch.setattr(correlation, "FIRST_SLICE_PAIRS", {True: 1 << 40, False: 1 << 40})
+    monkeypatch.setattr(_pair_sums, "FIRST_SLICE_PAIRS", {True: 1 << 40, False: 1 << 40})
     one = results()
     np.testing.assert_allclose(one[0], hurst_numpy(p, 30)[0], rtol=1e-6)
     np.testing.assert_allclose(one[3], autocorrelation_numpy(x, 30), atol=1e-7)
     assert np.all(np.isfinite(one[1])) and np.all(one[1] > 0)
-    monkeypatch.setattr(correlation, "FIRST_SLICE_PAIRS", {True: 1, False: 1})
+    monkeypatch.setattr(_pair_sums, "FIRST_SLICE_PAIRS", {True: 1, False: 1})
     for a, b in zip(one, results()):
         np.testing.assert_array_equal(a, b)
 
@@ -387,7 +388,7 @@ def test_sliced_windowed_kernels_oclgrind(oclgrind, monkeypatch):
     small_device(monkeypatch, oclgrind, 50_000, 10_000)         # two windows of the series
     doubling_slices(monkeypatch)
     # 2 lag blocks of 8 lags x 16 values per tile: the first slice is 16 of the 125 tiles
-    monkeypatch.setattr(correlation, "FIRST_SLICE_PAIRS", {True: 4096, False: 4096})
+    monkeypatch.setattr(_pair_sums, "FIRST_SLICE_PAIRS", {True: 4096, False: 4096})
     launches = collections.Counter()
     kernel_call = render_module.Kernel.__call__
 
@@ -423,7 +424,7 @@ def test_progress_counts_slices_and_ctrl_c_stops_between_them(device, monkeypatc
     """The progress callback sees completed slices, in order, up to the total; Ctrl-C
     (a SIGINT while a slice runs) stops the call at the end of that slice with
     clphys.runtime.Interrupted saying how much was done."""
-    monkeypatch.setattr(correlation, "FIRST_SLICE_PAIRS", {True: 1, False: 1})
+    monkeypatch.setattr(_pair_sums, "FIRST_SLICE_PAIRS", {True: 1, False: 1})
     monkeypatch.setattr(acrw_module, "FIRST_SLICE_BLOCKS", {True: 1, False: 1})
     monkeypatch.setattr(pattern, "FIRST_SLICE_TRIPLES", {True: 1, False: 1})
     t = PairTuning(wg=8, lpi=4, chunk=32, run=8)

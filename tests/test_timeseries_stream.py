@@ -6,7 +6,7 @@ the provisional scale or centre from the head of the series is too far off."""
 import numpy as np
 import pytest
 
-from clphys.timeseries import _transfer, correlation
+from clphys.timeseries import _ingest, _pair_plan, _pair_stream, _pair_sums, _transfer
 from clphys.timeseries.reference import autocorrelation_numpy, hurst_numpy
 from timeseries_plans import acf_with, hurst_with, traced
 
@@ -22,8 +22,8 @@ SAMPLE = 512                    # the provisional centre from this many spread v
 
 @pytest.fixture
 def small_head(monkeypatch):
-    monkeypatch.setattr(correlation, "HEAD_VALUES", HEAD)
-    monkeypatch.setattr(correlation, "CENTRE_SAMPLE", SAMPLE)
+    monkeypatch.setattr(_pair_stream, "HEAD_VALUES", HEAD)
+    monkeypatch.setattr(_pair_stream, "CENTRE_SAMPLE", SAMPLE)
 
 
 def streamed(monkeypatch, segment, fn):
@@ -105,7 +105,7 @@ def spikes_at_sample(n):
     """Spikes of 1e3 sigma exactly where the centre's sample looks: its mean ~1e3, the
     series' ~1e3 SAMPLE / n (the sample misleads the centre by ~5 sigma)."""
     x = np.random.default_rng(4).standard_normal(n)
-    x[correlation._sample_positions(n)] += 1e3
+    x[_pair_stream._sample_positions(n)] += 1e3
     return x
 
 
@@ -218,13 +218,13 @@ def test_block_totals_are_the_sums_of_each_series_and_block():
                        ([64, 64], [0, 0]), ([33, 2, 32], [1, 0, 0])):
         per, nch = np.array(per), np.array(per) - np.array(extra)      # conversion, pair tiles
         nch = np.maximum(nch, 1)
-        tpbs = -(-nch // correlation.JACK_BLOCKS)
+        tpbs = -(-nch // _pair_plan.JACK_BLOCKS)
         Ks = -(-nch // tpbs)
         boff = np.concatenate([[0], np.cumsum(per)]).astype(np.uint32)
         totals = rng.standard_normal(2 * int(boff[-1]) + 6) * 1e3     # (slack after the end)
         run = SimpleNamespace(inp=SimpleNamespace(boff=boff), windows=[(0, int(per.max()))],
                               K=int(Ks.max()), tpbs=tpbs, Ks=Ks, tiles=int(per.max()))
-        s1, s2, s1k, s2k = correlation.PairSums._block_totals(run, totals)
+        s1, s2, s1k, s2k = _pair_sums.PairSums._block_totals(run, totals)
         t = totals.reshape(-1, 2)
         for e, n in enumerate(per):
             mine = t[boff[e]:boff[e + 1]]
@@ -262,7 +262,7 @@ def test_centre_from_the_head_is_discarded_for_a_wandering_level(device, small_h
     which a wandering level leaves behind: the streamed pass is discarded, the result the
     unstreamed bits."""
     monkeypatch.setattr(_transfer, "STREAM_SEGMENT_BYTES", 3 * 8192)
-    monkeypatch.setattr(correlation, "CENTRE_SAMPLE", 0)
+    monkeypatch.setattr(_pair_stream, "CENTRE_SAMPLE", 0)
     x = wandering(T)
     got, phases = traced(lambda: acf_with(x, MAX_LAG, device=device, stream=True))
     assert "streamed pass discarded" in phases, phases
@@ -357,16 +357,17 @@ def test_streamed_batch_needs_room_for_its_partial_sums(device, monkeypatch):
     if not device.facts.fp64:
         pytest.skip(f"{device.name} has no fp64: batches do not stream")
     P = np.stack([walk(4_001, s) for s in range(3)])
-    t = correlation.PairTuning(wg=8, lpi=4, chunk=32, run=32, groups=1)
-    b = correlation._ingest.batch("p", P, MAX_LAG + 1, "")
-    run = correlation.PairSums(device, b, MAX_LAG, 1, "blocked", 1, tuning=t)
+    t = _pair_plan.PairTuning(wg=8, lpi=4, chunk=32, run=32, groups=1)
+    b = _ingest.batch("p", P, MAX_LAG + 1, "")
+    run = _pair_sums.PairSums(device, b, MAX_LAG, 1, "blocked", 1, tuning=t)
     assert run.Gs == 1 and run.tpb > 1
     values = sum(run._value_buffers(int(b.lengths.sum())).values())
     plan = sum(run.fixed.values()) + values
     stream = plan + run.fixed["partial sums"] * (run.tpb - 1)
-    monkeypatch.setattr(correlation, "USABLE_FRACTION",
-                        (plan + stream) / 2 / device.facts.global_mem)
-    correlation._release(device)
+    for module in (_pair_sums, _pair_stream):
+        monkeypatch.setattr(module, "USABLE_FRACTION",
+                            (plan + stream) / 2 / device.facts.global_mem)
+    _pair_plan._release(device)
     got, phases = traced(lambda: hurst_with(P, MAX_LAG, device=device, pair_shape=t, stream=True))
     assert not any("stream" in ph for ph in phases), phases
     monkeypatch.undo()
@@ -382,7 +383,7 @@ def test_device_moment_rows_are_the_block_sums(device, monkeypatch):
     if not device.facts.fp64:
         pytest.skip(f"{device.name} has no fp64: the rows are made on the host")
     captured = []
-    made = correlation.PairSums.device_moments
+    made = _pair_sums.PairSums.device_moments
 
     def spy(self):
         rows = made(self)
@@ -390,8 +391,8 @@ def test_device_moment_rows_are_the_block_sums(device, monkeypatch):
         captured.append((rows.get().reshape(self.E, -1), self.tile_totals()))
         return rows
 
-    monkeypatch.setattr(correlation.PairSums, "device_moments", spy)
-    t = correlation.PairTuning(wg=8, lpi=4, chunk=32, run=32)
+    monkeypatch.setattr(_pair_sums.PairSums, "device_moments", spy)
+    t = _pair_plan.PairTuning(wg=8, lpi=4, chunk=32, run=32)
     for x, stream in ((walk(40_001, 1) - 1e3, False), (walk(40_001, 1) - 1e3, True),
                       ([walk(3001, 2), walk(777, 3), walk(5001, 4)], True)):
         acf_with(x, MAX_LAG, device=device, pair_shape=t, stream=stream)
