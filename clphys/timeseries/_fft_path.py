@@ -88,22 +88,7 @@ def _fft_run(dev, b, max_lag, form, accumulate, transfer, progress, label, error
     with_err = errors and f64 and int(bs.min()) >= 2
     nlb = min(nl, int(bs.min()))                        # the blocks' lags: l < nlb
     Lb = _fft.fft_length(int(bs.max()), nlb - 1) if with_err else 0
-    what = f"{label} of {int(b.lengths.max())} points by FFT ({L} values per row)"
-    buffers = {"series (as given)": math.ceil(STAGING_SLACK * int(b.lengths.sum())
-                                              * b.dtype.itemsize),
-               "FFT rows": E * L * rsize, "FFT work": E * L * rsize, "FFT work 2": E * L * rsize,
-               "block rows": 3 * E * K * Lb * rsize,
-               "results": 6 * E * nl * 8 + 4 * 8 * E * (K + 1) * (-(-nl // 64) + 1),
-               "block sums": 2 * 8 * E * (K + 1) * (-(-L // FFT_SPAN))}
-    if sum(buffers.values()) + _held(dev) > dev.facts.global_mem * USABLE_FRACTION:
-        _release(dev)
-    try:
-        check_memory(dev, buffers, what, "Use method='direct', errors=False, or fewer series "
-                                         "at once.")
-    except ValueError:
-        if E > 1:
-            raise _TooLarge() from None
-        raise
+    _check_memory(dev, b, L, Lb, nl, rsize, label)
     inp = _ingest.Input(dev, b, FFT_SPAN, "real", f64)
     queue = dev.queue
     odtype = _out_dtype(b)
@@ -153,18 +138,47 @@ def _fft_run(dev, b, max_lag, form, accumulate, transfer, progress, label, error
             if form == "msd":
                 return tuple(res + [nan, nan][:4 - len(res)])
             return res[0], (res[1] if with_err else nan)
-        s1, s2 = rows.moments()
-        vals = np.empty((E, nl))
-        starts = np.arange(E, dtype=np.int64) * L
-        heads, tails = np.split(_read_rows(dev, rows.A.data, rows.rdtype, np.concatenate(
-            [starts, starts + b.lengths - nl]), nl), 2)
-        cs = _read_rows(dev, rows.res, rows.rdtype, starts, nl)
-        for e in range(E):
-            n = int(b.lengths[e])
-            head, tail, c = heads[e], tails[e], cs[e]
-            vals[e], _ = _finish.acf(c[None, 1:], head, tail, s1[e], s2[e], s1[e:e + 1],
-                                     s2[e:e + 1], n, n, form == "stationary")
+        vals = _acf_on_host(dev, rows, b.lengths, nl, form == "stationary")
     return vals.astype(odtype, copy=False), np.full((E, nl), np.nan, odtype) if errors else None
+
+
+def _check_memory(dev, b, L, Lb, nl, rsize, label):
+    """The FFT path's buffers against the device (rows of L values, block rows of Lb):
+    _TooLarge for a batch that does not fit (it is then split), ValueError for one series;
+    what earlier calls left for reuse goes first if needed."""
+    E, K = len(b), FFT_BLOCKS
+    what = f"{label} of {int(b.lengths.max())} points by FFT ({L} values per row)"
+    buffers = {"series (as given)": math.ceil(STAGING_SLACK * int(b.lengths.sum())
+                                              * b.dtype.itemsize),
+               "FFT rows": E * L * rsize, "FFT work": E * L * rsize, "FFT work 2": E * L * rsize,
+               "block rows": 3 * E * K * Lb * rsize,
+               "results": 6 * E * nl * 8 + 4 * 8 * E * (K + 1) * (-(-nl // 64) + 1),
+               "block sums": 2 * 8 * E * (K + 1) * (-(-L // FFT_SPAN))}
+    if sum(buffers.values()) + _held(dev) > dev.facts.global_mem * USABLE_FRACTION:
+        _release(dev)
+    try:
+        check_memory(dev, buffers, what, "Use method='direct', errors=False, or fewer series "
+                                         "at once.")
+    except ValueError:
+        if E > 1:
+            raise _TooLarge() from None
+        raise
+
+
+def _acf_on_host(dev, rows, lengths, nl, stationary) -> np.ndarray:
+    """ρ of each row from its transform's sums, finished on the host (no fp64)."""
+    E, L = rows.nrows, rows.L
+    s1, s2 = rows.moments()
+    vals = np.empty((E, nl))
+    starts = np.arange(E, dtype=np.int64) * L
+    heads, tails = np.split(_read_rows(dev, rows.A.data, rows.rdtype, np.concatenate(
+        [starts, starts + lengths - nl]), nl), 2)
+    cs = _read_rows(dev, rows.res, rows.rdtype, starts, nl)
+    for e in range(E):
+        n = int(lengths[e])
+        vals[e], _ = _finish.acf(cs[e][None, 1:], heads[e], tails[e], s1[e], s2[e],
+                                 s1[e:e + 1], s2[e:e + 1], n, n, stationary)
+    return vals
 
 
 def _block_input(dev, inp, b, bs, K, exps):
@@ -175,10 +189,10 @@ def _block_input(dev, inp, b, bs, K, exps):
     binp = _ingest.Input(dev, _ingest.Batch(b.name, views, single=False), FFT_SPAN, "real",
                          inp.f64)
     binp.x, binp.window = inp.x, None
-    binp._off = binp._array(np.array([int(inp.raw_off[e]) + k * int(bs[e])
+    binp.off_dev = binp.small_array(np.array([int(inp.raw_off[e]) + k * int(bs[e])
                                       for e in range(len(b)) for k in range(K)], np.int64))
     binp.exps = np.repeat(exps, K).astype(np.int32)
-    binp._exps = binp._array(binp.exps)
+    binp.exps_dev = binp.small_array(binp.exps)
     return binp
 
 

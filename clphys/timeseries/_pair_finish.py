@@ -3,7 +3,6 @@ devices with fp64, _finish.py on the host otherwise."""
 
 from __future__ import annotations
 
-
 import numpy as np
 import pyopencl.array as cla
 
@@ -62,10 +61,10 @@ def _hurst_direct(dev, b, max_lag, qs, accumulate, tuning, layout, transfer, pro
             fin = 64
             prg.ts_hurst_finish(dev.queue, (-(-nl // fin) * fin, E, len(kinds)), (fin, 1, 1),
                                 sums.data, np.uint32(E), np.uint32(run.K), np.uint32(nl),
-                                run.inp._array(run.blocks_of(run.bls)).data, run._ns.data,
-                                run.inp._exps.data,
-                                run.inp._array(np.asarray(qs, np.float32)).data,
-                                run.inp._array(inv).data, out.data)
+                                run.inp.small_array(run.blocks_of(run.bls)).data, run.ns_dev.data,
+                                run.inp.exps_dev.data,
+                                run.inp.small_array(np.asarray(qs, np.float32)).data,
+                                run.inp.small_array(inv).data, out.data)
             run.timeline.mark("finish kernels")
             run.read_checks()
             return _xfer.download(dev, out.data, np.empty((4, len(kinds), E, nl), odtype))
@@ -148,7 +147,7 @@ def _ends(dev, run, nl):
     ends = _ingest.Batch(run.b.name, [a[:nl], a[n - nl:]], single=False)
     inp = _ingest.Input(dev, ends, run.tuning.chunk, "float", run.f64)
     inp.exps = np.repeat(run.inp.exps, 2)
-    inp._exps = inp._array(inp.exps)
+    inp.exps_dev = inp.small_array(inp.exps)
     y = _common.work_array(dev, 2 * nl, np.float32)
     with _xfer.Staged(dev, inp.raw_bytes(), _xfer.Transfer()) as st:
         inp.load(st)
@@ -171,7 +170,7 @@ def _acf_finish_device(dev, inp, ybuf, ytype, hoff, toff, lengths, nl, cross, cs
     prg = dev.build("timeseries/finish.cl", form=form, cross="blocks" if blocks else "rows",
                     ytype=ytype, wg=wg, otype=_CL_OUT[np.dtype(odtype)])
     nch = -(-nl // wg)
-    arr = inp._array
+    arr = inp.small_array
     hoff_d, toff_d = arr(np.asarray(hoff, np.uint64)), arr(np.asarray(toff, np.uint64))
     ns = arr(np.asarray(lengths, np.uint32))
     tot = _common.work_array(dev, E * nch * 4, np.float64)

@@ -13,7 +13,6 @@ from . import _common, _ingest
 from . import _transfer as _xfer
 from ._pair_plan import _held, _release, _scaled
 
-
 # Streaming (PairSums.stream): the provisional scale and centre come from the first
 # HEAD_VALUES values (a fixed count: the result does not depend on the segment size); the
 # sums made with them stand if max |x| exceeds the head's by less than 2^MAX_SCALE_GAP
@@ -112,31 +111,13 @@ class StreamedPass:
         n, chunk = int(b.lengths[0]), t.chunk
         self.inp = inp = self._input()
         inp.begin(st)                           # the host copies start now
-        head = np.asarray(b.arrays[0][:HEAD_VALUES], np.float64)
-        big = float(np.max(np.abs(head)))
-        if not math.isfinite(big):
-            return None, None               # the check (unstreamed) names the bad value
-        e0 = -math.frexp(big)[1] if big > 0 else 0
-        shift = math.ldexp(float(head[0]), e0)
-        if centred:
-            a = b.arrays[0]
-            pick = head if n <= HEAD_VALUES or not CENTRE_SAMPLE else \
-                np.asarray(a[_sample_positions(n)], np.float64)
-            with np.errstate(all="ignore"):
-                d = np.ldexp(pick, e0) - shift
-                # (einsum, not d @ d: BLAS wakes its threads, ~1-7 ms on a busy host)
-                s1, s2 = float(d.sum()), float(np.einsum("i,i", d, d))
-            if not (math.isfinite(s1) and math.isfinite(s2)):
-                # a NaN or inf in the sample (the check names it), or values ~2^500 times
-                # the head's: the streamed pass would be discarded
-                return None, None
-            centre = _ingest.centres(np.array([s1]), np.array([s2]), np.array([pick.size]),
-                                     [shift])
-        else:
-            centre = np.array([shift])
+        provisional = self._provisional(centred)
+        if provisional is None:
+            return None, None
+        e0, centre = provisional
         self.timeline.mark("stream: provisional scale and centre")
         inp.exps = provisional = np.array([e0], np.int32)
-        inp._exps = provisional_d = inp._array(inp.exps)
+        inp.exps_dev = provisional_d = inp.small_array(inp.exps)
         self.centre = centre
         self._allocate(centred)
         job = self._pair_job(pairs)
@@ -175,8 +156,8 @@ class StreamedPass:
         if self.f64:
             fold = [_common.work_array(dev, 1, dtype) for dtype in (np.int32, np.int32,
                                                                     np.float64)]
-            inp.prg.ts_ingest_scale(dev.queue, (inp.wg,), (inp.wg,), inp.x, inp._off.data,
-                                    inp._boff.data, np.uint32(0), np.uint32(1), checks.data,
+            inp.prg.ts_ingest_scale(dev.queue, (inp.wg,), (inp.wg,), inp.x, inp.off_dev.data,
+                                    inp.boff_dev.data, np.uint32(0), np.uint32(1), checks.data,
                                     *(a.data for a in fold))
             self._checks = [(np.empty(1, np.int32), a) for a in fold[:2]] + \
                 ([(np.empty(2, np.float64), self.device_moments())] if centred else [])
@@ -185,6 +166,32 @@ class StreamedPass:
         self._pending = dict(blocks=blocks, checks=checks, e0=e0, centred=centred,
                              provisional=(provisional, provisional_d))
         return sums, provisional
+
+    def _provisional(self, centred: bool):
+        """(e0, centre) of the one series from its head (and for the autocorrelation a
+        sample spread over it), or None where they are not finite: no stream (the
+        unstreamed check names a bad value; values ~2^500 times the head's would have the
+        streamed pass discarded anyway)."""
+        a = self.b.arrays[0]
+        n = a.size
+        head = np.asarray(a[:HEAD_VALUES], np.float64)
+        big = float(np.max(np.abs(head)))
+        if not math.isfinite(big):
+            return None
+        e0 = -math.frexp(big)[1] if big > 0 else 0
+        shift = math.ldexp(float(head[0]), e0)
+        if not centred:
+            return e0, np.array([shift])
+        pick = head if n <= HEAD_VALUES or not CENTRE_SAMPLE else \
+            np.asarray(a[_sample_positions(n)], np.float64)
+        with np.errstate(all="ignore"):
+            d = np.ldexp(pick, e0) - shift
+            # (einsum, not d @ d: BLAS wakes its threads, ~1-7 ms on a busy host)
+            s1, s2 = float(d.sum()), float(np.einsum("i,i", d, d))
+        if not (math.isfinite(s1) and math.isfinite(s2)):
+            return None
+        return e0, _ingest.centres(np.array([s1]), np.array([s2]), np.array([pick.size]),
+                                   [shift])
 
     def can_stream_batch(self, pairs, progress, forced: bool) -> bool:
         """Several series in one window, accumulated in double (the scale and centre are
@@ -241,7 +248,7 @@ class StreamedPass:
         arr = lambda n, dtype: _common.work_array(dev, n, dtype)  # noqa: E731
         checks, bad, exps, first = (arr((nb, 2), np.int32), arr(E, np.int32),
                                     arr(E, np.int32), arr(E, np.float64))
-        inp._exps = exps
+        inp.exps_dev = exps
         if centred:
             mom, centre, stats = (arr(2 * nb, np.float64), arr(E, np.float64),
                                   arr((E, 2), np.float64))
@@ -260,17 +267,17 @@ class StreamedPass:
                 return
             lo, hi = int(inp.boff[r0]), int(inp.boff[r1])
             inp.check_blocks(lo, hi, checks)
-            prg.ts_ingest_scale(queue, ((r1 - r0) * inp.wg,), (inp.wg,), inp.x, inp._off.data,
-                                inp._boff.data,
+            prg.ts_ingest_scale(queue, ((r1 - r0) * inp.wg,), (inp.wg,), inp.x, inp.off_dev.data,
+                                inp.boff_dev.data,
                                 np.uint32(r0), np.uint32(r1), checks.data, bad.data, exps.data,
                                 first.data)
             if centred:
                 prg.ts_ingest_moments(queue, ((hi - lo) * inp.wg,), (inp.wg,), inp.x,
-                                      inp._off.data, inp._len.data, inp._boff.data,
+                                      inp.off_dev.data, inp.len_dev.data, inp.boff_dev.data,
                                       np.uint32(E), np.uint32(lo), np.uint32(0), exps.data,
                                       first.data, mom.data)
-                prg.ts_ingest_centre(queue, (r1 - r0,), None, mom.data, inp._len.data,
-                                     inp._boff.data, np.uint32(r0), np.uint32(r1), first.data,
+                prg.ts_ingest_centre(queue, (r1 - r0,), None, mom.data, inp.len_dev.data,
+                                     inp.boff_dev.data, np.uint32(r0), np.uint32(r1), first.data,
                                      centre.data, stats.data)
             inp.convert(self.y.data, self.yoff, self.ylen, centre.data, tab=self.tab.data,
                         sums=self.tile_sums.data if centred else None, blocks=(lo, hi))
@@ -319,7 +326,7 @@ class StreamedPass:
                     self.totals = checks[1][0]
                     s1, s2, _, _ = self.tile_totals()
                     s12 = (s1[0], s2[0])
-            inp.exps, inp._exps = pending["provisional"]
+            inp.exps, inp.exps_dev = pending["provisional"]
             if not self._stream_ok(int(e[0]), pending["e0"], s12):
                 self.timeline.mark("streamed pass discarded")
                 if self.f64:                    # the blocks, for prepare(checked=...)

@@ -14,14 +14,17 @@ from ..runtime import check_memory, items_that_fit, run_sliced, zeros
 from ..runtime.memory import USABLE_FRACTION
 from . import _common, _ingest
 from . import _transfer as _xfer
-from ._pair_plan import (BLOCK, JACK_BLOCKS, STAGING_SLACK, Timeline, _held, _release,
-                         _TooLarge, default_tuning)
+from ._pair_plan import (
+    BLOCK,
+    JACK_BLOCKS,
+    STAGING_SLACK,
+    Timeline,
+    _held,
+    _release,
+    _TooLarge,
+    default_tuning,
+)
 from ._pair_stream import StreamedPass
-
-
-
-
-
 
 # The first time-bounded slice covers about this many pair terms (then run_sliced
 # doubles or halves it): a few ms on a CPU, well under a ms on a GPU.
@@ -235,11 +238,11 @@ class PairSums(StreamedPass):
             self.tile_sums = _common.work_array(dev, 2 * tiles, inp.acc) if centred else None
         except cl.MemoryError:
             raise _common.DeviceError(f"{dev.name}: out of device memory") from None
-        self._voff = inp._array(self.yoff.astype(np.uint64))
-        self._nts = inp._array(self.b.lengths.astype(np.uint32))
-        self._ns = self._nts
-        self._nchs = inp._array(self.nch.astype(np.uint32))
-        self._tpbs = inp._array(self.tpbs.astype(np.uint32))
+        self._voff = inp.small_array(self.yoff.astype(np.uint64))
+        self._nts = inp.small_array(self.b.lengths.astype(np.uint32))
+        self.ns_dev = self._nts
+        self._nchs = inp.small_array(self.nch.astype(np.uint32))
+        self._tpbs = inp.small_array(self.tpbs.astype(np.uint32))
 
     # -- streaming: the pair sums run on each upload segment as it arrives
 
@@ -257,13 +260,13 @@ class PairSums(StreamedPass):
         numbers for a series alone or in a batch, streamed or not."""
         if self.moment_rows is None:
             inp, E = self.inp, self.E
-            boff = inp._boff if len(self.windows) == 1 else \
-                inp._array(np.array([0, self.tiles], np.uint32))
+            boff = inp.boff_dev if len(self.windows) == 1 else \
+                inp.small_array(np.array([0, self.tiles], np.uint32))
             rows = self.moment_rows = _common.work_array(self.dev, E * (2 + 2 * self.K),
                                                          np.float64)
             inp.prg.ts_ingest_block_totals(self.dev.queue, (self.K * inp.wg, E), (inp.wg, 1),
                                            self.tile_sums.data, boff.data, np.uint32(self.K),
-                                           inp._array(self.blocks_of(self.tpbs)).data,
+                                           inp.small_array(self.blocks_of(self.tpbs)).data,
                                            rows.data)
             inp.prg.ts_ingest_row_totals(self.dev.queue, (E,), None, rows.data, np.uint32(E),
                                          np.uint32(self.K))
@@ -282,8 +285,8 @@ class PairSums(StreamedPass):
         npairs = len(pairs)
         Gs = min(self.G, tpb)                 # slot columns per block (pairs.cl's gs)
         partial = _zeros(dev, npairs * self.E * K * Gs * self.nlags, dtype)
-        qarr = self.inp._array(np.asarray(qs, dtype=np.float32))
-        invarr = self.inp._array(np.asarray(inv, dtype=np.float32)) if inv is not None \
+        qarr = self.inp.small_array(np.asarray(qs, dtype=np.float32))
+        invarr = self.inp.small_array(np.asarray(inv, dtype=np.float32)) if inv is not None \
             else qarr
         return dict(prg=prg, K=K, tpbs=tpbs, Gs=Gs, dtype=dtype, npairs=npairs,
                     partial=partial, q=qarr, inv=invarr)
@@ -296,7 +299,7 @@ class PairSums(StreamedPass):
         b0, b1 = lags or (0, self.lag_blocks)
         job["prg"].ts_pair_sums(
             self.dev.queue, ((b1 - b0) * t.wg, (hi - lo) * self.G), (t.wg, 1),
-            self.y.data, self.tab.data, self._voff.data, self._nts.data, self._ns.data, self._nchs.data,
+            self.y.data, self.tab.data, self._voff.data, self._nts.data, self.ns_dev.data, self._nchs.data,
             np.uint32(self.E), np.uint32(lo), np.uint32(self.G), np.int64(xbase),
             np.uint32(self.lag0), np.uint32(self.nlags),
             np.uint32(start), np.uint32(end), np.uint32(job["K"]), job["tpbs"].data,

@@ -25,8 +25,18 @@ from . import _common, _ingest
 from . import _transfer as _xfer
 from ._fft_path import _fft_run, _hurst_fft
 from ._pair_finish import _acf_direct, _hurst_direct
-from ._pair_plan import (PairTuning, Timeline, _errors, _kind, _max_lag, _method, _qs,
-                         _stream_arg, _transfer_arg, _use_fft)
+from ._pair_plan import (
+    PairTuning,
+    Timeline,
+    _errors,
+    _kind,
+    _max_lag,
+    _method,
+    _qs,
+    _stream_arg,
+    _transfer_arg,
+    _use_fft,
+)
 from ._pair_sums import _by_tiles, _join, _sub_batches
 
 __all__ = ["HurstResult", "AutocorrelationResult", "LongMemoryWarning", "hurst",
