@@ -49,14 +49,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import clphys  # noqa: E402
 from _report import Report  # noqa: E402  (this folder is on sys.path when run as a script)
-from clphys.timeseries import _fft, _ingest, _pair_sums, acrw_numpy, correlation, pattern  # noqa: E402
+from clphys.timeseries import _fft, _ingest, _pair_sums, acrw_numpy  # noqa: E402
+from clphys.timeseries import correlation, pattern  # noqa: E402
 from clphys.timeseries import autocorrelation, hurst  # noqa: E402
 from clphys.timeseries.dfa import plan_mfdfa  # noqa: E402
 from clphys.timeseries.dfa import run_plan as run_fluctuations  # noqa: E402
-from clphys.timeseries._pair_plan import PairTuning  # noqa: E402
-from clphys.timeseries._pair_plan import default_tuning  # noqa: E402
+from clphys.timeseries._pair_plan import PairShape  # noqa: E402
+from clphys.timeseries._pair_plan import default_pair_shape  # noqa: E402
 from clphys.timeseries.pattern import pattern_pairs  # noqa: E402
-from clphys.timeseries.pattern import default_tuning as pc_default_tuning  # noqa: E402
+from clphys.timeseries.pattern import default_pattern_shape as pc_default_tuning  # noqa: E402
 from clphys.timeseries.pattern import local_bytes as pc_local_bytes  # noqa: E402
 from clphys.timeseries.reference import (autocorrelation_numpy, hurst_numpy,  # noqa: E402
                                          mfdfa_numpy, pattern_conformity_numpy)
@@ -226,11 +227,11 @@ def pair_variants(facts, max_lag):
     """The default and, on GPUs, the previous default (8 lags per item; on the H100 run2
     4 and 16 lags per item or 2048-value tiles were no better) and the default's shape
     with fewer groups."""
-    out = [default_tuning(facts, max_lag)]
+    out = [default_pair_shape(facts, max_lag)]
     if facts.is_gpu:
         wg = max_lag // 8
         if 32 <= wg <= min(1024, facts.max_work_group):
-            out.append(PairTuning(wg=wg, lpi=8, chunk=1024, run=32))
+            out.append(PairShape(wg=wg, lags_per_item=8, tile=1024, run_length=32))
         # the default's shape with a quarter and half of its groups (16 per compute unit)
         d = out[0]
         for G in (4 * facts.compute_units, 8 * facts.compute_units):
@@ -268,10 +269,13 @@ def pc_variants(facts, quick):
 
 
 def pc_label(t):
+    # the short names of the recorded figures' workloads (q_switch, branchless_sum,
+    # saturated_sum were qsw, cellmad, cellsat)
     return (f"wg={t.wg} tb={t.tb} {t.exp} {t.qform} {t.sign}"
             f"{' per Δt⁻' if t.per_past else ' one program'}{' pre' if t.pre else ''}"
-            f"{f' slide{t.slide}' if t.slide else ''}{' qsw' if t.qsw else ''}"
-            f"{' cellmad' if t.cellmad else ''}{f' cellsat{t.cellsat}' if t.cellsat else ''}")
+            f"{f' slide{t.slide}' if t.slide else ''}{' qsw' if t.q_switch else ''}"
+            f"{' cellmad' if t.branchless_sum else ''}"
+            f"{f' cellsat{t.saturated_sum}' if t.saturated_sum else ''}")
 
 
 def kernel_time(dev, series, kind, max_lag, tuning, repeats):
@@ -307,10 +311,10 @@ def bench_calls(dev, T, max_lag, repeats):
                  f"phases ms: {phases}")
         best = None
         variants = pair_variants(dev.facts, max_lag) if dev.facts.is_gpu else \
-            [default_tuning(dev.facts, max_lag)]
+            [default_pair_shape(dev.facts, max_lag)]
         for t in variants:
             k, run = kernel_time(dev, data, name, max_lag, t, repeats)
-            label = f"wg={t.wg} lpi={t.lpi} chunk={t.chunk} groups={run.G}"
+            label = f"wg={t.wg} lpi={t.lags_per_item} chunk={t.tile} groups={run.G}"
             emit(dev, f"{name} {tag} kernel {label}", "s", k)
             if best is None or k < best[0]:
                 best = (k, label, t == variants[0])

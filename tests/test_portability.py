@@ -271,10 +271,10 @@ def test_windowed_autocorrelation_writes_in_bounds_on_oclgrind(oclgrind, monkeyp
     fixture fails the test on any invalid access."""
     import dataclasses
     from clphys.timeseries import _pair_sums
-    from clphys.timeseries._pair_plan import PairTuning
+    from clphys.timeseries._pair_plan import PairShape
     from timeseries_plans import acf_with
     x = np.diff(np.cumsum(np.random.default_rng(8).standard_normal(8001)))
-    t = PairTuning(wg=8, lpi=4, chunk=64, run=16)
+    t = PairShape(wg=8, lags_per_item=4, tile=64, run_length=16)
     whole = acf_with(x, 100, device=oclgrind, pair_shape=t).rho
     monkeypatch.setattr(oclgrind, "facts", dataclasses.replace(oclgrind.facts, global_mem=120_000,
                                                                max_alloc=40_000))

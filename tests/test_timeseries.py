@@ -12,7 +12,7 @@ import clphys
 from clphys.runtime import fake_facts, render
 from clphys.timeseries import acrw_numpy, autocorrelation, hurst
 from clphys.timeseries import _pair_sums, _transfer, correlation
-from clphys.timeseries._pair_plan import PairTuning
+from clphys.timeseries._pair_plan import PairShape
 from clphys.timeseries.reference import autocorrelation_numpy, hurst_numpy
 from timeseries_plans import acf_with, hurst_with
 
@@ -69,7 +69,7 @@ def test_short_series_and_tails(device, n):
     """T just above max_lag + 1, and lengths that leave partial tiles."""
     p = random_walk(n, n)
     x = np.random.default_rng(n).standard_normal(n) + 0.3      # price changes
-    tuning = PairTuning(wg=4, lpi=3, chunk=16, run=4)
+    tuning = PairShape(wg=4, lags_per_item=3, tile=16, run_length=4)
     for t in (None, tuning):
         r = hurst_with(p, 32, device=device, pair_shape=t)
         assert_close(r.S, hurst_numpy(p, 32)[0], rtol=1e-6)
@@ -79,11 +79,13 @@ def test_short_series_and_tails(device, n):
             assert_close(rho, autocorrelation_numpy(x, 32, stationary), rtol=1e-6, atol=1e-7)
 
 
-@pytest.mark.parametrize("tuning", [PairTuning(wg=8, lpi=1, chunk=64, run=8),
-                                    PairTuning(wg=4, lpi=5, chunk=32, run=16, groups=3),
-                                    PairTuning(wg=16, lpi=2, chunk=128, run=32, groups=1),
+@pytest.mark.parametrize("tuning", [PairShape(wg=8, lags_per_item=1, tile=64, run_length=8),
+                                    PairShape(wg=4, lags_per_item=5, tile=32, run_length=16,
+                                              groups=3),
+                                    PairShape(wg=16, lags_per_item=2, tile=128, run_length=32,
+                                              groups=1),
                                     # the GPU default's shape: wg not a power of two, odd lpi
-                                    PairTuning(wg=12, lpi=5, chunk=64, run=16)])
+                                    PairShape(wg=12, lags_per_item=5, tile=64, run_length=16)])
 def test_tunings_agree(device, tuning):
     """Several lag blocks, several tile groups, lag counts not a multiple of wg * lpi."""
     p = series("acrw", 5_001, seed=3)
@@ -104,7 +106,7 @@ def test_tick_prices_with_large_offsets(device, layout):
                       np.diff(acrw_numpy(n + 1, 0.044, seed=4))):
             p = np.round(offset * 100 + np.cumsum(steps)) / 100
             r = hurst_with(p, 40, device=device, layout=layout,
-                      pair_shape=PairTuning(wg=8, lpi=5, chunk=256, run=32))
+                      pair_shape=PairShape(wg=8, lags_per_item=5, tile=256, run_length=32))
             assert_close(r.S, hurst_numpy(p, 40)[0], rtol=1e-6)
 
 
@@ -115,7 +117,7 @@ def test_transfer_paths_agree_bitwise(device):
     """Every upload path (pageable/pinned, whole or in overlapping segments) gives the
     same bits; a staging slot reused across calls."""
     p = series("walk", 9_001, seed=6)
-    t = PairTuning(wg=8, lpi=4, chunk=64, run=16)
+    t = PairShape(wg=8, lags_per_item=4, tile=64, run_length=16)
     S = hurst_numpy(p, 50)[0]
     rho = autocorrelation_numpy(np.diff(p), 50)
     first = None
@@ -145,7 +147,7 @@ def test_staging_cache_and_segments(device, monkeypatch):
     assert not _transfer._cache(device).free
     assert _transfer.default(device, 10).path == "pageable"
     q = random_walk(20_000, 3)
-    t = PairTuning(wg=8, lpi=4, chunk=128, run=32, groups=2)
+    t = PairShape(wg=8, lags_per_item=4, tile=128, run_length=32, groups=2)
     want = hurst_with(q, 20, device=device, transfer="pageable", pair_shape=t).S
     monkeypatch.setattr(_transfer, "SEGMENT_BYTES", 4096 + 8)     # 20 segments
     monkeypatch.setattr(_transfer, "MIN_SLICE", 1000)               # three slices each
@@ -355,7 +357,7 @@ def test_pair_kernels_oclgrind(oclgrind, monkeypatch):
     """Masked and unmasked tiles, two lag blocks, two tile groups, both accumulators (and
     so both finishes: the kernels and NumPy), the ingest kernels for every dtype."""
     p = random_walk(61, 4)
-    t = PairTuning(wg=4, lpi=3, chunk=8, run=4, groups=2)
+    t = PairShape(wg=4, lags_per_item=3, tile=8, run_length=4, groups=2)
     S = hurst_numpy(p, 13)[0]
     for acc in ACCUMULATORS:
         r = hurst_with(p, 13, device=oclgrind, accumulate=acc, pair_shape=t)
@@ -392,13 +394,14 @@ def test_default_pair_tuning_shapes():
     """GPUs: 5 lags per item in work groups of a multiple of the SIMD width covering the
     lags (224 x 5 for 1024 on NVIDIA); CPUs: powers of two; the tiles fit local memory."""
     from clphys.runtime import fake_facts
-    from clphys.timeseries._pair_plan import default_tuning
+    from clphys.timeseries._pair_plan import default_pair_shape
     nv, amd, cpu = fake_facts("nvidia"), fake_facts("amd"), fake_facts("pocl")
-    assert default_tuning(nv, 1024) == PairTuning(wg=224, lpi=5, chunk=1024, run=32)
+    assert default_pair_shape(nv, 1024) == PairShape(wg=224, lags_per_item=5, tile=1024,
+                                                     run_length=32)
     for facts in (nv, amd, cpu):
         for nlags in (1, 16, 100, 256, 1024, 5000):
-            t = default_tuning(facts, nlags)
+            t = default_pair_shape(facts, nlags)
             assert t.wg <= facts.max_work_group and t.wg % facts.wg_multiple == 0
-            assert 4 * (2 * t.chunk + t.wg * t.lpi) <= facts.local_mem // 2
-            if nlags <= (256 if facts.is_gpu else 64) * t.lpi:     # the largest groups
-                assert t.wg * t.lpi >= nlags                  # one lag block
+            assert 4 * (2 * t.tile + t.wg * t.lags_per_item) <= facts.local_mem // 2
+            if nlags <= (256 if facts.is_gpu else 64) * t.lags_per_item:     # the largest groups
+                assert t.wg * t.lags_per_item >= nlags                  # one lag block

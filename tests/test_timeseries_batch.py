@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from clphys.timeseries import _fft, _pair_plan, _pair_sums, autocorrelation, hurst
-from clphys.timeseries._pair_plan import PairTuning
+from clphys.timeseries._pair_plan import PairShape
 from clphys.timeseries.reference import autocorrelation_numpy, hurst_numpy
 from timeseries_plans import acf_with, hurst_with
 
@@ -92,7 +92,7 @@ def test_a_series_in_a_list_is_the_series_alone(device):
 def test_batch_too_large_runs_in_groups(device, monkeypatch):
     """Series that do not fit the device together are done in groups: the same numbers."""
     X = ar1(6, 2_001, 0.4, 3)
-    t = PairTuning(wg=8, lpi=4, chunk=64, run=32, groups=2)
+    t = PairShape(wg=8, lags_per_item=4, tile=64, run_length=32, groups=2)
     want = acf_with(X, 30, device=device, pair_shape=t).rho
     calls = []
     direct = _pair_sums.PairSums.__init__
@@ -250,10 +250,12 @@ def test_errors_switch_and_fft_error_lags(device):
 def test_errors_need_two_blocks(device):
     """A series of one tile has one block: its errors are NaN, not zero."""
     p = np.cumsum(np.random.default_rng(2).standard_normal(40))
-    r = hurst_with(p, 5, device=device, pair_shape=PairTuning(wg=4, lpi=2, chunk=64, run=32))
+    r = hurst_with(p, 5, device=device,
+                   pair_shape=PairShape(wg=4, lags_per_item=2, tile=64, run_length=32))
     assert np.all(np.isnan(r.S_err)) and np.all(np.isnan(r.H_err))
     assert np.all(np.isfinite(hurst_with(p, 5, device=device,
-                                    pair_shape=PairTuning(wg=4, lpi=2, chunk=8, run=8)).S_err))
+                                         pair_shape=PairShape(wg=4, lags_per_item=2, tile=8,
+                                                              run_length=8)).S_err))
 
 
 # ---------------------------------------------------------------- Oclgrind
@@ -291,7 +293,7 @@ def test_streamed_batch_kernels_oclgrind(oclgrind):
     ts_ingest_block_totals and the pair sums over a group of entries, against NumPy."""
     P = walks(3, 70, 12)
     P[1] *= 1e-5
-    t = PairTuning(wg=4, lpi=2, chunk=8, run=8)
+    t = PairShape(wg=4, lags_per_item=2, tile=8, run_length=8)
     h = hurst_with(P, 6, device=oclgrind, stream=True, pair_shape=t)
     a = acf_with(np.diff(P, axis=1), 6, device=oclgrind, stream=True, pair_shape=t)
     for s in range(3):

@@ -17,9 +17,9 @@ from clphys.timeseries import (acrw, acrw_numpy, autocorrelation, correlation, h
                                pattern_conformity)
 from clphys.timeseries import pattern
 from clphys.timeseries import _ingest, _pair_sums
-from clphys.timeseries._pair_plan import PairTuning
+from clphys.timeseries._pair_plan import PairShape
 from clphys.timeseries._pair_sums import PairSums
-from clphys.timeseries.pattern import PatternTuning, common_tick
+from clphys.timeseries.pattern import PatternShape, common_tick
 from clphys.timeseries.reference import (autocorrelation_numpy, hurst_numpy,
                                          pattern_conformity_numpy)
 from timeseries_plans import acf_with, hurst_with, pc_with
@@ -94,7 +94,7 @@ def test_slice_units_bound_the_work_and_keep_the_bits(device, monkeypatch):
     act within a slice on every device; units of a tile of one series and one lag block
     give the same bits as whole tiles."""
     P = [walk(3_001, s) for s in range(5)]
-    t = PairTuning(wg=8, lpi=2, chunk=64, run=16)
+    t = PairShape(wg=8, lags_per_item=2, tile=64, run_length=16)
     plan = PairSums(device, _ingest.batch("p", P, 2, ""), 50, 1, "float2", 1, tuning=t)
     assert (plan.lag_blocks, plan.pieces, plan.units) == (4, 1, plan.tiles)
     want = [hurst_with(P, 50, q=q, device=device, pair_shape=t) for q in (1.0, 2.5)]
@@ -282,7 +282,7 @@ def test_windows_and_slices_give_the_same_bits(device, monkeypatch):
     one launch on the whole series."""
     p = acrw_numpy(40_001, 0.044, seed=1) + walk(40_001, 2)
     x = np.diff(p)
-    t = PairTuning(wg=8, lpi=4, chunk=64, run=16)
+    t = PairShape(wg=8, lags_per_item=4, tile=64, run_length=16)
     want = [hurst_with(p, 100, device=device, pair_shape=t).S,
             hurst_with(p, 100, q=3.0, device=device, pair_shape=t).S,
             acf_with(x, 100, device=device, pair_shape=t).rho,
@@ -305,7 +305,7 @@ def test_more_groups_than_tiles_per_block_same_bits(device, monkeypatch):
     of a few tiles give the same bits as one launch, and the values and errors hold."""
     p = acrw_numpy(10_001, 0.044, seed=2) + walk(10_001, 5)
     x = np.diff(p)
-    t = PairTuning(wg=8, lpi=4, chunk=64, run=16, groups=16)
+    t = PairShape(wg=8, lags_per_item=4, tile=64, run_length=16, groups=16)
     assert PairSums(device, _ingest.batch("p", p, 2, ""), 30, 1, "blocked", 1,
                    tuning=t).tpb < 16
 
@@ -325,7 +325,7 @@ def test_more_groups_than_tiles_per_block_same_bits(device, monkeypatch):
 
 def test_pattern_conformity_windows_same_bits(device, monkeypatch):
     p = acrw_numpy(3_000, 0.044, seed=2)
-    t = PatternTuning(wg=8, tb=16, launch_pairs=20_000)
+    t = PatternShape(wg=8, tb=16, launch_pairs=20_000)
     want = pc_with(p, 6, 5, 100.0, 300, device=device, shape=t)
     small_device(monkeypatch, device, 100_000, 20_000)
     seen = []
@@ -383,7 +383,7 @@ def test_sliced_windowed_kernels_oclgrind(oclgrind, monkeypatch):
     ends of a windowed series, pattern windows and blocks, acrw pieces, under Oclgrind's
     checks; few launches (each is slow on Oclgrind), counted."""
     p = acrw_numpy(2_000, 0.044, seed=3) + walk(2_000, 4)
-    t = PairTuning(wg=4, lpi=2, chunk=16, run=4, groups=3)
+    t = PairShape(wg=4, lags_per_item=2, tile=16, run_length=4, groups=3)
     S1, S3 = hurst_numpy(p, 9)[0], hurst_numpy(p, 9, q=3.0)[0]
     small_device(monkeypatch, oclgrind, 50_000, 10_000)         # two windows of the series
     doubling_slices(monkeypatch)
@@ -412,7 +412,7 @@ def test_sliced_windowed_kernels_oclgrind(oclgrind, monkeypatch):
     monkeypatch.setattr(pattern, "_pc_windows", lambda dev, T, wg, units, *rest:
                         [(0, units // 2), (units // 2, units)])
     r = pc_with(k, 3, 2, 50.0, 10, device=oclgrind,
-                           shape=PatternTuning(wg=4, tb=4, launch_pairs=960))
+                           shape=PatternShape(wg=4, tb=4, launch_pairs=960))
     np.testing.assert_allclose(r.Xi[:, 1:], ref.Xi[:, 1:], atol=1e-5)
     assert launches["ts_pc_fold"] == 2 and 3 <= launches["ts_pc_sweep"] <= 8
     monkeypatch.setattr(acrw_module, "PIECE_BLOCKS", 1)
@@ -427,7 +427,7 @@ def test_progress_counts_slices_and_ctrl_c_stops_between_them(device, monkeypatc
     monkeypatch.setattr(_pair_sums, "FIRST_SLICE_PAIRS", {True: 1, False: 1})
     monkeypatch.setattr(acrw_module, "FIRST_SLICE_BLOCKS", {True: 1, False: 1})
     monkeypatch.setattr(pattern, "FIRST_SLICE_TRIPLES", {True: 1, False: 1})
-    t = PairTuning(wg=8, lpi=4, chunk=32, run=8)
+    t = PairShape(wg=8, lags_per_item=4, tile=32, run_length=8)
     p = walk(20_000, 3)
     calls = []
     hurst_with(p, 40, device=device, pair_shape=t, progress=lambda d, n: calls.append((d, n)))
@@ -445,7 +445,7 @@ def test_progress_counts_slices_and_ctrl_c_stops_between_them(device, monkeypatc
     runs = [lambda cb: hurst_with(p, 40, q=2.5, device=device, pair_shape=t, progress=cb),
             lambda cb: acf_with(np.diff(p), 40, device=device, pair_shape=t, progress=cb),
             lambda cb: pc_with(p[:3_000], 4, 3, 10.0, 100, device=device, progress=cb,
-                                          shape=PatternTuning(wg=8, tb=16, launch_pairs=2**16)),
+                                          shape=PatternShape(wg=8, tb=16, launch_pairs=2**16)),
             lambda cb: acrw(50 * acrw_module.BLOCK, 0.1, device=device, progress=cb)]
     for run in runs:
         with pytest.raises(Interrupted) as exc:

@@ -357,7 +357,7 @@ def test_streamed_batch_needs_room_for_its_partial_sums(device, monkeypatch):
     if not device.facts.fp64:
         pytest.skip(f"{device.name} has no fp64: batches do not stream")
     P = np.stack([walk(4_001, s) for s in range(3)])
-    t = _pair_plan.PairTuning(wg=8, lpi=4, chunk=32, run=32, groups=1)
+    t = _pair_plan.PairShape(wg=8, lags_per_item=4, tile=32, run_length=32, groups=1)
     b = _ingest.batch("p", P, MAX_LAG + 1, "")
     run = _pair_sums.PairSums(device, b, MAX_LAG, 1, "blocked", 1, tuning=t)
     assert run.Gs == 1 and run.tpb > 1
@@ -392,7 +392,7 @@ def test_device_moment_rows_are_the_block_sums(device, monkeypatch):
         return rows
 
     monkeypatch.setattr(_pair_sums.PairSums, "device_moments", spy)
-    t = _pair_plan.PairTuning(wg=8, lpi=4, chunk=32, run=32)
+    t = _pair_plan.PairShape(wg=8, lags_per_item=4, tile=32, run_length=32)
     for x, stream in ((walk(40_001, 1) - 1e3, False), (walk(40_001, 1) - 1e3, True),
                       ([walk(3001, 2), walk(777, 3), walk(5001, 4)], True)):
         acf_with(x, MAX_LAG, device=device, pair_shape=t, stream=stream)

@@ -9,7 +9,7 @@ import pyopencl.array as cla
 from ..progress import Progress
 from . import _common, _finish, _ingest
 from . import _transfer as _xfer
-from ._pair_plan import _CL_OUT, _cost, _kind, _out_dtype, _scaled, default_tuning
+from ._pair_plan import _CL_OUT, _cost, _kind, _out_dtype, _scaled, default_pair_shape
 from ._pair_stream import _finished, _pair_pass
 from ._pair_sums import PairSums, _concatenate, staged
 
@@ -26,7 +26,7 @@ def _hurst_direct(dev, b, max_lag, qs, accumulate, tuning, layout, transfer, pro
     # at q = 0.01: 3e-3)
     layout = layout or ("float2" if scaled else "blocked")
     what = f"hurst of {int(b.lengths.max())} points with max_lag = {max_lag}"
-    tuning = tuning or default_tuning(dev.facts, max_lag, int(b.lengths.min()), kinds)
+    tuning = tuning or default_pair_shape(dev.facts, max_lag, int(b.lengths.min()), kinds)
     run = PairSums(dev, b, max_lag, 1, layout, len(kinds), accumulate, tuning, what, timeline)
     E, nl = run.E, max_lag
     weight = sum(_cost(k) for k in kinds)
@@ -145,7 +145,7 @@ def _ends(dev, run, nl):
     a = run.b.arrays[0]
     n = a.size
     ends = _ingest.Batch(run.b.name, [a[:nl], a[n - nl:]], single=False)
-    inp = _ingest.Input(dev, ends, run.tuning.chunk, "float", run.f64)
+    inp = _ingest.Input(dev, ends, run.shape.tile, "float", run.f64)
     inp.exps = np.repeat(run.inp.exps, 2)
     inp.exps_dev = inp.small_array(inp.exps)
     y = _common.work_array(dev, 2 * nl, np.float32)

@@ -21,14 +21,16 @@ Q_MIN, Q_MAX = 0.01, 1000.0
 
 
 @dataclass(frozen=True)
-class PairTuning:
-    """Code shape of pairs.cl: work-group size, lags per work item, t values per
-    local-memory tile, t values per float32 run; `groups` work groups per series share
-    the tiles (None: a few per compute unit)."""
+class PairShape:
+    """Code shape of pairs.cl: `wg` work items per group, each summing `lags_per_item`
+    lags; `tile` values of t per local-memory tile; `run_length` pair terms summed in
+    float32 before the accumulator; `groups` work groups per series share the tiles
+    (None: a few per compute unit).  The template keeps its short names (lpi, chunk,
+    run)."""
     wg: int
-    lpi: int
-    chunk: int
-    run: int = 32
+    lags_per_item: int
+    tile: int
+    run_length: int = 32
     groups: int | None = None
 
 
@@ -44,7 +46,7 @@ class Timeline:
         self.marks.append((name, time.perf_counter()))
 
 
-def default_tuning(facts, nlags: int, shortest: int = 1 << 30, kinds=("absdiff",)) -> PairTuning:
+def default_pair_shape(facts, nlags: int, shortest: int = 1 << 30, kinds=("absdiff",)) -> PairShape:
     """Tiles of 1024 values on GPUs, 512 on CPUs, halved (down to 32) while the shortest
     series has fewer than JACK_BLOCKS tiles, so that it still gets its error bars, or
     while they do not fit local memory (a general q keeps (hi, lo) pairs there: 8 bytes
@@ -74,7 +76,7 @@ def default_tuning(facts, nlags: int, shortest: int = 1 << 30, kinds=("absdiff",
         run = 4
     elif not facts.is_gpu and _scaled(kinds) and len(kinds) > 1:
         run = 8
-    return PairTuning(wg=wg, lpi=lpi, chunk=chunk, run=min(run, chunk))
+    return PairShape(wg=wg, lags_per_item=lpi, tile=chunk, run_length=min(run, chunk))
 
 
 def _stream_arg(value):

@@ -90,9 +90,9 @@ class StreamedPass:
         series within the head, whose provisional values are then the true ones (a
         discarded pass would cost as much as the real one).  A short series gains too:
         no separate pass for the mean, one wait for the device instead of three."""
-        t = self.tuning
+        t = self.shape
         facts = self.dev.facts
-        pair_terms = self.tiles * t.chunk * self.lag_blocks * t.wg * t.lpi
+        pair_terms = self.tiles * t.tile * self.lag_blocks * t.wg * t.lags_per_item
         return (self.E == 1 and len(self.windows) == 1 and not _scaled(pairs)
                 and facts.vendor != "oclgrind"
                 and (forced or (progress in (None, False)
@@ -107,8 +107,8 @@ class StreamedPass:
         provisional exps), enqueued; verify() then tells whether the provisional values
         were close enough (see _stream_ok), or raises ValueError at the first non-finite
         value, as prepare() does.  (None, None) when the head is not finite: no stream."""
-        b, t, dev = self.b, self.tuning, self.dev
-        n, chunk = int(b.lengths[0]), t.chunk
+        b, t, dev = self.b, self.shape, self.dev
+        n, chunk = int(b.lengths[0]), t.tile
         self.inp = inp = self._input()
         inp.begin(st)                           # the host copies start now
         provisional = self._provisional(centred)
@@ -199,9 +199,9 @@ class StreamedPass:
         a first pass, room for G >= tpb groups per series (see stream_batch); unless
         `forced`, also a short job (no progress bar or time slices wanted) and not
         Oclgrind (one upload there: nothing to overlap)."""
-        t = self.tuning
+        t = self.shape
         facts = self.dev.facts
-        pair_terms = self.E * self.tiles * t.chunk * self.lag_blocks * t.wg * t.lpi
+        pair_terms = self.E * self.tiles * t.tile * self.lag_blocks * t.wg * t.lags_per_item
         return (self.E > 1 and len(self.windows) == 1 and not _scaled(pairs)
                 and self.f64 and self.room >= self.tpb and self._stream_fits()
                 and (forced or (progress in (None, False) and facts.vendor != "oclgrind"

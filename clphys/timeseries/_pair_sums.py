@@ -22,7 +22,7 @@ from ._pair_plan import (
     _held,
     _release,
     _TooLarge,
-    default_tuning,
+    default_pair_shape,
 )
 from ._pair_stream import StreamedPass
 
@@ -58,18 +58,19 @@ class PairSums(StreamedPass):
         self.f64 = self.acc == "double"
         n = b.lengths
         self.E = E = len(b)
-        t = tuning or default_tuning(facts, nlags, int(n.min()))
+        t = tuning or default_pair_shape(facts, nlags, int(n.min()))
         if t.wg > facts.max_work_group:
             raise ValueError(f"work-group size {t.wg} exceeds {dev.name}'s {facts.max_work_group}")
-        self.tuning = t
-        self.lag_blocks = -(-nlags // (t.wg * t.lpi))
-        self.reach = lag0 + self.lag_blocks * t.wg * t.lpi     # values past a tile's start it reads
-        self.nch = -(-(n - lag0) // t.chunk)                  # tiles per entry
+        self.shape = t
+        self.lag_blocks = -(-nlags // (t.wg * t.lags_per_item))
+        # the values past a tile's start that it reads
+        self.reach = lag0 + self.lag_blocks * t.wg * t.lags_per_item
+        self.nch = -(-(n - lag0) // t.tile)                  # tiles per entry
         self.tiles = int(self.nch.max())
         # each entry's own jackknife blocks (as alone): K of tpb tiles, bl values each
         self.tpbs = -(-self.nch // JACK_BLOCKS)
         self.Ks = -(-self.nch // self.tpbs)
-        self.bls = self.tpbs * t.chunk
+        self.bls = self.tpbs * t.tile
         self.tpb, self.K = int(self.tpbs.max()), int(self.Ks.max())    # the largest
         acc_bytes = _common.ACC_DTYPE[self.acc].itemsize
         per_cu = 16 if facts.is_gpu else 4
@@ -95,7 +96,7 @@ class PairSums(StreamedPass):
         # The unit of the time-bounded slices: one tile of a piece of the entries and lag
         # blocks, at most FIRST_SLICE_PAIRS pair terms (one tile of 512 series at 1024 lags
         # was 2.7e8 terms: 48 s for a general q on two CPU cores before it was fast)
-        cap, per_tile = FIRST_SLICE_PAIRS[facts.is_gpu], t.chunk * t.wg * t.lpi
+        cap, per_tile = FIRST_SLICE_PAIRS[facts.is_gpu], t.tile * t.wg * t.lags_per_item
         self.piece_lags = max(1, min(self.lag_blocks, cap // per_tile))
         self.piece_entries = max(1, min(E, cap // (per_tile * self.piece_lags)))
         self.lag_pieces = -(-self.lag_blocks // self.piece_lags)
@@ -124,7 +125,7 @@ class PairSums(StreamedPass):
         """Tile ranges of the one series whose values fit the device beside the fixed
         buffers: one window when they fit, else windows starting at multiples of the
         block (so that every window sees the same converted values as the whole)."""
-        dev, chunk = self.dev, self.tuning.chunk
+        dev, chunk = self.dev, self.shape.tile
         fixed = sum(self.fixed.values())
         usable = dev.facts.global_mem * USABLE_FRACTION
 
@@ -163,21 +164,21 @@ class PairSums(StreamedPass):
 
     def span(self, c0: int, c1: int) -> tuple[int, int]:
         """The values [v0, v1) of the one series that the tiles [c0, c1) read."""
-        chunk = self.tuning.chunk
+        chunk = self.shape.tile
         return c0 * chunk, min(int(self.b.lengths[0]), c1 * chunk + self.reach)
 
     # -- the run
 
     def _input(self):
         layout = {"blocked": "blocked", "float2": "float2", "float": "float"}[self.value]
-        return _ingest.Input(self.dev, self.b, self.tuning.chunk, layout, self.f64, BLOCK)
+        return _ingest.Input(self.dev, self.b, self.shape.tile, layout, self.f64, BLOCK)
 
     def prepare(self, st, centred: bool, checked=None):
         """Upload, check (ValueError at the first non-finite value), and for one window
         convert the whole batch; `centred`: the autocorrelation's centre (its mean on a
         binary grid) instead of the first value as the origin.  `checked`: the check's
         blocks of the values already uploaded (by stream()): no second upload."""
-        b, chunk = self.b, self.tuning.chunk
+        b, chunk = self.b, self.shape.tile
         whole = len(self.windows) == 1
         if checked is not None:
             inp = self.inp
@@ -274,13 +275,14 @@ class PairSums(StreamedPass):
 
     def _pair_job(self, pairs, qs=(1.0,), inv=None) -> dict:
         """The program, zeroed partial sums and small arrays of one pass of pair sums."""
-        dev, t = self.dev, self.tuning
+        dev, t = self.dev, self.shape
         absmax = pairs == ["absmax"]
         acc = "max" if absmax else self.acc
         # absmax: one block of all an entry's tiles; else each entry's jackknife blocks
         K, tpb, tpbs = (1, self.tiles, self._nchs) if absmax else (self.K, self.tpb, self._tpbs)
         prg = dev.build("timeseries/pairs.cl", pairs=list(pairs), value=self.value, acc=acc,
-                        wg=t.wg, lpi=t.lpi, chunk=t.chunk, run=t.run, rows=self.rows, block=BLOCK)
+                        wg=t.wg, lpi=t.lags_per_item, chunk=t.tile, run=t.run_length,
+                        rows=self.rows, block=BLOCK)
         dtype = _common.ACC_DTYPE[acc]
         npairs = len(pairs)
         Gs = min(self.G, tpb)                 # slot columns per block (pairs.cl's gs)
@@ -294,12 +296,13 @@ class PairSums(StreamedPass):
     def _launch(self, job, xbase: int, start: int, end: int, rows=None, lags=None):
         """The pair sums of the tiles [start, end) of the series `rows` (lo, hi) and the lag
         blocks `lags` (lo, hi), or all."""
-        t = self.tuning
+        t = self.shape
         lo, hi = rows or (0, self.E)
         b0, b1 = lags or (0, self.lag_blocks)
         job["prg"].ts_pair_sums(
             self.dev.queue, ((b1 - b0) * t.wg, (hi - lo) * self.G), (t.wg, 1),
-            self.y.data, self.tab.data, self._voff.data, self._nts.data, self.ns_dev.data, self._nchs.data,
+            self.y.data, self.tab.data, self._voff.data, self._nts.data, self.ns_dev.data,
+            self._nchs.data,
             np.uint32(self.E), np.uint32(lo), np.uint32(self.G), np.int64(xbase),
             np.uint32(self.lag0), np.uint32(self.nlags),
             np.uint32(start), np.uint32(end), np.uint32(job["K"]), job["tpbs"].data,
@@ -411,7 +414,7 @@ def _by_tiles(dev, b, nlags, tuning, make, kinds=("absdiff",)):
     parts' arrays come back in the caller's order (one part per tile size)."""
     if tuning is not None or len(b) == 1 or np.all(b.lengths == b.lengths[0]):
         return _sub_batches(dev, b, make)
-    chunks = np.array([default_tuning(dev.facts, nlags, int(n), kinds).chunk
+    chunks = np.array([default_pair_shape(dev.facts, nlags, int(n), kinds).tile
                        for n in b.lengths])
     groups = [np.flatnonzero(chunks == c) for c in dict.fromkeys(chunks.tolist())]
     if len(groups) == 1:

@@ -13,7 +13,7 @@ from .. import _validate
 from . import _common
 
 if TYPE_CHECKING:
-    from .pattern import PatternTuning
+    from .pattern import PatternShape
 
 TICK_TOL = 2.0**-10           # a value may miss its tick multiple by this much (in ticks)
 TICK_NOISE = 2.0**16          # a tick is at least this many ulps of the largest |p|
@@ -117,7 +117,7 @@ def _span_range(v: np.ndarray, n: int) -> float:
 LOCAL_EXACT = 2.0**24          # integers below this are exact in float32
 
 
-def _local_is_exact(values, tick, t: PatternTuning, max_past: int, max_future: int) -> bool:
+def _local_is_exact(values, tick, t: PatternShape, max_past: int, max_future: int) -> bool:
     """Whether sign "local" decides the ties as cmp does.  Ticks: every sign as cmp (the
     same bits) while the products stay exact in float32: h·rc, lh·rc and (c1 - lc)·rh with
     h, lh values of one tile (at most D ticks from its origin) and rc, rh, c1 - lc window
@@ -134,8 +134,8 @@ def _local_is_exact(values, tick, t: PatternTuning, max_past: int, max_future: i
     return D * R + R * R < LOCAL_EXACT
 
 
-def _sat_scale(prepared, t: PatternTuning, max_past: int, max_future: int) -> float:
-    """cellsat's 2^k: |b|, |K| (products of tile-frame values, at most D from the tile's
+def _sat_scale(prepared, t: PatternShape, max_past: int, max_future: int) -> float:
+    """saturated_sum's 2^k: |b|, |K| (products of tile-frame values, at most D from the tile's
     origin, with window ranges, at most R; device units) stay below 2^126 / 2^k, so K·2^k is
     exact and finite, and every nonzero |b - K| of floats that far below 2^126 / 2^k times
     2^k is >= 1: ticks (integers) always; real values unless two products differ by less than
@@ -147,5 +147,5 @@ def _sat_scale(prepared, t: PatternTuning, max_past: int, max_future: int) -> fl
         bound = max(bound, 2.0 * (D + R) * R)
     k = 126 - (math.frexp(bound)[1] if bound > 0 else 0)
     if k < 0:
-        raise ValueError("shape: cellsat needs products below 2^126 (use cellsat=0)")
+        raise ValueError("shape: saturated_sum needs products below 2^126 (use saturated_sum=0)")
     return math.ldexp(1.0, min(k, 126))

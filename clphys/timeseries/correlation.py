@@ -26,7 +26,7 @@ from . import _transfer as _xfer
 from ._fft_path import _fft_run, _hurst_fft
 from ._pair_finish import _acf_direct, _hurst_direct
 from ._pair_plan import (
-    PairTuning,
+    PairShape,
     Timeline,
     _errors,
     _kind,
@@ -99,7 +99,7 @@ class CorrelationPlan:
     checked inputs, the device, the path (`fft`) and the internal choices that tests and
     the benchmark may force (plan_hurst(..., accumulate="compensated")); run_plan() runs
     it.  accumulate: "double" or "compensated" (float32 pairs); pair_shape: pairs.cl's
-    code shape (None: default_tuning() for each group of equal tiles); layout: hurst's
+    code shape (None: default_pair_shape() for each group of equal tiles); layout: hurst's
     converted values, "blocked" or "float2" (None: by q); transfer: the upload path
     (None: by device and size); stream: whether the pair sums run on each upload segment
     as it arrives (None: for short jobs, True: wherever possible, False: never)."""
@@ -114,7 +114,7 @@ class CorrelationPlan:
     qs: tuple = (1.0,)
     q_list: bool = False
     stationary: bool = False
-    pair_shape: PairTuning | None = None
+    pair_shape: PairShape | None = None
     layout: str | None = None
     transfer: _xfer.Transfer | None = None
     stream: bool | None = None

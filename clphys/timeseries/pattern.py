@@ -17,7 +17,7 @@ from ..runtime import check_memory, items_that_fit, resolve_device, run_sliced, 
 from . import _common
 from ._pattern_ticks import _local_is_exact, _sat_scale, _ticks, common_tick
 
-__all__ = ["PatternConformity", "PatternTuning", "pattern_conformity", "pattern_pairs",
+__all__ = ["PatternConformity", "PatternShape", "pattern_conformity", "pattern_pairs",
            "common_tick"]
 
 MAX_PAST = MAX_FUTURE = 64        # they size unrolled register arrays in pattern.cl
@@ -49,7 +49,7 @@ class PatternConformity:
 
 
 @dataclass(frozen=True)
-class PatternTuning:
+class PatternShape:
     """Code shape of pattern.cl: work-group size, lags τ per local-memory tile,
     the exponential ("exp" or the faster, less accurate "native_exp");
     `launch_pairs`: about how many (t̂, Δt⁻, τ) triples one launch covers;
@@ -59,10 +59,10 @@ class PatternTuning:
     the sign decisions stay exact); `pre`: each historical window normalised once per
     tile in local memory (pattern.cl), not by every item that reads it; `slide` = U > 0
     (a divisor of tb, excludes pre): each item slides the values around p(t̂ - τ) along τ
-    in registers, U steps unrolled (with qform "plain" the same bits as pre); `qsw`: Q's
-    window steps by a switch on Δt⁻ instead of a test per step; `cellmad` (slide): each
-    Δt⁺ sum by mad(1 or 0, w, sum) (1) or fma (2), the same bits; `hoist` (slide): the
-    local reads of the U steps first; `cellsat` (slide with cmp, local or scaled): each
+    in registers, U steps unrolled (with qform "plain" the same bits as pre); `q_switch`: Q's
+    window steps by a switch on Δt⁻ instead of a test per step; `branchless_sum` (slide): each
+    Δt⁺ sum by mad(1 or 0, w, sum) (1) or fma (2), the same bits; `reads_first` (slide): the
+    local reads of the U steps first; `saturated_sum` (slide with cmp, local or scaled): each
     Δt⁺ sum as fma(clamp((b - K)·2^k, 0, 1), w, sum), 2^k from a host bound on |b|, |K|:
     cmp's decisions and bits with 2 instructions per sum (1: clamp, 2: NVIDIA's
     fma.rn.sat by inline PTX)."""
@@ -75,15 +75,15 @@ class PatternTuning:
     sign: str = "cmp"
     pre: bool = False
     slide: int = 0
-    qsw: bool = False
-    cellmad: int = 0
-    hoist: bool = True
-    cellsat: int = 0
+    q_switch: bool = False
+    branchless_sum: int = 0
+    reads_first: bool = True
+    saturated_sum: int = 0
 
 
 
 
-def local_bytes(t: PatternTuning, max_past: int, max_future: int) -> int:
+def local_bytes(t: PatternShape, max_past: int, max_future: int) -> int:
     """Local memory of a ts_pc_sweep work group (8-byte accumulators)."""
     tile = 4 * (t.wg + t.tb + max_past + max_future)
     pre = 4 * (2 + max_past) * (t.wg + t.tb - 1) if t.pre else 0
@@ -98,12 +98,12 @@ SLIDE_MAX_VALUES = 40          # max_past + max_future for the GPUs' sliding def
 PER_PAST_TRIPLES = 2**37
 
 
-def default_tuning(facts, max_future: int, triples: int | None = None,
-                   max_past: int = MAX_PAST) -> PatternTuning:
+def default_pattern_shape(facts, max_future: int, triples: int | None = None,
+                   max_past: int = MAX_PAST) -> PatternShape:
     """GPUs: one program per Δt⁻ (no run-time guards; each launch covers every jackknife
     block: block rows; tiles of 256 τ) whose items slide their windows along τ in
     registers (`slide`, 4 steps unrolled; 2 and tiles of 128 τ for one program), the Δt⁺
-    sums by saturated fma weights (`cellsat`: cmp's bits), sign "local" (ticks with small
+    sums by saturated fma weights (`saturated_sum`: cmp's bits), sign "local" (ticks with small
     products: cmp's bits; real values, all distinct: as accurate as cmp;
     pattern_conformity falls back to cmp otherwise), launches of ~2^34 triples;
     CPUs: each historical window normalised once per tile (`pre`); each where it fits the
@@ -120,11 +120,11 @@ def default_tuning(facts, max_future: int, triples: int | None = None,
     wg = 64 if facts.is_gpu else 16
     while wg > 1 and wg * (2 * max_future * 8 + 8) + 4 * (wg + 512) > facts.local_mem // 2:
         wg //= 2
-    t = PatternTuning(wg=wg, tb=128 if facts.is_gpu else 64)
+    t = PatternShape(wg=wg, tb=128 if facts.is_gpu else 64)
     if facts.is_gpu and max_past + max_future <= SLIDE_MAX_VALUES:
         big = triples is None or triples >= PER_PAST_TRIPLES
-        one = dataclasses.replace(t, slide=2, cellmad=True, launch_pairs=2**34, per_past=big,
-                                  cellsat=1, sign="local")
+        one = dataclasses.replace(t, slide=2, branchless_sum=True, launch_pairs=2**34, per_past=big,
+                                  saturated_sum=1, sign="local")
         fast = ([dataclasses.replace(one, tb=256, slide=4)] if big else []) + [one]
     else:
         fast = []
@@ -213,7 +213,7 @@ class PatternPlan:
     max_history: int
     progress: object
     accumulate: str
-    shape: PatternTuning
+    shape: PatternShape
     labels: tuple | None = None
 
 
@@ -221,7 +221,7 @@ def plan_pattern_conformity(p, max_past=20, max_future=20, chi=100.0, max_histor
                             device=None, progress=None, tick="auto", *, nan="raise",
                             spacing="raise", accumulate=None, shape=None) -> PatternPlan:
     """The plan of pattern_conformity(p, ...): arguments checked, the series in ticks, the
-    device chosen, the code shape fitted to it (`shape`: forced; None: default_tuning)."""
+    device chosen, the code shape fitted to it (`shape`: forced; None: default_pattern_shape)."""
     max_past = _validate.integer("max_past", max_past, 1, MAX_PAST)
     max_future = _validate.integer("max_future", max_future, 1, MAX_FUTURE)
     chi = _validate.real("chi", chi, 0.0)
@@ -236,15 +236,15 @@ def plan_pattern_conformity(p, max_past=20, max_future=20, chi=100.0, max_histor
     prepared = [_ticks(x, tick) for x in series]
     dev = resolve_device(device)
     acc = _common.accumulator(dev, accumulate)
-    t = shape or default_tuning(dev.facts, max_future,
+    t = shape or default_pattern_shape(dev.facts, max_future,
                                 sum(pattern_pairs(x.size, max_past, max_history) for x in series),
                                 max_past)
     if shape is None and t.sign == "local" and not all(
             _local_is_exact(v, tk, t, max_past, max_future) for v, _, _, tk in prepared):
         t = dataclasses.replace(t, sign="cmp")      # repeated real values, large ticks
-    if t.cellsat == 2 and dev.facts.vendor != "nvidia":
-        raise ValueError(f"shape: cellsat=2 (inline PTX) needs an NVIDIA device, not "
-                         f"{dev.name} (cellsat=1 is portable)")
+    if t.saturated_sum == 2 and dev.facts.vendor != "nvidia":
+        raise ValueError(f"shape: saturated_sum=2 (inline PTX) needs an NVIDIA device, not "
+                         f"{dev.name} (saturated_sum=1 is portable)")
     if local_bytes(t, max_past, max_future) > dev.facts.local_mem:
         raise ValueError(f"shape: {t} needs {local_bytes(t, max_past, max_future)} bytes of "
                          f"local memory for max_past = {max_past}, max_future = {max_future}; "
@@ -321,13 +321,13 @@ class _PatternRun:
         plan, t = self.plan, self.plan.shape
         shape = dict(wg=t.wg, tb=t.tb, maxp=plan.max_past, maxf=plan.max_future,
                      acc=plan.accumulate, exp=t.exp, qform=t.qform, sign=t.sign,
-                     pre=int(t.pre), slide=t.slide, qsw=int(t.qsw), cellmad=int(t.cellmad),
-                     hoist=int(t.hoist), cellsat=int(t.cellsat))
+                     pre=int(t.pre), slide=t.slide, q_switch=int(t.q_switch), branchless_sum=int(t.branchless_sum),
+                     reads_first=int(t.reads_first), saturated_sum=int(t.saturated_sum))
         self.sat = _sat_scale(plan.prepared, t, plan.max_past, plan.max_future) \
-            if t.cellsat else 1.0
+            if t.saturated_sum else 1.0
         if t.per_past:
             return [(prg_m, 1) for prg_m in _build_all(
-                plan.device, [dict(shape, mfix=m, brow=int(self.block_rows))
+                plan.device, [dict(shape, fixed_past=m, block_rows=int(self.block_rows))
                               for m in range(1, plan.max_past + 1)])]
         return [(plan.device.build("timeseries/pattern.cl", **shape), plan.max_past)]
 
