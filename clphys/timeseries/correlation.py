@@ -49,18 +49,29 @@ class LongMemoryWarning(RuntimeWarning):
 
 @dataclass(frozen=True, eq=False)
 class HurstResult:
-    """S_q(Δt) and the local Hurst exponent H(Δt) at lags = 1 .. max_lag, with their
-    jackknife errors S_err, H_err.
+    """What :func:`hurst` returns.
 
-    Shapes: (max_lag,) for one series and one q; a batch adds a leading series axis
-    (n_series, ..., max_lag), a list of q a q axis before the lags: (n_series, n_q,
-    max_lag), or (n_q, max_lag) for one series.  `q` is a float, or an array for a list.
-    H[..., 0] (Δt = 1) is NaN: the local slope needs the previous lag.  H is also NaN
-    where S is 0 at Δt or Δt - 1 (a constant stretch); errors are NaN where fewer than
-    two blocks exist.  `method`: "direct" (pair sums) or "fft".  `lags` (1 .. max_lag)
-    is made on first use (for all lags of 2^24 values it is 128 MB).  `long_memory`
-    (shape S.shape[:-1]): True where the series is so persistent at its largest lags
-    (H >= 3/4) that S_err and H_err understate the errors (LongMemoryWarning)."""
+    Attributes
+    ----------
+    S, S_err : numpy.ndarray
+        S_q(Δt) at lags 1 .. max_lag and its jackknife error: shape (max_lag,) for one
+        series and one q; a list of q adds a q axis, a batch a leading series axis
+        ((n_series, n_q, max_lag)).  Errors are NaN with fewer than two blocks.
+    H, H_err : numpy.ndarray
+        The local exponent and its error, same shape; H[..., 0] (Δt = 1) is NaN, as is H
+        where S is 0 at Δt or Δt - 1.
+    q : float or numpy.ndarray
+        The order(s).
+    method : str
+        "direct" (pair sums) or "fft".
+    long_memory : bool or numpy.ndarray
+        True where H >= 3/4 at the largest lags: S_err and H_err understate the errors
+        (LongMemoryWarning; docs/timeseries.md, "Error bars").
+    labels : tuple or None
+        The pandas column names (a Series: its name), else None.
+    lags : numpy.ndarray
+        1 .. max_lag, made on first use.
+    """
     S: np.ndarray
     H: np.ndarray
     q: float
@@ -77,11 +88,22 @@ class HurstResult:
 
 @dataclass(frozen=True, eq=False)
 class AutocorrelationResult:
-    """ρ(Δt) at lags = 0 .. max_lag (ρ(0) = 1) and its error rho_err (0 at Δt = 0);
-    rho has shape (max_lag + 1,) for one series, (n_series, max_lag + 1) for a batch.
-    `stationary` says which form, `method` "direct" (pair sums) or "fft".  `lags`
-    (0 .. max_lag) is made on first use: for all lags of 2^24 values it is 128 MB, whose
-    page faults took 30-40 ms, most of such a call's time on an H200."""
+    """What :func:`autocorrelation` returns.
+
+    Attributes
+    ----------
+    rho, rho_err : numpy.ndarray
+        ρ(Δt) at lags 0 .. max_lag (ρ(0) = 1, its error 0) and its error: shape
+        (max_lag + 1,) for one series, (n_series, max_lag + 1) for a batch.
+    stationary : bool
+        Which form.
+    method : str
+        "direct" (pair sums) or "fft".
+    labels : tuple or None
+        The pandas column names (a Series: its name), else None.
+    lags : numpy.ndarray
+        0 .. max_lag, made on first use.
+    """
     rho: np.ndarray
     stationary: bool
     rho_err: np.ndarray = None
@@ -127,23 +149,22 @@ def hurst(p, max_lag: int = 256, q=1.0, device=None, progress=None, *, method: s
           errors: bool = True, nan: str = "raise", spacing: str = "raise") -> HurstResult:
     """Hurst exponent of p(t) from its q-th order structure function.
 
-    S_q(Δt) = ⟨|p(t + Δt) - p(t)|^q⟩^(1/q) over all T - Δt pairs, Δt = 1 .. max_lag, and
+    S_q(Δt) = ⟨|p(t + Δt) - p(t)|^q⟩^(1/q) over the T - Δt pairs, Δt = 1 .. max_lag, and
     the local exponent H(Δt) = Δ log S / Δ log Δt between consecutive lags.
 
     Parameters
     ----------
     p : array-like, list of array-likes, pandas Series or DataFrame
-        One series (1-D, float or int), a batch (2-D, one per row), a list of series of
-        any lengths, a Series, or a DataFrame (a batch of its columns; labels kept, the
-        index only checked); each finite, with at least max_lag + 1 points.
+        One series (1-D), a batch (2-D, one per row; a DataFrame: its columns) or a list
+        of series of any lengths; finite, each with at least max_lag + 1 points.
     max_lag : int
         The largest lag Δt.
     q : float or list of float
-        Order(s) in [0.01, 1000], computed in one pass; q = 1, 2 take fast paths.
+        Order(s) in [0.01, 1000], all in one pass; q = 1, 2 take fast paths.
     device, progress
-        A device (spec or object; None: the default); None/True/False or f(done, total).
+        A device (None: the default); progress None, True, False or f(done, total).
     method : {"auto", "direct", "fft"}
-        Pair sums, or S_2 from the FFT (q = 2, fp64); "auto" takes the cheaper.
+        Pair sums, or S_2 by FFT (q = 2, fp64); "auto" takes the cheaper.
     errors : bool
         Jackknife errors over 16 blocks of pair start times (False: None).
     nan, spacing : str
@@ -152,7 +173,7 @@ def hurst(p, max_lag: int = 256, q=1.0, device=None, progress=None, *, method: s
     Returns
     -------
     HurstResult
-        lags, S, H, S_err, H_err (shape (..., max_lag); H[..., 0] is NaN), long_memory.
+        S, H, their errors, long_memory and labels; H[..., 0] is NaN.
 
     Raises
     ------
@@ -161,14 +182,12 @@ def hurst(p, max_lag: int = 256, q=1.0, device=None, progress=None, *, method: s
 
     Notes
     -----
-    A random walk gives H = 1/2, p(t) = t gives H = 1.  S agrees with float64 NumPy to
-    ~1e-7; LongMemoryWarning where H >= 3/4 makes the errors too small.  How the work is
-    split between host and device: docs/timeseries.md.
+    A random walk gives H = 1/2, p(t) = t H = 1; S agrees with float64 NumPy to ~1e-7.
+    Host and device, accuracy and error bars: docs/timeseries.md.
 
     Examples
     --------
-    >>> r = hurst(np.cumsum(np.random.default_rng(1).standard_normal(10_000)), 64)
-    >>> r.H[1:].mean()                                   # doctest: +SKIP
+    >>> hurst(np.cumsum(np.random.default_rng(1).standard_normal(10**4)), 64).H[1:].mean()
     0.5...
     """
     return run_plan(plan_hurst(p, max_lag, q, device, progress, method=method,
@@ -298,9 +317,9 @@ def autocorrelation(x, max_lag: int = 256, stationary: bool = False, device=None
                     nan: str = "raise", spacing: str = "raise") -> AutocorrelationResult:
     """Autocorrelation ρ(Δt), Δt = 0 .. max_lag, of x(t) (normally price changes).
 
-    General form (default): the Pearson correlation of the T - Δt overlapping pairs
-    (x(t), x(t + Δt)), each window with its own mean and deviation; stationary=True: the
-    sample autocorrelation with the mean of the whole series (statsmodels' ``acf``).
+    General form (default): the Pearson correlation of the T - Δt pairs (x(t), x(t + Δt)),
+    each window with its own mean and deviation; stationary=True: the sample
+    autocorrelation with the mean of the whole series (statsmodels' ``acf``).
 
     Parameters
     ----------
@@ -311,29 +330,26 @@ def autocorrelation(x, max_lag: int = 256, stationary: bool = False, device=None
     stationary : bool
         The form (above).
     device, progress, method, errors, nan, spacing
-        As for :func:`hurst` ("fft" gives every lag at once; "auto" picks the cheaper).
+        As for :func:`hurst` ("fft": every lag at once).
 
     Returns
     -------
     AutocorrelationResult
-        lags, rho, rho_err ((..., max_lag + 1); ρ(0) = 1), stationary, method.
+        rho and rho_err ((..., max_lag + 1); ρ(0) = 1), stationary, method, labels.
 
     Raises
     ------
     ValueError, TypeError
-        Bad input, before any device work (a NaN, inf or constant series after the upload).
+        Bad input, before any device work (NaN, inf or a constant series: after upload).
 
     Notes
     -----
     Invariant under x → a + b x (b > 0); agrees with float64 NumPy to ~1e-7 absolute.
-    Errors: jackknife over 16 blocks (direct) or the spread of 16 blocks' estimates (FFT);
-    docs/timeseries.md, "Error bars".
 
     Examples
     --------
-    >>> r = autocorrelation(np.random.default_rng(1).standard_normal(10_000), 20)
-    >>> r.rho[1], r.rho_err[1]                  # doctest: +SKIP
-    (0.00..., 0.01...)
+    >>> autocorrelation(np.random.default_rng(1).standard_normal(10**4), 20).rho[1]
+    0.0...
     """
     return run_plan(plan_autocorrelation(x, max_lag, stationary, device, progress,
                                          method=method, errors=errors, nan=nan,

@@ -36,12 +36,24 @@ class ZeroVarianceWarning(RuntimeWarning):
 
 @dataclass(frozen=True, eq=False)
 class DFAResult:
-    """DFA: the fluctuation function F(s) (with its jackknife error F_err) at `scales`,
-    and its exponent H (the least-squares slope of ln F against ln s over the scales in
-    `fit_range`, inclusive) with the jackknife error H_err.  A batch adds a leading series
-    axis (F: (n_series, n_scales), H: (n_series,)).  `segments`: "forward", "both" or
-    "sliding"; `zero_segments` and `segment_counts` per scale; `labels`: the pandas
-    column names (or the Series' name), else None."""
+    """What :func:`dfa` returns; a batch adds a leading series axis.
+
+    Attributes
+    ----------
+    scales : numpy.ndarray
+        The segment lengths s.
+    F, F_err : numpy.ndarray
+        F(s) and its jackknife error ((n_scales,), or (n_series, n_scales)).
+    H, H_err : float or numpy.ndarray
+        The least-squares slope of ln F against ln s over `fit_range` (inclusive), and
+        its jackknife error.
+    fit_range, order, segments, integrate
+        The options used (`segments`: "forward", "both" or "sliding").
+    zero_segments, segment_counts : numpy.ndarray
+        Per scale: segments with a flat detrended profile, and all segments.
+    labels : tuple or None
+        The pandas column names (a Series: its name), else None.
+    """
     scales: np.ndarray
     F: np.ndarray
     F_err: np.ndarray
@@ -58,10 +70,21 @@ class DFAResult:
 
 @dataclass(frozen=True, eq=False)
 class MFDFAResult:
-    """MF-DFA: F_q(s) (Fq, Fq_err: (n_q, n_scales)), the generalised Hurst exponents h(q),
-    the mass exponents tau(q) = q h(q) - 1, the singularity strengths alpha = dtau/dq and
-    spectrum f(alpha) = q alpha - tau, each with its jackknife error; a batch adds a
-    leading series axis.  Other fields as in :class:`DFAResult`."""
+    """What :func:`mfdfa` returns; a batch adds a leading series axis.
+
+    Attributes
+    ----------
+    scales, q : numpy.ndarray
+        The segment lengths and the moments.
+    Fq, Fq_err : numpy.ndarray
+        F_q(s), (n_q, n_scales), and its jackknife error.
+    h, tau, alpha, f_alpha : numpy.ndarray
+        The generalised Hurst exponents h(q), the mass exponents τ(q) = q h(q) - 1, the
+        singularity strengths α = dτ/dq and the spectrum f(α) = q α - τ; each with its
+        jackknife error (`h_err`, `tau_err`, `alpha_err`, `f_alpha_err`).
+    fit_range, order, segments, integrate, zero_segments, segment_counts, labels
+        As in :class:`DFAResult`.
+    """
     scales: np.ndarray
     q: np.ndarray
     Fq: np.ndarray
@@ -238,9 +261,9 @@ def _by_parts(dev, b, scales, order, mode, qs, integrate, accumulate, progress, 
     return tuple(np.concatenate([p[i] for p in parts]) for i in range(4))
 
 
-def dfa(x, scales=None, order=1, overlap=False, integrate=True, *, segments=None,
-        fit_range=None, device=None, progress=None, nan="raise",
-        spacing="raise") -> DFAResult:
+def dfa(x, scales=None, order: int = 1, overlap: bool = False, integrate: bool = True, *,
+        segments: str | None = None, fit_range=None, device=None, progress=None,
+        nan: str = "raise", spacing: str = "raise") -> DFAResult:
     """Detrended fluctuation analysis: the fluctuation function F(s) and its exponent H.
 
     Parameters
@@ -328,9 +351,9 @@ def run_plan(plan: FluctuationPlan):
                      segment_counts=pick(out["counts"]), labels=out["labels"])
 
 
-def mfdfa(x, q=DEFAULT_Q, scales=None, order=2, *, overlap=False, integrate=True,
-          segments=None, fit_range=None, device=None, progress=None, nan="raise",
-          spacing="raise") -> MFDFAResult:
+def mfdfa(x, q=DEFAULT_Q, scales=None, order: int = 2, *, overlap: bool = False,
+          integrate: bool = True, segments: str | None = None, fit_range=None, device=None,
+          progress=None, nan: str = "raise", spacing: str = "raise") -> MFDFAResult:
     """Multifractal DFA (Kantelhardt et al., Physica A 316, 87 (2002)).
 
     Parameters

@@ -25,16 +25,26 @@ MAX_PAST = MAX_FUTURE = 64        # they size unrolled register arrays in patter
 
 @dataclass(frozen=True, eq=False)
 class PatternConformity:
-    """Ξ_χ and its parts; arrays indexed [Δt⁺ - 1, Δt⁻ - 1].
+    """What :func:`pattern_conformity` returns; arrays indexed [Δt⁺ - 1, Δt⁻ - 1], a batch
+    adding a leading series axis.
 
-    Xi = xi / norm (NaN where norm is 0, e.g. the whole column Δt⁻ = 1, whose
-    windows all have zero range); skipped_current[Δt⁻ - 1] counts current
-    times t̂ whose window had zero range, skipped_history[Δt⁻ - 1] the pairs
-    (t̂, τ) skipped for a historical window of zero range; pairs[Δt⁻ - 1] the
-    (t̂, τ) pairs that contributed (those with t̂ ≤ T - 1, i.e. for Δt⁺ = 1);
-    tick: the price tick the series was worked on in (None: real-valued); Xi_err: the
-    jackknife error of Xi over blocks of current times (NaN with fewer than two blocks).
-    For a batch every array has a leading series axis and `tick` is a list."""
+    Attributes
+    ----------
+    Xi, Xi_err : numpy.ndarray
+        Ξ = xi / norm (NaN where norm is 0, e.g. the column Δt⁻ = 1) and its jackknife
+        error over blocks of current times (NaN with fewer than two blocks).
+    xi, norm : numpy.ndarray
+        The weighted sums of sgn ω and of |sgn ω|.
+    skipped_current, skipped_history, pairs : numpy.ndarray
+        Per Δt⁻: current times t̂ skipped (window of zero range), pairs (t̂, τ) skipped
+        for a historical window of zero range, pairs that contributed (Δt⁺ = 1).
+    chi, max_history
+        The parameters.
+    tick : float, None or list
+        The tick worked in (None: real-valued); a list for a batch.
+    labels : tuple or None
+        The pandas column names (a Series: its name), else None.
+    """
     Xi: np.ndarray
     xi: np.ndarray
     norm: np.ndarray
@@ -110,10 +120,9 @@ def default_pattern_shape(facts, max_future: int, triples: int | None = None,
     local memory, else the plain kernel.  Sliding keeps max_past + max_future values per
     item in registers: up to SLIDE_MAX_VALUES (the measured 20 + 20), beyond pre.  H100,
     T = 10^6, 20 x 20, χ = 100, τ̂ = 16384, real-valued walk, end to end after the builds
-    (benchmarks/probe_pc3.py; docs/timeseries.md has the table): one program (the default
-    before) 2.59 s, per Δt⁻ 2.33 s (the same bits), per Δt⁻ with local signs 1.95 s (as
-    called), with tiles of 256 τ 1.92 s (as called), and 4 steps unrolled 1.875 s (this
-    default, passed explicitly: its host checks add ~3 ms);
+    (docs/timeseries.md has the table): one program 2.59 s, per Δt⁻ 2.33 s (the same
+    bits), per Δt⁻ with local signs 1.95 s, with tiles of 256 τ 1.92 s, and 4 steps
+    unrolled 1.875 s (this default);
     the 20 programs take 10-15 s to build on the first call (cached on disk after).
     PoCL (T = 3000, 20 x 20, τ̂ = 512): pre ~1.8-2.0 s, slide 2.7-3.9 s.  `triples` (the
     job's size; None: large): per-Δt⁻ programs from PER_PAST_TRIPLES on, one program below."""
@@ -321,8 +330,9 @@ class _PatternRun:
         plan, t = self.plan, self.plan.shape
         shape = dict(wg=t.wg, tb=t.tb, maxp=plan.max_past, maxf=plan.max_future,
                      acc=plan.accumulate, exp=t.exp, qform=t.qform, sign=t.sign,
-                     pre=int(t.pre), slide=t.slide, q_switch=int(t.q_switch), branchless_sum=int(t.branchless_sum),
-                     reads_first=int(t.reads_first), saturated_sum=int(t.saturated_sum))
+                     pre=int(t.pre), slide=t.slide, q_switch=int(t.q_switch),
+                     branchless_sum=int(t.branchless_sum), reads_first=int(t.reads_first),
+                     saturated_sum=int(t.saturated_sum))
         self.sat = _sat_scale(plan.prepared, t, plan.max_past, plan.max_future) \
             if t.saturated_sum else 1.0
         if t.per_past:
