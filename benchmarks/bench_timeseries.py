@@ -29,7 +29,7 @@ also validates the kernels on that compiler).  Then, for float32 and float64 inp
   same run, each on a part of the workload where the whole would take minutes
   (extrapolated linearly in the values, and said so); `--only dfa` runs this part alone.
 
-Prints a table, one JSON line per figure, and last one table of issue 14's targets:
+Prints a table, one JSON line per figure, and last one table of the performance targets:
 target, measured value, met / NOT MET (n/a: not measured at the target's size, as with
 --quick).  About 2-3 minutes on an H100 (the first run builds ~40 programs more).
 """
@@ -224,7 +224,7 @@ def check_pc(dev, quick, report):
 # ---------------------------------------------------------------- tunings
 
 def pair_variants(facts, max_lag):
-    """The default and, on GPUs, the previous default (8 lags per item; on the H100 run2
+    """The default and, on GPUs, the previous default (8 lags per item; on the H100
     4 and 16 lags per item or 2048-value tiles were no better) and the default's shape
     with fewer groups."""
     out = [default_pair_shape(facts, max_lag)]
@@ -790,7 +790,7 @@ def main(argv=None):
 
 
 def report_all(dev, args, quick, started):
-    """The table of every figure, issue 14's targets, the JSON lines."""
+    """The table of every figure, the performance targets, the JSON lines."""
     width = max(len(r[0]) for r in rows)
     mwidth = max(len(r[1]) for r in rows)
     print(f"\n{'workload':<{width}}  {'metric':<{mwidth}} result")

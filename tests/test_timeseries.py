@@ -374,7 +374,7 @@ def test_pair_kernels_oclgrind(oclgrind, monkeypatch):
             for i, q in enumerate(qs):
                 assert_close(Sq[i], hurst_numpy(p, 5, q=q)[0], rtol=1e-6)
     # the other dtypes, uploads and the (hi, lo) layout, and a finishing kernel with rows
-    monkeypatch.setattr(_pair_sums, "_finish_rows", lambda dev: 4)
+    monkeypatch.setattr(_pair_sums, "finish_rows", lambda dev: 4)
     for dtype, layout, spec in ((np.float32, "blocked", "pinned+overlap"),
                                 (np.int64, "float2", "pinned-unmap"),
                                 (np.int32, "blocked", "pageable")):
@@ -405,3 +405,25 @@ def test_default_pair_tuning_shapes():
             assert 4 * (2 * t.tile + t.wg * t.lags_per_item) <= facts.local_mem // 2
             if nlags <= (256 if facts.is_gpu else 64) * t.lags_per_item:     # the largest groups
                 assert t.wg * t.lags_per_item >= nlags                  # one lag block
+
+
+def test_public_signatures_have_no_internal_knobs():
+    """Internal choices (accumulator, code shape, upload path, streaming) live in the
+    plans (plan_hurst, ...), never in the public signatures; no trace globals."""
+    import inspect
+
+    import clphys.timeseries as ts
+    for name in ts.__all__:
+        obj = getattr(ts, name)
+        if inspect.isfunction(obj):
+            hidden = [p for p in inspect.signature(obj).parameters if p.startswith("_")]
+            assert not hidden, (name, hidden)
+    for gone in ("TRACE", "TRACE_SYNC"):
+        assert not hasattr(correlation, gone)
+    for gone in ("STREAM_TAIL_BYTES", "COPY_QUEUE"):
+        assert not hasattr(_transfer, gone)
+    before = sys.getswitchinterval()
+    res, timeline = correlation.run_plan(correlation.plan_hurst(random_walk(500, 1), 5,
+                                                               transfer="pinned+overlap"))
+    assert sys.getswitchinterval() == before and res.S.shape == (5,)
+    assert [name for name, _ in timeline.marks]

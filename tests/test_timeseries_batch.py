@@ -100,7 +100,7 @@ def test_batch_too_large_runs_in_groups(device, monkeypatch):
     def small(self, dev, b, *args, **kwargs):
         calls.append(len(b))
         if len(b) > 2:
-            raise _pair_plan._TooLarge()
+            raise _pair_plan.TooLarge()
         direct(self, dev, b, *args, **kwargs)
 
     monkeypatch.setattr(_pair_sums.PairSums, "__init__", small)

@@ -105,7 +105,7 @@ def spikes_at_sample(n):
     """Spikes of 1e3 sigma exactly where the centre's sample looks: its mean ~1e3, the
     series' ~1e3 SAMPLE / n (the sample misleads the centre by ~5 sigma)."""
     x = np.random.default_rng(4).standard_normal(n)
-    x[_pair_stream._sample_positions(n)] += 1e3
+    x[_pair_stream.sample_positions(n)] += 1e3
     return x
 
 
@@ -367,7 +367,7 @@ def test_streamed_batch_needs_room_for_its_partial_sums(device, monkeypatch):
     for module in (_pair_sums, _pair_stream):
         monkeypatch.setattr(module, "USABLE_FRACTION",
                             (plan + stream) / 2 / device.facts.global_mem)
-    _pair_plan._release(device)
+    _pair_plan.release_cached(device)
     got, phases = traced(lambda: hurst_with(P, MAX_LAG, device=device, pair_shape=t, stream=True))
     assert not any("stream" in ph for ph in phases), phases
     monkeypatch.undo()

@@ -12,15 +12,15 @@ from ..runtime import check_memory, fp64_missing, run_sliced
 from ..runtime.memory import USABLE_FRACTION
 from . import _common, _fft, _finish, _ingest
 from . import _transfer as _xfer
-from ._pair_finish import _acf_finish_device, _read_rows
-from ._pair_plan import STAGING_SLACK, _held, _out_dtype, _release, _TooLarge
+from ._pair_finish import acf_finish_device, read_rows
+from ._pair_plan import STAGING_SLACK, TooLarge, held_bytes, out_dtype, release_cached
 from ._pair_sums import staged
 
 
-def _hurst_fft(dev, b, max_lag, nq, accumulate, transfer, progress, errors, timeline):
+def hurst_fft(dev, b, max_lag, nq, accumulate, transfer, progress, errors, timeline):
     """(S, S_err, H, H_err), each (n_series, nq, max_lag) (errors None without errors),
     of S_2 by FFT."""
-    S, H, S_err, H_err = _fft_run(dev, b, max_lag, "msd", accumulate, transfer, progress,
+    S, H, S_err, H_err = fft_run(dev, b, max_lag, "msd", accumulate, transfer, progress,
                                   "hurst", errors, timeline)
     # views for one q (a copy of each array, 128 MB for all lags of 2^24 values, cost
     # more in page faults than the FFT)
@@ -34,7 +34,7 @@ FFT_SPAN = 4096               # values per block of the ingest kernels on the FF
 FFT_BLOCKS = 16              # blocks per series for the FFT path's error bars
 
 
-class _FFTRows:
+class FFTRows:
     """Rows of zero-padded converted series (Input `inp`, one row of L reals each) on the
     device, and the launches of their autocorrelation transforms (`steps`); `res` holds
     the circular autocorrelation sums once they ran."""
@@ -61,19 +61,19 @@ class _FFTRows:
         return t[:, 0], t[:, 1]
 
     def finish(self, inp, lengths, nl, exps, form, odtype, timeline):
-        """_acf_finish_device on these rows, the results kept on the device."""
+        """acf_finish_device on these rows, the results kept on the device."""
         s1, s2 = self.moments()
         toff = self.yoff + np.asarray(lengths, np.uint64) - 1
-        return _acf_finish_device(self.dev, inp, self.A, "double", self.yoff, toff, lengths, nl,
+        return acf_finish_device(self.dev, inp, self.A, "double", self.yoff, toff, lengths, nl,
                                   self.res, self.L, 1, np.tile([1, self.L], (len(lengths), 1)),
                                   (s1, s2, s1, s2), exps, form, odtype, timeline, keep=True)
 
 
-def _fft_run(dev, b, max_lag, form, accumulate, transfer, progress, label, errors, timeline):
+def fft_run(dev, b, max_lag, form, accumulate, transfer, progress, label, errors, timeline):
     """ρ (form "general"/"stationary") or S_2 ("msd") at lags 0 .. max_lag of every
     series of the batch from the FFT of its zero-padded rows.  Returns (ρ, ρ_err) or, for
     "msd", (S_2, H, S_err, H_err), each (n_series, max_lag + 1).  The errors come from 16
-    blocks of each series transformed alongside (with fp64; else NaN): see _block_errors."""
+    blocks of each series transformed alongside (with fp64; else NaN): see block_errors."""
     nl = max_lag + 1
     E = len(b)
     f64 = _common.accumulator(dev, accumulate) == "double"
@@ -91,7 +91,7 @@ def _fft_run(dev, b, max_lag, form, accumulate, transfer, progress, label, error
     _check_memory(dev, b, L, Lb, nl, rsize, label)
     inp = _ingest.Input(dev, b, FFT_SPAN, "real", f64)
     queue = dev.queue
-    odtype = _out_dtype(b)
+    odtype = out_dtype(b)
     with staged(dev, int(b.lengths.sum()) * b.dtype.itemsize, transfer) as st:
         inp.load(st)
         exps = inp.scales(inp.check())
@@ -105,11 +105,11 @@ def _fft_run(dev, b, max_lag, form, accumulate, transfer, progress, label, error
                 raise ValueError(f"{b.label(int(np.argmax(flat)))} is constant: its "
                                  "autocorrelation is undefined")
         centre = inp.centres(sums, shift)
-        rows = _FFTRows(dev, inp, E, L, real, centre)
+        rows = FFTRows(dev, inp, E, L, real, centre)
         steps = rows.steps
         if with_err:
-            binp = _block_input(dev, inp, b, bs, K, exps)
-            brows = _FFTRows(dev, binp, E * K, Lb, real, np.repeat(centre, K))
+            binp = block_input(dev, inp, b, bs, K, exps)
+            brows = FFTRows(dev, binp, E * K, Lb, real, np.repeat(centre, K))
             steps = steps + brows.steps
 
         def advance(start, count):
@@ -130,7 +130,7 @@ def _fft_run(dev, b, max_lag, form, accumulate, transfer, progress, label, error
                                                 timeline)
                 spread = [bout] + ([bsecond] if form == "msd" else [])
                 arrays = arrays + [
-                    _block_errors(dev, prg, th, K, nlb, bs, b.lengths, nl, odtype)
+                    block_errors(dev, prg, th, K, nlb, bs, b.lengths, nl, odtype)
                     for th in spread]
             res = _xfer.download_all(dev, [(a.data, np.empty((E, nl), odtype)) for a in arrays])
             # no errors: NaN (errors=False: None, no array of the results' size)
@@ -144,7 +144,7 @@ def _fft_run(dev, b, max_lag, form, accumulate, transfer, progress, label, error
 
 def _check_memory(dev, b, L, Lb, nl, rsize, label):
     """The FFT path's buffers against the device (rows of L values, block rows of Lb):
-    _TooLarge for a batch that does not fit (it is then split), ValueError for one series;
+    TooLarge for a batch that does not fit (it is then split), ValueError for one series;
     what earlier calls left for reuse goes first if needed."""
     E, K = len(b), FFT_BLOCKS
     what = f"{label} of {int(b.lengths.max())} points by FFT ({L} values per row)"
@@ -154,14 +154,14 @@ def _check_memory(dev, b, L, Lb, nl, rsize, label):
                "block rows": 3 * E * K * Lb * rsize,
                "results": 6 * E * nl * 8 + 4 * 8 * E * (K + 1) * (-(-nl // 64) + 1),
                "block sums": 2 * 8 * E * (K + 1) * (-(-L // FFT_SPAN))}
-    if sum(buffers.values()) + _held(dev) > dev.facts.global_mem * USABLE_FRACTION:
-        _release(dev)
+    if sum(buffers.values()) + held_bytes(dev) > dev.facts.global_mem * USABLE_FRACTION:
+        release_cached(dev)
     try:
         check_memory(dev, buffers, what, "Use method='direct', errors=False, or fewer series "
                                          "at once.")
     except ValueError:
         if E > 1:
-            raise _TooLarge() from None
+            raise TooLarge() from None
         raise
 
 
@@ -171,9 +171,9 @@ def _acf_on_host(dev, rows, lengths, nl, stationary) -> np.ndarray:
     s1, s2 = rows.moments()
     vals = np.empty((E, nl))
     starts = np.arange(E, dtype=np.int64) * L
-    heads, tails = np.split(_read_rows(dev, rows.A.data, rows.rdtype, np.concatenate(
+    heads, tails = np.split(read_rows(dev, rows.A.data, rows.rdtype, np.concatenate(
         [starts, starts + lengths - nl]), nl), 2)
-    cs = _read_rows(dev, rows.res, rows.rdtype, starts, nl)
+    cs = read_rows(dev, rows.res, rows.rdtype, starts, nl)
     for e in range(E):
         n = int(lengths[e])
         vals[e], _ = _finish.acf(cs[e][None, 1:], heads[e], tails[e], s1[e], s2[e],
@@ -181,7 +181,7 @@ def _acf_on_host(dev, rows, lengths, nl, stationary) -> np.ndarray:
     return vals
 
 
-def _block_input(dev, inp, b, bs, K, exps):
+def block_input(dev, inp, b, bs, K, exps):
     """An Input over K blocks of bs[e] values of each series, reading the values already
     uploaded for `inp` (the same scale; the caller gives the same centre)."""
     views = [b.arrays[e][k * int(bs[e]):(k + 1) * int(bs[e])] for e in range(len(b))
@@ -196,7 +196,7 @@ def _block_input(dev, inp, b, bs, K, exps):
     return binp
 
 
-def _block_errors(dev, prg, th, K, nlb, bs, lengths, nl, odtype):
+def block_errors(dev, prg, th, K, nlb, bs, lengths, nl, odtype):
     """The FFT path's errors from the blocks' estimates th (rows (e, k) of nlb lags):
     err(l) = sqrt(var_k θ_k(l) (b - l)/(T - l)) for l < b, NaN beyond (finish.cl)."""
     E = len(lengths)

@@ -9,16 +9,16 @@ import pyopencl.array as cla
 from ..progress import Progress
 from . import _common, _finish, _ingest
 from . import _transfer as _xfer
-from ._pair_plan import _CL_OUT, _cost, _kind, _out_dtype, _scaled, default_pair_shape
-from ._pair_stream import _finished, _pair_pass
-from ._pair_sums import PairSums, _concatenate, staged
+from ._pair_plan import CL_OUT, default_pair_shape, needs_maxima, out_dtype, pair_cost, pair_kind
+from ._pair_stream import finish_streamed, pair_pass
+from ._pair_sums import PairSums, concatenate_on_host, staged
 
 
-def _hurst_direct(dev, b, max_lag, qs, accumulate, tuning, layout, transfer, progress,
+def hurst_direct(dev, b, max_lag, qs, accumulate, tuning, layout, transfer, progress,
                   stream, timeline):
     """(S, S_err, H, H_err), each (n_series, n_q, max_lag), by pair sums."""
-    kinds = [_kind(q) for q in qs]
-    scaled = _scaled(kinds)
+    kinds = [pair_kind(q) for q in qs]
+    scaled = needs_maxima(kinds)
     # a general q: (hi, lo) pairs, whose differences pairs.cl forms to float32 rounding of
     # themselves (equal values: exactly 0).  The tile-relative values' differences were
     # off by ~1e-7 of the local excursion, which the q-th power of a small q magnifies
@@ -29,14 +29,14 @@ def _hurst_direct(dev, b, max_lag, qs, accumulate, tuning, layout, transfer, pro
     tuning = tuning or default_pair_shape(dev.facts, max_lag, int(b.lengths.min()), kinds)
     run = PairSums(dev, b, max_lag, 1, layout, len(kinds), accumulate, tuning, what, timeline)
     E, nl = run.E, max_lag
-    weight = sum(_cost(k) for k in kinds)
+    weight = sum(pair_cost(k) for k in kinds)
     # CPUs: 2^(q log2 x) in a pass of its own (inlined beside other pair functions, the
     # unrolled pair loop did not vectorise: 2x slower on PoCL); GPUs: one pass
     passes = [[i] for i in range(len(kinds))] if "powdiff" in kinds and len(kinds) > 1 \
         and not dev.facts.is_gpu else [list(range(len(kinds)))]
     with staged(dev, run.raw_bytes(), transfer) as st, \
             Progress(run.units * (weight + scaled), progress, label="hurst") as bar:
-        sums, exps = _pair_pass(run, st, False, kinds, stream, progress)
+        sums, exps = pair_pass(run, st, False, kinds, stream, progress)
         inv = np.ones((E, nl), np.float32)
         if scaled:
             top = run.sums(st, ["absmax"], bar=bar)
@@ -46,17 +46,17 @@ def _hurst_direct(dev, b, max_lag, qs, accumulate, tuning, layout, transfer, pro
 
         def pair_sums():
             out = [run.sums(st, [kinds[i] for i in p], qs=[qs[i] for i in p], inv=inv,
-                            bar=bar.part(sum(_cost(kinds[i]) for i in p)))
+                            bar=bar.part(sum(pair_cost(kinds[i]) for i in p)))
                    for p in passes]
             run.timeline.mark("conversion and pair sums")
-            return out[0] if len(out) == 1 else _concatenate(dev, out)
+            return out[0] if len(out) == 1 else concatenate_on_host(dev, out)
 
         def finish(sums, exps):
             if not run.f64:                         # on the host, from the block sums
                 return exps, _common.acc_to_float64(sums.get()).reshape(len(kinds), E, run.K,
                                                                         nl)
-            odtype = _out_dtype(b)
-            prg = dev.build("timeseries/finish.cl", kinds=kinds, otype=_CL_OUT[odtype])
+            odtype = out_dtype(b)
+            prg = dev.build("timeseries/finish.cl", kinds=kinds, otype=CL_OUT[odtype])
             out = _common.work_array(dev, 4 * len(kinds) * E * nl, odtype)
             fin = 64
             prg.ts_hurst_finish(dev.queue, (-(-nl // fin) * fin, E, len(kinds)), (fin, 1, 1),
@@ -69,7 +69,7 @@ def _hurst_direct(dev, b, max_lag, qs, accumulate, tuning, layout, transfer, pro
             run.read_checks()
             return _xfer.download(dev, out.data, np.empty((4, len(kinds), E, nl), odtype))
 
-        res = _finished(run, st, False, sums if sums is not None else pair_sums(), exps,
+        res = finish_streamed(run, st, False, sums if sums is not None else pair_sums(), exps,
                         finish, pair_sums)
         if run.f64:
             return tuple(res.transpose(0, 2, 1, 3))
@@ -81,10 +81,10 @@ def _hurst_direct(dev, b, max_lag, qs, accumulate, tuning, layout, transfer, pro
         for i, kind in enumerate(kinds):
             res[:, e, i] = _finish.hurst(blocks[i, e, :run.Ks[e]], int(b.lengths[e]),
                                          int(exps[e]), kind, qs[i], m[e], int(run.bls[e]))
-    return tuple(res.astype(_out_dtype(b), copy=False))
+    return tuple(res.astype(out_dtype(b), copy=False))
 
 
-def _acf_direct(dev, b, max_lag, stationary, accumulate, tuning, transfer, progress,
+def acf_direct(dev, b, max_lag, stationary, accumulate, tuning, transfer, progress,
                 stream, timeline):
     """(ρ, ρ_err), each (n_series, max_lag + 1), by pair sums."""
     nl = max_lag + 1
@@ -92,7 +92,7 @@ def _acf_direct(dev, b, max_lag, stationary, accumulate, tuning, transfer, progr
     run = PairSums(dev, b, max_lag, 1, "float", 1, accumulate, tuning, what, timeline)
     E = run.E
     with staged(dev, run.raw_bytes(), transfer) as st:
-        sums, exps = _pair_pass(run, st, True, ["product"], stream, progress)
+        sums, exps = pair_pass(run, st, True, ["product"], stream, progress)
 
         def pair_sums():
             out = run.sums(st, ["product"], progress=progress, label="autocorrelation")
@@ -104,33 +104,33 @@ def _acf_direct(dev, b, max_lag, stationary, accumulate, tuning, transfer, progr
                 ybuf, hoff = run.y, run.yoff.astype(np.uint64)
                 toff = (run.yoff + b.lengths - 1).astype(np.uint64)
             else:
-                ybuf, hoff, toff = _ends(dev, run, nl)
+                ybuf, hoff, toff = converted_ends(dev, run, nl)
             if not run.f64:
                 s1, s2, s1k, s2k = run.tile_totals()
                 cross = _common.acc_to_float64(sums.get()).reshape(E, run.K, max_lag)
                 rho = np.empty((E, nl))
                 err = np.empty((E, nl))
-                heads, tails = np.split(_read_rows(dev, ybuf.data, np.float32, np.concatenate(
+                heads, tails = np.split(read_rows(dev, ybuf.data, np.float32, np.concatenate(
                     [hoff.astype(np.int64), toff.astype(np.int64) - nl + 1]), nl), 2)
                 for e in range(E):
                     K = run.Ks[e]
                     rho[e], err[e] = _finish.acf(cross[e, :K], heads[e], tails[e], s1[e], s2[e],
                                                  s1k[e, :K], s2k[e, :K], int(b.lengths[e]),
                                                  int(run.bls[e]), stationary)
-                return rho.astype(_out_dtype(b), copy=False), err.astype(_out_dtype(b),
+                return rho.astype(out_dtype(b), copy=False), err.astype(out_dtype(b),
                                                                          copy=False)
-            return _acf_finish_device(dev, run.inp, ybuf, "float", hoff, toff, b.lengths, nl,
+            return acf_finish_device(dev, run.inp, ybuf, "float", hoff, toff, b.lengths, nl,
                                       sums, 0, run.K, run.blocks_of(run.bls),
                                       run.device_moments(), exps,
                                       "stationary" if stationary else "general",
-                                      _out_dtype(b), run.timeline,
+                                      out_dtype(b), run.timeline,
                                       before_download=run.read_checks)
 
-        return _finished(run, st, True, sums if sums is not None else pair_sums(), exps,
+        return finish_streamed(run, st, True, sums if sums is not None else pair_sums(), exps,
                          finish, pair_sums)
 
 
-def _read_rows(dev, buf, dtype, starts, count: int) -> np.ndarray:
+def read_rows(dev, buf, dtype, starts, count: int) -> np.ndarray:
     """buf[s:s + count] (elements of dtype) for each s of `starts`, gathered on the device
     and read back at once (not one blocking read per row): (len(starts), count) float64."""
     idx = (np.asarray(starts, np.int64)[:, None] + np.arange(count)).ravel()
@@ -139,7 +139,7 @@ def _read_rows(dev, buf, dtype, starts, count: int) -> np.ndarray:
     return rows.get().reshape(len(starts), count).astype(np.float64)
 
 
-def _ends(dev, run, nl):
+def converted_ends(dev, run, nl):
     """For a series worked on in windows: its first and last nl values converted like the
     whole (the same bits), side by side in a small buffer: (buffer, hoff, toff)."""
     a = run.b.arrays[0]
@@ -156,7 +156,7 @@ def _ends(dev, run, nl):
     return y, np.array([0], np.uint64), np.array([2 * nl - 1], np.uint64)
 
 
-def _acf_finish_device(dev, inp, ybuf, ytype, hoff, toff, lengths, nl, cross, cstride, nblk,
+def acf_finish_device(dev, inp, ybuf, ytype, hoff, toff, lengths, nl, cross, cstride, nblk,
                        kbl, moments, exps, form, odtype, timeline, keep=False,
                        before_download=None):
     """ρ and its jackknife error (or S_2 and H for form "msd") on the device (fp64): the
@@ -168,7 +168,7 @@ def _acf_finish_device(dev, inp, ybuf, ytype, hoff, toff, lengths, nl, cross, cs
     wg = min(256, _common.pow2_at_most(dev.facts.max_work_group))
     blocks = cstride == 0
     prg = dev.build("timeseries/finish.cl", form=form, cross="blocks" if blocks else "rows",
-                    ytype=ytype, wg=wg, otype=_CL_OUT[np.dtype(odtype)])
+                    ytype=ytype, wg=wg, otype=CL_OUT[np.dtype(odtype)])
     nch = -(-nl // wg)
     arr = inp.small_array
     hoff_d, toff_d = arr(np.asarray(hoff, np.uint64)), arr(np.asarray(toff, np.uint64))
@@ -184,8 +184,8 @@ def _acf_finish_device(dev, inp, ybuf, ytype, hoff, toff, lengths, nl, cross, cs
                       np.uint32(nl), tot.data, cross.data if isinstance(cross, cla.Array)
                       else cross, np.uint64(cstride), np.uint32(max(nblk, 1)),
                       arr(np.asarray(kbl, np.uint32)).data,
-                      _device_or(arr, moments, lambda m: _moment_rows(m, E)),
-                      _device_or(arr, exps, lambda x: np.asarray(x, np.int32)), out.data,
+                      device_or(arr, moments, lambda m: moment_rows_of(m, E)),
+                      device_or(arr, exps, lambda x: np.asarray(x, np.int32)), out.data,
                       err.data)
     timeline.mark("finish kernels")
     if keep:                    # the device arrays, for more kernels
@@ -199,12 +199,12 @@ def _acf_finish_device(dev, inp, ybuf, ytype, hoff, toff, lengths, nl, cross, cs
         np.full((E, nl), np.nan, odtype)
 
 
-def _device_or(arr, value, host):
+def device_or(arr, value, host):
     """A kernel argument: a device array's buffer as it is, else arr(host(value))."""
     return value.data if isinstance(value, cla.Array) else arr(host(value)).data
 
 
-def _moment_rows(moments, E: int) -> np.ndarray:
+def moment_rows_of(moments, E: int) -> np.ndarray:
     """(s1, s2, s1k, s2k) as finish.cl's one array: per series s1, s2, its block sums of
     y, then of y² (one upload instead of four)."""
     return np.concatenate([np.asarray(m, np.float64).reshape(E, -1) for m in moments], axis=1)

@@ -67,43 +67,43 @@ def default_pair_shape(facts, nlags: int, shortest: int = 1 << 30, kinds=("absdi
     items = -(-nlags // lpi)
     items = -(-items // lo) * lo if facts.is_gpu else _common.pow2_at_least(items)
     wg = min(max(items, lo), hi, facts.max_work_group)
-    size = 8 if _scaled(kinds) else 4
+    size = 8 if needs_maxima(kinds) else 4
     while chunk > 32 and (size * (2 * chunk + wg * lpi) > facts.local_mem // 2
                           or shortest < JACK_BLOCKS * chunk):
         chunk //= 2
     run = 32
     if not facts.is_gpu and "powdiff" in kinds:
         run = 4
-    elif not facts.is_gpu and _scaled(kinds) and len(kinds) > 1:
+    elif not facts.is_gpu and needs_maxima(kinds) and len(kinds) > 1:
         run = 8
     return PairShape(wg=wg, lags_per_item=lpi, tile=chunk, run_length=min(run, chunk))
 
 
-def _stream_arg(value):
+def check_stream(value):
     if value is not None and not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"stream must be None, True or False, got {value!r}")
     return value
 
 
-def _max_lag(max_lag) -> int:
+def check_max_lag(max_lag) -> int:
     return _validate.integer("max_lag", max_lag, 1, _common.MAX_LENGTH - 1)
 
 
-def _transfer_arg(value):
+def check_transfer(value):
     return None if value is None else _xfer.parse(value)
 
 
-def _method(method):
+def check_method(method):
     return _validate.choice("method", method, ("auto", "direct", "fft"))
 
 
-def _errors(errors):
+def check_errors(errors):
     if not isinstance(errors, (bool, np.bool_)):
         raise TypeError(f"errors must be True or False, got {errors!r}")
     return bool(errors)
 
 
-def _qs(q):
+def check_qs(q):
     """(tuple of q, whether a list was given)."""
     if isinstance(q, (list, tuple, np.ndarray)):
         try:
@@ -124,28 +124,28 @@ _KIND = {1.0: "absdiff", 2.0: "sqdiff"}
 MAX_INT_POWER = 16            # integer q up to this: x^q by multiplications (pairs.cl "ipow")
 
 
-def _kind(q: float) -> str:
+def pair_kind(q: float) -> str:
     """The pair function of pairs.cl for S_q."""
     if q in _KIND:
         return _KIND[q]
     return f"ipow{int(q)}" if q == int(q) and 3 <= q <= MAX_INT_POWER else "powdiff"
 
 
-def _scaled(kinds) -> bool:
+def needs_maxima(kinds) -> bool:
     """Whether the kinds need the per-lag maxima first (a general q: |Δp|/M <= 1)."""
     return any(k not in ("absdiff", "sqdiff", "product") for k in kinds)
 
 
-def _cost(kind: str) -> int:
+def pair_cost(kind: str) -> int:
     """A pair term's cost relative to a maximum's, for the progress bar (so that its
     estimate of the time left holds across the passes; measured with PoCL)."""
     return 5 if kind == "powdiff" else 2 if kind.startswith("ipow") else 1
 
 
-_CL_OUT = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+CL_OUT = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 
 
-def _out_dtype(b) -> np.dtype:
+def out_dtype(b) -> np.dtype:
     """Results in float32 for float32 input (half the bytes to bring back; the estimates
     are good to ~1e-7 anyway), float64 otherwise."""
     return np.dtype(np.float32) if b.dtype == np.float32 else np.dtype(np.float64)
@@ -159,7 +159,7 @@ def _out_dtype(b) -> np.dtype:
 FFT_RATIO = {True: 20.0, False: 9.0}
 
 
-def _use_fft(dev, lengths, max_lag, method, accumulate, needs_fp64=False,
+def use_fft(dev, lengths, max_lag, method, accumulate, needs_fp64=False,
              errors=True) -> bool:
     if method != "auto":
         return method == "fft"
@@ -171,15 +171,15 @@ def _use_fft(dev, lengths, max_lag, method, accumulate, needs_fp64=False,
 
 
 
-class _TooLarge(Exception):
+class TooLarge(Exception):
     """A batch of several series that does not fit the device at once."""
 
 
-def _held(dev) -> int:
+def held_bytes(dev) -> int:
     """Device memory held for reuse by earlier calls: staging slots and pooled arrays."""
     return _xfer.cached_bytes(dev) + _common.pooled_bytes(dev)
 
 
-def _release(dev):
+def release_cached(dev):
     _xfer.clear_cache(dev)
     _common.trim_pool(dev, 0)

@@ -11,7 +11,7 @@ import pyopencl as cl
 from ..runtime.memory import USABLE_FRACTION
 from . import _common, _ingest
 from . import _transfer as _xfer
-from ._pair_plan import _held, _release, _scaled
+from ._pair_plan import held_bytes, needs_maxima, release_cached
 
 # Streaming (PairSums.stream): the provisional scale and centre come from the first
 # HEAD_VALUES values (a fixed count: the result does not depend on the segment size); the
@@ -41,7 +41,7 @@ CENTRE_SAMPLE = 1 << 12
 BATCH_GROUPS_PER_CU = {True: 16, False: 4}              # by DeviceFacts.is_gpu
 
 
-def _sample_positions(n: int) -> np.ndarray:
+def sample_positions(n: int) -> np.ndarray:
     """The positions of the centre's sample in a series of n values (fixed for n)."""
     m = min(CENTRE_SAMPLE, n)
     stride = n // m
@@ -49,11 +49,11 @@ def _sample_positions(n: int) -> np.ndarray:
     return i * stride + (i * 2654435761 % (1 << 32)) % stride
 
 
-def _pair_pass(run, st, centred: bool, pairs, stream, progress):
+def pair_pass(run, st, centred: bool, pairs, stream, progress):
     """(block sums, exps) when the pair sums ran streamed (stream=None: short jobs,
     True: wherever PairSums.can_stream), else (None, exps) with the series prepared for
     run.sums().  A streamed pass of one series stands or falls in run.verify(), after
-    the caller enqueued its finish: see _finished."""
+    the caller enqueued its finish: see finish_streamed."""
     if stream is not False and run.can_stream_batch(pairs, progress, forced=bool(stream)):
         sums, exps = run.stream_batch(st, centred, pairs)
         run.timeline.mark("streamed batch enqueued")
@@ -65,7 +65,7 @@ def _pair_pass(run, st, centred: bool, pairs, stream, progress):
     return None, run.prepare(st, centred)
 
 
-def _finished(run, st, centred: bool, sums, exps, finish, again):
+def finish_streamed(run, st, centred: bool, sums, exps, finish, again):
     """finish(sums, exps) (the finish kernels and the results' download), enqueued behind
     a streamed pass before its checks are read, so that the host's work on them overlaps
     the device's last pair sums; then run.verify().  If the streamed pass does not stand,
@@ -93,7 +93,7 @@ class StreamedPass:
         t = self.shape
         facts = self.dev.facts
         pair_terms = self.tiles * t.tile * self.lag_blocks * t.wg * t.lags_per_item
-        return (self.E == 1 and len(self.windows) == 1 and not _scaled(pairs)
+        return (self.E == 1 and len(self.windows) == 1 and not needs_maxima(pairs)
                 and facts.vendor != "oclgrind"
                 and (forced or (progress in (None, False)
                                 and pair_terms <= STREAM_MAX_PAIRS[facts.is_gpu]
@@ -183,7 +183,7 @@ class StreamedPass:
         if not centred:
             return e0, np.array([shift])
         pick = head if n <= HEAD_VALUES or not CENTRE_SAMPLE else \
-            np.asarray(a[_sample_positions(n)], np.float64)
+            np.asarray(a[sample_positions(n)], np.float64)
         with np.errstate(all="ignore"):
             d = np.ldexp(pick, e0) - shift
             # (einsum, not d @ d: BLAS wakes its threads, ~1-7 ms on a busy host)
@@ -202,7 +202,7 @@ class StreamedPass:
         t = self.shape
         facts = self.dev.facts
         pair_terms = self.E * self.tiles * t.tile * self.lag_blocks * t.wg * t.lags_per_item
-        return (self.E > 1 and len(self.windows) == 1 and not _scaled(pairs)
+        return (self.E > 1 and len(self.windows) == 1 and not needs_maxima(pairs)
                 and self.f64 and self.room >= self.tpb and self._stream_fits()
                 and (forced or (progress in (None, False) and facts.vendor != "oclgrind"
                                 and pair_terms <= STREAM_MAX_PAIRS[facts.is_gpu])))
@@ -217,8 +217,8 @@ class StreamedPass:
         usable = self.dev.facts.global_mem * USABLE_FRACTION
         if need > usable or fixed["partial sums"] > self.dev.facts.max_alloc:
             return False
-        if need + _held(self.dev) > usable:
-            _release(self.dev)
+        if need + held_bytes(self.dev) > usable:
+            release_cached(self.dev)
         return True
 
     def stream_batch(self, st, centred: bool, pairs) -> tuple:

@@ -19,10 +19,10 @@ from ._pair_plan import (
     JACK_BLOCKS,
     STAGING_SLACK,
     Timeline,
-    _held,
-    _release,
-    _TooLarge,
+    TooLarge,
     default_pair_shape,
+    held_bytes,
+    release_cached,
 )
 from ._pair_stream import StreamedPass
 
@@ -36,7 +36,7 @@ FIRST_SLICE_PAIRS = {True: 1 << 35, False: 1 << 25}      # by DeviceFacts.is_gpu
 
 
 
-def _finish_rows(dev) -> int:
+def finish_rows(dev) -> int:
     """Rows of ts_pair_finish's work group: on GPUs 16 x 64 items add the groups' sums."""
     return _common.pow2_at_most(min(16, dev.facts.max_work_group // 64)) \
         if dev.facts.is_gpu else 1
@@ -103,7 +103,7 @@ class PairSums(StreamedPass):
         self.pieces = -(-E // self.piece_entries) * self.lag_pieces
         self.units = self.tiles * self.pieces
         self.first_slice = max(1, cap // (per_tile * self.piece_lags * self.piece_entries))
-        self.rows = _finish_rows(dev)
+        self.rows = finish_rows(dev)
         self.totals = None                    # the per-tile sums as read back
         self._tile_totals = None              # (totals, tile_totals() of them)
         self.moment_rows = None               # finish.cl's `mom` on the device (fp64)
@@ -135,12 +135,12 @@ class PairSums(StreamedPass):
                 max(bufs.values()) <= dev.facts.max_alloc
 
         total = int(self.b.lengths.sum())
-        if not fits(total, usable - _held(dev)):
-            _release(dev)                   # what earlier calls left for reuse goes first
+        if not fits(total, usable - held_bytes(dev)):
+            release_cached(dev)                   # what earlier calls left for reuse goes first
         if fits(total, usable):
             return [(0, self.tiles)]
         if self.E > 1:
-            raise _TooLarge()
+            raise TooLarge()
         unit = math.lcm(chunk, BLOCK) // chunk               # tiles per window step
         fit = unit
         if not fits(self.span(0, unit)[1], usable):
@@ -286,7 +286,7 @@ class PairSums(StreamedPass):
         dtype = _common.ACC_DTYPE[acc]
         npairs = len(pairs)
         Gs = min(self.G, tpb)                 # slot columns per block (pairs.cl's gs)
-        partial = _zeros(dev, npairs * self.E * K * Gs * self.nlags, dtype)
+        partial = zeroed_array(dev, npairs * self.E * K * Gs * self.nlags, dtype)
         qarr = self.inp.small_array(np.asarray(qs, dtype=np.float32))
         invarr = self.inp.small_array(np.asarray(inv, dtype=np.float32)) if inv is not None \
             else qarr
@@ -398,7 +398,7 @@ class PairSums(StreamedPass):
         return s[:, 0], s[:, 1], sk[..., 0], sk[..., 1]
 
 
-def _zeros(dev, n, dtype) -> cla.Array:
+def zeroed_array(dev, n, dtype) -> cla.Array:
     """A zeroed (pooled) device array; on Oclgrind written from the host (runtime.zeros)."""
     if dev.facts.vendor == "oclgrind":
         return zeros(dev, n, dtype)
@@ -407,22 +407,22 @@ def _zeros(dev, n, dtype) -> cla.Array:
     return arr
 
 
-def _by_tiles(dev, b, nlags, tuning, make, kinds=("absdiff",)):
-    """_sub_batches(dev, b, make), but for the series of a list whose default tiles
+def by_tile_size(dev, b, nlags, tuning, make, kinds=("absdiff",)):
+    """sub_batches(dev, b, make), but for the series of a list whose default tiles
     differ (shorter series get smaller tiles, to keep 16 error blocks), once per tile
     size: every series then has the tiles and the jackknife blocks it has alone.  The
     parts' arrays come back in the caller's order (one part per tile size)."""
     if tuning is not None or len(b) == 1 or np.all(b.lengths == b.lengths[0]):
-        return _sub_batches(dev, b, make)
+        return sub_batches(dev, b, make)
     chunks = np.array([default_pair_shape(dev.facts, nlags, int(n), kinds).tile
                        for n in b.lengths])
     groups = [np.flatnonzero(chunks == c) for c in dict.fromkeys(chunks.tolist())]
     if len(groups) == 1:
-        return _sub_batches(dev, b, make)
+        return sub_batches(dev, b, make)
     done = []
     for g in groups:
-        parts = _sub_batches(dev, b.subset(g.tolist()), make)
-        done.append([_join([part[i] for part in parts]) for i in range(len(parts[0]))])
+        parts = sub_batches(dev, b.subset(g.tolist()), make)
+        done.append([join_parts([part[i] for part in parts]) for i in range(len(parts[0]))])
     order = np.argsort(np.concatenate(groups), kind="stable")
     return [tuple(None if arrays[0] is None else np.concatenate(arrays)[order]
                   for arrays in zip(*done))]
@@ -433,19 +433,19 @@ def staged(dev, nbytes, transfer):
     return _xfer.Staged(dev, nbytes, transfer)
 
 
-def _sub_batches(dev, b, make):
+def sub_batches(dev, b, make):
     """Run `make(sub_batch)` on groups of the series that fit the device (all at once if
     they do), concatenating the results along the series axis."""
     try:
         return [make(b)]
-    except _TooLarge:
+    except TooLarge:
         pass
     half = len(b) // 2
-    return _sub_batches(dev, b.subset(range(half)), make) + \
-        _sub_batches(dev, b.subset(range(half, len(b))), make)
+    return sub_batches(dev, b.subset(range(half)), make) + \
+        sub_batches(dev, b.subset(range(half, len(b))), make)
 
 
-def _join(parts):
+def join_parts(parts):
     """The parts' arrays along the series axis (None stays None; one part is returned
     as it is: a copy into a fresh array costs its page faults, ~7 ms for 16 MB)."""
     if parts[0] is None or len(parts) == 1:
@@ -453,7 +453,7 @@ def _join(parts):
     return np.concatenate(parts)
 
 
-def _concatenate(dev, arrays) -> cla.Array:
+def concatenate_on_host(dev, arrays) -> cla.Array:
     """The device arrays one after the other in a new one, through the host (the block
     sums of separate passes, on CPUs only: memory copies either way; Oclgrind's checker
     does not follow a device-to-device copy)."""

@@ -23,21 +23,21 @@ from ..progress import check_progress
 from ..runtime import resolve_device
 from . import _common, _ingest
 from . import _transfer as _xfer
-from ._fft_path import _fft_run, _hurst_fft
-from ._pair_finish import _acf_direct, _hurst_direct
+from ._fft_path import fft_run, hurst_fft
+from ._pair_finish import acf_direct, hurst_direct
 from ._pair_plan import (
     PairShape,
     Timeline,
-    _errors,
-    _kind,
-    _max_lag,
-    _method,
-    _qs,
-    _stream_arg,
-    _transfer_arg,
-    _use_fft,
+    check_errors,
+    check_max_lag,
+    check_method,
+    check_qs,
+    check_stream,
+    check_transfer,
+    pair_kind,
+    use_fft,
 )
-from ._pair_sums import _by_tiles, _join, _sub_batches
+from ._pair_sums import by_tile_size, join_parts, sub_batches
 
 __all__ = ["HurstResult", "AutocorrelationResult", "LongMemoryWarning", "hurst",
            "autocorrelation"]
@@ -200,22 +200,22 @@ def plan_hurst(p, max_lag=256, q=1.0, device=None, progress=None, *, method="aut
     """The plan of hurst(p, ...): its arguments checked, the device chosen, the path
     decided.  The keyword arguments after `errors` force an internal choice (None: the
     default); tests and benchmarks/bench_timeseries.py use them, see CorrelationPlan."""
-    max_lag = _max_lag(max_lag)
-    qs, q_list = _qs(q)
+    max_lag = check_max_lag(max_lag)
+    qs, q_list = check_qs(q)
     values, labels = _common.labelled(p, "p", nan, spacing)
     b = _ingest.batch("p", values, max_lag + 1, f"max_lag + 1 with max_lag = {max_lag}")
     check_progress(progress)
     if layout is not None:
         _validate.choice("layout", layout, ("blocked", "float2"))
-    method = _method(method)
-    errors = _errors(errors)
+    method = check_method(method)
+    errors = check_errors(errors)
     if method == "fft" and set(qs) != {2.0}:
         raise ValueError(f"method='fft' gives S_2 only (q = 2), got q = {q!r}")
-    transfer = _transfer_arg(transfer)
-    stream = _stream_arg(stream)
+    transfer = check_transfer(transfer)
+    stream = check_stream(stream)
     dev = resolve_device(device)
     acc = _common.accumulator(dev, accumulate)
-    fft = set(qs) == {2.0} and _use_fft(dev, b.lengths, max_lag, method, acc,
+    fft = set(qs) == {2.0} and use_fft(dev, b.lengths, max_lag, method, acc,
                                         needs_fp64=True, errors=errors)
     return CorrelationPlan("hurst", dev, b, max_lag, progress, errors, fft, acc, qs=qs,
                            q_list=q_list, pair_shape=pair_shape, layout=layout,
@@ -234,14 +234,14 @@ def _run_hurst(plan, timeline) -> HurstResult:
     dev, b, max_lag, qs, progress = plan.device, plan.batch, plan.max_lag, plan.qs, plan.progress
     errors, fft, acc = plan.errors, plan.fft, plan.accumulate
     if fft:
-        parts = _sub_batches(dev, b, lambda sub: _hurst_fft(
+        parts = sub_batches(dev, b, lambda sub: hurst_fft(
             dev, sub, max_lag, len(qs), acc, plan.transfer, progress, errors, timeline))
     else:
-        parts = _by_tiles(dev, b, max_lag, plan.pair_shape, lambda sub: _hurst_direct(
+        parts = by_tile_size(dev, b, max_lag, plan.pair_shape, lambda sub: hurst_direct(
             dev, sub, max_lag, qs, acc, plan.pair_shape, plan.layout, plan.transfer, progress,
-            plan.stream, timeline), kinds=[_kind(q) for q in qs])
+            plan.stream, timeline), kinds=[pair_kind(q) for q in qs])
     _common.trim_pool(dev)
-    S, S_err, H, H_err = (_join([part[i] for part in parts]) for i in range(4))
+    S, S_err, H, H_err = (join_parts([part[i] for part in parts]) for i in range(4))
     persistent = _long_memory(S, S_err, b.lengths, qs) if errors else \
         np.zeros(S.shape[:2], bool)
     if persistent.any():
@@ -361,19 +361,19 @@ def plan_autocorrelation(x, max_lag=256, stationary=False, device=None, progress
                          accumulate=None, pair_shape=None, transfer=None,
                          stream=None) -> CorrelationPlan:
     """The plan of autocorrelation(x, ...), as plan_hurst()."""
-    max_lag = _max_lag(max_lag)
+    max_lag = check_max_lag(max_lag)
     values, labels = _common.labelled(x, "x", nan, spacing)
     b = _ingest.batch("x", values, max_lag + 1, f"max_lag + 1 with max_lag = {max_lag}")
     if not isinstance(stationary, (bool, np.bool_)):
         raise TypeError(f"stationary must be True or False, got {stationary!r}")
     check_progress(progress)
-    method = _method(method)
-    errors = _errors(errors)
-    transfer = _transfer_arg(transfer)
-    stream = _stream_arg(stream)
+    method = check_method(method)
+    errors = check_errors(errors)
+    transfer = check_transfer(transfer)
+    stream = check_stream(stream)
     dev = resolve_device(device)
     acc = _common.accumulator(dev, accumulate)
-    fft = _use_fft(dev, b.lengths, max_lag, method, acc, errors=errors)
+    fft = use_fft(dev, b.lengths, max_lag, method, acc, errors=errors)
     return CorrelationPlan("autocorrelation", dev, b, max_lag, progress, errors, fft, acc,
                            stationary=bool(stationary), pair_shape=pair_shape,
                            transfer=transfer, stream=stream, labels=labels)
@@ -384,16 +384,16 @@ def _run_autocorrelation(plan, timeline) -> AutocorrelationResult:
         plan.accumulate
     if plan.fft:
         form = "stationary" if plan.stationary else "general"
-        run = lambda sub: _fft_run(dev, sub, max_lag, form, acc, plan.transfer,  # noqa: E731
+        run = lambda sub: fft_run(dev, sub, max_lag, form, acc, plan.transfer,  # noqa: E731
                                    progress, "autocorrelation", plan.errors, timeline)
-        parts = _sub_batches(dev, b, run)
+        parts = sub_batches(dev, b, run)
     else:
-        run = lambda sub: _acf_direct(dev, sub, max_lag, plan.stationary,  # noqa: E731
+        run = lambda sub: acf_direct(dev, sub, max_lag, plan.stationary,  # noqa: E731
                                       acc, plan.pair_shape, plan.transfer, progress,
                                       plan.stream, timeline)
-        parts = _by_tiles(dev, b, max_lag, plan.pair_shape, run)
+        parts = by_tile_size(dev, b, max_lag, plan.pair_shape, run)
     _common.trim_pool(dev)
-    rho, err = (_join([part[i] for part in parts]) for i in range(2))
+    rho, err = (join_parts([part[i] for part in parts]) for i in range(2))
     if b.single:
         rho, err = rho[0], (None if err is None else err[0])
     if not plan.errors:
