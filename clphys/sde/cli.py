@@ -19,9 +19,9 @@ import warnings
 import numpy as np
 
 from .._cli import (add_checkpoint, add_device, add_output, add_plot, add_progress, allow_mpi,
-                    check_outputs, progress_arg)
+                    check_outputs, checkpoint_every, progress_arg)
 from ..runtime.files import atomic_output
-from ..runtime.longrun import Interrupted
+from ..runtime.longrun import Checkpoints, Interrupted
 
 SWEPT = ("a", "f", "kT", "gamma")
 
@@ -121,25 +121,16 @@ def _common(p, rng=True):
     p.add_argument("--quiet", dest="progress", action="store_const", const=False,
                    help=argparse.SUPPRESS)          # the older spelling of --no-progress
     add_checkpoint(p)
-    p.add_argument("--checkpoint-every", type=float, default=None, metavar="SECONDS",
-                   help="seconds between checkpoints (default 60)")
 
 
 def _check_first(args):
     """Everything that can be wrong with the command line, before any work."""
     check_outputs(args)
-    if args.checkpoint_every is None:
-        args.checkpoint_every = 60.0
-    elif args.checkpoint is None:
-        raise ValueError("--checkpoint-every needs --checkpoint FILE")
-    elif not args.checkpoint_every >= 0 or not np.isfinite(args.checkpoint_every):
-        raise ValueError(f"--checkpoint-every must be >= 0 seconds, got {args.checkpoint_every}")
+    args.checkpoint_every = checkpoint_every(args)
 
 
 def _interrupted(exc, args):
-    exc.kept = (f"state written to {args.checkpoint}; continue with the same options and "
-                f"--resume {args.checkpoint}" if args.checkpoint else
-                "nothing kept (--checkpoint FILE keeps an interrupted run)")
+    exc.kept = Checkpoints(args.checkpoint, None).kept()
     return exc
 
 

@@ -24,7 +24,7 @@ from .. import _validate as check
 from ..runtime.checkpoint import CheckpointError, check_arrays, field, load_checkpoint
 from ..runtime.longrun import Interrupted
 from .ensemble import Ensemble, EnsembleState, _encode_params
-from .longrun import check_checkpoint_args, checkpointed_run
+from ..runtime.longrun import check_checkpoint_args, checkpointed_run
 from .models import JOSEPHSON
 
 __all__ = ["josephson", "JosephsonResult"]

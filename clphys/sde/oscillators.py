@@ -42,7 +42,7 @@ from ..runtime.files import check_output_path
 from ..runtime.longrun import Interrupted, run_sliced
 from ..runtime.memory import check_memory
 from .ensemble import DTYPES, SCHEMES, check_fits, steps_to
-from .longrun import check_checkpoint_args, checkpointed_run
+from ..runtime.longrun import check_checkpoint_args, checkpointed_run
 
 __all__ = ["Kuramoto", "KuramotoResult", "kuramoto", "kuramoto_sweep", "KuramotoSweep", "KERNELS"]
 
