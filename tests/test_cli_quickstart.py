@@ -106,3 +106,17 @@ def test_sweeps_auto_bad_combinations_exit_2(capsys):
                            (["--sweeps", "many"], "--sweeps must be an integer or 'auto'")):
         assert main(["ising", "--device", "no-such-device-anywhere"] + extra) == 2
         assert message in capsys.readouterr().err
+
+
+def test_ctrl_c_on_sweeps_auto(device, tmp_path):
+    """Ctrl-C stops an auto run within about a second: exit 130 and one line
+    counting the sweeps made, nothing written."""
+    from cli_subprocess import interrupt_after, start_cli
+    run = start_cli(["ising", "--size", "128", "--temperature", "2.269", "--sweeps", "auto", "--progress",
+                     "--plot", tmp_path / "lattice.png"], device, cwd=tmp_path)
+    res = interrupt_after(run, "%", extra_delay=0.5)
+    assert res.returncode == 130 and res.stop_seconds < 2.0, res.stderr
+    last = res.stderr.strip().splitlines()[-1]
+    assert re.fullmatch(r"clphys ising: interrupted after \d+ of \d+ sweeps; nothing written \(--sweeps auto "
+                        r"keeps no state: --sweeps N with --checkpoint FILE does\)", last), last
+    assert res.stdout == "" and list(tmp_path.iterdir()) == []

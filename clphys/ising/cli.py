@@ -322,7 +322,14 @@ def _auto(args, t_start, comm):
                 left = budget - (time.perf_counter() - t_start)
                 chunk = max(16, min(chunk, int(left * rate / every)))
             c0 = time.perf_counter()
-            s = lat.sample(chunk, every=every, n_therm=0, progress=False)
+            try:
+                s = lat.sample(chunk, every=every, n_therm=0, progress=False)
+            except Interrupted as exc:
+                made = every * sum(len(e) for e in energy)
+                stop = Interrupted(made + exc.done, made + exc.total, "sweeps")
+                stop.kept = ("nothing written (--sweeps auto keeps no state: --sweeps N with --checkpoint "
+                             "FILE does)")
+                raise stop from None
             spent = time.perf_counter() - c0
             device_seconds += spent
             rate = chunk * every / max(spent, 1e-9)

@@ -155,8 +155,9 @@ class Checkpoints:
     (a callable doing the write), :meth:`maybe` does so when `every` seconds
     have passed since the last write.
 
-    Used as a context manager, Ctrl-C inside the block writes the state once
-    more and sets ``kept`` on the exception, the line the command prints (with
+    Used as a context manager, :class:`Interrupted` (Ctrl-C at a slice
+    boundary) inside the block writes the state once more and sets ``kept``
+    on the exception, the line the command prints (with
     no path: that nothing was kept). With `comm` (saving is collective) rank
     0's clock decides for every rank.
     """
@@ -191,7 +192,9 @@ class Checkpoints:
         return self
 
     def __exit__(self, kind, exc, tb):
-        if kind is not None and issubclass(kind, KeyboardInterrupt) and exc is not None:
+        # only a stop at a slice boundary leaves a consistent state; a second Ctrl-C
+        # (a bare KeyboardInterrupt) may come in the middle of a slice
+        if kind is not None and issubclass(kind, Interrupted) and exc is not None:
             self.write()
             exc.kept = self.kept()
         return False
