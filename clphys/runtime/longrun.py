@@ -43,6 +43,7 @@ class Interrupted(KeyboardInterrupt):
     def __init__(self, done: int, total: int, what: str = ""):
         super().__init__(f"interrupted after {done} of {total} {what}".rstrip())
         self.done, self.total, self.what = int(done), int(total), what
+        self.kept = ""            # what was kept, in words (set by whoever kept it)
 
 
 class _Deferral:
@@ -119,7 +120,7 @@ def run_sliced(total: int, advance, queue, *, progress=None, label: str = "", wh
     cap = max(1, int(largest)) if largest is not None else None
     done = 0
     own = bar is None
-    meter = Progress(total, progress, label=label) if own else bar
+    meter = Progress(total, progress, label=label) if bar is None else bar
     on_cpu = queue is not None and int(queue.device.type) == cl.device_type.CPU
     device_name = queue.device.name.strip() if on_cpu else ""
     with interrupt_deferred() as pending:

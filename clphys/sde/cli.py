@@ -131,8 +131,8 @@ def _check_first(args):
 
 
 def _interrupted(exc, args):
+    """Say on the exception what an interrupted run kept."""
     exc.kept = Checkpoints(args.checkpoint or args.resume, None).kept()
-    return exc
 
 
 def _write_text(path, lines, say=print):
@@ -158,7 +158,8 @@ def cmd_josephson(args) -> int:
                         checkpoint=args.checkpoint or args.resume, checkpoint_every=args.checkpoint_every,
                         resume=args.resume, comm=getattr(args, "comm", None))
     except Interrupted as exc:
-        raise _interrupted(exc, args)
+        _interrupted(exc, args)
+        raise
     if res is None:                   # another rank than 0 of a sweep split over ranks
         return 0
     say = (lambda *a, **k: None) if args.json else print
@@ -238,7 +239,8 @@ def cmd_kuramoto(args) -> int:
                        progress=progress_arg(args), device=args.device, checkpoint=args.checkpoint or args.resume,
                        checkpoint_every=args.checkpoint_every, resume=args.resume)
     except Interrupted as exc:
-        raise _interrupted(exc, args)
+        _interrupted(exc, args)
+        raise
     late = res.r[len(res.r) // 2:]
     exact = None
     if args.noise > 0:

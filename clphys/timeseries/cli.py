@@ -336,7 +336,7 @@ def _dfa_plot(args, r, mf: bool):
     else:
         fig, (a1, a2, a3) = plt.subplots(1, 3, figsize=(14, 4.2))
         cmap = plt.get_cmap("coolwarm")
-        for i, q in enumerate(r.q):
+        for i in range(r.q.size):
             color = cmap(i / max(1, r.q.size - 1))
             a1.plot(r.scales, r.Fq[i], "o", ms=3, color=color)
             c = np.mean(np.log(r.Fq[i][fit])) - r.h[i] * ls.mean()
