@@ -294,13 +294,10 @@ def _auto(args, t_start, comm):
     is trustworthy by the library's own criterion (each series >= MIN_TAUS
     tau_int long, no drift between its halves: no warning) with AUTO_MARGIN
     to spare, and has stayed so while the measured part doubled, or until
-    --max-seconds (from the command's start) are spent. The split is that of --sweeps N for
-    the N reached (the first fifth thermalises), so the result is that run's,
-    bit for bit."""
-    from ..progress import LongRunWarning
+    --max-seconds (from the command's start) are spent. The split is that of
+    --sweeps N for the N reached (the first fifth thermalises), so the result
+    is that run's, bit for bit."""
     from . import Ising2D, Ising3D
-    from .lattice import split_run
-    from .samples import Samples
     if args.checkpoint or args.resume or args.therm is not None:
         raise ValueError("--sweeps auto takes no --checkpoint, --resume or --therm: it stops by itself "
                          "(within --max-seconds); run the --sweeps N it reports to checkpoint")
@@ -312,52 +309,57 @@ def _auto(args, t_start, comm):
     cls = Ising2D if p["dim"] == 2 else Ising3D
     lat = cls(_size(p["size"]), p["temperature"], J=p["coupling"], h=p["field"], algorithm=p["algorithm"],
               rng=p["rng"], seed=p["seed"], start=p["start"], device=args.device)
-    every, n_spins, T = p["every"], lat.n_spins, p["temperature"]
+    s1, seconds, trust = _auto_loop(lat, p, t_start + budget, progress_arg(args))
+    total = s1.n_therm + s1.every * s1.energy.size
+    speed = {"flips_per_ns": lat.n_spins * total / seconds / 1e9, "sweeps": total, "seconds": seconds,
+             "what": f"measurements every {s1.every} included", "ranks_text": ""}
+    r = _result(lat, s1, p, total, speed, auto={"seconds": time.perf_counter() - t_start,
+                                                "max_seconds": budget, "trust": trust})
+    r["_lattice"] = lat
+    return r
+
+
+def _auto_loop(lat, p, deadline, progress):
+    """The chunks of --sweeps auto: (Samples of the measured part, seconds spent
+    sweeping and measuring, how far the criterion got, 0 .. 1)."""
+    from ..progress import LongRunWarning
+    from .lattice import split_run
+    from .samples import Samples
+    every = p["every"]
     energy, mag = [], []
-    device_seconds, rate, trust, chunk, steps = 0.0, None, 0.0, AUTO_FIRST, 1000
+    seconds, rate, trust, chunk, steps = 0.0, None, 0.0, AUTO_FIRST, 1000
     trusted_since = None           # measurements when the criterion last became true
-    with Progress(steps, progress_arg(args), label="ising: trustworthy errors") as bar, \
-            warnings.catch_warnings():
+    with Progress(steps, progress, label="ising: trustworthy errors") as bar, warnings.catch_warnings():
         # the budget bounds the run: the CPU long-run estimate would only repeat it
         warnings.simplefilter("ignore", LongRunWarning)
         while True:
             if rate is not None:
-                left = budget - (time.perf_counter() - t_start)
-                chunk = max(16, min(chunk, int(left * rate / every)))
+                chunk = max(16, min(chunk, int((deadline - time.perf_counter()) * rate / every)))
             c0 = time.perf_counter()
             try:
                 s = lat.sample(chunk, every=every, n_therm=0, progress=False)
             except Interrupted as exc:
                 made = every * sum(len(e) for e in energy)
                 stop = Interrupted(made + exc.done, made + exc.total, "sweeps")
-                stop.kept = ("nothing written (--sweeps auto keeps no state: --sweeps N with --checkpoint "
-                             "FILE does)")
+                stop.kept = "nothing written (--sweeps auto keeps no state: --sweeps N with --checkpoint FILE does)"
                 raise stop from None
-            spent = time.perf_counter() - c0
-            device_seconds += spent
-            rate = chunk * every / max(spent, 1e-9)
+            seconds += time.perf_counter() - c0
+            rate = chunk * every / max(time.perf_counter() - c0, 1e-9)
             energy.append(s.energy)
             mag.append(s.magnetization)
             e_all, m_all = np.concatenate(energy), np.concatenate(mag)
-            total = every * len(e_all)
-            n_therm, n_measure = split_run(total, every)
-            s1 = Samples(T, n_spins, e_all[len(e_all) - n_measure:], m_all[len(m_all) - n_measure:],
-                         n_therm=n_therm, every=every)
+            n_therm, n_measure = split_run(every * len(e_all), every)
+            s1 = Samples(p["temperature"], lat.n_spins, e_all[len(e_all) - n_measure:],
+                         m_all[len(m_all) - n_measure:], n_therm=n_therm, every=every)
             est, _drift, messages = _analyse(s1)
             now = _trust(est, messages, AUTO_MARGIN)
             trusted_since = (trusted_since or n_measure) if now >= 1.0 else None
+            # the bar: three quarters for the criterion, the last quarter for the doubling
             trust = max(trust, now * (0.5 + 0.5 * min(1.0, n_measure / (2 * (trusted_since or n_measure)))))
             bar.update(int(steps * trust) - bar.done)
-            if (trusted_since and n_measure >= 2 * trusted_since) or time.perf_counter() - t_start >= budget:
-                break
+            if (trusted_since and n_measure >= 2 * trusted_since) or time.perf_counter() >= deadline:
+                return s1, seconds, trust
             chunk = max(AUTO_FIRST, int(AUTO_GROWTH * len(e_all)))
-    speed = {"flips_per_ns": n_spins * total / device_seconds / 1e9, "sweeps": total,
-             "seconds": device_seconds, "what": f"measurements every {every} included",
-             "ranks_text": ""}
-    r = _result(lat, s1, p, total, speed, auto={"seconds": time.perf_counter() - t_start,
-                                                "max_seconds": budget, "trust": trust})
-    r["_lattice"] = lat
-    return r
 
 
 def _ordered_range(p, shape) -> bool:
