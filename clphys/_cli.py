@@ -150,9 +150,22 @@ def estimate_json(est, exact=None) -> dict:
     return out
 
 
+def _plain(value):
+    """`value` with NumPy numbers as Python ones and NaN or inf as None (JSON has neither)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "tolist"):                 # NumPy arrays and scalars
+        return _plain(value.tolist())
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
 def print_json(obj: dict) -> None:
-    """One JSON object, one line, on stdout."""
-    sys.stdout.write(json.dumps(obj) + "\n")
+    """One JSON object, one line, on stdout (NaN and inf as null)."""
+    sys.stdout.write(json.dumps(_plain(obj), allow_nan=False) + "\n")
     sys.stdout.flush()
 
 

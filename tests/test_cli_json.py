@@ -153,3 +153,12 @@ def test_acrw_json(device, capsys, tmp_path):
     assert main(["acrw", "100", "--seed", "1", "--json", "--device", device.facts.index]) == 0
     out, _ = _one_object(capsys)
     assert len(out["values"]) == 100 and not math.isnan(out["values"][0])
+
+
+def test_json_has_null_where_a_number_is_not_defined(device, capsys):
+    """20 measurements: tau_int cannot be estimated; JSON has no NaN, so it is null."""
+    assert main(["ising", "--size", "32", "--sweeps", "25", "--json", "--device", device.facts.index]) == 0
+    captured = capsys.readouterr()
+    assert "NaN" not in captured.out
+    out = json.loads(captured.out)
+    assert out["estimates"]["energy"]["tau_int_sweeps"] is None and out["warnings"]
