@@ -527,8 +527,7 @@ def dfa_scales(n, count=40):
 
 
 class DFAReport:
-    """The DFA part's figures: out(workload, metric, value, table) is emit() on its device
-    (JSON lines through benchmarks/_report.Report, and this script's table)."""
+    """The DFA part's figures, through emit() like the rest of this script."""
 
     def __init__(self, dev):
         self.dev = dev
