@@ -60,7 +60,8 @@ MIN_SLICE = 1 << 16
 # 20 us took the float32 calls on an H200 from 5.4-5.8 ms to 4.1-5.2 (acf) and float64
 # from 8.0-8.1 to 6.6-7.6.  Set only while an upload's copies run (the Staged context
 # restores the interpreter's own value on exit, also after an error): no process-wide
-# setting outlives the call.
+# setting outlives the call.  CPU devices take the pageable path, which never sets it
+# (forced pinned+overlap on PoCL, 2^22 values: no difference within the noise).
 SWITCH_INTERVAL = 2e-5
 # Streamed uploads (put with on_segment, begin): segments of STREAM_SEGMENT_BYTES, each
 # sent as soon as it is in, on a queue of its own (a segment's DMA does not wait for the
