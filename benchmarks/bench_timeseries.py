@@ -29,7 +29,7 @@ also validates the kernels on that compiler).  Then, for float32 and float64 inp
   same run, each on a part of the workload where the whole would take minutes
   (extrapolated linearly in the values, and said so); `--only dfa` runs this part alone.
 
-Prints a table, one JSON line per figure, and last one table of issue 14's targets:
+Prints a table, one JSON line per figure, and last one table of the performance targets:
 target, measured value, met / NOT MET (n/a: not measured at the target's size, as with
 --quick).  About 2-3 minutes on an H100 (the first run builds ~40 programs more).
 """
@@ -49,12 +49,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import clphys  # noqa: E402
 from _report import Report  # noqa: E402  (this folder is on sys.path when run as a script)
-from clphys.timeseries import _fft, _ingest, acrw_numpy, correlation  # noqa: E402
-from clphys.timeseries import autocorrelation, hurst, pattern_conformity  # noqa: E402
-from clphys.timeseries.correlation import PairTuning, _Direct, _staged  # noqa: E402
-from clphys.timeseries.correlation import default_tuning  # noqa: E402
+from clphys.timeseries import _fft, _ingest, _pair_sums, acrw_numpy  # noqa: E402
+from clphys.timeseries import correlation, pattern  # noqa: E402
+from clphys.timeseries import autocorrelation, hurst  # noqa: E402
+from clphys.timeseries.dfa import plan_mfdfa  # noqa: E402
+from clphys.timeseries.dfa import run_plan as run_fluctuations  # noqa: E402
+from clphys.timeseries._pair_plan import PairShape  # noqa: E402
+from clphys.timeseries._pair_plan import default_pair_shape  # noqa: E402
 from clphys.timeseries.pattern import pattern_pairs  # noqa: E402
-from clphys.timeseries.pattern import default_tuning as pc_default_tuning  # noqa: E402
+from clphys.timeseries.pattern import default_pattern_shape as pc_default_tuning  # noqa: E402
 from clphys.timeseries.pattern import local_bytes as pc_local_bytes  # noqa: E402
 from clphys.timeseries.reference import (autocorrelation_numpy, hurst_numpy,  # noqa: E402
                                          mfdfa_numpy, pattern_conformity_numpy)
@@ -95,18 +98,32 @@ def timed(fn, repeats, queue=None):
     return statistics.median(times)
 
 
+def hurst_with(*args, **plan):
+    """(result, timeline) of hurst(*args) through its plan (plan: forced choices)."""
+    return correlation.run_plan(correlation.plan_hurst(*args, **plan))
+
+
+def acf_with(*args, **plan):
+    """(result, timeline) of autocorrelation(*args) through its plan."""
+    return correlation.run_plan(correlation.plan_autocorrelation(*args, **plan))
+
+
+def pc_with(*args, **plan):
+    """pattern_conformity(*args) through its plan (shape=, accumulate=)."""
+    return pattern.run_plan(pattern.plan_pattern_conformity(*args, **plan))
+
+
 def call(fn, repeats):
-    """(median seconds, phases of the median call) of a public call, after a warm-up."""
+    """(median seconds, phases of the median call) of fn(), which makes a call through a
+    plan and returns (result, timeline), after a warm-up."""
     fn()
     runs = []
     for _ in range(repeats):
-        correlation.TRACE = []
         t0 = time.perf_counter()
-        fn()
+        _, timeline = fn()
         t1 = time.perf_counter()
-        marks = [(name, t - t0) for name, t in correlation.TRACE]
+        marks = [(name, t - t0) for name, t in timeline.marks]
         runs.append((t1 - t0, marks + [("download and return", t1 - t0)]))
-    correlation.TRACE = None
     runs.sort(key=lambda r: r[0])
     total, marks = runs[len(runs) // 2]
     phases, last = [], 0.0
@@ -155,14 +172,14 @@ def check(dev, quick):
         for dtype in (np.float64, np.float32):
             w = walk.astype(dtype)
             Sw = S if dtype == np.float64 else hurst_numpy(w, 64)[0]
-            err = np.max(np.abs(hurst(w, 64, device=dev, _accumulate=acc).S / Sw - 1))
+            err = np.max(np.abs(hurst_with(w, 64, device=dev, accumulate=acc)[0].S / Sw - 1))
             report(f"hurst T=1e5 {acc} {dtype.__name__}", err, 1e-6)
-        r = autocorrelation(x, 64, device=dev, _accumulate=acc).rho
+        r = acf_with(x, 64, device=dev, accumulate=acc)[0].rho
         report(f"acf T=1e5 {acc}", np.max(np.abs(r - rho)), 1e-6)
         xs = x[:20_011]
         for stationary in (False, True):
-            r = autocorrelation(xs, xs.size - 1, stationary=stationary, device=dev,
-                                method="fft", _accumulate=acc).rho
+            r = acf_with(xs, xs.size - 1, stationary=stationary, device=dev,
+                         method="fft", accumulate=acc)[0].rho
             want = autocorrelation_numpy(xs, xs.size - 1, stationary)
             N = xs.size - np.arange(xs.size)
             tol = 1e-12 if acc == "double" else 3e-7
@@ -179,8 +196,8 @@ def check(dev, quick):
               for i in range(8) for j, q in enumerate((1, 3)))
     report("hurst batch 8 x 5000, q = 1, 3", err, 1e-6)
     for spec in ("pageable", "pinned", "pinned+overlap", "pinned-unmap"):
-        same = np.array_equal(hurst(walk, 64, device=dev, _transfer=spec).S,
-                              hurst(walk, 64, device=dev, _transfer="pageable").S)
+        same = np.array_equal(hurst_with(walk, 64, device=dev, transfer=spec)[0].S,
+                              hurst_with(walk, 64, device=dev, transfer="pageable")[0].S)
         report(f"upload {spec} same bits", 0.0 if same else 1.0, 0.0)
     return check_pc(dev, quick, report) and ok
 
@@ -192,7 +209,7 @@ def check_pc(dev, quick, report):
     ref = pattern_conformity_numpy(p, 6, 5, 100.0, 400)
     for label, t in pc_variants(dev.facts, quick):
         try:
-            r = pattern_conformity(p, 6, 5, 100.0, 400, device=dev, _tuning=t, progress=False)
+            r = pc_with(p, 6, 5, 100.0, 400, device=dev, shape=t, progress=False)
         except Exception as exc:            # noqa: BLE001 - an option that does not build
             if t is None:
                 raise
@@ -207,14 +224,14 @@ def check_pc(dev, quick, report):
 # ---------------------------------------------------------------- tunings
 
 def pair_variants(facts, max_lag):
-    """The default and, on GPUs, the previous default (8 lags per item; on the H100 run2
+    """The default and, on GPUs, the previous default (8 lags per item; on the H100
     4 and 16 lags per item or 2048-value tiles were no better) and the default's shape
     with fewer groups."""
-    out = [default_tuning(facts, max_lag)]
+    out = [default_pair_shape(facts, max_lag)]
     if facts.is_gpu:
         wg = max_lag // 8
         if 32 <= wg <= min(1024, facts.max_work_group):
-            out.append(PairTuning(wg=wg, lpi=8, chunk=1024, run=32))
+            out.append(PairShape(wg=wg, lags_per_item=8, tile=1024, run_length=32))
         # the default's shape with a quarter and half of its groups (16 per compute unit)
         d = out[0]
         for G in (4 * facts.compute_units, 8 * facts.compute_units):
@@ -252,10 +269,13 @@ def pc_variants(facts, quick):
 
 
 def pc_label(t):
+    # the short names of the recorded figures' workloads (q_switch, branchless_sum,
+    # saturated_sum were qsw, cellmad, cellsat)
     return (f"wg={t.wg} tb={t.tb} {t.exp} {t.qform} {t.sign}"
             f"{' per Δt⁻' if t.per_past else ' one program'}{' pre' if t.pre else ''}"
-            f"{f' slide{t.slide}' if t.slide else ''}{' qsw' if t.qsw else ''}"
-            f"{' cellmad' if t.cellmad else ''}{f' cellsat{t.cellsat}' if t.cellsat else ''}")
+            f"{f' slide{t.slide}' if t.slide else ''}{' qsw' if t.q_switch else ''}"
+            f"{' cellmad' if t.branchless_sum else ''}"
+            f"{f' cellsat{t.saturated_sum}' if t.saturated_sum else ''}")
 
 
 def kernel_time(dev, series, kind, max_lag, tuning, repeats):
@@ -263,8 +283,8 @@ def kernel_time(dev, series, kind, max_lag, tuning, repeats):
     pairs, value, lag0, centred = {"hurst": (["absdiff"], "blocked", 1, False),
                                    "acf": (["product"], "float", 1, True)}[kind]
     b = _ingest.batch("x", series, max_lag + 1, "")
-    run = _Direct(dev, b, max_lag, lag0, value, 1, tuning=tuning)
-    with _staged(dev, run.raw_bytes(), None) as st:
+    run = _pair_sums.PairSums(dev, b, max_lag, lag0, value, 1, tuning=tuning)
+    with _pair_sums.staged(dev, run.raw_bytes(), None) as st:
         run.prepare(st, centred=centred)
         return timed(lambda: run.sums(st, pairs), repeats, dev.queue), run
 
@@ -280,21 +300,21 @@ def bench_calls(dev, T, max_lag, repeats):
     pairs = T * max_lag
     tag = f"T=2^{T.bit_length() - 1} max_lag={max_lag}"
     results = {}
-    for name, fn, data in (("hurst", hurst, p64), ("acf", autocorrelation, x64)):
+    for name, via, data in (("hurst", hurst_with, p64), ("acf", acf_with, x64)):
         for dtype in (np.float32, np.float64):
             arr = data.astype(dtype)
             wl = f"{name} {tag} {dtype.__name__}"
-            total, phases = call(lambda: fn(arr, max_lag, device=dev, progress=False), repeats)
+            total, phases = call(lambda: via(arr, max_lag, device=dev, progress=False), repeats)
             results[(name, dtype)] = total
             emit(dev, wl, "call s", total,
                  f"{total * 1e3:.2f} ms end to end ({pairs / total:.2e} lag-pairs/s); "
                  f"phases ms: {phases}")
         best = None
         variants = pair_variants(dev.facts, max_lag) if dev.facts.is_gpu else \
-            [default_tuning(dev.facts, max_lag)]
+            [default_pair_shape(dev.facts, max_lag)]
         for t in variants:
             k, run = kernel_time(dev, data, name, max_lag, t, repeats)
-            label = f"wg={t.wg} lpi={t.lpi} chunk={t.chunk} groups={run.G}"
+            label = f"wg={t.wg} lpi={t.lags_per_item} chunk={t.tile} groups={run.G}"
             emit(dev, f"{name} {tag} kernel {label}", "s", k)
             if best is None or k < best[0]:
                 best = (k, label, t == variants[0])
@@ -318,7 +338,8 @@ def bench_fixed_cost(dev, repeats):
 def bench_transfers(dev, T, max_lag, repeats):
     p = (1e4 + np.cumsum(np.random.default_rng(3).standard_normal(T)))
     for spec in ("pageable", "pinned", "pinned+overlap"):
-        t = timed(lambda: hurst(p, max_lag, device=dev, _transfer=spec, progress=False), repeats)
+        t = timed(lambda: hurst_with(p, max_lag, device=dev, transfer=spec, progress=False),
+                  repeats)
         emit(dev, f"hurst T=2^{T.bit_length() - 1} float64 upload {spec}", "call s", t,
              f"{t * 1e3:.2f} ms end to end")
 
@@ -364,9 +385,9 @@ def bench_all_lags(dev, T, repeats, full):
         for stationary, errors in ((True, False), (False, False), (True, True)):
             wl = (f"acf {tag} {dtype.__name__} {'stationary' if stationary else 'general'}"
                   f"{' with errors' if errors else ''}")
-            total, phases = call(lambda: autocorrelation(x, T - 1, stationary=stationary,
-                                                         device=dev, progress=False,
-                                                         errors=errors), repeats)
+            total, phases = call(lambda: acf_with(x, T - 1, stationary=stationary,
+                                                  device=dev, progress=False,
+                                                  errors=errors), repeats)
             ours[(dtype, stationary, errors)] = total
             if (stationary, errors) == (True, False):    # emitted below, with its peers
                 compared = (wl, total, f"{total * 1e3:.2f} ms end to end; phases ms: {phases}")
@@ -402,8 +423,8 @@ def bench_all_lags(dev, T, repeats, full):
         emit(dev, wl, "call s", total, text, peer=peer)
     if dev.facts.fp64:
         p = np.cumsum(x64)
-        total, phases = call(lambda: hurst(p, T - 1, q=2, device=dev, progress=False,
-                                           errors=False), repeats)
+        total, phases = call(lambda: hurst_with(p, T - 1, q=2, device=dev, progress=False,
+                                                errors=False), repeats)
         emit(dev, f"hurst S_2 {tag} float64", "call s", total,
              f"{total * 1e3:.2f} ms end to end; phases ms: {phases}")
         # the FFT alone (double, the rows already on the device)
@@ -428,10 +449,10 @@ def bench_batch(dev, n_series, T, max_lag, single, repeats, full):
     """n_series series of T points in one call, lag-pairs/s against one long series."""
     X = 1e4 + np.cumsum(np.random.default_rng(7).standard_normal((n_series, T)), axis=1)
     pairs = n_series * T * max_lag
-    for name, fn, data in (("hurst", hurst, X), ("acf", autocorrelation, np.diff(X, axis=1))):
+    for name, via, data in (("hurst", hurst_with, X), ("acf", acf_with, np.diff(X, axis=1))):
         for dtype in (np.float32, np.float64):
             arr = np.ascontiguousarray(data.astype(dtype))
-            total, phases = call(lambda: fn(arr, max_lag, device=dev, progress=False), repeats)
+            total, phases = call(lambda: via(arr, max_lag, device=dev, progress=False), repeats)
             rate = arr.size * max_lag / total
             one = single.get((name, dtype))
             rel = "" if one is None else f"; {rate / one:.0%} of the single series' rate"
@@ -462,8 +483,8 @@ def bench_pc(dev, repeats, quick):
                 if v[1] is None or not any(v[0] in name for name in failed)]
     real_default = pc_full_default(dev.facts)[1]     # None at T_try would be smaller's
     for label, t in variants:
-        k = timed(lambda: pattern_conformity(p[:T_try], max_history=mh_try, device=dev,
-                                             _tuning=t or real_default, **args), 1 if gpu else 2)
+        k = timed(lambda: pc_with(p[:T_try], max_history=mh_try, device=dev,
+                                  shape=t or real_default, **args), 1 if gpu else 2)
         rate = triples_try / k
         emit(dev, f"pc T={T_try} max_history={mh_try} {label}", "triples/s", rate)
         ranked.append((rate, label, t))
@@ -483,8 +504,7 @@ def bench_pc(dev, repeats, quick):
         walls = []
         for _ in range(3):
             t0 = time.perf_counter()
-            pattern_conformity(p, max_history=full["max_history"], device=dev, _tuning=t,
-                               **args)
+            pc_with(p, max_history=full["max_history"], device=dev, shape=t, **args)
             walls.append(time.perf_counter() - t0)
         wall = statistics.median(walls)
         emit(dev, wl if t is None else f"{wl} {label}", "call s", wall,
@@ -527,8 +547,8 @@ def check_dfa(dev, out):
     for acc in accs:
         tol = 1e-9 if acc == "double" else 5e-6
         for segments, overlap in (("forward", False), ("both", False), (None, True)):
-            m = mfdfa(x, q=q, scales=sc, order=2, overlap=overlap, segments=segments,
-                      device=dev, _accumulate=acc)
+            m = run_fluctuations(plan_mfdfa(x, q=q, scales=sc, order=2, overlap=overlap,
+                                            segments=segments, device=dev, accumulate=acc))
             ref = mfdfa_numpy(x, sc, q, 2, segments or "forward", overlap, accumulate=acc)
             err = float(np.max(np.abs(m.Fq / ref.Fq - 1)))
             good = err <= tol
@@ -764,7 +784,7 @@ def main(argv=None):
 
 
 def report_all(dev, args, quick, started):
-    """The table of every figure, issue 14's targets, the JSON lines."""
+    """The table of every figure, the performance targets, the JSON lines."""
     width = max(len(r[0]) for r in rows)
     mwidth = max(len(r[1]) for r in rows)
     print(f"\n{'workload':<{width}}  {'metric':<{mwidth}} result")

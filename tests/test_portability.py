@@ -270,12 +270,13 @@ def test_windowed_autocorrelation_writes_in_bounds_on_oclgrind(oclgrind, monkeyp
     notice, the Intel CPU runtime (buffers in the host heap) aborted. The oclgrind
     fixture fails the test on any invalid access."""
     import dataclasses
-    from clphys.timeseries import autocorrelation, correlation
-    from clphys.timeseries.correlation import PairTuning
+    from clphys.timeseries import _pair_sums
+    from clphys.timeseries._pair_plan import PairShape
+    from timeseries_plans import acf_with
     x = np.diff(np.cumsum(np.random.default_rng(8).standard_normal(8001)))
-    t = PairTuning(wg=8, lpi=4, chunk=64, run=16)
-    whole = autocorrelation(x, 100, device=oclgrind, _tuning=t).rho
+    t = PairShape(wg=8, lags_per_item=4, tile=64, run_length=16)
+    whole = acf_with(x, 100, device=oclgrind, pair_shape=t).rho
     monkeypatch.setattr(oclgrind, "facts", dataclasses.replace(oclgrind.facts, global_mem=120_000,
                                                                max_alloc=40_000))
-    monkeypatch.setattr(correlation, "FIRST_SLICE_PAIRS", {True: 1, False: 1})
-    assert np.array_equal(autocorrelation(x, 100, device=oclgrind, _tuning=t).rho, whole)
+    monkeypatch.setattr(_pair_sums, "FIRST_SLICE_PAIRS", {True: 1, False: 1})
+    assert np.array_equal(acf_with(x, 100, device=oclgrind, pair_shape=t).rho, whole)

@@ -48,7 +48,7 @@ RENDER_CASES = {
     "timeseries/pattern.cl": [dict(wg=64, tb=128, maxp=20, maxf=20, acc=a, exp=e)
                               for a in ("double", "compensated") for e in ("exp", "native_exp")]
                              + [dict(wg=64, tb=128, maxp=20, maxf=20, acc="double", exp="exp",
-                                     slide=4, qsw=1, cellmad=1, sign=s) for s in ("cmp", "scaled")],
+                                     slide=4, q_switch=1, branchless_sum=1, sign=s) for s in ("cmp", "scaled")],
     "timeseries/acrw.cl": [{}],
 }
 

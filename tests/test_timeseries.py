@@ -11,11 +11,14 @@ import pytest
 import clphys
 from clphys.runtime import fake_facts, render
 from clphys.timeseries import acrw_numpy, autocorrelation, hurst
-from clphys.timeseries import _transfer, correlation
-from clphys.timeseries.correlation import PairTuning
+from clphys.timeseries import _pair_sums, _transfer, correlation
+from clphys.timeseries._pair_plan import PairShape
 from clphys.timeseries.reference import autocorrelation_numpy, hurst_numpy
+from timeseries_plans import acf_with, hurst_with
 
 ACCUMULATORS = ["double", "compensated"]
+
+
 
 
 def random_walk(n, seed, offset=0.0):
@@ -50,14 +53,14 @@ def test_reference_1e5(device, kind, acc):
     acc = acc_for(device, acc)
     p = series(kind, 100_003)
     S, H = hurst_numpy(p, 48)
-    r = hurst(p, 48, device=device, _accumulate=acc)
+    r = hurst_with(p, 48, device=device, accumulate=acc)
     assert_close(r.S, S, rtol=1e-6)
     assert_close(r.H[1:], H[1:], rtol=0, atol=1e-5)      # H: differences of logs of S
     assert np.isnan(r.H[0]) and np.array_equal(r.lags, np.arange(1, 49))
     for x in (np.diff(p), p):          # price changes, and the prices themselves
         for stationary in (False, True):
-            rho = autocorrelation(x, 48, stationary=stationary, device=device,
-                                  _accumulate=acc).rho
+            rho = acf_with(x, 48, stationary=stationary, device=device,
+                                  accumulate=acc).rho
             assert_close(rho, autocorrelation_numpy(x, 48, stationary), rtol=1e-6, atol=1e-8)
 
 
@@ -66,27 +69,29 @@ def test_short_series_and_tails(device, n):
     """T just above max_lag + 1, and lengths that leave partial tiles."""
     p = random_walk(n, n)
     x = np.random.default_rng(n).standard_normal(n) + 0.3      # price changes
-    tuning = PairTuning(wg=4, lpi=3, chunk=16, run=4)
+    tuning = PairShape(wg=4, lags_per_item=3, tile=16, run_length=4)
     for t in (None, tuning):
-        r = hurst(p, 32, device=device, _tuning=t)
+        r = hurst_with(p, 32, device=device, pair_shape=t)
         assert_close(r.S, hurst_numpy(p, 32)[0], rtol=1e-6)
         for stationary in (False, True):
-            rho = autocorrelation(x, 32, stationary=stationary, device=device, _tuning=t).rho
+            rho = acf_with(x, 32, stationary=stationary, device=device, pair_shape=t).rho
             # a few pairs per lag: float32 rounding is not averaged away
             assert_close(rho, autocorrelation_numpy(x, 32, stationary), rtol=1e-6, atol=1e-7)
 
 
-@pytest.mark.parametrize("tuning", [PairTuning(wg=8, lpi=1, chunk=64, run=8),
-                                    PairTuning(wg=4, lpi=5, chunk=32, run=16, groups=3),
-                                    PairTuning(wg=16, lpi=2, chunk=128, run=32, groups=1),
+@pytest.mark.parametrize("tuning", [PairShape(wg=8, lags_per_item=1, tile=64, run_length=8),
+                                    PairShape(wg=4, lags_per_item=5, tile=32, run_length=16,
+                                              groups=3),
+                                    PairShape(wg=16, lags_per_item=2, tile=128, run_length=32,
+                                              groups=1),
                                     # the GPU default's shape: wg not a power of two, odd lpi
-                                    PairTuning(wg=12, lpi=5, chunk=64, run=16)])
+                                    PairShape(wg=12, lags_per_item=5, tile=64, run_length=16)])
 def test_tunings_agree(device, tuning):
     """Several lag blocks, several tile groups, lag counts not a multiple of wg * lpi."""
     p = series("acrw", 5_001, seed=3)
-    r = hurst(p, 77, device=device, _tuning=tuning)
+    r = hurst_with(p, 77, device=device, pair_shape=tuning)
     assert_close(r.S, hurst_numpy(p, 77)[0], rtol=1e-6)
-    rho = autocorrelation(np.diff(p), 77, device=device, _tuning=tuning).rho
+    rho = acf_with(np.diff(p), 77, device=device, pair_shape=tuning).rho
     assert_close(rho, autocorrelation_numpy(np.diff(p), 77), rtol=1e-6, atol=1e-8)
 
 
@@ -100,8 +105,8 @@ def test_tick_prices_with_large_offsets(device, layout):
         for steps in (rng.integers(-3, 4, n), rng.integers(0, 4, n),      # walk, drift
                       np.diff(acrw_numpy(n + 1, 0.044, seed=4))):
             p = np.round(offset * 100 + np.cumsum(steps)) / 100
-            r = hurst(p, 40, device=device, _layout=layout,
-                      _tuning=PairTuning(wg=8, lpi=5, chunk=256, run=32))
+            r = hurst_with(p, 40, device=device, layout=layout,
+                      pair_shape=PairShape(wg=8, lags_per_item=5, tile=256, run_length=32))
             assert_close(r.S, hurst_numpy(p, 40)[0], rtol=1e-6)
 
 
@@ -112,16 +117,16 @@ def test_transfer_paths_agree_bitwise(device):
     """Every upload path (pageable/pinned, whole or in overlapping segments) gives the
     same bits; a staging slot reused across calls."""
     p = series("walk", 9_001, seed=6)
-    t = PairTuning(wg=8, lpi=4, chunk=64, run=16)
+    t = PairShape(wg=8, lags_per_item=4, tile=64, run_length=16)
     S = hurst_numpy(p, 50)[0]
     rho = autocorrelation_numpy(np.diff(p), 50)
     first = None
     for spec in TRANSFERS:
         for layout in ("blocked", "float2"):
-            h = hurst(p, 50, device=device, _tuning=t, _layout=layout, _transfer=spec).S
+            h = hurst_with(p, 50, device=device, pair_shape=t, layout=layout, transfer=spec).S
             assert_close(h, S, rtol=1e-6)
             if layout == "blocked":
-                a = autocorrelation(np.diff(p), 50, device=device, _tuning=t, _transfer=spec).rho
+                a = acf_with(np.diff(p), 50, device=device, pair_shape=t, transfer=spec).rho
                 assert_close(a, rho, rtol=1e-6, atol=1e-8)
                 if first is None:
                     first = (h, a)
@@ -135,15 +140,15 @@ def test_staging_cache_and_segments(device, monkeypatch):
     _transfer.clear_cache(device)
     p = random_walk(3_000, 2)
     for n in (3_000, 2_990, 3_000, 1_000, 200, 2_999):     # similar sizes reuse a slot
-        hurst(p[:n], 10, device=device, _transfer="pinned")
+        hurst_with(p[:n], 10, device=device, transfer="pinned")
     free = _transfer._cache(device).free
     assert 1 <= len(free) <= _transfer.CACHE_SLOTS
     _transfer.clear_cache(device)
     assert not _transfer._cache(device).free
     assert _transfer.default(device, 10).path == "pageable"
     q = random_walk(20_000, 3)
-    t = PairTuning(wg=8, lpi=4, chunk=128, run=32, groups=2)
-    want = hurst(q, 20, device=device, _transfer="pageable", _tuning=t).S
+    t = PairShape(wg=8, lags_per_item=4, tile=128, run_length=32, groups=2)
+    want = hurst_with(q, 20, device=device, transfer="pageable", pair_shape=t).S
     monkeypatch.setattr(_transfer, "SEGMENT_BYTES", 4096 + 8)     # 20 segments
     monkeypatch.setattr(_transfer, "MIN_SLICE", 1000)               # three slices each
     monkeypatch.setattr(_transfer, "COPY_THREADS", 3)
@@ -152,12 +157,12 @@ def test_staging_cache_and_segments(device, monkeypatch):
     send = _transfer.Staged._send
     monkeypatch.setattr(_transfer.Staged, "_send", lambda self, *a: (
         seen.append(sys.getswitchinterval()), send(self, *a))[1])
-    assert np.array_equal(hurst(q, 20, device=device, _transfer="pinned+overlap",
-                                _tuning=t).S, want)
+    assert np.array_equal(hurst_with(q, 20, device=device, transfer="pinned+overlap",
+                                pair_shape=t).S, want)
     assert seen == [pytest.approx(_transfer.SWITCH_INTERVAL)] and sys.getswitchinterval() == before
     # a list of series: pieces at offsets; with the same tuning the same bits as alone
-    assert np.array_equal(hurst([q[:7_001], q], 20, device=device, _tuning=t,
-                                _transfer="pinned+overlap").S[1], want)
+    assert np.array_equal(hurst_with([q[:7_001], q], 20, device=device, pair_shape=t,
+                                transfer="pinned+overlap").S[1], want)
 
 
 @pytest.mark.parametrize("q", [0.5, 2.0, 3.7])
@@ -165,7 +170,7 @@ def test_other_q(device, q):
     p = random_walk(20_011, 5)
     for acc in ACCUMULATORS:
         acc = acc if acc == "compensated" or device.facts.fp64 else "compensated"
-        r = hurst(p, 20, q=q, device=device, _accumulate=acc)
+        r = hurst_with(p, 20, q=q, device=device, accumulate=acc)
         assert_close(r.S, hurst_numpy(p, 20, q=q)[0], rtol=2e-6)
         assert r.q == q
 
@@ -235,9 +240,9 @@ BAD_HURST = [
     (dict(p=np.arange(10.0), max_lag=2, q=1001), ValueError, "q must be <= 1000"),
     (dict(p=np.arange(10.0), max_lag=2, q=float("nan")), ValueError, "q must be finite"),
     (dict(p="1 2 3 4 5", max_lag=2), TypeError, "string"),
-    (dict(p=np.arange(10.0), max_lag=2, _transfer="dma"), ValueError, "_transfer"),
-    (dict(p=np.arange(10.0), max_lag=2, _transfer="pinned+fast"), ValueError, "overlap"),
-    (dict(p=np.arange(10.0), max_lag=2, _layout="int16"), ValueError, "_layout"),
+    (dict(p=np.arange(10.0), max_lag=2, transfer="dma"), ValueError, "transfer"),
+    (dict(p=np.arange(10.0), max_lag=2, transfer="pinned+fast"), ValueError, "overlap"),
+    (dict(p=np.arange(10.0), max_lag=2, layout="int16"), ValueError, "layout"),
     (dict(p=np.arange(10) * 1j, max_lag=2), TypeError, "real numbers"),
     (dict(p=np.arange(10.0), max_lag=2, q=[1, 0.0]), ValueError, "q must be >= 0.01"),
     (dict(p=np.arange(10.0), max_lag=2, q=[]), ValueError, "q must not be empty"),
@@ -256,7 +261,7 @@ BAD_HURST = [
 def test_hurst_bad_input(kwargs, exc, match):
     # raised before any device work: the device spec is never looked at
     with pytest.raises(exc, match=match):
-        hurst(device="no-such-device", **kwargs)
+        correlation.plan_hurst(device="no-such-device", **kwargs)
 
 
 @pytest.mark.parametrize("kwargs, exc, match", [
@@ -352,30 +357,30 @@ def test_pair_kernels_oclgrind(oclgrind, monkeypatch):
     """Masked and unmasked tiles, two lag blocks, two tile groups, both accumulators (and
     so both finishes: the kernels and NumPy), the ingest kernels for every dtype."""
     p = random_walk(61, 4)
-    t = PairTuning(wg=4, lpi=3, chunk=8, run=4, groups=2)
+    t = PairShape(wg=4, lags_per_item=3, tile=8, run_length=4, groups=2)
     S = hurst_numpy(p, 13)[0]
     for acc in ACCUMULATORS:
-        r = hurst(p, 13, device=oclgrind, _accumulate=acc, _tuning=t)
+        r = hurst_with(p, 13, device=oclgrind, accumulate=acc, pair_shape=t)
         assert_close(r.S, S, rtol=1e-6)
         assert np.all(np.isfinite(r.S_err)) and np.all(np.isfinite(r.H_err[1:]))
         for stationary in (False, True):
-            rho = autocorrelation(p, 13, stationary=stationary, device=oclgrind, _accumulate=acc,
-                                  _tuning=t)
+            rho = acf_with(p, 13, stationary=stationary, device=oclgrind, accumulate=acc,
+                                  pair_shape=t)
             assert_close(rho.rho, autocorrelation_numpy(p, 13, stationary), rtol=1e-6, atol=1e-8)
         # 2^(q log2 x) on (hi, lo) pairs after the per-lag maxima; integer powers alone and
         # beside other pair functions (one accumulator: the same kernels otherwise)
         for qs in ([1.5, 1, 2],) + (([3], [1, 3]) if acc == "double" else ()):
-            Sq = hurst(p, 5, q=qs, device=oclgrind, _tuning=t, _accumulate=acc).S
+            Sq = hurst_with(p, 5, q=qs, device=oclgrind, pair_shape=t, accumulate=acc).S
             for i, q in enumerate(qs):
                 assert_close(Sq[i], hurst_numpy(p, 5, q=q)[0], rtol=1e-6)
     # the other dtypes, uploads and the (hi, lo) layout, and a finishing kernel with rows
-    monkeypatch.setattr(correlation, "_finish_rows", lambda dev: 4)
+    monkeypatch.setattr(_pair_sums, "finish_rows", lambda dev: 4)
     for dtype, layout, spec in ((np.float32, "blocked", "pinned+overlap"),
                                 (np.int64, "float2", "pinned-unmap"),
                                 (np.int32, "blocked", "pageable")):
         q = np.round(p * 100).astype(dtype)
-        assert_close(hurst(q, 13, device=oclgrind, _tuning=t, _layout=layout,
-                           _transfer=spec).S, hurst_numpy(q.astype(np.float64), 13)[0],
+        assert_close(hurst_with(q, 13, device=oclgrind, pair_shape=t, layout=layout,
+                           transfer=spec).S, hurst_numpy(q.astype(np.float64), 13)[0],
                      rtol=1e-6)
 
 
@@ -389,13 +394,36 @@ def test_default_pair_tuning_shapes():
     """GPUs: 5 lags per item in work groups of a multiple of the SIMD width covering the
     lags (224 x 5 for 1024 on NVIDIA); CPUs: powers of two; the tiles fit local memory."""
     from clphys.runtime import fake_facts
-    from clphys.timeseries.correlation import default_tuning
+    from clphys.timeseries._pair_plan import default_pair_shape
     nv, amd, cpu = fake_facts("nvidia"), fake_facts("amd"), fake_facts("pocl")
-    assert default_tuning(nv, 1024) == PairTuning(wg=224, lpi=5, chunk=1024, run=32)
+    assert default_pair_shape(nv, 1024) == PairShape(wg=224, lags_per_item=5, tile=1024,
+                                                     run_length=32)
     for facts in (nv, amd, cpu):
         for nlags in (1, 16, 100, 256, 1024, 5000):
-            t = default_tuning(facts, nlags)
+            t = default_pair_shape(facts, nlags)
             assert t.wg <= facts.max_work_group and t.wg % facts.wg_multiple == 0
-            assert 4 * (2 * t.chunk + t.wg * t.lpi) <= facts.local_mem // 2
-            if nlags <= (256 if facts.is_gpu else 64) * t.lpi:     # the largest groups
-                assert t.wg * t.lpi >= nlags                  # one lag block
+            assert 4 * (2 * t.tile + t.wg * t.lags_per_item) <= facts.local_mem // 2
+            if nlags <= (256 if facts.is_gpu else 64) * t.lags_per_item:     # the largest groups
+                assert t.wg * t.lags_per_item >= nlags                  # one lag block
+
+
+def test_public_signatures_have_no_internal_knobs():
+    """Internal choices (accumulator, code shape, upload path, streaming) live in the
+    plans (plan_hurst, ...), never in the public signatures; no trace globals."""
+    import inspect
+
+    import clphys.timeseries as ts
+    for name in ts.__all__:
+        obj = getattr(ts, name)
+        if inspect.isfunction(obj):
+            hidden = [p for p in inspect.signature(obj).parameters if p.startswith("_")]
+            assert not hidden, (name, hidden)
+    for gone in ("TRACE", "TRACE_SYNC"):
+        assert not hasattr(correlation, gone)
+    for gone in ("STREAM_TAIL_BYTES", "COPY_QUEUE"):
+        assert not hasattr(_transfer, gone)
+    before = sys.getswitchinterval()
+    res, timeline = correlation.run_plan(correlation.plan_hurst(random_walk(500, 1), 5,
+                                                               transfer="pinned+overlap"))
+    assert sys.getswitchinterval() == before and res.S.shape == (5,)
+    assert [name for name, _ in timeline.marks]

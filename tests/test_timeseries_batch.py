@@ -5,9 +5,10 @@ errors against the spread over independent series, and the FFT kernels on Oclgri
 import numpy as np
 import pytest
 
-from clphys.timeseries import _fft, autocorrelation, correlation, hurst
-from clphys.timeseries.correlation import PairTuning
+from clphys.timeseries import _fft, _pair_plan, _pair_sums, autocorrelation, hurst
+from clphys.timeseries._pair_plan import PairShape
 from clphys.timeseries.reference import autocorrelation_numpy, hurst_numpy
+from timeseries_plans import acf_with, hurst_with
 
 ACCUMULATORS = ["double", "compensated"]
 
@@ -39,7 +40,7 @@ def test_batches_match_the_reference(device, acc):
     list keeps a q axis; float32 input gives float32 results."""
     acc = acc_for(device, acc)
     P = walks(3, 3_001, 1)
-    r = hurst(P, 25, q=[1, 2, 3.5], device=device, _accumulate=acc)
+    r = hurst_with(P, 25, q=[1, 2, 3.5], device=device, accumulate=acc)
     assert r.S.shape == r.H.shape == r.S_err.shape == r.H_err.shape == (3, 3, 25)
     assert list(r.q) == [1, 2, 3.5] and r.S.dtype == np.float64
     for s in range(3):
@@ -50,15 +51,15 @@ def test_batches_match_the_reference(device, acc):
     lengths = (2_999, 777, 4_001)
     series = [ar1(1, n, -0.3, n)[0] for n in lengths]
     for stationary in (False, True):
-        a = autocorrelation(series, 40, stationary=stationary, device=device, _accumulate=acc)
+        a = acf_with(series, 40, stationary=stationary, device=device, accumulate=acc)
         assert a.rho.shape == a.rho_err.shape == (3, 41)
         for s, x in enumerate(series):
             np.testing.assert_allclose(a.rho[s], autocorrelation_numpy(x, 40, stationary),
                                        rtol=1e-6, atol=1e-7)
-    one = hurst(P[0], 25, q=[2, 1], device=device, _accumulate=acc)
+    one = hurst_with(P[0], 25, q=[2, 1], device=device, accumulate=acc)
     assert one.S.shape == (2, 25)
     np.testing.assert_allclose(one.S[1], hurst_numpy(P[0], 25)[0], rtol=1e-6)
-    f32 = hurst(P.astype(np.float32), 25, device=device, _accumulate=acc)
+    f32 = hurst_with(P.astype(np.float32), 25, device=device, accumulate=acc)
     assert f32.S.dtype == f32.H_err.dtype == np.float32 and f32.S.shape == (3, 25)
     np.testing.assert_allclose(f32.S[2], hurst_numpy(P[2].astype(np.float32), 25)[0],
                                rtol=1e-6)
@@ -91,19 +92,19 @@ def test_a_series_in_a_list_is_the_series_alone(device):
 def test_batch_too_large_runs_in_groups(device, monkeypatch):
     """Series that do not fit the device together are done in groups: the same numbers."""
     X = ar1(6, 2_001, 0.4, 3)
-    t = PairTuning(wg=8, lpi=4, chunk=64, run=32, groups=2)
-    want = autocorrelation(X, 30, device=device, _tuning=t).rho
+    t = PairShape(wg=8, lags_per_item=4, tile=64, run_length=32, groups=2)
+    want = acf_with(X, 30, device=device, pair_shape=t).rho
     calls = []
-    direct = correlation._Direct.__init__
+    direct = _pair_sums.PairSums.__init__
 
     def small(self, dev, b, *args, **kwargs):
         calls.append(len(b))
         if len(b) > 2:
-            raise correlation._TooLarge()
+            raise _pair_plan.TooLarge()
         direct(self, dev, b, *args, **kwargs)
 
-    monkeypatch.setattr(correlation._Direct, "__init__", small)
-    got = autocorrelation(X, 30, device=device, _tuning=t).rho
+    monkeypatch.setattr(_pair_sums.PairSums, "__init__", small)
+    got = acf_with(X, 30, device=device, pair_shape=t).rho
     assert calls == [6, 3, 1, 2, 3, 1, 2]           # halved until the groups fit
     np.testing.assert_array_equal(got, want)
 
@@ -121,8 +122,8 @@ def test_fft_matches_the_reference(device, acc):
     x = ar1(1, 3_001, 0.6, 5)[0] + 50.0
     tol = 1e-12 if acc == "double" else 3e-7
     for stationary in (False, True):
-        r = autocorrelation(x, 3_000, stationary=stationary, device=device, method="fft",
-                            _accumulate=acc)
+        r = acf_with(x, 3_000, stationary=stationary, device=device, method="fft",
+                            accumulate=acc)
         assert r.method == "fft" and r.rho.shape == (3_001,)
         want = autocorrelation_numpy(x, 3_000, stationary)
         N = x.size - np.arange(3_001)
@@ -132,7 +133,7 @@ def test_fft_matches_the_reference(device, acc):
         assert np.isnan(r.rho[-1]) != stationary         # one pair: defined only stationary
     X = ar1(3, 2_049, -0.2, 6)
     rows = [X[0], X[1, :1_001], X[2]]
-    r = autocorrelation(rows, 700, device=device, method="fft", _accumulate=acc)
+    r = acf_with(rows, 700, device=device, method="fft", accumulate=acc)
     for s, row in enumerate(rows):
         np.testing.assert_allclose(r.rho[s], autocorrelation_numpy(row, 700), atol=2 * tol)
     if acc == "double":
@@ -145,7 +146,7 @@ def test_fft_matches_the_reference(device, acc):
             np.testing.assert_allclose(h.H[s, 1:], H[1:], atol=1e-8)
     else:
         with pytest.raises(ValueError, match="fp64"):
-            hurst(x, 100, q=2, device=device, method="fft", _accumulate=acc)
+            hurst_with(x, 100, q=2, device=device, method="fft", accumulate=acc)
 
 
 def test_auto_chooses_by_cost(device):
@@ -155,9 +156,9 @@ def test_auto_chooses_by_cost(device):
     r = autocorrelation(x, 20_000, device=device)
     assert r.method == "fft"
     direct, fft = _fft.cost([20_001], 20)
-    assert direct < correlation.FFT_RATIO[device.facts.is_gpu] * fft
+    assert direct < _pair_plan.FFT_RATIO[device.facts.is_gpu] * fft
     # at twice the FFT's cost the direct sums are still taken (they carry the errors)
-    ratio = correlation.FFT_RATIO[device.facts.is_gpu] * (2 if device.facts.fp64 else 20)
+    ratio = _pair_plan.FFT_RATIO[device.facts.is_gpu] * (2 if device.facts.fp64 else 20)
     lag = next(m for m in range(20, 20_000, 10)
                if _fft.cost([20_001], m)[0] > 1.2 * ratio / 2 * _fft.cost([20_001], m)[1])
     assert autocorrelation(x, lag, device=device).method == "direct"
@@ -238,7 +239,7 @@ def test_errors_switch_and_fft_error_lags(device):
         assert np.all(np.abs(r.rho_err[1:21] / direct[1:] - 1) < 0.6)     # two estimators
     else:
         assert np.all(np.isnan(r.rho_err))
-    ratio = correlation.FFT_RATIO[device.facts.is_gpu]
+    ratio = _pair_plan.FFT_RATIO[device.facts.is_gpu]
     lag = next(m for m in range(20, 4_000, 10)
                if 1.3 * ratio < _fft.cost([4_000], m)[0] / _fft.cost([4_000], m)[1] < 1.9 * ratio)
     if device.facts.fp64:
@@ -249,10 +250,12 @@ def test_errors_switch_and_fft_error_lags(device):
 def test_errors_need_two_blocks(device):
     """A series of one tile has one block: its errors are NaN, not zero."""
     p = np.cumsum(np.random.default_rng(2).standard_normal(40))
-    r = hurst(p, 5, device=device, _tuning=PairTuning(wg=4, lpi=2, chunk=64, run=32))
+    r = hurst_with(p, 5, device=device,
+                   pair_shape=PairShape(wg=4, lags_per_item=2, tile=64, run_length=32))
     assert np.all(np.isnan(r.S_err)) and np.all(np.isnan(r.H_err))
-    assert np.all(np.isfinite(hurst(p, 5, device=device,
-                                    _tuning=PairTuning(wg=4, lpi=2, chunk=8, run=8)).S_err))
+    assert np.all(np.isfinite(hurst_with(p, 5, device=device,
+                                         pair_shape=PairShape(wg=4, lags_per_item=2, tile=8,
+                                                              run_length=8)).S_err))
 
 
 # ---------------------------------------------------------------- Oclgrind
@@ -267,8 +270,8 @@ def test_fft_kernels_oclgrind(oclgrind, monkeypatch):
     N = x.size - np.arange(36)
     for acc, tol in (("double", 1e-12), ("compensated", 3e-7)):
         for stationary in (False, True):
-            r = autocorrelation(x, 36, stationary=stationary, device=oclgrind, method="fft",
-                                _accumulate=acc)
+            r = acf_with(x, 36, stationary=stationary, device=oclgrind, method="fft",
+                                accumulate=acc)
             err = np.abs(r.rho[:-1] - autocorrelation_numpy(x, 35, stationary))
             assert np.all(err <= 4 * tol * (1 if stationary else x.size / N))
     p = np.cumsum(x)
@@ -290,9 +293,9 @@ def test_streamed_batch_kernels_oclgrind(oclgrind):
     ts_ingest_block_totals and the pair sums over a group of entries, against NumPy."""
     P = walks(3, 70, 12)
     P[1] *= 1e-5
-    t = PairTuning(wg=4, lpi=2, chunk=8, run=8)
-    h = hurst(P, 6, device=oclgrind, _stream=True, _tuning=t)
-    a = autocorrelation(np.diff(P, axis=1), 6, device=oclgrind, _stream=True, _tuning=t)
+    t = PairShape(wg=4, lags_per_item=2, tile=8, run_length=8)
+    h = hurst_with(P, 6, device=oclgrind, stream=True, pair_shape=t)
+    a = acf_with(np.diff(P, axis=1), 6, device=oclgrind, stream=True, pair_shape=t)
     for s in range(3):
         np.testing.assert_allclose(h.S[s], hurst_numpy(P[s], 6)[0], rtol=1e-6)
         np.testing.assert_allclose(a.rho[s], autocorrelation_numpy(np.diff(P[s]), 6),

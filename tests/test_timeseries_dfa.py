@@ -17,6 +17,10 @@ from clphys.timeseries._dfa_device import DFAPlan, frame_exponent, gram_coeffici
 from clphys.timeseries._dfa_finish import fluctuation_errors, fluctuations
 from clphys.timeseries.dfa import DEFAULT_Q, default_scales
 from clphys.timeseries.reference import (dfa_fluctuations_numpy, mfdfa_numpy)
+from timeseries_plans import mfdfa_with
+
+
+
 
 # Segments of up to 256 values go by one work item each, longer ones from block channels
 # (non-overlapping) or runs (sliding): both paths in every case.
@@ -54,8 +58,8 @@ def test_matches_reference(device, segments, overlap, order):
         for acc in _accs(device):
             ref = mfdfa_numpy(values, SCALES, QS, order, segments or "forward", overlap,
                               integrate, accumulate=acc)
-            m = mfdfa(values, q=QS, scales=SCALES, order=order, overlap=overlap,
-                      integrate=integrate, segments=segments, device=device, _accumulate=acc)
+            m = mfdfa_with(values, q=QS, scales=SCALES, order=order, overlap=overlap,
+                      integrate=integrate, segments=segments, device=device, accumulate=acc)
             np.testing.assert_allclose(m.Fq, ref.Fq, rtol=TOL[acc] * (30 if order == 4 else 1),
                                        err_msg=f"{acc} integrate={integrate}")
             # the errors: differences of group values, good to the values' precision
@@ -70,7 +74,7 @@ def test_float32_input(device):
     x = _series(900).astype(np.float32)
     ref = mfdfa_numpy(x.astype(np.float64), SCALES[:4], QS, 2)
     for acc in _accs(device):
-        m = mfdfa(x, q=QS, scales=SCALES[:4], device=device, _accumulate=acc)
+        m = mfdfa_with(x, q=QS, scales=SCALES[:4], device=device, accumulate=acc)
         np.testing.assert_allclose(m.Fq, ref.Fq, rtol=TOL[acc])
     r = dfa(x, scales=SCALES[:4], device=device)
     np.testing.assert_allclose(r.F, mfdfa_numpy(x.astype(np.float64), SCALES[:4], [2.0], 1).Fq[0],
@@ -137,7 +141,7 @@ def test_zero_variance_segments(device):
         ref = mfdfa_numpy(x, sc, QS, 1, accumulate=acc)
         assert ref.zeros.min() > 0
         with pytest.warns(ZeroVarianceWarning, match="zero variance"):
-            m = mfdfa(x, q=QS, scales=sc, order=1, device=device, _accumulate=acc)
+            m = mfdfa_with(x, q=QS, scales=sc, order=1, device=device, accumulate=acc)
         np.testing.assert_array_equal(m.zero_segments, ref.zeros)
         assert np.all(np.isfinite(m.Fq)) and np.all(np.isfinite(m.h))
         np.testing.assert_allclose(m.Fq, ref.Fq, rtol=TOL[acc])
@@ -257,8 +261,8 @@ def test_kernels_oclgrind(oclgrind):
              ((None, True), "double", True), ((None, True), "compensated", False)]
     for (segments, overlap), acc, integrate in cases:
         values = x if integrate else np.cumsum(x)
-        m = mfdfa(values, q=q, scales=sc, order=2, overlap=overlap, segments=segments,
-                  integrate=integrate, device=oclgrind, _accumulate=acc)
+        m = mfdfa_with(values, q=q, scales=sc, order=2, overlap=overlap, segments=segments,
+                  integrate=integrate, device=oclgrind, accumulate=acc)
         ref = mfdfa_numpy(values, sc, q, 2, segments or "forward", overlap, integrate)
         np.testing.assert_allclose(m.Fq, ref.Fq, rtol=TOL[acc])
     # the GPUs' shapes (the simulator is a CPU device): reduction trees of 64 items, one
@@ -275,6 +279,7 @@ def test_kernels_oclgrind(oclgrind):
 
 @pytest.mark.parametrize("facts", [fake_facts(v, fp64) for v in ("nvidia", "amd", "pocl")
                                    for fp64 in (True, False)], ids=lambda f: f.cache_id)
+
 def test_template_renders(facts):
     """dfa.cl for fake devices (listed in test_templates.RENDERED_IN): its three parts for
     every order, segmentation and profile; no double without fp64."""

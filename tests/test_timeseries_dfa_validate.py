@@ -10,6 +10,10 @@ import pytest
 
 from clphys.exact import fgn_davies_harte
 from clphys.timeseries import dfa, mfdfa
+from timeseries_plans import dfa_with
+
+
+
 
 SCALES = np.array([10, 16, 33, 70, 150, 300, 700])
 
@@ -85,6 +89,7 @@ def test_nolds(device):
     for order in (1, 2):
         alpha, (log_n, log_f, _) = nolds.dfa(x, nvals=SCALES, overlap=False, order=order,
                                              fit_exp="poly", debug_data=True)
+
         r = dfa(x, scales=SCALES, order=order, device=device)
         np.testing.assert_allclose(r.F, np.exp(log_f), rtol=_tol(device, order))
         assert r.H == pytest.approx(alpha, abs=10 * _tol(device, order))
@@ -96,7 +101,7 @@ def test_compensated_matches_fathon(device):
     from fathon import fathonUtils as fu
     x = _x()
     n, F = fathon.DFA(fu.toAggregated(x)).computeFlucVec(SCALES.astype(np.int64), polOrd=2)
-    r = dfa(x, scales=SCALES, order=2, device=device, _accumulate="compensated")
+    r = dfa_with(x, scales=SCALES, order=2, device=device, accumulate="compensated")
     np.testing.assert_allclose(r.F, F, rtol=3e-6)
 
 

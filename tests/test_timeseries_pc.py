@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 
 from clphys.timeseries import acrw_numpy, pattern_conformity
-from clphys.timeseries.pattern import PatternTuning, pattern_pairs
+from clphys.timeseries.pattern import PatternShape, pattern_pairs
 from clphys.timeseries.reference import pattern_conformity_loops, pattern_conformity_numpy
+from timeseries_plans import pc_with
+
 
 
 def series(kind, n, seed=1):
@@ -55,12 +57,12 @@ def test_against_reference(device, kind, acc):
         pytest.skip(f"{device.name} has no fp64")
     p = series(kind, 1_237, seed=3)
     ref = pattern_conformity_numpy(p, 6, 5, 100.0, 150)
-    check(pattern_conformity(p, 6, 5, 100.0, 150, device=device, _accumulate=acc), ref)
+    check(pc_with(p, 6, 5, 100.0, 150, device=device, accumulate=acc), ref)
     # several launches and tiles, partial work groups, the launch slots reused, native_exp
     # (its accuracy is the implementation's: Intel's CPU runtime, 2026.2, ~3e-5 relative)
-    tuning = PatternTuning(wg=8, tb=16, launch_pairs=40_000, exp="native_exp")
-    check(pattern_conformity(p, 6, 5, 100.0, 150, device=device, _accumulate=acc,
-                             _tuning=tuning), ref, sums=1e-4)
+    tuning = PatternShape(wg=8, tb=16, launch_pairs=40_000, exp="native_exp")
+    check(pc_with(p, 6, 5, 100.0, 150, device=device, accumulate=acc,
+                             shape=tuning), ref, sums=1e-4)
 
 
 @pytest.mark.slow
@@ -72,10 +74,10 @@ def test_one_program_per_past_gives_the_same_sums(device, kind, pre):
     with and without the windows normalised once per tile (pre)."""
     p = series(kind, 1_237, seed=5)
     shape = dict(wg=8, tb=16, launch_pairs=40_000, pre=pre)
-    per_past = pattern_conformity(p, 6, 5, 100.0, 150, device=device,
-                                  _tuning=PatternTuning(per_past=True, **shape))
+    per_past = pc_with(p, 6, 5, 100.0, 150, device=device,
+                                  shape=PatternShape(per_past=True, **shape))
     check(per_past, pattern_conformity_numpy(p, 6, 5, 100.0, 150))
-    one = pattern_conformity(p, 6, 5, 100.0, 150, device=device, _tuning=PatternTuning(**shape))
+    one = pc_with(p, 6, 5, 100.0, 150, device=device, shape=PatternShape(**shape))
     np.testing.assert_array_equal(per_past.xi, one.xi)
     np.testing.assert_array_equal(per_past.norm, one.norm)
     np.testing.assert_array_equal(per_past.pairs, one.pairs)
@@ -88,7 +90,7 @@ def test_block_rows_same_bits_however_run(device, monkeypatch):
     windows (the fallback), as one program for every Δt⁻; two series of other lengths."""
     from clphys.timeseries import pattern
     ps = [series("walk", 1_237, seed=11), series("acrw", 700, seed=12)]
-    shape = dict(wg=8, tb=16, launch_pairs=60_000, slide=2, cellmad=True)
+    shape = dict(wg=8, tb=16, launch_pairs=60_000, slide=2, branchless_sum=True)
     original = pattern.run_sliced
 
     def run(tuning, first=None, windows=None):
@@ -101,13 +103,13 @@ def test_block_rows_same_bits_however_run(device, monkeypatch):
             if windows:
                 mp.setattr(pattern, "_pc_windows", lambda dev, T, wg, units, *a: [
                     (u, min(u + windows, units)) for u in range(0, units, windows)])
-            return pattern_conformity(ps, 6, 5, 100.0, 150, device=device, _tuning=tuning)
+            return pc_with(ps, 6, 5, 100.0, 150, device=device, shape=tuning)
 
-    one = run(PatternTuning(**shape))
-    for label, r in (("block rows", run(PatternTuning(per_past=True, **shape))),
-                     ("one column a slice", run(PatternTuning(per_past=True, **shape), 1)),
-                     ("one slice", run(PatternTuning(per_past=True, **shape), 10**6)),
-                     ("windows", run(PatternTuning(per_past=True, **shape), windows=5))):
+    one = run(PatternShape(**shape))
+    for label, r in (("block rows", run(PatternShape(per_past=True, **shape))),
+                     ("one column a slice", run(PatternShape(per_past=True, **shape), 1)),
+                     ("one slice", run(PatternShape(per_past=True, **shape), 10**6)),
+                     ("windows", run(PatternShape(per_past=True, **shape), windows=5))):
         np.testing.assert_array_equal(r.xi, one.xi, err_msg=label)
         np.testing.assert_array_equal(r.norm, one.norm, err_msg=label)
         np.testing.assert_array_equal(r.pairs, one.pairs, err_msg=label)
@@ -126,44 +128,44 @@ def test_local_signs_are_cmp_on_ticks(device, U):
     values: ties), one program or per Δt⁻; real values against the reference."""
     from clphys.timeseries import pattern
     k = np.cumsum(np.random.default_rng(13).integers(-2, 3, 1_500)).astype(float)
-    shape = dict(wg=8, tb=16, launch_pairs=40_000, slide=U, cellmad=True)
-    t = PatternTuning(**shape, sign="local")
+    shape = dict(wg=8, tb=16, launch_pairs=40_000, slide=U, branchless_sum=True)
+    t = PatternShape(**shape, sign="local")
     assert pattern._local_is_exact(k, 1.0, t, 6, 5)
-    cmp = pattern_conformity(0.01 * k, 6, 5, 100.0, 300, device=device,
-                             _tuning=PatternTuning(**shape))
+    cmp = pc_with(0.01 * k, 6, 5, 100.0, 300, device=device,
+                             shape=PatternShape(**shape))
     check(cmp, pattern_conformity_numpy(k, 6, 5, 100.0, 300))
     for per_past in (False, True):
-        r = pattern_conformity(0.01 * k, 6, 5, 100.0, 300, device=device,
-                               _tuning=dataclasses.replace(t, per_past=per_past))
+        r = pc_with(0.01 * k, 6, 5, 100.0, 300, device=device,
+                               shape=dataclasses.replace(t, per_past=per_past))
         np.testing.assert_array_equal(r.xi, cmp.xi)
         np.testing.assert_array_equal(r.norm, cmp.norm)
     w = series("walk", 1_500, seed=13)
-    check(pattern_conformity(w, 6, 5, 100.0, 300, device=device, _tuning=t),
+    check(pc_with(w, 6, 5, 100.0, 300, device=device, shape=t),
           pattern_conformity_numpy(w, 6, 5, 100.0, 300))
 
 
 @pytest.mark.parametrize("kind", ["walk", "ticks"])
 def test_saturated_sums_are_cmp_bits(device, kind, monkeypatch):
-    """cellsat: each Δt⁺ sum as fma(clamp((b - K)·2^k, 0, 1), w, sum) with 2^k from the host
+    """saturated_sum: each Δt⁺ sum as fma(clamp((b - K)·2^k, 0, 1), w, sum) with 2^k from the host
     bound: the same bits as the select-and-add sums, for cmp and local signs, one program
     and per Δt⁻; with 2^k too small (1) the real walk's near-ties get fractions of w."""
     from clphys.timeseries import pattern
     p = series("walk", 1_300, seed=15) if kind == "walk" else \
         np.cumsum(np.random.default_rng(15).integers(-2, 3, 1_300)) * 0.25
-    shape = dict(wg=8, tb=16, launch_pairs=40_000, slide=2, cellmad=True)
+    shape = dict(wg=8, tb=16, launch_pairs=40_000, slide=2, branchless_sum=True)
     wants = {}
     for sign in ("cmp", "local"):
-        want = wants[sign] = pattern_conformity(p, 6, 5, 100.0, 300, device=device,
-                                                _tuning=PatternTuning(**shape, sign=sign))
+        want = wants[sign] = pc_with(p, 6, 5, 100.0, 300, device=device,
+                                                shape=PatternShape(**shape, sign=sign))
         for per_past in (False, True):
-            r = pattern_conformity(p, 6, 5, 100.0, 300, device=device, _tuning=PatternTuning(
-                **shape, sign=sign, cellsat=1, per_past=per_past))
+            r = pc_with(p, 6, 5, 100.0, 300, device=device, shape=PatternShape(
+                **shape, sign=sign, saturated_sum=1, per_past=per_past))
             np.testing.assert_array_equal(r.xi, want.xi)
             np.testing.assert_array_equal(r.norm, want.norm)
     if kind == "walk":
         monkeypatch.setattr(pattern, "_sat_scale", lambda *a: 1.0)
-        r = pattern_conformity(p, 6, 5, 100.0, 300, device=device,
-                               _tuning=PatternTuning(**shape, cellsat=1))
+        r = pc_with(p, 6, 5, 100.0, 300, device=device,
+                               shape=PatternShape(**shape, saturated_sum=1))
         assert not np.array_equal(r.xi, wants["cmp"].xi)
 
 
@@ -196,26 +198,26 @@ def test_local_real_values_as_cmp(device):
     the first tile, where one tie decided ±1 would move a norm by ~w ~ 0.5."""
     p = np.cumsum(np.random.default_rng(16).standard_cauchy(160))
     assert first_tile_ties(p, 6, 5, 12) > 100
-    shape = dict(wg=8, tb=16, launch_pairs=40_000, slide=2, cellmad=True)
-    cmp = pattern_conformity(p, 6, 5, 1.0, 12, device=device, tick=None,
-                             _tuning=PatternTuning(**shape))
-    local = pattern_conformity(p, 6, 5, 1.0, 12, device=device, tick=None,
-                               _tuning=PatternTuning(**shape, sign="local", cellsat=1))
+    shape = dict(wg=8, tb=16, launch_pairs=40_000, slide=2, branchless_sum=True)
+    cmp = pc_with(p, 6, 5, 1.0, 12, device=device, tick=None,
+                             shape=PatternShape(**shape))
+    local = pc_with(p, 6, 5, 1.0, 12, device=device, tick=None,
+                               shape=PatternShape(**shape, sign="local", saturated_sum=1))
     ref = pattern_conformity_numpy(p, 6, 5, 1.0, 12)
     check(cmp, ref)
     check(local, ref)
     np.testing.assert_array_equal(local.norm, cmp.norm)
     w = series("walk", 1_500, seed=17)                   # many tiles
     for sign in ("cmp", "local"):
-        check(pattern_conformity(w, 6, 5, 100.0, 300, device=device, tick=None,
-                                 _tuning=PatternTuning(**shape, sign=sign)),
+        check(pc_with(w, 6, 5, 100.0, 300, device=device, tick=None,
+                                 shape=PatternShape(**shape, sign=sign)),
               pattern_conformity_numpy(w, 6, 5, 100.0, 300))
 
 
 def test_span_range_bounds_every_window():
-    """The host bound behind local's and cellsat's exactness: at least the range of every n
+    """The host bound behind local's and saturated_sum's exactness: at least the range of every n
     consecutive values, at most twice it plus the blocks' slack."""
-    from clphys.timeseries.pattern import _span_range
+    from clphys.timeseries._pattern_ticks import _span_range
     rng = np.random.default_rng(18)
     for T in (5, 37, 1000):
         v = np.cumsum(rng.integers(-3, 4, T)).astype(float)
@@ -229,7 +231,7 @@ def test_local_only_where_exact(device, monkeypatch):
     (the host bound D·R + R² < 2^24 on O(T) block ranges), for real values that repeat
     (ties beyond the first tile) and where the first tile cannot hold every overlap."""
     from clphys.timeseries import pattern
-    t = PatternTuning(wg=8, tb=16, slide=2, cellmad=True, sign="local")
+    t = PatternShape(wg=8, tb=16, slide=2, branchless_sum=True, sign="local")
     small = np.cumsum(np.random.default_rng(14).integers(-2, 3, 900)).astype(float)
     big = small * 1000.0 + np.arange(900) % 2      # tick 1, windows ~1e4 ticks: ~1e8 > 2^24
     assert pattern._local_is_exact(small, 1.0, t, 6, 5)
@@ -237,7 +239,7 @@ def test_local_only_where_exact(device, monkeypatch):
     assert not pattern._local_is_exact(small, None, t, 6, 5)
     seen = []
     original = pattern.local_bytes
-    monkeypatch.setattr(pattern, "default_tuning", lambda *a, **k: t)
+    monkeypatch.setattr(pattern, "default_pattern_shape", lambda *a, **k: t)
     monkeypatch.setattr(pattern, "local_bytes", lambda tu, *a: seen.append(tu.sign) or
                         original(tu, *a))
     walk = series("walk", 900, seed=14)
@@ -255,42 +257,42 @@ def test_local_only_where_exact(device, monkeypatch):
 @pytest.mark.parametrize("kind", ["walk", "ticks"])
 def test_sliding_windows_give_the_same_sums(device, kind):
     """slide (values slid along τ in registers) with pre's rounding of Q: the same bits as
-    pre, whatever the unrolling; with Q by mad, Q's steps by a switch on Δt⁻ (qsw), the
+    pre, whatever the unrolling; with Q by mad, Q's steps by a switch on Δt⁻ (q_switch), the
     fma and scaled sign decisions (ties exact on the tick series), one program per Δt⁻:
-    the reference; and qsw the same bits with pre as with slide."""
+    the reference; and q_switch the same bits with pre as with slide."""
     p = series("walk", 1_237, seed=5) if kind == "walk" else \
         np.cumsum(np.random.default_rng(5).integers(-2, 3, 1_237)) * 0.25
     shape = dict(wg=8, tb=16, launch_pairs=40_000)
-    pre = pattern_conformity(p, 6, 5, 100.0, 150, device=device,
-                             _tuning=PatternTuning(pre=True, **shape))
+    pre = pc_with(p, 6, 5, 100.0, 150, device=device,
+                             shape=PatternShape(pre=True, **shape))
     ref = pattern_conformity_numpy(p / (0.25 if kind == "ticks" else 1.0), 6, 5, 100.0, 150)
     check(pre, ref)
     for slide in (2, 16):
-        r = pattern_conformity(p, 6, 5, 100.0, 150, device=device,
-                               _tuning=PatternTuning(slide=slide, qform="plain", **shape))
+        r = pc_with(p, 6, 5, 100.0, 150, device=device,
+                               shape=PatternShape(slide=slide, qform="plain", **shape))
         np.testing.assert_array_equal(r.xi, pre.xi)
         np.testing.assert_array_equal(r.norm, pre.norm)
         np.testing.assert_array_equal(r.skipped_history, pre.skipped_history)
-    for sign, qsw, per_past in (("fma", True, False), ("scaled", True, False),
+    for sign, q_switch, per_past in (("fma", True, False), ("scaled", True, False),
                                 ("scaled", False, True)):
-        check(pattern_conformity(p, 6, 5, 100.0, 150, device=device,
-                                 _tuning=PatternTuning(slide=4, qsw=qsw, sign=sign,
+        check(pc_with(p, 6, 5, 100.0, 150, device=device,
+                                 shape=PatternShape(slide=4, q_switch=q_switch, sign=sign,
                                                        per_past=per_past, **shape)), ref)
-    pre_qsw = pattern_conformity(p, 6, 5, 100.0, 150, device=device,
-                                 _tuning=PatternTuning(pre=True, qsw=True, qform="plain", **shape))
-    slide_qsw = pattern_conformity(p, 6, 5, 100.0, 150, device=device,
-                                   _tuning=PatternTuning(slide=8, qsw=True, qform="plain", **shape))
+    pre_qsw = pc_with(p, 6, 5, 100.0, 150, device=device,
+                                 shape=PatternShape(pre=True, q_switch=True, qform="plain", **shape))
+    slide_qsw = pc_with(p, 6, 5, 100.0, 150, device=device,
+                                   shape=PatternShape(slide=8, q_switch=True, qform="plain", **shape))
     np.testing.assert_array_equal(pre_qsw.xi, slide_qsw.xi)
     np.testing.assert_array_equal(pre_qsw.norm, slide_qsw.norm)
 
 
-@pytest.mark.parametrize("tuning", [None, PatternTuning(wg=4, tb=8, slide=2, per_past=True,
-                                                      sign="local", cellsat=1)])
+@pytest.mark.parametrize("tuning", [None, PatternShape(wg=4, tb=8, slide=2, per_past=True,
+                                                      sign="local", saturated_sum=1)])
 def test_shortest_series(device, tuning):
     """T = max_past + max_future + 1: one (t̂, τ) pair in the cell (max_future, max_past);
     also per Δt⁻ by block rows (two units: two blocks of one column)."""
     p = series("walk", 9, seed=5)
-    r = pattern_conformity(p, 5, 3, 1.0, 100, device=device, _tuning=tuning)
+    r = pc_with(p, 5, 3, 1.0, 100, device=device, shape=tuning)
     check(r, pattern_conformity_loops(p, 5, 3, 1.0, 100))
     assert r.pairs[-1] == 0 + 1 + 2 + 3       # t̂ = 5 .. 8 have t̂ - 5 lags each
     assert abs(r.Xi[-1, -1]) == 1.0           # the one pair of t̂ = 6 = T - max_future
@@ -302,11 +304,11 @@ def test_history_longer_than_series(device):
           pattern_conformity_numpy(p, 3, 2, 0.0, 10_000))
 
 
-@pytest.mark.parametrize("tuning", [None, PatternTuning(wg=8, tb=16, slide=4, sign="scaled")])
+@pytest.mark.parametrize("tuning", [None, PatternShape(wg=8, tb=16, slide=4, sign="scaled")])
 def test_persistent_series_gives_one(device, tuning):
     """p(t) = t: every window matches (Q = 0) and every continuation agrees."""
     p = np.arange(500, dtype=np.int64) + 10**6
-    r = pattern_conformity(p, 8, 6, 100.0, 64, device=device, _tuning=tuning)
+    r = pc_with(p, 8, 6, 100.0, 64, device=device, shape=tuning)
     assert np.all(np.isnan(r.Xi[:, 0]))              # one-point windows have no range
     np.testing.assert_array_equal(r.Xi[:, 1:], 1.0)
     assert np.all(r.skipped_current[1:] == 0) and np.all(r.skipped_history == 0)
@@ -336,15 +338,15 @@ def test_pair_count_formula():
 def test_progress_callback(device):
     calls = []
     p = series("walk", 400, seed=8)
-    pattern_conformity(p, 3, 2, 10.0, 50, device=device,
+    pc_with(p, 3, 2, 10.0, 50, device=device,
                        progress=lambda done, total: calls.append((done, total)),
-                       _tuning=PatternTuning(wg=4, tb=8, launch_pairs=3_000))
+                       shape=PatternShape(wg=4, tb=8, launch_pairs=3_000))
     assert len(calls) > 3 and calls[-1] == (100, 100)     # groups of wg = 4 of the 399 t̂
     assert all(a[0] < b[0] for a, b in zip(calls, calls[1:]))
     calls.clear()                          # block rows: Δt⁻ x columns of the 16 blocks
-    pattern_conformity(p, 3, 2, 10.0, 50, device=device,
+    pc_with(p, 3, 2, 10.0, 50, device=device,
                        progress=lambda done, total: calls.append((done, total)),
-                       _tuning=PatternTuning(wg=4, tb=8, launch_pairs=3_000, per_past=True))
+                       shape=PatternShape(wg=4, tb=8, launch_pairs=3_000, per_past=True))
     assert calls[-1] == (3 * 7, 3 * 7)                    # 100 units: blocks of <= 7 columns
     assert all(a[0] < b[0] for a, b in zip(calls, calls[1:]))
 
@@ -370,19 +372,19 @@ def test_bad_input(kwargs, exc, match):
 def test_kernel_oclgrind(oclgrind):
     """Two launches, partial groups and tiles, both accumulators, integer data with ties;
     one program for every Δt⁻ and one per Δt⁻; pre (the CPUs' default), slide with
-    cellmad (the GPUs' default), with pre's rounding and qsw, with the scaled signs."""
+    branchless_sum (the GPUs' default), with pre's rounding and q_switch, with the scaled signs."""
     p = series("acrw", 31, seed=9)
     ref = pattern_conformity_loops(p, 3, 2, 50.0, 6)
     for acc, per_past, more in (("double", False, dict(pre=True)),
                                 ("compensated", True, {}),
                                 ("compensated", True, dict(pre=True)),
-                                ("double", False, dict(slide=2, cellmad=True)),
-                                ("compensated", False, dict(slide=2, qform="plain", qsw=True)),
+                                ("double", False, dict(slide=2, branchless_sum=True)),
+                                ("compensated", False, dict(slide=2, qform="plain", q_switch=True)),
                                 ("compensated", True, dict(slide=2, sign="scaled")),
-                                ("double", True, dict(slide=2, sign="local", cellmad=True)),
-                                ("compensated", True, dict(slide=2, cellmad=True, cellsat=1))):
-        check(pattern_conformity(p, 3, 2, 50.0, 6, device=oclgrind, _accumulate=acc,
-                                 _tuning=PatternTuning(wg=4, tb=4, launch_pairs=200,
+                                ("double", True, dict(slide=2, sign="local", branchless_sum=True)),
+                                ("compensated", True, dict(slide=2, branchless_sum=True, saturated_sum=1))):
+        check(pc_with(p, 3, 2, 50.0, 6, device=oclgrind, accumulate=acc,
+                                 shape=PatternShape(wg=4, tb=4, launch_pairs=200,
                                                        per_past=per_past, **more)), ref)
 
 
@@ -395,31 +397,31 @@ def test_default_tuning_per_device():
     from clphys.timeseries import pattern
     gpu, cpu = fake_facts("nvidia"), fake_facts("pocl")
     big = pattern_pairs(10**6, 20, 16384)
-    t = pattern.default_tuning(gpu, 20, big, 20)
-    assert t.slide and t.sign == "local" and t.cellsat and not t.pre and t.per_past
+    t = pattern.default_pattern_shape(gpu, 20, big, 20)
+    assert t.slide and t.sign == "local" and t.saturated_sum and not t.pre and t.per_past
     assert t.tb == 256 and t.slide == 4
-    small = pattern.default_tuning(gpu, 20, pattern_pairs(10**4, 20, 16384), 20)
+    small = pattern.default_pattern_shape(gpu, 20, pattern_pairs(10**4, 20, 16384), 20)
     assert small == dataclasses.replace(t, per_past=False, tb=128, slide=2)  # 20 builds: no
     assert pattern.local_bytes(t, 20, 20) <= gpu.local_mem
     for facts, mp, mf in ((cpu, 20, 20), (gpu, 32, 32)):
-        t = pattern.default_tuning(facts, mf, big, mp)
+        t = pattern.default_pattern_shape(facts, mf, big, mp)
         assert t.pre and not t.slide and not t.per_past
     tiny = fake_facts("oclgrind")                           # 32 KiB of local memory
-    t = pattern.default_tuning(tiny, 64, big, 64)
+    t = pattern.default_pattern_shape(tiny, 64, big, 64)
     assert pattern.local_bytes(t, 64, 64) <= tiny.local_mem
 
 
 def test_inline_ptx_only_on_nvidia(device):
     if device.facts.vendor == "nvidia":
         pytest.skip("NVIDIA builds the inline PTX")
-    with pytest.raises(ValueError, match="cellsat=2"):
-        pattern_conformity(series("walk", 500, seed=1), 4, 4, 1.0, 100, device=device,
-                           _tuning=PatternTuning(wg=4, tb=8, slide=2, cellsat=2))
+    with pytest.raises(ValueError, match="saturated_sum=2"):
+        pc_with(series("walk", 500, seed=1), 4, 4, 1.0, 100, device=device,
+                           shape=PatternShape(wg=4, tb=8, slide=2, saturated_sum=2))
 
 
 def test_tuning_too_large_for_local_memory(device):
     """Refused before anything is built: the tiles of normalised windows would not fit."""
     tb = device.facts.local_mem // (4 * 66) + 1
     with pytest.raises(ValueError, match="local memory"):
-        pattern_conformity(series("walk", 500, seed=1), 64, 64, 1.0, 100, device=device,
-                           _tuning=PatternTuning(wg=4, tb=tb, pre=True))
+        pc_with(series("walk", 500, seed=1), 64, 64, 1.0, 100, device=device,
+                           shape=PatternShape(wg=4, tb=tb, pre=True))

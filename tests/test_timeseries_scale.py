@@ -16,11 +16,13 @@ from clphys.runtime import Interrupted
 from clphys.timeseries import (acrw, acrw_numpy, autocorrelation, correlation, hurst,
                                pattern_conformity)
 from clphys.timeseries import pattern
-from clphys.timeseries import _ingest
-from clphys.timeseries.correlation import PairTuning, _Direct
-from clphys.timeseries.pattern import PatternTuning, common_tick
+from clphys.timeseries import _ingest, _pair_sums
+from clphys.timeseries._pair_plan import PairShape
+from clphys.timeseries._pair_sums import PairSums
+from clphys.timeseries.pattern import PatternShape, common_tick
 from clphys.timeseries.reference import (autocorrelation_numpy, hurst_numpy,
                                          pattern_conformity_numpy)
+from timeseries_plans import acf_with, hurst_with, pc_with
 
 acrw_module = importlib.import_module("clphys.timeseries.acrw")   # the package exports acrw()
 render_module = importlib.import_module("clphys.runtime.render")  # ... and render()
@@ -75,7 +77,7 @@ def test_general_q_accuracy(device, acc):
             "acrw cents": (acrw_numpy(n, 0.044, seed=3) + 10**6) / 100}
     lags = np.arange(2, 31)
     for name, p in data.items():
-        r = hurst(p, 30, q=QS, device=device, _accumulate=acc)
+        r = hurst_with(p, 30, q=QS, device=device, accumulate=acc)
         for i, q in enumerate(QS):
             S, H = hurst_numpy(p, 30, q=q)
             tol = 3e-7 + 1e-7 / q
@@ -92,15 +94,15 @@ def test_slice_units_bound_the_work_and_keep_the_bits(device, monkeypatch):
     act within a slice on every device; units of a tile of one series and one lag block
     give the same bits as whole tiles."""
     P = [walk(3_001, s) for s in range(5)]
-    t = PairTuning(wg=8, lpi=2, chunk=64, run=16)
-    plan = _Direct(device, _ingest.batch("p", P, 2, ""), 50, 1, "float2", 1, tuning=t)
+    t = PairShape(wg=8, lags_per_item=2, tile=64, run_length=16)
+    plan = PairSums(device, _ingest.batch("p", P, 2, ""), 50, 1, "float2", 1, tuning=t)
     assert (plan.lag_blocks, plan.pieces, plan.units) == (4, 1, plan.tiles)
-    want = [hurst(P, 50, q=q, device=device, _tuning=t) for q in (1.0, 2.5)]
-    monkeypatch.setattr(correlation, "FIRST_SLICE_PAIRS", {True: 2000, False: 2000})
-    plan = _Direct(device, _ingest.batch("p", P, 2, ""), 50, 1, "float2", 1, tuning=t)
+    want = [hurst_with(P, 50, q=q, device=device, pair_shape=t) for q in (1.0, 2.5)]
+    monkeypatch.setattr(_pair_sums, "FIRST_SLICE_PAIRS", {True: 2000, False: 2000})
+    plan = PairSums(device, _ingest.batch("p", P, 2, ""), 50, 1, "float2", 1, tuning=t)
     assert (plan.piece_lags, plan.piece_entries, plan.pieces) == (1, 1, 20)
     seen = []
-    got = [hurst(P, 50, q=q, device=device, _tuning=t, progress=lambda d, n: seen.append(n))
+    got = [hurst_with(P, 50, q=q, device=device, pair_shape=t, progress=lambda d, n: seen.append(n))
            for q in (1.0, 2.5)]
     assert seen[0] == 20 * plan.tiles                     # q = 1: one pass of units
     assert seen[-1] == 20 * plan.tiles * (1 + 5)       # q = 2.5: maxima, then powers (5x)
@@ -280,19 +282,19 @@ def test_windows_and_slices_give_the_same_bits(device, monkeypatch):
     one launch on the whole series."""
     p = acrw_numpy(40_001, 0.044, seed=1) + walk(40_001, 2)
     x = np.diff(p)
-    t = PairTuning(wg=8, lpi=4, chunk=64, run=16)
-    want = [hurst(p, 100, device=device, _tuning=t).S,
-            hurst(p, 100, q=3.0, device=device, _tuning=t).S,
-            autocorrelation(x, 100, device=device, _tuning=t).rho,
-            autocorrelation(x, 100, stationary=True, device=device, _tuning=t).rho]
+    t = PairShape(wg=8, lags_per_item=4, tile=64, run_length=16)
+    want = [hurst_with(p, 100, device=device, pair_shape=t).S,
+            hurst_with(p, 100, q=3.0, device=device, pair_shape=t).S,
+            acf_with(x, 100, device=device, pair_shape=t).rho,
+            acf_with(x, 100, stationary=True, device=device, pair_shape=t).rho]
     small_device(monkeypatch, device, 600_000, 200_000)
-    monkeypatch.setattr(correlation, "FIRST_SLICE_PAIRS", {True: 1, False: 1})
-    plan = _Direct(device, _ingest.batch("p", p, 2, ""), 100, 1, "blocked", 1, tuning=t)
+    monkeypatch.setattr(_pair_sums, "FIRST_SLICE_PAIRS", {True: 1, False: 1})
+    plan = PairSums(device, _ingest.batch("p", p, 2, ""), 100, 1, "blocked", 1, tuning=t)
     assert len(plan.windows) >= 2 and plan.windows[1][0] * 64 % 256 == 0
-    got = [hurst(p, 100, device=device, _tuning=t).S,
-           hurst(p, 100, q=3.0, device=device, _tuning=t).S,
-           autocorrelation(x, 100, device=device, _tuning=t).rho,
-           autocorrelation(x, 100, stationary=True, device=device, _tuning=t).rho]
+    got = [hurst_with(p, 100, device=device, pair_shape=t).S,
+           hurst_with(p, 100, q=3.0, device=device, pair_shape=t).S,
+           acf_with(x, 100, device=device, pair_shape=t).rho,
+           acf_with(x, 100, stationary=True, device=device, pair_shape=t).rho]
     for a, b in zip(want, got):
         assert np.array_equal(a, b)
 
@@ -303,33 +305,33 @@ def test_more_groups_than_tiles_per_block_same_bits(device, monkeypatch):
     of a few tiles give the same bits as one launch, and the values and errors hold."""
     p = acrw_numpy(10_001, 0.044, seed=2) + walk(10_001, 5)
     x = np.diff(p)
-    t = PairTuning(wg=8, lpi=4, chunk=64, run=16, groups=16)
-    assert _Direct(device, _ingest.batch("p", p, 2, ""), 30, 1, "blocked", 1,
+    t = PairShape(wg=8, lags_per_item=4, tile=64, run_length=16, groups=16)
+    assert PairSums(device, _ingest.batch("p", p, 2, ""), 30, 1, "blocked", 1,
                    tuning=t).tpb < 16
 
     def results():
-        h = hurst(p, 30, device=device, _tuning=t)
-        a = autocorrelation(x, 30, device=device, _tuning=t)
+        h = hurst_with(p, 30, device=device, pair_shape=t)
+        a = acf_with(x, 30, device=device, pair_shape=t)
         return [h.S, h.S_err, h.H_err, a.rho, a.rho_err]
-    monkeypatch.setattr(correlation, "FIRST_SLICE_PAIRS", {True: 1 << 40, False: 1 << 40})
+    monkeypatch.setattr(_pair_sums, "FIRST_SLICE_PAIRS", {True: 1 << 40, False: 1 << 40})
     one = results()
     np.testing.assert_allclose(one[0], hurst_numpy(p, 30)[0], rtol=1e-6)
     np.testing.assert_allclose(one[3], autocorrelation_numpy(x, 30), atol=1e-7)
     assert np.all(np.isfinite(one[1])) and np.all(one[1] > 0)
-    monkeypatch.setattr(correlation, "FIRST_SLICE_PAIRS", {True: 1, False: 1})
+    monkeypatch.setattr(_pair_sums, "FIRST_SLICE_PAIRS", {True: 1, False: 1})
     for a, b in zip(one, results()):
         np.testing.assert_array_equal(a, b)
 
 
 def test_pattern_conformity_windows_same_bits(device, monkeypatch):
     p = acrw_numpy(3_000, 0.044, seed=2)
-    t = PatternTuning(wg=8, tb=16, launch_pairs=20_000)
-    want = pattern_conformity(p, 6, 5, 100.0, 300, device=device, _tuning=t)
+    t = PatternShape(wg=8, tb=16, launch_pairs=20_000)
+    want = pc_with(p, 6, 5, 100.0, 300, device=device, shape=t)
     small_device(monkeypatch, device, 100_000, 20_000)
     seen = []
     windows = pattern._pc_windows
     monkeypatch.setattr(pattern, "_pc_windows", lambda *a: seen.append(windows(*a)) or seen[-1])
-    check_pc(pattern_conformity(p, 6, 5, 100.0, 300, device=device, _tuning=t), want)
+    check_pc(pc_with(p, 6, 5, 100.0, 300, device=device, shape=t), want)
     assert len(seen[0]) >= 2
 
 
@@ -381,12 +383,12 @@ def test_sliced_windowed_kernels_oclgrind(oclgrind, monkeypatch):
     ends of a windowed series, pattern windows and blocks, acrw pieces, under Oclgrind's
     checks; few launches (each is slow on Oclgrind), counted."""
     p = acrw_numpy(2_000, 0.044, seed=3) + walk(2_000, 4)
-    t = PairTuning(wg=4, lpi=2, chunk=16, run=4, groups=3)
+    t = PairShape(wg=4, lags_per_item=2, tile=16, run_length=4, groups=3)
     S1, S3 = hurst_numpy(p, 9)[0], hurst_numpy(p, 9, q=3.0)[0]
     small_device(monkeypatch, oclgrind, 50_000, 10_000)         # two windows of the series
     doubling_slices(monkeypatch)
     # 2 lag blocks of 8 lags x 16 values per tile: the first slice is 16 of the 125 tiles
-    monkeypatch.setattr(correlation, "FIRST_SLICE_PAIRS", {True: 4096, False: 4096})
+    monkeypatch.setattr(_pair_sums, "FIRST_SLICE_PAIRS", {True: 4096, False: 4096})
     launches = collections.Counter()
     kernel_call = render_module.Kernel.__call__
 
@@ -394,12 +396,12 @@ def test_sliced_windowed_kernels_oclgrind(oclgrind, monkeypatch):
         launches[self.name] += 1
         return kernel_call(self, *args, **kwargs)
     monkeypatch.setattr(render_module.Kernel, "__call__", counted)
-    assert len(_Direct(oclgrind, _ingest.batch("p", p, 2, ""), 9, 1, "blocked", 2,
+    assert len(PairSums(oclgrind, _ingest.batch("p", p, 2, ""), 9, 1, "blocked", 2,
                        tuning=t).windows) >= 2
-    S = hurst(p, 9, q=[1.0, 3.0], device=oclgrind, _tuning=t).S
+    S = hurst_with(p, 9, q=[1.0, 3.0], device=oclgrind, pair_shape=t).S
     np.testing.assert_allclose(S[0], S1, rtol=1e-6)
     np.testing.assert_allclose(S[1], S3, rtol=1e-6)
-    np.testing.assert_allclose(autocorrelation(np.diff(p), 9, device=oclgrind, _tuning=t).rho,
+    np.testing.assert_allclose(acf_with(np.diff(p), 9, device=oclgrind, pair_shape=t).rho,
                                autocorrelation_numpy(np.diff(p), 9), atol=1e-7)
     # slices and windows: more than one launch per pass, far fewer than one per tile
     assert 3 * 3 <= launches["ts_pair_sums"] <= 3 * 8
@@ -409,8 +411,8 @@ def test_sliced_windowed_kernels_oclgrind(oclgrind, monkeypatch):
     # two windows of the series (the planner is tested on small devices above)
     monkeypatch.setattr(pattern, "_pc_windows", lambda dev, T, wg, units, *rest:
                         [(0, units // 2), (units // 2, units)])
-    r = pattern_conformity(k, 3, 2, 50.0, 10, device=oclgrind,
-                           _tuning=PatternTuning(wg=4, tb=4, launch_pairs=960))
+    r = pc_with(k, 3, 2, 50.0, 10, device=oclgrind,
+                           shape=PatternShape(wg=4, tb=4, launch_pairs=960))
     np.testing.assert_allclose(r.Xi[:, 1:], ref.Xi[:, 1:], atol=1e-5)
     assert launches["ts_pc_fold"] == 2 and 3 <= launches["ts_pc_sweep"] <= 8
     monkeypatch.setattr(acrw_module, "PIECE_BLOCKS", 1)
@@ -422,13 +424,13 @@ def test_progress_counts_slices_and_ctrl_c_stops_between_them(device, monkeypatc
     """The progress callback sees completed slices, in order, up to the total; Ctrl-C
     (a SIGINT while a slice runs) stops the call at the end of that slice with
     clphys.runtime.Interrupted saying how much was done."""
-    monkeypatch.setattr(correlation, "FIRST_SLICE_PAIRS", {True: 1, False: 1})
+    monkeypatch.setattr(_pair_sums, "FIRST_SLICE_PAIRS", {True: 1, False: 1})
     monkeypatch.setattr(acrw_module, "FIRST_SLICE_BLOCKS", {True: 1, False: 1})
     monkeypatch.setattr(pattern, "FIRST_SLICE_TRIPLES", {True: 1, False: 1})
-    t = PairTuning(wg=8, lpi=4, chunk=32, run=8)
+    t = PairShape(wg=8, lags_per_item=4, tile=32, run_length=8)
     p = walk(20_000, 3)
     calls = []
-    hurst(p, 40, device=device, _tuning=t, progress=lambda d, n: calls.append((d, n)))
+    hurst_with(p, 40, device=device, pair_shape=t, progress=lambda d, n: calls.append((d, n)))
     # 625 tiles of 32 values, each in two parts (a slice unit is at most FIRST_SLICE_PAIRS
     # pair terms, or one lag block of one series: here 32 of the 40 lags, then the rest)
     assert len(calls) >= 5 and calls[-1] == (1250, 1250)
@@ -440,10 +442,10 @@ def test_progress_counts_slices_and_ctrl_c_stops_between_them(device, monkeypatc
                 os.kill(os.getpid(), signal.SIGINT)
         return callback
 
-    runs = [lambda cb: hurst(p, 40, q=2.5, device=device, _tuning=t, progress=cb),
-            lambda cb: autocorrelation(np.diff(p), 40, device=device, _tuning=t, progress=cb),
-            lambda cb: pattern_conformity(p[:3_000], 4, 3, 10.0, 100, device=device, progress=cb,
-                                          _tuning=PatternTuning(wg=8, tb=16, launch_pairs=2**16)),
+    runs = [lambda cb: hurst_with(p, 40, q=2.5, device=device, pair_shape=t, progress=cb),
+            lambda cb: acf_with(np.diff(p), 40, device=device, pair_shape=t, progress=cb),
+            lambda cb: pc_with(p[:3_000], 4, 3, 10.0, 100, device=device, progress=cb,
+                                          shape=PatternShape(wg=8, tb=16, launch_pairs=2**16)),
             lambda cb: acrw(50 * acrw_module.BLOCK, 0.1, device=device, progress=cb)]
     for run in runs:
         with pytest.raises(Interrupted) as exc:

@@ -1,20 +1,20 @@
 """hurst() and autocorrelation() with the pair sums streamed over the upload segments
-(correlation._Direct.stream): the NumPy references at odd lengths, the same bits for any
+(the streamed pass of the pair sums): the NumPy references at odd lengths, the same bits for any
 segment size, the unstreamed S bit for bit, and the fallback to the recentred pass when
 the provisional scale or centre from the head of the series is too far off."""
 
 import numpy as np
 import pytest
 
-from clphys.timeseries import _transfer, autocorrelation, correlation, hurst
+from clphys.timeseries import _ingest, _pair_plan, _pair_stream, _pair_sums, _transfer
 from clphys.timeseries.reference import autocorrelation_numpy, hurst_numpy
+from timeseries_plans import acf_with, hurst_with, traced
 
 HEAD = 2048                     # provisional values from this many first values
 T = 12_001                      # odd, several segments of the sizes below
 MAX_LAG = 37
-# (segment, tail) bytes: many segments; a few with the last one halved down to ~1000
-# bytes; one segment
-SEGMENTS = [(4096 + 8, 0), (3 * 8192, 1000), (1 << 20, 1 << 21)]
+# segment bytes: many segments; a few; one segment
+SEGMENTS = [4096 + 8, 3 * 8192, 1 << 20]
 
 
 SAMPLE = 512                    # the provisional centre from this many spread values
@@ -22,25 +22,13 @@ SAMPLE = 512                    # the provisional centre from this many spread v
 
 @pytest.fixture
 def small_head(monkeypatch):
-    monkeypatch.setattr(correlation, "HEAD_VALUES", HEAD)
-    monkeypatch.setattr(correlation, "CENTRE_SAMPLE", SAMPLE)
-
-
-def traced(fn):
-    """(result, phase names) of one call."""
-    correlation.TRACE = []
-    try:
-        return fn(), [name for name, _ in correlation.TRACE]
-    finally:
-        correlation.TRACE = None
+    monkeypatch.setattr(_pair_stream, "HEAD_VALUES", HEAD)
+    monkeypatch.setattr(_pair_stream, "CENTRE_SAMPLE", SAMPLE)
 
 
 def streamed(monkeypatch, segment, fn):
-    """fn() with the given segment size (or (size, tail)); asserts that it streamed and
-    stood."""
-    segment, tail = segment if isinstance(segment, tuple) else (segment, 0)
+    """fn() with the given segment size; asserts that it streamed and stood."""
     monkeypatch.setattr(_transfer, "STREAM_SEGMENT_BYTES", segment)
-    monkeypatch.setattr(_transfer, "STREAM_TAIL_BYTES", tail)
     res, phases = traced(fn)
     assert "streamed pair sums" in phases, phases
     return res
@@ -67,11 +55,11 @@ def test_streamed_matches_numpy_and_any_segment_size(device, small_head, monkeyp
     x = np.diff(p)
     first = None
     for segment in SEGMENTS:
-        h = [streamed(monkeypatch, segment, lambda: hurst(p, MAX_LAG, q=q, device=device,
-                                                          _stream=True, _transfer=spec))
+        h = [streamed(monkeypatch, segment, lambda: hurst_with(p, MAX_LAG, q=q, device=device,
+                                                          stream=True, transfer=spec))
              for q in (1, 2)]
-        a = [streamed(monkeypatch, segment, lambda: autocorrelation(
-            x, MAX_LAG, stationary=s, device=device, _stream=True, _transfer=spec))
+        a = [streamed(monkeypatch, segment, lambda: acf_with(
+            x, MAX_LAG, stationary=s, device=device, stream=True, transfer=spec))
             for s in (False, True)]
         got = [r.S for r in h] + [r.H for r in h] + [r.S_err for r in h] + \
             [r.rho for r in a] + [r.rho_err for r in a]
@@ -96,9 +84,9 @@ def test_streamed_hurst_is_the_unstreamed_bit_for_bit(device, small_head, monkey
     p = walk(T, 2)
     p[5000:] += 1e6 * np.std(np.diff(p))
     for series in (p, walk(T, 3)):
-        want = hurst(series, MAX_LAG, device=device, _stream=False)
-        got = streamed(monkeypatch, 3 * 8192, lambda: hurst(series, MAX_LAG, device=device,
-                                                            _stream=True))
+        want = hurst_with(series, MAX_LAG, device=device, stream=False)
+        got = streamed(monkeypatch, 3 * 8192, lambda: hurst_with(series, MAX_LAG, device=device,
+                                                            stream=True))
         assert np.array_equal(got.S, want.S) and np.array_equal(got.S_err, want.S_err)
         np.testing.assert_allclose(got.H, want.H, rtol=0, atol=1e-12)
 
@@ -117,7 +105,7 @@ def spikes_at_sample(n):
     """Spikes of 1e3 sigma exactly where the centre's sample looks: its mean ~1e3, the
     series' ~1e3 SAMPLE / n (the sample misleads the centre by ~5 sigma)."""
     x = np.random.default_rng(4).standard_normal(n)
-    x[correlation._sample_positions(n)] += 1e3
+    x[_pair_stream.sample_positions(n)] += 1e3
     return x
 
 
@@ -156,9 +144,9 @@ def test_fallback_when_the_head_misleads(device, small_head, monkeypatch, make, 
         pytest.skip(f"{device.name} has no fp64")
     monkeypatch.setattr(_transfer, "STREAM_SEGMENT_BYTES", 3 * 8192)
     x = make(T)
-    call = (lambda s: autocorrelation(x, MAX_LAG, device=device, _stream=s,
-                                      _accumulate=acc)) if fn == "acf" \
-        else (lambda s: hurst(x, MAX_LAG, device=device, _stream=s, _accumulate=acc))
+    call = (lambda s: acf_with(x, MAX_LAG, device=device, stream=s,
+                                      accumulate=acc)) if fn == "acf" \
+        else (lambda s: hurst_with(x, MAX_LAG, device=device, stream=s, accumulate=acc))
     got, phases = traced(lambda: call(True))
     want = call(False)
     assert ("streamed pass discarded" in phases) == (outcome == "discarded"), phases
@@ -178,8 +166,8 @@ def test_streamed_at_extreme_scales(device, small_head, monkeypatch, scale):
     """The whole series at 1e-300 or 1e300: the head's scale stands (no fallback), and
     the results are those of the unit-scale series (ρ to 1e-7, S scaled)."""
     x = np.random.default_rng(7).standard_normal(T)
-    for fn in (lambda v: autocorrelation(v, MAX_LAG, device=device, _stream=True).rho,
-               lambda v: hurst(v, MAX_LAG, device=device, _stream=True).S / np.abs(v).max()):
+    for fn in (lambda v: acf_with(v, MAX_LAG, device=device, stream=True).rho,
+               lambda v: hurst_with(v, MAX_LAG, device=device, stream=True).S / np.abs(v).max()):
         ref = streamed(monkeypatch, 3 * 8192, lambda: fn(x))
         got = streamed(monkeypatch, 3 * 8192, lambda: fn(x * scale))
         np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-7)
@@ -197,12 +185,12 @@ def test_streamed_bad_values_are_named(device, small_head, monkeypatch, acc):
         x = np.random.default_rng(8).standard_normal(T)
         x[at] = np.nan
         with pytest.raises(ValueError, match=f"non-finite.*at index {at}"):
-            autocorrelation(x, MAX_LAG, device=device, _stream=True, _accumulate=acc)
+            acf_with(x, MAX_LAG, device=device, stream=True, accumulate=acc)
         with pytest.raises(ValueError, match=f"non-finite.*at index {at}"):
-            hurst(x, MAX_LAG, device=device, _stream=True, _accumulate=acc)
+            hurst_with(x, MAX_LAG, device=device, stream=True, accumulate=acc)
     with pytest.raises(ValueError, match="constant"):
-        autocorrelation(np.full(T, 3.0), MAX_LAG, device=device, _stream=True,
-                        _accumulate=acc)
+        acf_with(np.full(T, 3.0), MAX_LAG, device=device, stream=True,
+                        accumulate=acc)
 
 
 def test_powdiff_and_compensated_batches_do_not_stream(device, monkeypatch):
@@ -211,12 +199,12 @@ def test_powdiff_and_compensated_batches_do_not_stream(device, monkeypatch):
     unstreamed even when asked: the same results as without."""
     monkeypatch.setattr(_transfer, "STREAM_SEGMENT_BYTES", 4096)
     P = np.stack([walk(3001, 9), walk(3001, 10)])
-    for kw in (dict(p=P, q=3.0), dict(p=P[0], q=3.0), dict(p=P, q=1, _accumulate="compensated")):
-        got, phases = traced(lambda: hurst(device=device, _stream=True, max_lag=20, **kw))
+    for kw in (dict(p=P, q=3.0), dict(p=P[0], q=3.0), dict(p=P, q=1, accumulate="compensated")):
+        got, phases = traced(lambda: hurst_with(device=device, stream=True, max_lag=20, **kw))
         assert not any("stream" in ph for ph in phases), phases
-        assert np.array_equal(got.S, hurst(device=device, _stream=False, max_lag=20, **kw).S)
-    with pytest.raises(TypeError, match="_stream"):
-        hurst(P[0], 20, device=device, _stream="yes")
+        assert np.array_equal(got.S, hurst_with(device=device, stream=False, max_lag=20, **kw).S)
+    with pytest.raises(TypeError, match="stream"):
+        hurst_with(P[0], 20, device=device, stream="yes")
 
 
 def test_block_totals_are_the_sums_of_each_series_and_block():
@@ -230,13 +218,13 @@ def test_block_totals_are_the_sums_of_each_series_and_block():
                        ([64, 64], [0, 0]), ([33, 2, 32], [1, 0, 0])):
         per, nch = np.array(per), np.array(per) - np.array(extra)      # conversion, pair tiles
         nch = np.maximum(nch, 1)
-        tpbs = -(-nch // correlation.JACK_BLOCKS)
+        tpbs = -(-nch // _pair_plan.JACK_BLOCKS)
         Ks = -(-nch // tpbs)
         boff = np.concatenate([[0], np.cumsum(per)]).astype(np.uint32)
         totals = rng.standard_normal(2 * int(boff[-1]) + 6) * 1e3     # (slack after the end)
         run = SimpleNamespace(inp=SimpleNamespace(boff=boff), windows=[(0, int(per.max()))],
                               K=int(Ks.max()), tpbs=tpbs, Ks=Ks, tiles=int(per.max()))
-        s1, s2, s1k, s2k = correlation._Direct._block_totals(run, totals)
+        s1, s2, s1k, s2k = _pair_sums.PairSums._block_totals(run, totals)
         t = totals.reshape(-1, 2)
         for e, n in enumerate(per):
             mine = t[boff[e]:boff[e + 1]]
@@ -274,11 +262,11 @@ def test_centre_from_the_head_is_discarded_for_a_wandering_level(device, small_h
     which a wandering level leaves behind: the streamed pass is discarded, the result the
     unstreamed bits."""
     monkeypatch.setattr(_transfer, "STREAM_SEGMENT_BYTES", 3 * 8192)
-    monkeypatch.setattr(correlation, "CENTRE_SAMPLE", 0)
+    monkeypatch.setattr(_pair_stream, "CENTRE_SAMPLE", 0)
     x = wandering(T)
-    got, phases = traced(lambda: autocorrelation(x, MAX_LAG, device=device, _stream=True))
+    got, phases = traced(lambda: acf_with(x, MAX_LAG, device=device, stream=True))
     assert "streamed pass discarded" in phases, phases
-    want = autocorrelation(x, MAX_LAG, device=device, _stream=False)
+    want = acf_with(x, MAX_LAG, device=device, stream=False)
     assert np.array_equal(got.rho, want.rho) and np.array_equal(got.rho_err, want.rho_err)
 
 
@@ -295,9 +283,9 @@ def batch_inputs(dtype):
 def batch_results(device, inputs, **kw):
     out = []
     for p in inputs:
-        h = hurst(p, MAX_LAG, q=[1, 2], device=device, **kw)
+        h = hurst_with(p, MAX_LAG, q=[1, 2], device=device, **kw)
         x = np.diff(p, axis=1) if isinstance(p, np.ndarray) else [np.diff(v) for v in p]
-        a = [autocorrelation(x, MAX_LAG, stationary=s, device=device, **kw)
+        a = [acf_with(x, MAX_LAG, stationary=s, device=device, **kw)
              for s in (False, True)]
         out.append([h.S, h.S_err, h.H, h.H_err] + [r.rho for r in a] + [r.rho_err for r in a])
     return out
@@ -314,19 +302,18 @@ def test_streamed_batches_do_not_depend_on_the_segments(device, monkeypatch, dty
     inputs, _ = batch_inputs(dtype)
     item = np.dtype(dtype).itemsize
     first = None
-    for segment, tail in ((1 << 30, 0), (3 * 2_001 * item, 0), (1000 * item + 8, 0),
-                          (5 * 4_001 * item, 700 * item)):
+    for segment in (1 << 30, 3 * 2_001 * item, 1000 * item + 8, 5 * 4_001 * item,
+                    700 * item):
         monkeypatch.setattr(_transfer, "STREAM_SEGMENT_BYTES", segment)
-        monkeypatch.setattr(_transfer, "STREAM_TAIL_BYTES", tail)
-        got, phases = traced(lambda: batch_results(device, inputs, _stream=True,
-                                                   _transfer=spec))
+        got, phases = traced(lambda: batch_results(device, inputs, stream=True,
+                                                   transfer=spec))
         assert phases.count("streamed batch enqueued") == 2 * 3, phases
         if first is None:
             first = got
             continue
         for g, f in zip(sum(got, []), sum(first, [])):
             assert np.array_equal(g, f, equal_nan=True)
-    want = batch_results(device, inputs, _stream=False)
+    want = batch_results(device, inputs, stream=False)
     for (g, w) in zip(first, want):
         for i in range(4):                                  # hurst: the same bits
             assert np.array_equal(g[i], w[i], equal_nan=True)
@@ -351,17 +338,17 @@ def test_streamed_batches_name_bad_values(device, monkeypatch):
     for row, at, value in ((4, 777, np.nan), (2, 0, np.inf)):
         Q = P.copy()
         Q[row, at] = value
-        for fn in (hurst, autocorrelation):
+        for fn in (hurst_with, acf_with):
             for stream in (True, False):
                 with pytest.raises(ValueError, match=rf"p?x?\[{row}\] has a non-finite.*"
                                                      rf"at index {at}"):
-                    fn(Q, MAX_LAG, device=device, _stream=stream)
+                    fn(Q, MAX_LAG, device=device, stream=stream)
     Q = P.copy()
     Q[3] = 2.5
     for stream in (True, False):
         with pytest.raises(ValueError, match=r"x\[3\] is constant"):
-            autocorrelation(Q, MAX_LAG, device=device, _stream=stream)
-    assert np.all(np.isfinite(hurst(Q, MAX_LAG, device=device, _stream=True).S[3]))
+            acf_with(Q, MAX_LAG, device=device, stream=stream)
+    assert np.all(np.isfinite(hurst_with(Q, MAX_LAG, device=device, stream=True).S[3]))
 
 
 def test_streamed_batch_needs_room_for_its_partial_sums(device, monkeypatch):
@@ -370,20 +357,21 @@ def test_streamed_batch_needs_room_for_its_partial_sums(device, monkeypatch):
     if not device.facts.fp64:
         pytest.skip(f"{device.name} has no fp64: batches do not stream")
     P = np.stack([walk(4_001, s) for s in range(3)])
-    t = correlation.PairTuning(wg=8, lpi=4, chunk=32, run=32, groups=1)
-    b = correlation._ingest.batch("p", P, MAX_LAG + 1, "")
-    run = correlation._Direct(device, b, MAX_LAG, 1, "blocked", 1, tuning=t)
+    t = _pair_plan.PairShape(wg=8, lags_per_item=4, tile=32, run_length=32, groups=1)
+    b = _ingest.batch("p", P, MAX_LAG + 1, "")
+    run = _pair_sums.PairSums(device, b, MAX_LAG, 1, "blocked", 1, tuning=t)
     assert run.Gs == 1 and run.tpb > 1
     values = sum(run._value_buffers(int(b.lengths.sum())).values())
     plan = sum(run.fixed.values()) + values
     stream = plan + run.fixed["partial sums"] * (run.tpb - 1)
-    monkeypatch.setattr(correlation, "USABLE_FRACTION",
-                        (plan + stream) / 2 / device.facts.global_mem)
-    correlation._release(device)
-    got, phases = traced(lambda: hurst(P, MAX_LAG, device=device, _tuning=t, _stream=True))
+    for module in (_pair_sums, _pair_stream):
+        monkeypatch.setattr(module, "USABLE_FRACTION",
+                            (plan + stream) / 2 / device.facts.global_mem)
+    _pair_plan.release_cached(device)
+    got, phases = traced(lambda: hurst_with(P, MAX_LAG, device=device, pair_shape=t, stream=True))
     assert not any("stream" in ph for ph in phases), phases
     monkeypatch.undo()
-    want, phases = traced(lambda: hurst(P, MAX_LAG, device=device, _tuning=t, _stream=True))
+    want, phases = traced(lambda: hurst_with(P, MAX_LAG, device=device, pair_shape=t, stream=True))
     assert "streamed batch enqueued" in phases
     np.testing.assert_allclose(got.S, want.S, rtol=1e-12)
 
@@ -395,7 +383,7 @@ def test_device_moment_rows_are_the_block_sums(device, monkeypatch):
     if not device.facts.fp64:
         pytest.skip(f"{device.name} has no fp64: the rows are made on the host")
     captured = []
-    made = correlation._Direct.device_moments
+    made = _pair_sums.PairSums.device_moments
 
     def spy(self):
         rows = made(self)
@@ -403,11 +391,11 @@ def test_device_moment_rows_are_the_block_sums(device, monkeypatch):
         captured.append((rows.get().reshape(self.E, -1), self.tile_totals()))
         return rows
 
-    monkeypatch.setattr(correlation._Direct, "device_moments", spy)
-    t = correlation.PairTuning(wg=8, lpi=4, chunk=32, run=32)
+    monkeypatch.setattr(_pair_sums.PairSums, "device_moments", spy)
+    t = _pair_plan.PairShape(wg=8, lags_per_item=4, tile=32, run_length=32)
     for x, stream in ((walk(40_001, 1) - 1e3, False), (walk(40_001, 1) - 1e3, True),
                       ([walk(3001, 2), walk(777, 3), walk(5001, 4)], True)):
-        autocorrelation(x, MAX_LAG, device=device, _tuning=t, _stream=stream)
+        acf_with(x, MAX_LAG, device=device, pair_shape=t, stream=stream)
     # the streamed series' and the batch's rows: made (for the checks), reused (the finish)
     assert [r.shape[0] for r, _ in captured] == [1, 1, 1, 3, 3]
     for rows, (s1, s2, s1k, s2k) in captured:

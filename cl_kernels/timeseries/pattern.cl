@@ -6,7 +6,7 @@
 ##         maxp, maxf   max_past and max_future (they size the unrolled register arrays)
 ##         acc    "double" | "compensated" (see acc.cl)
 ##         exp    "exp" | "native_exp": the function for e^{-χQ}
-##         mfix   (optional, default 0) a fixed Δt⁻ = mfix compiled in (one launch per Δt⁻,
+##         fixed_past   (optional, default 0) a fixed Δt⁻ = fixed_past compiled in (one launch per Δt⁻,
 ##                grid axis 1 of size 1; the windows' loops need no run-time guards);
 ##                0: Δt⁻ = group id 1 + 1, every Δt⁻ in one launch
 ##         qform  (optional) "plain" (default) | "mad": Q's terms as multiply-adds, by fma()
@@ -41,26 +41,26 @@
 ##                (products of values near the tile's origin, not of c1 and lc far from it:
 ##                near-ties ~as fine as cmp's); the first tile (τ < tb, where the windows
 ##                can overlap and share elements: the structural ties) runs the cmp form
-##         cellmad (optional, default 0; slide only) 1: each Δt⁺ sum as mad(1 or 0, w, sum)
+##         branchless_sum (optional, default 0; slide only) 1: each Δt⁺ sum as mad(1 or 0, w, sum)
 ##                instead of sum + (w or 0): the same bits (NVIDIA's compiler turns it back
 ##                into a select and an add); 2: fma() (exact, so it stays a multiply-add)
-##         cellsat (optional, default 0; slide with cmp, local, scaled) 1: each Δt⁺ sum as
+##         saturated_sum (optional, default 0; slide with cmp, local, scaled) 1: each Δt⁺ sum as
 ##                fma(sat01((b - K)·sat), w, sum) with sat01 = clamp to [0, 1] and sat = 2^k
 ##                (kernel argument) so large that every nonzero |b - K|·sat >= 1: the 1 or 0
 ##                exactly, the same bits as cmp's select and add (2 instructions per sum
 ##                instead of 3 where the clamp becomes fma.rn.sat); 2: NVIDIA only, the
 ##                fma.rn.sat by inline PTX
-##         hoist  (optional, default 1; slide only) 0: each step reads its own local values
+##         reads_first  (optional, default 1; slide only) 0: each step reads its own local values
 ##                (fewer registers) instead of all U steps' first
-##         brow   (optional, default 0; needs mfix) 1: grid axis 1 runs over the jackknife
+##         block_rows   (optional, default 0; needs fixed_past) 1: grid axis 1 runs over the jackknife
 ##                blocks of current times, so that one launch of one Δt⁻ covers the same
 ##                columns of every block (enough groups to fill a GPU many times over); t_lo
 ##                is then the column (unit of wg current times within a block), t_hi unused,
 ##                block k owns units [k u / K, (k+1) u / K) (u = units, K = nblk) and slots
 ##                [k nslots, (k+1) nslots)
-##         qsw    (optional, default 0) 1: Q's terms θ = m .. 2 by a switch on m that
+##         q_switch    (optional, default 0) 1: Q's terms θ = m .. 2 by a switch on m that
 ##                falls through (one jump per τ instead of maxp - 1 tests; θ descending,
-##                so Q's last bits differ from qsw = 0)
+##                so Q's last bits differ from q_switch = 0)
 ##
 ## The launch covers t^ in [t_lo, t_hi) with t_lo - 1 a multiple of wg; work group j of it
 ## owns wg consecutive t^ and adds into slot (slot0 + j) % nslots, so that a slot receives
@@ -86,22 +86,22 @@
         raise ValueError("pattern.cl: wg, tb, maxp, maxf must be >= 1")
     if exp not in ("exp", "native_exp"):
         raise ValueError("pattern.cl: exp must be 'exp' or 'native_exp', got %r" % (exp,))
-    mfix = context.get("mfix", 0)
+    fixed_past = context.get("fixed_past", 0)
     qform = context.get("qform", "plain")
     sign = context.get("sign", "sub")
     pre = context.get("pre", 0)
     slide = context.get("slide", 0)
-    qsw = context.get("qsw", 0) and not mfix
-    cellmad = context.get("cellmad", 0)
-    hoist = context.get("hoist", 1)
-    brow = context.get("brow", 0)
-    cellsat = context.get("cellsat", 0)
-    if cellsat and (not slide or sign not in ("cmp", "local", "scaled")):
-        raise ValueError("pattern.cl: cellsat needs slide and sign 'cmp', 'local' or 'scaled'")
-    if brow and not mfix:
-        raise ValueError("pattern.cl: brow needs mfix")
-    if not 0 <= mfix <= maxp or qform not in ("plain", "mad", "fast") or sign not in ("sub", "cmp", "fma", "scaled", "local"):
-        raise ValueError("pattern.cl: need 0 <= mfix <= maxp, qform 'plain', 'mad' or 'fast', "
+    q_switch = context.get("q_switch", 0) and not fixed_past
+    branchless_sum = context.get("branchless_sum", 0)
+    reads_first = context.get("reads_first", 1)
+    block_rows = context.get("block_rows", 0)
+    saturated_sum = context.get("saturated_sum", 0)
+    if saturated_sum and (not slide or sign not in ("cmp", "local", "scaled")):
+        raise ValueError("pattern.cl: saturated_sum needs slide and sign 'cmp', 'local' or 'scaled'")
+    if block_rows and not fixed_past:
+        raise ValueError("pattern.cl: block_rows needs fixed_past")
+    if not 0 <= fixed_past <= maxp or qform not in ("plain", "mad", "fast") or sign not in ("sub", "cmp", "fma", "scaled", "local"):
+        raise ValueError("pattern.cl: need 0 <= fixed_past <= maxp, qform 'plain', 'mad' or 'fast', "
                          "sign 'sub' or 'cmp'")
     if sign == "local" and tb < max(maxp, maxf):
         raise ValueError("pattern.cl: sign 'local' needs tb >= maxp, maxf (the first tile "
@@ -112,41 +112,41 @@
     P = "pc_" + acc[0] + "_"          # helper names carry the accumulator variant
     tile_len = wg + tb + maxp + maxf
     NPOS = wg + tb - 1                # historical window positions of a tile (pre)
-    TH = range(1, (mfix or maxp) + 1)  # θ
+    TH = range(1, (fixed_past or maxp) + 1)  # θ
 
     def guard(t):
         """The run-time test that θ = t is inside the window (none when Δt⁻ is fixed)."""
-        return "true" if mfix else "m >= %du" % t
+        return "true" if fixed_past else "m >= %du" % t
     F = range(1, maxf + 1)            # Δt⁺
-    M = mfix or maxp                  # the longest window
+    M = fixed_past or maxp                  # the longest window
     L = M + maxf                      # values an item slides along τ (slide)
 
     def q_terms(d, indent, acc=lambda t: "s"):
         """Q's terms θ = 2 .. m into acc(θ) (d(θ): the expression of d_θ), by guards or by
-        a switch on m that falls through (qsw)."""
+        a switch on m that falls through (q_switch)."""
         pad = " " * indent
         term = lambda t: "{ const float d = %s; %s = fma(d, d, %s); }" % (d(t), acc(t), acc(t))
-        if qsw:
+        if q_switch:
             return "\n".join([pad + "switch (m) {"]
                              + [pad + "case %du: " % t + term(t) for t in reversed(TH[1:])]
                              + [pad + "default: break;", pad + "}"])
         return "\n".join(pad + "if (%s) " % guard(t) + term(t) for t in TH[1:])
 
     def cell(f, b, K):
-        """Δt⁺ = f's two sums: w where b > K, w where b < K (cellmad: mad(1 or 0, w, sum),
+        """Δt⁺ = f's two sums: w where b > K, w where b < K (branchless_sum: mad(1 or 0, w, sum),
         the same bits as adding w or nothing; a set-to-1.0 and an FMA per sum on GPUs;
-        cellsat: the 1 or 0 as the saturated (b - K)·sat, one fma each)."""
-        if cellsat == 2:            # NVIDIA: fma.rn.sat (clamp may not become it)
+        saturated_sum: the 1 or 0 as the saturated (b - K)·sat, one fma each)."""
+        if saturated_sum == 2:            # NVIDIA: fma.rn.sat (clamp may not become it)
             g = lambda v, x, y: ('asm("fma.rn.sat.f32 %%0, %%1, %%2, %%3;" : "=f"(%s) : "f"(%s), '
                                  '"f"(%s), "f"(%s));' % (v, b, x, y))
             return ("{ float gu, gd; %s %s up%d = fma(gu, w, up%d); dn%d = fma(gd, w, dn%d); }"
                     % (g("gu", "sat", "nks"), g("gd", "nsat", "ks"), f, f, f, f))
-        if cellsat:
+        if saturated_sum:
             return ("up%d = fma(clamp(fma(%s, sat, nks), 0.0f, 1.0f), w, up%d); "
                     "dn%d = fma(clamp(fma(%s, nsat, ks), 0.0f, 1.0f), w, dn%d);"
                     % (f, b, f, f, b, f))
-        if cellmad:
-            fn = "fma" if cellmad == 2 else "mad"
+        if branchless_sum:
+            fn = "fma" if branchless_sum == 2 else "mad"
             return ("up%d = %s(%s > %s ? 1.0f : 0.0f, w, up%d); dn%d = %s(%s < %s ? 1.0f : 0.0f, w, dn%d);"
                     % (f, fn, b, K, f, f, fn, b, K, f))
         return "up%d += %s > %s ? w : 0.0f; dn%d += %s < %s ? w : 0.0f;" % (f, b, K, f, b, K)
@@ -184,14 +184,14 @@ void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, cons
     __local float plo[${NPOS}], prg[${NPOS}];      // window minimum and range by position
 % endif
 % if pre:
-    __local float phn[${(mfix or maxp) * NPOS}];   // (h_θ - min) / range, θ-major
+    __local float phn[${(fixed_past or maxp) * NPOS}];   // (h_θ - min) / range, θ-major
 % elif slide:
     __local float pir[${NPOS}];                    // 1 / range (0 for a zero range)
     __local float lsa[${maxf * wg}];
     if (get_local_id(0) == 0) tile_pad[0] = 0.0f;  // read by the slide past the last τ
 % endif
     const uint lid = get_local_id(0);
-% if brow:
+% if block_rows:
     const uint blk = get_group_id(1);
     const uint unit = (uint)(((ulong)blk * units) / nblk) + t_lo + get_group_id(0);
     if (unit >= (uint)(((ulong)(blk + 1u) * units) / nblk)) return;   // past the block's end
@@ -203,8 +203,8 @@ void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, cons
     const uint A = t_lo + get_group_id(0) * ${wg}u;    // first t^ of the group
     const uint t_end = t_hi;
 % endif
-% if mfix:
-    const uint m = ${mfix}u;
+% if fixed_past:
+    const uint m = ${fixed_past}u;
 % else:
     const uint m = get_group_id(1) + 1;
 % endif
@@ -238,7 +238,7 @@ void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, cons
     ${"" if slide else "const float "}${sa(f)} = (ok && th + ${f - 1}u < n) ? sign(pc_val(P(th + ${f - 1}u), o)) : 0.0f;
 % endfor
     const float chim = chi / (float)m;
-% if cellsat:
+% if saturated_sum:
     const float nsat = -sat;
 % endif
     const uint tau_max = ok ? min(max_hist, th - m) : 0u;
@@ -313,7 +313,7 @@ void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, cons
         float r${q} = tile[j0 + ${maxp - M + q}u]${" * rct" if sg in ("scaled", "local") and q >= M else ""};
 %   endfor
         for (uint kb = 0; kb < kend; kb += ${slide}u) {
-%   if hoist:
+%   if reads_first:
             // every local read of the U steps first (no step's branches stand between)
 %     for u in range(slide):
             const float lh${u} = plo[j0 - kb - ${u}u], rh${u} = prg[j0 - kb - ${u}u], ir${u} = pir[j0 - kb - ${u}u];
@@ -323,7 +323,7 @@ void ts_pc_sweep(__global const float2 *p, const ulong pos, const uint off, cons
 <%   names = ["r%d" % q for q in range(L)] %>
 %   for u in range(slide):
             {
-%     if hoist:
+%     if reads_first:
                 const float lh = lh${u}, rh = rh${u}, irh = ir${u};
 %     else:
                 const float lh = plo[j0 - kb - ${u}u], rh = prg[j0 - kb - ${u}u], irh = pir[j0 - kb - ${u}u];
@@ -356,7 +356,7 @@ ${q_terms(lambda t: "fma(lh - %s, irh, c%d)" % (names[M - t], t), 16, acc=lambda
 %     else:
                 const float K = c1lt * rh;
 %     endif
-%     if cellsat:
+%     if saturated_sum:
                 const float ks = K * sat, nks = -ks;     // exact: sat is a power of two
 %     endif
 %     for f in F:

@@ -3,8 +3,13 @@ conformity, detrended fluctuation analysis (DFA, MF-DFA), and the anti-correlate
 walk.  See docs/timeseries.md."""
 
 from .acrw import acrw, acrw_numpy
-from .correlation import (AutocorrelationResult, HurstResult, LongMemoryWarning,
-                          autocorrelation, hurst)
+from .correlation import (
+    AutocorrelationResult,
+    HurstResult,
+    LongMemoryWarning,
+    autocorrelation,
+    hurst,
+)
 from .dfa import DFAResult, MFDFAResult, ZeroVarianceWarning, dfa, mfdfa
 from .pattern import PatternConformity, pattern_conformity
 

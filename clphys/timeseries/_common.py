@@ -118,13 +118,13 @@ def windowed(windows, load, launch):
 
 
 def accumulator(dev, forced=None) -> str:
-    """'double' on devices with fp64, else 'compensated'; `forced` picks one
-    (tests use it to cover the float32 path on fp64 devices)."""
+    """'double' on devices with fp64, else 'compensated'; `forced` picks one (a plan's
+    `accumulate`: tests cover the float32 path on fp64 devices with it)."""
     if forced is None:
         return "double" if dev.facts.fp64 else "compensated"
-    _validate.choice("_accumulate", forced, ("double", "compensated"))
+    _validate.choice("accumulate", forced, ("double", "compensated"))
     if forced == "double" and not dev.facts.fp64:
-        raise ValueError(f"_accumulate='double' needs fp64, which {dev.name} lacks")
+        raise ValueError(f"accumulate='double' needs fp64, which {dev.name} lacks")
     return forced
 
 

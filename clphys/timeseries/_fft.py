@@ -86,7 +86,7 @@ class FFT:
         for time-bounded slices), and the buffer that will hold the result.  The passes
         alternate between a and b; src is only read (it may be a or b)."""
         out, steps = src, []
-        for k, (R, r, J, Ns) in enumerate(self.passes):
+        for R, r, J, Ns in self.passes:
             dst = a if out is not a else b
             prg = self._prg(R, r, J, sign)
 

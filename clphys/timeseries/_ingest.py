@@ -162,14 +162,14 @@ class Input:
         self.raw_off = np.concatenate([[0], np.cumsum(n)[:-1]]).astype(np.int64)
         self.acc = _common.ACC_DTYPE["double" if f64 else "compensated"]
         self.shift_dtype = np.dtype(np.float64) if f64 else np.dtype((np.float32, 2))
-        self._len = self._array(n.astype(np.uint32))
-        self._boff = self._array(self.boff)
+        self.len_dev = self.small_array(n.astype(np.uint32))
+        self.boff_dev = self.small_array(self.boff)
         self.exps = None
         self.window = None
 
     # -- small per-series arrays
 
-    def _array(self, host: np.ndarray) -> cla.Array:
+    def small_array(self, host: np.ndarray) -> cla.Array:
         return _common.device_array(self.dev, np.ascontiguousarray(host), blocking=False)
 
     def scaled(self, values: np.ndarray) -> np.ndarray:
@@ -192,7 +192,7 @@ class Input:
         on_segment: see _transfer.Staged.put (the kernels may run on what has arrived)."""
         self.window = window
         self.x = st.buffer
-        self._off = self._array(self.raw_off if window is None
+        self.off_dev = self.small_array(self.raw_off if window is None
                                 else np.array([-window[0]], dtype=np.int64))
         st.put(self._pieces(window), on_segment)
 
@@ -232,7 +232,7 @@ class Input:
         and reads them all once; a read of pageable memory per segment would wait for the
         queue on NVIDIA, holding up the host)."""
         self.prg.ts_ingest_check(self.dev.queue, ((hi - lo) * self.wg,), (self.wg,), self.x,
-                                 self._off.data, self._len.data, self._boff.data,
+                                 self.off_dev.data, self.len_dev.data, self.boff_dev.data,
                                  np.uint32(len(self.b)), np.uint32(lo), np.uint32(out_lo),
                                  out.data)
 
@@ -248,7 +248,7 @@ class Input:
         keys = np.maximum.reduceat(blocks[:, 1], self.boff[:-1].astype(np.int64))
         self.exps = np.where(keys == ZERO_KEY, 0, -keys).astype(np.int32)
         if upload:
-            self._exps = self._array(self.exps)
+            self.exps_dev = self.small_array(self.exps)
         return self.exps
 
     def raise_bad(self, s: int, t: int):
@@ -260,11 +260,11 @@ class Input:
         """Per-block (Σ d, Σ d²), d = v 2^e - shift (per series), read back as float64."""
         lo, hi = self._blocks(*(own or (None, None)))
         out = _common.work_array(self.dev, 2 * (hi - lo), self.acc)
-        sh = self._array(self.scaled(shift))
+        sh = self.small_array(self.scaled(shift))
         self.prg.ts_ingest_moments(self.dev.queue, ((hi - lo) * self.wg,), (self.wg,), self.x,
-                                   self._off.data, self._len.data, self._boff.data,
+                                   self.off_dev.data, self.len_dev.data, self.boff_dev.data,
                                    np.uint32(len(self.b)), np.uint32(lo), np.uint32(lo),
-                                   self._exps.data, sh.data, out.data)
+                                   self.exps_dev.data, sh.data, out.data)
         return _common.acc_to_float64(out.get()).reshape(-1, 2)
 
     def centres(self, sums: np.ndarray, shift: np.ndarray) -> np.ndarray:
@@ -307,12 +307,12 @@ class Input:
         if getattr(self, "_convert_key", None) != key:
             self._convert_key = key
             self._convert_args = [a if isinstance(a, cl.MemoryObjectHolder)
-                                  else self._array(a).data for a in (boff, centre, yoff, ends)]
+                                  else self.small_array(a).data for a in (boff, centre, yoff, ends)]
         d_boff, d_centre, d_yoff, d_ends = self._convert_args
         self.prg.ts_ingest_convert(
-            self.dev.queue, ((hi - lo) * self.wg,), (self.wg,), self.x, self._off.data,
-            self._len.data, d_boff, np.uint32(len(self.b)), np.uint32(lo),
-            self._exps.data, d_centre, y, d_yoff, d_ends, np.int64(ybase),
+            self.dev.queue, ((hi - lo) * self.wg,), (self.wg,), self.x, self.off_dev.data,
+            self.len_dev.data, d_boff, np.uint32(len(self.b)), np.uint32(lo),
+            self.exps_dev.data, d_centre, y, d_yoff, d_ends, np.int64(ybase),
             tab if tab is not None else dummy, sums if sums is not None else dummy)
         return boff
 

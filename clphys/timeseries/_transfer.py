@@ -51,39 +51,30 @@ SEGMENT_BYTES = 1 << 24         # the pinned buffer is filled and sent this much
 # in order, and each segment's DMA overlaps the copy of the next.  Half the cores, at most
 # 8: on the 16-core H100 / H200 hosts 8 persistent threads gave the fastest float32 calls
 # (hurst 4.7-4.9 ms against 5.5-6.3 with 16 threads taking 4 MB jobs; 16 ordered threads
-# 5.9-6.4: the host thread that enqueues the work and the driver need cores too;
-# benchmarks/RESULTS.md, issue 14, probe_ts_timeline.py).
+# 5.9-6.4: the host thread that enqueues the work and the driver need cores too).
 COPY_THREADS = max(1, min(8, (os.cpu_count() or 1) // 2))
 MIN_SLICE = 1 << 16
 # While the copy threads work, the interpreter's switch interval (s; None: as it is): a
 # copy thread waits up to that long for the GIL between two slices while the caller's
 # thread runs Python (enqueueing kernels).  Python's default, 5 ms, held the copies up:
 # 20 us took the float32 calls on an H200 from 5.4-5.8 ms to 4.1-5.2 (acf) and float64
-# from 8.0-8.1 to 6.6-7.6 (benchmarks/RESULTS.md, issue 14).
+# from 8.0-8.1 to 6.6-7.6.  Set only while an upload's copies run (the Staged context
+# restores the interpreter's own value on exit, also after an error): no process-wide
+# setting outlives the call.  CPU devices take the pageable path, which never sets it
+# (forced pinned+overlap on PoCL, 2^22 values: no difference within the noise).
 SWITCH_INTERVAL = 2e-5
-# Streamed uploads (put with on_segment, begin): segments of STREAM_SEGMENT_BYTES, the
-# last one halved down to STREAM_TAIL_BYTES (0: not halved), each sent as soon as it is
-# in, on a queue of its own (a segment's DMA does not wait for the kernels enqueued on the
-# one before).  Every segment costs the caller's thread ~0.2-0.4 ms of enqueueing: the
-# halved tail (8, 4, 2, 2 MB) took the float32 single calls from 4.0-4.2 ms to 4.2-4.5 on
-# an H200 (benchmarks/RESULTS.md, issue 14, "segment plans").
+# Streamed uploads (put with on_segment, begin): segments of STREAM_SEGMENT_BYTES, each
+# sent as soon as it is in, on a queue of its own (a segment's DMA does not wait for the
+# kernels enqueued on the one before).  Every segment costs the caller's thread ~0.2-0.4
+# ms of enqueueing: cutting the last one into halves (8, 4, 2, 2 MB) made the float32
+# single calls slower on an H200 (4.2-4.5 ms against 4.0-4.2).
 STREAM_SEGMENT_BYTES = 1 << 24
-STREAM_TAIL_BYTES = 0
-COPY_QUEUE = True
 
 
 def stream_segments(start: int, end: int) -> list[tuple[int, int]]:
-    """The byte ranges of a streamed upload: STREAM_SEGMENT_BYTES each, the last one cut
-    in halves down to STREAM_TAIL_BYTES if set (2 MB: 16 MB -> 8, 4, 2, 2 MB), so that
-    less of the work waits for the last one."""
+    """The byte ranges of a streamed upload: STREAM_SEGMENT_BYTES each."""
     step = STREAM_SEGMENT_BYTES
-    segments = [(a, min(end, a + step)) for a in range(start, end, step)]
-    a, b = segments.pop()
-    while STREAM_TAIL_BYTES and b - a >= 2 * STREAM_TAIL_BYTES:
-        half = (b - a) // 2
-        segments.append((a, a + half))
-        a += half
-    return segments + [(a, b)]
+    return [(a, min(end, a + step)) for a in range(start, end, step)]
 
 
 @dataclass(frozen=True)
@@ -101,11 +92,11 @@ def parse(spec) -> Transfer:
     if isinstance(spec, Transfer):
         return spec
     if not isinstance(spec, str):
-        raise TypeError(f"_transfer must be a string such as 'pinned+overlap', got {spec!r}")
+        raise TypeError(f"transfer must be a string such as 'pinned+overlap', got {spec!r}")
     path, _, extra = spec.partition("+")
-    choice("_transfer", path, PATHS)
+    choice("transfer", path, PATHS)
     if extra not in ("", "overlap"):
-        raise ValueError(f"_transfer: only '+overlap' may follow the path, got {spec!r}")
+        raise ValueError(f"transfer: only '+overlap' may follow the path, got {spec!r}")
     return Transfer(path, extra == "overlap")
 
 
@@ -419,7 +410,7 @@ class Staged:
         # several segments, streamed: the DMA on the copy queue and the compute queue waits
         # for each segment (for one segment the cross-queue wait would only cost)
         copyq = self._copyq = _copy_queue(self.dev) if on_segment and len(segments) > 1 \
-            and COPY_QUEUE and not oclgrind else queue
+            and not oclgrind else queue
 
         def send(src, off, blocking):
             ev = cl.enqueue_copy(copyq, dst, src, dst_offset=off, is_blocking=blocking)

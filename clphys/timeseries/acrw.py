@@ -38,27 +38,43 @@ PIECE_BLOCKS = 1 << 14           # blocks per piece at most (64 MiB of int32 val
 FIRST_SLICE_BLOCKS = {True: 1 << 14, False: 1 << 6}        # by DeviceFacts.is_gpu
 
 
-def acrw(n, phi, seed=0, device=None, progress=None) -> np.ndarray:
-    """n points p(0 .. n-1) of the anti-correlated random walk, as int64.
+def acrw(n: int, phi: float, seed: int = 0, device=None, progress=None) -> np.ndarray:
+    """The anti-correlated random walk p(0 .. n-1), generated on the device.
 
-    p(t) = a(t) + b(t): a(0) = 0 and a(t+1) = a(t) + ξ_t with ξ_t = +1 or -1
-    with probability φ each and 0 with probability 1 - 2φ; b(t) ∈ {0, 1} with
-    probability 1/2 each; all draws independent.  The increments have
-    ρ(1) = -1/(2(1 + 4φ)), ρ(k ≥ 2) = 0, and ⟨(p(t+Δt) - p(t))²⟩ = 2φΔt + 1/2
-    (clphys.exact.timeseries); φ = 0.044 mimics the Bund future's ρ(1) ≈ -0.425.
+    p(t) = a(t) + b(t): a(t+1) = a(t) + ξ_t with ξ_t = ±1 with probability φ each and 0
+    otherwise, b(t) ∈ {0, 1} with probability 1/2 each, all draws independent.
 
-    Random numbers: step t uses philox4x32-10 with counter (t mod 2^32,
-    t div 2^32, 0x41435257, 0) and the key of `seed` (clphys.rng.seed_key);
-    word 0 against integer thresholds gives ξ_t (φ is rounded to a multiple of
-    2^-32), the top bit of word 1 gives b(t).  The series is therefore the same
-    on every device, and :func:`acrw_numpy` reproduces it bit for bit.
+    Parameters
+    ----------
+    n : int
+        Points, 1 .. 2^31 - 1 (the result needs 8 n bytes of host memory).
+    phi : float
+        φ in [0, 1/2] (rounded to a multiple of 2^-32); 0.044 mimics the Bund future.
+    seed : int
+        0 .. 2^64 - 1: the Philox key (clphys.rng.seed_key).
+    device, progress
+        As for :func:`hurst`.
 
-    n: 1 .. 2^31 - 1; phi in [0, 1/2]; seed: 0 .. 2^64 - 1; progress: None (a
-    bar on a terminal for long runs), True, False or f(done, total).  The work
-    runs in time-bounded slices (Ctrl-C: :class:`clphys.runtime.Interrupted`
-    within about a second) and, when the series does not fit the device, in
-    pieces copied into the result one after the other (the same bits).  The
-    result needs 8 n bytes of host memory.
+    Returns
+    -------
+    numpy.ndarray
+        int64 prices; the same on every device, and :func:`acrw_numpy`'s bit for bit.
+
+    Raises
+    ------
+    ValueError, TypeError
+        Bad input, before any device work.
+
+    Notes
+    -----
+    The increments have ρ(1) = -1/(2(1 + 4φ)), ρ(k ≥ 2) = 0 and ⟨(p(t+Δt) - p(t))²⟩ =
+    2φΔt + 1/2 (clphys.exact.timeseries).  Step t draws philox4x32-10 at counter
+    (t mod 2^32, t div 2^32, 0x41435257, 0); docs/timeseries.md has the device side.
+
+    Examples
+    --------
+    >>> np.array_equal(acrw(10**5, 0.044, seed=1), acrw_numpy(10**5, 0.044, seed=1))
+    True
     """
     n, phi, seed = _args(n, phi, seed)
     check_progress(progress)
@@ -105,8 +121,24 @@ def acrw(n, phi, seed=0, device=None, progress=None) -> np.ndarray:
     return out
 
 
-def acrw_numpy(n, phi, seed=0) -> np.ndarray:
-    """NumPy twin of :func:`acrw` (same int64 values), from clphys.rng.philox_numpy."""
+def acrw_numpy(n: int, phi: float, seed: int = 0) -> np.ndarray:
+    """NumPy twin of :func:`acrw`: the same int64 values, from clphys.rng.philox_numpy.
+
+    Parameters
+    ----------
+    n, phi, seed
+        As for :func:`acrw`.
+
+    Returns
+    -------
+    numpy.ndarray
+        int64 prices.
+
+    Examples
+    --------
+    >>> acrw_numpy(5, 0.044, seed=1).dtype
+    dtype('int64')
+    """
     n, phi, seed = _args(n, phi, seed)
     thr1, thr2 = acrw_thresholds(phi)
     i = np.arange(n, dtype=np.uint64)

@@ -36,12 +36,24 @@ class ZeroVarianceWarning(RuntimeWarning):
 
 @dataclass(frozen=True, eq=False)
 class DFAResult:
-    """DFA: the fluctuation function F(s) (with its jackknife error F_err) at `scales`,
-    and its exponent H (the least-squares slope of ln F against ln s over the scales in
-    `fit_range`, inclusive) with the jackknife error H_err.  A batch adds a leading series
-    axis (F: (n_series, n_scales), H: (n_series,)).  `segments`: "forward", "both" or
-    "sliding"; `zero_segments` and `segment_counts` per scale; `labels`: the pandas
-    column names (or the Series' name), else None."""
+    """What :func:`dfa` returns; a batch adds a leading series axis.
+
+    Attributes
+    ----------
+    scales : numpy.ndarray
+        The segment lengths s.
+    F, F_err : numpy.ndarray
+        F(s) and its jackknife error ((n_scales,), or (n_series, n_scales)).
+    H, H_err : float or numpy.ndarray
+        The least-squares slope of ln F against ln s over `fit_range` (inclusive), and
+        its jackknife error.
+    fit_range, order, segments, integrate
+        The options used (`segments`: "forward", "both" or "sliding").
+    zero_segments, segment_counts : numpy.ndarray
+        Per scale: segments with a flat detrended profile, and all segments.
+    labels : tuple or None
+        The pandas column names (a Series: its name), else None.
+    """
     scales: np.ndarray
     F: np.ndarray
     F_err: np.ndarray
@@ -58,10 +70,21 @@ class DFAResult:
 
 @dataclass(frozen=True, eq=False)
 class MFDFAResult:
-    """MF-DFA: F_q(s) (Fq, Fq_err: (n_q, n_scales)), the generalised Hurst exponents h(q),
-    the mass exponents tau(q) = q h(q) - 1, the singularity strengths alpha = dtau/dq and
-    spectrum f(alpha) = q alpha - tau, each with its jackknife error; a batch adds a
-    leading series axis.  Other fields as in :class:`DFAResult`."""
+    """What :func:`mfdfa` returns; a batch adds a leading series axis.
+
+    Attributes
+    ----------
+    scales, q : numpy.ndarray
+        The segment lengths and the moments.
+    Fq, Fq_err : numpy.ndarray
+        F_q(s), (n_q, n_scales), and its jackknife error.
+    h, tau, alpha, f_alpha : numpy.ndarray
+        The generalised Hurst exponents h(q), the mass exponents τ(q) = q h(q) - 1, the
+        singularity strengths α = dτ/dq and the spectrum f(α) = q α - τ; each with its
+        jackknife error (`h_err`, `tau_err`, `alpha_err`, `f_alpha_err`).
+    fit_range, order, segments, integrate, zero_segments, segment_counts, labels
+        As in :class:`DFAResult`.
+    """
     scales: np.ndarray
     q: np.ndarray
     Fq: np.ndarray
@@ -162,9 +185,29 @@ def _fit_mask(scales: np.ndarray, fit_range) -> np.ndarray:
     return mask
 
 
-def _run(x, qs, scales, order, overlap, integrate, segments, fit_range, device, progress,
-         nan, spacing, accumulate, what):
-    """The shared plan, run and finish of dfa() and mfdfa()."""
+@dataclass(frozen=True, eq=False)
+class FluctuationPlan:
+    """What is decided before the device for one dfa() or mfdfa() call: the checked
+    inputs, the device and the accumulator ("double" or "compensated"; tests force the
+    float32 path on fp64 devices with plan_dfa(..., accumulate="compensated"));
+    run_plan() runs it."""
+    entry: str
+    device: object
+    batch: _ingest.Batch
+    labels: tuple | None
+    qs: np.ndarray
+    scales: np.ndarray
+    fit: np.ndarray
+    order: int
+    mode: str
+    integrate: bool
+    progress: object
+    accumulate: str
+
+
+def _plan(entry, x, qs, scales, order, overlap, integrate, segments, fit_range, device,
+          progress, nan, spacing, accumulate) -> FluctuationPlan:
+    """The checks and choices shared by dfa() and mfdfa()."""
     order = _validate.integer("order", order, 0, 4)
     overlap, integrate = _bool("overlap", overlap), _bool("integrate", integrate)
     mode = _mode(segments, overlap)
@@ -174,26 +217,35 @@ def _run(x, qs, scales, order, overlap, integrate, segments, fit_range, device, 
     scales = _scales(scales, int(b.lengths.min()), order)
     fit = _fit_mask(scales, fit_range)
     dev = resolve_device(device)
-    Fq, groups, zeros, counts = _by_parts(dev, b, scales, order, mode, qs, integrate,
-                                          accumulate, progress, what)
+    acc = _common.accumulator(dev, accumulate)
+    return FluctuationPlan(entry, dev, b, labels, qs, scales, fit, order, mode, integrate,
+                           progress, acc)
+
+
+def _execute(plan: FluctuationPlan) -> dict:
+    """The device run and the finish shared by dfa() and mfdfa()."""
+    b, qs, scales, fit, dev = plan.batch, plan.qs, plan.scales, plan.fit, plan.device
+    Fq, groups, zeros, counts = _by_parts(dev, b, scales, plan.order, plan.mode, qs,
+                                          plan.integrate, plan.accumulate, plan.progress,
+                                          plan.entry)
     _common.trim_pool(dev)
     if np.any(qs <= 0) and zeros.sum():
         warnings.warn(f"{int(zeros.sum())} of {int(counts.sum())} segments have zero variance "
                       "(a flat stretch of the profile) and are left out of the moments q <= 0 "
-                      "(zero_segments counts them per scale)", ZeroVarianceWarning, stacklevel=3)
+                      "(zero_segments counts them per scale)", ZeroVarianceWarning, stacklevel=4)
     bad = ~(np.isfinite(Fq) & (Fq > 0))[..., fit]
     if bad.any():
         e, iq, j = np.argwhere(bad)[0]
         warnings.warn(f"F_q(s) is {Fq[e, iq][fit][j]} for {b.label(int(e))}, q = {qs[iq]:g}, "
                       f"s = {int(scales[fit][j])} (no segment counts there): the exponents of "
                       "that q are NaN; choose fit_range without that scale", RuntimeWarning,
-                      stacklevel=3)
+                      stacklevel=4)
     F_err = _dfa_finish.fluctuation_errors(Fq, groups)
     exps = _dfa_finish.exponents(scales, qs, Fq, groups, fit)
     used = scales[fit]
-    return dict(b=b, scales=scales, Fq=Fq, Fq_err=F_err, exps=exps, labels=labels,
-                fit_range=(int(used[0]), int(used[-1])), order=order,
-                segments=mode, integrate=integrate, zeros=zeros, counts=counts)
+    return dict(b=b, scales=scales, Fq=Fq, Fq_err=F_err, exps=exps, labels=plan.labels,
+                fit_range=(int(used[0]), int(used[-1])), order=plan.order,
+                segments=plan.mode, integrate=plan.integrate, zeros=zeros, counts=counts)
 
 
 def _by_parts(dev, b, scales, order, mode, qs, integrate, accumulate, progress, what):
@@ -209,9 +261,9 @@ def _by_parts(dev, b, scales, order, mode, qs, integrate, accumulate, progress, 
     return tuple(np.concatenate([p[i] for p in parts]) for i in range(4))
 
 
-def dfa(x, scales=None, order=1, overlap=False, integrate=True, *, segments=None,
-        fit_range=None, device=None, progress=None, nan="raise", spacing="raise",
-        _accumulate=None) -> DFAResult:
+def dfa(x, scales=None, order: int = 1, overlap: bool = False, integrate: bool = True, *,
+        segments: str | None = None, fit_range=None, device=None, progress=None,
+        nan: str = "raise", spacing: str = "raise") -> DFAResult:
     """Detrended fluctuation analysis: the fluctuation function F(s) and its exponent H.
 
     Parameters
@@ -262,8 +314,32 @@ def dfa(x, scales=None, order=1, overlap=False, integrate=True, *, segments=None
     >>> r = dfa(np.random.default_rng(1).standard_normal(2**14))   # doctest: +SKIP
     >>> r.H, r.H_err                                               # about 0.5 +- 0.02
     """
-    out = _run(x, np.array([2.0]), scales, order, overlap, integrate, segments, fit_range,
-               device, progress, nan, spacing, _accumulate, "dfa")
+    return run_plan(plan_dfa(x, scales, order, overlap, integrate, segments=segments,
+                             fit_range=fit_range, device=device, progress=progress, nan=nan,
+                             spacing=spacing))
+
+
+def plan_dfa(x, scales=None, order=1, overlap=False, integrate=True, *, segments=None,
+             fit_range=None, device=None, progress=None, nan="raise", spacing="raise",
+             accumulate=None) -> FluctuationPlan:
+    """The plan of dfa(x, ...) (`accumulate`: forced, None: by the device)."""
+    return _plan("dfa", x, np.array([2.0]), scales, order, overlap, integrate, segments,
+                 fit_range, device, progress, nan, spacing, accumulate)
+
+
+def plan_mfdfa(x, q=DEFAULT_Q, scales=None, order=2, *, overlap=False, integrate=True,
+               segments=None, fit_range=None, device=None, progress=None, nan="raise",
+               spacing="raise", accumulate=None) -> FluctuationPlan:
+    """The plan of mfdfa(x, ...) (`accumulate`: forced, None: by the device)."""
+    return _plan("mfdfa", x, _qs(q), scales, order, overlap, integrate, segments, fit_range,
+                 device, progress, nan, spacing, accumulate)
+
+
+def run_plan(plan: FluctuationPlan):
+    """The DFAResult or MFDFAResult of the call that `plan` describes."""
+    out = _execute(plan)
+    if plan.entry == "mfdfa":
+        return _mfdfa_result(plan.qs, out)
     single = out["b"].single
     pick = (lambda a: a[0]) if single else (lambda a: a)
     h, h_err = out["exps"]["h"]
@@ -275,9 +351,9 @@ def dfa(x, scales=None, order=1, overlap=False, integrate=True, *, segments=None
                      segment_counts=pick(out["counts"]), labels=out["labels"])
 
 
-def mfdfa(x, q=DEFAULT_Q, scales=None, order=2, *, overlap=False, integrate=True,
-          segments=None, fit_range=None, device=None, progress=None, nan="raise",
-          spacing="raise", _accumulate=None) -> MFDFAResult:
+def mfdfa(x, q=DEFAULT_Q, scales=None, order: int = 2, *, overlap: bool = False,
+          integrate: bool = True, segments: str | None = None, fit_range=None, device=None,
+          progress=None, nan: str = "raise", spacing: str = "raise") -> MFDFAResult:
     """Multifractal DFA (Kantelhardt et al., Physica A 316, 87 (2002)).
 
     Parameters
@@ -313,9 +389,12 @@ def mfdfa(x, q=DEFAULT_Q, scales=None, order=2, *, overlap=False, integrate=True
     >>> m = mfdfa(np.random.default_rng(1).standard_normal(2**14))   # doctest: +SKIP
     >>> m.h                                                          # about 0.5 for every q
     """
-    qs = _qs(q)
-    out = _run(x, qs, scales, order, overlap, integrate, segments, fit_range, device,
-               progress, nan, spacing, _accumulate, "mfdfa")
+    return run_plan(plan_mfdfa(x, q, scales, order, overlap=overlap, integrate=integrate,
+                               segments=segments, fit_range=fit_range, device=device,
+                               progress=progress, nan=nan, spacing=spacing))
+
+
+def _mfdfa_result(qs, out) -> MFDFAResult:
     pick = (lambda a: a[0]) if out["b"].single else (lambda a: a)
     ex = out["exps"]
     return MFDFAResult(scales=out["scales"], q=qs, Fq=pick(out["Fq"]), Fq_err=pick(out["Fq_err"]),

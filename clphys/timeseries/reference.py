@@ -70,7 +70,7 @@ def pattern_conformity_loops(p, max_past, max_future, chi, max_history):
             if hi == lo:
                 skip_cur[m - 1] += 1
                 continue
-            cn = lambda t: (p[t] - lo) / (hi - lo)          # noqa: E731
+            cn = lambda t, lo=lo, hi=hi: (p[t] - lo) / (hi - lo)          # noqa: E731
             for tau in range(1, min(max_history, th - m) + 1):
                 hist = p[th - tau - m:th - tau]
                 hlo, hhi = hist.min(), hist.max()
@@ -78,7 +78,7 @@ def pattern_conformity_loops(p, max_past, max_future, chi, max_history):
                     skip_hist[m - 1] += 1
                     continue
                 pairs[m - 1] += 1
-                hn = lambda t: (p[t] - hlo) / (hhi - hlo)   # noqa: E731
+                hn = lambda t, hlo=hlo, hhi=hhi: (p[t] - hlo) / (hhi - hlo)   # noqa: E731
                 Q = sum((cn(th - theta) - hn(th - tau - theta)) ** 2
                         for theta in range(1, m + 1)) / m
                 w = np.exp(-chi * Q)
