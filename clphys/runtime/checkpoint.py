@@ -37,6 +37,7 @@ import zipfile
 
 import numpy as np
 
+from .._version import __version__
 from .files import atomic_output
 from .memory import check_host_memory
 
@@ -54,11 +55,6 @@ _NPY_HEADERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.form
 
 class CheckpointError(ValueError):
     """A checkpoint file that cannot be used, and why."""
-
-
-def _version():
-    from .. import __version__
-    return __version__
 
 
 def _digest(data: bytes) -> str:
@@ -84,7 +80,7 @@ def save_checkpoint(path, kind: str, header: dict, arrays: dict) -> None:
     for name, a in arrays.items():
         if a.dtype.kind not in "biuf" or name.startswith("__"):
             raise ValueError(f"checkpoint array {name!r} must be numeric, got dtype {a.dtype}")
-    full = {**header, "format": FORMAT, "version": VERSION, "clphys": _version(), "kind": kind,
+    full = {**header, "format": FORMAT, "version": VERSION, "clphys": __version__, "kind": kind,
             "arrays": {k: {"dtype": str(v.dtype), "shape": list(v.shape)} for k, v in arrays.items()}}
     _write(path, full, arrays)
 
@@ -132,7 +128,7 @@ def load_checkpoint(path, kind: str, spec: dict | None = None):
         raise CheckpointError(f"checkpoint {path!r} has no valid format version ({version!r})")
     if version > VERSION:
         raise CheckpointError(f"checkpoint {path!r} has format version {version!r}; this clphys "
-                              f"({_version()}) reads versions up to {VERSION}: upgrade clphys")
+                              f"({__version__}) reads versions up to {VERSION}: upgrade clphys")
     if version >= 2 or DIGESTS in header:
         _verify_digests(path, header, files)
     _check_listed(path, header, files)
