@@ -66,12 +66,12 @@ class Progress:
         self._measured = [0.0, 0]        # seconds and units of the slices measured
         self._seen = 0                   # units done at the last slice reported
         self._judged = False             # the long-run check was made
-        self._touched = time.monotonic()
+        self.updated = time.monotonic()    # time.monotonic() of the last update()
         Progress._open.append(self)
 
     def update(self, n: int = 1):
         self.done = min(self.done + n, self.total)
-        self._touched = time.monotonic()
+        self.updated = time.monotonic()
         now = time.perf_counter() - self._start
         hist = self._history
         hist.append((now, self.done))
@@ -125,6 +125,13 @@ class Progress:
                           f"done); a GPU does such work 10-100x faster.  Ctrl-C stops it "
                           f"within about a second", LongRunWarning, stacklevel=4)
 
+    @classmethod
+    def job(cls, within: float = 30.0) -> Progress | None:
+        """The outermost open Progress that counted in the last `within` seconds (one
+        left open by a caller is passed over)."""
+        now = time.monotonic()
+        return next((p for p in cls._open if now - p.updated < within), None)
+
     def close(self):
         if self in Progress._open:
             Progress._open.remove(self)
@@ -159,7 +166,6 @@ def observe_slice(device_name: str, is_cpu: bool, seconds: float, first: bool):
     the job (the outermost open Progress still counting: one left open by a caller is
     passed over) judges whether it is a long CPU run."""
     if is_cpu:
-        now = time.monotonic()
-        job = next((p for p in Progress._open if now - p._touched < 30.0), None)
+        job = Progress.job()
         if job is not None:
             job.judge(device_name, seconds, first)

@@ -22,7 +22,6 @@ kT = D. (A common frequency omega only rotates psi.)
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from .. import _validate

@@ -38,58 +38,15 @@ from dataclasses import dataclass
 import pyopencl as cl
 
 from ..errors import DeviceError, Fp64Error
+from .facts import DeviceFacts, fake_facts, simulator_flags
 from .mpi import local_rank, rank_cache_dir
+from .render import Program, build, source_program
 
 __all__ = ["DeviceFacts", "Device", "DeviceStatus", "devices", "device", "current_device",
            "resolve_device", "survey", "test_devices", "default_candidates", "nvidia_icd_hint",
            "fake_facts", "pocl_fix", "fp64_missing"]
 
 SIMULATOR_PLATFORMS = ("oclgrind",)
-
-
-@dataclass(frozen=True)
-class DeviceFacts:
-    """What templates may branch on. Frozen and hashable; never a device name.
-
-    ``vendor`` is one of ``nvidia``, ``amd``, ``intel``, ``apple``, ``pocl``,
-    ``mesa`` (rusticl, clover: whatever hardware they drive), ``oclgrind``, ``other``. ``wg_multiple`` is the preferred work-group size
-    multiple (warp or wavefront width). ``cache_id`` identifies the compiler
-    target (platform, device, driver) for the program cache.
-    """
-    vendor: str
-    is_gpu: bool
-    fp64: bool
-    max_work_group: int
-    wg_multiple: int
-    local_mem: int
-    compute_units: int
-    global_mem: int
-    max_alloc: int
-    cache_id: str
-    name: str = ""
-    platform: str = ""
-    driver: str = ""
-    index: str = ""        # "platform:device" indices, usable as a spec
-
-
-def fake_facts(vendor: str, fp64: bool = True) -> DeviceFacts:
-    """Facts of a typical device of `vendor`, for rendering without a device."""
-    table = {  # is_gpu, max_wg, wg_multiple, local_mem, compute units
-        "nvidia": (True, 1024, 32, 48 * 1024, 132),
-        "amd": (True, 256, 64, 64 * 1024, 104),
-        "intel": (True, 512, 16, 64 * 1024, 96),
-        "apple": (True, 256, 32, 32 * 1024, 10),
-        "pocl": (False, 4096, 8, 512 * 1024, 2),
-        "oclgrind": (False, 1024, 1, 32 * 1024, 1),
-    }
-    if vendor not in table:
-        raise ValueError(f"fake_facts: vendor must be one of {sorted(table)}, got {vendor!r}")
-    is_gpu, wg, mult, lmem, cus = table[vendor]
-    return DeviceFacts(vendor=vendor, is_gpu=is_gpu, fp64=fp64, max_work_group=wg,
-                       wg_multiple=mult, local_mem=lmem, compute_units=cus,
-                       global_mem=16 << 30, max_alloc=4 << 30,
-                       cache_id=f"fake-{vendor}-{int(fp64)}", name=f"fake {vendor}",
-                       platform=f"fake {vendor}")
 
 
 def _vendor(platform: cl.Platform, dev: cl.Device) -> str:
@@ -146,7 +103,7 @@ def _facts(platform: cl.Platform, dev: cl.Device, index: str, ctx=None) -> Devic
         global_mem=int(dev.global_mem_size), max_alloc=int(dev.max_mem_alloc_size),
         cache_id=hashlib.sha256(ident.encode()).hexdigest()[:16],
         name=dev.name.strip(), platform=platform.name.strip(),
-        driver=str(dev.driver_version).strip(), index=index)
+        driver=str(dev.driver_version).strip(), index=index, **simulator_flags(_vendor(platform, dev)))
 
 
 def _platforms():
@@ -235,11 +192,11 @@ def _try_build(device: "Device") -> None:
     """Build and run a trivial program on `device`; raise on any failure.
     (The tests replace this function to simulate a device that cannot build.)"""
     import numpy as np
-    if device.facts.vendor == "oclgrind":
-        # Built like render.build builds for it (from source, no binary cache),
-        # not run: anything else disturbs its uninitialised-value checker for
-        # the kernels checked later (false reports).
-        cl.Program(cl._cl._Program(device.context, _PROBE_SOURCE)).build()
+    if not device.facts.binary_cache:
+        # A checking simulator: built like render.build builds for it (from source),
+        # not run: anything else disturbs its uninitialised-value checker for the
+        # kernels checked later (false reports).
+        source_program(device.context, _PROBE_SOURCE).build()
         return
     prg = cl.Program(device.context, _PROBE_SOURCE).build()
     buf = cl.Buffer(device.context, cl.mem_flags.WRITE_ONLY, 4)
@@ -286,7 +243,7 @@ class DeviceStatus:
 
     @property
     def is_simulator(self) -> bool:
-        return self.facts.vendor == "oclgrind"
+        return self.facts.simulator
 
     def line(self) -> str:
         f = self.facts
@@ -432,10 +389,9 @@ class Device:
     def name(self) -> str:
         return self.facts.name
 
-    def build(self, template: str, options=(), **params):
+    def build(self, template: str, options=(), **params) -> Program:
         """Render `template` for this device with `params`, build it once, return
         the program (kernels as attributes)."""
-        from .render import build
         return build(self, template, options=options, **params)
 
     def __enter__(self):

@@ -67,9 +67,8 @@ def reduce_sum(array, device=None, accumulate=None):
 
 
 def zeros(device, shape, dtype) -> cla.Array:
-    """A zeroed device array. On Oclgrind the zeros are written from the host:
-    its uninitialised-value checker does not count fills (clEnqueueFillBuffer
-    or PyOpenCL's fill kernel) as writes."""
-    if device.facts.vendor == "oclgrind":
+    """A zeroed device array. Where fills do not count as writes (Oclgrind's
+    uninitialised-value checker), the zeros are written from the host."""
+    if not device.facts.fill_initialises:
         return cla.to_device(device.queue, np.zeros(shape, dtype))
     return cla.zeros(device.queue, shape, dtype)
