@@ -34,6 +34,7 @@ import math
 import numbers
 import os
 import zipfile
+from typing import Any
 
 import numpy as np
 
@@ -227,7 +228,7 @@ def _read_member(zf, info) -> np.ndarray:
 
 def _verify_digests(path, header: dict, files: dict) -> None:
     where = f"checkpoint {path!r}"
-    sums = header.get(DIGESTS)
+    sums: Any = header.get(DIGESTS)
     ok = (isinstance(sums, dict) and set(sums) == {"header", "arrays"} and isinstance(sums["header"], str)
           and isinstance(sums["arrays"], dict) and all(isinstance(v, str) for v in sums["arrays"].values()))
     if not ok:

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import pyopencl as cl
 
 from ..errors import DeviceError, Fp64Error
-from .facts import DeviceFacts, fake_facts, simulator_flags
+from .facts import DeviceFacts, fake_facts, with_vendor_flags
 from .mpi import local_rank, rank_cache_dir
 from .render import Program, build, source_program
 
@@ -96,14 +96,14 @@ def _wg_multiple(dev: cl.Device, ctx: cl.Context | None) -> int:
 def _facts(platform: cl.Platform, dev: cl.Device, index: str, ctx=None) -> DeviceFacts:
     fp64 = "cl_khr_fp64" in dev.extensions or bool(getattr(dev, "double_fp_config", 0))
     ident = f"{platform.name}|{platform.version}|{dev.name}|{dev.driver_version}|{dev.version}"
-    return DeviceFacts(
+    return with_vendor_flags(DeviceFacts(
         vendor=_vendor(platform, dev), is_gpu=_is_gpu(platform, dev), fp64=fp64,
         max_work_group=int(dev.max_work_group_size), wg_multiple=_wg_multiple(dev, ctx),
         local_mem=int(dev.local_mem_size), compute_units=int(dev.max_compute_units),
         global_mem=int(dev.global_mem_size), max_alloc=int(dev.max_mem_alloc_size),
         cache_id=hashlib.sha256(ident.encode()).hexdigest()[:16],
         name=dev.name.strip(), platform=platform.name.strip(),
-        driver=str(dev.driver_version).strip(), index=index, **simulator_flags(_vendor(platform, dev)))
+        driver=str(dev.driver_version).strip(), index=index))
 
 
 def _platforms():
@@ -269,7 +269,6 @@ def _status(platform, cl_device, index) -> DeviceStatus:
 
 
 _verdicts: dict[int, DeviceStatus] = {}
-_NO = DeviceStatus(None, False)
 
 
 def _unusable_error(statuses: list[DeviceStatus], asked: str) -> DeviceError:
@@ -344,7 +343,8 @@ def _default_choice():
     # Remembered with the verdicts it was chosen by (the tests start from fresh ones):
     # finding it again lists and matches every device, ~0.15 ms on every public call.
     verdicts, dev = _chosen.get((var, spec, local), (None, None))
-    if verdicts is _verdicts and _verdicts.get(dev.cl_device.int_ptr, _NO).usable:
+    status = _verdicts.get(dev.cl_device.int_ptr) if verdicts is _verdicts else None
+    if status is not None and status.usable:
         return dev
     dev = _find_default(var, spec, local)
     _chosen[(var, spec, local)] = (_verdicts, dev)
@@ -381,9 +381,9 @@ class Device:
         self.context = cl.Context([cl_device])
         self.queue = cl.CommandQueue(self.context)
         self.facts = _facts(platform, cl_device, index, self.context)
-        self.programs = {}      # (source hash, options) -> built program, see render.py
+        self.programs: dict[tuple, Program] = {}    # (cache id, source hash, options), see render.py
         self.cache_dir = rank_cache_dir()   # each MPI rank its own binary cache; else PyOpenCL's
-        self._tokens = []
+        self._tokens: list[contextvars.Token] = []
 
     @property
     def name(self) -> str:
@@ -443,8 +443,9 @@ def device(spec=None) -> Device:
 
 def resolve_device(dev=None) -> Device:
     """What every public function calls on its ``device=`` argument."""
-    if dev is None and _current.get() is not None:
-        return _current.get()
+    current = _current.get()
+    if dev is None and current is not None:
+        return current
     return device(dev)
 
 

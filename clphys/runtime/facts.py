@@ -6,9 +6,9 @@ A module of its own so that rendering (render.py) needs no device discovery
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-__all__ = ["DeviceFacts", "fake_facts", "simulator_flags"]
+__all__ = ["DeviceFacts", "fake_facts", "with_vendor_flags"]
 
 
 @dataclass(frozen=True)
@@ -65,13 +65,13 @@ class DeviceFacts:
     overlap: bool = True
 
 
-def simulator_flags(vendor: str) -> dict[str, bool]:
-    """The difference flags of DeviceFacts for a device of `vendor`: all off on
-    Oclgrind, the defaults (hardware) otherwise."""
-    if vendor != "oclgrind":
-        return {}
-    return dict(simulator=True, binary_cache=False, queued_launches=False, fill_initialises=False,
-                reused_buffers=False, offset_writes=False, overlap=False)
+def with_vendor_flags(facts: DeviceFacts) -> DeviceFacts:
+    """`facts` with the difference flags of its vendor: all off on Oclgrind, the
+    defaults (hardware) otherwise."""
+    if facts.vendor != "oclgrind":
+        return facts
+    return replace(facts, simulator=True, binary_cache=False, queued_launches=False,
+                   fill_initialises=False, reused_buffers=False, offset_writes=False, overlap=False)
 
 
 def fake_facts(vendor: str, fp64: bool = True) -> DeviceFacts:
@@ -100,8 +100,7 @@ def fake_facts(vendor: str, fp64: bool = True) -> DeviceFacts:
     if vendor not in table:
         raise ValueError(f"fake_facts: vendor must be one of {sorted(table)}, got {vendor!r}")
     is_gpu, wg, mult, lmem, cus = table[vendor]
-    return DeviceFacts(vendor=vendor, is_gpu=is_gpu, fp64=fp64, max_work_group=wg,
-                       wg_multiple=mult, local_mem=lmem, compute_units=cus,
-                       global_mem=16 << 30, max_alloc=4 << 30,
-                       cache_id=f"fake-{vendor}-{int(fp64)}", name=f"fake {vendor}",
-                       platform=f"fake {vendor}", **simulator_flags(vendor))
+    return with_vendor_flags(DeviceFacts(
+        vendor=vendor, is_gpu=is_gpu, fp64=fp64, max_work_group=wg, wg_multiple=mult,
+        local_mem=lmem, compute_units=cus, global_mem=16 << 30, max_alloc=4 << 30,
+        cache_id=f"fake-{vendor}-{int(fp64)}", name=f"fake {vendor}", platform=f"fake {vendor}"))

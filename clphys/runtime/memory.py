@@ -38,7 +38,7 @@ def check_memory(dev, buffers: Mapping[str, int], what: str, reduce: str = "") -
     if not sizes:
         return
     total = sum(sizes.values())
-    big = max(sizes, key=sizes.get)
+    big = max(sizes, key=lambda name: sizes[name])
     usable = int(facts.global_mem * USABLE_FRACTION)
     if sizes[big] <= facts.max_alloc and total <= usable:
         return
