@@ -1,6 +1,7 @@
 """No import circles in clphys: no module imports another that imports it back
-(directly or through others, at the top or inside a function), and every module
-imports in a fresh interpreter whatever was imported before it."""
+(directly or through others, at the top or inside a function; imports for the
+type checker alone, under ``if TYPE_CHECKING:``, run nothing and do not count),
+and every module imports in a fresh interpreter whatever was imported before it."""
 
 import ast
 import random
@@ -33,7 +34,11 @@ def _imports(name: str, path: Path, is_package: bool, modules) -> set[str]:
     unless it takes names from one (``from .. import __version__``)."""
     here = name.split(".") if is_package else name.split(".")[:-1]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    for block in ast.walk(tree):       # imports for the type checker only run no code
+        if isinstance(block, ast.If) and ast.unparse(block.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            block.body = []
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):

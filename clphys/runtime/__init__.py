@@ -2,6 +2,7 @@
 
 from .devices import (
                       Device,
+    DeviceSpec,
                       DeviceStatus,
                       current_device,
                       device,
@@ -18,7 +19,7 @@ from .memory import check_host_memory, check_memory, items_that_fit
 from .reduce import reduce_sum, work_group_size, zeros
 from .render import Program, build, kernel_dir, launched_kernels, render, template_names
 
-__all__ = ["Device", "DeviceFacts", "DeviceStatus", "survey", "current_device", "device", "devices",
+__all__ = ["Device", "DeviceSpec", "DeviceFacts", "DeviceStatus", "survey", "current_device", "device", "devices",
            "fake_facts", "fp64_missing", "nvidia_icd_hint", "resolve_device", "test_devices",
            "reduce_sum", "work_group_size", "zeros", "check_memory", "check_host_memory",
            "items_that_fit", "Interrupted", "run_sliced", "Program", "build", "kernel_dir",

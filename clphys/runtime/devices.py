@@ -33,7 +33,9 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Union
 
 import pyopencl as cl
 
@@ -42,7 +44,7 @@ from .facts import DeviceFacts, fake_facts, with_vendor_flags
 from .mpi import local_rank, rank_cache_dir
 from .render import Program, build, source_program
 
-__all__ = ["DeviceFacts", "Device", "DeviceStatus", "devices", "device", "current_device",
+__all__ = ["DeviceFacts", "Device", "DeviceSpec", "DeviceStatus", "devices", "device", "current_device",
            "resolve_device", "survey", "test_devices", "default_candidates", "nvidia_icd_hint",
            "fake_facts", "pocl_fix", "fp64_missing"]
 
@@ -151,7 +153,7 @@ def _match(part: str, index: int, *names: str) -> bool:
     return any(part.lower() in n.lower() for n in names)
 
 
-def _select(spec: str):
+def _select(spec: object) -> list:
     """[(platform, device, index)] of every device `spec` names, in inventory
     order; DeviceError if none. A simulator is included only where the spec
     names it: its platform by name, or the full ``platform:device`` index."""
@@ -389,7 +391,7 @@ class Device:
     def name(self) -> str:
         return self.facts.name
 
-    def build(self, template: str, options=(), **params) -> Program:
+    def build(self, template: str, options: Iterable[str] = (), **params: object) -> Program:
         """Render `template` for this device with `params`, build it once, return
         the program (kernels as attributes)."""
         return build(self, template, options=options, **params)
@@ -406,6 +408,9 @@ class Device:
         return f"<clphys.Device {self.facts.index} {self.facts.platform} | {self.name}>"
 
 
+# What a public function's ``device=`` takes (see device()).
+DeviceSpec = Union[Device, cl.Device, str, None]
+
 _current: contextvars.ContextVar[Device | None] = contextvars.ContextVar("clphys_device", default=None)
 _by_id: dict[int, Device] = {}
 
@@ -420,7 +425,7 @@ def _device_for(platform, cl_device, index) -> Device:
     return _by_id[key]
 
 
-def device(spec=None) -> Device:
+def device(spec: DeviceSpec = None) -> Device:
     """The usable device named by `spec` (see module doc); ``None`` applies the
     defaults. Among several matches the first usable one is taken; if none is
     usable, a DeviceError says why and how to fix it.
@@ -441,7 +446,7 @@ def device(spec=None) -> Device:
     return _first_usable(_select(spec), f"device {spec!r}")
 
 
-def resolve_device(dev=None) -> Device:
+def resolve_device(dev: DeviceSpec = None) -> Device:
     """What every public function calls on its ``device=`` argument."""
     current = _current.get()
     if dev is None and current is not None:

@@ -13,7 +13,9 @@ import hashlib
 import os
 import re
 import warnings
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyopencl as cl
@@ -21,6 +23,9 @@ from mako.lookup import TemplateLookup
 
 from ..errors import BuildError, DeviceError
 from .facts import DeviceFacts
+
+if TYPE_CHECKING:
+    from .devices import Device
 
 __all__ = ["kernel_dir", "render", "build", "Program", "launched_kernels", "kernels_launched_on",
            "template_names", "source_program"]
@@ -55,7 +60,7 @@ def template_names() -> list[str]:
     return sorted(p.relative_to(root).as_posix() for p in root.rglob("*.cl"))
 
 
-def render(template: str, facts: DeviceFacts, **params) -> str:
+def render(template: str, facts: DeviceFacts, **params: object) -> str:
     """The OpenCL C source of `template` (a path relative to cl_kernels/) for
     a device with `facts`; `params` are the template's compile-time parameters."""
     if not isinstance(facts, DeviceFacts):
@@ -156,7 +161,8 @@ class Kernel:
         self._args: list | None = None
         self._wait = not queued_launches
 
-    def __call__(self, queue, global_size, local_size, *args, wait_for=None):
+    def __call__(self, queue: cl.CommandQueue, global_size: tuple[int, ...], local_size: tuple[int, ...] | None,
+                 *args: object, wait_for: Sequence[cl.Event] | None = None) -> cl.Event:
         _launched.add(self._tag)
         last = self._args
         if last is None or len(last) != len(args):
@@ -178,7 +184,7 @@ class Kernel:
             event.wait()
         return event
 
-    def work_group_limit(self, device) -> int:
+    def work_group_limit(self, device: Device) -> int:
         """The largest work group this kernel can run with on `device` (its
         registers can cap it below the device's maximum)."""
         return int(self.cl_kernel.get_work_group_info(
@@ -203,7 +209,7 @@ class Program:
                                          self.queued_launches)
         return self._kernels[name]
 
-    def instance(self, name) -> Kernel:
+    def instance(self, name: str) -> Kernel:
         """A new Kernel `name` with its own arguments: loops that alternate
         between fixed argument sets (colours, buffer pairs) keep one instance
         per set, so that a launch re-sets only what changes between its own
@@ -282,7 +288,7 @@ def source_program(context: cl.Context, source: str) -> cl.Program:
     return cl.Program(cl._cl._Program(context, source))  # noqa: SLF001
 
 
-def build(device, template: str, options=(), **params) -> Program:
+def build(device: Device, template: str, options: Iterable[str] = (), **params: object) -> Program:
     """Render `template` for `device` and build it, once per (device, source,
     options).
     """
