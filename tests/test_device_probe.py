@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 
 import clphys
-from clphys.cli import main
-
 import fake_unknown_cpu
+from clphys.cli import main
 
 devices_module = sys.modules["clphys.runtime.devices"]
 TESTS = Path(__file__).resolve().parent

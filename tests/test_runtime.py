@@ -85,7 +85,7 @@ def test_build_is_cached_and_source_kept(device, tmp_path, monkeypatch):
     kept = list(tmp_path.glob("rng_generate-*.cl"))
     assert len(kept) == 1 and "xorshift32_next" in kept[0].read_text()
     with pytest.raises(AttributeError, match="rng_words"):
-        a.no_such_kernel
+        _ = a.no_such_kernel
 
 
 def test_rendered_sources_are_cached_by_parameters(monkeypatch):
