@@ -444,7 +444,7 @@ class _Direct:
         facts = self.dev.facts
         pair_terms = self.tiles * t.chunk * self.lag_blocks * t.wg * t.lpi
         return (self.E == 1 and len(self.windows) == 1 and not _scaled(pairs)
-                and facts.vendor != "oclgrind"
+                and facts.overlap
                 and (forced or (progress in (None, False)
                                 and pair_terms <= STREAM_MAX_PAIRS[facts.is_gpu]
                                 and (facts.is_gpu or self.b.lengths[0] <= HEAD_VALUES))))
@@ -549,7 +549,7 @@ class _Direct:
         pair_terms = self.E * self.tiles * t.chunk * self.lag_blocks * t.wg * t.lpi
         return (self.E > 1 and len(self.windows) == 1 and not _scaled(pairs)
                 and self.f64 and self.room >= self.tpb and self._stream_fits()
-                and (forced or (progress in (None, False) and facts.vendor != "oclgrind"
+                and (forced or (progress in (None, False) and facts.overlap
                                 and pair_terms <= STREAM_MAX_PAIRS[facts.is_gpu])))
 
     def _stream_fits(self) -> bool:
@@ -870,7 +870,7 @@ def _release(dev):
 
 def _zeros(dev, n, dtype) -> cla.Array:
     """A zeroed (pooled) device array; on Oclgrind written from the host (runtime.zeros)."""
-    if dev.facts.vendor == "oclgrind":
+    if not dev.facts.fill_initialises:
         return zeros(dev, n, dtype)
     arr = _common.work_array(dev, n, dtype)
     cl.enqueue_fill_buffer(dev.queue, arr.data, np.zeros(1, np.uint8), 0, arr.nbytes)
