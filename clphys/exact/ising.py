@@ -146,11 +146,11 @@ class IsingExact:
     """
     Lx: int
     Ly: int
-    T: object
+    T: ArrayLike
     J: float
-    log_z: object
-    energy: object
-    specific_heat: object
+    log_z: ArrayLike
+    energy: ArrayLike
+    specific_heat: ArrayLike
 
     @property
     def free_energy(self) -> float | np.ndarray:
@@ -313,18 +313,18 @@ class IsingEnumeration:
     """
     Lx: int
     Ly: int
-    T: object
+    T: ArrayLike
     J: float
     h: float
-    log_z: object
-    energy: object
-    magnetization: object
-    abs_magnetization: object
-    m2: object
-    m4: object
-    specific_heat: object
-    susceptibility: object
-    susceptibility_abs: object
+    log_z: ArrayLike
+    energy: ArrayLike
+    magnetization: ArrayLike
+    abs_magnetization: ArrayLike
+    m2: ArrayLike
+    m4: ArrayLike
+    specific_heat: ArrayLike
+    susceptibility: ArrayLike
+    susceptibility_abs: ArrayLike
 
 
 _MAX_ENUM_SPINS = 20

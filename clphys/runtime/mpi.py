@@ -142,12 +142,12 @@ def digest(values: object) -> str:
     return h.hexdigest()
 
 
-def all_ok(comm: Any, check: Callable[..., T], *args: object, **kwargs: object) -> T | None:
+def all_ok(comm: Any, check: Callable[..., T], *args: object, **kwargs: object) -> T:
     """Run ``check(*args, **kwargs)`` on every rank; if it raised on any rank,
     raise on every rank (the first failing rank's exception type and message),
     so no rank waits in a collective for one that gave up. Returns the
     check's result on this rank."""
-    result, error = None, None
+    error = None
     try:
         result = check(*args, **kwargs)
     except (ValueError, TypeError, ImportError, OSError, RuntimeError) as exc:
