@@ -92,7 +92,15 @@ def _lcg_steps(states: np.ndarray, steps: int, a: int, c: int) -> np.ndarray:
     return out
 
 
-def _xorshift_steps(states: np.ndarray, steps: int) -> np.ndarray:
+def lcg_steps(states: np.ndarray, steps: int) -> np.ndarray:
+    """(steps, n) successive words of LCG32 (x <- 1664525 x + 1013904223 mod 2^32)
+    from each of `states` (n,): the NumPy twin of rng/lcg.cl."""
+    return _lcg_steps(states, steps, 1664525, 1013904223)
+
+
+def xorshift_steps(states: np.ndarray, steps: int) -> np.ndarray:
+    """(steps, n) successive words of xorshift32 (13, 17, 5) from each of `states`
+    (n,): the NumPy twin of rng/xorshift.cl."""
     out = np.empty((steps, len(states)), dtype=np.uint32)
     x = states.astype(np.uint32)
     for t in range(steps):
@@ -103,8 +111,9 @@ def _xorshift_steps(states: np.ndarray, steps: int) -> np.ndarray:
     return out
 
 
-def _halfbit_rounds(states: np.ndarray, rounds: int) -> np.ndarray:
-    """(rounds, n, 64) words of the half-bit LCG; see the module doc."""
+def halfbit_rounds(states: np.ndarray, rounds: int) -> np.ndarray:
+    """(rounds, n, 64) words of the half-bit LCG from each of `states` (n,); see the
+    module doc."""
     out = np.empty((rounds, len(states), 64), dtype=np.uint32)
     x = states.astype(np.uint32)
     for r in range(rounds):
@@ -130,10 +139,9 @@ def words_numpy(n: int, seed: int = 0, generator: str = "philox",
     states = chained_seeds(streams, seed)
     if generator == "halfbit-lcg":
         rounds = -(-n // (64 * streams))
-        return _halfbit_rounds(states, rounds).ravel()[:n]
+        return halfbit_rounds(states, rounds).ravel()[:n]
     steps = -(-n // streams)
-    table = (_lcg_steps(states, steps, 1664525, 1013904223) if generator == "lcg"
-             else _xorshift_steps(states, steps))
+    table = lcg_steps(states, steps) if generator == "lcg" else xorshift_steps(states, steps)
     return table.ravel()[:n]
 
 
@@ -176,10 +184,9 @@ def checksum_numpy(streams: int, steps: int, seed: int = 0, generator: str = "ph
         return np.bitwise_xor.reduce(w, axis=(0, 2)) if steps else np.zeros(streams, np.uint32)
     states = chained_seeds(streams, seed)
     if generator == "halfbit-lcg":
-        w = _halfbit_rounds(states, steps)
+        w = halfbit_rounds(states, steps)
         return np.bitwise_xor.reduce(w, axis=(0, 2)) if steps else np.zeros(streams, np.uint32)
-    table = (_lcg_steps(states, steps, 1664525, 1013904223) if generator == "lcg"
-             else _xorshift_steps(states, steps))
+    table = lcg_steps(states, steps) if generator == "lcg" else xorshift_steps(states, steps)
     return np.bitwise_xor.reduce(table, axis=0) if steps else np.zeros(streams, np.uint32)
 
 
@@ -340,3 +347,9 @@ def checksum(streams: int, steps: int, seed: int = 0, generator: str = "philox",
 def words_per_step(generator: str) -> int:
     """Words one checksum step draws: 4 for Philox, 64 for halfbit-lcg, else 1."""
     return {"philox": 4, "halfbit-lcg": 64}.get(check.choice("generator", generator, GENERATORS), 1)
+
+
+# Private names that other packages imported before the public ones above existed;
+# kept while any caller still uses them.
+_halfbit_rounds = halfbit_rounds
+_xorshift_steps = xorshift_steps
