@@ -207,7 +207,7 @@ def validate(dev, L=32, temperatures=(2.0, TC_2D, 2.5), inner=(1, 2, 4, 8), repl
                 Ei = E[:, i * replicas:(i + 1) * replicas]
                 for name, (v, e), want in (
                         ("E/N", _jackknife(lambda m: m / N, Ei), exact.energy[i]),
-                        ("C/N", _jackknife(lambda m1, m2: (m2 - m1 ** 2) / (temp ** 2 * N), Ei, Ei ** 2),
+                        ("C/N", _jackknife(lambda m1, m2, temp=temp: (m2 - m1 ** 2) / (temp ** 2 * N), Ei, Ei ** 2),
                          exact.specific_heat[i])):
                     rows.append(dict(device=dev.name, workload=f"blocks validate L={L} T={temp:.4f} "
                                      f"rng={rng} k={k} replicas={replicas} sweeps={n_meas}",

@@ -72,12 +72,12 @@ def main(argv=None):
             out = cla.empty(q, streams, np.uint32)
             if g == "philox":
                 k0, k1 = rng.seed_key(1)
-                launch = lambda: prg.rng_checksum(q, (streams,), None, out.data, np.uint32(steps),
-                                                  np.uint32(k0), np.uint32(k1))
+                launch = lambda prg=prg, streams=streams, out=out, steps=steps, k0=k0, k1=k1: prg.rng_checksum(
+                    q, (streams,), None, out.data, np.uint32(steps), np.uint32(k0), np.uint32(k1))
             else:
                 states = cla.to_device(q, rng.chained_seeds(streams, 1))
-                launch = lambda: prg.rng_checksum(q, (streams,), None, out.data, np.uint32(steps),
-                                                  states.data)
+                launch = lambda prg=prg, streams=streams, out=out, steps=steps, states=states: prg.rng_checksum(
+                    q, (streams,), None, out.data, np.uint32(steps), states.data)
             t = timed(q, launch, args.repeats)
             rows.append((g, "generate", streams, streams * steps * per_step / t))
         # stored words: n words into one buffer
@@ -86,13 +86,14 @@ def main(argv=None):
         buf = cla.empty(q, n, np.uint32)
         if g == "philox":
             k0, k1 = rng.seed_key(1)
-            launch = lambda: prg.rng_words(q, (n // 4,), None, buf.data, np.uint64(n),
-                                           np.uint32(k0), np.uint32(k1), np.uint64(0))
+            launch = lambda prg=prg, n=n, buf=buf, k0=k0, k1=k1: prg.rng_words(
+                q, (n // 4,), None, buf.data, np.uint64(n), np.uint32(k0), np.uint32(k1), np.uint64(0))
             streams = n // 4
         else:
             streams = stream_opts[-1]
             states = cla.to_device(q, rng.chained_seeds(streams, 1))
-            launch = lambda: prg.rng_words(q, (streams,), None, buf.data, np.uint64(n), states.data)
+            launch = lambda prg=prg, streams=streams, buf=buf, n=n, states=states: prg.rng_words(
+                q, (streams,), None, buf.data, np.uint64(n), states.data)
         t = timed(q, launch, args.repeats)
         rows.append((g, "store", streams, n / t))
 

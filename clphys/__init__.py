@@ -13,11 +13,10 @@ error analysis in ``clphys.stats``.
 
 import importlib
 
-__version__ = "0.1.0"
-
+from . import rng
+from ._version import __version__
 from .errors import BuildError, ClphysError, DeviceError
 from .runtime import Device, DeviceFacts, current_device, device, devices
-from . import rng
 
 _SUBPACKAGES = ("ising", "timeseries", "sde", "muca", "exact", "stats")
 

@@ -5,11 +5,18 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Collection
+from typing import TypeVar
 
 import numpy as np
+from numpy.typing import DTypeLike
+
+from ._typing import ArrayLike
+
+T = TypeVar("T")
 
 
-def integer(name: str, value, minimum=None, maximum=None) -> int:
+def integer(name: str, value: object, minimum: int | None = None, maximum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)):
         raise TypeError(f"{name} must be an integer, got {value!r}")
     value = int(value)
@@ -20,7 +27,8 @@ def integer(name: str, value, minimum=None, maximum=None) -> int:
     return value
 
 
-def real(name: str, value, minimum=None, maximum=None, *, strict_min=False) -> float:
+def real(name: str, value: object, minimum: float | None = None, maximum: float | None = None, *,
+         strict_min: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
         raise TypeError(f"{name} must be a real number, got {value!r}")
     value = float(value)
@@ -33,7 +41,7 @@ def real(name: str, value, minimum=None, maximum=None, *, strict_min=False) -> f
     return value
 
 
-def choice(name: str, value, allowed):
+def choice(name: str, value: T, allowed: Collection) -> T:
     try:       # an array compares elementwise, an unhashable value may raise: neither is a choice
         ok = bool(value in allowed) and not (isinstance(value, bool) and not any(
             isinstance(a, bool) for a in allowed))
@@ -44,11 +52,12 @@ def choice(name: str, value, allowed):
     return value
 
 
-def seed(value) -> int:
+def seed(value: object) -> int:
     return integer("seed", value, 0, 2**64 - 1)
 
 
-def finite_array(name: str, values, ndim=None, dtype=None) -> np.ndarray:
+def finite_array(name: str, values: ArrayLike, ndim: int | None = None, dtype: DTypeLike | None = None
+                 ) -> np.ndarray:
     """A NumPy copy-free view of `values`; NaN/inf reported with their position."""
     try:
         if np.iscomplexobj(values) or _has_text(values):

@@ -1,7 +1,9 @@
 """Matplotlib, imported only when a plot is asked for."""
 
+from typing import Any
 
-def pyplot():
+
+def pyplot() -> Any:
     """matplotlib.pyplot with a non-interactive backend, or a clear error."""
     try:
         import matplotlib

@@ -27,7 +27,7 @@ class LongRunWarning(UserWarning):
     """A run that will take long on this (CPU) device, with the estimate."""
 
 
-def check_progress(progress, name: str = "progress"):
+def check_progress(progress: object, name: str = "progress") -> object:
     """TypeError unless `progress` is None, True/False or a callable f(done, total):
     for public functions to call before any work."""
     if not (progress is None or isinstance(progress, bool) or callable(progress)):
@@ -54,7 +54,7 @@ class Progress:
 
     _open: list = []                     # the Progress objects not closed, outermost first
 
-    def __init__(self, total: int, progress=None, label: str = "", min_seconds: float = 2.0):
+    def __init__(self, total: int, progress: object = None, label: str = "", min_seconds: float = 2.0):
         self.total, self.label, self.done = max(int(total), 1), label, 0
         self._callback = progress if callable(progress) else None
         self._bar = progress is True or (progress is None and sys.stderr.isatty())
@@ -66,12 +66,12 @@ class Progress:
         self._measured = [0.0, 0]        # seconds and units of the slices measured
         self._seen = 0                   # units done at the last slice reported
         self._judged = False             # the long-run check was made
-        self._touched = time.monotonic()
+        self.updated = time.monotonic()    # time.monotonic() of the last update()
         Progress._open.append(self)
 
-    def update(self, n: int = 1):
+    def update(self, n: int = 1) -> None:
         self.done = min(self.done + n, self.total)
-        self._touched = time.monotonic()
+        self.updated = time.monotonic()
         now = time.perf_counter() - self._start
         hist = self._history
         hist.append((now, self.done))
@@ -101,7 +101,7 @@ class Progress:
         cost `weight` times as much)."""
         return _Part(self, weight)
 
-    def judge(self, device_name: str, seconds: float, first: bool):
+    def judge(self, device_name: str, seconds: float, first: bool) -> None:
         """After a slice of work on a CPU device that took `seconds` (`first`: the first
         of its pass, which may include building the kernels: not measured): once WARN_AFTER
         seconds of slices are measured, LongRunWarning if the job's estimate exceeds
@@ -125,7 +125,14 @@ class Progress:
                           f"done); a GPU does such work 10-100x faster.  Ctrl-C stops it "
                           f"within about a second", LongRunWarning, stacklevel=4)
 
-    def close(self):
+    @classmethod
+    def job(cls, within: float = 30.0) -> Progress | None:
+        """The outermost open Progress that counted in the last `within` seconds (one
+        left open by a caller is passed over)."""
+        now = time.monotonic()
+        return next((p for p in cls._open if now - p.updated < within), None)
+
+    def close(self) -> None:
         if self in Progress._open:
             Progress._open.remove(self)
         if self._shown:
@@ -147,19 +154,18 @@ class _Part:
     def __init__(self, whole: Progress, weight: int):
         self.whole, self.weight = whole, int(weight)
 
-    def update(self, n: int = 1):
+    def update(self, n: int = 1) -> None:
         self.whole.update(n * self.weight)
 
-    def close(self):
+    def close(self) -> None:
         pass
 
 
-def observe_slice(device_name: str, is_cpu: bool, seconds: float, first: bool):
+def observe_slice(device_name: str, is_cpu: bool, seconds: float, first: bool) -> None:
     """After a slice of device work that took `seconds` (`first`: the first of a pass):
     the job (the outermost open Progress still counting: one left open by a caller is
     passed over) judges whether it is a long CPU run."""
     if is_cpu:
-        now = time.monotonic()
-        job = next((p for p in Progress._open if now - p._touched < 30.0), None)
+        job = Progress.job()
         if job is not None:
             job.judge(device_name, seconds, first)

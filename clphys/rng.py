@@ -35,7 +35,8 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 from . import _validate as check
-from .runtime import check_host_memory, check_memory, items_that_fit, resolve_device
+from ._typing import ArrayLike
+from .runtime import DeviceSpec, check_host_memory, check_memory, items_that_fit, resolve_device
 
 GENERATORS = ("philox", "lcg", "halfbit-lcg", "xorshift32")
 DEFAULT_STREAMS = 4096
@@ -65,7 +66,7 @@ def chained_seeds(n: int, seed: int = 0) -> np.ndarray:
     return (np.cumprod(mult, dtype=np.uint64) & _M32).astype(np.uint32)
 
 
-def philox_numpy(counters, keys) -> np.ndarray:
+def philox_numpy(counters: ArrayLike, keys: ArrayLike) -> np.ndarray:
     """Philox4x32-10 in NumPy: counters (n, 4), keys (n, 2) or (2,) -> (n, 4) uint32."""
     c = np.asarray(counters, dtype=np.uint64).reshape(-1, 4)
     k = np.broadcast_to(np.asarray(keys, dtype=np.uint64).reshape(-1, 2), (len(c), 2))
@@ -91,7 +92,15 @@ def _lcg_steps(states: np.ndarray, steps: int, a: int, c: int) -> np.ndarray:
     return out
 
 
-def _xorshift_steps(states: np.ndarray, steps: int) -> np.ndarray:
+def lcg_steps(states: np.ndarray, steps: int) -> np.ndarray:
+    """(steps, n) successive words of LCG32 (x <- 1664525 x + 1013904223 mod 2^32)
+    from each of `states` (n,): the NumPy twin of rng/lcg.cl."""
+    return _lcg_steps(states, steps, 1664525, 1013904223)
+
+
+def xorshift_steps(states: np.ndarray, steps: int) -> np.ndarray:
+    """(steps, n) successive words of xorshift32 (13, 17, 5) from each of `states`
+    (n,): the NumPy twin of rng/xorshift.cl."""
     out = np.empty((steps, len(states)), dtype=np.uint32)
     x = states.astype(np.uint32)
     for t in range(steps):
@@ -102,8 +111,9 @@ def _xorshift_steps(states: np.ndarray, steps: int) -> np.ndarray:
     return out
 
 
-def _halfbit_rounds(states: np.ndarray, rounds: int) -> np.ndarray:
-    """(rounds, n, 64) words of the half-bit LCG; see the module doc."""
+def halfbit_rounds(states: np.ndarray, rounds: int) -> np.ndarray:
+    """(rounds, n, 64) words of the half-bit LCG from each of `states` (n,); see the
+    module doc."""
     out = np.empty((rounds, len(states), 64), dtype=np.uint32)
     x = states.astype(np.uint32)
     for r in range(rounds):
@@ -129,10 +139,9 @@ def words_numpy(n: int, seed: int = 0, generator: str = "philox",
     states = chained_seeds(streams, seed)
     if generator == "halfbit-lcg":
         rounds = -(-n // (64 * streams))
-        return _halfbit_rounds(states, rounds).ravel()[:n]
+        return halfbit_rounds(states, rounds).ravel()[:n]
     steps = -(-n // streams)
-    table = (_lcg_steps(states, steps, 1664525, 1013904223) if generator == "lcg"
-             else _xorshift_steps(states, steps))
+    table = lcg_steps(states, steps) if generator == "lcg" else xorshift_steps(states, steps)
     return table.ravel()[:n]
 
 
@@ -152,11 +161,13 @@ def normal_from_words(w: np.ndarray, n: int) -> np.ndarray:
     return z[:n].astype(np.float32)
 
 
-def uniform_numpy(n, seed=0, generator="philox", streams=DEFAULT_STREAMS):
+def uniform_numpy(n: int, seed: int = 0, generator: str = "philox", streams: int = DEFAULT_STREAMS
+                  ) -> np.ndarray:
     return uniform_from_words(words_numpy(n, seed, generator, streams))
 
 
-def normal_numpy(n, seed=0, generator="philox", streams=DEFAULT_STREAMS):
+def normal_numpy(n: int, seed: int = 0, generator: str = "philox", streams: int = DEFAULT_STREAMS
+                 ) -> np.ndarray:
     n = check.integer("n", n, 0)
     return normal_from_words(words_numpy(n + (n & 1), seed, generator, streams), n)
 
@@ -173,10 +184,9 @@ def checksum_numpy(streams: int, steps: int, seed: int = 0, generator: str = "ph
         return np.bitwise_xor.reduce(w, axis=(0, 2)) if steps else np.zeros(streams, np.uint32)
     states = chained_seeds(streams, seed)
     if generator == "halfbit-lcg":
-        w = _halfbit_rounds(states, steps)
+        w = halfbit_rounds(states, steps)
         return np.bitwise_xor.reduce(w, axis=(0, 2)) if steps else np.zeros(streams, np.uint32)
-    table = (_lcg_steps(states, steps, 1664525, 1013904223) if generator == "lcg"
-             else _xorshift_steps(states, steps))
+    table = lcg_steps(states, steps) if generator == "lcg" else xorshift_steps(states, steps)
     return np.bitwise_xor.reduce(table, axis=0) if steps else np.zeros(streams, np.uint32)
 
 
@@ -188,7 +198,7 @@ def _check_common(n, generator):
     return n, generator
 
 
-def philox(counters, keys, device=None) -> np.ndarray:
+def philox(counters: ArrayLike, keys: ArrayLike, device: DeviceSpec = None) -> np.ndarray:
     """Philox4x32-10 on the device: counters (n, 4) and keys (n, 2) or (2,),
     unsigned 32-bit integers, -> (n, 4) uint32."""
     c = np.asarray(counters)
@@ -257,7 +267,8 @@ def _check_generate(n, seed, generator, streams, bytes_per_value, what):
     return n, seed, generator, streams
 
 
-def words(n, seed=0, generator="philox", streams=DEFAULT_STREAMS, device=None) -> np.ndarray:
+def words(n: int, seed: int = 0, generator: str = "philox", streams: int = DEFAULT_STREAMS,
+          device: DeviceSpec = None) -> np.ndarray:
     """The first n 32-bit words of `generator` computed on the device (uint32).
     Runs longer than the device's memory are made in pieces (same words)."""
     n, seed, generator, streams = _check_generate(n, seed, generator, streams, 4, "rng.words")
@@ -273,7 +284,8 @@ def words(n, seed=0, generator="philox", streams=DEFAULT_STREAMS, device=None) -
     return out
 
 
-def uniform(n, seed=0, generator="philox", streams=DEFAULT_STREAMS, device=None) -> np.ndarray:
+def uniform(n: int, seed: int = 0, generator: str = "philox", streams: int = DEFAULT_STREAMS,
+            device: DeviceSpec = None) -> np.ndarray:
     """n float32 uniforms in [0, 1) (never 1), identical on every device."""
     n, seed, generator, streams = _check_generate(n, seed, generator, streams, 4, "rng.uniform")
     out = np.empty(n, dtype=np.float32)
@@ -288,7 +300,8 @@ def uniform(n, seed=0, generator="philox", streams=DEFAULT_STREAMS, device=None)
     return out
 
 
-def normal(n, seed=0, generator="philox", streams=DEFAULT_STREAMS, device=None) -> np.ndarray:
+def normal(n: int, seed: int = 0, generator: str = "philox", streams: int = DEFAULT_STREAMS,
+           device: DeviceSpec = None) -> np.ndarray:
     """n float32 standard normals by Box-Muller on the device (never log 0)."""
     n, seed, generator, streams = _check_generate(n, seed, generator, streams, 4, "rng.normal")
     out = np.empty(n, dtype=np.float32)
@@ -308,7 +321,8 @@ def normal(n, seed=0, generator="philox", streams=DEFAULT_STREAMS, device=None) 
     return out
 
 
-def checksum(streams, steps, seed=0, generator="philox", device=None, _out=None):
+def checksum(streams: int, steps: int, seed: int = 0, generator: str = "philox",
+             device: DeviceSpec = None) -> np.ndarray:
     """XOR of each stream's first `steps` draws (Philox: blocks of 4 words;
     halfbit-lcg: rounds of 64 words), without storing them: the throughput
     benchmark's kernel. Returns (streams,) uint32."""
@@ -333,3 +347,9 @@ def checksum(streams, steps, seed=0, generator="philox", device=None, _out=None)
 def words_per_step(generator: str) -> int:
     """Words one checksum step draws: 4 for Philox, 64 for halfbit-lcg, else 1."""
     return {"philox": 4, "halfbit-lcg": 64}.get(check.choice("generator", generator, GENERATORS), 1)
+
+
+# Private names that other packages imported before the public ones above existed;
+# kept while any caller still uses them.
+_halfbit_rounds = halfbit_rounds
+_xorshift_steps = xorshift_steps

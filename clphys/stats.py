@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from . import _validate
+from ._typing import ArrayLike
 
 # smallest number of blocks whose error bar is trusted: the relative error of
 # an error estimated from n blocks is ~1/sqrt(2(n-1)), 13% at 32
@@ -60,7 +62,7 @@ def _series(name, x, min_len=2):
     return x
 
 
-def binning(x, n_bins):
+def binning(x: ArrayLike, n_bins: int) -> np.ndarray:
     """Means of n_bins equal consecutive bins of the 1-D series x.  The
     len(x) % n_bins leftover samples are dropped at the start.  Raises if
     len(x) < n_bins."""
@@ -72,7 +74,7 @@ def binning(x, n_bins):
     return x[x.size - size * n_bins:].reshape(n_bins, size).mean(axis=1)
 
 
-def binning_levels(x, min_blocks=MIN_BLOCKS):
+def binning_levels(x: ArrayLike, min_blocks: int = MIN_BLOCKS) -> np.ndarray:
     """Naive standard errors of the mean at successive pair-averaging levels
     0, 1, 2, ... (block sizes 1, 2, 4, ...), as long as at least min_blocks
     blocks remain; an odd leftover sample is dropped at the start.  For
@@ -91,7 +93,7 @@ def binning_levels(x, min_blocks=MIN_BLOCKS):
     return np.array(errs)
 
 
-def binned_error(x, max_levels=None):
+def binned_error(x: ArrayLike, max_levels: int | None = None) -> float:
     """Binning-analysis (Flyvbjerg-Petersen) error of the mean of a
     correlated 1-D series: the naive standard error of block means at the
     deepest pair-averaging level that still has >= MIN_BLOCKS = 32 blocks
@@ -107,7 +109,8 @@ def binned_error(x, max_levels=None):
     return float(levels[last])
 
 
-def jackknife(x, func=np.mean, n_blocks=32, bias_correct=False):
+def jackknife(x: ArrayLike, func: Callable = np.mean, n_blocks: int = 32,
+              bias_correct: bool = False) -> Estimate:
     """Block jackknife estimate of func(<x>) and its error.
 
     x: 1-D series, or 2-D array (n_series, n_samples) of simultaneous
@@ -149,7 +152,8 @@ def jackknife(x, func=np.mean, n_blocks=32, bias_correct=False):
     return Estimate(value, err)
 
 
-def jackknife_blocks(blocks, func, vectorized=False):
+def jackknife_blocks(blocks: ArrayLike, func: Callable, vectorized: bool = False
+                     ) -> tuple[np.ndarray, np.ndarray]:
     """Jackknife over independent blocks of any shape, for array-valued estimators.
 
     blocks: array (n_blocks, ...) of per-block data (e.g. one histogram per
@@ -183,7 +187,7 @@ def jackknife_blocks(blocks, func, vectorized=False):
     return value, err
 
 
-def autocorrelation(x):
+def autocorrelation(x: ArrayLike) -> np.ndarray:
     """Normalised autocorrelation rho(t), t = 0..len(x)-1, of a 1-D series,
     via FFT (zero padded, so not circular):
     rho(t) = C(t)/C(0), C(t) = 1/(N-t) sum_i (x_i - m)(x_{i+t} - m)."""
@@ -210,7 +214,7 @@ def _window(rho, n, c):
     return float(tau[i]), int(W[i]), bool(ok.size)
 
 
-def integrated_autocorrelation_time(x, c=5.0):
+def integrated_autocorrelation_time(x: ArrayLike, c: float = 5.0) -> Estimate:
     """tau_int = 1/2 + sum_{t=1}^{W} rho(t) with Sokal's automatic window:
     the smallest W with W >= c tau_int(W) (c = 5 to 10; 5 is fine for
     near-exponential decay).  Error from Madras & Sokal,
@@ -227,7 +231,7 @@ def integrated_autocorrelation_time(x, c=5.0):
     return Estimate(t, math.sqrt(2.0 * (2 * w + 1) / n) * abs(t))
 
 
-def mean_error(x, method="binning"):
+def mean_error(x: ArrayLike, method: str = "binning") -> Estimate:
     """Mean of a (correlated) 1-D series with its error: method="binning"
     uses `binned_error`, method="tau" uses sqrt(2 tau_int Var(x)/N).  A
     constant series has error 0."""
@@ -282,7 +286,8 @@ def _gradient(func, means, scale):
     return grad
 
 
-def series_estimate(x, func=None, c=5.0, window=None) -> SeriesEstimate:
+def series_estimate(x: ArrayLike, func: Callable | None = None, c: float = 5.0,
+                    window: int | None = None) -> SeriesEstimate:
     """func(<x>) and its error from ONE correlated series, with the
     autocorrelation of the data taken into account (U. Wolff, Comput. Phys.
     Commun. 156, 143 (2004), "Monte Carlo errors with less errors").
@@ -313,7 +318,8 @@ def series_estimate(x, func=None, c=5.0, window=None) -> SeriesEstimate:
     return shared_estimates(data[None] if func is not None or data.ndim == 1 else data, func, c, window)[0]
 
 
-def shared_estimates(x, func=None, c=5.0, window=None) -> list:
+def shared_estimates(x: ArrayLike, func: Callable | None = None, c: float = 5.0,
+                     window: int | None = None) -> list[SeriesEstimate]:
     """func(<x_r>) of each of R independent series of ONE Markov chain
     (replicas of one system at one temperature, equally long), each with the
     error and tau_int they share, estimated from all of them.
@@ -384,7 +390,7 @@ def shared_estimates(x, func=None, c=5.0, window=None) -> list:
     return [SeriesEstimate(v, error, tau if found else math.nan, n) for v in values]
 
 
-def mean_estimates(rows, c=5.0):
+def mean_estimates(rows: ArrayLike, c: float = 5.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """series_estimate of the mean of each row of a 2-D array (k, n), for
     many series at once (one batched FFT): (means, errors, tau_ints) arrays;
     tau_int is NaN where no window was found, errors are NaN for fewer than

@@ -44,8 +44,8 @@ import pytest  # noqa: E402
 import clphys  # noqa: E402
 from clphys.runtime import fake_facts, kernel_dir, launched_kernels, survey, test_devices  # noqa: E402
 from clphys.runtime.devices import Device, pocl_fix  # noqa: E402
-from clphys.runtime.render import kernels_launched_on  # noqa: E402
 from clphys.runtime.devices import devices as _all_facts  # noqa: E402
+from clphys.runtime.render import kernels_launched_on  # noqa: E402
 
 
 def _device_id(spec: str) -> str:

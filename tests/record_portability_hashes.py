@@ -26,7 +26,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import clphys  # noqa: E402
-
 from portability_cases import BITS, HASH_FILE, digest, load_hashes, results  # noqa: E402
 
 

@@ -18,8 +18,7 @@ from hypothesis import strategies as st
 import clphys
 from clphys.cli import main
 from clphys.errors import DeviceError
-from clphys.ising import (Ensemble2D, Ensemble3D, Ising2D, Ising3D, Samples, binder_scan,
-                          metropolis_thresholds)
+from clphys.ising import Ensemble2D, Ensemble3D, Ising2D, Ising3D, Samples, binder_scan, metropolis_thresholds
 from clphys.ising.binder import crossing_of
 from clphys.runtime import test_devices as _test_devices
 from clphys.stats import mean_estimates, series_estimate
@@ -166,7 +165,7 @@ def test_malformed_in_memory_states(ensemble, algorithm, rng):
         with pytest.raises(ValueError, match=rf"state\['backend'\].*lacks \['{key}'\]"):
             Ising2D.from_state(bad, device=ensemble.device)
         junked = dict(state, backend=dict(state["backend"], **{key: "x"}))
-        assert _clean(lambda: Ising2D.from_state(junked, device=ensemble.device)) is not None
+        assert _clean(lambda junked=junked: Ising2D.from_state(junked, device=ensemble.device)) is not None
     for backend in (None, [], dict(state["backend"], extra=1)):
         with pytest.raises(ValueError, match=r"state\['backend'\]"):
             Ising2D.from_state(dict(state, backend=backend), device=ensemble.device)

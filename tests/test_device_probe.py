@@ -1,4 +1,4 @@
-"""Device usability (issue 9): a device that cannot build a trivial program is
+"""Device usability: a device that cannot build a trivial program is
 never picked by default, naming it says what is wrong and how to fix it, and
 `clphys info`, the CLI and the test suite itself report it. A failing build is
 injected (tests/fake_unknown_cpu.py), so no broken device is needed."""
@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 
 import clphys
-from clphys.cli import main
-
 import fake_unknown_cpu
+from clphys.cli import main
 
 devices_module = sys.modules["clphys.runtime.devices"]
 TESTS = Path(__file__).resolve().parent

@@ -10,8 +10,14 @@ import scipy.integrate as si
 import scipy.special as sp
 
 from clphys import exact
-from clphys.exact import (TC_2D, enumerate_lattice, finite_lattice, onsager_energy,
-                          onsager_magnetization, onsager_specific_heat)
+from clphys.exact import (
+    TC_2D,
+    enumerate_lattice,
+    finite_lattice,
+    onsager_energy,
+    onsager_magnetization,
+    onsager_specific_heat,
+)
 
 
 # ------------------------------------------------------------------ Ising
@@ -275,8 +281,8 @@ def test_acrw_value_errors():
 # ---------------------------------------------------------------- SDEs
 def test_washboard_sin_mean():
     for kT in (0.3, 1.0, 5.0):
-        Z = si.quad(lambda x: np.exp(-np.sin(2 * np.pi * x) / kT), 0, 1, epsabs=0, epsrel=1e-13)[0]
-        S = si.quad(lambda x: np.sin(2 * np.pi * x) * np.exp(-np.sin(2 * np.pi * x) / kT), 0, 1,
+        Z = si.quad(lambda x, kT=kT: np.exp(-np.sin(2 * np.pi * x) / kT), 0, 1, epsabs=0, epsrel=1e-13)[0]
+        S = si.quad(lambda x, kT=kT: np.sin(2 * np.pi * x) * np.exp(-np.sin(2 * np.pi * x) / kT), 0, 1,
                     epsabs=0, epsrel=1e-13)[0]
         assert exact.washboard_stationary_sin_mean(kT) == pytest.approx(S / Z, rel=1e-10)
     a = 1000.0           # kT = 1e-3: I1/I0 = 1 - 1/(2a) - 1/(8a^2) + O(a^-3)

@@ -7,8 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from clphys.exact import density_of_states, finite_lattice
-from clphys.exact import dos
+from clphys.exact import density_of_states, dos, finite_lattice
 
 
 def _brute_force_counts(L):

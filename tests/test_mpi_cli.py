@@ -93,7 +93,7 @@ def test_ctrl_c_stops_every_rank_and_keeps_the_state(device, tmp_path):
         proc.wait(timeout=60)
     except subprocess.TimeoutExpired:
         proc.kill()
-        raise AssertionError("mpiexec did not stop within 60 s of Ctrl-C: " + "".join(err)[-2000:])
+        raise AssertionError("mpiexec did not stop within 60 s of Ctrl-C: " + "".join(err)[-2000:]) from None
     time.sleep(0.2)
     text = "".join(err)
     assert proc.returncode == 130, text[-2000:]

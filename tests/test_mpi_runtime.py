@@ -77,4 +77,4 @@ def test_info_under_mpiexec_lists_every_rank(device):
     r = run_mpi(2, "import sys; from clphys.cli import main; sys.exit(main(['info']))", device)
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("devices of the 2 MPI ranks") == 1
-    assert f"rank 0 of 2" in r.stdout and "rank 1 of 2" in r.stdout
+    assert "rank 0 of 2" in r.stdout and "rank 1 of 2" in r.stdout

@@ -4,8 +4,6 @@ points or the paths of each grid point are split (2 and 3 ranks, uneven
 shares), for statistics, histograms, recorded paths, final states and
 checkpoints (also resumed on another number of ranks)."""
 
-import hashlib
-import json
 
 import numpy as np
 import pytest

@@ -17,3 +17,26 @@ def test_pyproject_lists_every_subpackage():
     kernels = {"clphys.cl_kernels"} | {"clphys.cl_kernels." + d.name
                                        for d in (ROOT / "cl_kernels").iterdir() if d.is_dir()}
     assert found | kernels == listed
+
+
+def test_version_has_one_home():
+    """pyproject.toml takes the version from clphys/_version.py, which the package exports."""
+    import clphys
+    from clphys import _version
+    pyproject = ROOT / "pyproject.toml"
+    if pyproject.exists():
+        text = pyproject.read_text()
+        assert 'dynamic = ["version"]' in text
+        assert 'version = {attr = "clphys._version.__version__"}' in text
+        assert not re.search(r"^version\s*=\s*\"", text, re.M), "a second, literal version in pyproject.toml"
+    assert clphys.__version__ == _version.__version__
+    assert re.fullmatch(r"\d+\.\d+\.\d+(\.dev\d+|rc\d+)?", clphys.__version__)
+
+
+def test_py_typed_is_shipped():
+    """The PEP 561 marker exists and is package data (the wheel check in .ci/run looks for it)."""
+    import clphys
+    assert (Path(clphys.__file__).parent / "py.typed").is_file()
+    pyproject = ROOT / "pyproject.toml"
+    if pyproject.exists():
+        assert re.search(r'^clphys = \["py\.typed"\]', pyproject.read_text(), re.M)

@@ -27,7 +27,6 @@ import pytest
 
 import clphys
 from clphys.runtime import survey
-
 from portability_cases import BITS, CASES, CLOSE, ENTRY_POINTS, digest, expected_hash, load_hashes, results
 
 pytestmark = pytest.mark.portability
@@ -177,9 +176,9 @@ def test_templates_without_fp64_mention_no_double():
     """render() refuses a program with double for a device without fp64 (so no
     device ever gets one); here every test_templates.py case is rendered for fake
     facts without fp64 and searched independently of that check."""
-    from test_templates import RENDER_CASES
     from clphys.runtime import fake_facts, render
     from clphys.runtime.render import check_no_double
+    from test_templates import RENDER_CASES
     for vendor in ("nvidia", "amd", "intel", "pocl"):
         facts = fake_facts(vendor, fp64=False)
         for template, cases in RENDER_CASES.items():
@@ -234,6 +233,7 @@ def test_fp64_options_name_the_function_and_a_device_that_has_it(device, option)
     the missing fp64 and the visible devices that would do. On devices with fp64
     it is checked on a copy whose facts say otherwise."""
     import dataclasses
+
     from clphys.errors import Fp64Error
     from clphys.runtime import Device
     dev = device
@@ -270,6 +270,7 @@ def test_windowed_autocorrelation_writes_in_bounds_on_oclgrind(oclgrind, monkeyp
     notice, the Intel CPU runtime (buffers in the host heap) aborted. The oclgrind
     fixture fails the test on any invalid access."""
     import dataclasses
+
     from clphys.timeseries import _pair_sums
     from clphys.timeseries._pair_plan import PairShape
     from timeseries_plans import acf_with

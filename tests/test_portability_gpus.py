@@ -17,7 +17,6 @@ import pytest
 
 import clphys
 from clphys.runtime import render, template_names
-
 from conftest import PERSONAS, persona
 from portability_cases import BITS, CLOSE, digest, expected_hash, load_hashes, results
 from test_portability import _compare

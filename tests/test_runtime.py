@@ -2,6 +2,8 @@
 
 import dataclasses
 import importlib
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -85,7 +87,7 @@ def test_build_is_cached_and_source_kept(device, tmp_path, monkeypatch):
     kept = list(tmp_path.glob("rng_generate-*.cl"))
     assert len(kept) == 1 and "xorshift32_next" in kept[0].read_text()
     with pytest.raises(AttributeError, match="rng_words"):
-        a.no_such_kernel
+        _ = a.no_such_kernel
 
 
 def test_rendered_sources_are_cached_by_parameters(monkeypatch):
@@ -239,3 +241,27 @@ def test_fake_facts():
             assert f.vendor == vendor and f.fp64 is fp64
     with pytest.raises(ValueError, match="vendor"):
         clphys.runtime.fake_facts("cray")
+
+
+SIMULATOR_FLAGS = ("binary_cache", "queued_launches", "fill_initialises", "reused_buffers",
+                   "offset_writes", "overlap")
+
+
+def test_oclgrind_differences_are_facts():
+    """Oclgrind's concessions are DeviceFacts flags: all off on it, all on elsewhere, and
+    no code outside device discovery compares a vendor with its name."""
+    from clphys.runtime import fake_facts
+    sim = fake_facts("oclgrind")
+    assert sim.simulator and not any(getattr(sim, f) for f in SIMULATOR_FLAGS)
+    for vendor in ("nvidia", "amd", "intel", "apple", "pocl"):
+        f = fake_facts(vendor)
+        assert not f.simulator and all(getattr(f, flag) for flag in SIMULATOR_FLAGS), vendor
+    for f in clphys.devices():
+        assert f.simulator == (f.vendor == "oclgrind")
+        assert all(getattr(f, flag) != f.simulator for flag in SIMULATOR_FLAGS), f
+    package = Path(clphys.__file__).parent
+    named = [f"{p.relative_to(package)}:{i}" for p in package.rglob("*.py")
+             if p.parent.name != "runtime" or p.name not in ("devices.py", "facts.py")
+             for i, line in enumerate(p.read_text().splitlines(), 1)
+             if re.search(r"""vendor\s*[!=]=\s*["']oclgrind|["']oclgrind["']\s*[!=]=""", line)]
+    assert not named, f"branch on a DeviceFacts flag, not the name: {named}"

@@ -1,4 +1,4 @@
-"""Short runs of many replicas (issue 27): replicas at one temperature share
+"""Short runs of many replicas: replicas at one temperature share
 their tau_int and error (estimated from all of them), replicas that disagree
 with the others beyond their errors are flagged, so no replica that is not
 flagged too_short lies beyond 4 sigma of the exact value; estimators that are
@@ -55,7 +55,7 @@ def test_no_unflagged_replica_beyond_4_sigma_l16(device):
 
 @pytest.mark.slow
 def test_the_reported_replica_is_within_its_errors(device):
-    """The issue's run: replica 203 stayed ordered, its own tau_int came out
+    """A run that once misled: replica 203 stayed ordered, its own tau_int came out
     5 (median 16) and C = 1.314(63) sat 8.5 sigma from the exact 1.8459
     unflagged. With the shared error it is 2.9 sigma, and no unflagged replica
     of the 256 is beyond 4 (~58 tau_int). ~5 s on two CPU cores."""

@@ -6,8 +6,17 @@ import numpy as np
 import pytest
 from scipy.signal import lfilter
 
-from clphys.stats import (Estimate, autocorrelation, binned_error, binning, binning_levels,
-                          integrated_autocorrelation_time, jackknife, jackknife_blocks, mean_error)
+from clphys.stats import (
+    Estimate,
+    autocorrelation,
+    binned_error,
+    binning,
+    binning_levels,
+    integrated_autocorrelation_time,
+    jackknife,
+    jackknife_blocks,
+    mean_error,
+)
 
 
 def ar1(phi, n, seed):

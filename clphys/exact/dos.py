@@ -53,7 +53,8 @@ __all__ = ["density_of_states"]
 _PRIME_BITS = 32
 
 
-def density_of_states(L, *, exact=False, workers=None):
+def density_of_states(L: int, *, exact: bool = False, workers: int | None = None
+                      ) -> tuple[np.ndarray, np.ndarray]:
     """Exact density of states of the L x L periodic Ising model (J = 1).
 
     Returns ``(E, ln_g)``: the accessible energies (int64, ascending; every

@@ -27,6 +27,7 @@ import math
 import numpy as np
 
 from .. import _validate
+from .._typing import ArrayLike
 
 __all__ = ["fgn_autocovariance", "fgn_davies_harte", "binomial_cascade", "binomial_cascade_h",
            "binomial_cascade_tau", "binomial_cascade_spectrum"]
@@ -39,7 +40,7 @@ def _hurst(H) -> float:
     return H
 
 
-def fgn_autocovariance(H, k, sigma=1.0) -> np.ndarray:
+def fgn_autocovariance(H: float, k: ArrayLike, sigma: float = 1.0) -> np.ndarray:
     """gamma(k) of fractional Gaussian noise with Hurst exponent H and variance sigma^2
     (k: integer lags, any sign)."""
     H = _hurst(H)
@@ -49,7 +50,8 @@ def fgn_autocovariance(H, k, sigma=1.0) -> np.ndarray:
     return 0.5 * sigma * sigma * (np.abs(k + 1) ** e - 2.0 * k ** e + np.abs(k - 1) ** e)
 
 
-def fgn_davies_harte(n, H, size=None, seed=None, sigma=1.0) -> np.ndarray:
+def fgn_davies_harte(n: int, H: float, size: int | None = None, seed: int | None = None,
+                     sigma: float = 1.0) -> np.ndarray:
     """Fractional Gaussian noise of n values, exactly (Davies and Harte's circulant
     embedding: the covariance of the result is gamma(k) to rounding).
 
@@ -105,7 +107,7 @@ def _cascade_a(a) -> float:
     return a
 
 
-def binomial_cascade(levels, a=0.75) -> np.ndarray:
+def binomial_cascade(levels: int, a: float = 0.75) -> np.ndarray:
     """The binomial multiplicative cascade of 2^levels values (Kantelhardt et al. 2002):
     x_k = a^n(k) (1 - a)^(levels - n(k)), n(k) the number of ones in k's binary digits.
     float64; the values sum to 1."""
@@ -125,13 +127,13 @@ def _qs(q) -> np.ndarray:
     return q
 
 
-def binomial_cascade_tau(q, a=0.75):
+def binomial_cascade_tau(q: ArrayLike, a: float = 0.75) -> np.ndarray:
     """tau(q) = -ln(a^q + (1 - a)^q) / ln 2 of the binomial cascade."""
     q, a = _qs(q), _cascade_a(a)
     return -np.logaddexp(q * math.log(a), q * math.log1p(-a)) / math.log(2.0)
 
 
-def binomial_cascade_h(q, a=0.75):
+def binomial_cascade_h(q: ArrayLike, a: float = 0.75) -> np.ndarray:
     """h(q) = (tau(q) + 1) / q of the binomial cascade; h(0) = -log2(a (1 - a)) / 2."""
     q, a = _qs(q), _cascade_a(a)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -139,7 +141,7 @@ def binomial_cascade_h(q, a=0.75):
     return np.where(q == 0, -math.log2(a * (1.0 - a)) / 2.0, h)
 
 
-def binomial_cascade_spectrum(q, a=0.75):
+def binomial_cascade_spectrum(q: ArrayLike, a: float = 0.75) -> tuple[np.ndarray, np.ndarray]:
     """(alpha(q), f(alpha(q))) of the binomial cascade: alpha = tau'(q), f = q alpha - tau."""
     q, a = _qs(q), _cascade_a(a)
     la, lb = math.log(a), math.log1p(-a)

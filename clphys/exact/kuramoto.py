@@ -22,10 +22,10 @@ kT = D. (A common frequency omega only rotates psi.)
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from .. import _validate
+from .._typing import ArrayLike
 
 # |x| below this: power series; above: Hankel asymptotic expansion.  At the
 # switch the asymptotic series' smallest term is ~e^{-2x} ~ 1e-17.
@@ -69,20 +69,20 @@ def _finish(arr, x):
     return float(arr) if np.ndim(x) == 0 else arr
 
 
-def bessel_i0e(x):
+def bessel_i0e(x: ArrayLike) -> float | np.ndarray:
     """Exponentially scaled I0: e^{-|x|} I0(x).  Vectorised."""
     x = _real_array("x", x)
     return _finish(_scaled(np.atleast_1d(x), 0).reshape(x.shape), x)
 
 
-def bessel_i1e(x):
+def bessel_i1e(x: ArrayLike) -> float | np.ndarray:
     """Exponentially scaled I1: e^{-|x|} I1(x) (odd in x).  Vectorised."""
     x = _real_array("x", x)
     xa = np.atleast_1d(x)
     return _finish((np.sign(xa) * _scaled(xa, 1)).reshape(x.shape), x)
 
 
-def bessel_i0(x):
+def bessel_i0(x: ArrayLike) -> float | np.ndarray:
     """Modified Bessel function I0(x), relative accuracy ~1e-14 (overflows to
     inf for |x| > ~713, as scipy.special.i0).  Vectorised."""
     x = _real_array("x", x)
@@ -91,7 +91,7 @@ def bessel_i0(x):
         return _finish((_scaled(xa, 0) * np.exp(np.abs(xa))).reshape(x.shape), x)
 
 
-def bessel_i1(x):
+def bessel_i1(x: ArrayLike) -> float | np.ndarray:
     """Modified Bessel function I1(x) (odd in x), relative accuracy ~1e-14.
     Vectorised."""
     x = _real_array("x", x)
@@ -101,7 +101,7 @@ def bessel_i1(x):
     return _finish(val.reshape(x.shape), x)
 
 
-def bessel_ratio_i1_i0(x):
+def bessel_ratio_i1_i0(x: ArrayLike) -> float | np.ndarray:
     """I1(x)/I0(x), computed from the scaled functions so it is finite for
     any x (-> sign(x) (1 - 1/(2|x|)) for large |x|).  Vectorised."""
     x = _real_array("x", x)
@@ -109,7 +109,7 @@ def bessel_ratio_i1_i0(x):
     return _finish((np.sign(xa) * _scaled(xa, 1) / _scaled(xa, 0)).reshape(x.shape), x)
 
 
-def kuramoto_order_parameter(K, kT):
+def kuramoto_order_parameter(K: ArrayLike, kT: float) -> float | np.ndarray:
     """Stationary order parameter r of the noisy mean-field Kuramoto model
     (module docstring) for N -> inf: the root in (0, 1) of
     r = I1(K r/kT) / I0(K r/kT) for K > 2 kT, else 0. It depends on K/kT
@@ -132,7 +132,7 @@ def kuramoto_order_parameter(K, kT):
     return _finish(r.reshape(K.shape), K)
 
 
-def kuramoto_subcritical_r2(K, kT, N):
+def kuramoto_subcritical_r2(K: ArrayLike, kT: float, N: int) -> float | np.ndarray:
     """<r^2> = 1 / (N (1 - K/(2 kT))) in the incoherent phase K < 2 kT, to
     leading order in 1/N (linearised fluctuations of the N oscillators'
     first Fourier mode; K = 0 gives the exact 1/N of independent phases).

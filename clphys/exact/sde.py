@@ -17,6 +17,7 @@ import math
 import numpy as np
 
 from .. import _validate
+from .._typing import ArrayLike
 from .kuramoto import _scaled
 
 _GL_ORDER = 16
@@ -34,7 +35,7 @@ def _out(a):
     return float(a) if np.ndim(a) == 0 else a
 
 
-def washboard_stationary_sin_mean(kT, V0=1.0):
+def washboard_stationary_sin_mean(kT: ArrayLike, V0: float = 1.0) -> float | np.ndarray:
     """<sin(2 pi x)> in the equilibrium density prop. to exp(-V(x)/kT) with
     V(x) = V0 sin(2 pi x) on one period:
 
@@ -75,7 +76,8 @@ def _log_double_integral(f, kT, V0, L, nx, npanel):
     return top + math.log(np.exp(parts - top).sum()) + math.log(L / nx)
 
 
-def overdamped_tilted_washboard_velocity(f, kT, gamma=1.0, V0=1.0, period=1.0):
+def overdamped_tilted_washboard_velocity(f: float, kT: float, gamma: float = 1.0, V0: float = 1.0,
+                                         period: float = 1.0) -> float:
     """Exact stationary mean velocity <dx/dt> of the overdamped particle
 
         gamma dx = (-V'(x) + f) dt + sqrt(2 gamma kT) dW,  V = V0 sin(2 pi x/L),
@@ -122,7 +124,7 @@ def _washboard_velocity(f, kT, gamma, V0, L, refine):
     return math.exp(log_v) if log_v > -745 else 0.0
 
 
-def free_brownian_variance(D, t):
+def free_brownian_variance(D: float, t: ArrayLike) -> float | np.ndarray:
     """<(x(t) - x(0))^2> = 2 D t for dx = sqrt(2D) dW (one dimension).
     D >= 0; t >= 0, vectorised."""
     D = _validate.real("D", D, minimum=0.0)
@@ -130,7 +132,7 @@ def free_brownian_variance(D, t):
     return _out(2.0 * D * t)
 
 
-def ou_velocity_mean(v0, gamma, t):
+def ou_velocity_mean(v0: float, gamma: float, t: ArrayLike) -> float | np.ndarray:
     """<v(t)> = v0 e^{-gamma t} for dv = -gamma v dt + sqrt(2 gamma kT) dW
     started at v(0) = v0.  gamma >= 0; t >= 0, vectorised."""
     v0 = _validate.real("v0", v0)
@@ -139,7 +141,7 @@ def ou_velocity_mean(v0, gamma, t):
     return _out(v0 * np.exp(-gamma * t))
 
 
-def ou_velocity_second_moment(v0, gamma, kT, t):
+def ou_velocity_second_moment(v0: float, gamma: float, kT: float, t: ArrayLike) -> float | np.ndarray:
     """<v(t)^2> = kT + (v0^2 - kT) e^{-2 gamma t} for the same process (unit
     mass, so equipartition <v^2> -> kT).  gamma >= 0, kT >= 0; t >= 0,
     vectorised."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _validate
+from .._typing import ArrayLike
 
 
 def _phi(phi):
@@ -43,7 +44,7 @@ def _out(a):
     return float(a) if np.ndim(a) == 0 else a
 
 
-def acrw_increment_autocorrelation(phi, lag):
+def acrw_increment_autocorrelation(phi: float, lag: ArrayLike) -> float | np.ndarray:
     """Autocorrelation rho(k) of the ACRW increments: 1 at k = 0,
     -1/(2(1 + 4 phi)) at k = 1, 0 for k >= 2.  phi in [0, 1/2]; lag: a
     non-negative integer or integer array."""
@@ -53,12 +54,12 @@ def acrw_increment_autocorrelation(phi, lag):
     return _out(np.where(lag == 0, 1.0, np.where(lag == 1, rho1, 0.0)))
 
 
-def acrw_increment_variance(phi):
+def acrw_increment_variance(phi: float) -> float:
     """Var x = 2 phi + 1/2 of one ACRW increment."""
     return 2.0 * _phi(phi) + 0.5
 
 
-def acrw_msd(phi, lag):
+def acrw_msd(phi: float, lag: ArrayLike) -> float | np.ndarray:
     """Mean squared displacement <(p(t+Dt) - p(t))^2> of the ACRW:
     2 phi Dt + 1/2 for Dt >= 1, 0 at Dt = 0.  phi in [0, 1/2]; lag = Dt: a
     non-negative integer or integer array."""
@@ -67,7 +68,7 @@ def acrw_msd(phi, lag):
     return _out(np.where(lag == 0, 0.0, 2.0 * phi * lag + 0.5))
 
 
-def random_walk_hurst():
+def random_walk_hurst() -> float:
     """Hurst exponent of any walk with finite-range correlated increments
     (plain random walk, ACRW at long times): 1/2."""
     return 0.5

@@ -28,7 +28,7 @@ Random numbers (``rng=``):
 ``"halfbit-lcg"``
     The paper's generator: one 32-bit LCG state per work item (half a bit per
     site), R*Lx*Ly/64 states seeded by :func:`clphys.rng.chained_seeds`.  Inner
-    sweep = one round of 64 words (:func:`clphys.rng._halfbit_rounds`):
+    sweep = one round of 64 words (:func:`clphys.rng.halfbit_rounds`):
     sub-streams 0, 1 feed the item's 32 colour-0 sites (site m = 16 s + i),
     sub-streams 2, 3 its colour-1 sites.  State index
     ``((replica*nty + ty)*ntx + tx)*(W*H/64) + lid``.
@@ -56,7 +56,7 @@ import pyopencl as cl
 import math
 
 from .. import _validate as check
-from ..rng import _halfbit_rounds, chained_seeds, philox_numpy, seed_key
+from ..rng import chained_seeds, halfbit_rounds, philox_numpy, seed_key
 from ..runtime import resolve_device
 from . import thresholds as _thr
 
@@ -481,7 +481,7 @@ def reference_sweeps(spins, thresholds, n, *, tile, rng, seed=0, inner_sweeps=1,
             sidx = ((rt[:, :, 0] * nty + yt[:, :, 0]) * ntx + xt[:, :, 0]) * ipg + np.arange(ipg)
             for t in range(inner_sweeps):
                 if states is not None:
-                    words = _halfbit_rounds(states[sidx].ravel(), 1)[0].reshape(*sidx.shape, 64)
+                    words = halfbit_rounds(states[sidx].ravel(), 1)[0].reshape(*sidx.shape, 64)
                     states[sidx] = words[..., 15]
                 for c in (0, 1):
                     ly, lx = maps[c]

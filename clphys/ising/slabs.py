@@ -168,7 +168,7 @@ class SlabBackend:
         self._stage = [zeroed_buffer(dev, 4 * 2 * hw) for _ in (0, 1)]
         # Oclgrind's uninitialised-value checker loses writes at an offset into a
         # buffer: there the halos are patched into a copy of the whole colour array
-        self._whole_writes = dev.facts.vendor == "oclgrind"
+        self._whole_writes = not dev.facts.offset_writes
         # the slab copies go through a queue of their own, beside the kernels': the
         # edge slabs' reads and the halo writes overlap the interior's update (with
         # the device queue's properties, so a profiling queue profiles both)

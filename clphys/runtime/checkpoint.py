@@ -34,9 +34,12 @@ import math
 import numbers
 import os
 import zipfile
+from collections.abc import Collection
+from typing import Any
 
 import numpy as np
 
+from .._version import __version__
 from .files import atomic_output
 from .memory import check_host_memory
 
@@ -56,11 +59,6 @@ class CheckpointError(ValueError):
     """A checkpoint file that cannot be used, and why."""
 
 
-def _version():
-    from .. import __version__
-    return __version__
-
-
 def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -70,7 +68,7 @@ def _header_text(header: dict) -> str:
     return json.dumps({k: v for k, v in header.items() if k != DIGESTS}, sort_keys=True)
 
 
-def save_checkpoint(path, kind: str, header: dict, arrays: dict) -> None:
+def save_checkpoint(path: str | os.PathLike, kind: str, header: dict, arrays: dict) -> None:
     """Write `arrays` (numeric NumPy arrays) and `header` (JSON-able, finite
     numbers) to `path` atomically (temporary name, then rename), with the
     SHA-256 digests of both."""
@@ -84,7 +82,7 @@ def save_checkpoint(path, kind: str, header: dict, arrays: dict) -> None:
     for name, a in arrays.items():
         if a.dtype.kind not in "biuf" or name.startswith("__"):
             raise ValueError(f"checkpoint array {name!r} must be numeric, got dtype {a.dtype}")
-    full = {**header, "format": FORMAT, "version": VERSION, "clphys": _version(), "kind": kind,
+    full = {**header, "format": FORMAT, "version": VERSION, "clphys": __version__, "kind": kind,
             "arrays": {k: {"dtype": str(v.dtype), "shape": list(v.shape)} for k, v in arrays.items()}}
     _write(path, full, arrays)
 
@@ -106,7 +104,7 @@ def _write(path, header: dict, arrays: dict) -> None:
             np.savez(fh, __header__=blob, **arrays)
 
 
-def load_checkpoint(path, kind: str, spec: dict | None = None):
+def load_checkpoint(path: str | os.PathLike, kind: str, spec: dict | None = None) -> tuple[dict, dict]:
     """(header dict, {name: array}) of the checkpoint at `path`, checked to be
     a sound file of `kind` (see the module doc), of a format version this
     clphys reads, and to hold exactly the arrays of `spec` ({name: (dtype,
@@ -132,7 +130,7 @@ def load_checkpoint(path, kind: str, spec: dict | None = None):
         raise CheckpointError(f"checkpoint {path!r} has no valid format version ({version!r})")
     if version > VERSION:
         raise CheckpointError(f"checkpoint {path!r} has format version {version!r}; this clphys "
-                              f"({_version()}) reads versions up to {VERSION}: upgrade clphys")
+                              f"({__version__}) reads versions up to {VERSION}: upgrade clphys")
     if version >= 2 or DIGESTS in header:
         _verify_digests(path, header, files)
     _check_listed(path, header, files)
@@ -231,7 +229,7 @@ def _read_member(zf, info) -> np.ndarray:
 
 def _verify_digests(path, header: dict, files: dict) -> None:
     where = f"checkpoint {path!r}"
-    sums = header.get(DIGESTS)
+    sums: Any = header.get(DIGESTS)
     ok = (isinstance(sums, dict) and set(sums) == {"header", "arrays"} and isinstance(sums["header"], str)
           and isinstance(sums["arrays"], dict) and all(isinstance(v, str) for v in sums["arrays"].values()))
     if not ok:
@@ -267,7 +265,7 @@ def _check_listed(path, header: dict, files: dict) -> None:
                                   f"records {rec!r}")
 
 
-def finite_arrays(path, files: dict, *names) -> None:
+def finite_arrays(path: str | os.PathLike, files: dict, *names: str) -> None:
     """CheckpointError unless every value of the arrays `names` is finite."""
     for name in names:
         arr = files[name]
@@ -279,7 +277,7 @@ def finite_arrays(path, files: dict, *names) -> None:
                                   f"{tuple(map(int, first))})")
 
 
-def check_arrays(path, header: dict, files: dict, spec: dict) -> None:
+def check_arrays(path: str | os.PathLike, header: dict, files: dict, spec: dict) -> None:
     """CheckpointError unless `files` holds exactly the arrays of `spec`
     ({name: (dtype, shape)}, shapes as in :func:`load_checkpoint`). For
     objects whose dtypes depend on the header: load with ``spec=None``, read
@@ -300,13 +298,14 @@ def check_arrays(path, header: dict, files: dict, spec: dict) -> None:
                                   f"expected {tuple('any' if w is None else w for w in want)}")
 
 
-def header_dim(header, dim, path=""):
+def header_dim(header: dict, dim: int | str | None, path: str | os.PathLike = "") -> int | None:
     if dim is None or isinstance(dim, int):
         return dim
     return field(header, dim, int, minimum=0, path=path)
 
 
-def field(header: dict, name: str, types, *, minimum=None, maximum=None, choices=None, path=""):
+def field(header: dict, name: str, types: type | tuple[type, ...], *, minimum: float | None = None,
+          maximum: float | None = None, choices: Collection | None = None, path: str | os.PathLike = "") -> Any:
     """header[name], checked: present, of `types` (int, float, str, bool,
     list, dict), finite where it is a float, >= `minimum`, <= `maximum`, in
     `choices`; CheckpointError naming it otherwise."""

@@ -33,63 +33,22 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Union
 
 import pyopencl as cl
 
 from ..errors import DeviceError, Fp64Error
+from .facts import DeviceFacts, fake_facts, with_vendor_flags
 from .mpi import local_rank, rank_cache_dir
+from .render import Program, build, source_program
 
-__all__ = ["DeviceFacts", "Device", "DeviceStatus", "devices", "device", "current_device",
+__all__ = ["DeviceFacts", "Device", "DeviceSpec", "DeviceStatus", "devices", "device", "current_device",
            "resolve_device", "survey", "test_devices", "default_candidates", "nvidia_icd_hint",
            "fake_facts", "pocl_fix", "fp64_missing"]
 
 SIMULATOR_PLATFORMS = ("oclgrind",)
-
-
-@dataclass(frozen=True)
-class DeviceFacts:
-    """What templates may branch on. Frozen and hashable; never a device name.
-
-    ``vendor`` is one of ``nvidia``, ``amd``, ``intel``, ``apple``, ``pocl``,
-    ``mesa`` (rusticl, clover: whatever hardware they drive), ``oclgrind``, ``other``. ``wg_multiple`` is the preferred work-group size
-    multiple (warp or wavefront width). ``cache_id`` identifies the compiler
-    target (platform, device, driver) for the program cache.
-    """
-    vendor: str
-    is_gpu: bool
-    fp64: bool
-    max_work_group: int
-    wg_multiple: int
-    local_mem: int
-    compute_units: int
-    global_mem: int
-    max_alloc: int
-    cache_id: str
-    name: str = ""
-    platform: str = ""
-    driver: str = ""
-    index: str = ""        # "platform:device" indices, usable as a spec
-
-
-def fake_facts(vendor: str, fp64: bool = True) -> DeviceFacts:
-    """Facts of a typical device of `vendor`, for rendering without a device."""
-    table = {  # is_gpu, max_wg, wg_multiple, local_mem, compute units
-        "nvidia": (True, 1024, 32, 48 * 1024, 132),
-        "amd": (True, 256, 64, 64 * 1024, 104),
-        "intel": (True, 512, 16, 64 * 1024, 96),
-        "apple": (True, 256, 32, 32 * 1024, 10),
-        "pocl": (False, 4096, 8, 512 * 1024, 2),
-        "oclgrind": (False, 1024, 1, 32 * 1024, 1),
-    }
-    if vendor not in table:
-        raise ValueError(f"fake_facts: vendor must be one of {sorted(table)}, got {vendor!r}")
-    is_gpu, wg, mult, lmem, cus = table[vendor]
-    return DeviceFacts(vendor=vendor, is_gpu=is_gpu, fp64=fp64, max_work_group=wg,
-                       wg_multiple=mult, local_mem=lmem, compute_units=cus,
-                       global_mem=16 << 30, max_alloc=4 << 30,
-                       cache_id=f"fake-{vendor}-{int(fp64)}", name=f"fake {vendor}",
-                       platform=f"fake {vendor}")
 
 
 def _vendor(platform: cl.Platform, dev: cl.Device) -> str:
@@ -139,14 +98,14 @@ def _wg_multiple(dev: cl.Device, ctx: cl.Context | None) -> int:
 def _facts(platform: cl.Platform, dev: cl.Device, index: str, ctx=None) -> DeviceFacts:
     fp64 = "cl_khr_fp64" in dev.extensions or bool(getattr(dev, "double_fp_config", 0))
     ident = f"{platform.name}|{platform.version}|{dev.name}|{dev.driver_version}|{dev.version}"
-    return DeviceFacts(
+    return with_vendor_flags(DeviceFacts(
         vendor=_vendor(platform, dev), is_gpu=_is_gpu(platform, dev), fp64=fp64,
         max_work_group=int(dev.max_work_group_size), wg_multiple=_wg_multiple(dev, ctx),
         local_mem=int(dev.local_mem_size), compute_units=int(dev.max_compute_units),
         global_mem=int(dev.global_mem_size), max_alloc=int(dev.max_mem_alloc_size),
         cache_id=hashlib.sha256(ident.encode()).hexdigest()[:16],
         name=dev.name.strip(), platform=platform.name.strip(),
-        driver=str(dev.driver_version).strip(), index=index)
+        driver=str(dev.driver_version).strip(), index=index))
 
 
 def _platforms():
@@ -194,7 +153,7 @@ def _match(part: str, index: int, *names: str) -> bool:
     return any(part.lower() in n.lower() for n in names)
 
 
-def _select(spec: str):
+def _select(spec: object) -> list:
     """[(platform, device, index)] of every device `spec` names, in inventory
     order; DeviceError if none. A simulator is included only where the spec
     names it: its platform by name, or the full ``platform:device`` index."""
@@ -235,11 +194,11 @@ def _try_build(device: "Device") -> None:
     """Build and run a trivial program on `device`; raise on any failure.
     (The tests replace this function to simulate a device that cannot build.)"""
     import numpy as np
-    if device.facts.vendor == "oclgrind":
-        # Built like render.build builds for it (from source, no binary cache),
-        # not run: anything else disturbs its uninitialised-value checker for
-        # the kernels checked later (false reports).
-        cl.Program(cl._cl._Program(device.context, _PROBE_SOURCE)).build()
+    if not device.facts.binary_cache:
+        # A checking simulator: built like render.build builds for it (from source),
+        # not run: anything else disturbs its uninitialised-value checker for the
+        # kernels checked later (false reports).
+        source_program(device.context, _PROBE_SOURCE).build()
         return
     prg = cl.Program(device.context, _PROBE_SOURCE).build()
     buf = cl.Buffer(device.context, cl.mem_flags.WRITE_ONLY, 4)
@@ -286,7 +245,7 @@ class DeviceStatus:
 
     @property
     def is_simulator(self) -> bool:
-        return self.facts.vendor == "oclgrind"
+        return self.facts.simulator
 
     def line(self) -> str:
         f = self.facts
@@ -312,7 +271,6 @@ def _status(platform, cl_device, index) -> DeviceStatus:
 
 
 _verdicts: dict[int, DeviceStatus] = {}
-_NO = DeviceStatus(None, False)
 
 
 def _unusable_error(statuses: list[DeviceStatus], asked: str) -> DeviceError:
@@ -387,7 +345,8 @@ def _default_choice():
     # Remembered with the verdicts it was chosen by (the tests start from fresh ones):
     # finding it again lists and matches every device, ~0.15 ms on every public call.
     verdicts, dev = _chosen.get((var, spec, local), (None, None))
-    if verdicts is _verdicts and _verdicts.get(dev.cl_device.int_ptr, _NO).usable:
+    status = _verdicts.get(dev.cl_device.int_ptr) if verdicts is _verdicts else None
+    if status is not None and status.usable:
         return dev
     dev = _find_default(var, spec, local)
     _chosen[(var, spec, local)] = (_verdicts, dev)
@@ -424,18 +383,17 @@ class Device:
         self.context = cl.Context([cl_device])
         self.queue = cl.CommandQueue(self.context)
         self.facts = _facts(platform, cl_device, index, self.context)
-        self.programs = {}      # (source hash, options) -> built program, see render.py
+        self.programs: dict[tuple, Program] = {}    # (cache id, source hash, options), see render.py
         self.cache_dir = rank_cache_dir()   # each MPI rank its own binary cache; else PyOpenCL's
-        self._tokens = []
+        self._tokens: list[contextvars.Token] = []
 
     @property
     def name(self) -> str:
         return self.facts.name
 
-    def build(self, template: str, options=(), **params):
+    def build(self, template: str, options: Iterable[str] = (), **params: object) -> Program:
         """Render `template` for this device with `params`, build it once, return
         the program (kernels as attributes)."""
-        from .render import build
         return build(self, template, options=options, **params)
 
     def __enter__(self):
@@ -449,6 +407,9 @@ class Device:
     def __repr__(self):
         return f"<clphys.Device {self.facts.index} {self.facts.platform} | {self.name}>"
 
+
+# What a public function's ``device=`` takes (see device()).
+DeviceSpec = Union[Device, cl.Device, str, None]
 
 _current: contextvars.ContextVar[Device | None] = contextvars.ContextVar("clphys_device", default=None)
 _by_id: dict[int, Device] = {}
@@ -464,7 +425,7 @@ def _device_for(platform, cl_device, index) -> Device:
     return _by_id[key]
 
 
-def device(spec=None) -> Device:
+def device(spec: DeviceSpec = None) -> Device:
     """The usable device named by `spec` (see module doc); ``None`` applies the
     defaults. Among several matches the first usable one is taken; if none is
     usable, a DeviceError says why and how to fix it.
@@ -485,10 +446,11 @@ def device(spec=None) -> Device:
     return _first_usable(_select(spec), f"device {spec!r}")
 
 
-def resolve_device(dev=None) -> Device:
+def resolve_device(dev: DeviceSpec = None) -> Device:
     """What every public function calls on its ``device=`` argument."""
-    if dev is None and _current.get() is not None:
-        return _current.get()
+    current = _current.get()
+    if dev is None and current is not None:
+        return current
     return device(dev)
 
 

@@ -7,11 +7,13 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from collections.abc import Iterator, Sequence
 
 __all__ = ["check_output_path", "atomic_output"]
 
 
-def check_output_path(path, what: str = "output file", suffixes=None) -> str:
+def check_output_path(path: str | os.PathLike, what: str = "output file",
+                      suffixes: Sequence[str] | None = None) -> str:
     """ValueError unless `path` can be written (its folder exists and is
     writable, it is not a folder, its suffix is one of `suffixes`)."""
     if not isinstance(path, (str, os.PathLike)) or not str(path):
@@ -30,7 +32,7 @@ def check_output_path(path, what: str = "output file", suffixes=None) -> str:
 
 
 @contextlib.contextmanager
-def atomic_output(path):
+def atomic_output(path: str | os.PathLike) -> Iterator[str]:
     """``with atomic_output("out.npz") as tmp:`` write to `tmp` (same folder,
     same suffix, so savefig and np.savez see the right format); on success it
     is renamed to `path`, on any exception (Ctrl-C included) it is removed."""

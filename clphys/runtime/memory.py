@@ -8,6 +8,11 @@ An entry point adds up the buffers it will allocate ({name: bytes}) and calls
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .devices import Device
+    from .facts import DeviceFacts
 
 __all__ = ["check_memory", "check_host_memory", "items_that_fit", "format_bytes"]
 
@@ -23,7 +28,11 @@ def format_bytes(n: float) -> str:
     return f"{int(n)} B"
 
 
-def check_memory(dev, buffers: Mapping[str, int], what: str, reduce: str = "") -> None:
+def _facts_of(dev: Device | DeviceFacts) -> DeviceFacts:
+    return dev.facts if hasattr(dev, "facts") else dev
+
+
+def check_memory(dev: Device | DeviceFacts, buffers: Mapping[str, int], what: str, reduce: str = "") -> None:
     """ValueError unless every buffer fits one allocation of `dev` and all of
     them together fit its global memory.
 
@@ -31,14 +40,14 @@ def check_memory(dev, buffers: Mapping[str, int], what: str, reduce: str = "") -
     make smaller ("use fewer replicas or split the run"). `dev` is a
     :class:`clphys.Device` or its :class:`DeviceFacts`.
     """
-    facts = getattr(dev, "facts", dev)
+    facts = _facts_of(dev)
     sizes = {k: int(v) for k, v in buffers.items()}
     if any(v < 0 for v in sizes.values()):
         raise ValueError(f"check_memory: negative buffer size in {sizes}")
     if not sizes:
         return
     total = sum(sizes.values())
-    big = max(sizes, key=sizes.get)
+    big = max(sizes, key=lambda name: sizes[name])
     usable = int(facts.global_mem * USABLE_FRACTION)
     if sizes[big] <= facts.max_alloc and total <= usable:
         return
@@ -52,13 +61,13 @@ def check_memory(dev, buffers: Mapping[str, int], what: str, reduce: str = "") -
                      f"{why}. {reduce or 'Reduce the size of the run or split it.'}".rstrip())
 
 
-def items_that_fit(dev, bytes_per_item: int, fixed_bytes: int = 0, *, largest_per_item: int | None = None,
-                   limit: int | None = None) -> int:
+def items_that_fit(dev: Device | DeviceFacts, bytes_per_item: int, fixed_bytes: int = 0, *,
+                   largest_per_item: int | None = None, limit: int | None = None) -> int:
     """How many items fit at once: `bytes_per_item` summed over all buffers,
     `largest_per_item` the share of the largest single buffer (default all of
     it), `fixed_bytes` what the job needs regardless. At least 0; at most
     `limit` when given."""
-    facts = getattr(dev, "facts", dev)
+    facts = _facts_of(dev)
     if bytes_per_item <= 0:
         raise ValueError("items_that_fit: bytes_per_item must be positive")
     largest = largest_per_item or bytes_per_item

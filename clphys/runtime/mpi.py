@@ -28,8 +28,12 @@ import hashlib
 import json
 import os
 import socket
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
+
+T = TypeVar("T")
 
 __all__ = ["launcher_ranks", "local_rank", "rank_cache_dir", "agree", "check_call", "all_ok",
            "split", "require_mpi4py", "comm_size_rank", "digest"]
@@ -79,7 +83,7 @@ def rank_cache_dir(base: str | None = None) -> str | None:
     return path
 
 
-def require_mpi4py():
+def require_mpi4py() -> Any:
     """The mpi4py.MPI module, or an ImportError that says how to get it."""
     try:
         from mpi4py import MPI
@@ -90,7 +94,7 @@ def require_mpi4py():
     return MPI
 
 
-def comm_size_rank(comm) -> tuple[int, int]:
+def comm_size_rank(comm: Any) -> tuple[int, int]:
     """(size, rank) of an mpi4py communicator; TypeError for anything else."""
     if not (hasattr(comm, "Get_size") and hasattr(comm, "Get_rank") and hasattr(comm, "allgather")):
         raise TypeError(f"comm must be an mpi4py communicator (e.g. MPI.COMM_WORLD), got {comm!r}")
@@ -105,7 +109,7 @@ def _plain(value):
     return repr(value)
 
 
-def agree(comm, what: str = "parameters", **params) -> None:
+def agree(comm: Any, what: str = "parameters", **params: object) -> None:
     """ValueError on every rank unless every rank passed the same `params`
     (compared as JSON; call it before the first collective of a job)."""
     mine = json.dumps(params, sort_keys=True, default=_plain)
@@ -120,7 +124,7 @@ def agree(comm, what: str = "parameters", **params) -> None:
                          + "); every rank must pass the same values")
 
 
-def check_call(comm, call: str, **args) -> None:
+def check_call(comm: Any, call: str, **args: object) -> None:
     """At the start of a collective method `call` (e.g. "sample"): ValueError on every
     rank unless every rank is in the same method with the same `args`.  Without it a
     rank in sample(100) and one in sample(200), or one in sweep(), wait for each other
@@ -128,7 +132,7 @@ def check_call(comm, call: str, **args) -> None:
     agree(comm, f"{call}() calls", call=call, **args)
 
 
-def digest(values) -> str:
+def digest(values: object) -> str:
     """A short fingerprint of an array argument (shape, dtype and bytes), for check_call:
     the ranks compare 16 bytes instead of the array."""
     arr = np.asarray(values)
@@ -138,12 +142,12 @@ def digest(values) -> str:
     return h.hexdigest()
 
 
-def all_ok(comm, check, *args, **kwargs):
+def all_ok(comm: Any, check: Callable[..., T], *args: object, **kwargs: object) -> T:
     """Run ``check(*args, **kwargs)`` on every rank; if it raised on any rank,
     raise on every rank (the first failing rank's exception type and message),
     so no rank waits in a collective for one that gave up. Returns the
     check's result on this rank."""
-    result, error = None, None
+    error = None
     try:
         result = check(*args, **kwargs)
     except (ValueError, TypeError, ImportError, OSError, RuntimeError) as exc:

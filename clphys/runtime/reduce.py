@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pyopencl.array as cla
+from numpy.typing import DTypeLike
 
-from .devices import fp64_missing, resolve_device
+from .._typing import ArrayLike
+from .devices import Device, DeviceSpec, fp64_missing, resolve_device
+from .facts import DeviceFacts
 
 _CL_TYPES = {np.dtype(t): n for t, n in [
     (np.int8, "char"), (np.uint8, "uchar"), (np.int16, "short"), (np.uint16, "ushort"),
@@ -16,13 +19,13 @@ _ACC_DTYPE = {"long": np.int64, "ulong": np.uint64, "double": np.float64,
               "compensated": np.dtype([("hi", np.float32), ("lo", np.float32)])}
 
 
-def work_group_size(facts, wanted: int = 256) -> int:
+def work_group_size(facts: DeviceFacts, wanted: int = 256) -> int:
     """The largest power of two <= min(wanted, the device's maximum)."""
     limit = max(1, min(wanted, facts.max_work_group))
     return 1 << (limit.bit_length() - 1)
 
 
-def reduce_sum(array, device=None, accumulate=None):
+def reduce_sum(array: ArrayLike, device: DeviceSpec = None, accumulate: str | None = None) -> int | float:
     """Sum of a 1-D (or flattened) NumPy or pyopencl array, computed on the device.
 
     Integers accumulate exactly in 64 bits. Floats accumulate in float64 where
@@ -66,10 +69,9 @@ def reduce_sum(array, device=None, accumulate=None):
     return float(r) if dtype.kind == "f" else int(r)
 
 
-def zeros(device, shape, dtype) -> cla.Array:
-    """A zeroed device array. On Oclgrind the zeros are written from the host:
-    its uninitialised-value checker does not count fills (clEnqueueFillBuffer
-    or PyOpenCL's fill kernel) as writes."""
-    if device.facts.vendor == "oclgrind":
+def zeros(device: Device, shape: int | tuple[int, ...], dtype: DTypeLike) -> cla.Array:
+    """A zeroed device array. Where fills do not count as writes (Oclgrind's
+    uninitialised-value checker), the zeros are written from the host."""
+    if not device.facts.fill_initialises:
         return cla.to_device(device.queue, np.zeros(shape, dtype))
     return cla.zeros(device.queue, shape, dtype)

@@ -13,17 +13,22 @@ import hashlib
 import os
 import re
 import warnings
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyopencl as cl
 from mako.lookup import TemplateLookup
 
 from ..errors import BuildError, DeviceError
-from .devices import DeviceFacts
+from .facts import DeviceFacts
+
+if TYPE_CHECKING:
+    from .devices import Device
 
 __all__ = ["kernel_dir", "render", "build", "Program", "launched_kernels", "kernels_launched_on",
-           "template_names"]
+           "template_names", "source_program"]
 
 
 def kernel_dir() -> Path:
@@ -55,7 +60,7 @@ def template_names() -> list[str]:
     return sorted(p.relative_to(root).as_posix() for p in root.rglob("*.cl"))
 
 
-def render(template: str, facts: DeviceFacts, **params) -> str:
+def render(template: str, facts: DeviceFacts, **params: object) -> str:
     """The OpenCL C source of `template` (a path relative to cl_kernels/) for
     a device with `facts`; `params` are the template's compile-time parameters."""
     if not isinstance(facts, DeviceFacts):
@@ -148,13 +153,16 @@ class Kernel:
     is what keeps small lattices and many-launch loops from being host bound.
     """
 
-    __slots__ = ("name", "cl_kernel", "_tag", "_args")
+    __slots__ = ("name", "cl_kernel", "_tag", "_args", "_wait")
 
-    def __init__(self, name, cl_kernel, vendor, cache_id=""):
+    def __init__(self, name: str, cl_kernel: cl.Kernel, vendor: str, cache_id: str = "",
+                 queued_launches: bool = True):
         self.name, self.cl_kernel, self._tag = name, cl_kernel, (vendor, name, cache_id)
-        self._args = None
+        self._args: list | None = None
+        self._wait = not queued_launches
 
-    def __call__(self, queue, global_size, local_size, *args, wait_for=None):
+    def __call__(self, queue: cl.CommandQueue, global_size: tuple[int, ...], local_size: tuple[int, ...] | None,
+                 *args: object, wait_for: Sequence[cl.Event] | None = None) -> cl.Event:
         _launched.add(self._tag)
         last = self._args
         if last is None or len(last) != len(args):
@@ -170,13 +178,13 @@ class Kernel:
                     last[i] = a
         event = cl.enqueue_nd_range_kernel(queue, self.cl_kernel, global_size, local_size,
                                            wait_for=wait_for)
-        if self._tag[0] == "oclgrind":
+        if self._wait:
             # Run each kernel before the next is enqueued: with queued launches
             # Oclgrind's uninitialised-value checker lost writes (false reports).
             event.wait()
         return event
 
-    def work_group_limit(self, device) -> int:
+    def work_group_limit(self, device: Device) -> int:
         """The largest work group this kernel can run with on `device` (its
         registers can cap it below the device's maximum)."""
         return int(self.cl_kernel.get_work_group_info(
@@ -186,25 +194,29 @@ class Kernel:
 class Program:
     """A built program; its kernels are attributes (created once each)."""
 
-    def __init__(self, cl_program: cl.Program, source: str, vendor: str = "", cache_id: str = ""):
+    def __init__(self, cl_program: cl.Program, source: str, vendor: str = "", cache_id: str = "",
+                 queued_launches: bool = True):
         self.cl_program, self.source, self.vendor, self.cache_id = cl_program, source, vendor, cache_id
-        self._kernels = {}
+        self.queued_launches = queued_launches
+        self._kernels: dict[str, Kernel] = {}
         self.kernel_names = [k for k in cl_program.get_info(cl.program_info.KERNEL_NAMES).split(";") if k]
 
     def __getattr__(self, name):
         if name.startswith("_") or name not in self.kernel_names:
             raise AttributeError(f"program has no kernel {name!r}; it has {self.kernel_names}")
         if name not in self._kernels:
-            self._kernels[name] = Kernel(name, getattr(self.cl_program, name), self.vendor, self.cache_id)
+            self._kernels[name] = Kernel(name, getattr(self.cl_program, name), self.vendor, self.cache_id,
+                                         self.queued_launches)
         return self._kernels[name]
 
-    def instance(self, name) -> Kernel:
+    def instance(self, name: str) -> Kernel:
         """A new Kernel `name` with its own arguments: loops that alternate
         between fixed argument sets (colours, buffer pairs) keep one instance
         per set, so that a launch re-sets only what changes between its own
         launches (setting a buffer argument costs microseconds of host time)."""
         getattr(self, name)                       # the same checks
-        return Kernel(name, cl.Kernel(self.cl_program, name), self.vendor, self.cache_id)
+        return Kernel(name, cl.Kernel(self.cl_program, name), self.vendor, self.cache_id,
+                      self.queued_launches)
 
 
 def _keep_source(template: str, source: str, digest: str):
@@ -268,7 +280,15 @@ def _refuse_abi_mismatch(template: str, device, cl_prg: cl.Program) -> None:
                          f"kernels would compute wrong results ({first.strip()[:300]})")
 
 
-def build(device, template: str, options=(), **params) -> Program:
+def source_program(context: cl.Context, source: str) -> cl.Program:
+    """A program that PyOpenCL builds from `source` every time, never from its binary
+    cache: Oclgrind instruments only programs built from source (one loaded from the
+    cache gives false uninitialised-value reports)."""
+    # pyopencl.Program caches binaries unless it wraps an already created program
+    return cl.Program(cl._cl._Program(context, source))  # noqa: SLF001
+
+
+def build(device: Device, template: str, options: Iterable[str] = (), **params: object) -> Program:
     """Render `template` for `device` and build it, once per (device, source,
     options).
     """
@@ -279,18 +299,16 @@ def build(device, template: str, options=(), **params) -> Program:
     if prg is None:
         _keep_source(template, source, digest)
         try:
-            if device.facts.vendor == "oclgrind":
-                # Oclgrind instruments only programs built from source: one loaded
-                # from PyOpenCL's binary cache gives false uninitialised-value reports.
-                cl_prg = cl.Program(cl._cl._Program(device.context, source))
-            else:
+            if device.facts.binary_cache:
                 cl_prg = cl.Program(device.context, source)
+            else:
+                cl_prg = source_program(device.context, source)
             with warnings.catch_warnings():
                 if not os.environ.get("PYOPENCL_COMPILER_OUTPUT"):
                     # Intel's CPU runtime logs every build ("Compilation started ..."):
                     # no warning on every command; PYOPENCL_COMPILER_OUTPUT=1 shows the logs.
                     warnings.simplefilter("ignore", cl.CompilerWarning)
-                if device.cache_dir and device.facts.vendor != "oclgrind":
+                if device.cache_dir and device.facts.binary_cache:
                     cl_prg.build(options=list(options), cache_dir=device.cache_dir)
                 else:
                     cl_prg.build(options=list(options))
@@ -305,5 +323,6 @@ def build(device, template: str, options=(), **params) -> Program:
         except cl.Error as exc:
             raise DeviceError(f"{device.name}: {exc}") from None
         _refuse_abi_mismatch(template, device, cl_prg)
-        prg = device.programs[key] = Program(cl_prg, source, device.facts.vendor, device.facts.cache_id)
+        prg = device.programs[key] = Program(cl_prg, source, device.facts.vendor, device.facts.cache_id,
+                                             device.facts.queued_launches)
     return prg

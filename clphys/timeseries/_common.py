@@ -203,7 +203,7 @@ _pool_lock = threading.Lock()
 
 
 def _pool(dev):
-    if dev.facts.vendor == "oclgrind":
+    if not dev.facts.reused_buffers:
         return None
     with _pool_lock:
         pool = _pools.get(dev)

@@ -94,7 +94,7 @@ class StreamedPass:
         facts = self.dev.facts
         pair_terms = self.tiles * t.tile * self.lag_blocks * t.wg * t.lags_per_item
         return (self.E == 1 and len(self.windows) == 1 and not needs_maxima(pairs)
-                and facts.vendor != "oclgrind"
+                and facts.overlap
                 and (forced or (progress in (None, False)
                                 and pair_terms <= STREAM_MAX_PAIRS[facts.is_gpu]
                                 and (facts.is_gpu or self.b.lengths[0] <= HEAD_VALUES))))
@@ -204,7 +204,7 @@ class StreamedPass:
         pair_terms = self.E * self.tiles * t.tile * self.lag_blocks * t.wg * t.lags_per_item
         return (self.E > 1 and len(self.windows) == 1 and not needs_maxima(pairs)
                 and self.f64 and self.room >= self.tpb and self._stream_fits()
-                and (forced or (progress in (None, False) and facts.vendor != "oclgrind"
+                and (forced or (progress in (None, False) and facts.overlap
                                 and pair_terms <= STREAM_MAX_PAIRS[facts.is_gpu])))
 
     def _stream_fits(self) -> bool:

@@ -400,7 +400,7 @@ class PairSums(StreamedPass):
 
 def zeroed_array(dev, n, dtype) -> cla.Array:
     """A zeroed (pooled) device array; on Oclgrind written from the host (runtime.zeros)."""
-    if dev.facts.vendor == "oclgrind":
+    if not dev.facts.fill_initialises:
         return zeros(dev, n, dtype)
     arr = _common.work_array(dev, n, dtype)
     cl.enqueue_fill_buffer(dev.queue, arr.data, np.zeros(1, np.uint8), 0, arr.nbytes)

@@ -362,7 +362,7 @@ class Staged:
         if pieces[0][0] < 0 or end > self.nbytes:
             raise ValueError("pieces must lie within the staged bytes")
         queue = self.dev.queue
-        oclgrind = self.dev.facts.vendor == "oclgrind"
+        whole = not self.dev.facts.offset_writes          # one write of the whole range
         if self._sent:
             queue.finish()                      # the host buffer may still be on its way
             if self._copyq is not None:
@@ -371,7 +371,7 @@ class Staged:
         start = pieces[0][0]
         plan = dict(pieces=pieces, start=start, end=end, host=None, waits=None)
         self._begun = plan
-        if self.path == "pageable" and not oclgrind:
+        if self.path == "pageable" and not whole:
             # the driver copies from the caller's memory
             plan["segments"] = stream_segments(start, end) if streamed else [(start, end)]
             return
@@ -383,7 +383,7 @@ class Staged:
             host = self.slot.mapped
         # Oclgrind 19.10's uninitialised-value checker forgets what earlier writes into
         # a buffer initialised when a later one writes at an offset: one write there
-        if oclgrind or not (self.transfer.overlap or streamed):
+        if whole or not (self.transfer.overlap or streamed):
             segments = [(start, end)]
         elif streamed:
             segments = stream_segments(start, end)
@@ -405,12 +405,12 @@ class Staged:
     def _send(self, plan, on_segment):
         """The device side of put(): each segment sent as soon as it is in."""
         queue, dst = self.dev.queue, self.buffer
-        oclgrind = self.dev.facts.vendor == "oclgrind"
+        facts = self.dev.facts
         segments, host, start, end = plan["segments"], plan["host"], plan["start"], plan["end"]
         # several segments, streamed: the DMA on the copy queue and the compute queue waits
         # for each segment (for one segment the cross-queue wait would only cost)
         copyq = self._copyq = _copy_queue(self.dev) if on_segment and len(segments) > 1 \
-            and not oclgrind else queue
+            and facts.overlap else queue
 
         def send(src, off, blocking):
             ev = cl.enqueue_copy(copyq, dst, src, dst_offset=off, is_blocking=blocking)
@@ -430,7 +430,7 @@ class Staged:
             for (a, b), wait in zip(segments, plan["waits"]):
                 wait()
                 if self.path != "pinned-unmap":
-                    send(host[a:b], a, oclgrind or self.path == "pageable")
+                    send(host[a:b], a, not facts.queued_launches or self.path == "pageable")
             if self.path == "pinned-unmap":
                 self.slot.unmap(queue)
                 cl.enqueue_copy(queue, dst, self.slot.pinned, byte_count=end - start,

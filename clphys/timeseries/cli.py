@@ -24,8 +24,17 @@ import warnings
 
 import numpy as np
 
-from .._cli import (add_device, add_json, add_output, add_plot, add_progress, check_outputs, json_value,
-                    print_json, progress_arg)
+from .._cli import (
+    add_device,
+    add_json,
+    add_output,
+    add_plot,
+    add_progress,
+    check_outputs,
+    json_value,
+    print_json,
+    progress_arg,
+)
 from ..runtime.files import atomic_output
 from ..runtime.longrun import Interrupted
 from .acrw import MAX_N

@@ -509,7 +509,7 @@ def _build_all(dev, params):
     """pattern.cl built for each parameter set, several at once (the driver's compiler
     runs without the GIL; Oclgrind one at a time)."""
     build = lambda kw: dev.build("timeseries/pattern.cl", **kw)      # noqa: E731
-    if dev.facts.vendor == "oclgrind" or len(params) == 1:
+    if not dev.facts.overlap or len(params) == 1:
         return [build(kw) for kw in params]
     with ThreadPoolExecutor(max_workers=min(8, len(params))) as pool:
         return list(pool.map(build, params))
