@@ -49,22 +49,36 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import clphys  # noqa: E402
 from _report import Report  # noqa: E402  (this folder is on sys.path when run as a script)
-from clphys.timeseries import _fft, _ingest, _pair_sums, acrw_numpy  # noqa: E402
-from clphys.timeseries import correlation, pattern  # noqa: E402
-from clphys.timeseries import autocorrelation, hurst  # noqa: E402
-from clphys.timeseries.dfa import plan_mfdfa  # noqa: E402
-from clphys.timeseries.dfa import run_plan as run_fluctuations  # noqa: E402
-from clphys.timeseries._pair_plan import PairShape  # noqa: E402
-from clphys.timeseries._pair_plan import default_pair_shape  # noqa: E402
-from clphys.timeseries.pattern import pattern_pairs  # noqa: E402
-from clphys.timeseries.pattern import default_pattern_shape as pc_default_tuning  # noqa: E402
-from clphys.timeseries.pattern import local_bytes as pc_local_bytes  # noqa: E402
-from clphys.timeseries.reference import (autocorrelation_numpy, hurst_numpy,  # noqa: E402
-                                         mfdfa_numpy, pattern_conformity_numpy)
-from clphys.timeseries import dfa, mfdfa  # noqa: E402
+from clphys.exact import fgn_davies_harte  # noqa: E402
+from clphys.timeseries import (  # noqa: E402  # noqa: E402  # noqa: E402  # noqa: E402
+    _fft,
+    _ingest,
+    _pair_sums,
+    acrw_numpy,
+    autocorrelation,
+    correlation,
+    dfa,
+    hurst,
+    mfdfa,
+    pattern,
+)
 from clphys.timeseries._dfa_device import DFAPlan  # noqa: E402
 from clphys.timeseries._dfa_finish import fluctuations  # noqa: E402
-from clphys.exact import fgn_davies_harte  # noqa: E402
+from clphys.timeseries._pair_plan import (
+    PairShape,  # noqa: E402
+    default_pair_shape,  # noqa: E402
+)
+from clphys.timeseries.dfa import plan_mfdfa  # noqa: E402
+from clphys.timeseries.dfa import run_plan as run_fluctuations  # noqa: E402
+from clphys.timeseries.pattern import default_pattern_shape as pc_default_tuning  # noqa: E402
+from clphys.timeseries.pattern import local_bytes as pc_local_bytes  # noqa: E402
+from clphys.timeseries.pattern import pattern_pairs  # noqa: E402
+from clphys.timeseries.reference import (  # noqa: E402
+    autocorrelation_numpy,
+    hurst_numpy,
+    mfdfa_numpy,
+    pattern_conformity_numpy,
+)
 
 PC_FULL = dict(T=10**6, max_past=20, max_future=20, chi=100.0, max_history=16384)
 
@@ -685,8 +699,8 @@ def bench_dfa(dev, quick, repeats, sizes=None):
                     f"{total * 1e3:.2f} ms end to end ({arr.size / total:.3g} values/s); "
                     f"phases of a traced run, ms: {phases}")
     with concurrent.futures.ProcessPoolExecutor(workers) as pool:
-        for label, X, nparts in ((f"one series 2^{n1.bit_length() - 1}", one, None),
-                                 (f"batch {nb}x2^{tb.bit_length() - 1}", batch, None)):
+        for label, X in ((f"one series 2^{n1.bit_length() - 1}", one),
+                         (f"batch {nb}x2^{tb.bit_length() - 1}", batch)):
             sc = dfa_scales(X.shape[-1])
             for kind, order, q in (("DFA-1", 1, None), ("MF-DFA-2", 2, DFA_Q)):
                 mine = ours[(label, kind, np.float64)]

@@ -32,6 +32,7 @@ def cmd_info(args) -> int:
 def _info_json() -> int:
     """`clphys info --json`: the devices and the selection as one JSON object."""
     import pyopencl as cl
+
     from ._cli import print_json
     from .runtime import current_device, nvidia_icd_hint, survey
     devices = []
@@ -55,6 +56,7 @@ def _info_json() -> int:
 
 def _info_one() -> int:
     import pyopencl as cl
+
     from .runtime import current_device, nvidia_icd_hint, survey
     statuses = survey()
     print(f"clphys {__version__}, pyopencl {cl.VERSION_TEXT}")
@@ -92,8 +94,8 @@ def _info_one() -> int:
 def _info_under_mpi(ranks) -> int:
     """`clphys info` under mpiexec: rank 0 prints the listing once, then every
     rank's device (gathered through mpi4py; without it, each rank one line)."""
-    import io
     import contextlib
+    import io
     import socket
     rank, size, local = ranks
     text = io.StringIO()

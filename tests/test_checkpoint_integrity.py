@@ -35,8 +35,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import clphys.sde.ensemble
 import clphys.runtime.longrun
+import clphys.sde.ensemble
 import clphys.sde.oscillators
 from clphys.cli import main
 from clphys.ising import Ensemble2D, Ensemble3D, Ising2D

@@ -9,8 +9,13 @@ import numpy as np
 import pytest
 
 from clphys.cli import build_parser, main
-from clphys.exact import (TC_2D, acrw_increment_autocorrelation, acrw_increment_variance,
-                          finite_lattice, kuramoto_order_parameter)
+from clphys.exact import (
+    TC_2D,
+    acrw_increment_autocorrelation,
+    acrw_increment_variance,
+    finite_lattice,
+    kuramoto_order_parameter,
+)
 
 
 def _one_object(capsys):

@@ -10,9 +10,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from cli_subprocess import interrupt_after, start_cli
 from clphys.cli import main
 from clphys.exact import density_of_states
-from cli_subprocess import interrupt_after, start_cli
 
 
 def _spec(device):

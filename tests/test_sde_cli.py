@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from cli_subprocess import interrupt_after, start_cli
-
 from clphys.cli import main
 
 

@@ -10,11 +10,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from conftest import require_fp64
-
 from clphys import exact
 from clphys.sde import Ensemble, EnsembleState, Model, models
 from clphys.sde.reference import integrate, philox_normals, xorshift_normals
+from conftest import require_fp64
 
 PENDULUM = Model(["x", "v"], {"x": "v", "v": "-gamma*v - sin(x) + a*cos(w*t)"}, {"v": "s"},
                  ["gamma", "s", "a", "w"], name="pendulum")

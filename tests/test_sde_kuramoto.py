@@ -5,11 +5,10 @@ against the N -> inf self-consistency and the subcritical fluctuations."""
 import numpy as np
 import pytest
 
-from conftest import require_fp64
-
 from clphys import exact
 from clphys.sde import Kuramoto, kuramoto
 from clphys.sde.reference import kuramoto_normals
+from conftest import require_fp64
 
 
 def _angle_diff(a, b):

@@ -14,13 +14,13 @@ import numpy as np
 import pyopencl as cl
 import pytest
 
-import clphys.sde.ensemble
 import clphys.runtime.longrun
+import clphys.sde.ensemble
 import clphys.sde.oscillators
 from clphys.runtime import Interrupted, run_sliced
-from clphys.runtime.render import Kernel
 from clphys.runtime import checkpoint as ck
 from clphys.runtime.checkpoint import CheckpointError
+from clphys.runtime.render import Kernel
 from clphys.sde import Ensemble, EnsembleState, Kuramoto, Model, josephson, kuramoto, models
 
 JOSEPHSON_P = {"gamma": 0.9, "a": [3.0, 4.2], "omega": 4.9, "f": 0.1, "kT": 0.01}

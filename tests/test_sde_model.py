@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 from clphys.runtime import fake_facts, render
-from clphys.sde import Model, models
-from clphys.sde import expr
+from clphys.sde import Model, expr, models
 from clphys.sde.cli import parse_values
 
 VENDORS = ("nvidia", "amd", "pocl")

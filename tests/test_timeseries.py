@@ -10,8 +10,7 @@ import pytest
 
 import clphys
 from clphys.runtime import fake_facts, render
-from clphys.timeseries import acrw_numpy, autocorrelation, hurst
-from clphys.timeseries import _pair_sums, _transfer, correlation
+from clphys.timeseries import _pair_sums, _transfer, acrw_numpy, autocorrelation, correlation, hurst
 from clphys.timeseries._pair_plan import PairShape
 from clphys.timeseries.reference import autocorrelation_numpy, hurst_numpy
 from timeseries_plans import acf_with, hurst_with

@@ -202,6 +202,7 @@ def test_long_memory_is_flagged(device):
     with a LongMemoryWarning.  At H = 0.5 and 0.6 and for the ACRW (H ~0.5 +- 0.015:
     10 sigma below) none is, and there is no warning."""
     import warnings
+
     from clphys.exact.fractal import fgn_davies_harte
     from clphys.timeseries import LongMemoryWarning, acrw_numpy
     P = np.cumsum(fgn_davies_harte(2**15, 0.9, size=64, seed=11), axis=1)

@@ -12,8 +12,7 @@ from cli_subprocess import interrupt_after, start_cli
 from clphys.cli import build_parser, main
 from clphys.timeseries import acrw_numpy, autocorrelation, hurst, pattern_conformity
 from clphys.timeseries.cli import read_column
-from clphys.timeseries.reference import (autocorrelation_numpy, hurst_numpy,
-                                         pattern_conformity_numpy)
+from clphys.timeseries.reference import autocorrelation_numpy, hurst_numpy, pattern_conformity_numpy
 
 
 @pytest.fixture

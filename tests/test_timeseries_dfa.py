@@ -11,16 +11,12 @@ import numpy as np
 import pytest
 
 from clphys.runtime import fake_facts, render
-from clphys.timeseries import ZeroVarianceWarning, dfa, mfdfa
-from clphys.timeseries import _ingest
+from clphys.timeseries import ZeroVarianceWarning, _ingest, dfa, mfdfa
 from clphys.timeseries._dfa_device import DFAPlan, frame_exponent, gram_coefficients
 from clphys.timeseries._dfa_finish import fluctuation_errors, fluctuations
 from clphys.timeseries.dfa import DEFAULT_Q, default_scales
-from clphys.timeseries.reference import (dfa_fluctuations_numpy, mfdfa_numpy)
+from clphys.timeseries.reference import dfa_fluctuations_numpy, mfdfa_numpy
 from timeseries_plans import mfdfa_with
-
-
-
 
 # Segments of up to 256 values go by one work item each, longer ones from block channels
 # (non-overlapping) or runs (sliding): both paths in every case.

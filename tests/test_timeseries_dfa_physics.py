@@ -9,8 +9,14 @@ import math
 import numpy as np
 import pytest
 
-from clphys.exact import (binomial_cascade, binomial_cascade_h, binomial_cascade_spectrum,
-                          binomial_cascade_tau, fgn_autocovariance, fgn_davies_harte)
+from clphys.exact import (
+    binomial_cascade,
+    binomial_cascade_h,
+    binomial_cascade_spectrum,
+    binomial_cascade_tau,
+    fgn_autocovariance,
+    fgn_davies_harte,
+)
 from clphys.timeseries import dfa, mfdfa
 from clphys.timeseries.dfa import DEFAULT_Q
 

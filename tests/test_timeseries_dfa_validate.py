@@ -12,9 +12,6 @@ from clphys.exact import fgn_davies_harte
 from clphys.timeseries import dfa, mfdfa
 from timeseries_plans import dfa_with
 
-
-
-
 SCALES = np.array([10, 16, 33, 70, 150, 300, 700])
 
 

@@ -12,7 +12,6 @@ from clphys.timeseries.reference import pattern_conformity_loops, pattern_confor
 from timeseries_plans import pc_with
 
 
-
 def series(kind, n, seed=1):
     rng = np.random.default_rng(seed)
     if kind == "walk":

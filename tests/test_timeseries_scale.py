@@ -13,15 +13,21 @@ import numpy as np
 import pytest
 
 from clphys.runtime import Interrupted
-from clphys.timeseries import (acrw, acrw_numpy, autocorrelation, correlation, hurst,
-                               pattern_conformity)
-from clphys.timeseries import pattern
-from clphys.timeseries import _ingest, _pair_sums
+from clphys.timeseries import (
+    _ingest,
+    _pair_sums,
+    acrw,
+    acrw_numpy,
+    autocorrelation,
+    correlation,
+    hurst,
+    pattern,
+    pattern_conformity,
+)
 from clphys.timeseries._pair_plan import PairShape
 from clphys.timeseries._pair_sums import PairSums
 from clphys.timeseries.pattern import PatternShape, common_tick
-from clphys.timeseries.reference import (autocorrelation_numpy, hurst_numpy,
-                                         pattern_conformity_numpy)
+from clphys.timeseries.reference import autocorrelation_numpy, hurst_numpy, pattern_conformity_numpy
 from timeseries_plans import acf_with, hurst_with, pc_with
 
 acrw_module = importlib.import_module("clphys.timeseries.acrw")   # the package exports acrw()

@@ -226,7 +226,7 @@ def test_block_totals_are_the_sums_of_each_series_and_block():
                               K=int(Ks.max()), tpbs=tpbs, Ks=Ks, tiles=int(per.max()))
         s1, s2, s1k, s2k = _pair_sums.PairSums._block_totals(run, totals)
         t = totals.reshape(-1, 2)
-        for e, n in enumerate(per):
+        for e in range(len(per)):
             mine = t[boff[e]:boff[e + 1]]
             np.testing.assert_allclose([s1[e], s2[e]], mine.sum(axis=0), rtol=1e-13)
             tpb, K = int(tpbs[e]), int(Ks[e])

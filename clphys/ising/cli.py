@@ -11,14 +11,24 @@ import warnings
 
 import numpy as np
 
-from .._cli import (EXIT_UNTRUSTED, add_checkpoint, add_device, add_json, add_plot, add_progress, allow_mpi,
-                    check_outputs, checkpoint_every, is_root, progress_arg)
-from ..runtime import mpi
+from .._cli import (
+    EXIT_UNTRUSTED,
+    add_checkpoint,
+    add_device,
+    add_json,
+    add_plot,
+    add_progress,
+    allow_mpi,
+    check_outputs,
+    checkpoint_every,
+    is_root,
+    progress_arg,
+)
 from ..progress import Progress
-from ..runtime import Interrupted, run_sliced
-from ..runtime.longrun import Checkpoints
+from ..runtime import Interrupted, mpi, run_sliced
 from ..runtime.checkpoint import CheckpointError, field, load_checkpoint, save_checkpoint
 from ..runtime.files import atomic_output
+from ..runtime.longrun import Checkpoints
 
 RUN_KIND = "ising-run"
 # `clphys ising` defaults; None on the command line means "not given", so a
@@ -512,8 +522,9 @@ def _print_text(r):
 
 
 def _print_json(r):
-    from .._cli import print_json
     import sys
+
+    from .._cli import print_json
     for msg in r["warnings"]:
         print(f"clphys ising: warning: {msg}", file=sys.stderr)
     print_json({k: v for k, v in r.items() if not k.startswith("_")})
@@ -566,8 +577,8 @@ def _plot_lattice(lat, sweeps, dim, temperature, path, comm=None, quiet=False):
 
 # ------------------------------------------------------------------ binder
 def cmd_binder(args) -> int:
-    from . import binder_scan
     from ..exact import TC_2D, TC_3D
+    from . import binder_scan
     check_outputs(args)
     if args.points < 2:
         raise ValueError(f"--points must be >= 2, got {args.points}")
@@ -615,6 +626,7 @@ def cmd_binder(args) -> int:
 
 def _binder_json(scan, args):
     import sys
+
     from .._cli import json_value, print_json
     from ..exact import TC_2D, TC_3D
     from ..runtime import resolve_device

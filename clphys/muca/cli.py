@@ -8,10 +8,20 @@ import time
 
 import numpy as np
 
-from .._cli import (add_checkpoint, add_device, add_output, add_plot, add_progress, allow_mpi,
-                    add_json, check_outputs, checkpoint_every, is_root)
-from ..runtime.longrun import Checkpoints
+from .._cli import (
+    add_checkpoint,
+    add_device,
+    add_json,
+    add_output,
+    add_plot,
+    add_progress,
+    allow_mpi,
+    check_outputs,
+    checkpoint_every,
+    is_root,
+)
 from ..runtime.files import atomic_output
+from ..runtime.longrun import Checkpoints
 
 EXACT_MAX_L = 128              # Beale's exact ln g is computed up to here (about a minute at 128)
 SUMMARY_T = {2: (1.5, 2.0, 2.269185, 2.5, 3.0), 3: (3.5, 4.0, 4.5115, 5.0, 6.0)}
@@ -166,6 +176,7 @@ def _duration(seconds):
 
 def _print_json(args, sim, res, exact, temps, c, ref, wall):
     import sys
+
     from .._cli import json_value, print_json
     h = sim.history
     warns = []
