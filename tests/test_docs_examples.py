@@ -36,7 +36,7 @@ FULL_SIZE = os.environ.get("CLPHYS_DOCS_FULL_SIZE") == "1"
 
 # Shell commands that are not run: (regular expression on the command, reason).
 EXEMPT = [
-    (r"^pip |^python3? -m venv|^module |^env MPICC|^export |^D=|^chmod",
+    (r"^pip |^python3? -m venv|^\. |^module |^env MPICC|^export |^D=|^chmod",
      "installation and environment set-up, done by CI itself (.ci/run)"),
     (r"^pytest", "the test suite itself"),
     (r"mpiexec|mpirun|srun|mpi4py", "MPI launches: tests/test_mpi_*.py run them on PoCL"),
@@ -154,7 +154,7 @@ def check_readme_api(ns, out):
 def check_ising_quick_start(ns, out):
     check_ising_sample(ns["s"], ns["lat"].shape[0], 2.0)
     u4, u4_err = ns["s"].binder()
-    _within(u4, u4_err, 2 / 3)
+    assert abs(u4 - 2 / 3) < 1e-4, u4          # ordered: 2/3 up to fluctuations of O(1/N)
 
 
 def check_ising_table(ns, out):
@@ -168,7 +168,7 @@ def check_ising_table(ns, out):
 
 def check_muca_quick_start(ns, out):
     check_muca(ns["res"], 8)
-    check_muca(ns["res8"], 8)
+    check_muca(ns["res8"], 8 if FULL_SIZE else 4)
     from clphys.exact import finite_lattice
     c = ns["c"]
     exact = finite_lattice(8, c.T)
@@ -221,37 +221,48 @@ def _unexplained(name, caught):
             if not any(p.search(str(w.message)) for p in allowed)]
 
 
+def _run_block(name, index, lang, code, line, ns, cwd):
+    """Run one block; returns how many commands or blocks ran."""
+    if lang == "python":
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = _run_python(code, ns, name, line)
+        bad = _unexplained(name, caught)
+        assert not bad, f"{name}:{line} warns without the text saying why:\n" + "\n".join(bad)
+        if (name, index) in CHECKS:
+            CHECKS[name, index](ns, out)
+        return 1
+    ran, outs = 0, []
+    for command in shell_commands(code, lang):
+        if exemption(command):
+            continue
+        out, err = run_shell(command, cwd)
+        bad = [w for w in (out + err).splitlines() if re.match(r"\s*\w*warning\b", w, re.I)
+               and not any(re.search(p, w) for f, p in EXPLAINED_WARNINGS if f == name)]
+        assert not bad, f"{name}:{line} {command!r} warns:\n" + "\n".join(bad)
+        outs.append(out)
+        ran += 1
+    if (name, index) in CHECKS:
+        CHECKS[name, index](None, "\n".join(outs))
+    return ran
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", FILES)
 def test_examples(name, tmp_path, monkeypatch):
+    """The blocks of one file in order; a failing block is reported and the others still run."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MPLBACKEND", "Agg")
     ns = {"__name__": "__docs__"}
-    ran = 0
+    ran, failures = 0, []
     for index, (lang, code, line) in enumerate(_blocks(name)):
-        code = shrink(code)
-        if lang == "python":
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                out = _run_python(code, ns, name, line)
-            bad = _unexplained(name, caught)
-            assert not bad, f"{name}:{line} warns without the text saying why:\n" + "\n".join(bad)
-            if (name, index) in CHECKS:
-                CHECKS[name, index](ns, out)
-            ran += 1
-        elif lang in SHELL:
-            outs = []
-            for command in shell_commands(code, lang):
-                if exemption(command):
-                    continue
-                out, err = run_shell(command, tmp_path)
-                bad = [w for w in (out + err).splitlines() if re.match(r"\s*(\w*warning\b)", w, re.I)
-                       and not any(re.search(p, w) for f, p in EXPLAINED_WARNINGS if f == name)]
-                assert not bad, f"{name}:{line} {command!r} warns:\n" + "\n".join(bad)
-                outs.append(out)
-                ran += 1
-            if (name, index) in CHECKS:
-                CHECKS[name, index](None, "\n".join(outs))
+        if lang != "python" and lang not in SHELL:
+            continue
+        try:
+            ran += _run_block(name, index, lang, shrink(code), line, ns, tmp_path)
+        except Exception as exc:          # noqa: BLE001 - every block's failure is reported
+            failures.append(f"{name}:{line}: {type(exc).__name__}: {exc}")
+    assert not failures, "\n\n".join(failures)
     if ran == 0:
         pytest.skip(f"{name}: every block is text or exempt")
 
