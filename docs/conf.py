@@ -4,6 +4,7 @@ Build: pip install ".[docs]" && sphinx-build -W -b html docs docs/_build/html
 """
 import logging
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -39,6 +40,7 @@ myst_heading_anchors = 3
 suppress_warnings = ["myst.xref_missing"]
 
 autosummary_generate = True
+autosummary_ignore_module_all = False      # document exactly each module's __all__
 autodoc_default_options = {"members": True, "inherited-members": False}
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
@@ -55,3 +57,26 @@ sphinx_gallery_conf = {
 
 html_theme = "furo"
 html_title = f"clphys {release}"
+
+
+# The library's docstrings are numpydoc sections of plain text: |x| is an absolute value and
+# a*b a product, not reStructuredText substitutions or emphasis. Escape both outside
+# backquotes (bullets "* " at the start of a line stay bullets), before numpydoc parses them.
+_QUOTED = re.compile(r"(``.*?``|`[^`]*`)")
+
+
+def _plain(line):
+    bullet = re.match(r"\s*\* ", line)
+    head, rest = (line[:bullet.end()], line[bullet.end():]) if bullet else ("", line)
+    parts = _QUOTED.split(rest)
+    for i in range(0, len(parts), 2):       # the text outside backquotes
+        parts[i] = parts[i].replace("|", r"\|").replace("*", r"\*")
+    return head + "".join(parts)
+
+
+def _escape_plain_text(app, what, name, obj, options, lines):
+    lines[:] = [_plain(line) for line in lines]
+
+
+def setup(app):
+    app.connect("autodoc-process-docstring", _escape_plain_text, priority=100)
