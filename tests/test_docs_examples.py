@@ -29,9 +29,9 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FILES = ["README.md"] + sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md"))
-FENCE = re.compile(r"^```([A-Za-z]*)[^\n]*\n(.*?)^```[ \t]*$", re.S | re.M)
+FENCE = re.compile(r"^```([A-Za-z]*)[^\n]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
 SHELL = {"bash", "sh", "console", "shell"}
-GPU_SIZE = re.compile(r"#\s*gpu-size:\s*(.+)$", re.M)
+GPU_SIZE = re.compile(r"#\s*gpu-size:\s*(.+)$", re.MULTILINE)
 FULL_SIZE = os.environ.get("CLPHYS_DOCS_FULL_SIZE") == "1"
 
 # Shell commands that are not run: (regular expression on the command, reason).
@@ -40,8 +40,8 @@ EXEMPT = [
      "installation and environment set-up, done by CI itself (.ci/run)"),
     (r"^pytest", "the test suite itself"),
     (r"mpiexec|mpirun|srun|mpi4py", "MPI launches: tests/test_mpi_*.py run them on PoCL"),
-    (r"benchmarks/bench_", "benchmarks measure speed for minutes (GPU-sized, or --quick on a CPU); "
-                           "tests/test_benchmark_results.py checks their recorded figures"),
+    (r"benchmarks/bench_", ("benchmarks measure speed for minutes (GPU-sized, or --quick on a CPU); "
+                            "tests/test_benchmark_results.py checks their recorded figures")),
     (r"^python3? -c \"import glob, zipfile", "unpacks a downloaded MPICH wheel (no network here)"),
 ]
 
@@ -106,7 +106,7 @@ def run_shell(command, cwd):
         words = [sys.executable] + words[1:]
     else:
         raise AssertionError(f"a shell example runs neither clphys nor python: {command!r}")
-    proc = subprocess.run(words, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(words, cwd=cwd, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, f"{command!r} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
     return proc.stdout, proc.stderr
 
@@ -153,7 +153,7 @@ def check_readme_api(ns, out):
 
 def check_ising_quick_start(ns, out):
     check_ising_sample(ns["s"], ns["lat"].shape[0], 2.0)
-    u4, u4_err = ns["s"].binder()
+    u4, _ = ns["s"].binder()
     assert abs(u4 - 2 / 3) < 1e-4, u4          # ordered: 2/3 up to fluctuations of O(1/N)
 
 
@@ -211,7 +211,7 @@ CHECKS = {
 def _run_python(code, ns, name, line):
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(compile(code, f"{name}:{line}", "exec"), ns)
+        exec(compile(code, f"{name}:{line}", "exec"), ns)      # noqa: S102 - the docs' own examples
     return out.getvalue()
 
 
@@ -237,7 +237,7 @@ def _run_block(name, index, lang, code, line, ns, cwd):
         if exemption(command):
             continue
         out, err = run_shell(command, cwd)
-        bad = [w for w in (out + err).splitlines() if re.match(r"\s*\w*warning\b", w, re.I)
+        bad = [w for w in (out + err).splitlines() if re.match(r"\s*\w*warning\b", w, re.IGNORECASE)
                and not any(re.search(p, w) for f, p in EXPLAINED_WARNINGS if f == name)]
         assert not bad, f"{name}:{line} {command!r} warns:\n" + "\n".join(bad)
         outs.append(out)
@@ -269,7 +269,7 @@ def test_examples(name, tmp_path, monkeypatch):
 
 def test_checks_and_rules_name_runnable_blocks():
     """A check or a gpu-size rule that no longer matches its block fails here, not silently."""
-    for (name, index), _ in CHECKS.items():
+    for name, index in CHECKS:
         blocks = _blocks(name)
         assert index < len(blocks) and blocks[index][0] in SHELL | {"python"}, (name, index)
     for name in FILES:
