@@ -15,6 +15,10 @@ replicas per point, 4000 + 4000 sweeps (the defaults, ``binder_scan(sizes,
 temperatures)``, measure three times longer). Small sizes cross slightly off
 T_c (corrections to scaling); on a GPU use sizes 32, 64, 128 and 15
 temperatures with the defaults: the crossings then agree with T_c to a few 1e-4.
+
+On a CPU the scan warns early that it will take over a minute (``LongRunWarning``);
+that estimate, made from the smallest size in the first seconds, is about three
+times the ~25 s it takes on two cores.
 """
 
 import matplotlib.pyplot as plt
