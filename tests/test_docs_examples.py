@@ -27,6 +27,8 @@ import warnings
 import numpy as np
 import pytest
 
+import clphys
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FILES = ["README.md"] + sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md"))
 FENCE = re.compile(r"^```([A-Za-z]*)[^\n]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
@@ -95,8 +97,10 @@ def exemption(command):
 
 def run_shell(command, cwd):
     words = shlex.split(command)
+    # the clphys this test imported (the checkout, or the installed package in CI)
+    here = str(pathlib.Path(clphys.__file__).resolve().parents[1])
     env = dict(os.environ, MPLBACKEND="Agg", PYTHONPATH=os.pathsep.join(
-        [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+        [here] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
     while words and re.match(r"^[A-Z_]+=", words[0]):
         key, value = words.pop(0).split("=", 1)
         env[key] = value
