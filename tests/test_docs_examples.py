@@ -277,5 +277,5 @@ def test_checks_and_rules_name_runnable_blocks():
         blocks = _blocks(name)
         assert index < len(blocks) and blocks[index][0] in SHELL | {"python"}, (name, index)
     for name in FILES:
-        for lang, code, line in _blocks(name):
+        for _, code, _ in _blocks(name):
             shrink(code)
