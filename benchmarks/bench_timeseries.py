@@ -507,21 +507,13 @@ def dfa_scales(n, count=40):
 
 
 class DFAReport:
-    """The DFA part's figures through benchmarks/_report.Report (JSON lines with the date,
-    command and driver), also in this script's table and --json file."""
+    """The DFA part's figures, through emit() like the rest of this script."""
 
     def __init__(self, dev):
-        import datetime
-        self.rep = Report(dev.name, None)
-        self.extra = dict(ranks=1, driver=dev.facts.driver,
-                          date=datetime.date.today().isoformat(), command=" ".join(sys.argv))
+        self.dev = dev
 
     def __call__(self, workload, metric, value, table=None):
-        self.rep.add(workload, metric, value, **self.extra)
-        records.append({"device": self.rep.device, "workload": workload, "metric": metric,
-                        "value": value, **self.extra})
-        if table is not None:
-            rows.append((workload, metric, table))
+        emit(self.dev, workload, metric, value, table)
 
 
 def check_dfa(dev, out):

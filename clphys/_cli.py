@@ -2,23 +2,33 @@
 checked before any computation, checkpoint/resume flags, and the exit codes.
 
 Exit codes: 0 done; 1 a device or runtime failure; 2 bad input (argparse's
-own usage errors too); 130 interrupted (Ctrl-C), with one line saying what
-was kept.
+own usage errors too); 3 a time budget (--max-seconds) ran out before the
+estimates could be trusted (they are printed, with the warnings that say
+why); 130 interrupted (Ctrl-C), with one line saying what was kept.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import re
+import sys
 
 from .runtime.files import check_output_path
+from .runtime.longrun import CHECKPOINT_EVERY
 
 __all__ = ["add_progress", "progress_arg", "add_device", "add_plot", "add_output",
            "add_checkpoint", "check_outputs", "require_matplotlib", "EXIT_BAD_INPUT",
-           "EXIT_INTERRUPTED", "allow_mpi", "mpi_world", "is_root", "in_cli_terms"]
+           "EXIT_INTERRUPTED", "EXIT_UNTRUSTED", "allow_mpi", "mpi_world", "is_root", "in_cli_terms",
+           "add_json", "print_json", "json_value", "estimate_json", "checkpoint_every"]
 
 EXIT_BAD_INPUT = 2
+EXIT_UNTRUSTED = 3
 EXIT_INTERRUPTED = 130
+CHECKPOINT_EVERY_HELP = (f"seconds between checkpoint writes (default {CHECKPOINT_EVERY:g}); the state "
+                         f"is also written at the end and on Ctrl-C. Needs --checkpoint FILE, or "
+                         f"--resume FILE, which is then written again")
 PLOT_SUFFIXES = (".png", ".pdf", ".svg")
 
 
@@ -90,10 +100,73 @@ def is_root(comm) -> bool:
 
 
 def add_checkpoint(p: argparse.ArgumentParser) -> None:
+    """--checkpoint, --resume and --checkpoint-every: one rule for every command
+    (see :func:`checkpoint_every`)."""
     p.add_argument("--checkpoint", metavar="FILE.npz", default=None,
                    help="write the run's state to FILE periodically and on Ctrl-C")
     p.add_argument("--resume", metavar="FILE.npz", default=None,
                    help="continue the run saved in FILE (bit for bit as if never stopped)")
+    p.add_argument("--checkpoint-every", type=float, default=None, metavar="SECONDS",
+                   help=CHECKPOINT_EVERY_HELP)
+
+
+def checkpoint_every(args) -> float:
+    """The seconds between checkpoint writes: --checkpoint-every (> 0, with a
+    file to write: --checkpoint or --resume), else CHECKPOINT_EVERY."""
+    every = getattr(args, "checkpoint_every", None)
+    if every is None:
+        return CHECKPOINT_EVERY
+    if not (math.isfinite(every) and every > 0):
+        raise ValueError(f"--checkpoint-every must be > 0 seconds, got {every}")
+    if not (getattr(args, "checkpoint", None) or getattr(args, "resume", None)):
+        raise ValueError("--checkpoint-every needs --checkpoint FILE (or --resume FILE)")
+    return float(every)
+
+
+def add_json(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true",
+                   help="print the result as one JSON object on stdout (values with their errors, "
+                        "exact references, device, seed); warnings go to stderr")
+
+
+def json_value(value):
+    """NumPy arrays and numbers as JSON values (NaN and inf as null)."""
+    import numpy as np
+    arr = np.asarray(value, dtype=float)
+    if arr.ndim == 0:
+        v = float(arr)
+        return v if math.isfinite(v) else None
+    return [json_value(v) for v in arr]
+
+
+def estimate_json(est, exact=None) -> dict:
+    """An estimate (value, error[, tau_int, n]) and its exact reference as a dict."""
+    out = {"value": json_value(est.value), "error": json_value(est.error)}
+    for name in ("tau_int", "n"):
+        if hasattr(est, name):
+            out[name] = json_value(getattr(est, name))
+    if exact is not None:
+        out["exact"] = exact
+    return out
+
+
+def _plain(value):
+    """`value` with NumPy numbers as Python ones and NaN or inf as None (JSON has neither)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "tolist"):                 # NumPy arrays and scalars
+        return _plain(value.tolist())
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def print_json(obj: dict) -> None:
+    """One JSON object, one line, on stdout (NaN and inf as null)."""
+    sys.stdout.write(json.dumps(_plain(obj), allow_nan=False) + "\n")
+    sys.stdout.flush()
 
 
 def require_matplotlib() -> None:

@@ -10,7 +10,7 @@ import sys
 import warnings
 
 from . import __version__
-from ._cli import EXIT_BAD_INPUT, EXIT_INTERRUPTED, in_cli_terms
+from ._cli import EXIT_BAD_INPUT, EXIT_INTERRUPTED, add_json, in_cli_terms
 from .errors import ClphysError
 from .runtime.longrun import Interrupted
 
@@ -23,8 +23,34 @@ def cmd_info(args) -> int:
     the default selection picks (under mpiexec: every rank's device). Exit 1
     when nothing usable is selected."""
     from .runtime.mpi import launcher_ranks
+    if args.json:
+        return _info_json()
     ranks = launcher_ranks()
     return _info_one() if ranks is None else _info_under_mpi(ranks)
+
+
+def _info_json() -> int:
+    """`clphys info --json`: the devices and the selection as one JSON object."""
+    import pyopencl as cl
+    from ._cli import print_json
+    from .runtime import current_device, nvidia_icd_hint, survey
+    devices = []
+    for st in survey():
+        f = st.facts
+        devices.append({"index": f.index, "platform": f.platform, "name": f.name, "driver": f.driver,
+                        "vendor": f.vendor, "is_gpu": bool(f.is_gpu), "simulator": bool(st.is_simulator),
+                        "usable": bool(st.usable), "reason": st.reason or None, "fp64": bool(f.fp64),
+                        "compute_units": f.compute_units, "max_work_group": f.max_work_group,
+                        "wg_multiple": f.wg_multiple, "local_mem": f.local_mem, "global_mem": f.global_mem,
+                        "max_alloc": f.max_alloc, "cache_id": f.cache_id})
+    out = {"command": "info", "clphys": __version__, "pyopencl": cl.VERSION_TEXT, "devices": devices,
+           "selected": None, "error": None, "hint": nvidia_icd_hint(prefix=" ") or None}
+    try:
+        out["selected"] = current_device().facts.index
+    except ClphysError as exc:
+        out["error"] = str(exc)
+    print_json(out)
+    return 0 if out["selected"] is not None else 1
 
 
 def _info_one() -> int:
@@ -104,6 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "environment selects (CLPHYS_DEVICE, then PYOPENCL_CTX, then "
                                    "the first usable GPU, then CPU).  Under mpiexec: every rank's "
                                    "device.  Exit status 1 when no usable device is selected.")
+    add_json(p)
     p.set_defaults(func=cmd_info)
     for name in DOMAINS:
         try:

@@ -5,7 +5,7 @@ random numbers) on one device, and compare them with the checked-in ones
     python tests/record_portability_hashes.py --device portable        # print, compare
     python tests/record_portability_hashes.py --add                    # all match: add this
                                                                        # device to produced_by
-    python tests/record_portability_hashes.py --write muca.packed muca.run
+    python tests/record_portability_hashes.py --write muca.global muca.run
         # a kernel's random stream changed on purpose: new hashes for these cases,
         # produced_by reset to this device (every other implementation must confirm)
 

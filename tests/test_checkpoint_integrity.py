@@ -36,7 +36,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import clphys.sde.ensemble
-import clphys.sde.longrun
+import clphys.runtime.longrun
 import clphys.sde.oscillators
 from clphys.cli import main
 from clphys.ising import Ensemble2D, Ensemble3D, Ising2D
@@ -63,7 +63,7 @@ def _small_slices():
     """Slices of one block: the periodic checkpoint of a run is written
     before its end, so resuming it runs the last block."""
     with pytest.MonkeyPatch.context() as mp:
-        for module, largest in ((clphys.sde.ensemble, 7), (clphys.sde.oscillators, 7), (clphys.sde.longrun, 1)):
+        for module, largest in ((clphys.sde.ensemble, 7), (clphys.sde.oscillators, 7), (clphys.runtime.longrun, 1)):
             mp.setattr(module, "run_sliced", functools.partial(run_sliced, largest=largest))
         yield
 

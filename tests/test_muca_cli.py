@@ -129,7 +129,7 @@ def test_ctrl_c_checkpoint_and_resume(device, tmp_path, capsys):
     res = interrupt_after(run, "muca iteration 2")
     assert res.returncode == 130, res.stderr[-2000:]
     assert res.stop_seconds < 3.0
-    assert f"state saved to {ck}; continue with --resume {ck}" in res.stderr
+    assert f"state saved in {ck}: continue with --resume {ck}" in res.stderr
     assert ck.exists() and not out.exists()
     # a checkpoint of another size is refused before any work
     assert main(["muca", "--resume", str(ck), "--size", "6", "--device", _spec(device)]) == 2
@@ -158,7 +158,7 @@ def test_ctrl_c_in_the_production_and_resume(device, tmp_path, capsys):
                     cwd=tmp_path)
     res = interrupt_after(run, "muca production")
     assert res.returncode == 130, res.stderr[-2000:]
-    assert f"state saved to {ck}; continue with --resume {ck}" in res.stderr
+    assert f"state saved in {ck}: continue with --resume {ck}" in res.stderr
     assert "muca iteration" not in res.stderr.split("muca production")[-1]
     done = start_cli(["muca", "--resume", str(ck), "--production-blocks", "8",
                       "--production-updates", "600000", "-o", str(out)], device, cwd=tmp_path).wait()

@@ -15,7 +15,7 @@ import pyopencl as cl
 import pytest
 
 import clphys.sde.ensemble
-import clphys.sde.longrun
+import clphys.runtime.longrun
 import clphys.sde.oscillators
 from clphys.runtime import Interrupted, run_sliced
 from clphys.runtime.render import Kernel
@@ -33,7 +33,7 @@ def small_slices(monkeypatch):
     """Slices of at most 7 steps (chunks of one block), whatever the device's
     speed: where a test presses Ctrl-C does not depend on timing."""
     for module, largest in ((clphys.sde.ensemble, 7), (clphys.sde.oscillators, 7),
-                            (clphys.sde.longrun, 1)):
+                            (clphys.runtime.longrun, 1)):
         monkeypatch.setattr(module, "run_sliced", functools.partial(run_sliced, largest=largest))
 
 
@@ -68,7 +68,7 @@ def test_josephson_v_equals_a_run_sampled_every_period(device, pieces, monkeypat
     the run is cut into many pieces."""
     periods, spp, n, transient = 7, 40, 64, 2
     if pieces:
-        for module, largest in ((clphys.sde.ensemble, 3), (clphys.sde.longrun, 1)):
+        for module, largest in ((clphys.sde.ensemble, 3), (clphys.runtime.longrun, 1)):
             monkeypatch.setattr(module, "run_sliced", functools.partial(run_sliced, largest=largest))
     res = josephson(a=[3.0, 4.2], kT=0.01, periods=periods, transient=transient, n_paths=n,
                     steps_per_period=spp, seed=5, device=device)

@@ -11,11 +11,12 @@ import warnings
 
 import numpy as np
 
-from .._cli import (add_checkpoint, add_device, add_plot, add_progress, allow_mpi, check_outputs, is_root,
-                    progress_arg)
+from .._cli import (EXIT_UNTRUSTED, add_checkpoint, add_device, add_json, add_plot, add_progress, allow_mpi,
+                    check_outputs, checkpoint_every, is_root, progress_arg)
 from ..runtime import mpi
 from ..progress import Progress
 from ..runtime import Interrupted, run_sliced
+from ..runtime.longrun import Checkpoints
 from ..runtime.checkpoint import CheckpointError, field, load_checkpoint, save_checkpoint
 from ..runtime.files import atomic_output
 
@@ -25,7 +26,6 @@ RUN_KIND = "ising-run"
 ISING_DEFAULTS = {"dim": 2, "size": "1024", "temperature": 2.269185314213022, "sweeps": 1000,
                   "every": 1, "coupling": 1.0, "field": 0.0, "start": "random", "seed": 0,
                   "algorithm": None, "rng": None, "therm": None}
-CHECKPOINT_SECONDS = 60.0
 
 
 def _ints(text, what="--sizes"):
@@ -48,16 +48,6 @@ def _same_size(text, saved):
         v = _size(str(t))
         return v if isinstance(v, tuple) else (v,) * saved["dim"]
     return full(text) == full(saved["size"])
-
-
-def _warnings_as_lines(record):
-    seen, lines = set(), []
-    for w in record:
-        msg = str(w.message)
-        if msg not in seen:
-            seen.add(msg)
-            lines.append(f"warning: {msg}")
-    return lines
 
 
 # ------------------------------------------------------------------ ising
@@ -213,28 +203,52 @@ def _check_measurements(path, meas, dim, n_spins):
                               f"magnetization {mag.reshape(-1)[i]}) is impossible on {n_spins} spins")
 
 
-def _exact_lines(p, shape):
-    """Reference values to print beside the estimates."""
-    from ..exact import TC_2D, TC_3D, finite_lattice, onsager_energy, onsager_magnetization
-    J, h, T = p["coupling"], p["field"], p["temperature"]
-    ref = {"energy": [], "mag": [], "heat": []}
-    if p["dim"] == 2 and h == 0 and J > 0:
-        if shape[0] == shape[1] and shape[0] % 2 == 0 and shape[0] <= 4096:
-            fl = finite_lattice(shape[0], T, J)
-            ref["energy"].append(f"exact {fl.energy:.6f} on this torus")
-            ref["heat"].append(f"exact {fl.specific_heat:.6f} on this torus")
-        ref["energy"].append(f"Onsager {onsager_energy(T, J):.6f} (infinite lattice)")
-        ref["mag"].append(f"Onsager {onsager_magnetization(T, J):.6f} (infinite lattice, Tc = {TC_2D * J:.6f})")
-    elif p["dim"] == 3 and h == 0 and J > 0:
-        ref["mag"].append(f"3D Tc = {TC_3D * J:.6f}")
-    return {k: "; ".join(v) for k, v in ref.items()}
+AUTO_MAX_SECONDS = 600.0       # --sweeps auto's budget when --max-seconds is not given
+AUTO_FIRST = 256               # measurements of --sweeps auto's first chunk
+AUTO_GROWTH = 0.25             # each further chunk: this fraction of the measurements so far
+# --sweeps auto stops once every series has been at least AUTO_MARGIN x MIN_TAUS tau_int long,
+# with no warning, at every check while the measured part doubled: a run that stops the first
+# time its own tau_int estimate allows stops just where that estimate is low, before the series
+# has seen its slowest mode (2D at Tc from a random start, seeds 0-4 of L = 32 and 64: stopping
+# at the first pass of 1 x MIN_TAUS put C/N up to 10 sigma off; this rule, over 17 runs, 3.3 at most)
+AUTO_MARGIN = 2.0
+
+
+def _sweeps_arg(text):
+    """--sweeps: None (not given), 'auto' or an integer."""
+    if text is None or text == "auto":
+        return text
+    if isinstance(text, int) or re.fullmatch(r"\s*-?\d+\s*", str(text)):
+        return int(text)
+    raise ValueError(f"--sweeps must be an integer or 'auto', got {text!r}")
 
 
 def cmd_ising(args) -> int:
+    t_start = time.perf_counter()
     check_outputs(args)
-    if args.checkpoint_every is not None and not args.checkpoint_every > 0:
-        raise ValueError(f"--checkpoint-every must be > 0 seconds, got {args.checkpoint_every}")
+    every_s = checkpoint_every(args)
+    args.sweeps = _sweeps_arg(args.sweeps)
+    auto = args.sweeps == "auto"
+    if args.max_seconds is not None:
+        if not auto:
+            raise ValueError("--max-seconds needs --sweeps auto")
+        if not (math.isfinite(args.max_seconds) and args.max_seconds > 0):
+            raise ValueError(f"--max-seconds must be a positive number, got {args.max_seconds}")
     comm = getattr(args, "comm", None)
+    if auto:
+        r = _auto(args, t_start, comm)
+    else:
+        r = _fixed(args, every_s, comm)
+    lat = r.pop("_lattice")
+    if is_root(comm):
+        (_print_json if args.json else _print_text)(r)
+    if args.plot:
+        _plot_lattice(lat, r["sweeps"], r["dim"], r["temperature"], args.plot, comm, quiet=args.json)
+    return EXIT_UNTRUSTED if auto and not r["trusted"] else 0
+
+
+def _fixed(args, every_s, comm):
+    """A run of a given number of sweeps (or resumed from a checkpoint): the result dict."""
     if args.resume:
         lat, run, p = _load_run(args.resume, args, args.device, comm)
     else:
@@ -242,10 +256,9 @@ def cmd_ising(args) -> int:
         _check_ising_params(p)
         lat, run = _new_run(p, args.device, comm)
     queue = lat.device.queue
-    ckpt = args.checkpoint or args.resume          # a resumed run keeps saving into its file
-    every_s = args.checkpoint_every or CHECKPOINT_SECONDS
+    path = args.checkpoint or args.resume          # a resumed run keeps saving into its file
+    saves = Checkpoints(path, lambda: _save_run(path, lat, run, p), every_s, comm)
     timing = {"therm": [], "measure": []}
-    last_save = [time.monotonic()]
 
     def slices(phase):
         def step(start, n):
@@ -253,94 +266,286 @@ def cmd_ising(args) -> int:
             run.step(n)
             queue.finish()
             timing[phase].append((n, time.perf_counter() - t0))
-            due = bool(ckpt) and time.monotonic() - last_save[0] > every_s
-            if ckpt and comm is not None:
-                due = comm.bcast(due, root=0)        # saving is collective: rank 0's clock decides
-            if due:
-                _save_run(ckpt, lat, run, p)
-                last_save[0] = time.monotonic()
+            saves.maybe()
         return step
 
     with Progress(max(run.total, 1), progress_arg(args), label="ising") as bar:
         bar.update(run.done)
         try:
-            for phase, end in (("therm", run.n_therm), ("measure", run.total)):
-                if run.done < end:
-                    run_sliced(end - run.done, slices(phase), queue, bar=bar, what="sweeps",
-                               largest=run.largest, comm=comm)
-        except Interrupted:
-            exc = Interrupted(run.done, run.total, "sweeps")
-            if ckpt:
-                _save_run(ckpt, lat, run, p)
-                exc.kept = f"state saved in {ckpt}: continue with --resume {ckpt}"
-            else:
-                exc.kept = "nothing written (--checkpoint FILE keeps the state)"
-            raise exc from None
-    if ckpt:
-        _save_run(ckpt, lat, run, p)
-    _print_ising(lat, run.samples(), run, p, timing, comm)
-    if args.plot:
-        _plot_lattice(lat, p, args.plot, comm)
-    return 0
+            with saves:
+                for phase, end in (("therm", run.n_therm), ("measure", run.total)):
+                    if run.done < end:
+                        run_sliced(end - run.done, slices(phase), queue, bar=bar, what="sweeps",
+                                   largest=run.largest, comm=comm)
+        except Interrupted as exc:
+            stop = Interrupted(run.done, run.total, "sweeps")
+            stop.kept = exc.kept
+            raise stop from None
+    saves.write()
+    r = _result(lat, _single(run.samples()), p, run.total, _speed(lat, timing, run.every, comm), comm)
+    if comm is not None:
+        r["halo"] = _halo_line(lat)
+    r["_lattice"] = lat
+    return r
 
 
-def _print_ising(lat, s, run, p, timing, comm=None):
-    shape = "x".join(map(str, lat.shape))
+def _auto(args, t_start, comm):
+    """--sweeps auto: sweep and measure in growing chunks until every estimate
+    is trustworthy by the library's own criterion (each series >= MIN_TAUS
+    tau_int long, no drift between its halves: no warning) with AUTO_MARGIN
+    to spare, and has stayed so while the measured part doubled, or until
+    --max-seconds (from the command's start) are spent. The split is that of
+    --sweeps N for the N reached (the first fifth thermalises), so the result
+    is that run's, bit for bit."""
+    from . import Ising2D, Ising3D
+    if args.checkpoint or args.resume or args.therm is not None:
+        raise ValueError("--sweeps auto takes no --checkpoint, --resume or --therm: it stops by itself "
+                         "(within --max-seconds); run the --sweeps N it reports to checkpoint")
+    if comm is not None:
+        raise ValueError("--sweeps auto runs on one process; give --sweeps N under mpiexec")
+    p = _ising_params(args)
+    _check_ising_params({**p, "sweeps": 0})
+    budget = AUTO_MAX_SECONDS if args.max_seconds is None else args.max_seconds
+    cls = Ising2D if p["dim"] == 2 else Ising3D
+    lat = cls(_size(p["size"]), p["temperature"], J=p["coupling"], h=p["field"], algorithm=p["algorithm"],
+              rng=p["rng"], seed=p["seed"], start=p["start"], device=args.device)
+    s1, seconds, trust = _auto_loop(lat, p, t_start + budget, progress_arg(args))
+    total = s1.n_therm + s1.every * s1.energy.size
+    speed = {"flips_per_ns": lat.n_spins * total / seconds / 1e9, "sweeps": total, "seconds": seconds,
+             "what": f"measurements every {s1.every} included", "ranks_text": ""}
+    r = _result(lat, s1, p, total, speed, auto={"seconds": time.perf_counter() - t_start,
+                                                "max_seconds": budget, "trust": trust})
+    r["_lattice"] = lat
+    return r
+
+
+def _auto_loop(lat, p, deadline, progress):
+    """The chunks of --sweeps auto: (Samples of the measured part, seconds spent
+    sweeping and measuring, how far the criterion got, 0 .. 1)."""
+    from ..progress import LongRunWarning
+    from .lattice import split_run
+    from .samples import Samples
+    every = p["every"]
+    energy, mag = [], []
+    seconds, rate, trust, chunk, steps = 0.0, None, 0.0, AUTO_FIRST, 1000
+    trusted_since = None           # measurements when the criterion last became true
+    with Progress(steps, progress, label="ising: trustworthy errors") as bar, warnings.catch_warnings():
+        # the budget bounds the run: the CPU long-run estimate would only repeat it
+        warnings.simplefilter("ignore", LongRunWarning)
+        while True:
+            if rate is not None:
+                chunk = max(16, min(chunk, int((deadline - time.perf_counter()) * rate / every)))
+            c0 = time.perf_counter()
+            try:
+                s = lat.sample(chunk, every=every, n_therm=0, progress=False)
+            except Interrupted as exc:
+                made = every * sum(len(e) for e in energy)
+                stop = Interrupted(made + exc.done, made + exc.total, "sweeps")
+                stop.kept = "nothing written (--sweeps auto keeps no state: --sweeps N with --checkpoint FILE does)"
+                raise stop from None
+            seconds += time.perf_counter() - c0
+            rate = chunk * every / max(time.perf_counter() - c0, 1e-9)
+            energy.append(s.energy)
+            mag.append(s.magnetization)
+            e_all, m_all = np.concatenate(energy), np.concatenate(mag)
+            n_therm, n_measure = split_run(every * len(e_all), every)
+            s1 = Samples(p["temperature"], lat.n_spins, e_all[len(e_all) - n_measure:],
+                         m_all[len(m_all) - n_measure:], n_therm=n_therm, every=every)
+            est, _drift, messages = _analyse(s1)
+            now = _trust(est, messages, AUTO_MARGIN)
+            trusted_since = (trusted_since or n_measure) if now >= 1.0 else None
+            # the bar: three quarters for the criterion, the last quarter for the doubling
+            trust = max(trust, now * (0.5 + 0.5 * min(1.0, n_measure / (2 * (trusted_since or n_measure)))))
+            bar.update(int(steps * trust) - bar.done)
+            if (trusted_since and n_measure >= 2 * trusted_since) or time.perf_counter() >= deadline:
+                return s1, seconds, trust
+            chunk = max(AUTO_FIRST, int(AUTO_GROWTH * len(e_all)))
+
+
+def _ordered_range(p, shape) -> bool:
+    """Whether Onsager's spontaneous magnetization is what this torus shows for
+    <|M|>/N: below Tc with every side at least 20 correlation lengths (the
+    finite-size correction falls off like exp(-L/xi)). Near and above Tc a
+    finite lattice's <|M|>/N is far from Onsager's M, and no exact value is
+    known for it."""
+    from ..exact import TC_2D
+    T, J = p["temperature"], p["coupling"]
+    if not T < TC_2D * J:
+        return False
+    K = J / T
+    dual = -0.5 * math.log(math.tanh(K))
+    xi = 1.0 / (2.0 * (K - dual))            # an upper bound on the correlation length
+    return min(shape) >= 20 * xi
+
+
+def _references(p, shape):
+    """{observable: [(value, name, where)]} of the exact values this lattice
+    can be compared with (the first, where there is one, is the one to judge
+    the estimate by), and {observable: note} where there is none."""
+    from ..exact import TC_2D, TC_3D, finite_lattice, onsager_energy, onsager_magnetization
+    J, h, T = p["coupling"], p["field"], p["temperature"]
+    ref, notes = {"energy": [], "abs_magnetization": [], "specific_heat": []}, {}
+    if p["dim"] == 2 and h == 0 and J > 0:
+        if shape[0] == shape[1] and shape[0] % 2 == 0 and shape[0] <= 4096:
+            fl = finite_lattice(shape[0], T, J)
+            ref["energy"].append((float(fl.energy), "exact", "on this torus"))
+            ref["specific_heat"].append((float(fl.specific_heat), "exact", "on this torus"))
+        ref["energy"].append((float(onsager_energy(T, J)), "Onsager", "(infinite lattice)"))
+        if _ordered_range(p, shape):
+            ref["abs_magnetization"].append((float(onsager_magnetization(T, J)), "Onsager",
+                                             f"(infinite lattice, Tc = {TC_2D * J:.6f}; this torus is "
+                                             f">= 20 correlation lengths wide)"))
+        else:
+            notes["abs_magnetization"] = (f"no exact value for a finite lattice at this T (Onsager's "
+                                          f"M = {float(onsager_magnetization(T, J)):.6f} holds for L -> inf; "
+                                          f"Tc = {TC_2D * J:.6f})")
+    elif p["dim"] == 3 and h == 0 and J > 0:
+        notes["abs_magnetization"] = f"3D Tc = {TC_3D * J:.6f}"
+    return ref, notes
+
+
+ESTIMATES = (("energy", "energy/N", "mean_energy"), ("abs_magnetization", "|M|/N", "abs_magnetization"),
+             ("specific_heat", "C/N", "specific_heat"), ("susceptibility", "chi", "susceptibility"))
+
+
+def _analyse(s1):
+    """({observable: estimate}, drift or None, [warning messages]) of one
+    lattice's measured series; no warning means every error can be trusted
+    (each series >= 50 tau_int long, no drift between its halves)."""
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        est = {key: getattr(s1, method)() for key, _, method in ESTIMATES}
+        drift = s1.drift() if s1.energy.shape[-1] >= 32 else None
+    return est, drift, list(dict.fromkeys(str(w.message) for w in record))
+
+
+def _trust(est, messages, margin=1.0) -> float:
+    """How far the series is towards trustworthy errors, 0 .. 1 (1: every
+    estimate >= margin x MIN_TAUS tau_int long and no warning)."""
+    from ..stats import MIN_TAUS
+    parts = [e.n / (margin * MIN_TAUS * e.tau_int) if e.tau_int > 0 else 0.0 for e in est.values()]
+    frac = min([min(1.0, x) if math.isfinite(x) else 0.0 for x in parts] + [1.0])
+    return frac if not messages else min(frac, 0.99)
+
+
+def _single(s):
+    """The Samples of replica 0 of a run's Samples."""
+    return type(s)(float(s.temperature[0]), s.n_spins, s.energy[0], s.magnetization[0], s.n_therm, s.every,
+                   bool(s.trapped[0]))
+
+
+def _result(lat, s1, p, total, speed, comm=None, auto=None):
+    """Everything `clphys ising` reports, as one dict (printed as text or JSON)."""
+    n = s1.energy.shape[-1]
+    ref, notes = _references(p, lat.shape)
+    est, drift, messages = _analyse(s1) if n else ({}, None, [
+        "no measurements: the run is too short for any estimate (more --sweeps)"])
     where = (f"{comm.Get_size()} MPI ranks (rank 0: {lat.device.name}; slabs of "
              f"{'x'.join(map(str, lat.local_shape))})" if comm is not None else lat.device.name)
-    print(f"Ising {p['dim']}D {shape}, T = {p['temperature']:g}, J = {p['coupling']:g}, h = {p['field']:g}, "
-          f"{lat.algorithm}/{lat.rng}, seed {p['seed']}, {p['start']} start, on {where}")
-    n = s.energy.shape[-1]
-    print(f"sweeps      {run.total}: {s.n_therm} thermalisation (discarded), then {n} measurements, "
-          f"one every {run.every} sweep{'s' if run.every > 1 else ''}")
-    if n == 0:
-        print("warning: no measurements: the run is too short for any estimate (more --sweeps)")
-    else:
-        s1 = type(s)(float(s.temperature[0]), s.n_spins, s.energy[0], s.magnetization[0], s.n_therm, s.every,
-                     bool(s.trapped[0]))
-        ref = _exact_lines(p, lat.shape)
-        with warnings.catch_warnings(record=True) as record:
-            warnings.simplefilter("always")
-            rows = [("energy/N", s1.mean_energy(), ref["energy"]),
-                    ("|M|/N", s1.abs_magnetization(), ref["mag"]),
-                    ("C/N", s1.specific_heat(), ref["heat"]),
-                    ("chi", s1.susceptibility(), "")]
-            drift = s1.drift() if n >= 32 else None
-        for name, est, txt in rows:
-            print(f"{name:<11} {str(est):<18} {txt}".rstrip())
-        e_tau, m_tau = rows[0][1].tau_int, rows[1][1].tau_int
+    out = {"command": "ising", "device": where, "seed": p["seed"], "dim": p["dim"],
+           "shape": list(lat.shape), "temperature": p["temperature"], "coupling": p["coupling"],
+           "field": p["field"], "start": p["start"], "algorithm": lat.algorithm, "rng": lat.rng,
+           "every": s1.every, "sweeps": total, "thermalisation": s1.n_therm, "measurements": n,
+           "estimates": {}, "drift": None, "trusted": not messages, "warnings": messages,
+           "speed": speed, "auto": auto}
+    for key, est_ in est.items():
+        refs = ref.get(key, [])
+        item = {"value": est_.value, "error": est_.error, "tau_int_sweeps": est_.tau_int * s1.every,
+                "exact": [{"value": v, "what": f"{name} {where}"} for v, name, where in refs]}
+        if refs and est_.error > 0:
+            item["sigmas_from_exact"] = (est_.value - refs[0][0]) / est_.error
+        if key in notes:
+            item["note"] = notes[key]
+        out["estimates"][key] = item
+    if drift is not None and math.isfinite(drift.error):
+        out["drift"] = {"value": drift.value, "error": drift.error}
+    out["_est"], out["_drift"] = est, drift
+    return out
+
+
+def _print_text(r):
+    shape = "x".join(map(str, r["shape"]))
+    print(f"Ising {r['dim']}D {shape}, T = {r['temperature']:g}, J = {r['coupling']:g}, h = {r['field']:g}, "
+          f"{r['algorithm']}/{r['rng']}, seed {r['seed']}, {r['start']} start, on {r['device']}")
+    n, every = r["measurements"], r["every"]
+    auto = r["auto"]
+    how = (f" (--sweeps auto: trustworthy after {auto['seconds']:.1f} s; the same as --sweeps {r['sweeps']})"
+           if auto and r["trusted"] else "")
+    print(f"sweeps      {r['sweeps']}: {r['thermalisation']} thermalisation (discarded), then {n} measurements, "
+          f"one every {every} sweep{'s' if every > 1 else ''}{how}")
+    est = r["_est"]
+    for key, name, _ in ESTIMATES:
+        if key not in est:
+            continue
+        item = r["estimates"][key]
+        txt = "; ".join(f"{x['what'].split(' ', 1)[0]} {x['value']:.6f} {x['what'].split(' ', 1)[1]}"
+                        for x in item["exact"])
+        if "sigmas_from_exact" in item:
+            txt += f"; {item['sigmas_from_exact']:+.1f} sigma"
+        if "note" in item:
+            txt = "; ".join(filter(None, (txt, item["note"])))
+        print(f"{name:<11} {str(est[key]):<18} {txt}".rstrip())
+    if est:
+        e_tau, m_tau = est["energy"].tau_int, est["abs_magnetization"].tau_int
         if math.isfinite(e_tau) and math.isfinite(m_tau):
-            print(f"tau_int     energy {e_tau * run.every:.3g} sweeps, |M| {m_tau * run.every:.3g} sweeps: the "
+            print(f"tau_int     energy {e_tau * every:.3g} sweeps, |M| {m_tau * every:.3g} sweeps: the "
                   f"measured part is {n / max(e_tau, m_tau):.3g} tau_int long (errors need >= 50)")
-        if drift is not None and math.isfinite(drift.error):
-            print(f"drift       energy/N, second half - first half of the measured part: {drift}")
-        lines = _warnings_as_lines(record)
-        if lines:
-            print("\n".join(lines))
-            print(f"warning: the run is too short to be in equilibrium with trustworthy errors at "
-                  f"T = {p['temperature']:g}: use more --sweeps (local updates near Tc need ~L^2.2 sweeps "
-                  f"to decorrelate)")
+    drift = r["_drift"]
+    if drift is not None and math.isfinite(drift.error):
+        print(f"drift       energy/N, second half - first half of the measured part: {drift}")
+    for msg in r["warnings"]:
+        print(f"warning: {msg}")
+    if r["warnings"] and n:
+        print(f"warning: the run is too short to be in equilibrium with trustworthy errors at "
+              f"T = {r['temperature']:g}: use more --sweeps (local updates near Tc need ~L^2.2 sweeps "
+              f"to decorrelate), or --sweeps auto")
+    if auto and not r["trusted"]:
+        print(f"warning: --max-seconds {auto['max_seconds']:g} ran out after {r['sweeps']} sweeps, before the "
+              f"errors could be trusted ({100 * auto['trust']:.0f} % of the way): give more seconds, a smaller "
+              f"lattice or a temperature farther from Tc")
+    sp = r["speed"]
+    if sp:
+        print(f"speed       {sp['flips_per_ns']:.3f} spin flips/ns{sp['ranks_text']} ({sp['sweeps']} sweeps in "
+              f"{sp['seconds']:.3f} s, {sp['what']})")
+    if r.get("halo"):
+        print(r["halo"])
+
+
+def _print_json(r):
+    from .._cli import print_json
+    import sys
+    for msg in r["warnings"]:
+        print(f"clphys ising: warning: {msg}", file=sys.stderr)
+    print_json({k: v for k, v in r.items() if not k.startswith("_")})
+
+
+def _speed(lat, timing, every, comm=None):
+    """The speed dict: sweeps after the first (with measurements where no pure
+    thermalisation slices were timed)."""
     pure = timing["therm"][1:]
-    label = "thermalisation sweeps after the first"
+    what = "thermalisation sweeps after the first"
     if not sum(k for k, _ in pure):
         pure = (timing["therm"] + timing["measure"])[1:]
-        label = f"after the first, measurements every {run.every} included"
+        what = f"after the first, measurements every {every} included"
     sweeps, secs = sum(k for k, _ in pure), sum(t for _, t in pure)
-    if sweeps and secs > 0:
-        rate = lat.n_spins * sweeps / secs / 1e9
-        ranks = "" if comm is None else f", {rate / comm.Get_size():.3f} per rank on {comm.Get_size()} ranks"
-        print(f"speed       {rate:.3f} spin flips/ns{ranks} ({sweeps} sweeps in {secs:.3f} s, {label})")
-        if comm is not None:
-            t = lat.halo_times
-            n = max(1, t["half-sweeps"])
-            every = "every half-sweep" if lat.halo == 1 else f"every {lat.halo // 2} sweeps"
-            print(f"halo path   rank 0, halos of {lat.halo} slabs exchanged {every}, per half-sweep: "
-                  f"{1e6 * t['edge wait'] / n:.1f} us waiting for the "
-                  f"edge slabs, {1e6 * t['exchange'] / n:.1f} us exchanging them (MPI), "
-                  f"{1e6 * t['halo writes'] / n:.1f} us queueing the halo writes")
+    if not (sweeps and secs > 0):
+        return None
+    rate = lat.n_spins * sweeps / secs / 1e9
+    ranks = "" if comm is None else f", {rate / comm.Get_size():.3f} per rank on {comm.Get_size()} ranks"
+    return {"flips_per_ns": rate, "sweeps": sweeps, "seconds": secs, "what": what, "ranks_text": ranks}
 
 
-def _plot_lattice(lat, p, path, comm=None):
+def _halo_line(lat):
+    t = lat.halo_times
+    n = max(1, t["half-sweeps"])
+    every = "every half-sweep" if lat.halo == 1 else f"every {lat.halo // 2} sweeps"
+    return (f"halo path   rank 0, halos of {lat.halo} slabs exchanged {every}, per half-sweep: "
+            f"{1e6 * t['edge wait'] / n:.1f} us waiting for the "
+            f"edge slabs, {1e6 * t['exchange'] / n:.1f} us exchanging them (MPI), "
+            f"{1e6 * t['halo writes'] / n:.1f} us queueing the halo writes")
+
+
+def _plot_lattice(lat, sweeps, dim, temperature, path, comm=None, quiet=False):
     from ..plotting import pyplot
     s = lat.spins()                      # (gathered: every rank takes part)
     if not is_root(comm):
@@ -349,13 +554,14 @@ def _plot_lattice(lat, p, path, comm=None):
     img = s if s.ndim == 2 else s[0]
     fig, ax = plt.subplots(figsize=(6, 6))
     ax.imshow(img, cmap="gray", vmin=-1, vmax=1, interpolation="nearest")
-    ax.set_title(f"{p['dim']}D Ising {'x'.join(map(str, lat.shape))}, T = {p['temperature']:g}, "
-                 f"{p['sweeps']} sweeps" + (" (z = 0 slice)" if s.ndim == 3 else ""))
+    ax.set_title(f"{dim}D Ising {'x'.join(map(str, lat.shape))}, T = {temperature:g}, "
+                 f"{sweeps} sweeps" + (" (z = 0 slice)" if s.ndim == 3 else ""))
     ax.set_axis_off()
     with atomic_output(path) as tmp:
         fig.savefig(tmp, dpi=150, bbox_inches="tight")
     plt.close(fig)
-    print(f"plot        {path}")
+    if not quiet:
+        print(f"plot        {path}")
 
 
 # ------------------------------------------------------------------ binder
@@ -376,7 +582,10 @@ def cmd_binder(args) -> int:
                            progress=progress_arg(args), comm=getattr(args, "comm", None))
     if scan is None:                   # another rank than 0 of a split scan
         return 0
-    print(scan)
+    if args.json:
+        _binder_json(scan, args)
+    else:
+        print(scan)
     if args.plot:
         from ..plotting import pyplot
         plt = pyplot()
@@ -399,8 +608,33 @@ def cmd_binder(args) -> int:
         with atomic_output(args.plot) as tmp:
             fig.savefig(tmp, dpi=150, bbox_inches="tight")
         plt.close(fig)
-        print(f"plot: {args.plot}")
+        if not args.json:
+            print(f"plot: {args.plot}")
     return 0
+
+
+def _binder_json(scan, args):
+    import sys
+    from .._cli import json_value, print_json
+    from ..exact import TC_2D, TC_3D
+    from ..runtime import resolve_device
+    for msg in scan.warnings:
+        print(f"clphys binder: warning: {msg}", file=sys.stderr)
+    out = {"command": "binder", "device": resolve_device(args.device).name, "seed": args.seed,
+           "dim": scan.dim, "sizes": list(scan.sizes), "temperatures": json_value(scan.temperatures),
+           "thermalisation": scan.n_therm, "measurements": scan.n_measure, "every": scan.every,
+           "replicas": scan.replicas, "jackknife_blocks": scan.n_blocks,
+           "tau_int_sweeps": json_value(scan.tau_int)}
+    for name in ("binder", "susceptibility", "specific_heat", "energy", "abs_magnetization"):
+        out[name] = {"value": json_value(getattr(scan, name)), "error": json_value(getattr(scan, name + "_err"))}
+    out["crossings"] = [{"sizes": list(c.sizes), "status": c.status, "note": c.note,
+                         "temperature": {"value": json_value(c.temperature.value),
+                                         "error": json_value(c.temperature.error)}} for c in scan.crossings]
+    out["crossing"] = {"value": json_value(scan.crossing.value), "error": json_value(scan.crossing.error),
+                       "exact": TC_2D if scan.dim == 2 else TC_3D,
+                       "exact_what": "Onsager's Tc" if scan.dim == 2 else "3D Tc (Monte Carlo literature)"}
+    out["warnings"] = list(scan.warnings)
+    print_json(out)
 
 
 def _common(p, defaults):
@@ -424,7 +658,13 @@ def add_parsers(sub):
     d = ISING_DEFAULTS
     p.add_argument("--size", default=None, help=f"L, or Lx and Ly [and Lz] joined by x or , (default {d['size']})")
     p.add_argument("--temperature", "-T", type=float, default=None, help="temperature (default Tc of 2D)")
-    p.add_argument("--sweeps", type=int, default=None, help=f"sweeps in all (default {d['sweeps']})")
+    p.add_argument("--sweeps", default=None,
+                   help=f"sweeps in all (default {d['sweeps']}), or 'auto': sweep until every error can be "
+                        f"trusted (each series >= 2 x 50 tau_int and no drift, while the series doubled), within "
+                        f"--max-seconds")
+    p.add_argument("--max-seconds", type=float, default=None,
+                   help=f"with --sweeps auto: stop after this many seconds (default {AUTO_MAX_SECONDS:g}), "
+                        f"trusted or not (then exit status 3)")
     p.add_argument("--therm", type=int, default=None,
                    help="of them, thermalisation sweeps before measuring (default: a fifth, i.e. a "
                         "quarter of the measured sweeps)")
@@ -435,8 +675,7 @@ def add_parsers(sub):
     _common(p, nd)
     add_plot(p, "draw the final lattice into FILE")
     add_checkpoint(p)
-    p.add_argument("--checkpoint-every", type=float, default=None, metavar="SECONDS",
-                   help=f"seconds between checkpoint writes (default {CHECKPOINT_SECONDS:g})")
+    add_json(p)
     p.set_defaults(func=cmd_ising)
     allow_mpi(p)            # mpiexec -n R clphys ising ...: one lattice split over R ranks
 
@@ -462,6 +701,7 @@ def add_parsers(sub):
                    help=f"independent lattices per temperature (default {DEFAULTS['replicas']})")
     _common(p, {})
     add_plot(p, "draw U4 against T into FILE")
+    add_json(p)
     p.set_defaults(func=cmd_binder, cli_names={"n_therm": "--therm", "n_measure": "--measure",
                                                "every": "--every", "replicas": "--replicas",
                                                "sizes": "--sizes", "dim": "--dim",

@@ -9,10 +9,10 @@ import time
 import numpy as np
 
 from .._cli import (add_checkpoint, add_device, add_output, add_plot, add_progress, allow_mpi,
-                    check_outputs, is_root)
+                    add_json, check_outputs, checkpoint_every, is_root)
+from ..runtime.longrun import Checkpoints
 from ..runtime.files import atomic_output
 
-CHECKPOINT_EVERY = 60.0        # seconds between periodic checkpoints
 EXACT_MAX_L = 128              # Beale's exact ln g is computed up to here (about a minute at 128)
 SUMMARY_T = {2: (1.5, 2.0, 2.269185, 2.5, 3.0), 3: (3.5, 4.0, 4.5115, 5.0, 6.0)}
 
@@ -23,6 +23,7 @@ def cmd_muca(args) -> int:
     from .geometry import Geometry
     from .simulation import Multicanonical
     check_outputs(args, (".npz",))
+    every_s = checkpoint_every(args)
     for name, value, low in (("--size", args.size, 2), ("--walkers", args.walkers, 1),
                              ("--production-blocks", args.production_blocks, 2),
                              ("--production-updates", args.production_updates, 1),
@@ -38,6 +39,7 @@ def cmd_muca(args) -> int:
         raise ValueError("--checkpoint and --resume are not supported with walkers split over MPI "
                          "ranks; run on one process to checkpoint")
     t_start = time.perf_counter()
+    say = (lambda *a, **k: None) if args.json else print
     if args.resume:
         saved = Multicanonical.peek(args.resume)          # checked before any device work
         for name, given, key in (("--size", args.size, "L"), ("--dim", args.dim, "dim"),
@@ -61,58 +63,61 @@ def cmd_muca(args) -> int:
                              device=args.device, comm=comm)
     o = sim.options
     where = sim.device.name if comm is None else f"{comm.Get_size()} MPI ranks (rank 0: {sim.device.name})"
-    print(f"muca {sim.geom}, {sim.walkers} walkers, seed {sim.seed}, on {where} "
+    say(f"muca {sim.geom}, {sim.walkers} walkers, seed {sim.seed}, on {where} "
           f"(wg {o['wg']}, lattice {o['lattice']}, table {o['table']}, histogram {o['hist']}, "
           f"{o['per_item']} walker(s) per work item)"
           + (f", resumed from {args.resume}" + (" (in the production)" if sim.producing else "")
              if args.resume else ""), flush=True)
 
     kl = args.kl if args.kl is not None else (sim.kl if args.resume else 1e-4)
-    saver = _Saver(sim, args.checkpoint)
+    path = args.checkpoint or args.resume          # a resumed run keeps saving into its file
+    saver = Checkpoints(path, lambda: sim.save(path), every_s)
     with saver:
         if not sim.producing:          # a resumed production continues without iterating
             sim.iterate(kl=kl, max_iterations=args.max_iterations, progress=args.progress,
                         callback=saver.maybe)
-            saver.save()
+            saver.write()
         h = sim.history
         it_seconds, it_flips = float(h.seconds.sum()), int(h.flips.sum())
         state = (f"converged, d_k = {h.d_k[-1]:.3g} < {sim.kl:g}" if sim.converged
                  else f"NOT converged, d_k = {h.d_k[-1]:.3g} >= {sim.kl:g}")
-        print(f"iterations  {len(h)} ({state}), width {h.width[-1]}/{sim.geom.full_width}")
-        print(f"time        {it_seconds:.3f} s for {it_flips:.4g} attempted flips: "
+        say(f"iterations  {len(h)} ({state}), width {h.width[-1]}/{sim.geom.full_width}")
+        say(f"time        {it_seconds:.3f} s for {it_flips:.4g} attempted flips: "
               f"{it_flips / max(it_seconds, 1e-12) / 1e9:.3f} flips/ns (iteration phase)", flush=True)
         res = sim.produce(blocks=args.production_blocks, updates=args.production_updates,
                           progress=args.progress, target_error=args.target_error,
                           max_seconds=args.max_seconds)
-    print(f"production  {res.blocks} blocks of walkers, {res.updates} recorded flips per walker "
+    say(f"production  {res.blocks} blocks of walkers, {res.updates} recorded flips per walker "
           f"(+{res.therm} thermalisation), {res.seconds:.3f} s, "
           f"{res.flips / max(res.seconds, 1e-12) / 1e9:.3f} flips/ns, d_c = {res.chebyshev:.3f}; "
           f"{res.round_trips:.3g} round trips per walker through the energy range "
           f"({res.therm_passages / 2:.3g} thermalising); largest error of ln g {res.max_error:.3g} "
           f"(target {res.target_error:g}{'' if res.reached else ', NOT reached'})")
-    exact = _exact(sim, res)
+    exact = _exact(sim, res, say)
     temps = np.array(SUMMARY_T[sim.dim])
     c = res.canonical(temps)
     ref = None
     if sim.dim == 2:
         from ..exact import finite_lattice
         ref = finite_lattice(sim.L, temps)
-    print(f"{'T':>9} {'<E>/N':>22} {'C/N':>22}" + (f" {'exact <E>/N':>12} {'exact C/N':>10}" if ref else ""))
+    say(f"{'T':>9} {'<E>/N':>22} {'C/N':>22}" + (f" {'exact <E>/N':>12} {'exact C/N':>10}" if ref else ""))
     for i, T in enumerate(temps):
         line = (f"{T:9.4f} {c.energy[i]:13.6f} ± {c.energy_err[i]:.1e} "
                 f"{c.specific_heat[i]:13.6f} ± {c.specific_heat_err[i]:.1e}")
         if ref is not None:
             line += f" {ref.energy[i]:12.6f} {ref.specific_heat[i]:10.6f}"
-        print(line)
-    print(f"wall        {time.perf_counter() - t_start:.3f} s in all (build and transfers included)")
+        say(line)
+    say(f"wall        {time.perf_counter() - t_start:.3f} s in all (build and transfers included)")
     if not is_root(comm):                 # every rank holds the result; rank 0 writes it
         return 0
     if args.output:
         _write_output(args.output, sim, res, exact)
-        print(f"output      {args.output}")
+        say(f"output      {args.output}")
     if args.plot:
         _plot(args.plot, sim, res, exact)
-        print(f"plot        {args.plot}")
+        say(f"plot        {args.plot}")
+    if args.json:
+        _print_json(args, sim, res, exact, temps, c, ref, time.perf_counter() - t_start)
     return 0
 
 
@@ -159,33 +164,40 @@ def _duration(seconds):
     return f"{seconds / 3600:.1f} hours"
 
 
-class _Saver:
-    """Checkpoints every CHECKPOINT_EVERY seconds between iterations, after the
-    iteration phase, and on Ctrl-C (the Interrupted then says where)."""
+def _print_json(args, sim, res, exact, temps, c, ref, wall):
+    import sys
+    from .._cli import json_value, print_json
+    h = sim.history
+    warns = []
+    if not sim.converged:
+        warns.append(f"the weight iteration did not converge (d_k = {h.d_k[-1]:.3g} >= {sim.kl:g})")
+    if not res.reached:
+        warns.append(f"the production did not reach the target error {res.target_error:g} of ln g "
+                     f"(largest error {res.max_error:.3g})")
+    for msg in warns:
+        print(f"clphys muca: warning: {msg}", file=sys.stderr)
+    out = {"command": "muca", "device": sim.device.name, "seed": sim.seed, "dim": sim.dim, "L": sim.L,
+           "walkers": sim.walkers, "iterations": len(h), "converged": bool(sim.converged),
+           "d_k": json_value(h.d_k[-1]), "kl": sim.kl,
+           "production": {"blocks": res.blocks, "updates": res.updates, "therm": res.therm,
+                          "seconds": res.seconds, "flips_per_ns": res.flips / max(res.seconds, 1e-12) / 1e9,
+                          "round_trips": json_value(res.round_trips), "max_error": json_value(res.max_error),
+                          "target_error": res.target_error, "reached": bool(res.reached)},
+           "energies": json_value(res.energies), "ln_g": {"value": json_value(res.ln_g),
+                                                          "error": json_value(res.ln_g_err)},
+           "ln_g_exact": None if exact is None else json_value(exact[0]),
+           "max_sigmas_from_exact": None if exact is None else json_value(np.nanmax(np.abs(exact[1]))),
+           "temperatures": json_value(temps),
+           "energy": {"value": json_value(c.energy), "error": json_value(c.energy_err),
+                      "exact": None if ref is None else json_value(ref.energy)},
+           "specific_heat": {"value": json_value(c.specific_heat), "error": json_value(c.specific_heat_err),
+                             "exact": None if ref is None else json_value(ref.specific_heat)},
+           "exact_what": "Beale's ln g, Kaufman's finite torus" if ref is not None else None,
+           "wall_seconds": wall, "warnings": warns}
+    print_json(out)
 
-    def __init__(self, sim, path):
-        self.sim, self.path, self.last = sim, path, time.monotonic()
 
-    def save(self):
-        if self.path:
-            self.sim.save(self.path)
-            self.last = time.monotonic()
-
-    def maybe(self, record):
-        if self.path and time.monotonic() - self.last >= CHECKPOINT_EVERY:
-            self.save()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, exc, tb):
-        if self.path and kind is not None and issubclass(kind, KeyboardInterrupt):
-            self.save()
-            exc.kept = f"state saved to {self.path}; continue with --resume {self.path}"
-        return False
-
-
-def _exact(sim, res):
+def _exact(sim, res, say=print):
     """(ln g exact over res.energies, z = deviation / error) for 2D, printed; else None."""
     if sim.dim != 2 or sim.L > EXACT_MAX_L:
         return None
@@ -198,7 +210,7 @@ def _exact(sim, res):
     with np.errstate(divide="ignore", invalid="ignore"):
         z = dev / res.ln_g_err
     i = int(np.nanargmax(np.abs(z)))
-    print(f"exact       max |ln g - ln g_exact| / error = {abs(z[i]):.2f} (at E = {res.energies[i]}), "
+    say(f"exact       max |ln g - ln g_exact| / error = {abs(z[i]):.2f} (at E = {res.energies[i]}), "
           f"max |ln g - ln g_exact| = {np.nanmax(np.abs(dev)):.3g}, {len(E)} exact energies"
           + (f", {len(missing)} never visited" if missing else ""))
     return ex, z
@@ -292,5 +304,6 @@ def add_parsers(sub):
     add_plot(p, "draw ln g(E), its deviation from the exact one and C(T)")
     add_output(p, "write ln g(E), errors, histograms and C(T) to FILE (.npz)")
     add_checkpoint(p)
+    add_json(p)
     p.set_defaults(func=cmd_muca)
     allow_mpi(p)            # the walkers split over the ranks

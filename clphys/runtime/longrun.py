@@ -1,4 +1,5 @@
-"""The long-run loop every domain uses: work in slices bounded in time.
+"""The long-run driver every domain and every ``clphys`` command uses: work in
+slices bounded in time, with checkpoints.
 
 Device work is queued a slice at a time and the queue is finished after each
 slice, so a progress bar counts completed work (not queued work) and Ctrl-C
@@ -8,19 +9,32 @@ Ctrl-C inside :func:`run_sliced` is deferred to the end of the running slice
 and then raised as :class:`Interrupted` (a ``KeyboardInterrupt``) that says
 how many units were completed, so the caller can keep an exact partial
 result or write a checkpoint. A second Ctrl-C interrupts at once.
+
+Checkpoints of a long run follow one rule everywhere (:class:`Checkpoints`):
+the state is written every `CHECKPOINT_EVERY` seconds (``--checkpoint-every``
+on the command line), at the end and on Ctrl-C; :func:`checkpointed_run`
+drives an object that advances in steps through it.
 """
 
 from __future__ import annotations
 
+import math
 import signal
 import threading
 import time
 
 import pyopencl as cl
 
+from .. import _validate as check
 from ..progress import Progress, observe_slice
+from .checkpoint import save_checkpoint
+from .files import check_output_path
 
-__all__ = ["Interrupted", "run_sliced", "interrupt_deferred"]
+__all__ = ["Interrupted", "run_sliced", "interrupt_deferred", "CHECKPOINT_EVERY", "Checkpoints",
+           "checkpointed_run", "check_checkpoint_args"]
+
+# seconds between the periodic checkpoint writes of every long run (one default everywhere)
+CHECKPOINT_EVERY = 60.0
 
 
 class Interrupted(KeyboardInterrupt):
@@ -29,6 +43,7 @@ class Interrupted(KeyboardInterrupt):
     def __init__(self, done: int, total: int, what: str = ""):
         super().__init__(f"interrupted after {done} of {total} {what}".rstrip())
         self.done, self.total, self.what = int(done), int(total), what
+        self.kept = ""            # what was kept, in words (set by whoever kept it)
 
 
 class _Deferral:
@@ -105,7 +120,7 @@ def run_sliced(total: int, advance, queue, *, progress=None, label: str = "", wh
     cap = max(1, int(largest)) if largest is not None else None
     done = 0
     own = bar is None
-    meter = Progress(total, progress, label=label) if own else bar
+    meter = Progress(total, progress, label=label) if bar is None else bar
     on_cpu = queue is not None and int(queue.device.type) == cl.device_type.CPU
     device_name = queue.device.name.strip() if on_cpu else ""
     with interrupt_deferred() as pending:
@@ -134,3 +149,138 @@ def run_sliced(total: int, advance, queue, *, progress=None, label: str = "", wh
             if own:
                 meter.close()
     return total
+
+
+class Checkpoints:
+    """The periodic checkpoints of one long run: ``write()`` stores the state
+    (a callable doing the write), :meth:`maybe` does so when `every` seconds
+    have passed since the last write.
+
+    Used as a context manager, :class:`Interrupted` (Ctrl-C at a slice
+    boundary) inside the block writes the state once more and sets ``kept``
+    on the exception, the line the command prints (with
+    no path: that nothing was kept). With `comm` (saving is collective) rank
+    0's clock decides for every rank.
+    """
+
+    def __init__(self, path, write, every: float = CHECKPOINT_EVERY, comm=None):
+        self.path, self._write, self.every, self.comm = path, write, float(every), comm
+        self.last = time.monotonic()
+
+    def due(self) -> bool:
+        due = bool(self.path) and time.monotonic() - self.last >= self.every
+        if self.path and self.comm is not None:
+            due = self.comm.bcast(due, root=0)
+        return due
+
+    def write(self):
+        if self.path:
+            self._write()
+            self.last = time.monotonic()
+
+    def maybe(self, *_ignored):
+        """Write when due (any arguments, e.g. a callback's, are ignored)."""
+        if self.due():
+            self.write()
+
+    def kept(self) -> str:
+        """What an interrupted run keeps, in one line."""
+        if self.path:
+            return f"state saved in {self.path}: continue with --resume {self.path}"
+        return "nothing written (--checkpoint FILE keeps the state)"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        # only a stop at a slice boundary leaves a consistent state; a second Ctrl-C
+        # (a bare KeyboardInterrupt) may come in the middle of a slice
+        if kind is not None and issubclass(kind, Interrupted) and exc is not None:
+            self.write()
+            exc.kept = self.kept()
+        return False
+
+
+def check_checkpoint_args(checkpoint, checkpoint_every):
+    """The checkpoint path (or None) and interval (seconds, >= 0), checked
+    before any work."""
+    if checkpoint is not None:
+        checkpoint = check_output_path(checkpoint, "checkpoint", (".npz",))
+    every = check.real("checkpoint_every", checkpoint_every, 0.0)
+    return checkpoint, every
+
+
+def checkpointed_run(obj, total, align, advance, record, save, *, progress=None, label="",
+                     checkpoint=None, checkpoint_every=CHECKPOINT_EVERY, boundaries=()):
+    """Advance `obj` from ``obj.step`` to `total` steps, with checkpoints.
+
+    Parameters
+    ----------
+    obj
+        Counts completed steps in ``obj.step``.
+    total, align : int
+        The step to reach; chunks end at multiples of `align` (and at
+        `boundaries`), where the run takes its samples and changes phase.
+    advance : callable
+        ``advance(n, report)`` does n steps, never crossing a chunk end;
+        ``report`` is a progress callable for the inner run. Ctrl-C inside
+        raises :class:`Interrupted` at the last completed step, with the
+        samples taken so far as ``exc.partial``.
+    record : callable
+        ``record(partial)`` keeps the samples of an interrupted inner run.
+    save : callable
+        ``save() -> (kind, header, arrays)`` of the current state, for
+        :func:`clphys.runtime.checkpoint.save_checkpoint`.
+    progress, label
+        As everywhere (:class:`clphys.progress.Progress`).
+    checkpoint, checkpoint_every
+        The file written every `checkpoint_every` seconds and on Ctrl-C.
+
+    Raises
+    ------
+    Interrupted
+        On Ctrl-C before the end, with ``kept`` saying what was written.
+    """
+    checkpoint, checkpoint_every = check_checkpoint_args(checkpoint, checkpoint_every)
+    cuts = sorted(b for b in boundaries if obj.step < b < total)
+    bar = Progress(total, progress, label=label)
+    bar.update(obj.step)
+    base = [obj.step]
+    saves = Checkpoints(checkpoint, lambda: save_checkpoint(checkpoint, *save()), checkpoint_every)
+
+    def report(done, _total):
+        bar.update(base[0] + done - bar.done)
+
+    def piece(end):
+        """Steps up to `end`, cut at the boundaries."""
+        while obj.step < end:
+            stop = min([end] + [b for b in cuts if b > obj.step])
+            base[0] = obj.step
+            advance(stop - obj.step, report)
+
+    first = obj.step
+    aligned = min(total, -(-first // align) * align)
+    n_blocks = math.ceil((total - aligned) / align)
+
+    def blocks(i, n):
+        piece(min(total, aligned + (i + n) * align))
+        if obj.step < total:
+            saves.maybe()
+
+    with interrupt_deferred(), bar:
+        try:
+            piece(aligned)                       # a resumed run first completes its block
+            if n_blocks:
+                run_sliced(n_blocks, blocks, None, progress=False,
+                           target_seconds=max(0.25, checkpoint_every / 2) if checkpoint else 30.0)
+        except Interrupted as exc:
+            partial = getattr(exc, "partial", None)
+            if partial is not None:
+                record(partial)
+            if obj.step >= total:
+                return
+            saves.write()
+            stop = Interrupted(obj.step, total, "time steps")
+            stop.kept = (f"state written to {checkpoint}; resume from it to continue" if checkpoint else
+                         "nothing kept (give a checkpoint file to keep an interrupted run)")
+            raise stop from None

@@ -19,9 +19,9 @@ import warnings
 import numpy as np
 
 from .._cli import (add_checkpoint, add_device, add_output, add_plot, add_progress, allow_mpi,
-                    check_outputs, progress_arg)
+                    add_json, check_outputs, checkpoint_every, json_value, print_json, progress_arg)
 from ..runtime.files import atomic_output
-from ..runtime.longrun import Interrupted
+from ..runtime.longrun import Checkpoints, Interrupted
 
 SWEPT = ("a", "f", "kT", "gamma")
 
@@ -121,33 +121,25 @@ def _common(p, rng=True):
     p.add_argument("--quiet", dest="progress", action="store_const", const=False,
                    help=argparse.SUPPRESS)          # the older spelling of --no-progress
     add_checkpoint(p)
-    p.add_argument("--checkpoint-every", type=float, default=None, metavar="SECONDS",
-                   help="seconds between checkpoints (default 60)")
+    add_json(p)
 
 
 def _check_first(args):
     """Everything that can be wrong with the command line, before any work."""
     check_outputs(args)
-    if args.checkpoint_every is None:
-        args.checkpoint_every = 60.0
-    elif args.checkpoint is None:
-        raise ValueError("--checkpoint-every needs --checkpoint FILE")
-    elif not args.checkpoint_every >= 0 or not np.isfinite(args.checkpoint_every):
-        raise ValueError(f"--checkpoint-every must be >= 0 seconds, got {args.checkpoint_every}")
+    args.checkpoint_every = checkpoint_every(args)
 
 
 def _interrupted(exc, args):
-    exc.kept = (f"state written to {args.checkpoint}; continue with the same options and "
-                f"--resume {args.checkpoint}" if args.checkpoint else
-                "nothing kept (--checkpoint FILE keeps an interrupted run)")
-    return exc
+    """Say on the exception what an interrupted run kept."""
+    exc.kept = Checkpoints(args.checkpoint or args.resume, None).kept()
 
 
-def _write_text(path, lines):
+def _write_text(path, lines, say=print):
     with atomic_output(path) as tmp:
         with open(tmp, "w") as fh:
             fh.write("\n".join(lines) + "\n")
-    print(f"wrote {path}")
+    say(f"wrote {path}")
 
 
 def cmd_josephson(args) -> int:
@@ -163,26 +155,40 @@ def cmd_josephson(args) -> int:
                         steps_per_period=args.steps_per_period, density_bins=args.bins,
                         scheme=args.scheme, rng=args.rng, seed=args.seed, dtype=args.dtype,
                         fast_math=args.fast_math, progress=progress_arg(args), device=args.device,
-                        checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
+                        checkpoint=args.checkpoint or args.resume, checkpoint_every=args.checkpoint_every,
                         resume=args.resume, comm=getattr(args, "comm", None))
     except Interrupted as exc:
-        raise _interrupted(exc, args)
+        _interrupted(exc, args)
+        raise
     if res is None:                   # another rank than 0 of a sweep split over ranks
         return 0
-    print("  ".join(f"{n:>10}" for n in swept + ["<<v>>", "error"]))
+    say = (lambda *a, **k: None) if args.json else print
+    say("  ".join(f"{n:>10}" for n in swept + ["<<v>>", "error"]))
     rows = []
     for idx in np.ndindex(*res.v.shape):
         vals = [res.grid[n][idx] for n in swept] + [res.v[idx], res.v_err[idx]]
-        print("  ".join(f"{x:10.5g}" for x in vals))
+        say("  ".join(f"{x:10.5g}" for x in vals))
         rows.append(" ".join(repr(float(x)) for x in vals))
     if args.output:
-        _write_text(args.output, ["# " + " ".join(swept + ["v", "v_err"])] + rows)
+        _write_text(args.output, ["# " + " ".join(swept + ["v", "v_err"])] + rows, say)
     if args.plot:
-        _plot_josephson(res, swept, args)
+        _plot_josephson(res, swept, args, say)
+    if args.json:
+        print_json({"command": "sde josephson", "device": _device_name(args), "seed": args.seed,
+                    "parameters": {n: json_value(getattr(args, n)) for n in SWEPT + ("omega",)},
+                    "swept": swept, "grid": {n: json_value(res.grid[n]) for n in swept},
+                    "paths": res.n_paths, "periods": res.periods, "scheme": args.scheme, "rng": args.rng,
+                    "dtype": args.dtype, "v": {"value": json_value(res.v), "error": json_value(res.v_err)},
+                    "exact": None})
     return 0
 
 
-def _plot_josephson(res, swept, args):
+def _device_name(args):
+    from ..runtime import resolve_device
+    return resolve_device(args.device).name
+
+
+def _plot_josephson(res, swept, args, say=print):
     from ..plotting import pyplot
     plt = pyplot()
     rows = 2 if res.density is not None else 1
@@ -211,14 +217,14 @@ def _plot_josephson(res, swept, args):
             ax.set_ylabel("density")
     fig.suptitle(title, fontsize=8)
     fig.tight_layout()
-    _save_figure(fig, plt, args.plot)
+    _save_figure(fig, plt, args.plot, say)
 
 
-def _save_figure(fig, plt, path):
+def _save_figure(fig, plt, path, say=print):
     with atomic_output(path) as tmp:
         fig.savefig(tmp, dpi=120)
     plt.close(fig)
-    print(f"wrote {path}")
+    say(f"wrote {path}")
 
 
 def cmd_kuramoto(args) -> int:
@@ -230,32 +236,50 @@ def cmd_kuramoto(args) -> int:
         res = kuramoto(args.n, args.coupling, kT=args.noise, gamma=args.gamma, omega=args.omega,
                        t_end=args.t_end, dt=args.dt, sample_every=args.sample_every, kernel=args.kernel,
                        scheme=args.scheme, seed=args.seed, dtype=args.dtype,
-                       progress=progress_arg(args), device=args.device, checkpoint=args.checkpoint,
+                       progress=progress_arg(args), device=args.device, checkpoint=args.checkpoint or args.resume,
                        checkpoint_every=args.checkpoint_every, resume=args.resume)
     except Interrupted as exc:
-        raise _interrupted(exc, args)
+        _interrupted(exc, args)
+        raise
     late = res.r[len(res.r) // 2:]
     exact = None
     if args.noise > 0:
         # identical oscillators: the frame rotating at omega gives the omega = 0 problem;
         # r depends on K/kT only, whatever gamma
         exact = float(kuramoto_order_parameter(args.coupling, args.noise))
-    print(f"N = {args.n}, K = {args.coupling}, kT = {args.noise}, gamma = {args.gamma}, "
-          f"kernel = {res.kernel}")
+    say = (lambda *a, **k: None) if args.json else print
+    say(f"N = {args.n}, K = {args.coupling}, kT = {args.noise}, gamma = {args.gamma}, "
+        f"kernel = {res.kernel}")
     for t, r in zip(res.times[::max(1, len(res.times) // 10)], res.r[::max(1, len(res.r) // 10)]):
-        print(f"  t = {t:9.4g}   r = {r:.5f}")
+        say(f"  t = {t:9.4g}   r = {r:.5f}")
+    est, trusted = None, False
     if len(late) >= 4 and np.ptp(late) > 0:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             est = mean_error(late, method="tau")
+        trusted = not caught
         note = "; too few samples for a trusted error: run longer" if caught else ""
         mean = f"{est} (error from tau_int{note})"
     else:
         mean = f"{late.mean():.5f} (too few samples for an error bar: run longer or sample more often)"
-    print(f"<r> over the second half: {mean}; N -> inf: {exact if exact is None else round(exact, 5)}")
+    say(f"<r> over the second half: {mean}; N -> inf: {exact if exact is None else round(exact, 5)}")
+    if args.json:
+        import sys
+        if not trusted:
+            print("clphys sde kuramoto: warning: too few samples for a trusted error of <r>: run longer",
+                  file=sys.stderr)
+        print_json({"command": "sde kuramoto", "device": _device_name(args), "seed": args.seed,
+                    "n": args.n, "coupling": args.coupling, "kT": args.noise, "gamma": args.gamma,
+                    "omega": args.omega, "dt": args.dt, "t_end": args.t_end, "kernel": res.kernel,
+                    "scheme": args.scheme, "dtype": args.dtype, "times": json_value(res.times),
+                    "r": json_value(res.r),
+                    "r_second_half": {"value": json_value(late.mean() if est is None else est.value),
+                                      "error": None if est is None else json_value(est.error),
+                                      "trusted": trusted,
+                                      "exact": exact, "exact_what": "N -> inf self-consistency"}})
     if args.output:
         _write_text(args.output, ["# t r psi"] + [f"{t!r} {r!r} {p!r}" for t, r, p in
-                                                   zip(res.times.tolist(), res.r.tolist(), res.psi.tolist())])
+                                                   zip(res.times.tolist(), res.r.tolist(), res.psi.tolist())], say)
     if args.plot:
         from ..plotting import pyplot
         plt = pyplot()
@@ -269,5 +293,5 @@ def cmd_kuramoto(args) -> int:
         ax.set_title(f"N={args.n}, K={args.coupling}, kT={args.noise}", fontsize=9)
         ax.legend(fontsize=8)
         fig.tight_layout()
-        _save_figure(fig, plt, args.plot)
+        _save_figure(fig, plt, args.plot, say)
     return 0

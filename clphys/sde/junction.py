@@ -24,7 +24,7 @@ from .. import _validate as check
 from ..runtime.checkpoint import CheckpointError, check_arrays, field, load_checkpoint
 from ..runtime.longrun import Interrupted
 from .ensemble import Ensemble, EnsembleState, _encode_params
-from .longrun import check_checkpoint_args, checkpointed_run
+from ..runtime.longrun import CHECKPOINT_EVERY, check_checkpoint_args, checkpointed_run
 from .models import JOSEPHSON
 
 __all__ = ["josephson", "JosephsonResult"]
@@ -52,7 +52,7 @@ class JosephsonResult:
 def josephson(a=4.2, *, gamma=0.9, omega=4.9, f=0.1, kT=0.001, n_paths=1024, periods=2000,
               transient=None, steps_per_period=100, density_bins=0, scheme="srk2", rng="philox",
               seed=0, dtype="float32", fast_math=False, progress=None, device=None,
-              checkpoint=None, checkpoint_every=60.0, resume=None, comm=None,
+              checkpoint=None, checkpoint_every=CHECKPOINT_EVERY, resume=None, comm=None,
               gather="root") -> JosephsonResult | None:
     """<<v>> per grid point; a, f, kT, gamma may be 1-D arrays (a Cartesian
     grid in that order); omega is a number (dt = 2 pi / (omega *

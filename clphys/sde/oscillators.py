@@ -42,7 +42,7 @@ from ..runtime.files import check_output_path
 from ..runtime.longrun import Interrupted, run_sliced
 from ..runtime.memory import check_memory
 from .ensemble import DTYPES, SCHEMES, check_fits, steps_to
-from .longrun import check_checkpoint_args, checkpointed_run
+from ..runtime.longrun import CHECKPOINT_EVERY, check_checkpoint_args, checkpointed_run
 
 __all__ = ["Kuramoto", "KuramotoResult", "kuramoto", "kuramoto_sweep", "KuramotoSweep", "KERNELS"]
 
@@ -432,7 +432,7 @@ def work_group_size_default(facts, n: int) -> int:
 
 def kuramoto(n, coupling, *, kT=1.0, gamma=1.0, omega=0.0, t_end=10.0, dt=0.01, sample_every=10,
              kernel="auto", scheme="srk2", seed=0, dtype="float32", initial="uniform",
-             progress=None, device=None, checkpoint=None, checkpoint_every=60.0,
+             progress=None, device=None, checkpoint=None, checkpoint_every=CHECKPOINT_EVERY,
              resume=None) -> KuramotoResult:
     """Run N noisy Kuramoto oscillators from t = 0 to t_end and return the
     order parameter r(t) and phase psi(t) (every `sample_every` steps) and

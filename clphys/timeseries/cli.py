@@ -19,13 +19,13 @@ is renamed into place, so Ctrl-C (exit status 130) never leaves a partial file.
 from __future__ import annotations
 
 import io
-import json
 import sys
 import warnings
 
 import numpy as np
 
-from .._cli import add_device, add_output, add_plot, add_progress, check_outputs, progress_arg
+from .._cli import (add_device, add_json, add_output, add_plot, add_progress, check_outputs, json_value,
+                    print_json, progress_arg)
 from ..runtime.files import atomic_output
 from ..runtime.longrun import Interrupted
 from .acrw import MAX_N
@@ -142,10 +142,11 @@ def _device_name(spec):
     return resolve_device(spec).name
 
 
-def _save_plot(fig, path):
+def _save_plot(fig, path, quiet=False):
     with atomic_output(path) as tmp:
         fig.savefig(tmp, dpi=120)
-    print(f"# plot written to {path}")
+    if not quiet:
+        print(f"# plot written to {path}")
 
 
 def _err(v: float, width: int, fmt: str) -> str:
@@ -158,30 +159,50 @@ def cmd_hurst(args) -> int:
     p = _load(args)
     r = hurst(p, max_lag=args.max_lag, q=args.q, device=args.device, method=args.method,
               progress=progress_arg(args))
+    if args.json:
+        _json(args, p.size, q=r.q, method=r.method, lags=r.lags.tolist(),
+              S={"value": _json_values(r.S), "error": _json_values(r.S_err)},
+              H={"value": _json_values(r.H), "error": _json_values(r.H_err),
+                 "exact": 0.5, "exact_what": "a random walk (uncorrelated increments)"})
+    else:
+        _hurst_text(args, p, r)
+    if args.plot:
+        _hurst_plot(args, r)
+    return 0
+
+
+def _json(args, n, **values):
+    """The one JSON object of a time-series command."""
+    print_json({"command": args.command, "file": args.file, "column": args.column, "n": int(n),
+                "device": _device_name(args.device), **values})
+
+
+def _hurst_text(args, p, r):
     _header(args, p.size, _device_name(args.device), f", q = {r.q:g}, {r.method} sums")
     print("# errors: jackknife over 16 blocks of the series (nan: not available)")
     print(f"{'lag':>8} {'S':>16} {'S_err':>10} {'H':>10} {'H_err':>10}")
     for lag, s, se, h, he in zip(r.lags, r.S, r.S_err, r.H, r.H_err):
         print(f"{lag:8d} {s:16.9g} {_err(se, 10, '.3g')} "
               f"{'' if np.isnan(h) else f'{h:10.5f}':>10} {_err(he, 10, '.5f')}")
-    if args.plot:
-        from ..plotting import pyplot
-        plt = pyplot()
-        from matplotlib.ticker import ScalarFormatter
-        fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
-        a1.errorbar(r.lags, r.S, yerr=r.S_err, fmt=".-", ms=3, capsize=2)
-        a1.set(xscale="log", yscale="log", xlabel="Δt", ylabel=f"S_{r.q:g}(Δt)",
-               title="structure function")
-        a2.errorbar(r.lags[1:], r.H[1:], yerr=r.H_err[1:], fmt=".-", ms=3, capsize=2,
-                    label="H(Δt) ± jackknife error")
-        a2.axhline(0.5, color="gray", ls="--", label="random walk, H = 1/2")
-        a2.set(xscale="log", xlabel="Δt", ylabel="H(Δt)", title="local Hurst exponent")
-        a2.legend()
-        for ax in (a1, a2):
-            ax.xaxis.set_major_formatter(ScalarFormatter())
-        fig.tight_layout()
-        _save_plot(fig, args.plot)
-    return 0
+
+
+def _hurst_plot(args, r):
+    from ..plotting import pyplot
+    plt = pyplot()
+    from matplotlib.ticker import ScalarFormatter
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
+    a1.errorbar(r.lags, r.S, yerr=r.S_err, fmt=".-", ms=3, capsize=2)
+    a1.set(xscale="log", yscale="log", xlabel="Δt", ylabel=f"S_{r.q:g}(Δt)",
+           title="structure function")
+    a2.errorbar(r.lags[1:], r.H[1:], yerr=r.H_err[1:], fmt=".-", ms=3, capsize=2,
+                label="H(Δt) ± jackknife error")
+    a2.axhline(0.5, color="gray", ls="--", label="random walk, H = 1/2")
+    a2.set(xscale="log", xlabel="Δt", ylabel="H(Δt)", title="local Hurst exponent")
+    a2.legend()
+    for ax in (a1, a2):
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+    fig.tight_layout()
+    _save_plot(fig, args.plot, args.json)
 
 
 def cmd_acf(args) -> int:
@@ -191,12 +212,16 @@ def cmd_acf(args) -> int:
     r = autocorrelation(x, max_lag=args.max_lag, stationary=args.stationary, device=args.device,
                         method=args.method, progress=progress_arg(args))
     form = "stationary" if r.stationary else "general"
-    _header(args, x.size, _device_name(args.device),
-            f"{' (differences)' if args.diff else ''}, {form} form, {r.method} sums")
-    print("# errors: jackknife over 16 blocks of the series (nan: not available)")
-    print(f"{'lag':>8} {'rho':>12} {'rho_err':>10}")
-    for lag, rho, err in zip(r.lags, r.rho, r.rho_err):
-        print(f"{lag:8d} {rho:12.7f} {_err(err, 10, '.2e')}")
+    if args.json:
+        _json(args, x.size, differences=bool(args.diff), form=form, method=r.method, lags=r.lags.tolist(),
+              rho={"value": _json_values(r.rho), "error": _json_values(r.rho_err), "exact": None})
+    else:
+        _header(args, x.size, _device_name(args.device),
+                f"{' (differences)' if args.diff else ''}, {form} form, {r.method} sums")
+        print("# errors: jackknife over 16 blocks of the series (nan: not available)")
+        print(f"{'lag':>8} {'rho':>12} {'rho_err':>10}")
+        for lag, rho, err in zip(r.lags, r.rho, r.rho_err):
+            print(f"{lag:8d} {rho:12.7f} {_err(err, 10, '.2e')}")
     if args.plot:
         from ..plotting import pyplot
         plt = pyplot()
@@ -209,7 +234,7 @@ def cmd_acf(args) -> int:
         ax.set(xlabel="Δt", ylabel="ρ(Δt)", title=f"autocorrelation ({form} form)")
         ax.legend()
         fig.tight_layout()
-        _save_plot(fig, args.plot)
+        _save_plot(fig, args.plot, args.json)
     return 0
 
 
@@ -231,6 +256,20 @@ def cmd_pc(args) -> int:
     r = pattern_conformity(p, max_past=args.max_past, max_future=args.max_future, chi=args.chi,
                            max_history=args.max_history, device=args.device,
                            progress=progress_arg(args), tick=tick)
+    if args.json:
+        _json(args, p.size, chi=r.chi, max_history=r.max_history, tick=r.tick,
+              Xi={"value": _json_values(r.Xi), "error": _json_values(r.Xi_err), "exact": None,
+                  "rows": "prediction horizon 1 .. max_future", "columns": "pattern length 1 .. max_past"},
+              skipped_current=np.asarray(r.skipped_current).tolist(),
+              skipped_history=np.asarray(r.skipped_history).tolist())
+    else:
+        _pc_text(args, p, r)
+    if args.plot:
+        _pc_plot(args, r)
+    return 0
+
+
+def _pc_text(args, p, r):
     _header(args, p.size, _device_name(args.device),
             f", chi = {r.chi:g}, max_history = {r.max_history}, "
             f"tick = {'none (real-valued)' if r.tick is None else f'{r.tick:.17g}'}")
@@ -244,27 +283,28 @@ def cmd_pc(args) -> int:
                                         for v in row))
     print("# skipped windows of zero range (current t̂, historical (t̂, τ)) per Δt-:")
     print("# " + " ".join(f"{a}/{b}" for a, b in zip(r.skipped_current, r.skipped_history)))
-    if args.plot:
-        from ..plotting import pyplot
-        plt = pyplot()
-        from matplotlib.ticker import MaxNLocator
-        fig, ax = plt.subplots(figsize=(6, 5))
-        lim = np.nanmax(np.abs(r.Xi)) if np.any(np.isfinite(r.Xi)) else 1.0
-        im = ax.imshow(r.Xi, origin="lower", cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto",
-                       extent=(0.5, r.Xi.shape[1] + 0.5, 0.5, r.Xi.shape[0] + 0.5))
-        fig.colorbar(im, ax=ax, label="Ξ")
-        # cells where |Ξ| is below twice its error are hatched: not distinguishable from 0
-        weak = np.abs(r.Xi) < 2 * r.Xi_err
-        if weak.any():
-            ax.contourf(np.arange(1, r.Xi.shape[1] + 1), np.arange(1, r.Xi.shape[0] + 1),
-                        weak.astype(float), levels=[0.5, 1.5], colors="none", hatches=["//"])
-        ax.set(xlabel="Δt⁻ (pattern length)", ylabel="Δt⁺ (prediction horizon)",
-               title=f"pattern conformity, χ = {r.chi:g} (hatched: |Ξ| < 2 errors)")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-        fig.tight_layout()
-        _save_plot(fig, args.plot)
-    return 0
+
+
+def _pc_plot(args, r):
+    from ..plotting import pyplot
+    plt = pyplot()
+    from matplotlib.ticker import MaxNLocator
+    fig, ax = plt.subplots(figsize=(6, 5))
+    lim = np.nanmax(np.abs(r.Xi)) if np.any(np.isfinite(r.Xi)) else 1.0
+    im = ax.imshow(r.Xi, origin="lower", cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto",
+                   extent=(0.5, r.Xi.shape[1] + 0.5, 0.5, r.Xi.shape[0] + 0.5))
+    fig.colorbar(im, ax=ax, label="Ξ")
+    # cells where |Ξ| is below twice its error are hatched: not distinguishable from 0
+    weak = np.abs(r.Xi) < 2 * r.Xi_err
+    if weak.any():
+        ax.contourf(np.arange(1, r.Xi.shape[1] + 1), np.arange(1, r.Xi.shape[0] + 1),
+                    weak.astype(float), levels=[0.5, 1.5], colors="none", hatches=["//"])
+    ax.set(xlabel="Δt⁻ (pattern length)", ylabel="Δt⁺ (prediction horizon)",
+           title=f"pattern conformity, χ = {r.chi:g} (hatched: |Ξ| < 2 errors)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    fig.tight_layout()
+    _save_plot(fig, args.plot, args.json)
 
 
 def _numbers(text: str, what: str, kind=float) -> list:
@@ -275,13 +315,7 @@ def _numbers(text: str, what: str, kind=float) -> list:
         raise ValueError(f"--{what} must be comma-separated numbers, got {text!r}") from None
 
 
-def _json_values(value):
-    """NumPy arrays and scalars as JSON values (NaN and inf as null)."""
-    arr = np.asarray(value, dtype=float)
-    out = np.where(np.isfinite(arr), arr, np.nan).tolist()
-    if arr.ndim == 0:
-        return None if np.isnan(out) else out
-    return json.loads(json.dumps(out).replace("NaN", "null"))
+_json_values = json_value
 
 
 def _dfa_plot(args, r, mf: bool):
@@ -302,7 +336,7 @@ def _dfa_plot(args, r, mf: bool):
     else:
         fig, (a1, a2, a3) = plt.subplots(1, 3, figsize=(14, 4.2))
         cmap = plt.get_cmap("coolwarm")
-        for i, q in enumerate(r.q):
+        for i in range(r.q.size):
             color = cmap(i / max(1, r.q.size - 1))
             a1.plot(r.scales, r.Fq[i], "o", ms=3, color=color)
             c = np.mean(np.log(r.Fq[i][fit])) - r.h[i] * ls.mean()
@@ -315,7 +349,7 @@ def _dfa_plot(args, r, mf: bool):
                     capsize=2)
         a3.set(xlabel="α", ylabel="f(α)", title="singularity spectrum")
     fig.tight_layout()
-    _save_plot(fig, args.plot)
+    _save_plot(fig, args.plot, args.json)
 
 
 def cmd_dfa(args) -> int:
@@ -340,7 +374,7 @@ def cmd_dfa(args) -> int:
         r = dfa(x, order=1 if args.order is None else args.order, **common)
     dev = _device_name(args.device)
     if args.json:
-        out = {"file": args.file, "column": args.column, "n": int(x.size), "device": dev,
+        out = {"command": "dfa", "file": args.file, "column": args.column, "n": int(x.size), "device": dev,
                "order": r.order, "segments": r.segments, "integrate": r.integrate,
                "scales": r.scales.tolist(), "fit_range": list(r.fit_range),
                "zero_segments": r.zero_segments.tolist(),
@@ -348,7 +382,7 @@ def cmd_dfa(args) -> int:
         names = (("q", "Fq", "Fq_err", "h", "h_err", "tau", "tau_err", "alpha", "alpha_err",
                   "f_alpha", "f_alpha_err") if args.mf else ("F", "F_err", "H", "H_err"))
         out.update({k: _json_values(getattr(r, k)) for k in names})
-        print(json.dumps(out))
+        print_json(out)
     else:
         kind = f"MF-DFA-{r.order}" if args.mf else f"DFA-{r.order}"
         profile = "the values as given" if not r.integrate else "cumulative sum of x - mean"
@@ -394,16 +428,40 @@ def cmd_acrw(args) -> int:
         raise
     values = np.diff(p) if args.returns else p
     what = "returns p(t+1) - p(t)" if args.returns else "points"
+    if args.json:
+        _acrw_json(args, values)
     if args.output:
         with atomic_output(args.output) as tmp:
             with open(tmp, "w") as fh:
                 _write_integers(fh, values)
         print(f"# {args.n} {what} of the ACRW (phi = {args.phi:g}, seed = {args.seed}) "
               f"written to {args.output}", file=sys.stderr)
-    else:
+    elif not args.json:
         _write_integers(sys.stdout, values)
         sys.stdout.flush()
     return 0
+
+
+def _acrw_json(args, values):
+    """--json: the increments' variance and lag-1 autocorrelation with their
+    errors next to the exact ones (and the values themselves without -o)."""
+    from ..exact import acrw_increment_autocorrelation, acrw_increment_variance
+    from ..stats import mean_error
+    steps = values if args.returns else np.diff(values)
+    out = {"command": "acrw", "device": _device_name(args.device), "seed": args.seed, "phi": args.phi,
+           "n": args.n, "returns": bool(args.returns), "output": args.output}
+    if steps.size >= 64:
+        x = steps.astype(float)
+        var = mean_error((x - x.mean()) ** 2, method="tau")
+        d = x - x.mean()
+        rho1 = mean_error(d[1:] * d[:-1], method="tau")     # its error leaves the variance's out
+        out["increment_variance"] = {"value": var.value, "error": var.error,
+                                     "exact": float(acrw_increment_variance(args.phi))}
+        out["increment_rho1"] = {"value": rho1.value / var.value, "error": rho1.error / var.value,
+                                 "exact": float(acrw_increment_autocorrelation(args.phi, 1))}
+    if not args.output:
+        out["values"] = values.tolist()
+    print_json(out)
 
 
 def add_parsers(sub) -> None:
@@ -414,6 +472,7 @@ def add_parsers(sub) -> None:
         add_device(p)
         add_plot(p)
         add_progress(p)
+        add_json(p)
 
     p = sub.add_parser("hurst", help="Hurst exponent H(Δt) of a price series",
                        description="Structure function S_q(Δt) and local Hurst exponent H(Δt).")
@@ -478,7 +537,6 @@ def add_parsers(sub) -> None:
     g.add_argument("--diff", action="store_true", help="analyse x(t+1) - x(t)")
     g.add_argument("--profile", action="store_true",
                    help="FILE holds the profile itself (no cumulative sum)")
-    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.set_defaults(func=cmd_dfa)
 
     p = sub.add_parser("acrw", help="write an anti-correlated random walk (synthetic prices)",
@@ -493,4 +551,5 @@ def add_parsers(sub) -> None:
     add_output(p, "file to write (default: standard output)")
     add_device(p)
     add_progress(p)
+    add_json(p)
     p.set_defaults(func=cmd_acrw, cli_names={"n": "N", "phi": "--phi", "seed": "--seed"})
