@@ -13,7 +13,7 @@ the code on the page with smaller sizes (each OLD must occur in the block). With
 ``CLPHYS_DOCS_FULL_SIZE=1`` (on a GPU) the blocks run as written.
 
 A command is skipped only when it matches EXEMPT (each with its reason); numbers are
-checked by CHECKS, keyed by (file, index of the fenced block in the file).
+checked by CHECKS, keyed by (file, a line of the block).
 """
 import contextlib
 import io
@@ -208,16 +208,22 @@ def check_dfa_pandas(ns, out):
     assert ns["r"].labels == ("DAX", "SMI", "CAC", "FTSE")
 
 
+# (file, a line that occurs in exactly one runnable block of it): the check of that block
 CHECKS = {
-    ("README.md", 0): check_cli_exact,
-    ("README.md", 1): check_readme_api,
-    ("docs/ising.md", 0): check_ising_quick_start,
-    ("docs/ising.md", 2): check_ising_table,
-    ("docs/muca.md", 0): check_muca_quick_start,
-    ("docs/timeseries.md", 0): check_timeseries_tour,
-    ("docs/timeseries.md", 2): check_dfa,
-    ("docs/timeseries.md", 3): check_dfa_pandas,
+    ("README.md", 'pip install ".[pocl]" && clphys ising'): check_cli_exact,
+    ("README.md", "lat = ising.Ising2D(4096"): check_readme_api,
+    ("docs/ising.md", "s = lat.sample(5000, every=2)"): check_ising_quick_start,
+    ("docs/ising.md", "temps, R, L = [1.8, 2.0, 2.269, 2.5, 3.0], 64, 32"): check_ising_table,
+    ("docs/muca.md", "sim = muca.Multicanonical(32"): check_muca_quick_start,
+    ("docs/timeseries.md", "r = autocorrelation(np.diff(p), max_lag=20)"): check_timeseries_tour,
+    ("docs/timeseries.md", "x = fgn_davies_harte(2**16, 0.7, seed=3)"): check_dfa,
+    ("docs/timeseries.md", "r = dfa(np.log(prices).diff().dropna())"): check_dfa_pandas,
 }
+
+
+def _check_of(name, code):
+    found = [check for (file, marker), check in CHECKS.items() if file == name and marker in code]
+    return found[0] if found else None
 
 
 def _run_python(code, ns, name, line):
@@ -233,16 +239,16 @@ def _unexplained(name, caught):
             if not any(p.search(str(w.message)) for p in allowed)]
 
 
-def _run_block(name, index, lang, code, line, ns, cwd):
-    """Run one block; returns how many commands or blocks ran."""
+def _run_block(name, lang, code, line, ns, cwd, check):
+    """Run one block (check: its CHECKS entry or None); returns how many commands or blocks ran."""
     if lang == "python":
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             out = _run_python(code, ns, name, line)
         bad = _unexplained(name, caught)
         assert not bad, f"{name}:{line} warns without the text saying why:\n" + "\n".join(bad)
-        if (name, index) in CHECKS:
-            CHECKS[name, index](ns, out)
+        if check:
+            check(ns, out)
         return 1
     ran, outs = 0, []
     for command in shell_commands(code, lang):
@@ -254,8 +260,8 @@ def _run_block(name, index, lang, code, line, ns, cwd):
         assert not bad, f"{name}:{line} {command!r} warns:\n" + "\n".join(bad)
         outs.append(out)
         ran += 1
-    if (name, index) in CHECKS:
-        CHECKS[name, index](None, "\n".join(outs))
+    if check:
+        check(None, "\n".join(outs))
     return ran
 
 
@@ -267,11 +273,11 @@ def test_examples(name, tmp_path, monkeypatch):
     monkeypatch.setenv("MPLBACKEND", "Agg")
     ns = {"__name__": "__docs__"}
     ran, failures = 0, []
-    for index, (lang, code, line) in enumerate(_blocks(name)):
+    for lang, code, line in _blocks(name):
         if lang != "python" and lang not in SHELL:
             continue
         try:
-            ran += _run_block(name, index, lang, shrink(code), line, ns, tmp_path)
+            ran += _run_block(name, lang, shrink(code), line, ns, tmp_path, _check_of(name, code))
         except Exception as exc:          # noqa: BLE001 - every block's failure is reported
             failures.append(f"{name}:{line}: {type(exc).__name__}: {exc}")
     assert not failures, "\n\n".join(failures)
@@ -281,9 +287,9 @@ def test_examples(name, tmp_path, monkeypatch):
 
 def test_checks_and_rules_name_runnable_blocks():
     """A check or a gpu-size rule that no longer matches its block fails here, not silently."""
-    for name, index in CHECKS:
-        blocks = _blocks(name)
-        assert index < len(blocks) and blocks[index][0] in SHELL | {"python"}, (name, index)
+    for name, marker in CHECKS:
+        holders = [lang for lang, code, _ in _blocks(name) if marker in code]
+        assert len(holders) == 1 and holders[0] in SHELL | {"python"}, (name, marker, holders)
     for name in FILES:
         for _, code, _ in _blocks(name):
             shrink(code)
