@@ -81,7 +81,7 @@ def philox_numpy(counters, keys) -> np.ndarray:
     return np.stack([c0, c1, c2, c3], axis=1).astype(np.uint32)
 
 
-def _lcg_steps(states: np.ndarray, steps: int, a: int, c: int) -> np.ndarray:
+def lcg_steps(states: np.ndarray, steps: int, a: int, c: int) -> np.ndarray:
     """(steps, n) successive outputs of x <- a x + c mod 2^32 from `states`."""
     out = np.empty((steps, len(states)), dtype=np.uint32)
     x = states.astype(np.uint64)
@@ -91,7 +91,8 @@ def _lcg_steps(states: np.ndarray, steps: int, a: int, c: int) -> np.ndarray:
     return out
 
 
-def _xorshift_steps(states: np.ndarray, steps: int) -> np.ndarray:
+def xorshift_steps(states: np.ndarray, steps: int) -> np.ndarray:
+    """(steps, n) successive outputs of the xorshift32 (13, 17, 5) generator from `states`."""
     out = np.empty((steps, len(states)), dtype=np.uint32)
     x = states.astype(np.uint32)
     for t in range(steps):
@@ -102,13 +103,13 @@ def _xorshift_steps(states: np.ndarray, steps: int) -> np.ndarray:
     return out
 
 
-def _halfbit_rounds(states: np.ndarray, rounds: int) -> np.ndarray:
+def halfbit_rounds(states: np.ndarray, rounds: int) -> np.ndarray:
     """(rounds, n, 64) words of the half-bit LCG; see the module doc."""
     out = np.empty((rounds, len(states), 64), dtype=np.uint32)
     x = states.astype(np.uint32)
     for r in range(rounds):
         for s in range(4):
-            ys = _lcg_steps(x ^ HALFBIT_XOR[s], 16, 0xDEECE66D, 0xB)   # (16, n)
+            ys = lcg_steps(x ^ HALFBIT_XOR[s], 16, 0xDEECE66D, 0xB)   # (16, n)
             out[r, :, 16 * s:16 * s + 16] = ys.T
             if s == 0:
                 last0 = ys[-1]
@@ -129,10 +130,10 @@ def words_numpy(n: int, seed: int = 0, generator: str = "philox",
     states = chained_seeds(streams, seed)
     if generator == "halfbit-lcg":
         rounds = -(-n // (64 * streams))
-        return _halfbit_rounds(states, rounds).ravel()[:n]
+        return halfbit_rounds(states, rounds).ravel()[:n]
     steps = -(-n // streams)
-    table = (_lcg_steps(states, steps, 1664525, 1013904223) if generator == "lcg"
-             else _xorshift_steps(states, steps))
+    table = (lcg_steps(states, steps, 1664525, 1013904223) if generator == "lcg"
+             else xorshift_steps(states, steps))
     return table.ravel()[:n]
 
 
@@ -173,10 +174,10 @@ def checksum_numpy(streams: int, steps: int, seed: int = 0, generator: str = "ph
         return np.bitwise_xor.reduce(w, axis=(0, 2)) if steps else np.zeros(streams, np.uint32)
     states = chained_seeds(streams, seed)
     if generator == "halfbit-lcg":
-        w = _halfbit_rounds(states, steps)
+        w = halfbit_rounds(states, steps)
         return np.bitwise_xor.reduce(w, axis=(0, 2)) if steps else np.zeros(streams, np.uint32)
-    table = (_lcg_steps(states, steps, 1664525, 1013904223) if generator == "lcg"
-             else _xorshift_steps(states, steps))
+    table = (lcg_steps(states, steps, 1664525, 1013904223) if generator == "lcg"
+             else xorshift_steps(states, steps))
     return np.bitwise_xor.reduce(table, axis=0) if steps else np.zeros(streams, np.uint32)
 
 

@@ -29,7 +29,8 @@ from ..runtime import Interrupted, mpi, resolve_device
 from ..runtime.memory import items_that_fit
 from ..stats import MIN_TAUS, Estimate, TooShortWarning, mean_estimates
 from . import backends
-from .lattice import Ensemble2D, Ensemble3D, _MEASURE_BYTES, _temperatures, device_need
+from .lattice import Ensemble2D, Ensemble3D
+from .plan import MEASURE_BYTES, check_temperatures, device_need
 from .samples import NotEquilibratedWarning
 
 # The defaults of binder_scan and of `clphys binder` (one set, used by both).
@@ -253,7 +254,7 @@ def _sizes(sizes):
 def _pieces(backend, facts, shape, total, rng, options, n_measure, host_bytes):
     """Replicas per ensemble: all, or as many as fit the device and host memory."""
     one, two = (device_need(backend, facts, shape, r, rng, options) for r in (1, 2))
-    meas = _MEASURE_BYTES * (n_measure + 1)        # the measurement buffer, per replica (at most)
+    meas = MEASURE_BYTES * (n_measure + 1)        # the measurement buffer, per replica (at most)
     per = sum(two.values()) - sum(one.values()) + meas
     largest = max(max(two[k] - one[k] for k in one), meas)
     fixed = sum(one.values()) - per + meas
@@ -333,7 +334,7 @@ def _checked_scan(sizes, temperatures, dim, n_therm, n_measure, every, replicas,
     """The checks of binder_scan and a plan of its pieces, then _run_scan."""
     dim = _validate.choice("dim", dim, (2, 3))
     sizes = _sizes(sizes)
-    temps = np.sort(_temperatures(temperatures))
+    temps = np.sort(check_temperatures(temperatures))
     if temps.size < 2:
         raise ValueError("temperatures must hold at least 2 values")
     twice = temps[1:][temps[1:] == temps[:-1]]
@@ -355,9 +356,8 @@ def _checked_scan(sizes, temperatures, dim, n_therm, n_measure, every, replicas,
     rng_name = backends.check_rng(backend, rng)
     for L in sizes:
         backend.check_shape((L,) * dim)
-    if hasattr(backend, "check_options"):
-        backend.check_options(options)
-    if comm is not None and not (hasattr(backend, "r0") and rng_name == "philox"):
+    backend.check_options(options)
+    if comm is not None and not (backend.takes_replica_offset and rng_name == "philox"):
         raise ValueError(f"binder_scan over MPI ranks needs an algorithm that numbers replicas globally "
                          f"(multispin or checkerboard) with rng='philox'; got {backend.algorithm!r}, "
                          f"{rng_name!r}")
@@ -396,7 +396,7 @@ def _run_scan(dim, sizes, temps, n_therm, n_measure, every, replicas, algorithm,
                 piece_seed = (seed + (i + 1) * _GOLDEN + p * _PIECE) % 2**64
                 ens = Ensemble(L, rep_temps[r0:r1], algorithm=algorithm, rng=rng, start="up", device=dev,
                                seed=piece_seed, replica_offset=r0 - start, **options)
-                run = ens._run(n_measure, every, n_therm)
+                run = ens.plan_run(n_measure, every, n_therm)
                 try:
                     run.run(bar=bar.part(int(N[i]) * (r1 - r0)))    # sweeps as spin updates
                 except Interrupted:

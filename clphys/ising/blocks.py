@@ -28,7 +28,7 @@ Random numbers (``rng=``):
 ``"halfbit-lcg"``
     The paper's generator: one 32-bit LCG state per work item (half a bit per
     site), R*Lx*Ly/64 states seeded by :func:`clphys.rng.chained_seeds`.  Inner
-    sweep = one round of 64 words (:func:`clphys.rng._halfbit_rounds`):
+    sweep = one round of 64 words (:func:`clphys.rng.halfbit_rounds`):
     sub-streams 0, 1 feed the item's 32 colour-0 sites (site m = 16 s + i),
     sub-streams 2, 3 its colour-1 sites.  State index
     ``((replica*nty + ty)*ntx + tx)*(W*H/64) + lid``.
@@ -50,15 +50,16 @@ l .. l + k - 1 (l a multiple of k) use component (l/k) % 4 of
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pyopencl as cl
 
-import math
-
 from .. import _validate as check
-from ..rng import _halfbit_rounds, chained_seeds, philox_numpy, seed_key
+from ..rng import chained_seeds, halfbit_rounds, philox_numpy, seed_key
 from ..runtime import resolve_device
 from . import thresholds as _thr
+from ._backend import BackendDefaults
 
 __all__ = ["BlocksBackend", "TILE_SIDES", "UNROLLS", "default_tile", "reference_sweeps"]
 
@@ -197,7 +198,7 @@ def _check_spins(spins, R, Lx, Ly):
     return s
 
 
-class BlocksBackend:
+class BlocksBackend(BackendDefaults):
     """Device state and kernels of the "blocks" algorithm for n_replicas
     Lx x Ly lattices (see the module doc).  ``tile``: None (see
     :func:`default_tile`), a side, or (W, H) with sides in TILE_SIDES that leave
@@ -208,6 +209,7 @@ class BlocksBackend:
     algorithm = "blocks"
     dims = (2,)
     rngs = ("philox", "halfbit-lcg")
+    options = {"inner_sweeps": 1, "spins_per_word": None, "tile": None, "unroll": None}
     device_bytes = classmethod(_device_bytes)
 
     @classmethod
@@ -481,7 +483,7 @@ def reference_sweeps(spins, thresholds, n, *, tile, rng, seed=0, inner_sweeps=1,
             sidx = ((rt[:, :, 0] * nty + yt[:, :, 0]) * ntx + xt[:, :, 0]) * ipg + np.arange(ipg)
             for t in range(inner_sweeps):
                 if states is not None:
-                    words = _halfbit_rounds(states[sidx].ravel(), 1)[0].reshape(*sidx.shape, 64)
+                    words = halfbit_rounds(states[sidx].ravel(), 1)[0].reshape(*sidx.shape, 64)
                     states[sidx] = words[..., 15]
                 for c in (0, 1):
                     ly, lx = maps[c]

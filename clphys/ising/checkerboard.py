@@ -21,17 +21,19 @@ import pyopencl as cl
 from .. import _validate
 from .. import rng as _rng
 from . import reference
-from ._device import (SumsReducer, check_options, check_sides, device_wg, enqueue_upload,
-                      zeroed_buffer)
+from ._backend import BackendDefaults
+from ._device import SumsReducer, check_options, check_sides, device_wg, enqueue_upload, zeroed_buffer
 
 MAX_SITES = 2**31          # per replica: 32-bit site indices in the kernel
 
 
-class CheckerboardBackend:
+class CheckerboardBackend(BackendDefaults):
     algorithm = "checkerboard"
     dims = (2, 3)
     rngs = ("philox", "lcg", "xorshift32")
     options = {"wg": None, "chunks": None}
+    takes_replica_offset = True
+    measures_on_device = True
     r0 = 0      # the global index of replica 0 in the Philox counters (see MultispinBackend.r0)
 
     @classmethod

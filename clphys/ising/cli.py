@@ -11,11 +11,9 @@ import warnings
 
 import numpy as np
 
-from .._cli import (add_checkpoint, add_device, add_plot, add_progress, allow_mpi, check_outputs, is_root,
-                    progress_arg)
-from ..runtime import mpi
+from .._cli import add_checkpoint, add_device, add_plot, add_progress, allow_mpi, check_outputs, is_root, progress_arg
 from ..progress import Progress
-from ..runtime import Interrupted, run_sliced
+from ..runtime import Interrupted, mpi, run_sliced
 from ..runtime.checkpoint import CheckpointError, field, load_checkpoint, save_checkpoint
 from ..runtime.files import atomic_output
 
@@ -86,28 +84,26 @@ def _check_ising_params(p):
 
 def _new_run(p, device, comm=None):
     from . import Ising2D, Ising3D
-    from .lattice import _Run, split_run
+    from .lattice import split_run
+    from .run import Run
     cls = Ising2D if p["dim"] == 2 else Ising3D
     lat = cls(_size(p["size"]), p["temperature"], J=p["coupling"], h=p["field"], algorithm=p["algorithm"],
               rng=p["rng"], seed=p["seed"], start=p["start"], device=device, comm=comm)
     n_therm, n_measure = split_run(p["sweeps"], p["every"], p["therm"])
-    return lat, _Run(lat._ens, n_therm, n_measure, p["every"])
+    return lat, Run(lat.ensemble, n_therm, n_measure, p["every"])
 
 
 def _save_run(path, lat, run, p):
     """Collective for a lattice split over ranks: the whole lattice and the
     measurements summed over the ranks, written by rank 0."""
-    header, arrays = lat._ens._checkpoint()
+    header, arrays = lat.ensemble.checkpoint()
     header["run"] = {**{k: (list(v) if isinstance(v, tuple) else v) for k, v in p.items()},
                      "n_therm": run.n_therm, "n_measure": run.n_measure, "done": run.done,
                      "therm_before": run.therm_before}
-    meas = run.out[:run.measured]
-    comm = lat._ens._slab
+    arrays["measurements"] = run.measurements()
+    comm = lat.ensemble.slab_comm
     if comm is None:
-        arrays["measurements"] = meas
         return save_checkpoint(path, RUN_KIND, header, arrays)
-    arrays["measurements"] = meas.copy()
-    lat._ens._backend.reduce_measurements(arrays["measurements"])
     mpi.all_ok(comm, lambda: is_root(comm) and save_checkpoint(path, RUN_KIND, header, arrays))
 
 
@@ -123,14 +119,14 @@ def _load_run(path, args, device, comm=None):
 
 def _split_run(path, header, arrays, saved, counts, device, comm):
     from . import Ising2D, Ising3D
-    from .lattice import _Run
+    from .run import Run
     n_therm, n_measure, done, therm_before = counts
     cls = Ising2D if saved["dim"] == 2 else Ising3D
-    lat = cls._split_from(header, arrays, path, device, comm)
+    lat = cls.split_from_checkpoint(header, arrays, path, device, comm)
     # the file holds the sums over every rank; they are added up again at the end
     meas = arrays["measurements"] if is_root(comm) else np.zeros_like(arrays["measurements"])
-    run = _Run(lat._ens, n_therm, n_measure, saved["every"], done=done, measured=meas,
-               therm_before=therm_before)
+    run = Run(lat.ensemble, n_therm, n_measure, saved["every"], done=done, measured=meas,
+              therm_before=therm_before)
     return lat, run, saved
 
 
@@ -138,7 +134,8 @@ def _read_run(path, args, device, comm):
     """_load_run's reading and checks; with comm, no device work: (header,
     arrays, params, (n_therm, n_measure, done, therm_before))."""
     from . import Ising2D, Ising3D
-    from .lattice import STARTS, _Run
+    from .lattice import STARTS
+    from .run import Run
     header, arrays = load_checkpoint(path, RUN_KIND)
     run_h = field(header, "run", dict, path=path)
     saved = {}
@@ -194,11 +191,9 @@ def _read_run(path, args, device, comm):
     if comm is not None:
         return header, arrays, saved, (n_therm, n_measure, done, therm_before)
     cls = Ising2D if saved["dim"] == 2 else Ising3D
-    lat = cls.__new__(cls)
-    lat._ens = cls._ensemble.__new__(cls._ensemble)
-    lat._ens._from_checkpoint(header, arrays, path, device, single=True, extra=("measurements",))
-    run = _Run(lat._ens, n_therm, n_measure, saved["every"], done=done, measured=meas,
-               therm_before=therm_before)
+    lat = cls.from_checkpoint(header, arrays, path, device, extra=("measurements",))
+    run = Run(lat.ensemble, n_therm, n_measure, saved["every"], done=done, measured=meas,
+              therm_before=therm_before)
     return lat, run, saved
 
 
@@ -360,8 +355,8 @@ def _plot_lattice(lat, p, path, comm=None):
 
 # ------------------------------------------------------------------ binder
 def cmd_binder(args) -> int:
-    from . import binder_scan
     from ..exact import TC_2D, TC_3D
+    from . import binder_scan
     check_outputs(args)
     if args.points < 2:
         raise ValueError(f"--points must be >= 2, got {args.points}")

@@ -63,9 +63,9 @@ import pyopencl as cl
 from .. import _validate
 from .. import rng as _rng
 from . import thresholds as _thr
+from ._backend import BackendDefaults
+from ._device import SumsReducer, check_options, check_sides, device_wg, enqueue_upload, zeroed_buffer
 from .backends import multispin_fold
-from ._device import (SumsReducer, check_options, check_sides, device_wg, enqueue_upload,
-                      zeroed_buffer)
 
 MAX_SITES = 2**32          # 32-bit compact and in-row site indices in the kernels
 threshold_structure = _thr.threshold_structure     # re-exported (older imports)
@@ -73,7 +73,7 @@ DEFAULT_SPINS_PER_WORD = _thr.DEFAULT_SPINS_PER_WORD     # the switch lives in t
 SPINS_PER_WORD = (1, "auto") + _thr.JOINT_SPINS
 
 
-class MultispinBackend:
+class MultispinBackend(BackendDefaults):
     algorithm = "multispin"
     dims = (2, 3)
     rngs = ("philox",)
@@ -94,6 +94,8 @@ class MultispinBackend:
     MULTISWEEP_WG = {True: 1024, False: 256}
     # the global index of replica 0 in the Philox counters: set by an ensemble
     # split over MPI ranks (clphys.ising.lattice.Ensemble(comm=...))
+    takes_replica_offset = True
+    measures_on_device = True
     r0 = 0
     # On CPUs (one core per work group) the plan, single launches or m sweeps
     # per launch with a tile, is the cheapest by the model of _cpu_plan: a

@@ -83,8 +83,8 @@ def stateful_states(shape, n_replicas, seed):
 def _stateful_words(states, rng):
     """4 words per state (R, G) -> ((R, 4G) words, new states)."""
     flat = states.ravel()
-    steps = (_rng._lcg_steps(flat, 4, 1664525, 1013904223) if rng == "lcg"
-             else _rng._xorshift_steps(flat, 4))                 # (4, R*G)
+    steps = (_rng.lcg_steps(flat, 4, 1664525, 1013904223) if rng == "lcg"
+             else _rng.xorshift_steps(flat, 4))                 # (4, R*G)
     words = steps.T.reshape(states.shape[0], -1)
     return words, steps[-1].reshape(states.shape)
 

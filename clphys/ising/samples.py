@@ -31,8 +31,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import _validate
-from ..stats import (MIN_SAMPLES, MIN_TAUS, Estimate, SeriesEstimate, TooShortWarning, jackknife,
-                     series_estimate, shared_estimates)
+from ..stats import (
+    MIN_SAMPLES,
+    MIN_TAUS,
+    Estimate,
+    SeriesEstimate,
+    TooShortWarning,
+    jackknife,
+    series_estimate,
+    shared_estimates,
+)
 
 # every error sums the autocorrelation over WINDOW_TAUS x tau_int of the
 # slower of E and |M| (Sokal's c = 5, applied to the slowest mode)

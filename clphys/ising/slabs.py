@@ -64,6 +64,7 @@ from .. import _validate
 from .. import rng as _rng
 from ..runtime import mpi
 from ..runtime.memory import check_host_memory
+from ._backend import BackendDefaults
 from ._device import zeroed_buffer
 from .multispin import MultispinBackend
 
@@ -118,7 +119,7 @@ def local_shape(shape, size: int, rank: int, halo: int) -> tuple:
     return tuple(shape[:-1]) + (slab_shares(shape[-1], size)[rank][1] + 2 * halo,)
 
 
-class SlabBackend:
+class SlabBackend(BackendDefaults):
     """The backend of a lattice split over MPI ranks (see the module doc);
     implements the interface of clphys.ising.backends for one replica, its
     collective parts on every rank: sums() (reduced over the ranks), spins()
@@ -126,6 +127,7 @@ class SlabBackend:
     halo: slabs per side (halo_depth)."""
 
     algorithm = "multispin"
+    measures_on_device = True
     # Sweeps of the next cycle run (their rows that need no halo) while the
     # host exchanges the halos: hides up to 4 half-sweeps' interiors of
     # exchange for 2 launches more per sweep ahead (the rest of its half-sweeps,
@@ -453,14 +455,15 @@ class SlabBackend:
         self.inner.measure_into(buffer, index)
 
     def reduce_measurements(self, out):
-        """Sum an int64 array of measurements over the ranks, in place."""
+        """A copy of an int64 array of measurements summed over the ranks."""
         from mpi4py import MPI
+        out = np.array(out, dtype=np.int64)
         self.comm.Allreduce(MPI.IN_PLACE, out, op=MPI.SUM)
+        return out
 
     def sums(self):
         bond, mag = self.inner.sums()
-        both = np.array([bond, mag], dtype=np.int64).reshape(2, 1)
-        self.reduce_measurements(both)
+        both = self.reduce_measurements(np.array([bond, mag], dtype=np.int64).reshape(2, 1))
         return both[0].copy(), both[1].copy()
 
     def get_state(self):

@@ -226,7 +226,7 @@ def _repair_marginals(counts, exact, shift, wants, base, k):
         lev, j = divmod(int(c), k)
         lev += 1
         step = base ** j
-        region = lambda o: (o // step) % base                             # noqa: E731
+        region = lambda o, step=step: (o // step) % base                  # noqa: E731
         # too many accepted: region l -> l - 1; too few: l - 1 -> l
         src, move = (lev, -step) if err[c] > 0 else (lev - 1, step)
         for _ in range(abs(int(err[c]))):
