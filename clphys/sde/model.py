@@ -180,7 +180,7 @@ class Model:
         unknown = sorted(set(description) - allowed)
         missing = sorted({"variables", "drift"} - set(description))
         if unknown or missing:
-            raise ValueError(f"model description: " + "; ".join(
+            raise ValueError("model description: " + "; ".join(
                 ([f"unknown keys {unknown}"] if unknown else [])
                 + ([f"missing keys {missing}"] if missing else [])))
         return cls(**description)

@@ -34,15 +34,14 @@ import pyopencl.array as cla
 from .. import _validate as check
 from ..rng import seed_key
 from ..runtime import checkpoint as ckpt
-from ..runtime import fp64_missing, resolve_device
+from ..runtime import fp64_missing, resolve_device, zeros
 from ..runtime import work_group_size as _wg_size
-from ..runtime import zeros
 from ..runtime.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from ..runtime.files import check_output_path
 from ..runtime.longrun import Interrupted, run_sliced
 from ..runtime.memory import check_memory
-from .ensemble import DTYPES, SCHEMES, check_fits, steps_to
 from .longrun import check_checkpoint_args, checkpointed_run
+from .plan import DTYPES, SCHEMES, check_fits, steps_to
 
 __all__ = ["Kuramoto", "KuramotoResult", "kuramoto", "kuramoto_sweep", "KuramotoSweep", "KERNELS"]
 
@@ -192,7 +191,7 @@ class Kuramoto:
         self._coef = real.type(self._K / n if K.ndim == 0 else 1.0)
         self._Kt = (cla.to_device(q, np.ascontiguousarray(K.T, dtype=real)) if K.ndim == 2
                     else zeros(dev, 1, real))
-        self._n_upd = -(-(-(-n // 4)) // wg)               # update work groups
+        self._n_upd = _ceil_div(_ceil_div(n, 4), wg)        # update work groups
         self._n_sum = min(-(-n // wg), 4 * wg)              # kuramoto_sums work groups
         self._partials = zeros(dev, (max(self._n_upd, self._n_sum), 2), self._acc)
         self._sums0 = zeros(dev, (1, 2), self._acc)
@@ -207,7 +206,7 @@ class Kuramoto:
                    "inv_gamma": real.type(1.0 / self.gamma), "dt": real.type(self.dt),
                    "amp": real.type(math.sqrt(2.0 * self.kT * self.dt / self.gamma)),
                    "k0": np.uint32(k0), "k1": np.uint32(k1), "slices": np.uint32(self.slices),
-                   "chunk": np.uint32(-(-(-(-n // self.slices)) // wg) * wg)}
+                   "chunk": np.uint32(_ceil_div(_ceil_div(n, self.slices), wg) * wg)}
         self._sums_of_theta(self._sums0, None, -1)
         if pairs:
             self._prg.kuramoto_sincos(q, (n,), None, self._theta.data, np.uint32(n), self._sc.data)
@@ -231,6 +230,10 @@ class Kuramoto:
     def theta(self) -> np.ndarray:
         """Current phases in [0, 2 pi)."""
         return np.mod(self._theta.get().astype(np.float64), 2 * np.pi)
+
+    def phases_on_device(self):
+        """A device copy of the current phases (for a KuramotoResult)."""
+        return self._theta.copy()
 
     def _launch(self, name, gsize, lsize, *args):
         getattr(self._prg, name)(self.device.queue, gsize, lsize, *args)
@@ -426,6 +429,10 @@ class Kuramoto:
         return sim
 
 
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
 def work_group_size_default(facts, n: int) -> int:
     return max(2, _wg_size(facts, min(256, 1 << max(1, (int(n) - 1).bit_length()))))
 
@@ -477,7 +484,7 @@ def kuramoto(n, coupling, *, kT=1.0, gamma=1.0, omega=0.0, t_end=10.0, dt=0.01, 
 
     checkpointed_run(sim, steps, M, advance, record, save, progress=progress, label="kuramoto",
                      checkpoint=checkpoint, checkpoint_every=checkpoint_every)
-    return KuramotoResult(samples["times"], samples["r"], samples["psi"], sim.kernel, sim._theta.copy())
+    return KuramotoResult(samples["times"], samples["r"], samples["psi"], sim.kernel, sim.phases_on_device())
 
 
 @dataclass(frozen=True)
