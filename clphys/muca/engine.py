@@ -283,7 +283,7 @@ class Engine:
                     "muca/update.cl", **g.template(), wg=self.wg, K=self.per_item, combine=o["combine"],
                     table=o["table"], hist=hist, record=record, magnet=bool(magnet), hist_rows=rows,
                     trips=bool(trips), ahead=bool(o.get("ahead", True)), layout=o.get("layout", "pair"),
-                    lattice=o.get("lattice", "global"), memory=o.get("memory", "all"), rounds=o.get("rounds", 10))
+                    lattice=o.get("lattice", "global"), memory=o.get("memory", "all"))
             self._prog[record] = self._programs[key]
         self.trips = bool(trips)
         self.hist_shape = (slots, g.nbins)
