@@ -31,7 +31,7 @@ model and its rank count; the table last):
   reads, halo writes), and the host's edge wait, MPI exchange and halo-write
   queueing (slowest rank);
 * sweeps (their size calibrated so that one device takes --sweep-seconds, the
-  small Josephson sweep --small-seconds, and the issue's 100 x 1024 x 2000):
+  small Josephson sweep --small-seconds, and the large one, 100 x 1024 x 2000):
   seconds and speed-up on k ranks, and "compute": the slowest rank's share run
   alone (no MPI), so that call - compute is what distributing costs;
 * muca: the same walkers (k x one device's default) and iterations on one

@@ -34,7 +34,7 @@ from .plan import MEASURE_BYTES, check_temperatures, device_need
 from .samples import NotEquilibratedWarning
 
 # The defaults of binder_scan and of `clphys binder` (one set, used by both).
-# Sized so that the issue-10 example, sizes 16/32/64 at 15 temperatures in
+# Sized so that the scan of docs/ising.md, sizes 16/32/64 at 15 temperatures in
 # [2.2, 2.34], measures >= 50 tau_int at L = 64 near Tc (tau_int(|m|) up to
 # ~220 sweeps there) and runs in under two minutes on two CPU cores
 # (docs/ising.md). n_therm None: as many sweeps as are measured (THERM_MEASURED).

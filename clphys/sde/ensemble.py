@@ -454,6 +454,7 @@ class Ensemble(EnsemblePlanning, EnsembleCheckpoints, EnsembleFinish):
         return self._np != self.n_paths
 
     def _advance(self, plan: "RunPlan", progress) -> "LocalRecord":
+        # Longer than 80 lines: its launch, histogram and read-back closures share one run's buffers.
         n_steps, M, obs, hist, n_samples = plan.n_steps, plan.M, plan.obs, plan.hist, plan.n_samples
         recording = n_samples > 0
         total_bins = sum(b for _, b in hist)

@@ -75,6 +75,7 @@ def josephson(a=4.2, *, gamma=0.9, omega=4.9, f=0.1, kT=0.001, n_paths=1024, per
     rank 0, and on every rank with ``gather="all"``; other ranks get None.
     Checkpoints are not written in a distributed run (checkpoint= and
     resume= are refused there)."""
+    # Longer than 80 lines: argument checks, the resume check and the checkpointed loop share one plan.
     args = (a, gamma, omega, f, kT, n_paths, periods, transient, steps_per_period, density_bins,
             checkpoint, checkpoint_every)
     if comm is None:

@@ -65,6 +65,7 @@ class Model:
 
     def __init__(self, variables, drift, noise=None, parameters=(), periodic=None,
                  drive_period=None, forcing=None, name="model"):
+        # Longer than 80 lines: each part of a model checked in turn, with its own error message.
         if isinstance(variables, str) or not hasattr(variables, "__iter__"):
             raise TypeError(f"variables must be a list of names, got {variables!r}")
         self.variables = tuple(_expr.check_name("variable", v) for v in variables)

@@ -23,7 +23,6 @@ kernel, so mean-field and all-pairs runs with one seed see the same noise.
 from __future__ import annotations
 
 import math
-import os
 import warnings
 from dataclasses import dataclass, field
 
@@ -42,6 +41,7 @@ from ..runtime.longrun import Interrupted, run_sliced
 from ..runtime.memory import check_memory
 from .longrun import check_checkpoint_args, checkpointed_run
 from .plan import DTYPES, SCHEMES, check_fits, steps_to
+from .resume import check_resumed, initial_tag, run_tag
 
 __all__ = ["Kuramoto", "KuramotoResult", "kuramoto", "kuramoto_sweep", "KuramotoSweep", "KERNELS"]
 
@@ -94,6 +94,7 @@ class Kuramoto:
     def __init__(self, n, coupling, *, kT=1.0, gamma=1.0, omega=0.0, dt=0.01, kernel="auto",
                  scheme="srk2", seed=0, dtype="float32", initial="uniform", work_group_size=None,
                  slices=None, device=None):
+        # Longer than 80 lines: every argument checked, then the device buffers of one ensemble.
         self.n = n = check.integer("n", n, 1, 2**31 - 1)
         K = (None if isinstance(coupling, (bool, str))
              else check.finite_array("coupling", coupling, dtype=float))
@@ -462,13 +463,13 @@ def kuramoto(n, coupling, *, kT=1.0, gamma=1.0, omega=0.0, t_end=10.0, dt=0.01, 
         samples = {k: files.pop(k, None) for k in ("times", "r", "psi")}
         args = dict(n=n, coupling=coupling, kT=kT, gamma=gamma, omega=omega, dt=dt, kernel=kernel,
                     scheme=scheme, seed=seed, dtype=dtype, t_end=t_end, initial=initial)
-        sim = _check_resumed(resume, header, files, samples, args, steps, M, device)
+        sim = check_resumed(resume, header, files, samples, args, steps, M, device)
     else:
         sim = Kuramoto(n, coupling, kT=kT, gamma=gamma, omega=omega, dt=dt, kernel=kernel,
                        scheme=scheme, seed=seed, dtype=dtype, initial=initial, device=device)
         r0, psi0 = sim.order_parameter()
         samples = {"times": np.zeros(1), "r": np.array([r0]), "psi": np.array([psi0])}
-    run = {"t_end": float(t_end), "sample_every": M, "initial": _initial_tag(initial)}
+    run = {"t_end": float(t_end), "sample_every": M, "initial": initial_tag(initial)}
 
     def record(res):
         for k, v in (("times", res.times), ("r", res.r), ("psi", res.psi)):
@@ -535,9 +536,9 @@ def kuramoto_sweep(n, coupling, kT=1.0, *, gamma=1.0, omega=0.0, t_end=10.0, dt=
         size, rank = mpi.comm_size_rank(comm)
         (Kg, Tg), shape = mpi.all_ok(comm, grid)
         mpi.agree(comm, "kuramoto_sweep arguments", coupling=Kg.ravel().tolist(), kT=Tg.ravel().tolist(),
-                  n=repr(n), gamma=repr(gamma), omega=_tag(omega), t_end=repr(t_end), dt=repr(dt),
+                  n=repr(n), gamma=repr(gamma), omega=run_tag(omega), t_end=repr(t_end), dt=repr(dt),
                   sample_every=repr(sample_every), kernel=repr(kernel), scheme=repr(scheme),
-                  seed=repr(seed), dtype=repr(dtype), initial=_tag(initial), gather=gather)
+                  seed=repr(seed), dtype=repr(dtype), initial=run_tag(initial), gather=gather)
         if rank:
             progress = False
     else:
@@ -567,77 +568,3 @@ def kuramoto_sweep(n, coupling, kT=1.0, *, gamma=1.0, omega=0.0, t_end=10.0, dt=
     r = np.stack([x[1] for x in runs]).reshape(shape + (-1,))
     psi = np.stack([x[2] for x in runs]).reshape(shape + (-1,))
     return KuramotoSweep(Kg.reshape(shape), Tg.reshape(shape), times, r, psi, runs[0][3])
-
-
-def _tag(value):
-    """A number or a string as is, an array by its hash (for agreement across ranks)."""
-    if isinstance(value, (str, int, float)):
-        return repr(value)
-    import hashlib
-    return "sha1:" + hashlib.sha1(np.ascontiguousarray(value, dtype=float).tobytes()).hexdigest()
-
-
-def _initial_tag(initial):
-    """What a checkpoint records of `initial`: the name, or a hash of the array."""
-    if isinstance(initial, str):
-        return initial
-    import hashlib
-    values = np.ascontiguousarray(check.finite_array("initial", initial, dtype=float))
-    return "sha1:" + hashlib.sha1(values.tobytes()).hexdigest()
-
-
-def _same(a, b) -> bool:
-    """Equal values of equal shapes (numbers or arrays)."""
-    try:
-        return np.shape(a) == np.shape(b) and bool(np.all(np.asarray(a) == np.asarray(b)))
-    except (TypeError, ValueError):
-        return False
-
-
-def _check_samples(where, samples, M, dt):
-    """CheckpointError unless the recorded samples are those of a run: times
-    k M dt, 0 <= r <= 1 (to rounding), -pi <= psi <= pi."""
-    times, r, psi = samples["times"], samples["r"], samples["psi"]
-    for name, ok in (("times", np.isclose(times, np.arange(times.size) * M * dt, rtol=1e-9, atol=0.0)),
-                     ("r", (r >= 0.0) & (r <= 1.0 + 1e-5)), ("psi", np.abs(psi) <= np.pi)):
-        if not ok.all():
-            i = int(np.argmin(ok))
-            raise CheckpointError(f"{where}: array {name!r} holds {float(samples[name][i])!r} at sample {i}, which "
-                                  f"a run sampled every {M} steps of dt = {dt} cannot have")
-
-
-def _check_resumed(path, header, files, samples, args, steps, M, device):
-    """The Kuramoto system of a run checkpoint, checked (before any device
-    work) to be the run `args` (kuramoto's arguments) describe, with its
-    samples so far."""
-    where = f"checkpoint {os.fspath(path)!r}"
-    for k, v in samples.items():
-        if v is None:
-            raise CheckpointError(f"{where} lacks the array {k!r}")
-        if v.dtype != np.float64 or v.ndim != 1:
-            raise CheckpointError(f"{where}: array {k!r} is {v.dtype} {v.shape}, expected float64 (k,)")
-    saved, step = Kuramoto.checkpoint_arguments(header, files, path)
-    coupling = (args["coupling"] if isinstance(args["coupling"], (str, bool))
-                else check.finite_array("coupling", args["coupling"], dtype=float))
-    kernel = args["kernel"]
-    if kernel == "auto":
-        kernel = "mean-field" if np.ndim(coupling) == 0 else "all-pairs"
-    run = header.get("run") if isinstance(header.get("run"), dict) else {}
-    here = {**{k: args[k] for k in ("n", "kT", "gamma", "dt", "scheme", "seed", "dtype")},
-            "coupling": coupling, "omega": check.finite_array("omega", args["omega"], dtype=float),
-            "kernel": kernel, "t_end": float(args["t_end"]), "sample_every": M,
-            "initial": _initial_tag(args["initial"])}
-    there = {**saved, **{k: run.get(k) for k in ("t_end", "sample_every", "initial")}}
-    diff = [k + (f" differs (there {there[k]!r}, here {v!r})" if isinstance(v, (int, float, str))
-                 else " differs")
-            for k, v in here.items() if not _same(v, there[k])]
-    if diff:
-        raise CheckpointError(f"{where} is of another run: {'; '.join(diff)}")
-    if step >= steps:
-        raise CheckpointError(f"{where} is of a finished run (step {step} of {steps})")
-    n_samples = 1 + step // M
-    if any(v.shape != (n_samples,) for v in samples.values()):
-        raise CheckpointError(f"{where}: {len(samples['r'])} samples recorded at step {step}, "
-                              f"expected {n_samples}")
-    _check_samples(where, samples, M, saved["dt"])
-    return Kuramoto.from_checkpoint_parts(header, files, path, device=device)
