@@ -99,7 +99,8 @@ def bytes_per_flip(alg, ens):
     """The ideal-traffic model of the module doc."""
     be = ens.backend
     if alg == "multispin":
-        return 0.25 / be.sweeps_per_launch if be.band else 0.375
+        plan = be.plan
+        return 0.25 / plan.sweeps_per_launch if plan.band else 0.375
     if alg == "blocks":
         return 0.25 / ens.options.get("inner_sweeps", 1)
     return 3.0
@@ -250,9 +251,9 @@ class Timer:
         gbs = rate * bytes_per_flip(alg, ens)
         extra = {"sweeps": n, "options": label(opts), "gb_per_s": round(gbs, 2)}
         if alg == "multispin":
-            be = ens.backend
-            extra.update(sweeps_per_launch=be.sweeps_per_launch, band=be.band and list(be.band),
-                         yband=be.yband and list(be.yband))
+            plan = ens.backend.plan
+            extra.update(sweeps_per_launch=plan.sweeps_per_launch, band=plan.band and list(plan.band),
+                         yband=plan.yband and list(plan.yband))
         self.report.add(f"{name} {label(opts)}", "flips_per_ns", round(rate, 4), **extra)
         self.results[(name, label(opts))] = (rate, gbs, opts)
         del ens
