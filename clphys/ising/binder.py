@@ -74,6 +74,7 @@ class Crossing:
     note: str = ""
 
     def describe(self) -> str:
+        """One line: the crossing temperature with its error, or why there is none."""
         if self.status == "ok":
             return f"T = {self.temperature}" + (f" ({self.note})" if self.note else "")
         return self.note
@@ -117,6 +118,7 @@ class BinderScan:
     warnings: tuple = ()
 
     def table(self) -> str:
+        """The scan as a text table: U4 per size and temperature, then the crossings."""
         head = (f"Binder scan, {self.dim}D, sizes {', '.join(map(str, self.sizes))}: "
                 f"{self.replicas} replicas x {self.n_measure} measurements every {self.every} sweeps, "
                 f"after {self.n_therm} thermalisation sweeps from an ordered start; errors: jackknife "

@@ -355,6 +355,7 @@ class BlocksBackend(BackendDefaults):
 
     @property
     def sweeps_done(self):
+        """Inner sweeps made since the start."""
         return self._sweeps
 
     # ------------------------------------------------------------ observables

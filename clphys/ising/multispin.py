@@ -73,6 +73,8 @@ SPINS_PER_WORD = (1, "auto") + _thr.JOINT_SPINS
 
 
 class MultispinBackend(LaunchPlanning, BackendDefaults):
+    """Device state and kernels of the "multispin" algorithm (one bit a spin,
+    Philox); see the module doc and :class:`clphys.ising._backend.IsingBackend`."""
     algorithm = "multispin"
     dims = (2, 3)
     rngs = ("philox",)
@@ -110,6 +112,7 @@ class MultispinBackend(LaunchPlanning, BackendDefaults):
 
     @classmethod
     def check_shape(cls, shape):
+        """ValueError unless Lx is a multiple of 8 up to 64 (of 64 beyond) and Ly, Lz are even."""
         check_sides(shape, "multispin", "Lx a multiple of 8 up to 64, or of 64 beyond; "
                     "Ly (and Lz) even and >= 2",
                     lambda L, axis: (L % 8 == 0 and (L <= 64 or L % 64 == 0)) if axis == "x"
@@ -119,6 +122,7 @@ class MultispinBackend(LaunchPlanning, BackendDefaults):
 
     @classmethod
     def check_options(cls, options):
+        """The options merged with the defaults, each value checked (no device work)."""
         opts = check_options(cls, options)
         if opts["lanes"] is not None:
             _validate.choice("lanes", opts["lanes"], (1, 4, 8))
@@ -259,15 +263,18 @@ class MultispinBackend(LaunchPlanning, BackendDefaults):
 
     # ------------------------------------------------------------ spins
     def set_spins_device(self, buffer):
+        """Pack an int8 device buffer in natural order into the two colours' words."""
         n = 2 * self.R * self.words
         self.prg.ising_ms_pack(self.dev.queue, (n,), None, buffer, self.bufs[0], self.bufs[1],
                                np.uint32(self.R))
 
     def set_spins(self, spins):
+        """Upload int8 +-1 spins (R, *reversed(shape))."""
         enqueue_upload(self.dev.queue, self._natural(), np.ascontiguousarray(spins, dtype=np.int8))
         self.set_spins_device(self._nat)
 
     def spins(self):
+        """int8 +-1 spins (R, *reversed(shape))."""
         n = 2 * self.R * self.words
         self.prg.ising_ms_unpack(self.dev.queue, (n,), None, self.bufs[0], self.bufs[1],
                                  self._natural(), np.uint32(self.R))
@@ -290,6 +297,7 @@ class MultispinBackend(LaunchPlanning, BackendDefaults):
             self._thr_key = key
 
     def sweep(self, n, thresholds):
+        """Enqueue n full sweeps with per-replica thresholds; no host sync."""
         self._set_thresholds(thresholds)
         items = self.R * self.words // self.W
         local = (self.wg,) if self.wg else None
@@ -363,10 +371,12 @@ class MultispinBackend(LaunchPlanning, BackendDefaults):
         red.finish(buffer, index)
 
     def sums(self):
+        """(bond sum, magnetization) int64 (R,), reduced on the device."""
         return self.reducer.sums(self.measure_into)
 
     # ------------------------------------------------------------ checkpoint
     def get_state(self):
+        """The sweep counter and the update mode (spins_per_word)."""
         return {"sweeps": self.t, "spins_per_word": self.spins_per_word}
 
     def set_state(self, state):

@@ -334,6 +334,7 @@ class SlabBackend(BackendDefaults):
 
     # ------------------------------------------------------------ dynamics
     def sweep(self, n, thresholds):
+        """Enqueue n sweeps of this rank's slabs, exchanging halos with the neighbours."""
         if self.h == 1:
             self._sweep_exchanging_halves(n, thresholds)
         else:
@@ -462,14 +463,17 @@ class SlabBackend(BackendDefaults):
         return out
 
     def sums(self):
+        """(bond sum, magnetization) of the whole lattice (collective)."""
         bond, mag = self.inner.sums()
         both = self.reduce_measurements(np.array([bond, mag], dtype=np.int64).reshape(2, 1))
         return both[0].copy(), both[1].copy()
 
     def get_state(self):
+        """The state of this rank's multispin backend (the same on every rank)."""
         return self.inner.get_state()
 
     def set_state(self, state):
+        """Restore a :meth:`get_state` dict."""
         self.inner.set_state(state)
 
 

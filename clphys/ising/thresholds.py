@@ -105,6 +105,7 @@ class JointLayout:
         return 32 - (self.cells.bit_length() - 1)
 
     def key(self):
+        """A hashable key of the layout (k, levels, cells)."""
         return (self.k, self.levels, self.cells)
 
     def __eq__(self, other):

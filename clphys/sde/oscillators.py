@@ -63,6 +63,7 @@ class KuramotoResult:
 
     @property
     def theta(self) -> np.ndarray:
+        """Final phases in [0, 2 pi)."""
         # Downloaded only when asked for: a run of a few steps at N = 2^24
         # would otherwise spend most of its time copying phases to the host.
         return np.mod(self._theta.get().astype(np.float64), 2 * np.pi)
@@ -415,6 +416,7 @@ class Kuramoto:
 
     @classmethod
     def from_checkpoint_parts(cls, header, files, path="", *, device=None) -> "Kuramoto":
+        """The system of a loaded checkpoint (header, arrays), continuing bit for bit."""
         kwargs, step = cls.checkpoint_arguments(header, files, path)
         try:
             sim = cls(**kwargs, initial="sync", device=device)
@@ -435,6 +437,7 @@ def _ceil_div(a: int, b: int) -> int:
 
 
 def work_group_size_default(facts, n: int) -> int:
+    """Oscillators per work group: up to 256, a power of two, at least 2."""
     return max(2, _wg_size(facts, min(256, 1 << max(1, (int(n) - 1).bit_length()))))
 
 

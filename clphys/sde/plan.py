@@ -161,6 +161,7 @@ def encode_params(params: dict) -> list:
 
 
 def decode_params(items, where: str) -> dict:
+    """The parameters of a checkpoint header, as encode_params wrote them."""
     if not isinstance(items, list):
         raise CheckpointError(f"{where}: field 'params' must be a list, got {type(items).__name__}")
     params = {}
@@ -228,6 +229,7 @@ class LocalRecord:
     paths: np.ndarray | None = None
 
     def payload(self) -> dict:
+        """What a rank sends to rank 0 at the end of a run."""
         return {"moments": self.moments, "partials": self.partials, "hists": self.hists,
                 "paths": self.paths}
 
