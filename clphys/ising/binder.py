@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .. import _validate
 from ..exact import TC_2D, TC_3D
@@ -168,7 +171,7 @@ def _fit_root(T, du, w, deg, lo, hi):
     return float(roots[np.argmin(np.abs(roots - 0.5 * (lo + hi)))])
 
 
-def crossing_of(T, du, du_deleted, sizes=(0, 0)) -> Crossing:
+def crossing_of(T: np.ndarray, du: np.ndarray, du_deleted: np.ndarray, sizes: tuple = (0, 0)) -> Crossing:
     """The crossing of two U4 curves from their difference du (along the
     temperatures T) and its block-deleted jackknife values du_deleted
     (len(T), n_blocks).
@@ -265,9 +268,11 @@ def _pieces(backend, facts, shape, total, rng, options, n_measure, host_bytes):
     return max(1, min(total, dev_fit, host_fit))
 
 
-def binder_scan(sizes, temperatures, dim=2, *, n_therm=DEFAULTS["n_therm"], n_measure=DEFAULTS["n_measure"],
-                every=DEFAULTS["every"], replicas=DEFAULTS["replicas"], algorithm=None, rng=None, seed=0,
-                device=None, progress=None, comm=None, gather="root", **options) -> BinderScan:
+def binder_scan(sizes: Sequence[int], temperatures: ArrayLike, dim: int = 2, *,
+                n_therm: int | None = DEFAULTS["n_therm"], n_measure: int = DEFAULTS["n_measure"],
+                every: int = DEFAULTS["every"], replicas: int = DEFAULTS["replicas"], algorithm: str | None = None,
+                rng: str | None = None, seed: int = 0, device: Any = None, progress: bool | Callable | None = None,
+                comm: Any = None, gather: str = "root", **options: Any) -> BinderScan | None:
     """U4, susceptibility and specific heat for each size and temperature, with
     jackknife errors, and the crossing temperatures of consecutive sizes' U4.
 

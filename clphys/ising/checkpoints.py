@@ -4,6 +4,7 @@ clphys checkpoint format), written and read back with every field checked."""
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import numpy as np
 
@@ -38,12 +39,12 @@ class EnsembleCheckpoints:
                 "spins": self.spins(), "backend": self._backend.get_state(), "settled": self._settled}
 
     @classmethod
-    def from_state(cls, state, device=None):
+    def from_state(cls, state: dict, device: Any = None) -> EnsembleCheckpoints:
         """Rebuild an ensemble from :meth:`state` (on `device`, any device)."""
         return cls.restored(state, device, single=False)
 
     @classmethod
-    def restored(cls, state, device, single):
+    def restored(cls, state: dict, device: Any, single: bool) -> EnsembleCheckpoints:
         """:meth:`from_state`; `single`: refuse a state of several replicas."""
         inst = cls.__new__(cls)
         inst._restore(state, device, single)  # noqa: SLF001 (an instance of this class)
@@ -103,7 +104,7 @@ class EnsembleCheckpoints:
                   "settled": self._settled, "backend": scalars}
         return header, arrays
 
-    def save(self, path):
+    def save(self, path: str | os.PathLike) -> None:
         """Write a checkpoint to `path` (.npz; written to a temporary name and
         renamed): spins (1 bit each), temperatures, generator counters and
         states, parameters, in the clphys checkpoint format (plain arrays and a
@@ -122,7 +123,7 @@ class EnsembleCheckpoints:
         save_checkpoint(path, CHECKPOINT_KIND, header, arrays)
 
     @classmethod
-    def load(cls, path, device=None):
+    def load(cls, path: str | os.PathLike, device: Any = None) -> EnsembleCheckpoints:
         """The ensemble saved at `path` by :meth:`save`, on `device` (any
         device); it continues bit for bit. Every field is checked:
         :class:`clphys.runtime.checkpoint.CheckpointError` (a ValueError)
@@ -131,7 +132,8 @@ class EnsembleCheckpoints:
         return cls.from_checkpoint(header, arrays, str(path), device)
 
     @classmethod
-    def from_checkpoint(cls, header, arrays, path, device=None, single=False, extra=()):
+    def from_checkpoint(cls, header: dict, arrays: dict, path: str, device: Any = None, single: bool = False,
+                        extra: tuple = ()) -> EnsembleCheckpoints:
         """The ensemble of a loaded checkpoint (header, arrays) read from
         `path`; `single`: refuse several replicas; `extra`: arrays besides
         the ensemble's that the file may hold."""
@@ -216,7 +218,7 @@ def backend_state_problem(fresh: dict, loaded: dict) -> str | None:
     return None
 
 
-def checked_settled(where, settled, sweeps) -> int:
+def checked_settled(where: str, settled: int, sweeps: int) -> int:
     """The `settled` counter of a checkpoint: the sweeps at the current
     temperature are some of the sweeps made since the start."""
     if settled > sweeps:
@@ -225,7 +227,7 @@ def checked_settled(where, settled, sweeps) -> int:
     return settled
 
 
-def check_array(where, arrays, name, dtype, shape):
+def check_array(where: str, arrays: dict, name: str, dtype: Any, shape: tuple) -> None:
     """CheckpointError unless arrays[name] exists with this dtype and shape."""
     if name not in arrays:
         raise CheckpointError(f"{where} lacks the array {name!r}")

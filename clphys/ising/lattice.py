@@ -18,7 +18,11 @@ single lattices in :mod:`clphys.ising.single`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .. import _validate
 from .. import rng as _rng
@@ -223,7 +227,7 @@ class Ensemble(EnsembleCheckpoints):
         return (self._T if self._T_all is None else self._T_all).copy()
 
     @temperatures.setter
-    def temperatures(self, T):
+    def temperatures(self, T: ArrayLike) -> None:
         self._agree("temperatures", T=mpi.digest(T) if self._mpi() is not None else None)
         whole = self._T if self._T_all is None else self._T_all
         temps = check_temperatures(np.broadcast_to(T, whole.shape) if np.ndim(T) == 0 else T)
@@ -257,7 +261,7 @@ class Ensemble(EnsembleCheckpoints):
         return self._backend
 
     @property
-    def slab_comm(self):
+    def slab_comm(self) -> Any:
         """The communicator of a lattice split over MPI ranks, else None."""
         return self._slab
 
@@ -290,7 +294,7 @@ class Ensemble(EnsembleCheckpoints):
         self._settled = settled
 
     # ------------------------------------------------------------ dynamics
-    def sweep(self, n=1):
+    def sweep(self, n: int = 1) -> Ensemble:
         """n full sweeps (colour 0 then colour 1). Up to SWEEP_QUEUE sweeps are
         enqueued without host sync; more run in time-bounded slices (Ctrl-C
         stops at the next slice with clphys.runtime.Interrupted)."""
@@ -330,18 +334,18 @@ class Ensemble(EnsembleCheckpoints):
         whole = None if got is None else np.concatenate(got, axis=axis)
         return self._comm.bcast(whole, root=0) if self._gather == "all" else whole
 
-    def sums(self):
+    def sums(self) -> tuple[np.ndarray, np.ndarray] | None:
         """(bond sum, magnetization) per replica, int64, reduced on the device."""
         self._agree("sums")
         both = self._gathered(np.stack(self._backend.sums(), axis=1))
         return None if both is None else (both[:, 0].copy(), both[:, 1].copy())
 
-    def energy(self) -> np.ndarray:
+    def energy(self) -> np.ndarray | None:
         """E/N per replica."""
         sums = self.sums()
         return None if sums is None else (-self.J * sums[0] - self.h * sums[1]) / self.n_spins
 
-    def magnetization(self) -> np.ndarray:
+    def magnetization(self) -> np.ndarray | None:
         """M/N per replica (signed)."""
         sums = self.sums()
         return None if sums is None else sums[1] / self.n_spins
@@ -361,7 +365,7 @@ class Ensemble(EnsembleCheckpoints):
         self._check_spin_copy()
         return self._backend.spins()
 
-    def spins(self) -> np.ndarray:
+    def spins(self) -> np.ndarray | None:
         """int8 +-1 array (R, Ly, Lx) or (R, Lz, Ly, Lx)."""
         self._agree("spins")
         if self._comm is not None:
@@ -369,7 +373,7 @@ class Ensemble(EnsembleCheckpoints):
                               "Use fewer replicas per ensemble.")
         return self._gathered(self.local_spins())
 
-    def set_spins(self, spins):
+    def set_spins(self, spins: ArrayLike) -> None:
         """Set every replica from (R, Ly, Lx) / (R, Lz, Ly, Lx) +-1 values, or
         all replicas from one (Ly, Lx) / (Lz, Ly, Lx) array."""
         self._agree("set_spins", spins=mpi.digest(spins) if self._mpi() is not None else None)
@@ -388,7 +392,7 @@ class Ensemble(EnsembleCheckpoints):
         self._settled = 0
 
     # ------------------------------------------------------------ measurements
-    def plan_run(self, n_measure, every=1, n_therm=None) -> Run:
+    def plan_run(self, n_measure: int, every: int = 1, n_therm: int | None = None) -> Run:
         """The :class:`clphys.ising.run.Run` that :meth:`sample` makes (its
         arguments checked); run() does its sweeps, samples() its series."""
         n_measure = _validate.integer("n_measure", n_measure, 1)
@@ -398,7 +402,8 @@ class Ensemble(EnsembleCheckpoints):
         n_therm = _validate.integer("n_therm", n_therm, 0)
         return Run(self, n_therm, n_measure, every, therm_before=self._settled)
 
-    def sample(self, n_measure, every=1, n_therm=None, progress=None) -> Samples:
+    def sample(self, n_measure: int, every: int = 1, n_therm: int | None = None,
+               progress: bool | Callable | None = None) -> Samples | None:
         """n_therm sweeps, then n_measure times (`every` sweeps, measure).
 
         n_therm=None thermalises for a quarter of the measured sweeps

@@ -5,6 +5,8 @@ they make, and the check for replicas trapped in a deterministic cycle."""
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pyopencl as cl
@@ -97,7 +99,7 @@ class Run:
         self.done = end
         ens.count_settled(n)
 
-    def run(self, progress=None, bar=None, total=None) -> None:
+    def run(self, progress: bool | Callable | None = None, bar: Any = None, total: int | None = None) -> None:
         """Do the remaining sweeps (or `total` of them) in time-bounded slices."""
         todo = self.total - self.done if total is None else total
         run_sliced(todo, lambda start, n: self.step(n), self.ens.device.queue, progress=progress,
@@ -119,7 +121,7 @@ class Run:
                        trapped=trapped_replicas(ens, bond, mag, self.every))
 
 
-def trapped_replicas(ens, bond, mag, every) -> np.ndarray:
+def trapped_replicas(ens: Any, bond: np.ndarray, mag: np.ndarray, every: int) -> np.ndarray:
     """(R,) bool: replicas in a deterministic cycle of the checkerboard
     update. Candidates have an exactly periodic (period 2 sweeps) tail of
     measurements; their spins confirm it (clphys.ising.reference.trapped)."""

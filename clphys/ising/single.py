@@ -3,7 +3,12 @@ scalar results, and one lattice split over MPI ranks."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .. import _validate
 from ..runtime import mpi
@@ -69,10 +74,10 @@ class _Single:
         return float(self._ens.temperatures[0])
 
     @temperature.setter
-    def temperature(self, T):
+    def temperature(self, T: float) -> None:
         self._ens.temperatures = [_validate.real("temperature", T, minimum=0.0, strict_min=True)]
 
-    def sweep(self, n=1):
+    def sweep(self, n: int = 1) -> _Single:
         self._ens.sweep(n)
         return self
 
@@ -88,14 +93,15 @@ class _Single:
         """int8 +-1 array (Ly, Lx) or (Lz, Ly, Lx)."""
         return self._ens.spins()[0]
 
-    def set_spins(self, spins):
+    def set_spins(self, spins: ArrayLike) -> None:
         lat = tuple(reversed(self.shape))
         arr = np.asarray(spins)
         if arr.shape != lat:
             raise ValueError(f"spins must have shape {lat}, got {arr.shape}")
         self._ens.set_spins(arr)
 
-    def sample(self, n_measure, every=1, n_therm=None, progress=None) -> Samples:
+    def sample(self, n_measure: int, every: int = 1, n_therm: int | None = None,
+               progress: bool | Callable | None = None) -> Samples:
         """E/N and M/N series of length n_measure; see Ensemble.sample."""
         s = self._ens.sample(n_measure, every=every, n_therm=n_therm, progress=progress)
         return Samples(self.temperature, s.n_spins, s.energy[0], s.magnetization[0], n_therm=s.n_therm,
@@ -109,7 +115,7 @@ class _Single:
         return self._ens.state()
 
     @classmethod
-    def from_state(cls, state, device=None):
+    def from_state(cls, state: dict, device: Any = None) -> _Single:
         return cls._wrap(cls._ensemble.restored(state, device, single=True))
 
     @classmethod
@@ -118,12 +124,12 @@ class _Single:
         inst._ens = ens  # noqa: SLF001 (an instance of this class)
         return inst
 
-    def save(self, path):
+    def save(self, path: str | os.PathLike) -> None:
         """Write a checkpoint (see Ensemble.save)."""
         self._ens.save(path)
 
     @classmethod
-    def load(cls, path, device=None, comm=None):
+    def load(cls, path: str | os.PathLike, device: Any = None, comm: Any = None) -> _Single:
         """The lattice saved at `path` (see Ensemble.load); a file holding
         an ensemble of several replicas is refused. With `comm` (collective;
         every rank reads the file) the lattice is split over the ranks: a file
@@ -143,13 +149,14 @@ class _Single:
         return cls.split_from_checkpoint(header, arrays, str(path), device, comm)
 
     @classmethod
-    def from_checkpoint(cls, header, arrays, path, device=None, extra=()):
+    def from_checkpoint(cls, header: dict, arrays: dict, path: str, device: Any = None,
+                        extra: tuple = ()) -> _Single:
         """The lattice of a loaded checkpoint (see Ensemble.from_checkpoint)."""
         return cls._wrap(cls._ensemble.from_checkpoint(header, arrays, path, device, single=True,
                                                        extra=extra))
 
     @classmethod
-    def split_from_checkpoint(cls, header, arrays, path, device, comm):
+    def split_from_checkpoint(cls, header: dict, arrays: dict, path: str, device: Any, comm: Any) -> _Single:
         """A lattice split over the ranks of `comm` from a loaded (and read-
         checked) checkpoint of one lattice (collective; every rank holds the
         same file, so a bad one fails alike everywhere)."""

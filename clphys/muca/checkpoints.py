@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import astuple, fields
+from typing import Any
 
 import numpy as np
 
@@ -18,7 +19,7 @@ CHECKPOINT_KIND = "muca"
 class MulticanonicalCheckpoints:
     """save(), peek() and load() of :class:`Multicanonical`."""
 
-    def save(self, path):
+    def save(self, path: str | os.PathLike) -> None:
         """Write the whole state (walkers, weights, counters, partial histograms)
         to `path` (.npz, clphys checkpoint format), atomically."""
         if self._comm is not None:
@@ -51,7 +52,7 @@ class MulticanonicalCheckpoints:
         save_checkpoint(path, CHECKPOINT_KIND, header, arrays)
 
     @staticmethod
-    def peek(path) -> dict:
+    def peek(path: str | os.PathLike) -> dict:
         """{L, dim, walkers, seed} of the checkpoint at `path`, checked, without
         touching a device."""
         header, _ = load_checkpoint(path, CHECKPOINT_KIND)
@@ -67,7 +68,7 @@ class MulticanonicalCheckpoints:
         return out
 
     @classmethod
-    def load(cls, path, device=None, **options):
+    def load(cls, path: str | os.PathLike, device: Any = None, **options: Any) -> Any:
         """The simulation saved in `path`, ready to continue bit for bit (on any
         device; `options` are kernel options as in the constructor)."""
         p = str(path)

@@ -16,9 +16,12 @@ from __future__ import annotations
 import math
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .. import _validate
 from ..progress import Progress, check_progress
@@ -193,11 +196,11 @@ class Multicanonical(MulticanonicalCheckpoints):
 
     # ------------------------------------------------------------ properties
     @property
-    def L(self):
+    def L(self) -> int:
         return self.geom.L
 
     @property
-    def dim(self):
+    def dim(self) -> int:
         return self.geom.dim
 
     @property
@@ -205,7 +208,7 @@ class Multicanonical(MulticanonicalCheckpoints):
         return History(self._history)
 
     @property
-    def energies(self):
+    def energies(self) -> np.ndarray:
         """The energy of every bin of log_weights."""
         return self.geom.energies()
 
@@ -224,7 +227,7 @@ class Multicanonical(MulticanonicalCheckpoints):
         """Flips attempted by every walker so far (the global step counter)."""
         return self._engine.t
 
-    def set_log_weights(self, log_w):
+    def set_log_weights(self, log_w: ArrayLike) -> None:
         """Use these ln W(E) (one per bin of `energies`) from now on, e.g. -ln g(E)."""
         if self._iter is not None or self._prod is not None:
             raise ValueError("an iteration or production is in progress; finish it first")
@@ -235,7 +238,7 @@ class Multicanonical(MulticanonicalCheckpoints):
         self.log_weights = w.astype(np.float64).copy()
         self._applied = True
 
-    def walker_state(self):
+    def walker_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(lattices (words, walkers) uint32, energy bins, magnetizations) from the device."""
         bins, mags = self._engine.read_bins()
         return self._engine.read_lattice(), bins, mags
@@ -245,7 +248,8 @@ class Multicanonical(MulticanonicalCheckpoints):
                 f"{len(self._history)} iterations, on {self.device.name}>")
 
     # ------------------------------------------------------------ the weight iteration
-    def iterate(self, kl=1e-4, max_iterations=None, progress=None, callback=None) -> History:
+    def iterate(self, kl: float = 1e-4, max_iterations: int | None = None, progress: bool | Callable | None = None,
+                callback: Callable | None = None) -> History:
         """Weight iterations until d_k < kl (or max_iterations more of them).
 
         progress: None (a line per iteration on a terminal), True (always),
@@ -353,8 +357,9 @@ class Multicanonical(MulticanonicalCheckpoints):
         """A production run was interrupted (produce() continues it)."""
         return self._prod is not None
 
-    def produce(self, blocks=None, updates=None, therm=None, magnetization=None, progress=None, *,
-                target_error=None, max_seconds=None) -> MucaResult:
+    def produce(self, blocks: int | None = None, updates: int | None = None, therm: int | None = None,
+                magnetization: bool | None = None, progress: bool | Callable | None = None, *,
+                target_error: float | None = None, max_seconds: float | None = None) -> MucaResult:
         """A production run with the current weights: ln g(E) with errors.
 
         * thermalisation under these weights, once, not recorded: until the
@@ -541,9 +546,10 @@ def _line_reporter(progress, full_width):
     return line
 
 
-def run(L, dim=2, walkers=None, seed=0, device=None, *, kl=1e-4, max_iterations=None, blocks=None,
-        updates=None, magnetization=None, target_error=None, max_seconds=None, progress=None,
-        **options) -> MucaResult:
+def run(L: int, dim: int = 2, walkers: int | None = None, seed: int = 0, device: Any = None, *, kl: float = 1e-4,
+        max_iterations: int | None = None, blocks: int | None = None, updates: int | None = None,
+        magnetization: bool | None = None, target_error: float | None = None, max_seconds: float | None = None,
+        progress: bool | Callable | None = None, **options: Any) -> MucaResult:
     """Iterate the weights to d_k < kl, then a production run: the result
     (see Multicanonical, iterate and produce for the arguments; every argument
     is checked before any device work). Warns if max_iterations ran out before

@@ -18,16 +18,8 @@ import warnings
 
 import numpy as np
 
-from .._cli import (
-    add_checkpoint,
-    add_device,
-    add_output,
-    add_plot,
-    add_progress,
-    allow_mpi,
-    check_outputs,
-    progress_arg,
-)
+from .._cli import (add_checkpoint, add_device, add_output, add_plot, add_progress, allow_mpi,
+                    check_outputs, progress_arg)
 from ..runtime.files import atomic_output
 from ..runtime.longrun import Interrupted
 

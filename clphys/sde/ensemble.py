@@ -17,7 +17,8 @@ words.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pyopencl as cl
@@ -348,7 +349,7 @@ class Ensemble(EnsemblePlanning, EnsembleCheckpoints, EnsembleFinish):
         return {p: np.broadcast_to(self._values[p], (self.n_grid,)).reshape(self.grid_shape)
                 for p in self.model.parameters}
 
-    def values(self, unwrap=False) -> dict | None:
+    def values(self, unwrap: bool = False) -> dict | None:
         """{variable: array (*grid_shape, n_paths)} of the current state;
         with unwrap=True periodic variables are float64 x + laps * period.
         With a communicator: collective, the whole ensemble's values on rank 0
@@ -370,7 +371,7 @@ class Ensemble(EnsemblePlanning, EnsembleCheckpoints, EnsembleFinish):
             out[v] = a.reshape(self.grid_shape + (self.n_paths,))
         return out
 
-    def set_origin(self):
+    def set_origin(self) -> None:
         """Make the current state the origin: from now on ``displacement(x)``
         in observables is x(now) - x(origin) per path (for periodic
         variables including the laps since), and the laps of periodic
@@ -383,13 +384,14 @@ class Ensemble(EnsemblePlanning, EnsembleCheckpoints, EnsembleFinish):
         q.finish()
         self._origin_step = self._step
 
-    def reset_laps(self):
+    def reset_laps(self) -> None:
         """Same as :meth:`set_origin` (its older name)."""
         self.set_origin()
 
     # ------------------------------------------------------------ running
-    def run(self, t_end=None, *, steps=None, sample_every=None, observables=None, histograms=None,
-            record_paths=0, steps_per_launch=None, progress=None) -> RunResult:
+    def run(self, t_end: float | None = None, *, steps: int | None = None, sample_every: int | None = None,
+            observables: Sequence[str] | None = None, histograms: Mapping | None = None, record_paths: int = 0,
+            steps_per_launch: int | None = None, progress: bool | Callable | None = None) -> RunResult | None:
         """Advance to time `t_end` (or by `steps` time steps) and record, every
         `sample_every` steps (and at the end), per grid point the mean and
         variance of each observable.
@@ -440,7 +442,8 @@ class Ensemble(EnsemblePlanning, EnsembleCheckpoints, EnsembleFinish):
                 progress = False
         return self.finish(self._advance(plan, progress))
 
-    def run_local(self, t_end=None, *, progress=None, **kwargs) -> LocalRecord:
+    def run_local(self, t_end: float | None = None, *, progress: bool | Callable | None = None,
+                  **kwargs: Any) -> LocalRecord:
         """run() on this rank's share only, with no collective: for callers that
         run an unknown number of times per rank (time-bounded slices) and
         combine once at the end with :meth:`finish` (the Josephson sweep)."""

@@ -18,7 +18,7 @@ from .state import RunResult
 class EnsembleFinish:
     """The end of :meth:`Ensemble.run`: moments, histograms and paths as a RunResult."""
 
-    def finish(self, loc: "LocalRecord"):
+    def finish(self, loc: LocalRecord) -> RunResult | None:
         """The RunResult of what every rank recorded (collective with a
         communicator: on rank 0, on every rank with gather='all', else None)."""
         plan, k = loc.plan, len(loc.times)

@@ -171,7 +171,7 @@ class Model:
                 "drive_period": self.drive_period, "name": self.name}
 
     @classmethod
-    def from_description(cls, description) -> "Model":
+    def from_description(cls, description: dict) -> Model:
         """The model :meth:`describe` gave; ValueError/TypeError naming what
         is wrong with a malformed description."""
         if not isinstance(description, Mapping):
@@ -208,7 +208,7 @@ class Model:
         """A short hash of the model: part of helper names in the kernels."""
         return hashlib.sha1(repr(self._key()).encode()).hexdigest()[:8]
 
-    def check_observable(self, text) -> list:
+    def check_observable(self, text: str) -> list:
         """Tokens of an observable expression (variables, parameters, t,
         unwrap(periodic variable), displacement(variable))."""
         known = {v: "variable" for v in self.variables}
@@ -217,7 +217,7 @@ class Model:
         return _expr.check(f"observable {text!r}", text, known, unwrap=tuple(self.periodic),
                            displacement=self.variables)
 
-    def drive_periods(self, values: dict):
+    def drive_periods(self, values: dict) -> list:
         """The drive period for parameter values (NumPy arrays broadcast
         together), or None when the model has none."""
         if self._period_toks is None:

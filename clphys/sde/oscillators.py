@@ -23,8 +23,11 @@ kernel, so mean-field and all-pairs runs with one seed see the same noise.
 from __future__ import annotations
 
 import math
+import os
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyopencl as cl
@@ -233,7 +236,7 @@ class Kuramoto:
         """Current phases in [0, 2 pi)."""
         return np.mod(self._theta.get().astype(np.float64), 2 * np.pi)
 
-    def phases_on_device(self):
+    def phases_on_device(self) -> cla.Array:
         """A device copy of the current phases (for a KuramotoResult)."""
         return self._theta.copy()
 
@@ -287,7 +290,7 @@ class Kuramoto:
                 self._sums_of_theta(self._sums0, history, slot)
         self._step += 1
 
-    def order_parameter(self):
+    def order_parameter(self) -> tuple[float, float]:
         """(r, psi) of the current phases (the mean-field sums the next step
         uses, so reading them changes nothing)."""
         if self.kernel != "mean-field":
@@ -295,7 +298,8 @@ class Kuramoto:
         S, C = self._sums0.get().astype(np.float64).ravel() / self.n
         return float(np.hypot(S, C)), float(np.arctan2(S, C))
 
-    def run(self, t_end=None, *, steps=None, sample_every=1, progress=None) -> KuramotoResult:
+    def run(self, t_end: float | None = None, *, steps: int | None = None, sample_every: int = 1,
+            progress: bool | Callable | None = None) -> KuramotoResult:
         """Advance to time `t_end` (or by `steps` steps), recording r and psi
         at the start and every `sample_every` steps (and at the end).
 
@@ -357,7 +361,7 @@ class Kuramoto:
         check_output_path(path, "checkpoint", (".npz",))
         save_checkpoint(path, CHECKPOINT_KIND, *self.checkpoint_parts())
 
-    def checkpoint_parts(self):
+    def checkpoint_parts(self) -> tuple[dict, dict]:
         """(header, arrays) of everything that determines the future."""
         header = {"n": self.n, "coupling": "matrix" if self._K is None else self._K,
                   "kT": self.kT, "gamma": self.gamma,
@@ -372,14 +376,14 @@ class Kuramoto:
         return header, arrays
 
     @classmethod
-    def load(cls, path, *, device=None) -> "Kuramoto":
+    def load(cls, path: str | os.PathLike, *, device: Any = None) -> Kuramoto:
         """The system saved by :meth:`save` at `path`; CheckpointError (a
         ValueError) naming whatever is missing, malformed or inconsistent."""
         header, files = load_checkpoint(path, CHECKPOINT_KIND)
         return cls.from_checkpoint_parts(header, files, path, device=device)
 
     @staticmethod
-    def checkpoint_arguments(header, files, path=""):
+    def checkpoint_arguments(header: dict, files: dict, path: str = "") -> tuple[dict, int]:
         """(constructor keyword arguments, step) of a loaded checkpoint, every
         field checked; no device work."""
         f = lambda *a, **k: ckpt.field(header, *a, path=path, **k)      # noqa: E731
@@ -415,7 +419,7 @@ class Kuramoto:
         return kwargs, f("step", int, minimum=0)
 
     @classmethod
-    def from_checkpoint_parts(cls, header, files, path="", *, device=None) -> "Kuramoto":
+    def from_checkpoint_parts(cls, header: dict, files: dict, path: str = "", *, device: Any = None) -> Kuramoto:
         """The system of a loaded checkpoint (header, arrays), continuing bit for bit."""
         kwargs, step = cls.checkpoint_arguments(header, files, path)
         try:
@@ -436,7 +440,7 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def work_group_size_default(facts, n: int) -> int:
+def work_group_size_default(facts: Any, n: int) -> int:
     """Oscillators per work group: up to 256, a power of two, at least 2."""
     return max(2, _wg_size(facts, min(256, 1 << max(1, (int(n) - 1).bit_length()))))
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyopencl as cl
@@ -40,7 +41,7 @@ class RunResult:
     hist_edges: dict = field(default_factory=dict)
     paths: dict = field(default_factory=dict)
 
-    def error(self, name) -> np.ndarray:
+    def error(self, name: str) -> np.ndarray:
         """Standard error of mean[name]: sqrt(var / n_paths)."""
         return np.sqrt(self.var[name] / self.n_paths)
 
@@ -154,18 +155,18 @@ class EnsembleState:
         return self._model
 
     # ---------------------------------------------------------------- files
-    def save(self, path) -> None:
+    def save(self, path: str | os.PathLike) -> None:
         """Write the state to `path` (.npz), atomically."""
         save_checkpoint(path, CHECKPOINT_KIND, *self.checkpoint_parts())
 
     @classmethod
-    def load(cls, path) -> "EnsembleState":
+    def load(cls, path: str | os.PathLike) -> EnsembleState:
         """The state saved at `path`; :class:`clphys.runtime.checkpoint.CheckpointError`
         (a ValueError) naming whatever is missing, malformed or inconsistent."""
         header, files = load_checkpoint(path, CHECKPOINT_KIND)
         return cls.from_checkpoint_parts(header, files, path)
 
-    def checkpoint_parts(self):
+    def checkpoint_parts(self) -> tuple[dict, dict]:
         """(header, arrays) for :func:`clphys.runtime.checkpoint.save_checkpoint`;
         objects that hold an ensemble (e.g. a Josephson run) add their own."""
         header = {"model": self.model_description, "n_paths": self.n_paths,
@@ -178,7 +179,7 @@ class EnsembleState:
         return header, arrays
 
     @classmethod
-    def from_checkpoint_parts(cls, header: dict, files: dict, path="") -> "EnsembleState":
+    def from_checkpoint_parts(cls, header: dict, files: dict, path: str = "") -> EnsembleState:
         """The state in a loaded checkpoint (`files` holding exactly its arrays)."""
         where = f"checkpoint {path!r}"
         dtype = ckpt.field(header, "dtype", str, choices=DTYPES, path=path)
@@ -211,7 +212,8 @@ class EnsembleCheckpoints:
     """from_state(), load(), state() and save() of :class:`Ensemble`."""
 
     @classmethod
-    def from_state(cls, state, *, work_group_size=None, device=None, comm=None, gather="root"):
+    def from_state(cls, state: EnsembleState | str | os.PathLike, *, work_group_size: int | None = None,
+                   device: Any = None, comm: Any = None, gather: str = "root") -> Any:
         """An ensemble continuing exactly where `state` (an
         :class:`EnsembleState` from :meth:`state`, or the path of a file
         written by :meth:`save`) was. With `comm` (collective) every rank
@@ -246,7 +248,8 @@ class EnsembleCheckpoints:
         return ens
 
     @classmethod
-    def load(cls, path, *, model=None, work_group_size=None, device=None, comm=None, gather="root"):
+    def load(cls, path: str | os.PathLike, *, model: Model | None = None, work_group_size: int | None = None,
+             device: Any = None, comm: Any = None, gather: str = "root") -> Any:
         """The ensemble saved by :meth:`save` at `path`. With `model`, the
         file must hold that model (a CheckpointError says which it holds).
         With `comm` (collective) every rank reads the file (a shared file
