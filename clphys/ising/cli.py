@@ -11,9 +11,11 @@ import warnings
 
 import numpy as np
 
-from .._cli import add_checkpoint, add_device, add_plot, add_progress, allow_mpi, check_outputs, is_root, progress_arg
+from .._cli import (add_checkpoint, add_device, add_plot, add_progress, allow_mpi, check_outputs, is_root,
+                    progress_arg)
+from ..runtime import mpi
 from ..progress import Progress
-from ..runtime import Interrupted, mpi, run_sliced
+from ..runtime import Interrupted, run_sliced
 from ..runtime.checkpoint import CheckpointError, field, load_checkpoint, save_checkpoint
 from ..runtime.files import atomic_output
 
@@ -355,8 +357,8 @@ def _plot_lattice(lat, p, path, comm=None):
 
 # ------------------------------------------------------------------ binder
 def cmd_binder(args) -> int:
-    from ..exact import TC_2D, TC_3D
     from . import binder_scan
+    from ..exact import TC_2D, TC_3D
     check_outputs(args)
     if args.points < 2:
         raise ValueError(f"--points must be >= 2, got {args.points}")

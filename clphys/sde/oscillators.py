@@ -98,7 +98,13 @@ class Kuramoto:
     def __init__(self, n, coupling, *, kT=1.0, gamma=1.0, omega=0.0, dt=0.01, kernel="auto",
                  scheme="srk2", seed=0, dtype="float32", initial="uniform", work_group_size=None,
                  slices=None, device=None):
-        # Longer than 80 lines: every argument checked, then the device buffers of one ensemble.
+        K, om, initial = self._check_physics(n, coupling, kT, gamma, omega, dt, kernel, scheme, seed, dtype,
+                                             initial)
+        self._plan(device, work_group_size, slices, K, om)
+        self._allocate(K, om, initial)
+
+    def _check_physics(self, n, coupling, kT, gamma, omega, dt, kernel, scheme, seed, dtype, initial):
+        """Every argument but the device's, checked: (K, omega, initial) as arrays."""
         self.n = n = check.integer("n", n, 1, 2**31 - 1)
         K = (None if isinstance(coupling, (bool, str))
              else check.finite_array("coupling", coupling, dtype=float))
@@ -129,6 +135,11 @@ class Kuramoto:
             if initial.shape != (n,):
                 raise ValueError(f"initial must be 'uniform', 'sync' or an array of shape ({n},), "
                                  f"got shape {initial.shape}")
+        return K, om, initial
+
+    def _plan(self, device, work_group_size, slices, K, om):
+        """The device, work-group size and slices, and the memory check."""
+        n = self.n
         self.device = dev = resolve_device(device)
         if self.dtype == "float64" and not dev.facts.fp64:
             raise fp64_missing(dev, "sde.Kuramoto: dtype='float64'", "dtype='float32'")
@@ -165,7 +176,7 @@ class Kuramoto:
         if real.type(self.dt) == 0:
             raise ValueError(f"dt = {self.dt!r} is 0 in {self.dtype}; use dtype='float64'")
         self._acc = np.dtype(np.float64 if dev.facts.fp64 else np.float32)   # (S, C) pairs: shape (k, 2)
-        pairs = kernel == "all-pairs"
+        pairs = self.kernel == "all-pairs"
         self._coupling = "mean-field" if not pairs else ("uniform" if K.ndim == 0 else "matrix")
         rs = real.itemsize
         need = {"theta": n * rs, "omega": n * rs if om.ndim else 0}
@@ -180,6 +191,10 @@ class Kuramoto:
         self._omega_host = om
         self._slice = 1
 
+    def _allocate(self, K, om, initial):
+        """Build the kernels, upload the phases and parameters, and make the first sums."""
+        n, dev, wg, real = self.n, self.device, self.work_group_size, self._real
+        pairs = self.kernel == "all-pairs"
         q = dev.queue
         self._prg = dev.build("sde/kuramoto.cl", options=self._options(), real=self._cl_real,
                               coupling=self._coupling, omega_array=bool(om.ndim), wg=wg,
