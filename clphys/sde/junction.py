@@ -75,27 +75,13 @@ def josephson(a=4.2, *, gamma=0.9, omega=4.9, f=0.1, kT=0.001, n_paths=1024, per
     rank 0, and on every rank with ``gather="all"``; other ranks get None.
     Checkpoints are not written in a distributed run (checkpoint= and
     resume= are refused there)."""
-    # Longer than 80 lines: argument checks, the resume check and the checkpointed loop share one plan.
+    # Over 80 lines with its docstring: the run's closures share one plan and histogram.
     args = (a, gamma, omega, f, kT, n_paths, periods, transient, steps_per_period, density_bins,
             checkpoint, checkpoint_every)
-    if comm is None:
-        checked = _check_args(*args)
-    else:
-        from ..runtime import mpi
-        mpi.comm_size_rank(comm)
-
-        def refuse_checkpoints():
-            if checkpoint is not None or resume is not None:
-                raise ValueError("checkpoint= and resume= are not supported with comm= (a distributed "
-                                 "run); run on one process to checkpoint")
-            return _check_args(*args)
-        checked = mpi.all_ok(comm, refuse_checkpoints)
-        mpi.agree(comm, "josephson arguments", params=encode_params(checked[0]),
-                  **{k: v for k, v in zip(("n_paths", "periods", "transient", "steps_per_period",
-                                           "density_bins"), checked[1:6])},
-                  scheme=scheme, rng=rng, seed=repr(seed), dtype=dtype, fast_math=repr(fast_math))
-        if comm.Get_rank() != 0:
-            progress = False
+    checked = _check_everywhere(args, comm, resume, scheme=scheme, rng=rng, seed=repr(seed), dtype=dtype,
+                                fast_math=repr(fast_math))
+    if comm is not None and comm.Get_rank() != 0:
+        progress = False
     params, n_paths, periods, transient, spp, bins, checkpoint, checkpoint_every = checked
     omega = params["omega"]
     T = 2 * np.pi / omega
@@ -159,6 +145,32 @@ def josephson(a=4.2, *, gamma=0.9, omega=4.9, f=0.1, kT=0.001, n_paths=1024, per
     r = ens.finish(loc)
     if r is None:
         return None
+    return _result(ens, r, n_paths, periods, transient, bins, dt, T)
+
+
+def _check_everywhere(args, comm, resume, **identity):
+    """josephson's arguments checked (on every rank of `comm`, which must
+    agree on them and on `identity`; no checkpoints there)."""
+    checkpoint = args[10]
+    if comm is None:
+        return _check_args(*args)
+    from ..runtime import mpi
+    mpi.comm_size_rank(comm)
+
+    def refuse_checkpoints():
+        if checkpoint is not None or resume is not None:
+            raise ValueError("checkpoint= and resume= are not supported with comm= (a distributed "
+                             "run); run on one process to checkpoint")
+        return _check_args(*args)
+    checked = mpi.all_ok(comm, refuse_checkpoints)
+    mpi.agree(comm, "josephson arguments", params=encode_params(checked[0]),
+              **{k: v for k, v in zip(("n_paths", "periods", "transient", "steps_per_period",
+                                       "density_bins"), checked[1:6])}, **identity)
+    return checked
+
+
+def _result(ens, r, n_paths, periods, transient, bins, dt, T) -> JosephsonResult:
+    """<<v>> with its error, and the density, from the RunResult of the measurement."""
     span = (periods - transient) * T
     v = r.mean["displacement(x)"][-1] / span
     v_err = np.sqrt(r.var["displacement(x)"][-1] / n_paths) / span
