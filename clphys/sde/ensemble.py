@@ -392,43 +392,38 @@ class Ensemble(EnsemblePlanning, EnsembleCheckpoints, EnsembleFinish):
     def run(self, t_end: float | None = None, *, steps: int | None = None, sample_every: int | None = None,
             observables: Sequence[str] | None = None, histograms: Mapping | None = None, record_paths: int = 0,
             steps_per_launch: int | None = None, progress: bool | Callable | None = None) -> RunResult | None:
-        """Advance to time `t_end` (or by `steps` time steps) and record, every
-        `sample_every` steps (and at the end), per grid point the mean and
-        variance of each observable.
+        """Advance to `t_end` (or by `steps` steps), recording per grid point the
+        mean and variance of each observable every `sample_every` steps and at the end.
 
-        observables
-            variable names or expressions (OpenCL C, with the variables,
-            parameters, t, unwrap(periodic variable) and
-            displacement(variable)); default: the variables. ``[]`` records
-            nothing.
-        histograms
-            ``{expression: (bins, low, high)}``: counts of the values in
-            [low, high), accumulated over the samples.
-        record_paths
-            record the variables of the first this-many realizations of each
-            grid point at every sample.
-        steps_per_launch
-            most steps one kernel launch makes (default: sized from the
-            ensemble and the device). Results do not depend on it.
-        progress
-            None, True/False or a callable(done, total) counting completed
-            steps.
+        Parameters
+        ----------
+        t_end, steps : float or int
+            The time to run to, or the number of steps: exactly one of them.
+        sample_every : int, optional
+            Steps between samples (default: one sample, at the end).
+        observables : list of str, optional
+            Variables or OpenCL C expressions of the variables, parameters, t,
+            unwrap(periodic variable), displacement(variable); default the
+            variables; ``[]`` records nothing.
+        histograms : dict, optional
+            ``{expression: (bins, low, high)}``: counts in [low, high) over the samples.
+        record_paths : int
+            Record the variables of the first this-many paths of each grid point.
+        steps_per_launch : int, optional
+            Most steps per kernel launch (default: sized from the device); results do not depend on it.
+        progress : None, bool or callable(done, total)
+            Completed steps (work runs in slices of about a quarter second).
 
-        The work is queued in slices of about a quarter second with the
-        queue finished between them, so progress counts completed steps and
-        Ctrl-C stops the run within about a second: it raises
-        :class:`clphys.runtime.Interrupted` with the ensemble at the last
-        completed step (consistent: it can be saved and continued) and the
-        samples recorded so far as ``exc.partial`` (a RunResult).
+        Returns
+        -------
+        RunResult or None
+            On rank 0 (every rank with ``gather="all"``) of a communicator; None elsewhere.
 
-        With a communicator (``Ensemble(..., comm=)``) run is collective:
-        every rank calls it with the same arguments, advances its share,
-        and the statistics are combined at the end, bit for bit those of
-        one device (of the same kind). The RunResult is returned on rank 0,
-        and on every rank with ``gather="all"``; other ranks get None.
-        Progress is shown on rank 0 only. On Ctrl-C every rank raises
-        Interrupted with ``exc.partial = None`` (the ranks may have stopped
-        at different steps).
+        Raises
+        ------
+        clphys.runtime.Interrupted
+            On Ctrl-C within about a second, the ensemble at its last completed step;
+            ``exc.partial`` holds the samples so far (None over several ranks).
         """
         self._agree("run", t_end=t_end, steps=steps, sample_every=sample_every,
                     observables=observables, histograms=histograms, record_paths=record_paths)

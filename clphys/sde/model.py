@@ -20,47 +20,37 @@ __all__ = ["Model"]
 
 
 class Model:
-    """A declarative SDE model.
+    """A declarative SDE model (additive noise), rendered into an OpenCL kernel.
 
-    variables
-        names of the state variables, e.g. ``["x", "v"]``.
-    drift
-        ``{variable: expression}`` in OpenCL C using variables, parameters,
-        ``t``, OpenCL math built-ins and constants (``M_PI_F``...); missing
-        variables have zero drift.
-    noise
-        ``{variable: strength}`` (an independent Wiener process of its own,
-        named like the variable) or ``{variable: {source: strength}}`` where
-        variables naming the same source share it. Strengths are expressions
-        of the parameters only (additive noise).
-    parameters
-        names of the parameters; an :class:`Ensemble` gives each a scalar or
-        an array (a sweep).
-    periodic
-        ``{variable: period}`` (or a list of variables, period 1): the kernel
-        keeps the variable in [0, period) and counts the laps, so
-        ``unwrap(x)`` in observables is the continuous position (x plus the
-        laps since the ensemble's origin) and ``displacement(x)`` the
-        distance travelled since the origin (:meth:`Ensemble.set_origin`).
-    forcing
-        ``{name: expression}`` of the parameters and ``t`` only (a
-        time-dependent force), usable by name in the drift and observables.
-        SRK2 needs the drift at t and t + dt; the kernel evaluates each forcing
-        once per step and carries it to the next step instead of twice.
-    drive_period
-        expression of the parameters (evaluated on the host, real division)
-        giving the period of the explicit time dependence; time is then kept
-        modulo it, so float32 runs keep resolving dt at t >> dt.
-    name
-        a label for generated sources (``CLPHYS_KEEP_SOURCE``).
+    Parameters
+    ----------
+    variables : list of str
+        Names of the state variables, e.g. ``["x", "v"]``.
+    drift : dict
+        ``{variable: expression}`` in OpenCL C of the variables, parameters, ``t``,
+        built-ins and constants (``M_PI_F``...); missing variables have zero drift.
+    noise : dict, optional
+        ``{variable: strength}`` (a Wiener process of its own) or
+        ``{variable: {source: strength}}`` (shared sources); strengths are
+        expressions of the parameters only.
+    parameters : list of str
+        Names of the parameters (an :class:`Ensemble` gives each a scalar or a sweep).
+    periodic : dict or list, optional
+        ``{variable: period}`` (a list: period 1): kept in [0, period) with laps
+        counted, for ``unwrap(x)`` and ``displacement(x)`` in observables.
+    forcing : dict, optional
+        ``{name: expression}`` of the parameters and ``t``, evaluated once per step.
+    drive_period : str, optional
+        Expression of the parameters: the period of the time dependence (time is kept modulo it).
+    name : str, optional
+        A label for generated sources (``CLPHYS_KEEP_SOURCE``).
 
-    Example (the Stewart-McCumber model of a Josephson junction)::
-
-        Model(variables=["x", "v"],
-              drift={"x": "v", "v": "-gamma*v - 2*M_PI_F*cos(2*M_PI_F*x) + a*cos(omega*t) + f"},
-              noise={"v": "sqrt(2*gamma*kT)"},
-              parameters=["gamma", "a", "omega", "f", "kT"],
-              periodic={"x": 1.0}, drive_period="2*M_PI/omega")
+    Examples
+    --------
+    >>> Model(variables=["x", "v"],                                 # doctest: +SKIP
+    ...       drift={"x": "v", "v": "-gamma*v - 2*M_PI_F*cos(2*M_PI_F*x) + a*cos(omega*t) + f"},
+    ...       noise={"v": "sqrt(2*gamma*kT)"}, parameters=["gamma", "a", "omega", "f", "kT"],
+    ...       periodic={"x": 1.0}, drive_period="2*M_PI/omega")
     """
 
     def __init__(self, variables, drift, noise=None, parameters=(), periodic=None,
