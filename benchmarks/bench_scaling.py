@@ -125,29 +125,19 @@ def _timed_sweeps(lat, comm, seconds, repeats, mine=None):
 def _profile(lat, comm, sweeps):
     """Where one rank's time goes in `sweeps` sweeps of a split lattice (whole
     exchange cycles through the backend, profiling queues): per sweep, in us."""
-    import pyopencl as cl
     be, dev = lat.ensemble.backend, lat.device
     thr = lat.ensemble.thresholds
-    dev.queue.finish()
-    be.copies.finish()
-    saved = dev.queue, be.copies
-    prof = cl.command_queue_properties.PROFILING_ENABLE
-    dev.queue = cl.CommandQueue(dev.context, dev.cl_device, properties=prof)
-    be.copies = cl.CommandQueue(dev.context, dev.cl_device, properties=prof)
-    try:
+    with be.profiled() as start_trace:
         be.sweep(sweeps, thr)                      # (new queues: warm)
         dev.queue.finish()
         before = dict(be.halo_times)
-        be.trace = []
+        trace = start_trace()
         comm.Barrier()
         t0 = time.perf_counter()
         be.sweep(sweeps, thr)
         dev.queue.finish()
         be.copies.finish()
         wall = time.perf_counter() - t0
-        trace, be.trace = be.trace, None
-    finally:
-        dev.queue, be.copies = saved
     evs = [(phase, e.profile.start, e.profile.end) for phase, e in trace]
     kernels = sorted((s, e) for p, s, e in evs if p not in ("edge reads", "halo writes"))   # (and edge copies)
     span = max(e for _, e in kernels) - kernels[0][0]

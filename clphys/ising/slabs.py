@@ -40,8 +40,8 @@ written into the halos (on the second queue, so the copies overlap the
 interior; the next half-sweep's edges wait for them). ``lat.halo_times``
 says where the host time went: waiting for the edge slabs, the exchange, and
 queueing the halo writes, and how many half-sweeps and exchanges ran;
-``trace`` (a list, None by default) collects (phase, event) of every launch
-and copy for benchmarks/bench_scaling.py's profile.
+:meth:`SlabBackend.profiled` collects the (phase, event) of every launch and
+copy on profiling queues (benchmarks/bench_scaling.py's profile).
 
 Why slabs and not 2D blocks: a 2D block of a multispin lattice needs halo
 columns too, and a column of a multispin word layout is one bit of every
@@ -56,6 +56,7 @@ blocks, far above the GPUs of one node.
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 
 import numpy as np
 import pyopencl as cl
@@ -178,9 +179,7 @@ class SlabBackend(BackendDefaults):
         self._written = [None, None]          # the last halo write of each colour
         self._phase = 0                       # sweeps since the last exchange (h >= 2)
         self._ahead = None                    # _most_ahead(), from the first exchange_halos()
-        # (phase, event) of every launch and copy while a list (benchmarks: where
-        # the device's time goes); None: not kept
-        self.trace = None
+        self._trace = None                    # (phase, event) list inside profiled()
         self.halo_times = {"edge wait": 0.0, "exchange": 0.0, "halo writes": 0.0, "half-sweeps": 0,
                            "exchanges": 0}
 
@@ -214,8 +213,8 @@ class SlabBackend(BackendDefaults):
     def _launch(self, phase, colour, rows, thresholds, **kw):
         """inner.half_sweep, its event kept in the trace under `phase`."""
         ev = self.inner.half_sweep(colour, rows, self.counters, thresholds, **kw)
-        if self.trace is not None:
-            self.trace.append((phase, ev))
+        if self._trace is not None:
+            self._trace.append((phase, ev))
         return ev
 
     def _copy(self, phase, queue, dest, src, **kw):
@@ -223,9 +222,32 @@ class SlabBackend(BackendDefaults):
         if isinstance(dest, np.ndarray) or isinstance(src, np.ndarray):
             kw["is_blocking"] = False
         ev = cl.enqueue_copy(queue, dest, src, **kw)
-        if self.trace is not None:
-            self.trace.append((phase, ev))
+        if self._trace is not None:
+            self._trace.append((phase, ev))
         return ev
+
+    @contextmanager
+    def profiled(self):
+        """Profiling queues for the kernels and the copies while inside; yields
+        a function that starts a trace and returns its list, which fills with
+        the (phase, event) of every launch and copy until the block ends. The
+        queues and the trace are put back on leaving (benchmarks only)."""
+        dev = self.dev
+        dev.queue.finish()
+        self.copies.finish()
+        saved = dev.queue, self.copies
+        prof = cl.command_queue_properties.PROFILING_ENABLE
+        dev.queue = cl.CommandQueue(dev.context, dev.cl_device, properties=prof)
+        self.copies = cl.CommandQueue(dev.context, dev.cl_device, properties=prof)
+
+        def start_trace() -> list:
+            self._trace = []
+            return self._trace
+        try:
+            yield start_trace
+        finally:
+            self._trace = None
+            dev.queue, self.copies = saved
 
     def _exchange(self, colours, wait_for=None):
         """Send the edge slabs of `colours` (already read into the send buffers)
