@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -53,6 +54,30 @@ from .state import EnsembleCheckpoints, EnsembleState, RunResult
 
 __all__ = ["Ensemble", "EnsembleState", "RunResult", "SCHEMES", "RNGS", "DTYPES", "TIME_RESYNC",
            "check_fits", "Share", "shares", "GATHERS"]
+
+
+@dataclass
+class _RunBuffers:
+    """The program, device buffers and host counts of one run on one rank's share."""
+    plan: RunPlan
+    prg: object
+    mom: np.dtype
+    n_groups: int
+    nrl: int
+    slots: int
+    start: int
+    partials: object
+    moments: object
+    hist_dev: object
+    hist_rng: object
+    rec: object
+    scalars: list
+    hist_total: np.ndarray
+    flush_every: int
+    key: tuple
+    noise_sources: int
+    moments_wg: int
+    pending_hist: int = 0
 
 
 class Ensemble(EnsemblePlanning, EnsembleCheckpoints, EnsembleFinish):
@@ -451,117 +476,126 @@ class Ensemble(EnsemblePlanning, EnsembleCheckpoints, EnsembleFinish):
         """The paths of a grid point are split over ranks (their moments are combined at the end)."""
         return self._np != self.n_paths
 
-    def _advance(self, plan: "RunPlan", progress) -> "LocalRecord":
-        # Longer than 80 lines: its launch, histogram and read-back closures share one run's buffers.
-        n_steps, M, obs, hist, n_samples = plan.n_steps, plan.M, plan.obs, plan.hist, plan.n_samples
-        recording = n_samples > 0
+    def _advance(self, plan: RunPlan, progress) -> LocalRecord:
+        """Run `plan` on this rank's share in time-bounded slices: what it recorded."""
+        run = self._run_buffers(plan)
+        try:
+            run_sliced(plan.n_steps, lambda done, n: self._advance_slice(run, done, n), self.device.queue,
+                       progress=progress, label="sde", what="time steps", first=self._slice)
+        except Interrupted as exc:
+            # with several ranks nothing collective may happen here: they stop at different steps
+            exc.local = self._recorded(run)
+            exc.partial = self.finish(exc.local) if self._comm is None else None
+            raise
+        return self._recorded(run)
+
+    def _run_buffers(self, plan: RunPlan) -> _RunBuffers:
+        """The program and device buffers of one run on this rank's share."""
+        n_samples, obs, hist = plan.n_samples, plan.obs, plan.hist
         total_bins = sum(b for _, b in hist)
-        sh, wg, acc, dev, q = self.share, self.work_group_size, self._acc, self.device, self.device.queue
+        dev, q, acc = self.device, self.device.queue, self._acc
         mom = np.dtype([("n", acc), ("mean", acc), ("m2", acc)])
         n_groups = self._groups_per_grid * self._ng
-        by_paths = self._by_paths
-        nv = len(self.model.variables)
-        nrl = min(self._np, max(0, plan.n_record - sh.p0))
-
-        prg = self._program(obs, hist, plan.disp)
+        nrl = min(self._np, max(0, plan.n_record - self.share.p0))
         dummy = zeros(dev, 1, np.uint32)
-        slots = max(n_samples, 1) if by_paths else 1
-        partials = zeros(dev, slots * n_groups * len(obs) * mom.itemsize, np.uint8) if obs else dummy
-        moments = (cla.empty(q, (max(n_samples, 1), self._ng, len(obs), 2), acc)
-                   if obs and not by_paths else dummy)
-        hist_dev = zeros(dev, max(total_bins * self._ng, 1), np.uint32)
-        hist_rng = cla.to_device(q, np.array(plan.hist_range or [0.0], dtype=self._real))
-        rec = (cla.empty(q, (n_samples, self._ng, nrl, nv), self._real)
-               if nrl and n_samples else dummy)
-        k0, k1 = seed_key(self.seed)
-        ns = len(self.model.noise_sources)
-        scal = [self._real.type(self._values[p]) for p in self.model.parameters if p not in self._grid_params()]
-        hist_total = np.zeros(total_bins * self._ng, dtype=np.uint64)
-        flush_every = max(1, (2**32 - 1) // self._np)     # samples before uint32 bins could wrap
-        pending_hist = [0]
-        gsize = (n_groups * wg,)
-        wgf = _wg_size(dev.facts, 64)
-        start = self._step
+        slots = max(n_samples, 1) if self._by_paths else 1
+        return _RunBuffers(
+            plan=plan, prg=self._program(obs, hist, plan.disp), mom=mom, n_groups=n_groups, nrl=nrl,
+            slots=slots, start=self._step,
+            partials=zeros(dev, slots * n_groups * len(obs) * mom.itemsize, np.uint8) if obs else dummy,
+            moments=(cla.empty(q, (max(n_samples, 1), self._ng, len(obs), 2), acc)
+                     if obs and not self._by_paths else dummy),
+            hist_dev=zeros(dev, max(total_bins * self._ng, 1), np.uint32),
+            hist_rng=cla.to_device(q, np.array(plan.hist_range or [0.0], dtype=self._real)),
+            rec=(cla.empty(q, (n_samples, self._ng, nrl, len(self.model.variables)), self._real)
+                 if nrl and n_samples else dummy),
+            scalars=[self._real.type(self._values[p]) for p in self.model.parameters
+                     if p not in self._grid_params()],
+            hist_total=np.zeros(total_bins * self._ng, dtype=np.uint64),
+            flush_every=max(1, (2**32 - 1) // self._np),     # samples before uint32 bins could wrap
+            key=seed_key(self.seed), noise_sources=len(self.model.noise_sources),
+            moments_wg=_wg_size(dev.facts, 64))
 
-        def launch(k, slot):
-            S = self._step
-            if not self._t_valid or S % TIME_RESYNC == 0:
-                cl.enqueue_copy(q, self._t[self._tcur].data, self._exact_time(S))
-                self._t_valid = True
-            observe = slot >= 0
-            pbase = max(slot, 0) * n_groups * len(obs) if by_paths else 0
-            prg.sde_advance(q, gsize, (wg,), self._state.data, self._laps.data, self._origin.data,
+    def _launch(self, run: _RunBuffers, k: int, slot: int) -> None:
+        """k steps in one launch; slot >= 0: record sample `slot` at its end."""
+        q, obs, by_paths = self.device.queue, run.plan.obs, self._by_paths
+        S = self._step
+        if not self._t_valid or S % TIME_RESYNC == 0:
+            cl.enqueue_copy(q, self._t[self._tcur].data, self._exact_time(S))
+            self._t_valid = True
+        observe = slot >= 0
+        pbase = max(slot, 0) * run.n_groups * len(obs) if by_paths else 0
+        k0, k1 = run.key
+        ns = run.noise_sources
+        sh = self.share
+        run.prg.sde_advance(q, (run.n_groups * self.work_group_size,), (self.work_group_size,),
+                            self._state.data, self._laps.data, self._origin.data,
                             self._xs.data, self._spare.data, self._gpar.data,
                             self._t[self._tcur].data, self._t[1 - self._tcur].data, self._period.data,
                             np.uint32(self._np), np.uint32(self._ng),
                             np.uint32(self._groups_per_grid), self._real.type(self.dt),
                             np.uint32(k), np.uint64(S * ns), np.uint32(k0), np.uint32(k1),
-                            *scal, np.uint64(sh.g0), np.uint64(sh.p0), np.uint64(self.n_paths),
-                            np.int32(observe), partials.data, np.uint64(pbase), hist_dev.data,
-                            hist_rng.data, rec.data, np.uint32(nrl), np.uint32(max(slot, 0)))
-            self._tcur ^= 1
-            self._step += k
-            if observe and obs and not by_paths:
-                prg.sde_moments(q, (self._ng * len(obs) * wgf,), (wgf,), partials.data,
+                            *run.scalars, np.uint64(sh.g0), np.uint64(sh.p0), np.uint64(self.n_paths),
+                            np.int32(observe), run.partials.data, np.uint64(pbase), run.hist_dev.data,
+                            run.hist_rng.data, run.rec.data, np.uint32(run.nrl), np.uint32(max(slot, 0)))
+        self._tcur ^= 1
+        self._step += k
+        if observe and obs and not by_paths:
+            wgf = run.moments_wg
+            run.prg.sde_moments(q, (self._ng * len(obs) * wgf,), (wgf,), run.partials.data,
                                 np.uint32(self._groups_per_grid), np.uint32(len(obs)),
-                                np.uint32(self._ng), np.uint32(slot), moments.data)
-            if observe and hist:
-                pending_hist[0] += 1
-                if pending_hist[0] == flush_every:
-                    flush_hist()
+                                np.uint32(self._ng), np.uint32(slot), run.moments.data)
+        if observe and run.plan.hist:
+            run.pending_hist += 1
+            if run.pending_hist == run.flush_every:
+                self._flush_hist(run)
 
-        def flush_hist():
-            nonlocal hist_total
-            hist_total += hist_dev.get().astype(np.uint64)
-            cl.enqueue_copy(q, hist_dev.data, np.zeros(hist_dev.shape, np.uint32))
-            pending_hist[0] = 0
+    def _flush_hist(self, run: _RunBuffers) -> None:
+        """Add the device's uint32 histogram counts to the host's, and zero them."""
+        run.hist_total += run.hist_dev.get().astype(np.uint64)
+        cl.enqueue_copy(self.device.queue, run.hist_dev.data, np.zeros(run.hist_dev.shape, np.uint32))
+        run.pending_hist = 0
 
-        def advance(done, n):
-            """Steps [done, done + n) of this run, in launches that end at the
-            samples, at the time resyncs and after at most spl steps."""
-            self._slice = max(self._slice, n) if done else n
-            s, end = done, done + n
-            while s < end:
-                k = min(end - s, plan.spl, TIME_RESYNC - self._step % TIME_RESYNC)
-                if recording:
-                    k = min(k, M - s % M)
-                e = s + k
-                slot = -1
-                if recording and (e % M == 0 or e == n_steps):
-                    slot = e // M - 1 if e % M == 0 else n_samples - 1
-                launch(k, slot)
-                s = e
+    def _advance_slice(self, run: _RunBuffers, done: int, n: int) -> None:
+        """Steps [done, done + n) of the run, in launches that end at the
+        samples, at the time resyncs and after at most spl steps."""
+        plan = run.plan
+        M, n_steps, n_samples, recording = plan.M, plan.n_steps, plan.n_samples, plan.n_samples > 0
+        self._slice = max(self._slice, n) if done else n
+        s, end = done, done + n
+        while s < end:
+            k = min(end - s, plan.spl, TIME_RESYNC - self._step % TIME_RESYNC)
+            if recording:
+                k = min(k, M - s % M)
+            e = s + k
+            slot = -1
+            if recording and (e % M == 0 or e == n_steps):
+                slot = e // M - 1 if e % M == 0 else n_samples - 1
+            self._launch(run, k, slot)
+            s = e
 
-        def local():
-            """What this rank recorded so far."""
-            k = n_samples if self._step - start == n_steps else (self._step - start) // M
-            marks = np.minimum(np.arange(1, k + 1, dtype=np.int64) * M, n_steps)
-            out = LocalRecord(plan, (start + marks) * self.dt, prg)
-            if obs and k:
-                if by_paths:
-                    host = np.empty((slots, self._ng, self._groups_per_grid, len(obs)), mom)
-                    cl.enqueue_copy(q, host, partials.data)
-                    out.partials = host[:k]
-                else:
-                    out.moments = moments.get()[:k]
-            if hist:
-                flush_hist()
-                off = 0
-                for _e, bins in hist:
-                    block = hist_total[off * self._ng:(off + bins) * self._ng]
-                    out.hists.append(block.reshape(self._ng, bins))
-                    off += bins
-            if nrl and k:
-                out.paths = rec.get()[:k]
-            return out
-
-        try:
-            run_sliced(n_steps, advance, q, progress=progress, label="sde", what="time steps",
-                       first=self._slice)
-        except Interrupted as exc:
-            # with several ranks nothing collective may happen here: they stop at different steps
-            exc.local = local()
-            exc.partial = self.finish(exc.local) if self._comm is None else None
-            raise
-        return local()
+    def _recorded(self, run: _RunBuffers) -> LocalRecord:
+        """What this rank recorded so far."""
+        plan = run.plan
+        M, n_steps, obs = plan.M, plan.n_steps, plan.obs
+        k = plan.n_samples if self._step - run.start == n_steps else (self._step - run.start) // M
+        marks = np.minimum(np.arange(1, k + 1, dtype=np.int64) * M, n_steps)
+        out = LocalRecord(plan, (run.start + marks) * self.dt, run.prg)
+        if obs and k:
+            if self._by_paths:
+                host = np.empty((run.slots, self._ng, self._groups_per_grid, len(obs)), run.mom)
+                cl.enqueue_copy(self.device.queue, host, run.partials.data)
+                out.partials = host[:k]
+            else:
+                out.moments = run.moments.get()[:k]
+        if plan.hist:
+            self._flush_hist(run)
+            off = 0
+            for _e, bins in plan.hist:
+                block = run.hist_total[off * self._ng:(off + bins) * self._ng]
+                out.hists.append(block.reshape(self._ng, bins))
+                off += bins
+        if run.nrl and k:
+            out.paths = run.rec.get()[:k]
+        return out
 
