@@ -55,7 +55,18 @@ class Model:
 
     def __init__(self, variables, drift, noise=None, parameters=(), periodic=None,
                  drive_period=None, forcing=None, name="model"):
-        # Longer than 80 lines: each part of a model checked in turn, with its own error message.
+        self._check_names(variables, parameters, name)
+        pknown = {p: "parameter" for p in self.parameters}
+        known = self._check_forcing(forcing, pknown)
+        self._check_drift(drift, known)
+        self._check_noise(noise, pknown)
+        self._check_periodic(periodic)
+        self.drive_period = None if drive_period is None else _expr.as_text("drive_period", drive_period)
+        self._period_toks = None if drive_period is None else _expr.check(
+            "drive_period", drive_period, pknown, allow_t=False)
+
+    def _check_names(self, variables, parameters, name):
+        """Variables, parameters (distinct names) and the model's name."""
         if isinstance(variables, str) or not hasattr(variables, "__iter__"):
             raise TypeError(f"variables must be a list of names, got {variables!r}")
         self.variables = tuple(_expr.check_name("variable", v) for v in variables)
@@ -75,7 +86,8 @@ class Model:
             raise ValueError(f"name must be a non-empty string, got {name!r}")
         self.name = name
 
-        pknown = {p: "parameter" for p in self.parameters}
+    def _check_forcing(self, forcing, pknown) -> dict:
+        """The forcing terms; returns {name: kind} of every name the drift may use."""
         forcing = {} if forcing is None else forcing
         if not isinstance(forcing, Mapping):
             raise TypeError(f"forcing must be a mapping {{name: expression}}, got {type(forcing).__name__}")
@@ -90,7 +102,10 @@ class Model:
         known = {v: "variable" for v in self.variables}
         known.update({p: "parameter" for p in self.parameters})
         known.update({f: "forcing" for f in self.forcing})
+        return known
 
+    def _check_drift(self, drift, known):
+        """The drift of every variable (0 where missing)."""
         if not isinstance(drift, Mapping):
             raise TypeError(f"drift must be a mapping {{variable: expression}}, got {type(drift).__name__}")
         self._check_keys("drift", drift)
@@ -98,6 +113,8 @@ class Model:
         self._drift_toks = tuple(_expr.check(f"drift of {v!r}", d, known)
                                  for v, d in zip(self.variables, self.drift))
 
+    def _check_noise(self, noise, pknown):
+        """The noise strengths and sources (additive: of the parameters only)."""
         noise = {} if noise is None else noise
         if not isinstance(noise, Mapping):
             raise TypeError(f"noise must be a mapping {{variable: strength}}, got {type(noise).__name__}")
@@ -126,6 +143,8 @@ class Model:
         self.noise_sources = tuple(sources)
         self._noise = tuple(entries)
 
+    def _check_periodic(self, periodic):
+        """The periods of the periodic variables."""
         if periodic is None:
             periodic = {}
         elif not isinstance(periodic, Mapping):
@@ -139,10 +158,6 @@ class Model:
                 raise ValueError(f"periodic[{v!r}] must be a finite period > 0, got {L!r}")
             per[v] = float(L)
         self.periodic = {v: per[v] for v in self.variables if v in per}
-
-        self.drive_period = None if drive_period is None else _expr.as_text("drive_period", drive_period)
-        self._period_toks = None if drive_period is None else _expr.check(
-            "drive_period", drive_period, pknown, allow_t=False)
 
     def _check_keys(self, what, mapping):
         bad = [k for k in mapping if k not in self.variables]
