@@ -51,9 +51,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _report import Report  # noqa: E402  (this folder is on sys.path when run as a script)
-
 import clphys  # noqa: E402
+from _report import Report  # noqa: E402  (this folder is on sys.path when run as a script)
 from clphys.exact import TC_2D, TC_3D  # noqa: E402
 from clphys.ising import Ensemble2D, Ensemble3D, backends  # noqa: E402
 from clphys.ising import reference as ref  # noqa: E402

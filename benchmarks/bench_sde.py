@@ -41,9 +41,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _report import Report  # noqa: E402  (this folder is on sys.path when run as a script)
-
 import clphys  # noqa: E402
+from _report import Report  # noqa: E402  (this folder is on sys.path when run as a script)
 from clphys.sde import Ensemble, Kuramoto, Model, models  # noqa: E402
 from clphys.sde.reference import kuramoto_normals, philox_normals  # noqa: E402
 

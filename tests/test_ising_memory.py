@@ -14,11 +14,10 @@ import pytest
 import clphys.ising._device
 import clphys.runtime.memory
 from clphys.cli import main
-from clphys.ising import Ensemble2D, Ising2D, binder_scan
+from clphys.ising import Ensemble2D, Ising2D, backends, binder_scan
 from clphys.ising import lattice as lattice_mod
-from clphys.ising.run import Run
 from clphys.ising.binder import _pieces
-from clphys.ising import backends
+from clphys.ising.run import Run
 from clphys.ising.thresholds import MAX_CELLS
 
 MiB = 1 << 20

@@ -9,7 +9,7 @@ buffer on the device, measurements already whole).
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 import pyopencl as cl
@@ -90,6 +90,9 @@ class IsingBackend(Protocol):
 
 class BackendDefaults:
     """The parts of :class:`IsingBackend` a backend may take as they are."""
+
+    if TYPE_CHECKING:      # a mixin: the attributes are those of the class that uses it
+        def __getattr__(self, name: str) -> Any: ...
 
     options: ClassVar[dict[str, Any]] = {}
     takes_replica_offset: ClassVar[bool] = False

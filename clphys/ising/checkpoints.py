@@ -4,7 +4,7 @@ clphys checkpoint format), written and read back with every field checked."""
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -21,6 +21,9 @@ CHECKPOINT_KIND = "ising-ensemble"
 
 class EnsembleCheckpoints:
     """state(), from_state(), save() and load() of :class:`clphys.ising.Ensemble`."""
+
+    if TYPE_CHECKING:      # a mixin: the attributes are those of the class that uses it
+        def __getattr__(self, name: str) -> Any: ...
 
     def _no_split_checkpoint(self):
         if self._comm is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,9 @@ class MultispinPlan:
 class LaunchPlanning:
     """The launch planning of :class:`clphys.ising.multispin.MultispinBackend`
     (its geometry attributes and tuning constants are the backend's)."""
+
+    if TYPE_CHECKING:      # a mixin: the attributes are those of the class that uses it
+        def __getattr__(self, name: str) -> Any: ...
 
     def _item_words(self, tile=None):
         """Words per work item, the largest power of two up to the one asked for

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import astuple, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -18,6 +18,9 @@ CHECKPOINT_KIND = "muca"
 
 class MulticanonicalCheckpoints:
     """save(), peek() and load() of :class:`Multicanonical`."""
+
+    if TYPE_CHECKING:      # a mixin: the attributes are those of the class that uses it
+        def __getattr__(self, name: str) -> Any: ...
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the whole state (walkers, weights, counters, partial histograms)

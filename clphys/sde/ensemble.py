@@ -60,17 +60,17 @@ __all__ = ["Ensemble", "EnsembleState", "RunResult", "SCHEMES", "RNGS", "DTYPES"
 class _RunBuffers:
     """The program, device buffers and host counts of one run on one rank's share."""
     plan: RunPlan
-    prg: object
+    prg: Any
     mom: np.dtype
     n_groups: int
     nrl: int
     slots: int
     start: int
-    partials: object
-    moments: object
-    hist_dev: object
-    hist_rng: object
-    rec: object
+    partials: Any
+    moments: Any
+    hist_dev: Any
+    hist_rng: Any
+    rec: Any
     scalars: list
     hist_total: np.ndarray
     flush_every: int

@@ -4,6 +4,7 @@ MPI ranks as if one device had made it."""
 from __future__ import annotations
 
 import warnings
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyopencl as cl
@@ -17,6 +18,9 @@ from .state import RunResult
 
 class EnsembleFinish:
     """The end of :meth:`Ensemble.run`: moments, histograms and paths as a RunResult."""
+
+    if TYPE_CHECKING:      # a mixin: the attributes are those of the class that uses it
+        def __getattr__(self, name: str) -> Any: ...
 
     def finish(self, loc: LocalRecord) -> RunResult | None:
         """The RunResult of what every rank recorded (collective with a

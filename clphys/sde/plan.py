@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -241,6 +242,9 @@ def work_group_size_default(facts, n_paths: int) -> int:
 
 class EnsemblePlanning:
     """The checks and planning of :meth:`Ensemble.run` (before any device work)."""
+
+    if TYPE_CHECKING:      # a mixin: the attributes are those of the class that uses it
+        def __getattr__(self, name: str) -> Any: ...
 
     def _plan(self, t_end, steps, sample_every, observables, histograms, record_paths,
               steps_per_launch) -> "RunPlan":

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyopencl as cl
@@ -17,7 +17,16 @@ from ..runtime import mpi
 from ..runtime.checkpoint import CheckpointError, check_arrays, load_checkpoint, save_checkpoint
 from ..runtime.files import check_output_path
 from .model import Model
-from .plan import CHECKPOINT_KIND, DTYPES, RNGS, SCHEMES, TIME_RESYNC, decode_params, encode_params, parse_params
+from .plan import (
+    CHECKPOINT_KIND,
+    DTYPES,
+    RNGS,
+    SCHEMES,
+    TIME_RESYNC,
+    decode_params,
+    encode_params,
+    parse_params,
+)
 
 
 @dataclass(frozen=True)
@@ -211,8 +220,11 @@ class EnsembleState:
 class EnsembleCheckpoints:
     """from_state(), load(), state() and save() of :class:`Ensemble`."""
 
+    if TYPE_CHECKING:      # a mixin: the attributes are those of the class that uses it
+        def __getattr__(self, name: str) -> Any: ...
+
     @classmethod
-    def from_state(cls, state: EnsembleState | str | os.PathLike, *, work_group_size: int | None = None,
+    def from_state(cls: Any, state: EnsembleState | str | os.PathLike, *, work_group_size: int | None = None,
                    device: Any = None, comm: Any = None, gather: str = "root") -> Any:
         """An ensemble continuing exactly where `state` (an
         :class:`EnsembleState` from :meth:`state`, or the path of a file
@@ -225,30 +237,30 @@ class EnsembleCheckpoints:
                 raise TypeError(f"state must be an EnsembleState or a checkpoint file name, "
                                 f"got {type(st).__name__}")
             return st
-        state = read() if comm is None else mpi.all_ok(comm, read)
-        ens = cls(state.model, state.n_paths, state.params, state.dt, scheme=state.scheme,
-                  rng=state.rng, seed=state.seed, dtype=state.dtype, fast_math=state.fast_math,
+        st: EnsembleState = read() if comm is None else mpi.all_ok(comm, read)
+        ens = cls(st.model, st.n_paths, st.params, st.dt, scheme=st.scheme,
+                  rng=st.rng, seed=st.seed, dtype=st.dtype, fast_math=st.fast_math,
                   initial={}, work_group_size=work_group_size, device=device, comm=comm, gather=gather)
         if comm is not None:
-            mpi.agree(comm, "states", step=state.step, origin_step=state.origin_step,
-                      values=hashlib.sha1(state.values.tobytes()).hexdigest())
+            mpi.agree(comm, "states", step=st.step, origin_step=st.origin_step,
+                      values=hashlib.sha1(st.values.tobytes()).hexdigest())
         q = ens.device.queue
-        cl.enqueue_copy(q, ens._state.data, ens._local_of(state.values))
-        cl.enqueue_copy(q, ens._origin.data, ens._local_of(state.origin))
+        cl.enqueue_copy(q, ens._state.data, ens._local_of(st.values))
+        cl.enqueue_copy(q, ens._origin.data, ens._local_of(st.origin))
         if ens._nper:
-            cl.enqueue_copy(q, ens._laps.data, ens._local_of(state.laps))
+            cl.enqueue_copy(q, ens._laps.data, ens._local_of(st.laps))
         if ens.rng == "xorshift32":
-            cl.enqueue_copy(q, ens._xs.data, ens._local_of(state.xs_state[None])[0])
-            cl.enqueue_copy(q, ens._spare.data, ens._local_of(state.xs_spare[None])[0])
+            cl.enqueue_copy(q, ens._xs.data, ens._local_of(st.xs_state[None])[0])
+            cl.enqueue_copy(q, ens._spare.data, ens._local_of(st.xs_spare[None])[0])
         g0 = ens.share.g0
-        cl.enqueue_copy(q, ens._t[ens._tcur].data, np.ascontiguousarray(state.time[g0:g0 + ens._ng]))
+        cl.enqueue_copy(q, ens._t[ens._tcur].data, np.ascontiguousarray(st.time[g0:g0 + ens._ng]))
         ens._t_valid = True
-        ens._step, ens._origin_step = state.step, state.origin_step
+        ens._step, ens._origin_step = st.step, st.origin_step
         q.finish()
         return ens
 
     @classmethod
-    def load(cls, path: str | os.PathLike, *, model: Model | None = None, work_group_size: int | None = None,
+    def load(cls: Any, path: str | os.PathLike, *, model: Model | None = None, work_group_size: int | None = None,
              device: Any = None, comm: Any = None, gather: str = "root") -> Any:
         """The ensemble saved by :meth:`save` at `path`. With `model`, the
         file must hold that model (a CheckpointError says which it holds).
