@@ -41,7 +41,7 @@ from .samples import NotEquilibratedWarning
 # [2.2, 2.34], measures >= 50 tau_int at L = 64 near Tc (tau_int(|m|) up to
 # ~220 sweeps there) and runs in under two minutes on two CPU cores
 # (docs/ising.md). n_therm None: as many sweeps as are measured (THERM_MEASURED).
-DEFAULTS = {"n_measure": 6000, "every": 2, "replicas": 16, "n_therm": None}
+DEFAULTS: dict[str, Any] = {"n_measure": 6000, "every": 2, "replicas": 16, "n_therm": None}
 # The ordered start must relax at every temperature of the scan, near Tc the
 # slowest: with a quarter of the measured sweeps (sample()'s rule) L = 64 at
 # T = 2.34 was still relaxing (every replica drifting one way) in 1 of 6

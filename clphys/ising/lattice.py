@@ -72,7 +72,7 @@ class Ensemble(EnsembleCheckpoints):
     ``replica_offset`` (no comm) is that offset itself: the global index of
     replica 0 of this ensemble.
     """
-    dim = None
+    dim: Any = None              # 2 or 3 in Ensemble2D / Ensemble3D
 
     def __init__(self, L, temperatures, *, J=1.0, h=0.0, algorithm=None, rng=None, seed=0,
                  start="random", device=None, replica_offset=0, comm=None, gather="root",
@@ -425,7 +425,7 @@ class Ensemble(EnsembleCheckpoints):
         run.run(progress)
         return self._gathered_samples(run.samples())
 
-    def _gathered_samples(self, s: Samples) -> Samples:
+    def _gathered_samples(self, s: Samples) -> Samples | None:
         """The Samples of every replica (collective with comm, see sums())."""
         if self._comm is None:
             return s

@@ -20,7 +20,7 @@ from .samples import Samples
 
 class _Single:
     """One lattice: an ensemble of one replica with scalar results."""
-    _ensemble = None
+    _ensemble: Any = None        # Ensemble2D or Ensemble3D in Ising2D / Ising3D
 
     def __init__(self, L, T, *, J=1.0, h=0.0, algorithm=None, rng=None, seed=0, start="random",
                  device=None, comm=None, **options):

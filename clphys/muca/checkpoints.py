@@ -71,7 +71,7 @@ class MulticanonicalCheckpoints:
         return out
 
     @classmethod
-    def load(cls, path: str | os.PathLike, device: Any = None, **options: Any) -> Any:
+    def load(cls: Any, path: str | os.PathLike, device: Any = None, **options: Any) -> Any:
         """The simulation saved in `path`, ready to continue bit for bit (on any
         device; `options` are kernel options as in the constructor)."""
         p = str(path)
