@@ -9,7 +9,7 @@ CLPHYS_DEVICE; a NumPy checkerboard on the CPU as the baseline.
     ... --no-tune            # skip the tuning variants
     ... --variants "lanes=1 words_per_item=4 wg=128; lanes=1 words_per_item=8"  # tune these instead
     ... --sizes 1024,4096:64,128      # L sweep sizes, 2D:3D
-    ... --diagnose --dump DIR         # multispin timing diagnostics; PTX and build logs
+    ... --dump DIR                    # write the sweep kernels' PTX (NVIDIA)
 
 Sections, in order (each figure is also a JSON line, benchmarks/_report.py; the
 summary table comes last):
@@ -51,8 +51,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _report import Report  # noqa: E402  (this folder is on sys.path when run as a script)
 import clphys  # noqa: E402
+from _report import Report  # noqa: E402  (this folder is on sys.path when run as a script)
 from clphys.exact import TC_2D, TC_3D  # noqa: E402
 from clphys.ising import Ensemble2D, Ensemble3D, backends  # noqa: E402
 from clphys.ising import reference as ref  # noqa: E402
@@ -96,9 +96,10 @@ def timed_sweeps(ens, target, repeats, best=False):
 
 def bytes_per_flip(alg, ens):
     """The ideal-traffic model of the module doc."""
-    be = ens._backend
+    be = ens.backend
     if alg == "multispin":
-        return 0.25 / be.sweeps_per_launch if be.band else 0.375
+        plan = be.plan
+        return 0.25 / plan.sweeps_per_launch if plan.band else 0.375
     if alg == "blocks":
         return 0.25 / ens.options.get("inner_sweeps", 1)
     return 3.0
@@ -249,9 +250,9 @@ class Timer:
         gbs = rate * bytes_per_flip(alg, ens)
         extra = {"sweeps": n, "options": label(opts), "gb_per_s": round(gbs, 2)}
         if alg == "multispin":
-            be = ens._backend
-            extra.update(sweeps_per_launch=be.sweeps_per_launch, band=be.band and list(be.band),
-                         yband=be.yband and list(be.yband))
+            plan = ens.backend.plan
+            extra.update(sweeps_per_launch=plan.sweeps_per_launch, band=plan.band and list(plan.band),
+                         yband=plan.yband and list(plan.yband))
         self.report.add(f"{name} {label(opts)}", "flips_per_ns", round(rate, 4), **extra)
         self.results[(name, label(opts))] = (rate, gbs, opts)
         del ens
@@ -315,7 +316,7 @@ def ptx_counts(dev, report, dump=None):
     for mode in MODES:
         ens = Ensemble2D(16384, [TC_2D], seed=1, device=dev, spins_per_word=mode)
         ens.sweep(1)
-        prg = ens._backend.sweep_prg
+        prg = ens.backend.sweep_prg
         try:
             ptx = bytes(prg.cl_program.get_info(cl.program_info.BINARIES)[0]).rstrip(b"\0").decode()
         except Exception as exc:
@@ -333,24 +334,6 @@ def ptx_counts(dev, report, dump=None):
         report.add(f"ptx ising_ms_sweep 2D spins_per_word={mode} (static, incl. prologue)",
                    "instructions", n, per_spin=round(n / 32, 1))
         del ens
-
-
-# ---------------------------------------------------------------- diagnostics
-def diagnose(dev, report, target, repeats, dump, L2=16384):
-    """Where a multispin sweep's time goes (timing only; the diagnostic kernels
-    compute wrong spins): Philox replaced by a cheap hash, and (one word per
-    spin) the per-spin accept replaced by an XOR of the words."""
-    for mode in MODES:
-        for diag in (None, "hash") + (("nocompare",) if mode == 1 else ()):
-            ens = Ensemble2D(L2, [TC_2D], seed=1, device=dev, spins_per_word=mode, lanes=1)
-            if diag:
-                ens._backend._params["diag"] = diag
-                ens._backend._programs.clear()
-                ens._backend._thr_key = None
-            rate, n = timed_sweeps(ens, target, repeats)
-            report.add(f"diagnose multispin 2D L={L2} spins_per_word={mode} diag={diag}", "flips_per_ns",
-                       round(rate, 4), sweeps=n)
-            del ens
 
 
 # ---------------------------------------------------------------- main
@@ -383,7 +366,6 @@ def main(argv=None):
                     help="tuning variants of the joint kernel, e.g. 'lanes=1 words_per_item=4 wg=128; lanes=4'")
     ap.add_argument("--no-tune", action="store_true", help="skip the tuning variants")
     ap.add_argument("--force", action="store_true", help="time even if a correctness check fails")
-    ap.add_argument("--diagnose", action="store_true", help="multispin timing diagnostics")
     ap.add_argument("--dump", default=None, help="write the sweep kernels' PTX here (NVIDIA)")
     args = ap.parse_args(argv)
 
@@ -401,8 +383,6 @@ def main(argv=None):
     copy_gbs = copy_bandwidth(dev, (64 if quick else 1024) << 20, target)
     report.add("copy bandwidth (clEnqueueCopyBuffer, read + write)", "gb_per_s", round(copy_gbs, 1))
     timer = Timer(dev, report, target, args.repeats, copy_gbs, args.best)
-    if args.diagnose:
-        diagnose(dev, report, target, args.repeats, args.dump)
     if args.sizes:
         two, _, three = args.sizes.partition(":")
         sizes = {d: [int(x) for x in t.split(",") if x] for d, t in ((2, two), (3, three))}

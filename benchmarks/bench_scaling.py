@@ -31,7 +31,7 @@ model and its rank count; the table last):
   reads, halo writes), and the host's edge wait, MPI exchange and halo-write
   queueing (slowest rank);
 * sweeps (their size calibrated so that one device takes --sweep-seconds, the
-  small Josephson sweep --small-seconds, and the issue's 100 x 1024 x 2000):
+  small Josephson sweep --small-seconds, and the large one, 100 x 1024 x 2000):
   seconds and speed-up on k ranks, and "compute": the slowest rank's share run
   alone (no MPI), so that call - compute is what distributing costs;
 * muca: the same walkers (k x one device's default) and iterations on one
@@ -110,7 +110,7 @@ def _timed_sweeps(lat, comm, seconds, repeats, mine=None):
     run(4)                                        # compile, first launches
     n = 4
     while True:                                   # calibrate on rank 0's clock
-        t = _clock(comm, lambda: run(n))
+        t = _clock(comm, lambda n=n: run(n))
         if t > 0.2 * seconds or n >= 1 << 20:
             break
         n *= 2
@@ -125,29 +125,19 @@ def _timed_sweeps(lat, comm, seconds, repeats, mine=None):
 def _profile(lat, comm, sweeps):
     """Where one rank's time goes in `sweeps` sweeps of a split lattice (whole
     exchange cycles through the backend, profiling queues): per sweep, in us."""
-    import pyopencl as cl
-    be, dev = lat._ens._backend, lat.device
-    thr = lat._ens._thr
-    dev.queue.finish()
-    be.copies.finish()
-    saved = dev.queue, be.copies
-    prof = cl.command_queue_properties.PROFILING_ENABLE
-    dev.queue = cl.CommandQueue(dev.context, dev.cl_device, properties=prof)
-    be.copies = cl.CommandQueue(dev.context, dev.cl_device, properties=prof)
-    try:
+    be, dev = lat.ensemble.backend, lat.device
+    thr = lat.ensemble.thresholds
+    with be.profiled() as start_trace:
         be.sweep(sweeps, thr)                      # (new queues: warm)
         dev.queue.finish()
         before = dict(be.halo_times)
-        be.trace = []
+        trace = start_trace()
         comm.Barrier()
         t0 = time.perf_counter()
         be.sweep(sweeps, thr)
         dev.queue.finish()
         be.copies.finish()
         wall = time.perf_counter() - t0
-        trace, be.trace = be.trace, None
-    finally:
-        dev.queue, be.copies = saved
     evs = [(phase, e.profile.start, e.profile.end) for phase, e in trace]
     kernels = sorted((s, e) for p, s, e in evs if p not in ("edge reads", "halo writes"))   # (and edge copies)
     span = max(e for _, e in kernels) - kernels[0][0]
@@ -235,6 +225,7 @@ def worker_check(a):
 # ranks (comm) and a run of one rank's share alone (comm None)
 def _sweeps(a):
     import numpy as np
+
     from clphys import sde
     from clphys.ising import Ensemble2D, Ensemble3D, binder_scan
     from clphys.runtime.mpi import split
@@ -320,20 +311,20 @@ def worker_sweeps(a):
             knob = smallest
             if target is not None:
                 while True:
-                    t = _clock(comm, lambda: run(knob, None))
+                    t = _clock(comm, lambda run=run, knob=knob: run(knob, None))
                     if t > 0.1 * target:
                         break
                     knob = int(knob * min(16, max(2, 0.2 * target / max(t, 1e-6))))
                 knob = max(smallest, round(knob * target / t))
-            times = [_clock(comm, lambda: run(knob, None)) for _ in range(a.repeats if target is None
+            times = [_clock(comm, lambda run=run, knob=knob: run(knob, None)) for _ in range(a.repeats if target is None
                                                                         or target < 1 else 1)]
             out = {"name": name, "label": label.format(knob), "knob": knob, "ranks": 1,
                    "seconds": statistics.median(times)}
         else:
             knob = knobs[name]
             reps = 1 if knob_is_long(a, name) else a.repeats
-            times = [_clock(comm, lambda: run(knob, comm)) for _ in range(reps)]
-            alone = [_clock(comm, lambda: run(knob, comm, alone=True)) for _ in range(reps)]
+            times = [_clock(comm, lambda run=run, knob=knob: run(knob, comm)) for _ in range(reps)]
+            alone = [_clock(comm, lambda run=run, knob=knob: run(knob, comm, alone=True)) for _ in range(reps)]
             out = {"name": name, "label": label.format(knob), "knob": knob, "ranks": size,
                    "seconds": statistics.median(times),
                    "compute": None if name == "binder" else statistics.median(alone)}
@@ -349,6 +340,7 @@ def worker_muca(a):
     """The same walkers and iterations on one device (--mode alone, one rank)
     and over the ranks: seconds per iteration and a digest of the weights."""
     import hashlib
+
     from clphys.muca import Multicanonical
     comm = _comm()
     for L in a.muca:
@@ -366,7 +358,7 @@ def worker_muca(a):
         limit = a.muca_iterations.get(str(L)) if a.muca_iterations else None
         while not m.converged and (len(times) < limit if limit else
                                    (sum(times) < a.muca_seconds and len(times) < 50)):
-            times.append(_clock(comm, lambda: m.iterate(max_iterations=1, progress=False)))
+            times.append(_clock(comm, lambda m=m: m.iterate(max_iterations=1, progress=False)))
         if comm.Get_rank() == 0:
             _say({"L": L, "walkers": walkers, "ranks": comm.Get_size(), "iterations": len(times),
                   "first": 1,

@@ -187,7 +187,7 @@ def check_josephson(b):
         p, T = JOSEPHSON, 2 * math.pi / JOSEPHSON["omega"]
         x, v, t = np.linspace(0, 1, n, endpoint=False), np.full(n, 0.5), 0.0
         amp = math.sqrt(2 * p["gamma"] * p["kT"] * DT)
-        acc = lambda x, v, t: (-p["gamma"] * v - 2 * np.pi * np.cos(2 * np.pi * x)
+        acc = lambda x, v, t, p=p: (-p["gamma"] * v - 2 * np.pi * np.cos(2 * np.pi * x)
                                + p["a"] * np.cos(p["omega"] * t) + p["f"])
         for k in range(steps):
             w = amp * Z[:, k]
@@ -247,13 +247,13 @@ def numpy_kuramoto(b):
         amp, dt = np.float32(math.sqrt(2 * 0.01)), np.float32(0.01)
         state = {"th": th}
 
-        def drift(x):
+        def drift(x, K=K, n=n):
             s, c = np.sin(x), np.cos(x)
             if K is None:
                 return np.float32(4.0 / n) * (c * s.sum() - s * c.sum())
             return c * (K @ s) - s * (K @ c)
 
-        def step(k):
+        def step(k, state=state, amp=amp, dt=dt, n=n, drift=drift):
             x = state["th"]
             for _ in range(k):
                 w = amp * rng.standard_normal(n, dtype=np.float32)

@@ -1,5 +1,5 @@
 """clphys: statistical physics and econophysics as OpenCL kernels on any
-vendor's GPU, and on CPUs through PoCL.
+vendor's GPU, and on CPUs through PoCL::
 
     import clphys
     clphys.devices()                      # what is visible

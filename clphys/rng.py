@@ -82,20 +82,15 @@ def philox_numpy(counters: ArrayLike, keys: ArrayLike) -> np.ndarray:
     return np.stack([c0, c1, c2, c3], axis=1).astype(np.uint32)
 
 
-def _lcg_steps(states: np.ndarray, steps: int, a: int, c: int) -> np.ndarray:
-    """(steps, n) successive outputs of x <- a x + c mod 2^32 from `states`."""
+def lcg_steps(states: np.ndarray, steps: int, a: int = 1664525, c: int = 1013904223) -> np.ndarray:
+    """(steps, n) successive words of x <- a x + c mod 2^32 from each of `states` (n,);
+    the defaults are LCG32's, the NumPy twin of rng/lcg.cl."""
     out = np.empty((steps, len(states)), dtype=np.uint32)
     x = states.astype(np.uint64)
     for t in range(steps):
         x = (np.uint64(a) * x + np.uint64(c)) & _M32
         out[t] = x
     return out
-
-
-def lcg_steps(states: np.ndarray, steps: int) -> np.ndarray:
-    """(steps, n) successive words of LCG32 (x <- 1664525 x + 1013904223 mod 2^32)
-    from each of `states` (n,): the NumPy twin of rng/lcg.cl."""
-    return _lcg_steps(states, steps, 1664525, 1013904223)
 
 
 def xorshift_steps(states: np.ndarray, steps: int) -> np.ndarray:
@@ -118,7 +113,7 @@ def halfbit_rounds(states: np.ndarray, rounds: int) -> np.ndarray:
     x = states.astype(np.uint32)
     for r in range(rounds):
         for s in range(4):
-            ys = _lcg_steps(x ^ HALFBIT_XOR[s], 16, 0xDEECE66D, 0xB)   # (16, n)
+            ys = lcg_steps(x ^ HALFBIT_XOR[s], 16, 0xDEECE66D, 0xB)   # (16, n)
             out[r, :, 16 * s:16 * s + 16] = ys.T
             if s == 0:
                 last0 = ys[-1]
@@ -347,9 +342,3 @@ def checksum(streams: int, steps: int, seed: int = 0, generator: str = "philox",
 def words_per_step(generator: str) -> int:
     """Words one checksum step draws: 4 for Philox, 64 for halfbit-lcg, else 1."""
     return {"philox": 4, "halfbit-lcg": 64}.get(check.choice("generator", generator, GENERATORS), 1)
-
-
-# Private names that other packages imported before the public ones above existed;
-# kept while any caller still uses them.
-_halfbit_rounds = halfbit_rounds
-_xorshift_steps = xorshift_steps

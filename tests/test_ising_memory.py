@@ -17,6 +17,7 @@ from clphys.cli import main
 from clphys.ising import Ensemble2D, Ising2D, backends, binder_scan
 from clphys.ising import lattice as lattice_mod
 from clphys.ising.binder import _pieces
+from clphys.ising.run import Run
 from clphys.ising.thresholds import MAX_CELLS
 
 MiB = 1 << 20
@@ -111,13 +112,13 @@ def test_binder_runs_in_pieces_when_the_device_is_small(device, monkeypatch):
     K = [_pieces(ms, device.facts, (L, L), 16, "philox", {}, 64, 1 << 30) for L in (8, 16)]
     assert 1 < min(K) and max(K) < 16
     seen = []
-    orig = lattice_mod._Run.samples
+    orig = Run.samples
 
     def spy(self):
         s = orig(self)
         seen.append(s.energy.copy())
         return s
-    monkeypatch.setattr(lattice_mod._Run, "samples", spy)
+    monkeypatch.setattr(Run, "samples", spy)
     split = binder_scan([8, 16], [2.0, 2.5], **kw)
     P = tuple(-(-16 // k) for k in K)
     assert split.pieces == P and f"run in {P[0]}/{P[1]} ensembles per size" in str(split)

@@ -46,8 +46,7 @@
 ## rwg (sums work-group size, power of two); optional: accept ("select" or
 ## "compare", lanes 1), joint (None, or (k, F, shift, cells): joint decisions,
 ## slots in level order), band ((slabs, halo): add ising_ms_multisweep) with
-## mwg (its work-group size), stats (add ising_ms_accept_stats), diag (timing
-## diagnostics, see below)
+## mwg (its work-group size), stats (add ising_ms_accept_stats)
 <%namespace name="philox" file="/rng/philox.cl"/>
 <%namespace name="red" file="/common/reduce.cl"/>
 <%namespace name="ic" file="/ising/common.cl"/>
@@ -89,9 +88,6 @@
     accept = context.get("accept", "select")
     if accept not in ("select", "compare"):
         raise ValueError("multispin.cl: accept must be 'select' or 'compare', got %r" % (accept,))
-    # timing diagnostics, benchmarks only (wrong spins): "hash" (a cheap hash in
-    # place of Philox), "nocompare" (the words XORed instead of compared)
-    diag = context.get("diag", None)
     NCLS = 2 * dim + 1
     D = len(slots)
     covered = sorted(sum((tuple(s) for s in slots), ()) + tuple(always))
@@ -154,7 +150,7 @@
     def accept_code(mode, ind):
         """C statements of the lanes = 1 accept step of one word (g0, r, key, c3,
         th<i> in scope): the 8 (NBITS / 4) Philox calls and per-spin decisions,
-        ending in `flip |= ...`. mode: select | compare | nocompare."""
+        ending in `flip |= ...`. mode: select | compare."""
         out = []
         if mode == "joint":
             out.append("uint %s;" % ", ".join("ja%d = 0u" % a for a in range(JNA)))
@@ -178,9 +174,7 @@
             out.append("    const uint4 v = ms_philox((uint4)(g0 + %du, rg, t_lo, c3), key);" % goff(q))
             for j, x in enumerate(("v.x", "v.y", "v.z", "v.w")):
                 bit = "0x%08Xu" % (1 << (4 * q + j))
-                if mode == "nocompare":
-                    out.append("    B0 ^= %s << %d;" % (x, 4 * q + j))
-                elif mode == "select":
+                if mode == "select":
                     out.append("    acc |= %s <= %s ? %s : 0u;" % (x, sel1(NP - 1, 0, 4 * q + j), bit))
                 else:
                     for i in range(D):
@@ -239,15 +233,6 @@ ${ic.philox_lanes("ms_", VL)}
 #define LANE ((uint${VL})(${", ".join("%du" % q for q in range(VL))}))
 #define BIT ((uint${lanes})(${", ".join("1u << %d" % (4 * q) for q in range(lanes))}))
 #define MSB ((uint${lanes})(${", ".join("%du" % (31 - 4 * q) for q in range(lanes))}))
-% endif
-% if diag == "hash":
-// TIMING DIAGNOSTIC ONLY (wrong random words): a cheap hash in place of Philox
-inline uint4 ms_cheap(uint4 c, uint2 k)
-{
-    const uint a = (c.x ^ k.x) * 0x9E3779B9u, b = c.y ^ c.z ^ c.w ^ k.y;
-    return (uint4)(a ^ b, a + b, (a >> 7) ^ b, a ^ (b << 5));
-}
-#define ms_philox ms_cheap
 % endif
 ${red.wg_reduce("mss_", "long", rwg, "return a + b;")}
 #define MS_WR ${WR}u
@@ -537,7 +522,7 @@ ${accept_code("joint", "        ")}
         // Philox group q = bits 4q..4q+3: one call, its 4 words kept in
         // registers; per spin one threshold (select: picked by the slot-index
         // planes P; compare: one packed mask per slot) and one compare.
-${accept_code("nocompare" if diag == "nocompare" else accept, "        ")}
+${accept_code(accept, "        ")}
 %   endif
         me[k * MS_WR] = s ^ (flip & MS_VALID);
         u = c;

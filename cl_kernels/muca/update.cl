@@ -53,7 +53,6 @@
     S = 2 * dim + 1                  # words per step
     hmode = hist if record else "none"
     memory = context.get("memory", "all")           # ballot: "lane0" = the word's first lane loads and stores
-    rounds = context.get("rounds", 10)              # Philox rounds: 10; fewer only to measure its share
     layout = context.get("layout", "pair")          # threshold codes per pair of bins | per (bin, nd) "row"
     if memory not in ("all", "lane0") or (memory == "lane0" and combine != "ballot"):
         raise ValueError("muca update.cl: memory must be 'all' or, with combine='ballot', 'lane0'; got %r" % (memory,))
@@ -72,7 +71,7 @@
         return "%s%d.%s" % (prefix, k // 4, comps[k % 4])
 %>
 ${mc.geometry(dim, L)}
-${philox.philox4x32("mu_", rounds)}
+${philox.philox4x32("mu_", 10)}
 ${mc.counters()}
 #define MU_CODE_SHIFT 25u
 #define MU_CODE_WORDS ((MU_NBINS * ${dim if layout == "pair" else 2 * dim + 1}u + 3u) / 4u)

@@ -11,8 +11,9 @@ cumulant scans. See docs/ising.md.
 from ..exact import BETA_C_3D, TC_2D, TC_3D, finite_lattice, onsager_energy, onsager_magnetization
 from .backends import available as available_algorithms
 from .binder import BinderScan, Crossing, binder_scan
-from .lattice import Ensemble, Ensemble2D, Ensemble3D, Ising2D, Ising3D
+from .lattice import Ensemble, Ensemble2D, Ensemble3D
 from .samples import Samples
+from .single import Ising2D, Ising3D
 from .thresholds import metropolis_thresholds
 
 __all__ = ["Ising2D", "Ising3D", "Ensemble", "Ensemble2D", "Ensemble3D", "Samples",

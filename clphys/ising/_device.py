@@ -72,10 +72,12 @@ class SumsReducer:
         return 16 * n_replicas * (cls._layout(facts, work)[1] + 1)
 
     def finish(self, buffer, index):
+        """Enqueue the reduction of the partial pairs into measurement `index` of `buffer`."""
         self.prg.ising_sums_finish(self.dev.queue, (self.R * self.wg,), (self.wg,), self.partial,
                                    np.uint32(self.parts), buffer, np.uint32(index), np.uint32(self.R))
 
     def sums(self, measure_into):
+        """(bond sum, magnetization) int64 (R,) through `measure_into` and one read-back."""
         if self._one is None:
             self._one = cl.Buffer(self.dev.context, cl.mem_flags.READ_WRITE, 16 * self.R)
         measure_into(self._one, 0)

@@ -4,8 +4,8 @@
 imported lazily, so a backend whose module is absent or fails to import only
 disables that algorithm (:func:`available` lists the ones that load).
 
-Interface every backend class implements
-========================================
+Conventions every backend follows
+=================================
 
 Lattice conventions. ``shape`` is (Lx, Ly) or (Lx, Ly, Lz); spin arrays are
 int8 +-1 with layout (R, Ly, Lx) or (R, Lz, Ly, Lx) (R replicas, C order), so
@@ -30,51 +30,9 @@ Sweep number t = 2^63 - 1 is reserved for the random start (word bit 31 set
 means spin -1), see cl_kernels/ising/init.cl. Every backend that updates colour
 0 then colour 1 with this mapping produces the same spins, bit for bit.
 
-Class attributes and methods::
-
-    algorithm = "name"            # the algorithm= string
-    dims = (2, 3)                 # lattice dimensions supported
-    rngs = ("philox", ...)        # accepted rng names, the first is the default
-    options = {"wg": None, ...}   # OPTIONAL: accepted options and their defaults
-                                  # (unknown names are then refused before device work)
-
-    @classmethod
-    def check_shape(cls, shape)
-        # shape (Lx, Ly[, Lz]) of ints; ValueError naming the allowed sizes.
-    @classmethod
-    def check_options(cls, options) -> dict     # OPTIONAL
-        # the options merged with the defaults; TypeError for an unknown name,
-        # ValueError for a bad value; no device work (the ensemble calls it
-        # before resolving the device).
-    def __init__(self, dev, shape, n_replicas, *, rng, seed, **options)
-        # dev: clphys Device; rng: one of rngs; seed: int in [0, 2^64).
-        # An unknown option is a TypeError raised before any device work.
-        # Builds kernels and allocates; spins are undefined until set.
-    def set_spins(self, spins)
-        # int8 +-1 array (R, *reversed(shape)), C-contiguous, validated by the caller.
-    def set_spins_device(self, buffer)          # OPTIONAL fast path
-        # the same from a pyopencl Buffer of R*N int8 on dev, same layout (random
-        # and uniform starts are made on the device and use this when present).
-    def spins(self)
-        # int8 array (R, *reversed(shape)).
-    def sweep(self, n, thresholds)
-        # enqueue n full sweeps; thresholds uint32 (R, 2, 2*dim+1). The backend
-        # counts its sweeps (the Philox t above). No host synchronisation needed.
-    def sums(self)
-        # (bond_sum int64 (R,), magnetization int64 (R,)) reduced on the device;
-        # bond_sum = sum over bonds s_i s_j (each bond once), magnetization = sum s_i.
-    def measure_into(self, buffer, index)       # OPTIONAL fast path for sample()
-        # buffer: pyopencl Buffer of int64 laid out [measurement][replica][2]
-        # (bond sum, magnetization), room for at least index + 1 measurements.
-        # Enqueue the reduction writing measurement `index` of every replica,
-        # i.e. longs 2 (index * R + r) and 2 (index * R + r) + 1. No host sync.
-        # cl_kernels/ising/sums.cl (kernel ising_sums_finish) reduces per-replica
-        # partial pairs ([r * parts + j][2] longs) into that layout; backends may use it.
-        # Without measure_into the ensemble calls sums() once per measurement.
-    def get_state(self) -> dict
-        # everything besides spins for a bit-exact resume: at least "sweeps"
-        # (int), plus RNG states (NumPy arrays) where the RNG has them.
-    def set_state(self, state)
+The interface itself (attributes, methods, the optional capabilities as
+explicit flags) is :class:`clphys.ising._backend.IsingBackend`;
+:class:`clphys.ising._backend.BackendDefaults` holds the shared defaults.
 """
 
 from __future__ import annotations

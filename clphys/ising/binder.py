@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .. import _validate
 from ..exact import TC_2D, TC_3D
@@ -29,15 +32,16 @@ from ..runtime import Interrupted, mpi, resolve_device
 from ..runtime.memory import items_that_fit
 from ..stats import MIN_TAUS, Estimate, TooShortWarning, mean_estimates
 from . import backends
-from .lattice import Ensemble2D, Ensemble3D, _MEASURE_BYTES, _temperatures, device_need
+from .lattice import Ensemble2D, Ensemble3D
+from .plan import MEASURE_BYTES, check_temperatures, device_need
 from .samples import NotEquilibratedWarning
 
 # The defaults of binder_scan and of `clphys binder` (one set, used by both).
-# Sized so that the issue-10 example, sizes 16/32/64 at 15 temperatures in
+# Sized so that the scan of docs/ising.md, sizes 16/32/64 at 15 temperatures in
 # [2.2, 2.34], measures >= 50 tau_int at L = 64 near Tc (tau_int(|m|) up to
 # ~220 sweeps there) and runs in under two minutes on two CPU cores
 # (docs/ising.md). n_therm None: as many sweeps as are measured (THERM_MEASURED).
-DEFAULTS = {"n_measure": 6000, "every": 2, "replicas": 16, "n_therm": None}
+DEFAULTS: dict[str, Any] = {"n_measure": 6000, "every": 2, "replicas": 16, "n_therm": None}
 # The ordered start must relax at every temperature of the scan, near Tc the
 # slowest: with a quarter of the measured sweeps (sample()'s rule) L = 64 at
 # T = 2.34 was still relaxing (every replica drifting one way) in 1 of 6
@@ -73,6 +77,7 @@ class Crossing:
     note: str = ""
 
     def describe(self) -> str:
+        """One line: the crossing temperature with its error, or why there is none."""
         if self.status == "ok":
             return f"T = {self.temperature}" + (f" ({self.note})" if self.note else "")
         return self.note
@@ -116,6 +121,7 @@ class BinderScan:
     warnings: tuple = ()
 
     def table(self) -> str:
+        """The scan as a text table: U4 per size and temperature, then the crossings."""
         head = (f"Binder scan, {self.dim}D, sizes {', '.join(map(str, self.sizes))}: "
                 f"{self.replicas} replicas x {self.n_measure} measurements every {self.every} sweeps, "
                 f"after {self.n_therm} thermalisation sweeps from an ordered start; errors: jackknife "
@@ -165,7 +171,7 @@ def _fit_root(T, du, w, deg, lo, hi):
     return float(roots[np.argmin(np.abs(roots - 0.5 * (lo + hi)))])
 
 
-def crossing_of(T, du, du_deleted, sizes=(0, 0)) -> Crossing:
+def crossing_of(T: np.ndarray, du: np.ndarray, du_deleted: np.ndarray, sizes: tuple = (0, 0)) -> Crossing:
     """The crossing of two U4 curves from their difference du (along the
     temperatures T) and its block-deleted jackknife values du_deleted
     (len(T), n_blocks).
@@ -253,7 +259,7 @@ def _sizes(sizes):
 def _pieces(backend, facts, shape, total, rng, options, n_measure, host_bytes):
     """Replicas per ensemble: all, or as many as fit the device and host memory."""
     one, two = (device_need(backend, facts, shape, r, rng, options) for r in (1, 2))
-    meas = _MEASURE_BYTES * (n_measure + 1)        # the measurement buffer, per replica (at most)
+    meas = MEASURE_BYTES * (n_measure + 1)        # the measurement buffer, per replica (at most)
     per = sum(two.values()) - sum(one.values()) + meas
     largest = max(max(two[k] - one[k] for k in one), meas)
     fixed = sum(one.values()) - per + meas
@@ -262,9 +268,11 @@ def _pieces(backend, facts, shape, total, rng, options, n_measure, host_bytes):
     return max(1, min(total, dev_fit, host_fit))
 
 
-def binder_scan(sizes, temperatures, dim=2, *, n_therm=DEFAULTS["n_therm"], n_measure=DEFAULTS["n_measure"],
-                every=DEFAULTS["every"], replicas=DEFAULTS["replicas"], algorithm=None, rng=None, seed=0,
-                device=None, progress=None, comm=None, gather="root", **options) -> BinderScan:
+def binder_scan(sizes: Sequence[int], temperatures: ArrayLike, dim: int = 2, *,
+                n_therm: int | None = DEFAULTS["n_therm"], n_measure: int = DEFAULTS["n_measure"],
+                every: int = DEFAULTS["every"], replicas: int = DEFAULTS["replicas"], algorithm: str | None = None,
+                rng: str | None = None, seed: int = 0, device: Any = None, progress: bool | Callable | None = None,
+                comm: Any = None, gather: str = "root", **options: Any) -> BinderScan | None:
     """U4, susceptibility and specific heat for each size and temperature, with
     jackknife errors, and the crossing temperatures of consecutive sizes' U4.
 
@@ -333,7 +341,7 @@ def _checked_scan(sizes, temperatures, dim, n_therm, n_measure, every, replicas,
     """The checks of binder_scan and a plan of its pieces, then _run_scan."""
     dim = _validate.choice("dim", dim, (2, 3))
     sizes = _sizes(sizes)
-    temps = np.sort(_temperatures(temperatures))
+    temps = np.sort(check_temperatures(temperatures))
     if temps.size < 2:
         raise ValueError("temperatures must hold at least 2 values")
     twice = temps[1:][temps[1:] == temps[:-1]]
@@ -355,9 +363,8 @@ def _checked_scan(sizes, temperatures, dim, n_therm, n_measure, every, replicas,
     rng_name = backends.check_rng(backend, rng)
     for L in sizes:
         backend.check_shape((L,) * dim)
-    if hasattr(backend, "check_options"):
-        backend.check_options(options)
-    if comm is not None and not (hasattr(backend, "r0") and rng_name == "philox"):
+    backend.check_options(options)
+    if comm is not None and not (backend.takes_replica_offset and rng_name == "philox"):
         raise ValueError(f"binder_scan over MPI ranks needs an algorithm that numbers replicas globally "
                          f"(multispin or checkerboard) with rng='philox'; got {backend.algorithm!r}, "
                          f"{rng_name!r}")
@@ -396,7 +403,7 @@ def _run_scan(dim, sizes, temps, n_therm, n_measure, every, replicas, algorithm,
                 piece_seed = (seed + (i + 1) * _GOLDEN + p * _PIECE) % 2**64
                 ens = Ensemble(L, rep_temps[r0:r1], algorithm=algorithm, rng=rng, start="up", device=dev,
                                seed=piece_seed, replica_offset=r0 - start, **options)
-                run = ens._run(n_measure, every, n_therm)
+                run = ens.plan_run(n_measure, every, n_therm)
                 try:
                     run.run(bar=bar.part(int(N[i]) * (r1 - r0)))    # sweeps as spin updates
                 except Interrupted:

@@ -50,15 +50,16 @@ l .. l + k - 1 (l a multiple of k) use component (l/k) % 4 of
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pyopencl as cl
-
-import math
 
 from .. import _validate as check
 from ..rng import chained_seeds, halfbit_rounds, philox_numpy, seed_key
 from ..runtime import resolve_device
 from . import thresholds as _thr
+from ._backend import BackendDefaults
 
 __all__ = ["BlocksBackend", "TILE_SIDES", "UNROLLS", "default_tile", "reference_sweeps"]
 
@@ -197,7 +198,7 @@ def _check_spins(spins, R, Lx, Ly):
     return s
 
 
-class BlocksBackend:
+class BlocksBackend(BackendDefaults):
     """Device state and kernels of the "blocks" algorithm for n_replicas
     Lx x Ly lattices (see the module doc).  ``tile``: None (see
     :func:`default_tile`), a side, or (W, H) with sides in TILE_SIDES that leave
@@ -208,6 +209,7 @@ class BlocksBackend:
     algorithm = "blocks"
     dims = (2,)
     rngs = ("philox", "halfbit-lcg")
+    options = {"inner_sweeps": 1, "spins_per_word": None, "tile": None, "unroll": None}
     device_bytes = classmethod(_device_bytes)
 
     @classmethod
@@ -353,6 +355,7 @@ class BlocksBackend:
 
     @property
     def sweeps_done(self):
+        """Inner sweeps made since the start."""
         return self._sweeps
 
     # ------------------------------------------------------------ observables

@@ -21,27 +21,33 @@ import pyopencl as cl
 from .. import _validate
 from .. import rng as _rng
 from . import reference
-from ._device import (SumsReducer, check_options, check_sides, device_wg, enqueue_upload,
-                      zeroed_buffer)
+from ._backend import BackendDefaults
+from ._device import SumsReducer, check_options, check_sides, device_wg, enqueue_upload, zeroed_buffer
 
 MAX_SITES = 2**31          # per replica: 32-bit site indices in the kernel
 
 
-class CheckerboardBackend:
+class CheckerboardBackend(BackendDefaults):
+    """Device state and kernels of the "checkerboard" algorithm (int8 spins by
+    colour); see :class:`clphys.ising._backend.IsingBackend`."""
     algorithm = "checkerboard"
     dims = (2, 3)
     rngs = ("philox", "lcg", "xorshift32")
     options = {"wg": None, "chunks": None}
+    takes_replica_offset = True
+    measures_on_device = True
     r0 = 0      # the global index of replica 0 in the Philox counters (see MultispinBackend.r0)
 
     @classmethod
     def check_shape(cls, shape):
+        """ValueError unless every side is even and >= 2."""
         check_sides(shape, "checkerboard", "every side even and >= 2", lambda L, axis: L >= 2 and L % 2 == 0)
         if int(np.prod(shape)) > MAX_SITES:
             raise ValueError(f"checkerboard: at most {MAX_SITES} sites per lattice, got shape {shape}")
 
     @classmethod
     def check_options(cls, options):
+        """The options merged with the defaults (``wg``, ``chunks``), checked."""
         opts = check_options(cls, options)
         if opts["chunks"] is not None:
             _validate.choice("chunks", opts["chunks"], (True, False))
@@ -97,14 +103,17 @@ class CheckerboardBackend:
         return self._nat
 
     def set_spins(self, spins):
+        """Upload int8 +-1 spins (R, *reversed(shape))."""
         self._upload(self._natural(), np.ascontiguousarray(spins, dtype=np.int8))
         self.set_spins_device(self._nat)
 
     def set_spins_device(self, buffer):
+        """Split an int8 device buffer in natural order into the two colours."""
         self.prg.ising_cb_split(self.dev.queue, (self.R * self.N,), None, buffer, self.spins_buf,
                                 np.uint32(self.R))
 
     def spins(self):
+        """int8 +-1 spins (R, *reversed(shape))."""
         self.prg.ising_cb_merge(self.dev.queue, (self.R * self.N,), None, self.spins_buf,
                                 self._natural(), np.uint32(self.R))
         out = np.empty((self.R,) + tuple(reversed(self.shape)), dtype=np.int8)
@@ -113,6 +122,7 @@ class CheckerboardBackend:
 
     # ------------------------------------------------------------ dynamics
     def sweep(self, n, thresholds):
+        """Enqueue n full sweeps (colour 0, then colour 1) with per-replica thresholds."""
         thr = np.ascontiguousarray(thresholds, dtype=np.uint32)
         if self._thr is None or not np.array_equal(thr, self._thr):
             self._thr = thr.copy()
@@ -138,10 +148,12 @@ class CheckerboardBackend:
         red.finish(buffer, index)
 
     def sums(self):
+        """(bond sum, magnetization) int64 (R,), reduced on the device."""
         return self.reducer.sums(self.measure_into)
 
     # ------------------------------------------------------------ checkpoint
     def get_state(self):
+        """The sweep counter and (lcg, xorshift32) the generator states."""
         state = {"sweeps": self.t}
         if self.rng != "philox":
             st = np.empty((self.R, 2, self.groups), dtype=np.uint32)
@@ -150,6 +162,7 @@ class CheckerboardBackend:
         return state
 
     def set_state(self, state):
+        """Restore a :meth:`get_state` dict."""
         self.t = _validate.integer("state['sweeps']", state["sweeps"], 0, 2**63 - 2)
         if self.rng != "philox":
             st = np.asarray(state["rng_states"], dtype=np.uint32)

@@ -86,28 +86,26 @@ def _check_ising_params(p):
 
 def _new_run(p, device, comm=None):
     from . import Ising2D, Ising3D
-    from .lattice import _Run, split_run
+    from .lattice import split_run
+    from .run import Run
     cls = Ising2D if p["dim"] == 2 else Ising3D
     lat = cls(_size(p["size"]), p["temperature"], J=p["coupling"], h=p["field"], algorithm=p["algorithm"],
               rng=p["rng"], seed=p["seed"], start=p["start"], device=device, comm=comm)
     n_therm, n_measure = split_run(p["sweeps"], p["every"], p["therm"])
-    return lat, _Run(lat._ens, n_therm, n_measure, p["every"])
+    return lat, Run(lat.ensemble, n_therm, n_measure, p["every"])
 
 
 def _save_run(path, lat, run, p):
     """Collective for a lattice split over ranks: the whole lattice and the
     measurements summed over the ranks, written by rank 0."""
-    header, arrays = lat._ens._checkpoint()
+    header, arrays = lat.ensemble.checkpoint()
     header["run"] = {**{k: (list(v) if isinstance(v, tuple) else v) for k, v in p.items()},
                      "n_therm": run.n_therm, "n_measure": run.n_measure, "done": run.done,
                      "therm_before": run.therm_before}
-    meas = run.out[:run.measured]
-    comm = lat._ens._slab
+    arrays["measurements"] = run.measurements()
+    comm = lat.ensemble.slab_comm
     if comm is None:
-        arrays["measurements"] = meas
         return save_checkpoint(path, RUN_KIND, header, arrays)
-    arrays["measurements"] = meas.copy()
-    lat._ens._backend.reduce_measurements(arrays["measurements"])
     mpi.all_ok(comm, lambda: is_root(comm) and save_checkpoint(path, RUN_KIND, header, arrays))
 
 
@@ -123,14 +121,14 @@ def _load_run(path, args, device, comm=None):
 
 def _split_run(path, header, arrays, saved, counts, device, comm):
     from . import Ising2D, Ising3D
-    from .lattice import _Run
+    from .run import Run
     n_therm, n_measure, done, therm_before = counts
     cls = Ising2D if saved["dim"] == 2 else Ising3D
-    lat = cls._split_from(header, arrays, path, device, comm)
+    lat = cls.split_from_checkpoint(header, arrays, path, device, comm)
     # the file holds the sums over every rank; they are added up again at the end
     meas = arrays["measurements"] if is_root(comm) else np.zeros_like(arrays["measurements"])
-    run = _Run(lat._ens, n_therm, n_measure, saved["every"], done=done, measured=meas,
-               therm_before=therm_before)
+    run = Run(lat.ensemble, n_therm, n_measure, saved["every"], done=done, measured=meas,
+              therm_before=therm_before)
     return lat, run, saved
 
 
@@ -138,7 +136,8 @@ def _read_run(path, args, device, comm):
     """_load_run's reading and checks; with comm, no device work: (header,
     arrays, params, (n_therm, n_measure, done, therm_before))."""
     from . import Ising2D, Ising3D
-    from .lattice import STARTS, _Run
+    from .lattice import STARTS
+    from .run import Run
     header, arrays = load_checkpoint(path, RUN_KIND)
     run_h = field(header, "run", dict, path=path)
     saved = {}
@@ -194,11 +193,9 @@ def _read_run(path, args, device, comm):
     if comm is not None:
         return header, arrays, saved, (n_therm, n_measure, done, therm_before)
     cls = Ising2D if saved["dim"] == 2 else Ising3D
-    lat = cls.__new__(cls)
-    lat._ens = cls._ensemble.__new__(cls._ensemble)
-    lat._ens._from_checkpoint(header, arrays, path, device, single=True, extra=("measurements",))
-    run = _Run(lat._ens, n_therm, n_measure, saved["every"], done=done, measured=meas,
-               therm_before=therm_before)
+    lat = cls.from_checkpoint(header, arrays, path, device, extra=("measurements",))
+    run = Run(lat.ensemble, n_therm, n_measure, saved["every"], done=done, measured=meas,
+              therm_before=therm_before)
     return lat, run, saved
 
 

@@ -55,17 +55,16 @@ the signs of J and h but not on the temperature, so temperature scans compile on
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pyopencl as cl
 
 from .. import _validate
 from .. import rng as _rng
 from . import thresholds as _thr
+from ._backend import BackendDefaults
+from ._device import SumsReducer, check_options, check_sides, device_wg, enqueue_upload, zeroed_buffer
 from .backends import multispin_fold
-from ._device import (SumsReducer, check_options, check_sides, device_wg, enqueue_upload,
-                      zeroed_buffer)
+from .multispin_plan import LaunchPlanning, MultispinPlan
 
 MAX_SITES = 2**32          # 32-bit compact and in-row site indices in the kernels
 threshold_structure = _thr.threshold_structure     # re-exported (older imports)
@@ -73,7 +72,9 @@ DEFAULT_SPINS_PER_WORD = _thr.DEFAULT_SPINS_PER_WORD     # the switch lives in t
 SPINS_PER_WORD = (1, "auto") + _thr.JOINT_SPINS
 
 
-class MultispinBackend:
+class MultispinBackend(LaunchPlanning, BackendDefaults):
+    """Device state and kernels of the "multispin" algorithm (one bit a spin,
+    Philox); see the module doc and :class:`clphys.ising._backend.IsingBackend`."""
     algorithm = "multispin"
     dims = (2, 3)
     rngs = ("philox",)
@@ -94,6 +95,8 @@ class MultispinBackend:
     MULTISWEEP_WG = {True: 1024, False: 256}
     # the global index of replica 0 in the Philox counters: set by an ensemble
     # split over MPI ranks (clphys.ising.lattice.Ensemble(comm=...))
+    takes_replica_offset = True
+    measures_on_device = True
     r0 = 0
     # On CPUs (one core per work group) the plan, single launches or m sweeps
     # per launch with a tile, is the cheapest by the model of _cpu_plan: a
@@ -109,6 +112,7 @@ class MultispinBackend:
 
     @classmethod
     def check_shape(cls, shape):
+        """ValueError unless Lx is a multiple of 8 up to 64 (of 64 beyond) and Ly, Lz are even."""
         check_sides(shape, "multispin", "Lx a multiple of 8 up to 64, or of 64 beyond; "
                     "Ly (and Lz) even and >= 2",
                     lambda L, axis: (L % 8 == 0 and (L <= 64 or L % 64 == 0)) if axis == "x"
@@ -118,6 +122,7 @@ class MultispinBackend:
 
     @classmethod
     def check_options(cls, options):
+        """The options merged with the defaults, each value checked (no device work)."""
         opts = check_options(cls, options)
         if opts["lanes"] is not None:
             _validate.choice("lanes", opts["lanes"], (1, 4, 8))
@@ -227,207 +232,11 @@ class MultispinBackend:
         self.key = _rng.seed_key(seed)
         self.t = 0
 
-    def _item_words(self, tile=None):
-        """Words per work item, the largest power of two up to the one asked for
-        that fits: lanes 1, rows of a z plane (one word each); lanes 4/8,
-        consecutive words of a row, or where rows are short (fewer words than
-        asked for) whole consecutive rows of a z plane, or of planes shorter than
-        that whole consecutive planes, so that the joint mode's Philox calls
-        fill the SIMD lanes. The multi-sweep kernel (tile) takes whole rows only
-        where its rows have no halo: the whole replica (2D) or whole y rows
-        (3D), and whole planes only in the whole replica."""
-        W, Ly, WR = self._wanted_W, self.plane_rows, self.WR
-        # a 2D slab share (own rows, then 2 x halo rows): an item's rows stay in
-        # the own rows or in one halo (they run from multiples of gcd(own, halo))
-        split2d = self._own is not None and self.dim == 2
-        if self.lanes == 1:
-            span = self._row_align() if split2d else Ly
-            return min(W, span & -span)
-        whole_rows = tile is None or not (tile[3] if self.dim == 3 else tile[1])
-        if WR >= W or WR & (WR - 1) or not whole_rows:      # (rows of 3, 5, ... words: no runs of rows)
-            return min(W, WR & -WR)
-        span = math.gcd(self._row_align(), Ly) if split2d else Ly
-        # 3D planes of fewer rows: whole consecutive planes (one device, and in
-        # the multi-sweep kernel only the whole replica)
-        planes = self.dim == 3 and self._own is None and (tile is None or not tile[1])
-        while W > WR and span % (W // WR) and not (
-                planes and (W // WR) % Ly == 0 and self.Lz % (W // WR // Ly) == 0):
-            W //= 2
-        return W
-
-    def _row_align(self):
-        """Rows an item's run of rows of a 2D slab share must start at multiples
-        of: the own rows, and with halos deeper than 1 row (updated too, see
-        clphys.ising.slabs) each halo."""
-        return math.gcd(self._own, self._halo) if self._halo > 1 else self._own
-
-    def _plan_launches(self, opts, dev):
-        """(sweeps per launch, tile of the multi-sweep kernel or None: single
-        launches)."""
-        spl, band = opts["sweeps_per_launch"], opts["band"]
-        facts, gpu = dev.facts, dev.facts.is_gpu
-        plain = 1, None
-        if spl == 1 and band is None:
-            return plain
-        budget, units = facts.local_mem, facts.compute_units
-        mwg = min(self.MULTISWEEP_WG[gpu], facts.max_work_group)
-        shape = None if band is None else self._band_shape(band)
-        tile = None
-        if spl is None and gpu:
-            if band is None and self.R * self.N > self.MULTISWEEP_MAX_SITES[gpu]:
-                return plain
-            if self._fits(self._tile(self._sides()[0], None, 1), budget):
-                spl = self.MULTISWEEP_SWEEPS["whole"]
-            elif shape[1] is None if shape else any(self._zbands(self.MULTISWEEP_SWEEPS["band"], budget)):
-                spl = self.MULTISWEEP_SWEEPS["band"]
-            else:
-                spl = self.MULTISWEEP_SWEEPS["tile"]
-        elif spl is None:
-            spl, tile = self._cpu_plan(budget, units, shape)
-            if tile is None:
-                return plain
-        if tile is None and shape is not None:
-            tile = self._tile(*shape, spl)
-            if not self._fits(tile, budget):
-                raise ValueError(f"band {band!r} with {2 * spl}-slab halos needs {self._tile_bytes(tile)} "
-                                 f"bytes of local memory, more than the {budget} there are; use a smaller one")
-        if tile is None:
-            tile = self._best_tile(spl, budget, units, mwg, gpu)
-        if tile is None:
-            if opts["sweeps_per_launch"] is None:
-                return plain
-            raise ValueError(f"sweeps_per_launch={spl}: no band of {'z planes' if self.dim == 3 else 'rows'} "
-                             f"with a {2 * spl}-slab halo on each side fits the {budget} bytes of local "
-                             f"memory ({self._tile_bytes(self._tile(1, None, 0))} bytes per slab); use fewer")
-        return spl, tile
-
-    def _group_size(self, tile, spl, per_item, facts):
-        """Work-group size of the multi-sweep kernel: at most MULTISWEEP_WG, no
-        larger than the first half-sweep's words (per_item words per item) need."""
-        mwg = min(self.MULTISWEEP_WG[facts.is_gpu], facts.max_work_group)
-        items = -(-self._half_sweep_words(tile, spl)[0] // per_item)
-        floor = max(facts.wg_multiple, 1)
-        while mwg // 2 >= max(items, floor):
-            mwg //= 2
-        return mwg
-
-    # ------------------------------------------------ multi-sweep plans
-    # A tile is (T, BH, TY, HY): a band of T slabs (rows in 2D, z planes in 3D)
-    # with BH halo slabs on each side (0 iff T is the whole side); in 3D, TY
-    # rows of each plane with HY halo rows (TY None: the whole plane, no halo).
-    # Halos are 2 m for m sweeps per launch.
-    def _sides(self):
-        """(slabs per lattice, rows per slab)."""
-        return (self.Lz, self.plane_rows) if self.dim == 3 else (self.shape[1], 1)
-
-    def _tile(self, T, TY, spl):
-        lout, rows = self._sides()
-        TY = None if TY in (None, rows) else TY
-        return (T, 0 if T == lout else 2 * spl, TY, 0 if TY is None else 2 * spl)
-
-    def _band_shape(self, band):
-        """(T, TY) of option `band`: slabs, or (z planes, y rows) in 3D."""
-        lout, rows = self._sides()
-        T, TY = (band, None) if isinstance(band, int) else band
-        if TY is not None and self.dim == 2:
-            raise ValueError(f"band must be an integer (rows per band) in 2D, got {band!r}")
-        if lout % T or (TY is not None and rows % TY):
-            raise ValueError(f"band must divide {lout}" + (f" and its y rows divide {rows}" if TY else "")
-                             + f"; got {band!r}")
-        return T, TY
-
-    def _tile_bytes(self, tile):
-        T, BH, TY, HY = tile
-        rows = self._sides()[1] if TY is None else TY + 2 * HY
-        return 8 * (T + 2 * BH) * rows * self.WR          # both colours
-
-    def _fits(self, tile, budget):
-        return self._tile_bytes(tile) <= budget
-
-    def _half_sweep_words(self, tile, spl):
-        """Words of one colour a group updates in each of the 2 spl half-sweeps
-        of a launch (the valid region shrinks by one slab and row per half-sweep)."""
-        T, BH, TY, HY = tile
-        hs, hy = T + 2 * BH, (self._sides()[1] if TY is None else TY + 2 * HY)
-        return [(hs - 2 - 2 * j if BH else hs) * (hy - 2 - 2 * j if HY else hy) * self.WR
-                for j in range(2 * spl)]
-
-    def _groups(self, tile):
-        T, _, TY, _ = tile
-        lout, rows = self._sides()
-        return self.R * (lout // T) * (1 if TY is None else rows // TY)
-
-    def _tiles(self, spl, budget):
-        """Every tile for spl sweeps per launch that fits local memory."""
-        lout, rows = self._sides()
-        ys = [None] if self.dim == 2 else [d for d in range(rows, 0, -1) if rows % d == 0]
-        for T in (d for d in range(lout, 0, -1) if lout % d == 0):
-            for TY in ys:
-                tile = self._tile(T, TY, spl)
-                if self._fits(tile, budget):
-                    yield tile
-
-    def _zbands(self, spl, budget):
-        """The tiles of whole slabs (no cut in y) that fit."""
-        return (t for t in self._tiles(spl, budget) if t[2] is None)
-
-    def _best_tile(self, spl, budget, units, mwg, gpu):
-        """The tile that minimises waves of work groups x the time of one group:
-        on GPUs its rounds (words / work-group size per half-sweep), on CPUs
-        (one core per group) its words. GPUs take whole slabs (the plans
-        measured) where the best of them is the whole replica or occupies at
-        least half of the compute units, and always in 2D; otherwise (3D),
-        tiles cut in y compete, ties
-        going to more groups, then fewer words loaded (H100, 3D L = 128: 64
-        groups of 2 planes ran 175 flips/ns, 128 tiles of 16 planes x 8 rows 338;
-        L = 64: 60 -> 64-80). None if no tile fits."""
-        def cost(tile):
-            words = self._half_sweep_words(tile, spl)
-            per_group = (sum(max(1, -(-n // mwg)) for n in words) if gpu
-                         else sum(words) * self._cpu_word_cost(tile))
-            return -(-self._groups(tile) // units) * per_group
-
-        tiles = list(self._tiles(spl, budget))
-        if not gpu:
-            return min(tiles, key=cost, default=None)
-        best = min((t for t in tiles if t[2] is None), key=cost, default=None)
-        if best is not None and (self.dim == 2 or best[1] == 0 or 2 * self._groups(best) >= units):
-            return best
-        return min(tiles, key=lambda t: (cost(t), -min(self._groups(t), units),
-                                         self._groups(t) * self._tile_bytes(t)), default=None)
-
-    def _cpu_plan(self, budget, units, shape=None):
-        """(sweeps per launch, tile) of the cheapest plan on a CPU, or (1, None)
-        where single launches are cheapest (shape: the tile's (T, TY) if
-        given). Model, in word updates of one core per sweep: single launches
-        2 (CPU_LAUNCH_WORDS + words of a colour / cores), counting all cores but
-        CPU_SPARE_CORES, word costs by _cpu_word_cost; m sweeps per launch
-        (CPU_LAUNCH_WORDS + waves of groups x words of a group) / m."""
-        units = max(1, units - self.CPU_SPARE_CORES)
-        best = (1, None)
-        plain = 2 * (self.CPU_LAUNCH_WORDS + self.R * self.words / units * self._cpu_word_cost(None))
-        best_cost = None if shape else plain
-        if shape is None and self.R * self.N > self.MULTISWEEP_MAX_SITES[False]:
-            return best
-        for spl in self.CPU_SWEEPS:
-            tiles = [self._tile(*shape, spl)] if shape else self._tiles(spl, budget)
-            for tile in tiles:
-                if not self._fits(tile, budget):
-                    continue
-                group = sum(self._half_sweep_words(tile, spl)) * self._cpu_word_cost(tile)
-                cost = (self.CPU_LAUNCH_WORDS + -(-self._groups(tile) // units) * group) / spl
-                if best_cost is None or cost < best_cost:
-                    best, best_cost = (spl, tile), cost
-        if shape and best[1] is None:
-            raise ValueError(f"band {shape}: its halos do not fit the {budget} bytes of local memory "
-                             "even for 1 sweep per launch")
-        return best
-
-    def _cpu_word_cost(self, tile):
-        """Cost of a word update on a CPU relative to long runs: each work item's
-        run of W words carries CPU_RUN_WORDS of overhead (index arithmetic,
-        Philox lanes left empty)."""
-        return 1 + self.CPU_RUN_WORDS / self._item_words(tile)
+    @property
+    def plan(self) -> MultispinPlan:
+        """The launch plan chosen for this lattice on this device."""
+        return MultispinPlan(self.sweeps_per_launch, self.band, self.yband, self.W, self.lanes, self.wg,
+                             self.mwg)
 
     def _program(self, always, slots, joint):
         key = (always, slots, joint)
@@ -454,15 +263,18 @@ class MultispinBackend:
 
     # ------------------------------------------------------------ spins
     def set_spins_device(self, buffer):
+        """Pack an int8 device buffer in natural order into the two colours' words."""
         n = 2 * self.R * self.words
         self.prg.ising_ms_pack(self.dev.queue, (n,), None, buffer, self.bufs[0], self.bufs[1],
                                np.uint32(self.R))
 
     def set_spins(self, spins):
+        """Upload int8 +-1 spins (R, *reversed(shape))."""
         enqueue_upload(self.dev.queue, self._natural(), np.ascontiguousarray(spins, dtype=np.int8))
         self.set_spins_device(self._nat)
 
     def spins(self):
+        """int8 +-1 spins (R, *reversed(shape))."""
         n = 2 * self.R * self.words
         self.prg.ising_ms_unpack(self.dev.queue, (n,), None, self.bufs[0], self.bufs[1],
                                  self._natural(), np.uint32(self.R))
@@ -485,6 +297,7 @@ class MultispinBackend:
             self._thr_key = key
 
     def sweep(self, n, thresholds):
+        """Enqueue n full sweeps with per-replica thresholds; no host sync."""
         self._set_thresholds(thresholds)
         items = self.R * self.words // self.W
         local = (self.wg,) if self.wg else None
@@ -558,10 +371,12 @@ class MultispinBackend:
         red.finish(buffer, index)
 
     def sums(self):
+        """(bond sum, magnetization) int64 (R,), reduced on the device."""
         return self.reducer.sums(self.measure_into)
 
     # ------------------------------------------------------------ checkpoint
     def get_state(self):
+        """The sweep counter and the update mode (spins_per_word)."""
         return {"sweeps": self.t, "spins_per_word": self.spins_per_word}
 
     def set_state(self, state):

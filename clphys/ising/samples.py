@@ -31,8 +31,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import _validate
-from ..stats import (MIN_SAMPLES, MIN_TAUS, Estimate, SeriesEstimate, TooShortWarning, jackknife,
-                     series_estimate, shared_estimates)
+from ..stats import (
+    MIN_SAMPLES,
+    MIN_TAUS,
+    Estimate,
+    SeriesEstimate,
+    TooShortWarning,
+    jackknife,
+    series_estimate,
+    shared_estimates,
+)
 
 # every error sums the autocorrelation over WINDOW_TAUS x tau_int of the
 # slower of E and |M| (Sokal's c = 5, applied to the slowest mode)
@@ -252,37 +260,37 @@ class Samples:
         _warn_short([e for e in out if not math.isnan(e.value)], what)
         return out[0] if self.energy.ndim == 1 else out
 
-    def mean_energy(self, n_blocks=None):
+    def mean_energy(self, n_blocks: int | None = None) -> Estimate | list[Estimate]:
         """<E>/N."""
         return self._each(lambda e, m: e[None], None, n_blocks, "mean_energy")
 
-    def specific_heat(self, n_blocks=None):
+    def specific_heat(self, n_blocks: int | None = None) -> Estimate | list[Estimate]:
         """C/N = N (<e^2> - <e>^2) / T^2 (e = E/N)."""
         N = self.n_spins
         return self._each(lambda e, m: np.stack([e, e * e]),
                           lambda T: lambda x: N * (x[1] - x[0] ** 2) / T**2, n_blocks, "specific_heat")
 
-    def mean_magnetization(self, n_blocks=None):
+    def mean_magnetization(self, n_blocks: int | None = None) -> Estimate | list[Estimate]:
         """<M>/N (signed)."""
         return self._each(lambda e, m: m[None], None, n_blocks, "mean_magnetization")
 
-    def abs_magnetization(self, n_blocks=None):
+    def abs_magnetization(self, n_blocks: int | None = None) -> Estimate | list[Estimate]:
         """<|M|>/N."""
         return self._each(lambda e, m: np.abs(m)[None], None, n_blocks, "abs_magnetization")
 
-    def susceptibility(self, n_blocks=None):
+    def susceptibility(self, n_blocks: int | None = None) -> Estimate | list[Estimate]:
         """chi = N (<m^2> - <|m|>^2) / T, the finite-size estimator (m = M/N)."""
         N = self.n_spins
         return self._each(lambda e, m: np.stack([np.abs(m), m * m]),
                           lambda T: lambda x: N * (x[1] - x[0] ** 2) / T, n_blocks, "susceptibility")
 
-    def binder(self, n_blocks=None):
+    def binder(self, n_blocks: int | None = None) -> Estimate | list[Estimate]:
         """U4 = 1 - <m^4> / (3 <m^2>^2); NaN (with a RuntimeWarning) for a
         series whose every magnetization is 0."""
         return self._each(lambda e, m: np.stack([m * m, m**4]),
                           lambda T: lambda x: 1.0 - x[1] / (3.0 * x[0] ** 2), n_blocks, "binder")
 
-    def drift(self, observable="energy"):
+    def drift(self, observable: str = "energy") -> Estimate | list[Estimate]:
         """Mean of the second half of the series minus the first half's, with
         the error it would have if the series were stationary (twice the
         tau-aware variance of the second half's mean: a transient in the first

@@ -40,8 +40,8 @@ written into the halos (on the second queue, so the copies overlap the
 interior; the next half-sweep's edges wait for them). ``lat.halo_times``
 says where the host time went: waiting for the edge slabs, the exchange, and
 queueing the halo writes, and how many half-sweeps and exchanges ran;
-``trace`` (a list, None by default) collects (phase, event) of every launch
-and copy for benchmarks/bench_scaling.py's profile.
+:meth:`SlabBackend.profiled` collects the (phase, event) of every launch and
+copy on profiling queues (benchmarks/bench_scaling.py's profile).
 
 Why slabs and not 2D blocks: a 2D block of a multispin lattice needs halo
 columns too, and a column of a multispin word layout is one bit of every
@@ -56,6 +56,7 @@ blocks, far above the GPUs of one node.
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 
 import numpy as np
 import pyopencl as cl
@@ -64,6 +65,7 @@ from .. import _validate
 from .. import rng as _rng
 from ..runtime import mpi
 from ..runtime.memory import check_host_memory
+from ._backend import BackendDefaults
 from ._device import zeroed_buffer
 from .multispin import MultispinBackend
 
@@ -118,7 +120,7 @@ def local_shape(shape, size: int, rank: int, halo: int) -> tuple:
     return tuple(shape[:-1]) + (slab_shares(shape[-1], size)[rank][1] + 2 * halo,)
 
 
-class SlabBackend:
+class SlabBackend(BackendDefaults):
     """The backend of a lattice split over MPI ranks (see the module doc);
     implements the interface of clphys.ising.backends for one replica, its
     collective parts on every rank: sums() (reduced over the ranks), spins()
@@ -126,6 +128,7 @@ class SlabBackend:
     halo: slabs per side (halo_depth)."""
 
     algorithm = "multispin"
+    measures_on_device = True
     # Sweeps of the next cycle run (their rows that need no halo) while the
     # host exchanges the halos: hides up to 4 half-sweeps' interiors of
     # exchange for 2 launches more per sweep ahead (the rest of its half-sweeps,
@@ -176,9 +179,7 @@ class SlabBackend:
         self._written = [None, None]          # the last halo write of each colour
         self._phase = 0                       # sweeps since the last exchange (h >= 2)
         self._ahead = None                    # _most_ahead(), from the first exchange_halos()
-        # (phase, event) of every launch and copy while a list (benchmarks: where
-        # the device's time goes); None: not kept
-        self.trace = None
+        self._trace = None                    # (phase, event) list inside profiled()
         self.halo_times = {"edge wait": 0.0, "exchange": 0.0, "halo writes": 0.0, "half-sweeps": 0,
                            "exchanges": 0}
 
@@ -212,8 +213,8 @@ class SlabBackend:
     def _launch(self, phase, colour, rows, thresholds, **kw):
         """inner.half_sweep, its event kept in the trace under `phase`."""
         ev = self.inner.half_sweep(colour, rows, self.counters, thresholds, **kw)
-        if self.trace is not None:
-            self.trace.append((phase, ev))
+        if self._trace is not None:
+            self._trace.append((phase, ev))
         return ev
 
     def _copy(self, phase, queue, dest, src, **kw):
@@ -221,9 +222,32 @@ class SlabBackend:
         if isinstance(dest, np.ndarray) or isinstance(src, np.ndarray):
             kw["is_blocking"] = False
         ev = cl.enqueue_copy(queue, dest, src, **kw)
-        if self.trace is not None:
-            self.trace.append((phase, ev))
+        if self._trace is not None:
+            self._trace.append((phase, ev))
         return ev
+
+    @contextmanager
+    def profiled(self):
+        """Profiling queues for the kernels and the copies while inside; yields
+        a function that starts a trace and returns its list, which fills with
+        the (phase, event) of every launch and copy until the block ends. The
+        queues and the trace are put back on leaving (benchmarks only)."""
+        dev = self.dev
+        dev.queue.finish()
+        self.copies.finish()
+        saved = dev.queue, self.copies
+        prof = cl.command_queue_properties.PROFILING_ENABLE
+        dev.queue = cl.CommandQueue(dev.context, dev.cl_device, properties=prof)
+        self.copies = cl.CommandQueue(dev.context, dev.cl_device, properties=prof)
+
+        def start_trace() -> list:
+            self._trace = []
+            return self._trace
+        try:
+            yield start_trace
+        finally:
+            self._trace = None
+            dev.queue, self.copies = saved
 
     def _exchange(self, colours, wait_for=None):
         """Send the edge slabs of `colours` (already read into the send buffers)
@@ -332,6 +356,7 @@ class SlabBackend:
 
     # ------------------------------------------------------------ dynamics
     def sweep(self, n, thresholds):
+        """Enqueue n sweeps of this rank's slabs, exchanging halos with the neighbours."""
         if self.h == 1:
             self._sweep_exchanging_halves(n, thresholds)
         else:
@@ -453,20 +478,24 @@ class SlabBackend:
         self.inner.measure_into(buffer, index)
 
     def reduce_measurements(self, out):
-        """Sum an int64 array of measurements over the ranks, in place."""
+        """A copy of an int64 array of measurements summed over the ranks."""
         from mpi4py import MPI
+        out = np.array(out, dtype=np.int64)
         self.comm.Allreduce(MPI.IN_PLACE, out, op=MPI.SUM)
+        return out
 
     def sums(self):
+        """(bond sum, magnetization) of the whole lattice (collective)."""
         bond, mag = self.inner.sums()
-        both = np.array([bond, mag], dtype=np.int64).reshape(2, 1)
-        self.reduce_measurements(both)
+        both = self.reduce_measurements(np.array([bond, mag], dtype=np.int64).reshape(2, 1))
         return both[0].copy(), both[1].copy()
 
     def get_state(self):
+        """The state of this rank's multispin backend (the same on every rank)."""
         return self.inner.get_state()
 
     def set_state(self, state):
+        """Restore a :meth:`get_state` dict."""
         self.inner.set_state(state)
 
 

@@ -105,6 +105,7 @@ class JointLayout:
         return 32 - (self.cells.bit_length() - 1)
 
     def key(self):
+        """A hashable key of the layout (k, levels, cells)."""
         return (self.k, self.levels, self.cells)
 
     def __eq__(self, other):
@@ -226,7 +227,7 @@ def _repair_marginals(counts, exact, shift, wants, base, k):
         lev, j = divmod(int(c), k)
         lev += 1
         step = base ** j
-        region = lambda o: (o // step) % base                             # noqa: E731
+        region = lambda o, step=step: (o // step) % base                  # noqa: E731
         # too many accepted: region l -> l - 1; too few: l - 1 -> l
         src, move = (lev, -step) if err[c] > 0 else (lev - 1, step)
         for _ in range(abs(int(err[c]))):

@@ -153,6 +153,7 @@ def buffer_sizes(geom: Geometry, walkers: int, slots: int = 1, magnet: bool = Fa
 
 
 def check_engine_memory(dev, geom, walkers, slots=1, magnet=False):
+    """ValueError unless the walkers' buffers fit the device (before any allocation)."""
     if geom.N * (groups(walkers) + 32) >= 2**29:
         raise ValueError(f"multicanonical {geom} with {walkers} walkers: the lattice words (sites x "
                          f"walkers / 32 = {geom.N * groups(walkers)}) must stay below 2^29 (byte offsets "
@@ -204,6 +205,7 @@ class Engine:
     # ----------------------------------------------------------- setup
     @property
     def queue(self):
+        """The device queue the engine enqueues on."""
         return self.dev.queue
 
     def _buffer(self, n, dtype):
@@ -237,6 +239,7 @@ class Engine:
         return self.read_bins()
 
     def read_bins(self):
+        """Energy bins and magnetisation bins of every walker (host copies)."""
         bins = np.empty(self.W, np.int32)
         mags = np.empty(self.W, np.int32)
         cl.enqueue_copy(self.queue, bins, self.bins)
@@ -283,7 +286,7 @@ class Engine:
                     "muca/update.cl", **g.template(), wg=self.wg, K=self.per_item, combine=o["combine"],
                     table=o["table"], hist=hist, record=record, magnet=bool(magnet), hist_rows=rows,
                     trips=bool(trips), ahead=bool(o.get("ahead", True)), layout=o.get("layout", "pair"),
-                    lattice=o.get("lattice", "global"), memory=o.get("memory", "all"), rounds=o.get("rounds", 10))
+                    lattice=o.get("lattice", "global"), memory=o.get("memory", "all"))
             self._prog[record] = self._programs[key]
         self.trips = bool(trips)
         self.hist_shape = (slots, g.nbins)
@@ -331,6 +334,7 @@ class Engine:
         return h, mh, self._since
 
     def set_pending(self, hist, mhist, since):
+        """Upload histograms accumulated since the last configure (a resumed run)."""
         cl.enqueue_copy(self.queue, self._hist_buf, np.ascontiguousarray(hist, np.uint32))
         if self.magnet:
             cl.enqueue_copy(self.queue, self._mhist_buf, np.ascontiguousarray(mhist, np.uint32))
@@ -400,6 +404,7 @@ class Engine:
         return np.ascontiguousarray(out[:, :self.G])
 
     def write_lattice(self, lattice, bins=None, mags=None):
+        """Upload the walkers' lattice words (and their energy and magnetisation bins)."""
         lattice = np.ascontiguousarray(lattice, np.uint32)
         if lattice.shape != (self.geom.N, self.G):
             raise ValueError(f"lattice must have shape {(self.geom.N, self.G)}, got {lattice.shape}")

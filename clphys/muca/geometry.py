@@ -33,11 +33,13 @@ def groups(walkers: int) -> int:
 
 @dataclass(frozen=True)
 class Geometry:
+    """An L^dim periodic lattice and its energy bins (dE = 4)."""
     dim: int
     L: int
 
     @classmethod
     def checked(cls, L, dim):
+        """The geometry of (L, dim), checked: ValueError naming what is allowed."""
         dim = _validate.integer("dim", dim)
         _validate.choice("dim", dim, (2, 3))
         L = _validate.integer("L", L, 2, MAX_L[dim])
@@ -47,14 +49,17 @@ class Geometry:
 
     @property
     def N(self):
+        """Sites."""
         return self.L ** self.dim
 
     @property
     def nbins(self):
+        """Energy bins, E = e_min + 4 b."""
         return self.dim * self.N // 2 + 1
 
     @property
     def ncls(self):
+        """Neighbour classes of a site (2 dim + 1)."""
         return 2 * self.dim + 1
 
     @property
@@ -64,6 +69,7 @@ class Geometry:
 
     @property
     def e_min(self):
+        """The lowest energy, -dim N."""
         return -self.dim * self.N
 
     @property
@@ -84,10 +90,12 @@ class Geometry:
         return np.stack(out, axis=-1)
 
     def energies(self, bins=None):
+        """Energies of `bins` (every bin by default), int64."""
         b = np.arange(self.nbins) if bins is None else np.asarray(bins)
         return (4 * b + self.e_min).astype(np.int64)
 
     def template(self):
+        """The template parameters of this geometry."""
         return {"dim": self.dim, "L": self.L}
 
     def __str__(self):

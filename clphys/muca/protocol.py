@@ -30,6 +30,7 @@ from .. import _validate
 
 @dataclass(frozen=True)
 class Protocol:
+    """The constants of the weight iteration (see docs/muca.md)."""
     f_therm: float = 30.0
     z: float = 2.25
     factor: float = 6.0
@@ -38,6 +39,7 @@ class Protocol:
 
     @classmethod
     def checked(cls, f_therm=30.0, z=2.25, factor=6.0, growth=1.1, min_width=10):
+        """A Protocol with every constant checked."""
         return cls(_validate.real("f_therm", f_therm, 0.0, strict_min=True),
                    _validate.real("z", z, 0.0, strict_min=True),
                    _validate.real("factor", factor, 0.0, strict_min=True),

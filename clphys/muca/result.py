@@ -84,6 +84,7 @@ class MucaResult:
 
     @property
     def N(self):
+        """Sites."""
         return self.L ** self.dim
 
     @property
@@ -115,6 +116,7 @@ class MucaResult:
 
     @property
     def kullback_leibler(self):
+        """Kullback-Leibler divergence of the production histogram from flat."""
         return protocol.kullback_leibler(self.histogram)
 
     def canonical(self, T) -> Canonical:

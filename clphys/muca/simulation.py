@@ -14,25 +14,25 @@ with the state consistent, and save()/load() resume bit for bit.
 from __future__ import annotations
 
 import math
-import os
 import sys
 import time
-from dataclasses import astuple, dataclass, fields
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .. import _validate
+from ..progress import Progress, check_progress
 from ..runtime import mpi, resolve_device
-from ..runtime.checkpoint import CheckpointError, field, load_checkpoint, save_checkpoint
-from ..progress import Progress
 from ..runtime.longrun import Interrupted, interrupt_deferred, run_sliced
 from . import protocol as proto
-from .engine import (MAGNET_BUDGET, Engine, buffer_sizes, check_engine_memory, choose_options,
-                     default_walkers)
+from .checkpoints import MulticanonicalCheckpoints
+from .engine import MAGNET_BUDGET, Engine, buffer_sizes, check_engine_memory, choose_options, default_walkers
 from .geometry import LANES, Geometry, groups
 from .result import MucaResult, make_result, max_ln_g_error
 
-CHECKPOINT_KIND = "muca"
 TARGET_SECONDS = 0.25
 # The production (docs/muca.md, Production): thermalise once under the final
 # weights until the walkers made THERM_PASSAGES passages through the energy
@@ -114,7 +114,7 @@ class History(tuple):
         return "\n".join(lines)
 
 
-class Multicanonical:
+class Multicanonical(MulticanonicalCheckpoints):
     """W walkers, each an L^dim periodic Ising lattice (J = 1), sharing one set
     of multicanonical weights.
 
@@ -196,11 +196,11 @@ class Multicanonical:
 
     # ------------------------------------------------------------ properties
     @property
-    def L(self):
+    def L(self) -> int:
         return self.geom.L
 
     @property
-    def dim(self):
+    def dim(self) -> int:
         return self.geom.dim
 
     @property
@@ -208,7 +208,7 @@ class Multicanonical:
         return History(self._history)
 
     @property
-    def energies(self):
+    def energies(self) -> np.ndarray:
         """The energy of every bin of log_weights."""
         return self.geom.energies()
 
@@ -227,7 +227,7 @@ class Multicanonical:
         """Flips attempted by every walker so far (the global step counter)."""
         return self._engine.t
 
-    def set_log_weights(self, log_w):
+    def set_log_weights(self, log_w: ArrayLike) -> None:
         """Use these ln W(E) (one per bin of `energies`) from now on, e.g. -ln g(E)."""
         if self._iter is not None or self._prod is not None:
             raise ValueError("an iteration or production is in progress; finish it first")
@@ -238,7 +238,7 @@ class Multicanonical:
         self.log_weights = w.astype(np.float64).copy()
         self._applied = True
 
-    def walker_state(self):
+    def walker_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(lattices (words, walkers) uint32, energy bins, magnetizations) from the device."""
         bins, mags = self._engine.read_bins()
         return self._engine.read_lattice(), bins, mags
@@ -248,7 +248,8 @@ class Multicanonical:
                 f"{len(self._history)} iterations, on {self.device.name}>")
 
     # ------------------------------------------------------------ the weight iteration
-    def iterate(self, kl=1e-4, max_iterations=None, progress=None, callback=None) -> History:
+    def iterate(self, kl: float = 1e-4, max_iterations: int | None = None, progress: bool | Callable | None = None,
+                callback: Callable | None = None) -> History:
         """Weight iterations until d_k < kl (or max_iterations more of them).
 
         progress: None (a line per iteration on a terminal), True (always),
@@ -259,7 +260,7 @@ class Multicanonical:
         self._kl = _validate.real("kl", kl, 0.0, strict_min=True)
         if max_iterations is not None:
             max_iterations = _validate.integer("max_iterations", max_iterations, 0)
-        _check_progress(progress)
+        check_progress(progress)
         if callback is not None and not callable(callback):
             raise TypeError(f"callback must be callable, got {callback!r}")
         if self._prod is not None:
@@ -356,8 +357,9 @@ class Multicanonical:
         """A production run was interrupted (produce() continues it)."""
         return self._prod is not None
 
-    def produce(self, blocks=None, updates=None, therm=None, magnetization=None, progress=None, *,
-                target_error=None, max_seconds=None) -> MucaResult:
+    def produce(self, blocks: int | None = None, updates: int | None = None, therm: int | None = None,
+                magnetization: bool | None = None, progress: bool | Callable | None = None, *,
+                target_error: float | None = None, max_seconds: float | None = None) -> MucaResult:
         """A production run with the current weights: ln g(E) with errors.
 
         * thermalisation under these weights, once, not recorded: until the
@@ -384,7 +386,7 @@ class Multicanonical:
         clphys.runtime.Interrupted; save() and a later produce() continue the
         run bit for bit.
         """
-        _check_progress(progress)
+        check_progress(progress)
         if self._comm is not None and self._comm.Get_rank():
             progress = False
         if self._iter is not None:
@@ -527,199 +529,6 @@ class Multicanonical:
                     raise Interrupted(prod["done"], prod["therm"] + prod["updates"],
                                       "steps per walker of the production")
 
-    # ------------------------------------------------------------ checkpoints
-    def save(self, path):
-        """Write the whole state (walkers, weights, counters, partial histograms)
-        to `path` (.npz, clphys checkpoint format), atomically."""
-        if self._comm is not None:
-            raise ValueError("save() of walkers split over MPI ranks is not supported: run on one "
-                             "process to checkpoint")
-        folder = os.path.dirname(os.path.abspath(os.fspath(path)))
-        if not os.path.isdir(folder):
-            raise FileNotFoundError(f"cannot save the checkpoint {os.fspath(path)!r}: the folder {folder!r} "
-                                    f"does not exist")
-        eng = self._engine
-        pend_hist, pend_mhist, since = eng.pending()
-        lattice, bins, mags = self.walker_state()
-        g = self.geom
-        header = {"dim": g.dim, "L": g.L, "walkers": self.walkers, "seed": self.seed,
-                  "sites": g.N, "groups": eng.G, "nbins": g.nbins, "nm": g.nm, "slots": eng.slots,
-                  "magnet": eng.magnet, "since": since, "t": eng.t, "width": int(self.width),
-                  "u": self._u, "kl": self._kl, "applied": self._applied,
-                  "protocol": {f.name: getattr(self.protocol, f.name) for f in fields(self.protocol)},
-                  "options": self.options, "iteration": self._iter, "production": self._prod,
-                  "algorithm": "parallel multicanonical, walker-sliced lattice, Philox4x32-10"}
-        arrays = {"lattice": lattice, "bins": bins, "mags": mags, "log_weights": self.log_weights,
-                  "last_hist": (self._last_hist if self._last_hist is not None
-                                else np.zeros(g.nbins, np.int64)),
-                  "hist": eng.hist, "pending_hist": pend_hist,
-                  "moments": eng.moments if eng.magnet else np.zeros((eng.slots, g.nbins, 3)),
-                  "pending_mhist": (pend_mhist if eng.magnet
-                                    else np.zeros((eng.slots, g.nbins, g.nm), np.uint32)),
-                  "history": np.array([astuple(r) for r in self._history], np.float64).reshape(-1, 9),
-                  "passages": eng.read_passages()}
-        save_checkpoint(path, CHECKPOINT_KIND, header, arrays)
-
-    @staticmethod
-    def peek(path) -> dict:
-        """{L, dim, walkers, seed} of the checkpoint at `path`, checked, without
-        touching a device."""
-        header, _ = load_checkpoint(path, CHECKPOINT_KIND)
-        p = str(path)
-        out = {"L": field(header, "L", int, minimum=2, path=p),
-               "dim": field(header, "dim", int, choices=(2, 3), path=p),
-               "walkers": field(header, "walkers", int, minimum=1, path=p),
-               "seed": field(header, "seed", int, minimum=0, path=p)}
-        try:
-            Geometry.checked(out["L"], out["dim"])
-        except ValueError as exc:
-            raise CheckpointError(f"checkpoint {p!r}: {exc}") from None
-        return out
-
-    @classmethod
-    def load(cls, path, device=None, **options):
-        """The simulation saved in `path`, ready to continue bit for bit (on any
-        device; `options` are kernel options as in the constructor)."""
-        p = str(path)
-        info = cls.peek(path)
-        L, dim, walkers, seed = info["L"], info["dim"], info["walkers"], info["seed"]
-        geom = Geometry.checked(L, dim)
-        spec = {"lattice": ("uint32", ("sites", "groups")), "bins": ("int32", ("walkers",)),
-                "mags": ("int32", ("walkers",)), "log_weights": ("float64", ("nbins",)),
-                "last_hist": ("int64", ("nbins",)), "hist": ("int64", ("slots", "nbins")),
-                "pending_hist": ("uint32", ("slots", "nbins")),
-                "moments": ("float64", ("slots", "nbins", 3)),
-                "pending_mhist": ("uint32", ("slots", "nbins", "nm")),
-                "history": ("float64", (None, 9)), "passages": ("uint32", ("walkers",))}
-        header, arrays = load_checkpoint(path, CHECKPOINT_KIND, spec)
-        for name, want in (("sites", geom.N), ("groups", groups(walkers)), ("nbins", geom.nbins), ("nm", geom.nm)):
-            if field(header, name, int, path=p) != want:
-                raise CheckpointError(f"checkpoint {p!r}: {name} = {header[name]} does not match {geom}")
-        slots = field(header, "slots", int, minimum=1, maximum=walkers, path=p)
-        prot = field(header, "protocol", dict, path=p)
-        try:
-            protocol = proto.Protocol.checked(**prot)
-        except (TypeError, ValueError) as exc:
-            raise CheckpointError(f"checkpoint {p!r}: protocol: {exc}") from None
-        _check_saved_meaning(header, arrays, geom, protocol, p)
-        try:
-            sim = cls(L, dim, walkers, seed, device, **prot, **options)
-        except (TypeError, ValueError) as exc:
-            raise CheckpointError(f"checkpoint {p!r}: {exc}") from None
-        sim._restore(header, arrays, p, slots)
-        return sim
-
-    def _restore(self, header, arrays, p, slots):
-        eng = self._engine
-        magnet = field(header, "magnet", bool, path=p)
-        eng.configure(slots, magnet)
-        eng.t = field(header, "t", int, minimum=0, path=p)
-        eng.write_lattice(arrays["lattice"])
-        bins, mags = eng.measure()
-        if not np.array_equal(bins, arrays["bins"]) or (magnet and not np.array_equal(mags, arrays["mags"])):
-            raise CheckpointError(f"checkpoint {p!r}: the stored energies do not match the stored spins")
-        eng.hist[...] = arrays["hist"]
-        if magnet:
-            eng.moments[...] = arrays["moments"]
-        since = field(header, "since", int, minimum=0, path=p)
-        if since > eng.limit:
-            raise CheckpointError(f"checkpoint {p!r}: since = {since} exceeds {eng.limit}")
-        eng.set_pending(arrays["pending_hist"], arrays["pending_mhist"], since)
-        w = arrays["log_weights"]
-        if not np.all(np.isfinite(w)):
-            raise CheckpointError(f"checkpoint {p!r}: log_weights are not all finite")
-        self.log_weights = w.copy()
-        self.width = header["width"]
-        self._u = float(header["u"])
-        self._kl = float(header["kl"])
-        self._applied = field(header, "applied", bool, path=p)
-        rows = arrays["history"]
-        self._history = [IterationRecord(int(r[0]), int(r[1]), int(r[2]), int(r[3]), float(r[4]),
-                                         float(r[5]), int(r[6]), float(r[7]), int(r[8])) for r in rows]
-        self._last_hist = arrays["last_hist"].copy() if self._history else None
-        if not self._applied and not self._history:
-            raise CheckpointError(f"checkpoint {p!r}: unapplied weights without an iteration")
-        self._iter = _phase(header, "iteration", ("therm", "updates", "u", "done", "seconds"), p)
-        self._prod = _phase(header, "production", PRODUCTION_KEYS, p)
-        if self._prod is not None:
-            eng.configure(slots, magnet, trips=True)
-            eng.hist[...] = arrays["hist"]
-            if magnet:
-                eng.moments[...] = arrays["moments"]
-            eng.set_pending(arrays["pending_hist"], arrays["pending_mhist"], since)
-            eng.reset_passages(0, self.geom.nbins - 1, arrays["passages"])
-        if self._iter is not None or self._prod is not None:
-            eng.set_thresholds(proto.thresholds(self.log_weights, self.dim))
-
-
-def _check_progress(progress):
-    # (clphys.progress.check_progress on main does the same; use it after the merge)
-    if not (progress is None or isinstance(progress, bool) or callable(progress)):
-        raise TypeError(f"progress must be None, True, False or a callable f(done, total), "
-                        f"got {progress!r}")
-
-
-def _check_saved_meaning(header, arrays, geom, protocol, p):
-    """CheckpointError unless the counters, weights and statistics of a
-    checkpoint are ones a run can reach (no device needed)."""
-    where = f"checkpoint {p!r}"
-    for name in ("u", "kl"):
-        value = field(header, name, float, path=p)
-        if not value > 0:
-            raise CheckpointError(f"{where}: field {name!r} = {value!r} must be > 0")
-    field(header, "width", int, minimum=protocol.min_width,
-          maximum=max(protocol.min_width, geom.full_width), path=p)
-    for name in ("hist", "last_hist", "moments"):
-        bad = ~(arrays[name] >= 0)              # NaN too
-        if bad.any():
-            raise CheckpointError(f"{where}: array {name!r} holds {int(bad.sum())} negative or NaN values")
-    m = arrays["moments"]
-    if not np.isfinite(m).all():
-        raise CheckpointError(f"{where}: array 'moments' holds values that are not finite")
-    # sums over the recorded counts of |m|, |m|^2, |m|^4 with 0 <= |m| <= 1
-    slack = 1.0 + 1e-9
-    if np.any(m[..., 0] > arrays["hist"] * slack) or np.any(m[..., 1] > m[..., 0] * slack) or \
-            np.any(m[..., 2] > m[..., 1] * slack):
-        raise CheckpointError(f"{where}: array 'moments' is not the moments of |m| <= 1 of the counts in 'hist'")
-    rows = arrays["history"]
-    ints = rows[:, [0, 1, 2, 3, 6, 8]]
-    if not np.isfinite(rows).all() or np.any(rows < 0) or np.any(ints != np.round(ints)) or \
-            not np.array_equal(rows[:, 0], np.arange(1, len(rows) + 1)):
-        raise CheckpointError(f"{where}: array 'history' is not a record of iterations 1, 2, ... "
-                              f"(non-negative finite numbers, whole counts)")
-    ends = arrays["passages"] & 3
-    if np.any(ends == 3):
-        raise CheckpointError(f"{where}: array 'passages' holds a walker whose last end is neither none, "
-                              f"low nor high")
-    done = sum(int(state["done"]) for state in (header.get("iteration"), header.get("production"))
-               if isinstance(state, dict) and isinstance(state.get("done"), int))
-    t = field(header, "t", int, minimum=0, path=p)
-    if t < rows[:, 2].sum() + rows[:, 3].sum() + done:
-        raise CheckpointError(f"{where}: field 't' = {t} is fewer steps than its iterations and the "
-                              f"phase in progress made")
-
-
-def _phase(header, name, keys, p):
-    state = header.get(name)
-    if state is None:
-        return None
-    if not isinstance(state, dict) or set(state) != set(keys):
-        raise CheckpointError(f"checkpoint {p!r}: field {name!r} must hold {sorted(keys)}")
-    for k in keys:
-        if k in ("u", "seconds", "therm_passages", "passages", "target", "budget"):
-            field(state, k, float, minimum=0, path=p)
-        elif k == "error":
-            field(state, k, float, minimum=-1, path=p)
-        elif k in ("magnet", "therm_fixed", "updates_fixed"):
-            field(state, k, bool, path=p)
-        elif k == "phase":
-            field(state, k, str, choices=("therm", "record", "done"), path=p)
-        else:
-            field(state, k, int, minimum=0, path=p)
-    if state["done"] > state["therm"] + state["updates"]:
-        raise CheckpointError(f"checkpoint {p!r}: {name} has done more steps than planned")
-    return dict(state)
-
 
 def _line_reporter(progress, full_width):
     """One line per iteration on stderr (progress True, or None on a terminal),
@@ -737,9 +546,10 @@ def _line_reporter(progress, full_width):
     return line
 
 
-def run(L, dim=2, walkers=None, seed=0, device=None, *, kl=1e-4, max_iterations=None, blocks=None,
-        updates=None, magnetization=None, target_error=None, max_seconds=None, progress=None,
-        **options) -> MucaResult:
+def run(L: int, dim: int = 2, walkers: int | None = None, seed: int = 0, device: Any = None, *, kl: float = 1e-4,
+        max_iterations: int | None = None, blocks: int | None = None, updates: int | None = None,
+        magnetization: bool | None = None, target_error: float | None = None, max_seconds: float | None = None,
+        progress: bool | Callable | None = None, **options: Any) -> MucaResult:
     """Iterate the weights to d_k < kl, then a production run: the result
     (see Multicanonical, iterate and produce for the arguments; every argument
     is checked before any device work). Warns if max_iterations ran out before
@@ -752,7 +562,7 @@ def run(L, dim=2, walkers=None, seed=0, device=None, *, kl=1e-4, max_iterations=
     _validate.real("kl", kl, 0.0, strict_min=True)
     if max_iterations is not None:
         _validate.integer("max_iterations", max_iterations, 0)
-    _check_progress(progress)
+    check_progress(progress)
     sim = Multicanonical(L, dim, walkers, seed, device, **options)
     sim.iterate(kl=kl, max_iterations=max_iterations, progress=progress)
     if not sim.converged:

@@ -18,8 +18,20 @@ import warnings
 
 import numpy as np
 
-from .._cli import (add_checkpoint, add_device, add_output, add_plot, add_progress, allow_mpi,
-                    add_json, check_outputs, checkpoint_every, json_value, print_json, progress_arg)
+from .._cli import (
+    add_checkpoint,
+    add_device,
+    add_json,
+    add_output,
+    add_plot,
+    add_progress,
+    allow_mpi,
+    check_outputs,
+    checkpoint_every,
+    json_value,
+    print_json,
+    progress_arg,
+)
 from ..runtime.files import atomic_output
 from ..runtime.longrun import Checkpoints, Interrupted
 

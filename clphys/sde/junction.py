@@ -22,10 +22,10 @@ import numpy as np
 
 from .. import _validate as check
 from ..runtime.checkpoint import CheckpointError, check_arrays, field, load_checkpoint
-from ..runtime.longrun import Interrupted
-from .ensemble import Ensemble, EnsembleState, _encode_params
-from ..runtime.longrun import CHECKPOINT_EVERY, check_checkpoint_args, checkpointed_run
+from ..runtime.longrun import CHECKPOINT_EVERY, Interrupted, check_checkpoint_args, checkpointed_run
+from .ensemble import Ensemble, EnsembleState
 from .models import JOSEPHSON
+from .plan import encode_params
 
 __all__ = ["josephson", "JosephsonResult"]
 
@@ -74,26 +74,13 @@ def josephson(a=4.2, *, gamma=0.9, omega=4.9, f=0.1, kT=0.001, n_paths=1024, per
     rank 0, and on every rank with ``gather="all"``; other ranks get None.
     Checkpoints are not written in a distributed run (checkpoint= and
     resume= are refused there)."""
+    # Over 80 lines with its docstring: the run's closures share one plan and histogram.
     args = (a, gamma, omega, f, kT, n_paths, periods, transient, steps_per_period, density_bins,
             checkpoint, checkpoint_every)
-    if comm is None:
-        checked = _check_args(*args)
-    else:
-        from ..runtime import mpi
-        mpi.comm_size_rank(comm)
-
-        def refuse_checkpoints():
-            if checkpoint is not None or resume is not None:
-                raise ValueError("checkpoint= and resume= are not supported with comm= (a distributed "
-                                 "run); run on one process to checkpoint")
-            return _check_args(*args)
-        checked = mpi.all_ok(comm, refuse_checkpoints)
-        mpi.agree(comm, "josephson arguments", params=_encode_params(checked[0]),
-                  **{k: v for k, v in zip(("n_paths", "periods", "transient", "steps_per_period",
-                                           "density_bins"), checked[1:6])},
-                  scheme=scheme, rng=rng, seed=repr(seed), dtype=dtype, fast_math=repr(fast_math))
-        if comm.Get_rank() != 0:
-            progress = False
+    checked = _check_everywhere(args, comm, resume, scheme=scheme, rng=rng, seed=repr(seed), dtype=dtype,
+                                fast_math=repr(fast_math))
+    if comm is not None and comm.Get_rank() != 0:
+        progress = False
     params, n_paths, periods, transient, spp, bins, checkpoint, checkpoint_every = checked
     omega = params["omega"]
     T = 2 * np.pi / omega
@@ -121,7 +108,7 @@ def josephson(a=4.2, *, gamma=0.9, omega=4.9, f=0.1, kT=0.001, n_paths=1024, per
         sample (of the displacement and of x for the density). Runs on this
         rank's share only: the ranks meet once, at the end."""
         if ens.step < start:
-            ens._run_local(steps=n, observables=[], progress=report)
+            ens.run_local(steps=n, observables=[], progress=report)
             return
         if ens.origin_step != start:
             ens.set_origin()
@@ -129,7 +116,7 @@ def josephson(a=4.2, *, gamma=0.9, omega=4.9, f=0.1, kT=0.001, n_paths=1024, per
         # end only, so without a density one sample ends each piece (a launch per
         # period cost more host time than a small share of paths runs on a GPU)
         try:
-            loc = ens._run_local(steps=n, sample_every=spp if bins else n, observables=["displacement(x)"],
+            loc = ens.run_local(steps=n, sample_every=spp if bins else n, observables=["displacement(x)"],
                                  histograms=hist_spec, progress=report)
         except Interrupted as exc:
             keep(exc.local)
@@ -154,9 +141,35 @@ def josephson(a=4.2, *, gamma=0.9, omega=4.9, f=0.1, kT=0.001, n_paths=1024, per
     loc = last["loc"]
     if bins:
         loc.hists = [hist_total]          # the whole measurement's counts
-    r = ens._finish(loc)
+    r = ens.finish(loc)
     if r is None:
         return None
+    return _result(ens, r, n_paths, periods, transient, bins, dt, T)
+
+
+def _check_everywhere(args, comm, resume, **identity):
+    """josephson's arguments checked (on every rank of `comm`, which must
+    agree on them and on `identity`; no checkpoints there)."""
+    checkpoint = args[10]
+    if comm is None:
+        return _check_args(*args)
+    from ..runtime import mpi
+    mpi.comm_size_rank(comm)
+
+    def refuse_checkpoints():
+        if checkpoint is not None or resume is not None:
+            raise ValueError("checkpoint= and resume= are not supported with comm= (a distributed "
+                             "run); run on one process to checkpoint")
+        return _check_args(*args)
+    checked = mpi.all_ok(comm, refuse_checkpoints)
+    mpi.agree(comm, "josephson arguments", params=encode_params(checked[0]),
+              **{k: v for k, v in zip(("n_paths", "periods", "transient", "steps_per_period",
+                                       "density_bins"), checked[1:6])}, **identity)
+    return checked
+
+
+def _result(ens, r, n_paths, periods, transient, bins, dt, T) -> JosephsonResult:
+    """<<v>> with its error, and the density, from the RunResult of the measurement."""
     span = (periods - transient) * T
     v = r.mean["displacement(x)"][-1] / span
     v_err = np.sqrt(r.var["displacement(x)"][-1] / n_paths) / span
@@ -230,10 +243,10 @@ def _resume(path, setup, plan, total, device):
     state = EnsembleState.from_checkpoint_parts(header, files, path)
     if state.model != JOSEPHSON:
         raise CheckpointError(f"{where} holds another model: {state.model!r}")
-    found = {"n_paths": state.n_paths, "params": _encode_params(state.params), "dt": state.dt,
+    found = {"n_paths": state.n_paths, "params": encode_params(state.params), "dt": state.dt,
              "scheme": state.scheme, "rng": state.rng, "seed": state.seed, "dtype": state.dtype,
              "fast_math": state.fast_math, **field(header, "josephson", dict, path=os.fspath(path))}
-    want = {**setup, "params": _encode_params(_normal_params(setup["params"])), **plan}
+    want = {**setup, "params": encode_params(_normal_params(setup["params"])), **plan}
     diff = [f"{k} is {found.get(k)!r} there, {v!r} here" for k, v in want.items() if found.get(k) != v]
     if diff:
         raise CheckpointError(f"{where} is of another run: {'; '.join(diff)}")

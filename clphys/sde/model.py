@@ -20,51 +20,53 @@ __all__ = ["Model"]
 
 
 class Model:
-    """A declarative SDE model.
+    """A declarative SDE model (additive noise), rendered into an OpenCL kernel.
 
-    variables
-        names of the state variables, e.g. ``["x", "v"]``.
-    drift
-        ``{variable: expression}`` in OpenCL C using variables, parameters,
-        ``t``, OpenCL math built-ins and constants (``M_PI_F``...); missing
-        variables have zero drift.
-    noise
-        ``{variable: strength}`` (an independent Wiener process of its own,
-        named like the variable) or ``{variable: {source: strength}}`` where
-        variables naming the same source share it. Strengths are expressions
-        of the parameters only (additive noise).
-    parameters
-        names of the parameters; an :class:`Ensemble` gives each a scalar or
-        an array (a sweep).
-    periodic
-        ``{variable: period}`` (or a list of variables, period 1): the kernel
-        keeps the variable in [0, period) and counts the laps, so
-        ``unwrap(x)`` in observables is the continuous position (x plus the
-        laps since the ensemble's origin) and ``displacement(x)`` the
-        distance travelled since the origin (:meth:`Ensemble.set_origin`).
-    forcing
-        ``{name: expression}`` of the parameters and ``t`` only (a
-        time-dependent force), usable by name in the drift and observables.
-        SRK2 needs the drift at t and t + dt; the kernel evaluates each forcing
-        once per step and carries it to the next step instead of twice.
-    drive_period
-        expression of the parameters (evaluated on the host, real division)
-        giving the period of the explicit time dependence; time is then kept
-        modulo it, so float32 runs keep resolving dt at t >> dt.
-    name
-        a label for generated sources (``CLPHYS_KEEP_SOURCE``).
+    Parameters
+    ----------
+    variables : list of str
+        Names of the state variables, e.g. ``["x", "v"]``.
+    drift : dict
+        ``{variable: expression}`` in OpenCL C of the variables, parameters, ``t``,
+        built-ins and constants (``M_PI_F``...); missing variables have zero drift.
+    noise : dict, optional
+        ``{variable: strength}`` (a Wiener process of its own) or
+        ``{variable: {source: strength}}`` (shared sources); strengths are
+        expressions of the parameters only.
+    parameters : list of str
+        Names of the parameters (an :class:`Ensemble` gives each a scalar or a sweep).
+    periodic : dict or list, optional
+        ``{variable: period}`` (a list: period 1): kept in [0, period) with laps
+        counted, for ``unwrap(x)`` and ``displacement(x)`` in observables.
+    forcing : dict, optional
+        ``{name: expression}`` of the parameters and ``t``, evaluated once per step.
+    drive_period : str, optional
+        Expression of the parameters: the period of the time dependence (time is kept modulo it).
+    name : str, optional
+        A label for generated sources (``CLPHYS_KEEP_SOURCE``).
 
-    Example (the Stewart-McCumber model of a Josephson junction)::
-
-        Model(variables=["x", "v"],
-              drift={"x": "v", "v": "-gamma*v - 2*M_PI_F*cos(2*M_PI_F*x) + a*cos(omega*t) + f"},
-              noise={"v": "sqrt(2*gamma*kT)"},
-              parameters=["gamma", "a", "omega", "f", "kT"],
-              periodic={"x": 1.0}, drive_period="2*M_PI/omega")
+    Examples
+    --------
+    >>> Model(variables=["x", "v"],                                 # doctest: +SKIP
+    ...       drift={"x": "v", "v": "-gamma*v - 2*M_PI_F*cos(2*M_PI_F*x) + a*cos(omega*t) + f"},
+    ...       noise={"v": "sqrt(2*gamma*kT)"}, parameters=["gamma", "a", "omega", "f", "kT"],
+    ...       periodic={"x": 1.0}, drive_period="2*M_PI/omega")
     """
 
     def __init__(self, variables, drift, noise=None, parameters=(), periodic=None,
                  drive_period=None, forcing=None, name="model"):
+        self._check_names(variables, parameters, name)
+        pknown = {p: "parameter" for p in self.parameters}
+        known = self._check_forcing(forcing, pknown)
+        self._check_drift(drift, known)
+        self._check_noise(noise, pknown)
+        self._check_periodic(periodic)
+        self.drive_period = None if drive_period is None else _expr.as_text("drive_period", drive_period)
+        self._period_toks = None if drive_period is None else _expr.check(
+            "drive_period", drive_period, pknown, allow_t=False)
+
+    def _check_names(self, variables, parameters, name):
+        """Variables, parameters (distinct names) and the model's name."""
         if isinstance(variables, str) or not hasattr(variables, "__iter__"):
             raise TypeError(f"variables must be a list of names, got {variables!r}")
         self.variables = tuple(_expr.check_name("variable", v) for v in variables)
@@ -84,7 +86,8 @@ class Model:
             raise ValueError(f"name must be a non-empty string, got {name!r}")
         self.name = name
 
-        pknown = {p: "parameter" for p in self.parameters}
+    def _check_forcing(self, forcing, pknown) -> dict:
+        """The forcing terms; returns {name: kind} of every name the drift may use."""
         forcing = {} if forcing is None else forcing
         if not isinstance(forcing, Mapping):
             raise TypeError(f"forcing must be a mapping {{name: expression}}, got {type(forcing).__name__}")
@@ -99,7 +102,10 @@ class Model:
         known = {v: "variable" for v in self.variables}
         known.update({p: "parameter" for p in self.parameters})
         known.update({f: "forcing" for f in self.forcing})
+        return known
 
+    def _check_drift(self, drift, known):
+        """The drift of every variable (0 where missing)."""
         if not isinstance(drift, Mapping):
             raise TypeError(f"drift must be a mapping {{variable: expression}}, got {type(drift).__name__}")
         self._check_keys("drift", drift)
@@ -107,6 +113,8 @@ class Model:
         self._drift_toks = tuple(_expr.check(f"drift of {v!r}", d, known)
                                  for v, d in zip(self.variables, self.drift))
 
+    def _check_noise(self, noise, pknown):
+        """The noise strengths and sources (additive: of the parameters only)."""
         noise = {} if noise is None else noise
         if not isinstance(noise, Mapping):
             raise TypeError(f"noise must be a mapping {{variable: strength}}, got {type(noise).__name__}")
@@ -135,6 +143,8 @@ class Model:
         self.noise_sources = tuple(sources)
         self._noise = tuple(entries)
 
+    def _check_periodic(self, periodic):
+        """The periods of the periodic variables."""
         if periodic is None:
             periodic = {}
         elif not isinstance(periodic, Mapping):
@@ -148,10 +158,6 @@ class Model:
                 raise ValueError(f"periodic[{v!r}] must be a finite period > 0, got {L!r}")
             per[v] = float(L)
         self.periodic = {v: per[v] for v in self.variables if v in per}
-
-        self.drive_period = None if drive_period is None else _expr.as_text("drive_period", drive_period)
-        self._period_toks = None if drive_period is None else _expr.check(
-            "drive_period", drive_period, pknown, allow_t=False)
 
     def _check_keys(self, what, mapping):
         bad = [k for k in mapping if k not in self.variables]
@@ -170,7 +176,7 @@ class Model:
                 "drive_period": self.drive_period, "name": self.name}
 
     @classmethod
-    def from_description(cls, description) -> "Model":
+    def from_description(cls, description: dict) -> Model:
         """The model :meth:`describe` gave; ValueError/TypeError naming what
         is wrong with a malformed description."""
         if not isinstance(description, Mapping):
@@ -180,7 +186,7 @@ class Model:
         unknown = sorted(set(description) - allowed)
         missing = sorted({"variables", "drift"} - set(description))
         if unknown or missing:
-            raise ValueError(f"model description: " + "; ".join(
+            raise ValueError("model description: " + "; ".join(
                 ([f"unknown keys {unknown}"] if unknown else [])
                 + ([f"missing keys {missing}"] if missing else [])))
         return cls(**description)
@@ -207,7 +213,7 @@ class Model:
         """A short hash of the model: part of helper names in the kernels."""
         return hashlib.sha1(repr(self._key()).encode()).hexdigest()[:8]
 
-    def check_observable(self, text) -> list:
+    def check_observable(self, text: str) -> list:
         """Tokens of an observable expression (variables, parameters, t,
         unwrap(periodic variable), displacement(variable))."""
         known = {v: "variable" for v in self.variables}
@@ -216,7 +222,7 @@ class Model:
         return _expr.check(f"observable {text!r}", text, known, unwrap=tuple(self.periodic),
                            displacement=self.variables)
 
-    def drive_periods(self, values: dict):
+    def drive_periods(self, values: dict) -> list:
         """The drive period for parameter values (NumPy arrays broadcast
         together), or None when the model has none."""
         if self._period_toks is None:

@@ -25,7 +25,9 @@ from __future__ import annotations
 import math
 import os
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyopencl as cl
@@ -34,15 +36,20 @@ import pyopencl.array as cla
 from .. import _validate as check
 from ..rng import seed_key
 from ..runtime import checkpoint as ckpt
-from ..runtime import fp64_missing, resolve_device
+from ..runtime import fp64_missing, resolve_device, zeros
 from ..runtime import work_group_size as _wg_size
-from ..runtime import zeros
 from ..runtime.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from ..runtime.files import check_output_path
-from ..runtime.longrun import Interrupted, run_sliced
+from ..runtime.longrun import (
+    CHECKPOINT_EVERY,
+    Interrupted,
+    check_checkpoint_args,
+    checkpointed_run,
+    run_sliced,
+)
 from ..runtime.memory import check_memory
-from .ensemble import DTYPES, SCHEMES, check_fits, steps_to
-from ..runtime.longrun import CHECKPOINT_EVERY, check_checkpoint_args, checkpointed_run
+from .plan import DTYPES, SCHEMES, check_fits, steps_to
+from .resume import check_resumed, initial_tag, run_tag
 
 __all__ = ["Kuramoto", "KuramotoResult", "kuramoto", "kuramoto_sweep", "KuramotoSweep", "KERNELS"]
 
@@ -64,6 +71,7 @@ class KuramotoResult:
 
     @property
     def theta(self) -> np.ndarray:
+        """Final phases in [0, 2 pi)."""
         # Downloaded only when asked for: a run of a few steps at N = 2^24
         # would otherwise spend most of its time copying phases to the host.
         return np.mod(self._theta.get().astype(np.float64), 2 * np.pi)
@@ -95,6 +103,13 @@ class Kuramoto:
     def __init__(self, n, coupling, *, kT=1.0, gamma=1.0, omega=0.0, dt=0.01, kernel="auto",
                  scheme="srk2", seed=0, dtype="float32", initial="uniform", work_group_size=None,
                  slices=None, device=None):
+        K, om, initial = self._check_physics(n, coupling, kT, gamma, omega, dt, kernel, scheme, seed, dtype,
+                                             initial)
+        self._plan(device, work_group_size, slices, K, om)
+        self._allocate(K, om, initial)
+
+    def _check_physics(self, n, coupling, kT, gamma, omega, dt, kernel, scheme, seed, dtype, initial):
+        """Every argument but the device's, checked: (K, omega, initial) as arrays."""
         self.n = n = check.integer("n", n, 1, 2**31 - 1)
         K = (None if isinstance(coupling, (bool, str))
              else check.finite_array("coupling", coupling, dtype=float))
@@ -125,6 +140,11 @@ class Kuramoto:
             if initial.shape != (n,):
                 raise ValueError(f"initial must be 'uniform', 'sync' or an array of shape ({n},), "
                                  f"got shape {initial.shape}")
+        return K, om, initial
+
+    def _plan(self, device, work_group_size, slices, K, om):
+        """The device, work-group size and slices, and the memory check."""
+        n = self.n
         self.device = dev = resolve_device(device)
         if self.dtype == "float64" and not dev.facts.fp64:
             raise fp64_missing(dev, "sde.Kuramoto: dtype='float64'", "dtype='float32'")
@@ -161,7 +181,7 @@ class Kuramoto:
         if real.type(self.dt) == 0:
             raise ValueError(f"dt = {self.dt!r} is 0 in {self.dtype}; use dtype='float64'")
         self._acc = np.dtype(np.float64 if dev.facts.fp64 else np.float32)   # (S, C) pairs: shape (k, 2)
-        pairs = kernel == "all-pairs"
+        pairs = self.kernel == "all-pairs"
         self._coupling = "mean-field" if not pairs else ("uniform" if K.ndim == 0 else "matrix")
         rs = real.itemsize
         need = {"theta": n * rs, "omega": n * rs if om.ndim else 0}
@@ -176,6 +196,10 @@ class Kuramoto:
         self._omega_host = om
         self._slice = 1
 
+    def _allocate(self, K, om, initial):
+        """Build the kernels, upload the phases and parameters, and make the first sums."""
+        n, dev, wg, real = self.n, self.device, self.work_group_size, self._real
+        pairs = self.kernel == "all-pairs"
         q = dev.queue
         self._prg = dev.build("sde/kuramoto.cl", options=self._options(), real=self._cl_real,
                               coupling=self._coupling, omega_array=bool(om.ndim), wg=wg,
@@ -192,7 +216,7 @@ class Kuramoto:
         self._coef = real.type(self._K / n if K.ndim == 0 else 1.0)
         self._Kt = (cla.to_device(q, np.ascontiguousarray(K.T, dtype=real)) if K.ndim == 2
                     else zeros(dev, 1, real))
-        self._n_upd = -(-(-(-n // 4)) // wg)               # update work groups
+        self._n_upd = _ceil_div(_ceil_div(n, 4), wg)        # update work groups
         self._n_sum = min(-(-n // wg), 4 * wg)              # kuramoto_sums work groups
         self._partials = zeros(dev, (max(self._n_upd, self._n_sum), 2), self._acc)
         self._sums0 = zeros(dev, (1, 2), self._acc)
@@ -207,7 +231,7 @@ class Kuramoto:
                    "inv_gamma": real.type(1.0 / self.gamma), "dt": real.type(self.dt),
                    "amp": real.type(math.sqrt(2.0 * self.kT * self.dt / self.gamma)),
                    "k0": np.uint32(k0), "k1": np.uint32(k1), "slices": np.uint32(self.slices),
-                   "chunk": np.uint32(-(-(-(-n // self.slices)) // wg) * wg)}
+                   "chunk": np.uint32(_ceil_div(_ceil_div(n, self.slices), wg) * wg)}
         self._sums_of_theta(self._sums0, None, -1)
         if pairs:
             self._prg.kuramoto_sincos(q, (n,), None, self._theta.data, np.uint32(n), self._sc.data)
@@ -231,6 +255,10 @@ class Kuramoto:
     def theta(self) -> np.ndarray:
         """Current phases in [0, 2 pi)."""
         return np.mod(self._theta.get().astype(np.float64), 2 * np.pi)
+
+    def phases_on_device(self) -> cla.Array:
+        """A device copy of the current phases (for a KuramotoResult)."""
+        return self._theta.copy()
 
     def _launch(self, name, gsize, lsize, *args):
         getattr(self._prg, name)(self.device.queue, gsize, lsize, *args)
@@ -282,7 +310,7 @@ class Kuramoto:
                 self._sums_of_theta(self._sums0, history, slot)
         self._step += 1
 
-    def order_parameter(self):
+    def order_parameter(self) -> tuple[float, float]:
         """(r, psi) of the current phases (the mean-field sums the next step
         uses, so reading them changes nothing)."""
         if self.kernel != "mean-field":
@@ -290,7 +318,8 @@ class Kuramoto:
         S, C = self._sums0.get().astype(np.float64).ravel() / self.n
         return float(np.hypot(S, C)), float(np.arctan2(S, C))
 
-    def run(self, t_end=None, *, steps=None, sample_every=1, progress=None) -> KuramotoResult:
+    def run(self, t_end: float | None = None, *, steps: int | None = None, sample_every: int = 1,
+            progress: bool | Callable | None = None) -> KuramotoResult:
         """Advance to time `t_end` (or by `steps` steps), recording r and psi
         at the start and every `sample_every` steps (and at the end).
 
@@ -352,7 +381,7 @@ class Kuramoto:
         check_output_path(path, "checkpoint", (".npz",))
         save_checkpoint(path, CHECKPOINT_KIND, *self.checkpoint_parts())
 
-    def checkpoint_parts(self):
+    def checkpoint_parts(self) -> tuple[dict, dict]:
         """(header, arrays) of everything that determines the future."""
         header = {"n": self.n, "coupling": "matrix" if self._K is None else self._K,
                   "kT": self.kT, "gamma": self.gamma,
@@ -367,14 +396,14 @@ class Kuramoto:
         return header, arrays
 
     @classmethod
-    def load(cls, path, *, device=None) -> "Kuramoto":
+    def load(cls, path: str | os.PathLike, *, device: Any = None) -> Kuramoto:
         """The system saved by :meth:`save` at `path`; CheckpointError (a
         ValueError) naming whatever is missing, malformed or inconsistent."""
         header, files = load_checkpoint(path, CHECKPOINT_KIND)
         return cls.from_checkpoint_parts(header, files, path, device=device)
 
     @staticmethod
-    def checkpoint_arguments(header, files, path=""):
+    def checkpoint_arguments(header: dict, files: dict, path: str = "") -> tuple[dict, int]:
         """(constructor keyword arguments, step) of a loaded checkpoint, every
         field checked; no device work."""
         f = lambda *a, **k: ckpt.field(header, *a, path=path, **k)      # noqa: E731
@@ -410,7 +439,8 @@ class Kuramoto:
         return kwargs, f("step", int, minimum=0)
 
     @classmethod
-    def from_checkpoint_parts(cls, header, files, path="", *, device=None) -> "Kuramoto":
+    def from_checkpoint_parts(cls, header: dict, files: dict, path: str = "", *, device: Any = None) -> Kuramoto:
+        """The system of a loaded checkpoint (header, arrays), continuing bit for bit."""
         kwargs, step = cls.checkpoint_arguments(header, files, path)
         try:
             sim = cls(**kwargs, initial="sync", device=device)
@@ -426,7 +456,12 @@ class Kuramoto:
         return sim
 
 
-def work_group_size_default(facts, n: int) -> int:
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def work_group_size_default(facts: Any, n: int) -> int:
+    """Oscillators per work group: up to 256, a power of two, at least 2."""
     return max(2, _wg_size(facts, min(256, 1 << max(1, (int(n) - 1).bit_length()))))
 
 
@@ -455,13 +490,13 @@ def kuramoto(n, coupling, *, kT=1.0, gamma=1.0, omega=0.0, t_end=10.0, dt=0.01, 
         samples = {k: files.pop(k, None) for k in ("times", "r", "psi")}
         args = dict(n=n, coupling=coupling, kT=kT, gamma=gamma, omega=omega, dt=dt, kernel=kernel,
                     scheme=scheme, seed=seed, dtype=dtype, t_end=t_end, initial=initial)
-        sim = _check_resumed(resume, header, files, samples, args, steps, M, device)
+        sim = check_resumed(resume, header, files, samples, args, steps, M, device)
     else:
         sim = Kuramoto(n, coupling, kT=kT, gamma=gamma, omega=omega, dt=dt, kernel=kernel,
                        scheme=scheme, seed=seed, dtype=dtype, initial=initial, device=device)
         r0, psi0 = sim.order_parameter()
         samples = {"times": np.zeros(1), "r": np.array([r0]), "psi": np.array([psi0])}
-    run = {"t_end": float(t_end), "sample_every": M, "initial": _initial_tag(initial)}
+    run = {"t_end": float(t_end), "sample_every": M, "initial": initial_tag(initial)}
 
     def record(res):
         for k, v in (("times", res.times), ("r", res.r), ("psi", res.psi)):
@@ -477,7 +512,7 @@ def kuramoto(n, coupling, *, kT=1.0, gamma=1.0, omega=0.0, t_end=10.0, dt=0.01, 
 
     checkpointed_run(sim, steps, M, advance, record, save, progress=progress, label="kuramoto",
                      checkpoint=checkpoint, checkpoint_every=checkpoint_every)
-    return KuramotoResult(samples["times"], samples["r"], samples["psi"], sim.kernel, sim._theta.copy())
+    return KuramotoResult(samples["times"], samples["r"], samples["psi"], sim.kernel, sim.phases_on_device())
 
 
 @dataclass(frozen=True)
@@ -528,9 +563,9 @@ def kuramoto_sweep(n, coupling, kT=1.0, *, gamma=1.0, omega=0.0, t_end=10.0, dt=
         size, rank = mpi.comm_size_rank(comm)
         (Kg, Tg), shape = mpi.all_ok(comm, grid)
         mpi.agree(comm, "kuramoto_sweep arguments", coupling=Kg.ravel().tolist(), kT=Tg.ravel().tolist(),
-                  n=repr(n), gamma=repr(gamma), omega=_tag(omega), t_end=repr(t_end), dt=repr(dt),
+                  n=repr(n), gamma=repr(gamma), omega=run_tag(omega), t_end=repr(t_end), dt=repr(dt),
                   sample_every=repr(sample_every), kernel=repr(kernel), scheme=repr(scheme),
-                  seed=repr(seed), dtype=repr(dtype), initial=_tag(initial), gather=gather)
+                  seed=repr(seed), dtype=repr(dtype), initial=run_tag(initial), gather=gather)
         if rank:
             progress = False
     else:
@@ -560,77 +595,3 @@ def kuramoto_sweep(n, coupling, kT=1.0, *, gamma=1.0, omega=0.0, t_end=10.0, dt=
     r = np.stack([x[1] for x in runs]).reshape(shape + (-1,))
     psi = np.stack([x[2] for x in runs]).reshape(shape + (-1,))
     return KuramotoSweep(Kg.reshape(shape), Tg.reshape(shape), times, r, psi, runs[0][3])
-
-
-def _tag(value):
-    """A number or a string as is, an array by its hash (for agreement across ranks)."""
-    if isinstance(value, (str, int, float)):
-        return repr(value)
-    import hashlib
-    return "sha1:" + hashlib.sha1(np.ascontiguousarray(value, dtype=float).tobytes()).hexdigest()
-
-
-def _initial_tag(initial):
-    """What a checkpoint records of `initial`: the name, or a hash of the array."""
-    if isinstance(initial, str):
-        return initial
-    import hashlib
-    values = np.ascontiguousarray(check.finite_array("initial", initial, dtype=float))
-    return "sha1:" + hashlib.sha1(values.tobytes()).hexdigest()
-
-
-def _same(a, b) -> bool:
-    """Equal values of equal shapes (numbers or arrays)."""
-    try:
-        return np.shape(a) == np.shape(b) and bool(np.all(np.asarray(a) == np.asarray(b)))
-    except (TypeError, ValueError):
-        return False
-
-
-def _check_samples(where, samples, M, dt):
-    """CheckpointError unless the recorded samples are those of a run: times
-    k M dt, 0 <= r <= 1 (to rounding), -pi <= psi <= pi."""
-    times, r, psi = samples["times"], samples["r"], samples["psi"]
-    for name, ok in (("times", np.isclose(times, np.arange(times.size) * M * dt, rtol=1e-9, atol=0.0)),
-                     ("r", (r >= 0.0) & (r <= 1.0 + 1e-5)), ("psi", np.abs(psi) <= np.pi)):
-        if not ok.all():
-            i = int(np.argmin(ok))
-            raise CheckpointError(f"{where}: array {name!r} holds {float(samples[name][i])!r} at sample {i}, which "
-                                  f"a run sampled every {M} steps of dt = {dt} cannot have")
-
-
-def _check_resumed(path, header, files, samples, args, steps, M, device):
-    """The Kuramoto system of a run checkpoint, checked (before any device
-    work) to be the run `args` (kuramoto's arguments) describe, with its
-    samples so far."""
-    where = f"checkpoint {os.fspath(path)!r}"
-    for k, v in samples.items():
-        if v is None:
-            raise CheckpointError(f"{where} lacks the array {k!r}")
-        if v.dtype != np.float64 or v.ndim != 1:
-            raise CheckpointError(f"{where}: array {k!r} is {v.dtype} {v.shape}, expected float64 (k,)")
-    saved, step = Kuramoto.checkpoint_arguments(header, files, path)
-    coupling = (args["coupling"] if isinstance(args["coupling"], (str, bool))
-                else check.finite_array("coupling", args["coupling"], dtype=float))
-    kernel = args["kernel"]
-    if kernel == "auto":
-        kernel = "mean-field" if np.ndim(coupling) == 0 else "all-pairs"
-    run = header.get("run") if isinstance(header.get("run"), dict) else {}
-    here = {**{k: args[k] for k in ("n", "kT", "gamma", "dt", "scheme", "seed", "dtype")},
-            "coupling": coupling, "omega": check.finite_array("omega", args["omega"], dtype=float),
-            "kernel": kernel, "t_end": float(args["t_end"]), "sample_every": M,
-            "initial": _initial_tag(args["initial"])}
-    there = {**saved, **{k: run.get(k) for k in ("t_end", "sample_every", "initial")}}
-    diff = [k + (f" differs (there {there[k]!r}, here {v!r})" if isinstance(v, (int, float, str))
-                 else " differs")
-            for k, v in here.items() if not _same(v, there[k])]
-    if diff:
-        raise CheckpointError(f"{where} is of another run: {'; '.join(diff)}")
-    if step >= steps:
-        raise CheckpointError(f"{where} is of a finished run (step {step} of {steps})")
-    n_samples = 1 + step // M
-    if any(v.shape != (n_samples,) for v in samples.values()):
-        raise CheckpointError(f"{where}: {len(samples['r'])} samples recorded at step {step}, "
-                              f"expected {n_samples}")
-    _check_samples(where, samples, M, saved["dt"])
-    return Kuramoto.from_checkpoint_parts(header, files, path, device=device)

