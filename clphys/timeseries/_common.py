@@ -76,7 +76,7 @@ def series(name: str, values, min_len: int, why: str) -> Series:
     return Series(arr, lo, hi)
 
 
-def fill_pairs(out: np.ndarray, p: np.ndarray, origin: float = None, exp: int = 0):
+def fill_pairs(out: np.ndarray, p: np.ndarray, origin: float | None = None, exp: int = 0):
     """(hi, lo) float32 pairs of (p - origin) * 2^exp into out, an (n, 2) float32
     array: hi + lo equals the float64 value to about 2^-48 relative, so kernels
     can subtract a nearby element and keep float32 accuracy relative to local
@@ -88,7 +88,7 @@ def fill_pairs(out: np.ndarray, p: np.ndarray, origin: float = None, exp: int = 
     out[:, 1] = d - out[:, 0]
 
 
-def float_pairs(p: np.ndarray, origin: float = None, exp: int = 0) -> np.ndarray:
+def float_pairs(p: np.ndarray, origin: float | None = None, exp: int = 0) -> np.ndarray:
     """fill_pairs into a new (n, 2) float32 array."""
     out = np.empty((p.size, 2), np.float32)
     fill_pairs(out, p, origin, exp)

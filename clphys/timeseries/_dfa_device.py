@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import time
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import pyopencl as cl
@@ -173,13 +174,12 @@ class DFAPlan:
 
     def program(self, part: str):
         """dfa.cl's part "prep", "fluct" or "reduce", built for what it depends on."""
-        params = {"prep": dict(order=self.order, block=BLOCK, wg=self.wg,
-                               integrate=self.integrate),
-                  "fluct": dict(order=self.order, block=BLOCK, gwg=self.gwg, run=self.run,
-                                mode=self.mode),
-                  "reduce": dict(gwg=self.rwg, mode=self.mode, groups=JACK_GROUPS,
-                                 qb=self.qb)}[part]
-        return self.dev.build("timeseries/dfa.cl", part=part, acc=self.acc, **params)
+        params: dict[str, dict[str, Any]] = {
+            "prep": dict(order=self.order, block=BLOCK, wg=self.wg, integrate=self.integrate),
+            "fluct": dict(order=self.order, block=BLOCK, gwg=self.gwg, run=self.run,
+                          mode=self.mode),
+            "reduce": dict(gwg=self.rwg, mode=self.mode, groups=JACK_GROUPS, qb=self.qb)}
+        return self.dev.build("timeseries/dfa.cl", part=part, acc=self.acc, **params[part])
 
     # -- the run
 

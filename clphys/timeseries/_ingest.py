@@ -164,7 +164,7 @@ class Input:
         self.shift_dtype = np.dtype(np.float64) if f64 else np.dtype((np.float32, 2))
         self.len_dev = self.small_array(n.astype(np.uint32))
         self.boff_dev = self.small_array(self.boff)
-        self.exps = None
+        self.exps: np.ndarray | None = None
         self.window = None
 
     # -- small per-series arrays

@@ -39,7 +39,7 @@ class Timeline:
     the host waits for the device anyway (no extra synchronisation): what the benchmark
     reports as a call's phases."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.marks: list[tuple[str, float]] = []
 
     def mark(self, name: str):

@@ -4,14 +4,17 @@ arrives, with a provisional scale and centre checked once the results are in."""
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyopencl as cl
+import pyopencl.array as cla
 
+from ..runtime import Device
 from ..runtime.memory import USABLE_FRACTION
 from . import _common, _ingest
 from . import _transfer as _xfer
-from ._pair_plan import held_bytes, needs_maxima, release_cached
+from ._pair_plan import PairShape, Timeline, held_bytes, needs_maxima, release_cached
 
 # Streaming (PairSums.stream): the provisional scale and centre come from the first
 # HEAD_VALUES values (a fixed count: the result does not depend on the segment size); the
@@ -83,6 +86,45 @@ def finish_streamed(run, st, centred: bool, sums, exps, finish, again):
 class StreamedPass:
     """The streaming methods of PairSums (see its docstring)."""
 
+    # what PairSums sets and the streaming methods use (see PairSums.__init__)
+    dev: Device
+    b: _ingest.Batch
+    shape: PairShape
+    timeline: Timeline
+    E: int
+    tiles: int
+    lag_blocks: int
+    reach: int
+    windows: list[tuple[int, int]]
+    f64: bool
+    room: int
+    tpb: int
+    G: int
+    Gs: int
+    fixed: dict[str, int]
+    inp: _ingest.Input
+    centre: Any                 # host array (prepare, stream) or device array (stream_batch)
+    y: cla.Array
+    tab: cla.Array
+    tile_sums: Any              # the conversion's per-tile sums (cla.Array) if centred, else None
+    yoff: np.ndarray
+    ylen: np.ndarray
+    totals: np.ndarray | None
+    checked: np.ndarray | None
+    _checks: list[tuple[np.ndarray, cla.Array]]
+    _reads: list[cl.Event]
+    _pending: dict[str, Any] | None
+
+    if TYPE_CHECKING:           # PairSums' methods that the streaming methods call
+        def _input(self) -> _ingest.Input: ...
+        def _allocate(self, centred: bool) -> None: ...
+        def _pair_job(self, pairs, qs=(1.0,), inv=None) -> dict: ...
+        def _launch(self, job, xbase: int, start: int, end: int, rows=None, lags=None) -> None: ...
+        def _finish_pairs(self, job) -> cla.Array: ...
+        def _value_buffers(self, nvalues: int) -> dict: ...
+        def device_moments(self) -> cla.Array: ...
+        def tile_totals(self) -> tuple: ...
+
     def can_stream(self, pairs, progress, forced: bool) -> bool:
         """One series in one window, pair functions without a first pass (not a general q)
         and not Oclgrind (one upload there); unless `forced`, also a short job (no
@@ -125,7 +167,6 @@ class StreamedPass:
         nblocks, span, item = int(inp.boff[-1]), inp.span, b.dtype.itemsize
         checks = _common.work_array(dev, (nblocks, 2), np.int32)
         blocks = np.empty((nblocks, 2), np.int32)
-        totals = np.empty(self.tile_sums.shape, self.tile_sums.dtype) if centred else None
         state = {"blocks": 0, "tiles": 0}
 
         def on_segment(end):
@@ -162,7 +203,9 @@ class StreamedPass:
             self._checks = [(np.empty(1, np.int32), a) for a in fold[:2]] + \
                 ([(np.empty(2, np.float64), self.device_moments())] if centred else [])
         else:
-            self._checks = [(blocks, checks)] + ([(totals, self.tile_sums)] if centred else [])
+            self._checks = [(blocks, checks)] + \
+                ([(np.empty(self.tile_sums.shape, self.tile_sums.dtype), self.tile_sums)]
+                 if centred else [])
         self._pending = dict(blocks=blocks, checks=checks, e0=e0, centred=centred,
                              provisional=(provisional, provisional_d))
         return sums, provisional
@@ -314,6 +357,7 @@ class StreamedPass:
         checks, self._checks, self._reads = self._checks, [], []
         if pending is not None:
             inp, blocks = self.inp, pending["blocks"]
+            s12: np.ndarray | tuple[Any, Any] | None      # the converted series' (Σ y, Σ y²)
             if self.f64:
                 (at, _), (e, _), *moments = checks
                 if at[0] != _ingest.NONE:

@@ -32,7 +32,9 @@ import queue
 import sys
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyopencl as cl
@@ -126,7 +128,7 @@ class _Slot:
         # a pyopencl Array, so that the test suite's Oclgrind bookkeeping sees it
         self.device = cla.empty(dev.queue, cap, np.uint8)
         self.pinned = None          # cl.Buffer with ALLOC_HOST_PTR
-        self.mapped = None          # its mapped host array (uint8, cap), or None
+        self.mapped: np.ndarray | None = None   # its mapped host array (uint8, cap), or None
 
     def map(self, queue) -> np.ndarray:
         if self.pinned is None:
@@ -149,7 +151,7 @@ class _Slot:
 
 
 class _DeviceCache:
-    def __init__(self):
+    def __init__(self) -> None:
         self.free: list[_Slot] = []
 
 
@@ -212,7 +214,7 @@ class _Copier:
     it copies; there is one hand-over of the GIL per slice, not one per job and future)."""
 
     def __init__(self, n: int):
-        self.inboxes = [queue.SimpleQueue() for _ in range(n)]
+        self.inboxes: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in range(n)]
         self.next = 0                   # the thread that takes the next copy's first slice
         for i, box in enumerate(self.inboxes):
             threading.Thread(target=self._work, args=(box,), name=f"clphys-copy-{i}",
@@ -231,7 +233,7 @@ class _Copier:
     def start(self, dst: np.ndarray, src: np.ndarray) -> "_Copy":
         n, threads = src.size, len(self.inboxes)
         k = max(1, min(threads, n // MIN_SLICE))
-        done = queue.SimpleQueue()
+        done: queue.SimpleQueue = queue.SimpleQueue()
         cuts = [n * i // k for i in range(k + 1)]
         for i in range(k):
             self.inboxes[(self.next + i) % threads].put(
@@ -276,7 +278,7 @@ def _start_copy(dst: np.ndarray, src: np.ndarray):
         return copier.start(dst, src)
 
 
-_switch = {"uploads": 0, "saved": None}
+_switch: dict[str, Any] = {"uploads": 0, "saved": None}
 
 
 def _short_switch(step: int):
@@ -316,12 +318,12 @@ class Staged:
 
     def __init__(self, dev, nbytes: int, transfer: Transfer):
         self.dev, self.nbytes, self.transfer = dev, int(nbytes), transfer
-        self.slot = None
+        self.slot: _Slot | None = None
         self.path = transfer.path
         self._sent = False
         self._copyq = None
-        self._waits = []
-        self._begun = None
+        self._waits: list[Callable[..., object]] = []
+        self._begun: dict[str, Any] | None = None
         self._switched = False      # SWITCH_INTERVAL set for this upload
 
     def __enter__(self):
@@ -335,6 +337,7 @@ class Staged:
 
     @property
     def buffer(self) -> cl.Buffer:
+        assert self.slot is not None, "Staged.buffer outside its with block"
         return self.slot.device.data
 
     def put(self, pieces, on_segment=None):
@@ -378,9 +381,8 @@ class Staged:
         if self.path == "pageable":
             host = np.empty(self.nbytes, np.uint8)
         else:
-            if self.slot.mapped is None:        # unmapped by the previous put
-                self.slot.map(queue)
-            host = self.slot.mapped
+            assert self.slot is not None        # set by __enter__: begin() runs within `with`
+            host = self.slot.map(queue)         # (mapped again if the previous put unmapped it)
         # Oclgrind 19.10's uninitialised-value checker forgets what earlier writes into
         # a buffer initialised when a later one writes at an offset: one write there
         if whole or not (self.transfer.overlap or streamed):
@@ -395,7 +397,7 @@ class Staged:
         copies = [[_start_copy(host[lo:hi], arr[lo - off:hi - off]) for off, arr in pieces
                    for lo, hi in [(max(a, off), min(b, off + arr.size))] if lo < hi]
                   for a, b in segments]
-        waits = [lambda cs=cs: [c.wait() for c in cs] for cs in copies]
+        waits: list[Callable[..., object]] = [lambda cs=cs: [c.wait() for c in cs] for cs in copies]
         self._waits = waits
         plan.update(host=host, segments=segments, waits=waits)
         if SWITCH_INTERVAL and COPY_THREADS > 1 and not self._switched:
@@ -463,7 +465,7 @@ class Staged:
         return False
 
 
-def download(dev, src: cl.Buffer, dst: np.ndarray, transfer: Transfer = None):
+def download(dev, src: cl.Buffer, dst: np.ndarray, transfer: Transfer | None = None):
     """dst[:] = the first dst.nbytes bytes of the device buffer `src` (blocking).  Large
     results on GPUs come through a pinned staging buffer in segments, each copied out by
     the copy threads as soon as it is in, while the later ones are on their way (dst is
@@ -499,7 +501,7 @@ def download(dev, src: cl.Buffer, dst: np.ndarray, transfer: Transfer = None):
     return dst
 
 
-def download_all(dev, pairs, transfer: Transfer = None) -> list:
+def download_all(dev, pairs, transfer: Transfer | None = None) -> list:
     """download() of each (device buffer, host array) of `pairs`; the small ones (the
     pageable path) are read without blocking and waited for once, not one wait each.
     Returns the host arrays."""

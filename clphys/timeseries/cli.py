@@ -220,6 +220,7 @@ def cmd_acf(args) -> int:
     x = _load(args)
     r = autocorrelation(x, max_lag=args.max_lag, stationary=args.stationary, device=args.device,
                         method=args.method, progress=progress_arg(args))
+    assert r.rho_err is not None                # errors=True, the default
     form = "stationary" if r.stationary else "general"
     if args.json:
         _json(args, x.size, differences=bool(args.diff), form=form, method=r.method, lags=r.lags.tolist(),
@@ -362,7 +363,7 @@ def _dfa_plot(args, r, mf: bool):
 
 
 def cmd_dfa(args) -> int:
-    from .dfa import DEFAULT_Q, dfa, mfdfa
+    from .dfa import DEFAULT_Q, DFAResult, MFDFAResult, dfa, mfdfa
     check_outputs(args)
     x = read_column(args.file, args.column)
     what = ""
@@ -376,6 +377,7 @@ def cmd_dfa(args) -> int:
     common = dict(scales=scales, overlap=args.overlap, integrate=not args.profile,
                   segments=None if args.overlap else args.segments,
                   fit_range=args.fit, device=args.device, progress=progress_arg(args))
+    r: DFAResult | MFDFAResult
     if args.mf:
         q = DEFAULT_Q if args.q is None else _numbers(args.q, "q")
         r = mfdfa(x, q=q, order=2 if args.order is None else args.order, **common)
@@ -397,7 +399,7 @@ def cmd_dfa(args) -> int:
         profile = "the values as given" if not r.integrate else "cumulative sum of x - mean"
         _header(args, x.size, dev, f"{what}, {kind}, {r.segments} segments, profile: {profile}")
         print("# errors: jackknife over 16 groups of consecutive segments (nan: not available)")
-        if args.mf:
+        if isinstance(r, MFDFAResult):          # args.mf
             print(f"# fit over s = {r.fit_range[0]} .. {r.fit_range[1]}; tau = q h - 1, "
                   "alpha = dtau/dq, f = q alpha - tau")
             print(f"{'q':>7} {'h':>9} {'h_err':>8} {'tau':>9} {'tau_err':>8} {'alpha':>9} "

@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import _validate
 from ..progress import check_progress
-from ..runtime import resolve_device
+from ..runtime import Device, resolve_device
 from . import _common, _ingest
 from . import _transfer as _xfer
 from ._fft_path import fft_run, hurst_fft
@@ -74,9 +74,9 @@ class HurstResult:
     """
     S: np.ndarray
     H: np.ndarray
-    q: float
-    S_err: np.ndarray = None
-    H_err: np.ndarray = None
+    q: float | np.ndarray
+    S_err: np.ndarray | None = None
+    H_err: np.ndarray | None = None
     method: str = "direct"
     long_memory: np.ndarray | bool = False
     labels: tuple | None = None
@@ -106,7 +106,7 @@ class AutocorrelationResult:
     """
     rho: np.ndarray
     stationary: bool
-    rho_err: np.ndarray = None
+    rho_err: np.ndarray | None = None
     method: str = "direct"
     labels: tuple | None = None
 
@@ -126,7 +126,7 @@ class CorrelationPlan:
     (None: by device and size); stream: whether the pair sums run on each upload segment
     as it arrives (None: for short jobs, True: wherever possible, False: never)."""
     entry: str
-    device: object
+    device: Device
     batch: _ingest.Batch
     max_lag: int
     progress: object
@@ -248,11 +248,11 @@ def _run_hurst(plan, timeline) -> HurstResult:
         _warn_long_memory(b, S, qs, persistent)
     # (n_series, n_q, max_lag) -> the caller's shape
     if not plan.q_list:
-        S, S_err, H, H_err, persistent = (None if a is None else a[:, 0]
-                                          for a in (S, S_err, H, H_err, persistent))
+        S, S_err, H, H_err = (None if a is None else a[:, 0] for a in (S, S_err, H, H_err))
+        persistent = persistent[:, 0]
     if b.single:
-        S, S_err, H, H_err, persistent = (None if a is None else a[0]
-                                          for a in (S, S_err, H, H_err, persistent))
+        S, S_err, H, H_err = (None if a is None else a[0] for a in (S, S_err, H, H_err))
+        persistent = persistent[0]
     if not errors:
         S_err = H_err = None
     return HurstResult(S=S, H=H, q=np.array(qs) if plan.q_list else qs[0], S_err=S_err,

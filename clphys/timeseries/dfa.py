@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import _validate
 from ..progress import check_progress
-from ..runtime import resolve_device
+from ..runtime import Device, resolve_device
 from . import _common, _dfa_finish, _ingest
 from ._dfa_device import DFAPlan
 
@@ -192,7 +192,7 @@ class FluctuationPlan:
     float32 path on fp64 devices with plan_dfa(..., accumulate="compensated"));
     run_plan() runs it."""
     entry: str
-    device: object
+    device: Device
     batch: _ingest.Batch
     labels: tuple | None
     qs: np.ndarray

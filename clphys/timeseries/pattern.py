@@ -6,6 +6,7 @@ import bisect
 import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyopencl as cl
@@ -13,7 +14,7 @@ import pyopencl.array as cla
 
 from .. import _validate
 from ..progress import check_progress
-from ..runtime import check_memory, items_that_fit, resolve_device, run_sliced, zeros
+from ..runtime import Device, check_memory, items_that_fit, resolve_device, run_sliced, zeros
 from . import _common
 from ._pattern_ticks import _local_is_exact, _sat_scale, _ticks, common_tick
 
@@ -53,8 +54,8 @@ class PatternConformity:
     pairs: np.ndarray
     chi: float
     max_history: int
-    tick: float | None = None
-    Xi_err: np.ndarray = None
+    tick: float | list | None = None
+    Xi_err: np.ndarray | None = None
     labels: tuple | None = None
 
 
@@ -212,7 +213,7 @@ class PatternPlan:
     the accumulator ("double" or "compensated") and pattern.cl's code shape; run_plan()
     runs it.  Tests and benchmarks/bench_timeseries.py build one with a forced
     `accumulate` or `shape` through plan_pattern_conformity()."""
-    device: object
+    device: Device
     series: list
     prepared: list
     single: bool
@@ -328,11 +329,11 @@ class _PatternRun:
         """(program, grid rows): each Δt⁻ compiled in, or all Δt⁻ as grid rows of one
         launch."""
         plan, t = self.plan, self.plan.shape
-        shape = dict(wg=t.wg, tb=t.tb, maxp=plan.max_past, maxf=plan.max_future,
-                     acc=plan.accumulate, exp=t.exp, qform=t.qform, sign=t.sign,
-                     pre=int(t.pre), slide=t.slide, q_switch=int(t.q_switch),
-                     branchless_sum=int(t.branchless_sum), reads_first=int(t.reads_first),
-                     saturated_sum=int(t.saturated_sum))
+        shape: dict[str, Any] = dict(
+            wg=t.wg, tb=t.tb, maxp=plan.max_past, maxf=plan.max_future, acc=plan.accumulate,
+            exp=t.exp, qform=t.qform, sign=t.sign, pre=int(t.pre), slide=t.slide,
+            q_switch=int(t.q_switch), branchless_sum=int(t.branchless_sum),
+            reads_first=int(t.reads_first), saturated_sum=int(t.saturated_sum))
         self.sat = _sat_scale(plan.prepared, t, plan.max_past, plan.max_future) \
             if t.saturated_sum else 1.0
         if t.per_past:
