@@ -20,6 +20,7 @@ class EnsembleFinish:
     """The end of :meth:`Ensemble.run`: moments, histograms and paths as a RunResult."""
 
     if TYPE_CHECKING:      # a mixin: the attributes are those of the class that uses it
+        _comm: Any
         def __getattr__(self, name: str) -> Any: ...
 
     def finish(self, loc: LocalRecord) -> RunResult | None:
