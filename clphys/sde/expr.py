@@ -173,7 +173,7 @@ def check(where: str, text, names: dict[str, str], allow_t=True, unwrap=None,
     return toks
 
 
-def _unknown(where, tok, text, names, allow_t):
+def _unknown(where: str, tok: str, text: str, names: dict[str, str], allow_t: bool) -> str:
     groups: dict[str, list[str]] = {}
     for n, what in names.items():
         groups.setdefault(what, []).append(n)
