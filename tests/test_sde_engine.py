@@ -326,3 +326,15 @@ def test_run_local_is_run_and_refuses_unknown_keywords(device):
     with pytest.raises(TypeError, match="sample_evry"):
         b.run_local(steps=3, sample_evry=1)
     assert b.step == 6
+
+
+def test_diverged_paths_warn_without_a_parameter_sweep(device):
+    """Paths that run off to inf warn and are marked in RunResult.diverged, on a
+    grid of one point (no swept parameter) as on a sweep."""
+    for gamma, shape in ((-1e21, ()), ([1.0, -1e21], (2,))):
+        ens = Ensemble(models.FREE_PARTICLE, 4, {"gamma": gamma, "kT": 1.0}, 0.1, scheme="euler", seed=1,
+                       device=device)
+        with pytest.warns(RuntimeWarning, match="paths diverged"):
+            res = ens.run(steps=3)
+        assert res is not None and res.diverged.shape == shape
+        np.testing.assert_array_equal(res.diverged, np.array(gamma) < 0)
