@@ -8,6 +8,7 @@ import dataclasses
 import json
 import os
 import traceback
+import warnings
 
 import numpy as np
 import pytest
@@ -114,7 +115,11 @@ def test_ensemble_bad_arguments(device, name, value):
         kw["params"] = {("gamma", "kT"): value}
     else:
         kw[name] = value
-    _assert_clean(lambda: Ensemble(**kw, device=device).run(steps=2))
+    with warnings.catch_warnings():
+        # a valid but absurd value (gamma = -2^70: the noise sqrt(2 gamma kT) is NaN) runs and
+        # gets the run's own warning that its paths diverged: not a silent NaN
+        warnings.filterwarnings("ignore", "sde run: means or variances are not finite", RuntimeWarning)
+        _assert_clean(lambda: Ensemble(**kw, device=device).run(steps=2))
 
 
 @pytest.fixture(scope="module")

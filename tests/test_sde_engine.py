@@ -304,3 +304,37 @@ def test_bad_input(device, monkeypatch):
     with pytest.raises(TypeError, match="EnsembleState"):
         Ensemble.from_state({"step": 1})
     assert isinstance(ens.state(), EnsembleState)
+
+
+def test_run_local_is_run_and_refuses_unknown_keywords(device):
+    """run_local then finish records what run records, bit for bit; a misspelt
+    keyword raises TypeError before any step instead of being dropped."""
+    def ensemble():
+        return Ensemble(models.FREE_PARTICLE, 8, {"gamma": [0.5, 1.0], "kT": 1.0}, 0.1, seed=3, device=device)
+    kw = {"steps": 6, "sample_every": 2, "observables": ["v", "x*x"], "histograms": {"v": (4, -2.0, 2.0)},
+          "record_paths": 2}
+    a, b = ensemble(), ensemble()
+    whole = a.run(**kw)
+    local = b.finish(b.run_local(**kw))
+    assert whole is not None and local is not None
+    np.testing.assert_array_equal(local.times, whole.times)
+    for got, want in ((local.mean, whole.mean), (local.var, whole.var), (local.hist, whole.hist),
+                      (local.paths, whole.paths)):
+        assert sorted(got) == sorted(want)
+        for name in want:
+            np.testing.assert_array_equal(got[name], want[name])
+    with pytest.raises(TypeError, match="sample_evry"):
+        b.run_local(steps=3, sample_evry=1)
+    assert b.step == 6
+
+
+def test_diverged_paths_warn_without_a_parameter_sweep(device):
+    """Paths that run off to inf warn and are marked in RunResult.diverged, on a
+    grid of one point (no swept parameter) as on a sweep."""
+    for gamma, shape in ((-1e21, ()), ([1.0, -1e21], (2,))):
+        ens = Ensemble(models.FREE_PARTICLE, 4, {"gamma": gamma, "kT": 1.0}, 0.1, scheme="euler", seed=1,
+                       device=device)
+        with pytest.warns(RuntimeWarning, match="paths diverged"):
+            res = ens.run(steps=3)
+        assert res is not None and res.diverged.shape == shape
+        np.testing.assert_array_equal(res.diverged, np.array(gamma) < 0)

@@ -318,7 +318,7 @@ def binder_scan(sizes: Sequence[int], temperatures: ArrayLike, dim: int = 2, *,
         for _args, (fine, tau, drift, drift_var, mine) in got[1:]:
             for a, b in zip(arrays[:4], (fine, tau, drift, drift_var)):
                 a[mine] = b[mine]
-        scan = _analyse(*args[:8], *arrays[:4], args[8])
+        scan = _analyse(*args[:8], *arrays[:4], *args[8:])     # args[8:]: (pieces,)
     return comm.bcast(scan, root=0) if gather == "all" else scan
 
 

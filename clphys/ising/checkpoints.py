@@ -119,7 +119,11 @@ class EnsembleCheckpoints:
             path = mpi.all_ok(self._slab, check_output_path, path, "path", (".npz",))
             header, arrays = self.checkpoint()
             root = self._slab.Get_rank() == 0
-            mpi.all_ok(self._slab, lambda: root and save_checkpoint(path, CHECKPOINT_KIND, header, arrays))
+
+            def write():
+                if root:
+                    save_checkpoint(path, CHECKPOINT_KIND, header, arrays)
+            mpi.all_ok(self._slab, write)
             return
         path = check_output_path(path, "path", (".npz",))
         header, arrays = self.checkpoint()

@@ -415,5 +415,6 @@ def decision_plan(thresholds, spins_per_word, row_bits=32, cache=None) -> Decisi
         if spins_per_word == "auto":
             return DecisionPlan(always, slots, None, table, table)
         raise
+    assert layout is not None       # slots is not empty: at least one level
     slots, table = tuple(slots[i] for i in order), np.ascontiguousarray(table[:, order])
     return DecisionPlan(always, slots, layout, joint_tables(table, layout, cache), table)

@@ -12,6 +12,8 @@ totals at deterministic points (every `limit` recorded steps, limit =
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyopencl as cl
 
@@ -125,10 +127,10 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
         layout = "row" if need(lattice, "global", "row", "global") <= room else "pair"
     if hist is None:
         hist = "local" if need(lattice, table, layout, "local") <= room else "global"
-    need = need(lattice, table, layout, hist)
-    if need > room:
+    needed = need(lattice, table, layout, hist)
+    if needed > room:
         raise ValueError(f"lattice={lattice!r}, table={table!r}, hist={hist!r} with wg = {wg} need "
-                         f"{format_bytes(need)} of local "
+                         f"{format_bytes(needed)} of local "
                          f"memory per work group for {geom}; {facts.name or 'the device'} allows "
                          f"{format_bytes(room)}"
                          + (" (PoCL: a safe cap, see POCL_LOCAL_BUDGET)" if facts.vendor == "pocl" else "")
@@ -198,7 +200,7 @@ class Engine:
         self.limit = (2**32 - 1) // self.total
         self.t = 0
         self._hist_buf = self._mhist_buf = None
-        self._programs = {}
+        self._programs: dict[tuple, Any] = {}        # built programs by their template options
         self.slots = 0
         self.configure(1, False)
 

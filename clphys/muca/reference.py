@@ -122,7 +122,7 @@ def update(geom: Geometry, lattice, bins, mags, thr, t0, n, n_skip, seed, *, off
             tr = np.where(new, (((tr >> 2) + ((tr & 3) != 0)) << 2) | end, tr)
         if i >= n_skip:
             np.add.at(hist, (slot, b), 1)
-            if magnet:
+            if mhist is not None:       # (magnet)
                 np.add.at(mhist, (slot, b, np.abs(m) // 2), 1)
     out = (lat, b.astype(np.int32), m.astype(np.int32), hist, mhist)
     return out + (tr.astype(np.uint32),) if track else out

@@ -127,7 +127,7 @@ class MucaResult:
         temps = np.atleast_1d(T_arr)
         magnet = self.moments is not None
         data = self.block_histograms[:, None, :].astype(np.float64)
-        if magnet:
+        if self.moments is not None:
             data = np.concatenate([data, np.moveaxis(self.moments, 2, 1)], axis=1)
         E = self.energies.astype(np.float64)
         N = self.N

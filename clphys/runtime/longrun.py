@@ -22,6 +22,7 @@ import math
 import signal
 import threading
 import time
+from typing import Any
 
 import pyopencl as cl
 
@@ -39,6 +40,10 @@ CHECKPOINT_EVERY = 60.0
 
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C at a slice boundary: `done` of `total` units are complete."""
+
+    # set by whoever catches it on the way up, where they have them
+    partial: Any          # the result so far
+    local: Any            # this rank's record so far (sde ensembles)
 
     def __init__(self, done: int, total: int, what: str = ""):
         super().__init__(f"interrupted after {done} of {total} {what}".rstrip())

@@ -462,14 +462,15 @@ class Ensemble(EnsemblePlanning, EnsembleCheckpoints, EnsembleFinish):
                 progress = False
         return self.finish(self._advance(plan, progress))
 
-    def run_local(self, t_end: float | None = None, *, progress: bool | Callable | None = None,
-                  **kwargs: Any) -> LocalRecord:
+    def run_local(self, t_end: float | None = None, *, steps: int | None = None,
+                  sample_every: int | None = None, observables: Sequence[str] | None = None,
+                  histograms: Mapping | None = None, record_paths: int = 0,
+                  steps_per_launch: int | None = None, progress: bool | Callable | None = None) -> LocalRecord:
         """run() on this rank's share only, with no collective: for callers that
         run an unknown number of times per rank (time-bounded slices) and
         combine once at the end with :meth:`finish` (the Josephson sweep)."""
-        return self._advance(self._plan(t_end, *(kwargs.get(k) for k in (
-            "steps", "sample_every", "observables", "histograms")), kwargs.get("record_paths", 0),
-            kwargs.get("steps_per_launch")), progress)
+        return self._advance(self._plan(t_end, steps, sample_every, observables, histograms, record_paths,
+                                        steps_per_launch), progress)
 
     @property
     def _by_paths(self) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
+from typing import Any
 
 import numpy as np
 
@@ -95,8 +96,10 @@ def tokenize(where: str, text) -> list[tuple[str, str]]:
             raise ValueError(f"{where}: unexpected character {text[pos]!r} at position {pos} "
                              f"in {text!r}; expressions may use numbers, names, arithmetic, "
                              "comparisons, ?: and function calls only")
-        if m.lastgroup != "ws":
-            out.append((m.lastgroup, m.group()))
+        kind = m.lastgroup
+        assert kind is not None         # every alternative of _TOKEN is a named group
+        if kind != "ws":
+            out.append((kind, m.group()))
         pos = m.end()
     if not out:
         raise ValueError(f"{where}: empty expression")
@@ -170,7 +173,7 @@ def check(where: str, text, names: dict[str, str], allow_t=True, unwrap=None,
     return toks
 
 
-def _unknown(where, tok, text, names, allow_t):
+def _unknown(where: str, tok: str, text: str, names: dict[str, str], allow_t: bool) -> str:
     groups: dict[str, list[str]] = {}
     for n, what in names.items():
         groups.setdefault(what, []).append(n)
@@ -225,7 +228,7 @@ def host_eval(where: str, toks, values: dict) -> np.ndarray:
     """Evaluate checked tokens on the host in float64 (real division), with
     `values` for the names; only arithmetic and _HOST_FUNCS."""
     parts = []
-    ns = {}
+    ns: dict[str, Any] = {}
     for kind, tok in toks:
         if kind == "num":
             parts.append(repr(float(int(tok, 0))) if tok[:2].lower() == "0x"
@@ -235,8 +238,8 @@ def host_eval(where: str, toks, values: dict) -> np.ndarray:
                 ns[tok] = np.asarray(values[tok], dtype=float)
             elif tok in _HOST_FUNCS:
                 ns[tok] = _HOST_FUNCS[tok]
-            elif tok in _HOST_CONSTS or FLOAT_CONSTANTS.get(tok) in _HOST_CONSTS:
-                ns[tok] = _HOST_CONSTS.get(tok, _HOST_CONSTS.get(FLOAT_CONSTANTS.get(tok)))
+            elif tok in _HOST_CONSTS or FLOAT_CONSTANTS.get(tok, "") in _HOST_CONSTS:
+                ns[tok] = _HOST_CONSTS[tok] if tok in _HOST_CONSTS else _HOST_CONSTS[FLOAT_CONSTANTS[tok]]
             else:
                 raise ValueError(f"{where}: {tok!r} cannot be evaluated on the host; use "
                                  f"arithmetic, parameters and {', '.join(sorted(_HOST_FUNCS))}")

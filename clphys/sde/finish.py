@@ -20,6 +20,7 @@ class EnsembleFinish:
     """The end of :meth:`Ensemble.run`: moments, histograms and paths as a RunResult."""
 
     if TYPE_CHECKING:      # a mixin: the attributes are those of the class that uses it
+        _comm: Any
         def __getattr__(self, name: str) -> Any: ...
 
     def finish(self, loc: LocalRecord) -> RunResult | None:
@@ -52,7 +53,7 @@ class EnsembleFinish:
         result = RunResult(loc.times, mean, var, self.n_paths, self.grid_shape, hists, edges, paths)
         bad = result.diverged
         if bad.any():
-            first = tuple(int(i[0]) for i in np.nonzero(bad))
+            first = tuple(int(i) for i in np.argwhere(bad)[0])      # () without a parameter sweep
             warnings.warn(f"sde run: means or variances are not finite at {int(bad.sum())} of {bad.size} grid "
                           f"points (the first {first}, params {self._point_params(first)}): paths diverged; "
                           f"use a smaller dt (RunResult.diverged marks them)", RuntimeWarning, stacklevel=3)

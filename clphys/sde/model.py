@@ -14,6 +14,8 @@ import hashlib
 import math
 from collections.abc import Mapping
 
+import numpy as np
+
 from . import expr as _expr
 
 __all__ = ["Model"]
@@ -222,7 +224,7 @@ class Model:
         return _expr.check(f"observable {text!r}", text, known, unwrap=tuple(self.periodic),
                            displacement=self.variables)
 
-    def drive_periods(self, values: dict) -> list:
+    def drive_periods(self, values: dict) -> np.ndarray | None:
         """The drive period for parameter values (NumPy arrays broadcast
         together), or None when the model has none."""
         if self._period_toks is None:

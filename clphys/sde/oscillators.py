@@ -67,7 +67,7 @@ class KuramotoResult:
     r: np.ndarray
     psi: np.ndarray
     kernel: str
-    _theta: object = field(repr=False, compare=False)   # device copy of the final phases
+    _theta: Any = field(repr=False, compare=False)   # device copy of the final phases
 
     @property
     def theta(self) -> np.ndarray:
@@ -403,7 +403,7 @@ class Kuramoto:
         return cls.from_checkpoint_parts(header, files, path, device=device)
 
     @staticmethod
-    def checkpoint_arguments(header: dict, files: dict, path: str = "") -> tuple[dict, int]:
+    def checkpoint_arguments(header: dict, files: dict, path: str | os.PathLike = "") -> tuple[dict, int]:
         """(constructor keyword arguments, step) of a loaded checkpoint, every
         field checked; no device work."""
         f = lambda *a, **k: ckpt.field(header, *a, path=path, **k)      # noqa: E731
@@ -439,7 +439,7 @@ class Kuramoto:
         return kwargs, f("step", int, minimum=0)
 
     @classmethod
-    def from_checkpoint_parts(cls, header: dict, files: dict, path: str = "", *, device: Any = None) -> Kuramoto:
+    def from_checkpoint_parts(cls, header: dict, files: dict, path: str | os.PathLike = "", *, device: Any = None) -> Kuramoto:
         """The system of a loaded checkpoint (header, arrays), continuing bit for bit."""
         kwargs, step = cls.checkpoint_arguments(header, files, path)
         try:

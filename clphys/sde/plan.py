@@ -81,7 +81,10 @@ def parse_params(model: Model, params):
     {name: float or (n_grid,) array}, normalized params)."""
     if not isinstance(params, Mapping):
         raise TypeError(f"params must be a mapping {{parameter: value}}, got {type(params).__name__}")
-    scalars, axes, seen, normal = {}, [], [], {}
+    scalars: dict[str, float] = {}
+    normal: dict[str | tuple[str, ...], Any] = {}
+    axes: list[tuple[tuple[str, ...], list[np.ndarray]]] = []
+    seen: list[str] = []
     for key, value in params.items():
         names = key if isinstance(key, tuple) else (key,)
         for n in names:
@@ -115,7 +118,7 @@ def parse_params(model: Model, params):
                          f"(the model's parameters are {', '.join(model.parameters)})")
     shape = tuple(arrs[0].size for _, arrs in axes)
     n_grid = int(np.prod(shape, dtype=np.int64)) if shape else 1
-    values = dict(scalars)
+    values: dict[str, float | np.ndarray] = dict(scalars)
     if axes:
         mesh = np.meshgrid(*[np.arange(k) for k in shape], indexing="ij")
         for ax, (names, arrs) in enumerate(axes):
@@ -152,7 +155,7 @@ def check_fits(name, values, real) -> None:
 
 def encode_params(params: dict) -> list:
     """Normalized params as JSON data: [[names], value(s)] in grid-axis order."""
-    out = []
+    out: list[list] = []
     for key, value in params.items():
         if isinstance(key, tuple):
             out.append([list(key), [np.asarray(a).tolist() for a in value]])

@@ -96,6 +96,8 @@ class EnsembleState:
     time: np.ndarray            # (n_grid,) of dtype: the kernels' t (mod the drive period)
     xs_state: np.ndarray        # xorshift32 states (n_total,) uint32, or empty
     xs_spare: np.ndarray        # xorshift32 spare Gaussians (n_total,) float32, or empty
+    if TYPE_CHECKING:           # set by __post_init__, not a field
+        _model: Model = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
         try:
@@ -188,7 +190,7 @@ class EnsembleState:
         return header, arrays
 
     @classmethod
-    def from_checkpoint_parts(cls, header: dict, files: dict, path: str = "") -> EnsembleState:
+    def from_checkpoint_parts(cls, header: dict, files: dict, path: str | os.PathLike = "") -> EnsembleState:
         """The state in a loaded checkpoint (`files` holding exactly its arrays)."""
         where = f"checkpoint {path!r}"
         dtype = ckpt.field(header, "dtype", str, choices=DTYPES, path=path)
@@ -324,4 +326,9 @@ class EnsembleCheckpoints:
         self._collective(check_output_path, path, "checkpoint", (".npz",))
         state = self.state()
         rank = 0 if self._comm is None else self._comm.Get_rank()
-        self._collective(lambda: state.save(path) if rank == 0 else None)
+
+        def write():
+            if rank == 0:
+                assert state is not None        # rank 0 holds the whole ensemble's state
+                state.save(path)
+        self._collective(write)
