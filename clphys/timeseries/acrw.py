@@ -10,8 +10,7 @@ import pyopencl.array as cla
 from .. import _validate
 from ..progress import Progress, check_progress
 from ..rng import philox_numpy, seed_key
-from ..runtime import check_memory, items_that_fit, resolve_device, run_sliced
-from . import _common
+from ..runtime import check_memory, items_that_fit, resolve_device, run_sliced, workspace
 
 __all__ = ["acrw", "acrw_numpy", "acrw_thresholds"]
 
@@ -110,7 +109,7 @@ def acrw(n: int, phi: float, seed: int = 0, device=None, progress=None) -> np.nd
         run_sliced(nblocks, block_sums, queue, bar=bar, what="blocks (first pass)", first=first)
         starts = np.zeros(nblocks, dtype=np.int64)
         np.cumsum(sums.get()[:-1], out=starts[1:])
-        offsets = _common.device_array(dev, starts.astype(np.int32))
+        offsets = workspace.device_array(dev, starts.astype(np.int32))
         run_sliced(nblocks, fill, queue, bar=bar, what="blocks (second pass)", first=first,
                    largest=piece)
     return out
