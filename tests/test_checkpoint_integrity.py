@@ -40,7 +40,7 @@ import clphys.sde.ensemble
 import clphys.sde.oscillators
 from clphys.cli import main
 from clphys.ising import Ensemble2D, Ensemble3D, Ising2D
-from clphys.ising import cli as ising_cli
+from clphys.ising import cli_run as ising_run
 from clphys.muca import Multicanonical
 from clphys.runtime import checkpoint as ck
 from clphys.runtime import run_sliced
@@ -120,9 +120,9 @@ def _loaded_state(kind, path, device, scratch):
         cls = {"ising2d": Ising2D, "ensemble3d": Ensemble3D, "ensemble2d-xorshift": Ensemble2D}[kind]
         cls.load(path, device=device).save(again)
     elif kind == "ising-run":
-        args = argparse.Namespace(**{k: None for k in ising_cli.ISING_DEFAULTS})
-        lat, run, p = ising_cli._load_run(str(path), args, device)
-        ising_cli._save_run(str(again), lat, run, p)
+        args = argparse.Namespace(**{k: None for k in ising_run.ISING_DEFAULTS})
+        lat, run, p = ising_run.load_run(str(path), args, device)
+        ising_run.save_run(str(again), lat, run, p)
     elif kind == "sde-ensemble":
         EnsembleState.load(path)
         Ensemble.load(path, device=device).save(again)

@@ -14,7 +14,7 @@ import pytest
 import clphys.progress
 from clphys.cli import main
 from clphys.ising import Ensemble2D, Ensemble3D, Ising2D, Ising3D, backends
-from clphys.ising import cli as ising_cli
+from clphys.ising import cli_run as ising_run
 from clphys.runtime import checkpoint as ck
 from clphys.runtime.checkpoint import CheckpointError
 
@@ -174,8 +174,8 @@ def test_cli_resume_is_bit_for_bit(device, tmp_path, capsys, monkeypatch):
 
 def test_cli_checkpoint_is_periodic(device, tmp_path, capsys, monkeypatch):
     saves = []
-    orig = ising_cli._save_run
-    monkeypatch.setattr(ising_cli, "_save_run", lambda *a: saves.append(a[2].done) or orig(*a))
+    orig = ising_run.save_run
+    monkeypatch.setattr(ising_run, "save_run", lambda *a: saves.append(a[2].done) or orig(*a))
     assert main(RUN + ["--device", device.facts.index, "--checkpoint", str(tmp_path / "p.npz"),
                        "--checkpoint-every", "0.001"]) == 0
     assert len(saves) > 3 and saves == sorted(saves) and saves[-1] == 3000

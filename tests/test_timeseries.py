@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import clphys
-from clphys.runtime import fake_facts, render
-from clphys.timeseries import _pair_sums, _transfer, acrw_numpy, autocorrelation, correlation, hurst
+from clphys.runtime import fake_facts, render, staging
+from clphys.timeseries import _pair_sums, acrw_numpy, autocorrelation, correlation, hurst
 from clphys.timeseries._pair_plan import PairShape
 from clphys.timeseries.reference import autocorrelation_numpy, hurst_numpy
 from timeseries_plans import acf_with, hurst_with
@@ -109,7 +109,7 @@ def test_tick_prices_with_large_offsets(device, layout):
             assert_close(r.S, hurst_numpy(p, 40)[0], rtol=1e-6)
 
 
-TRANSFERS = [p + o for p in _transfer.PATHS for o in ("", "+overlap")]
+TRANSFERS = [p + o for p in staging.PATHS for o in ("", "+overlap")]
 
 
 def test_transfer_paths_agree_bitwise(device):
@@ -135,30 +135,30 @@ def test_transfer_paths_agree_bitwise(device):
 def test_staging_cache_and_segments(device, monkeypatch):
     """Staging slots are reused by calls of similar size, and a pinned upload filled and
     sent in many segments (and by several copy threads) gives the same bits as one."""
-    assert _transfer.capacity(1000) == 4096 and _transfer.capacity(2**20 + 1) == 9 * 2**17
-    _transfer.clear_cache(device)
+    assert staging.capacity(1000) == 4096 and staging.capacity(2**20 + 1) == 9 * 2**17
+    staging.clear_cache(device)
     p = random_walk(3_000, 2)
     for n in (3_000, 2_990, 3_000, 1_000, 200, 2_999):     # similar sizes reuse a slot
         hurst_with(p[:n], 10, device=device, transfer="pinned")
-    free = _transfer._cache(device).free
-    assert 1 <= len(free) <= _transfer.CACHE_SLOTS
-    _transfer.clear_cache(device)
-    assert not _transfer._cache(device).free
-    assert _transfer.default(device, 10).path == "pageable"
+    free = staging._cache(device).free
+    assert 1 <= len(free) <= staging.CACHE_SLOTS
+    staging.clear_cache(device)
+    assert not staging._cache(device).free
+    assert staging.default(device, 10).path == "pageable"
     q = random_walk(20_000, 3)
     t = PairShape(wg=8, lags_per_item=4, tile=128, run_length=32, groups=2)
     want = hurst_with(q, 20, device=device, transfer="pageable", pair_shape=t).S
-    monkeypatch.setattr(_transfer, "SEGMENT_BYTES", 4096 + 8)     # 20 segments
-    monkeypatch.setattr(_transfer, "MIN_SLICE", 1000)               # three slices each
-    monkeypatch.setattr(_transfer, "COPY_THREADS", 3)
+    monkeypatch.setattr(staging, "SEGMENT_BYTES", 4096 + 8)     # 20 segments
+    monkeypatch.setattr(staging, "MIN_SLICE", 1000)               # three slices each
+    monkeypatch.setattr(staging, "COPY_THREADS", 3)
     # while the copy threads work the switch interval is short, then Python's again
     before, seen = sys.getswitchinterval(), []
-    send = _transfer.Staged._send
-    monkeypatch.setattr(_transfer.Staged, "_send", lambda self, *a: (
+    send = staging.Staged._send
+    monkeypatch.setattr(staging.Staged, "_send", lambda self, *a: (
         seen.append(sys.getswitchinterval()), send(self, *a))[1])
     assert np.array_equal(hurst_with(q, 20, device=device, transfer="pinned+overlap",
                                 pair_shape=t).S, want)
-    assert seen == [pytest.approx(_transfer.SWITCH_INTERVAL)] and sys.getswitchinterval() == before
+    assert seen == [pytest.approx(staging.SWITCH_INTERVAL)] and sys.getswitchinterval() == before
     # a list of series: pieces at offsets; with the same tuning the same bits as alone
     assert np.array_equal(hurst_with([q[:7_001], q], 20, device=device, pair_shape=t,
                                 transfer="pinned+overlap").S[1], want)
@@ -420,7 +420,7 @@ def test_public_signatures_have_no_internal_knobs():
     for gone in ("TRACE", "TRACE_SYNC"):
         assert not hasattr(correlation, gone)
     for gone in ("STREAM_TAIL_BYTES", "COPY_QUEUE"):
-        assert not hasattr(_transfer, gone)
+        assert not hasattr(staging, gone)
     before = sys.getswitchinterval()
     res, timeline = correlation.run_plan(correlation.plan_hurst(random_walk(500, 1), 5,
                                                                transfer="pinned+overlap"))

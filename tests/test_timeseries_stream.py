@@ -6,7 +6,8 @@ the provisional scale or centre from the head of the series is too far off."""
 import numpy as np
 import pytest
 
-from clphys.timeseries import _ingest, _pair_plan, _pair_stream, _pair_sums, _transfer
+from clphys.runtime import staging, workspace
+from clphys.timeseries import _ingest, _pair_plan, _pair_stream, _pair_sums
 from clphys.timeseries.reference import autocorrelation_numpy, hurst_numpy
 from timeseries_plans import acf_with, hurst_with, traced
 
@@ -28,7 +29,7 @@ def small_head(monkeypatch):
 
 def streamed(monkeypatch, segment, fn):
     """fn() with the given segment size; asserts that it streamed and stood."""
-    monkeypatch.setattr(_transfer, "STREAM_SEGMENT_BYTES", segment)
+    monkeypatch.setattr(staging, "STREAM_SEGMENT_BYTES", segment)
     res, phases = traced(fn)
     assert "streamed pair sums" in phases, phases
     return res
@@ -48,9 +49,9 @@ def test_streamed_matches_numpy_and_any_segment_size(device, small_head, monkeyp
     references, and the same bits for every segment size; the pinned buffer filled by 3
     copy threads in slices of at least the default size (small segments: by the caller)
     or of 1000 bytes, or by the caller alone."""
-    monkeypatch.setattr(_transfer, "COPY_THREADS", threads)
+    monkeypatch.setattr(staging, "COPY_THREADS", threads)
     if min_slice:
-        monkeypatch.setattr(_transfer, "MIN_SLICE", min_slice)
+        monkeypatch.setattr(staging, "MIN_SLICE", min_slice)
     p = walk(T, 1).astype(dtype)
     x = np.diff(p)
     first = None
@@ -142,7 +143,7 @@ def test_fallback_when_the_head_misleads(device, small_head, monkeypatch, make, 
     folded on the device, in compensated float32 on the host: both decide alike."""
     if acc == "double" and not device.facts.fp64:
         pytest.skip(f"{device.name} has no fp64")
-    monkeypatch.setattr(_transfer, "STREAM_SEGMENT_BYTES", 3 * 8192)
+    monkeypatch.setattr(staging, "STREAM_SEGMENT_BYTES", 3 * 8192)
     x = make(T)
     call = (lambda s: acf_with(x, MAX_LAG, device=device, stream=s,
                                       accumulate=acc)) if fn == "acf" \
@@ -180,7 +181,7 @@ def test_streamed_bad_values_are_named(device, small_head, monkeypatch, acc):
     series: the unstreamed path's errors."""
     if acc == "double" and not device.facts.fp64:
         pytest.skip(f"{device.name} has no fp64")
-    monkeypatch.setattr(_transfer, "STREAM_SEGMENT_BYTES", 3 * 8192)
+    monkeypatch.setattr(staging, "STREAM_SEGMENT_BYTES", 3 * 8192)
     for at in (9000, 10):
         x = np.random.default_rng(8).standard_normal(T)
         x[at] = np.nan
@@ -197,7 +198,7 @@ def test_powdiff_and_compensated_batches_do_not_stream(device, monkeypatch):
     """q outside {1, 2} (a first pass for the per-lag maxima), one series or several, and
     a batch accumulated in compensated float (its scale and centre need the host) run
     unstreamed even when asked: the same results as without."""
-    monkeypatch.setattr(_transfer, "STREAM_SEGMENT_BYTES", 4096)
+    monkeypatch.setattr(staging, "STREAM_SEGMENT_BYTES", 4096)
     P = np.stack([walk(3001, 9), walk(3001, 10)])
     for kw in (dict(p=P, q=3.0), dict(p=P[0], q=3.0), dict(p=P, q=1, accumulate="compensated")):
         got, phases = traced(lambda: hurst_with(device=device, stream=True, max_lag=20, **kw))
@@ -241,18 +242,17 @@ def test_block_totals_are_the_sums_of_each_series_and_block():
 def test_download_all_reads_every_array(device):
     """Small results read without blocking and waited for once, large ones (pinned path)
     as download() reads them: every byte as on the device."""
-    from clphys.timeseries import _common
     small = [np.arange(n, dtype=np.float32) * 0.5 for n in (1, 1025, 3)]
     large = np.arange(300_000, dtype=np.float64)
-    bufs = [_common.device_array(device, a) for a in small + [large]]
+    bufs = [workspace.device_array(device, a) for a in small + [large]]
     empty = np.empty(0, np.float32)
-    got = _transfer.download_all(device, [(b.data, np.empty_like(a))
+    got = staging.download_all(device, [(b.data, np.empty_like(a))
                                           for b, a in zip(bufs, small)]
                                  + [(bufs[0].data, empty)])
     for g, a in zip(got, small):
         assert np.array_equal(g, a)
-    (big,) = _transfer.download_all(device, [(bufs[-1].data, np.empty_like(large))],
-                                    _transfer.Transfer("pinned", True))
+    (big,) = staging.download_all(device, [(bufs[-1].data, np.empty_like(large))],
+                                    staging.Transfer("pinned", True))
     assert np.array_equal(big, large)
 
 
@@ -261,7 +261,7 @@ def test_centre_from_the_head_is_discarded_for_a_wandering_level(device, small_h
     """CENTRE_SAMPLE = 0 (the probes' "as before" variant): the centre from the head,
     which a wandering level leaves behind: the streamed pass is discarded, the result the
     unstreamed bits."""
-    monkeypatch.setattr(_transfer, "STREAM_SEGMENT_BYTES", 3 * 8192)
+    monkeypatch.setattr(staging, "STREAM_SEGMENT_BYTES", 3 * 8192)
     monkeypatch.setattr(_pair_stream, "CENTRE_SAMPLE", 0)
     x = wandering(T)
     got, phases = traced(lambda: acf_with(x, MAX_LAG, device=device, stream=True))
@@ -304,7 +304,7 @@ def test_streamed_batches_do_not_depend_on_the_segments(device, monkeypatch, dty
     first = None
     for segment in (1 << 30, 3 * 2_001 * item, 1000 * item + 8, 5 * 4_001 * item,
                     700 * item):
-        monkeypatch.setattr(_transfer, "STREAM_SEGMENT_BYTES", segment)
+        monkeypatch.setattr(staging, "STREAM_SEGMENT_BYTES", segment)
         got, phases = traced(lambda: batch_results(device, inputs, stream=True,
                                                    transfer=spec))
         assert phases.count("streamed batch enqueued") == 2 * 3, phases
@@ -333,7 +333,7 @@ def test_streamed_batches_name_bad_values(device, monkeypatch):
     first value of a row, and a constant row: the unstreamed path's errors."""
     if not device.facts.fp64:
         pytest.skip(f"{device.name} has no fp64: batches do not stream")
-    monkeypatch.setattr(_transfer, "STREAM_SEGMENT_BYTES", 3 * 8 * 1001)
+    monkeypatch.setattr(staging, "STREAM_SEGMENT_BYTES", 3 * 8 * 1001)
     P = np.stack([walk(1001, s) for s in range(6)])
     for row, at, value in ((4, 777, np.nan), (2, 0, np.inf)):
         Q = P.copy()

@@ -70,8 +70,8 @@
         k = c * S + a
         return "%s%d.%s" % (prefix, k // 4, comps[k % 4])
 %>
-${mc.geometry(dim, L)}
-${philox.philox4x32("mu_", 10)}
+${mc.geometry(dim, L)}\
+${philox.philox4x32_10("mu_")}\
 ${mc.counters()}
 #define MU_CODE_SHIFT 25u
 #define MU_CODE_WORDS ((MU_NBINS * ${dim if layout == "pair" else 2 * dim + 1}u + 3u) / 4u)

@@ -1,5 +1,6 @@
 ## Philox4x32-10 (Salmon et al., SC'11), counter based: four 32-bit words are a
-## pure function of a 128-bit counter and a 64-bit key.
+## pure function of a 128-bit counter and a 64-bit key; 10 rounds, its authors'
+## margin (7 is the fewest that pass BigCrush).
 ## Emits: uint4 ${prefix}philox(uint4 ctr, uint2 key)
 ## The rounds work on scalars. Each 32x32 -> 64-bit product is one widening
 ## multiply on GPUs and, unlike mul_hi, stays fast on PoCL (3x in the Ising
@@ -7,17 +8,12 @@
 ## The multipliers and the Weyl key increments, shared by both forms:
 <%! M0, M1, W0, W1 = "0xD2511F53u", "0xCD9E8D57u", "0x9E3779B9u", "0xBB67AE85u" %>\
 <%def name="philox4x32_10(prefix)">
-${philox4x32(prefix, 10)}
-</%def>
 
-## The same with another number of rounds: 10 is Philox4x32-10, the count every
-## result uses (its authors' margin; 7 is the fewest that pass BigCrush).
-<%def name="philox4x32(prefix, rounds)">
 inline uint4 ${prefix}philox(uint4 ctr, uint2 key)
 {
     uint c0 = ctr.x, c1 = ctr.y, c2 = ctr.z, c3 = ctr.w;
     uint k0 = key.x, k1 = key.y;
-% for r in range(rounds):
+% for r in range(10):
 %   if r:
     k0 += ${W0}; k1 += ${W1};
 %   endif
@@ -28,6 +24,7 @@ inline uint4 ${prefix}philox(uint4 ctr, uint2 key)
 % endfor
     return (uint4)(c0, c1, c2, c3);
 }
+
 </%def>
 ##
 ## philox_lanes(prefix, n): Philox4x32-10 on n counters at once (n = 2, 4, 8)

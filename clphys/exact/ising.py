@@ -225,6 +225,26 @@ def finite_lattice(L: int | tuple[int, int], T: ArrayLike, J: float = 1.0) -> Is
     ch = np.cosh(2 * K)
     coth = ch / s
 
+    x, x1, x2 = _scaled_g(K, s, ch, coth, n, m, Jabs)
+    logS, dlogS, d2logS = _log_sum(*_four_products(x, x1, x2))
+
+    Kf = K[:, 0]
+    log_pref = 2 * Kf + np.log(-np.expm1(-4 * Kf))          # ln(2 sinh 2K)
+    log_z = -math.log(2.0) + 0.5 * N * log_pref + logS
+    dlogz = N * Jabs * coth[:, 0] + dlogS
+    d2logz = -2.0 * N * Jabs ** 2 * (1.0 / s[:, 0]) ** 2 + d2logS
+    beta = Kf / Jabs
+    shape = T_arr.shape
+    return IsingExact(Lx, Ly, _out(T_arr if shape else T_arr[()]), J,
+                      _out(log_z.reshape(shape)),
+                      _out((-dlogz / N).reshape(shape)),
+                      _out((beta ** 2 * d2logz / N).reshape(shape)))
+
+
+def _scaled_g(K: np.ndarray, s: np.ndarray, ch: np.ndarray, coth: np.ndarray, n: int, m: int,
+              Jabs: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """x_l = m g_l / 2 for l = 0 .. 2n-1 and its first and second beta-derivatives,
+    each (nT, 2n)."""
     # g_l for l = 0..2n-1; eps = cosh g - 1 written to avoid cancellation
     # near Tc: cosh2K coth2K - 2 = (s - 1)^2 / s.
     l = np.arange(2 * n)
@@ -245,7 +265,14 @@ def finite_lattice(L: int | tuple[int, int], T: ArrayLike, J: float = 1.0) -> Is
     x = 0.5 * m * g
     x1 = 0.5 * m * Jabs * gK
     x2 = 0.5 * m * Jabs ** 2 * gKK
+    return x, x1, x2
 
+
+def _four_products(x: np.ndarray, x1: np.ndarray, x2: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Z1 .. Z4 in log space, each (4, nT): the log of the product (scale), its
+    first factor and that factor's derivatives over 2cosh(x0) (F0, F1, F2),
+    and the rest's first and second log-derivatives (rho1, sig)."""
+    l = np.arange(x.shape[1])
     odd, even = l[1::2], l[0::2]
     # per product: (first index, rest indices, uses sinh)
     products = [(odd, False), (odd, True), (even, False), (even, True)]
@@ -274,7 +301,13 @@ def finite_lattice(L: int | tuple[int, int], T: ArrayLike, J: float = 1.0) -> Is
             F0.append(np.ones_like(t)); F1.append(t * x01); F2.append(x01 ** 2 + t * x02)
         scale.append(logR + _log2cosh(x0))
     scale, F0, F1, F2, rho1, sig = map(np.array, (scale, F0, F1, F2, rho1, sig))  # (4, nT)
+    return scale, F0, F1, F2, rho1, sig
 
+
+def _log_sum(scale: np.ndarray, F0: np.ndarray, F1: np.ndarray, F2: np.ndarray, rho1: np.ndarray,
+             sig: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """ln(Z1 + Z2 + Z3 + Z4) and its first and second beta-derivatives, taken
+    relative to the largest product (no O(N^2) cancellation)."""
     top = np.argmax(scale, axis=0)
     cols = np.arange(scale.shape[1])
     w = np.exp(scale - scale[top, cols])
@@ -286,18 +319,7 @@ def finite_lattice(L: int | tuple[int, int], T: ArrayLike, J: float = 1.0) -> Is
     logS = scale[top, cols] + np.log(A0)
     dlogS = mu + A1 / A0
     d2logS = A2 / A0 - (A1 / A0) ** 2
-
-    Kf = K[:, 0]
-    log_pref = 2 * Kf + np.log(-np.expm1(-4 * Kf))          # ln(2 sinh 2K)
-    log_z = -math.log(2.0) + 0.5 * N * log_pref + logS
-    dlogz = N * Jabs * coth[:, 0] + dlogS
-    d2logz = -2.0 * N * Jabs ** 2 * (1.0 / s[:, 0]) ** 2 + d2logS
-    beta = Kf / Jabs
-    shape = T_arr.shape
-    return IsingExact(Lx, Ly, _out(T_arr if shape else T_arr[()]), J,
-                      _out(log_z.reshape(shape)),
-                      _out((-dlogz / N).reshape(shape)),
-                      _out((beta ** 2 * d2logz / N).reshape(shape)))
+    return logS, dlogS, d2logS
 
 
 # --------------------------------------------------------- brute force

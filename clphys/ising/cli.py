@@ -25,189 +25,17 @@ from .._cli import (
     progress_arg,
 )
 from ..progress import Progress
-from ..runtime import Interrupted, mpi, run_sliced
-from ..runtime.checkpoint import CheckpointError, field, load_checkpoint, save_checkpoint
+from ..runtime import Interrupted, run_sliced
 from ..runtime.files import atomic_output
 from ..runtime.longrun import Checkpoints
-
-RUN_KIND = "ising-run"
-# `clphys ising` defaults; None on the command line means "not given", so a
-# --resume can tell which options the user set
-ISING_DEFAULTS = {"dim": 2, "size": "1024", "temperature": 2.269185314213022, "sweeps": 1000,
-                  "every": 1, "coupling": 1.0, "field": 0.0, "start": "random", "seed": 0,
-                  "algorithm": None, "rng": None, "therm": None}
+from . import cli_report, cli_run
+from .cli_run import ISING_DEFAULTS
 
 
 def _ints(text, what="--sizes"):
     if not re.fullmatch(r"\s*\d+\s*(,\s*\d+\s*)*", text or ""):
         raise ValueError(f"{what} must be comma-separated positive integers, got {text!r}")
     return [int(v) for v in text.split(",")]
-
-
-def _size(text):
-    """'64' -> 64; '64x32' or '64,32' -> (64, 32); anything else is refused."""
-    if not isinstance(text, str) or not re.fullmatch(r"\d+([x,]\d+){0,2}", text.strip()):
-        raise ValueError(f"--size must be one integer L or 2 to 3 integers joined by 'x' or ',' "
-                         f"(e.g. 64, 128x64, 8,8,4), got {text!r}")
-    vals = [int(v) for v in re.split("[x,]", text.strip())]
-    return vals[0] if len(vals) == 1 else tuple(vals)
-
-
-def _same_size(text, saved):
-    def full(t):
-        v = _size(str(t))
-        return v if isinstance(v, tuple) else (v,) * saved["dim"]
-    return full(text) == full(saved["size"])
-
-
-# ------------------------------------------------------------------ ising
-def _ising_params(args):
-    """The run's parameters: the command line over the defaults."""
-    p = {k: getattr(args, k) for k in ISING_DEFAULTS}
-    return {k: (ISING_DEFAULTS[k] if v is None else v) for k, v in p.items()}
-
-
-def _check_ising_params(p):
-    for name in ("sweeps", "every", "seed"):
-        if isinstance(p[name], bool) or not isinstance(p[name], int):
-            raise ValueError(f"--{name} must be an integer")
-    if p["sweeps"] < 0:
-        raise ValueError(f"--sweeps must be >= 0, got {p['sweeps']}")
-    if p["every"] < 1:
-        raise ValueError(f"--every must be >= 1, got {p['every']}")
-    if p["therm"] is not None and not 0 <= p["therm"] <= p["sweeps"]:
-        raise ValueError(f"--therm must be between 0 and --sweeps ({p['sweeps']}), got {p['therm']}")
-    if not math.isfinite(p["temperature"]) or p["temperature"] <= 0:
-        raise ValueError(f"--temperature must be finite and > 0, got {p['temperature']}")
-    for name in ("coupling", "field"):
-        if not math.isfinite(p[name]):
-            raise ValueError(f"--{name} must be finite, got {p[name]}")
-
-
-def _new_run(p, device, comm=None):
-    from . import Ising2D, Ising3D
-    from .lattice import split_run
-    from .run import Run
-    cls = Ising2D if p["dim"] == 2 else Ising3D
-    lat = cls(_size(p["size"]), p["temperature"], J=p["coupling"], h=p["field"], algorithm=p["algorithm"],
-              rng=p["rng"], seed=p["seed"], start=p["start"], device=device, comm=comm)
-    n_therm, n_measure = split_run(p["sweeps"], p["every"], p["therm"])
-    return lat, Run(lat.ensemble, n_therm, n_measure, p["every"])
-
-
-def _save_run(path, lat, run, p):
-    """Collective for a lattice split over ranks: the whole lattice and the
-    measurements summed over the ranks, written by rank 0."""
-    header, arrays = lat.ensemble.checkpoint()
-    header["run"] = {**{k: (list(v) if isinstance(v, tuple) else v) for k, v in p.items()},
-                     "n_therm": run.n_therm, "n_measure": run.n_measure, "done": run.done,
-                     "therm_before": run.therm_before}
-    arrays["measurements"] = run.measurements()
-    comm = lat.ensemble.slab_comm
-    if comm is None:
-        return save_checkpoint(path, RUN_KIND, header, arrays)
-    mpi.all_ok(comm, lambda: is_root(comm) and save_checkpoint(path, RUN_KIND, header, arrays))
-
-
-def _load_run(path, args, device, comm=None):
-    """(lattice, run, params) from a --resume file; the options given on the
-    command line must agree with it. With comm (every rank reads the file)
-    the lattice is split over the ranks."""
-    if comm is None:
-        return _read_run(path, args, device, None)
-    header, arrays, saved, counts = mpi.all_ok(comm, _read_run, path, args, device, comm)
-    return _split_run(path, header, arrays, saved, counts, device, comm)
-
-
-def _split_run(path, header, arrays, saved, counts, device, comm):
-    from . import Ising2D, Ising3D
-    from .run import Run
-    n_therm, n_measure, done, therm_before = counts
-    cls = Ising2D if saved["dim"] == 2 else Ising3D
-    lat = cls.split_from_checkpoint(header, arrays, path, device, comm)
-    # the file holds the sums over every rank; they are added up again at the end
-    meas = arrays["measurements"] if is_root(comm) else np.zeros_like(arrays["measurements"])
-    run = Run(lat.ensemble, n_therm, n_measure, saved["every"], done=done, measured=meas,
-              therm_before=therm_before)
-    return lat, run, saved
-
-
-def _read_run(path, args, device, comm):
-    """_load_run's reading and checks; with comm, no device work: (header,
-    arrays, params, (n_therm, n_measure, done, therm_before))."""
-    from . import Ising2D, Ising3D
-    from .lattice import STARTS
-    from .run import Run
-    header, arrays = load_checkpoint(path, RUN_KIND)
-    run_h = field(header, "run", dict, path=path)
-    saved = {}
-    for k in ISING_DEFAULTS:
-        if k not in run_h:
-            raise CheckpointError(f"checkpoint {path!r}: the run header lacks {k!r}")
-        saved[k] = run_h[k]
-    for k in ISING_DEFAULTS:
-        given = getattr(args, k)
-        if given is not None and given != saved[k] and not (k == "size" and _same_size(given, saved)):
-            raise ValueError(f"--{k} {given} differs from the run in {path} ({saved[k]}); leave it out "
-                             f"to continue that run")
-    if saved["dim"] not in (2, 3) or isinstance(saved["dim"], bool):
-        raise CheckpointError(f"checkpoint {path!r}: the run's dim {saved['dim']!r} is not 2 or 3")
-    try:
-        _check_ising_params(saved)
-        _size(saved["size"])
-    except (ValueError, TypeError) as exc:
-        raise CheckpointError(f"checkpoint {path!r}: {exc}") from None
-    temps = arrays.get("temperatures")
-    lattice = {"dim": header.get("dim"), "coupling": header.get("J"), "field": header.get("h"),
-               "seed": header.get("seed"),
-               "temperature": float(temps[0]) if isinstance(temps, np.ndarray) and temps.shape == (1,) else None}
-    differ = [f"{k} {saved[k]!r} (the lattice's {v!r})" for k, v in lattice.items() if saved[k] != v]
-    differ += [f"{k} {saved[k]!r} (the lattice's {header.get(k)!r})" for k in ("algorithm", "rng")
-               if saved[k] is not None and saved[k] != header.get(k)]
-    if saved["start"] not in STARTS:
-        differ.append(f"start {saved['start']!r} (one of {', '.join(STARTS)})")
-    if differ:
-        raise CheckpointError(f"checkpoint {path!r}: the run header does not describe its lattice: "
-                              + ", ".join(differ))
-    n_therm = field(run_h, "n_therm", int, minimum=0, path=path)
-    n_measure = field(run_h, "n_measure", int, minimum=0, path=path)
-    done = field(run_h, "done", int, minimum=0, path=path)
-    therm_before = field(run_h, "therm_before", int, minimum=0, path=path)
-    if n_therm + n_measure * saved["every"] != saved["sweeps"] or done > saved["sweeps"]:
-        raise CheckpointError(f"checkpoint {path!r}: the run header is inconsistent (therm {n_therm}, "
-                              f"{n_measure} measurements every {saved['every']}, {done} of "
-                              f"{saved['sweeps']} sweeps done)")
-    measured = max(0, done - n_therm) // saved["every"]
-    if "measurements" not in arrays:
-        raise CheckpointError(f"checkpoint {path!r} lacks the array 'measurements'")
-    meas = arrays["measurements"]
-    if meas.dtype != np.int64 or meas.shape != (measured, 1, 2):
-        raise CheckpointError(f"checkpoint {path!r}: array 'measurements' has dtype {meas.dtype} and shape "
-                              f"{meas.shape}, expected int64 {(measured, 1, 2)}")
-    size = _size(saved["size"])
-    shape = size if isinstance(size, tuple) else (size,) * saved["dim"]
-    if list(shape) != header.get("shape"):
-        raise CheckpointError(f"checkpoint {path!r}: the run's size {saved['size']!r} is not the lattice's "
-                              f"shape {header.get('shape')!r}")
-    _check_measurements(path, meas, saved["dim"], math.prod(shape))
-    if comm is not None:
-        return header, arrays, saved, (n_therm, n_measure, done, therm_before)
-    cls = Ising2D if saved["dim"] == 2 else Ising3D
-    lat = cls.from_checkpoint(header, arrays, path, device, extra=("measurements",))
-    run = Run(lat.ensemble, n_therm, n_measure, saved["every"], done=done, measured=meas,
-              therm_before=therm_before)
-    return lat, run, saved
-
-
-def _check_measurements(path, meas, dim, n_spins):
-    """CheckpointError unless every stored (bond sum, magnetization) is one a
-    lattice of n_spins can have: |bond sum| <= dim N, |M| <= N, M = N mod 2."""
-    bond, mag = meas[..., 0], meas[..., 1]
-    bad = (np.abs(bond) > dim * n_spins) | (np.abs(mag) > n_spins) | ((mag - n_spins) % 2 != 0)
-    if bad.any():
-        i = int(np.argmax(bad.reshape(-1)))
-        raise CheckpointError(f"checkpoint {path!r}: measurement {i} (bond sum {bond.reshape(-1)[i]}, "
-                              f"magnetization {mag.reshape(-1)[i]}) is impossible on {n_spins} spins")
 
 
 AUTO_MAX_SECONDS = 600.0       # --sweeps auto's budget when --max-seconds is not given
@@ -248,23 +76,24 @@ def cmd_ising(args) -> int:
         r = _fixed(args, every_s, comm)
     lat = r.pop("_lattice")
     if is_root(comm):
-        (_print_json if args.json else _print_text)(r)
+        (cli_report.print_json if args.json else cli_report.print_text)(r)
     if args.plot:
-        _plot_lattice(lat, r["sweeps"], r["dim"], r["temperature"], args.plot, comm, quiet=args.json)
+        cli_report.plot_lattice(lat, r["sweeps"], r["dim"], r["temperature"], args.plot, comm,
+                                quiet=args.json)
     return EXIT_UNTRUSTED if auto and not r["trusted"] else 0
 
 
 def _fixed(args, every_s, comm):
     """A run of a given number of sweeps (or resumed from a checkpoint): the result dict."""
     if args.resume:
-        lat, run, p = _load_run(args.resume, args, args.device, comm)
+        lat, run, p = cli_run.load_run(args.resume, args, args.device, comm)
     else:
-        p = _ising_params(args)
-        _check_ising_params(p)
-        lat, run = _new_run(p, args.device, comm)
+        p = cli_run.ising_params(args)
+        cli_run.check_ising_params(p)
+        lat, run = cli_run.new_run(p, args.device, comm)
     queue = lat.device.queue
     path = args.checkpoint or args.resume          # a resumed run keeps saving into its file
-    saves = Checkpoints(path, lambda: _save_run(path, lat, run, p), every_s, comm)
+    saves = Checkpoints(path, lambda: cli_run.save_run(path, lat, run, p), every_s, comm)
     timing = {"therm": [], "measure": []}
 
     def slices(phase):
@@ -289,9 +118,10 @@ def _fixed(args, every_s, comm):
             stop.kept = exc.kept
             raise stop from None
     saves.write()
-    r = _result(lat, _single(run.samples()), p, run.total, _speed(lat, timing, run.every, comm), comm)
+    speed = cli_report.sweep_speed(lat, timing, run.every, comm)
+    r = cli_report.result(lat, cli_report.single_replica(run.samples()), p, run.total, speed, comm)
     if comm is not None:
-        r["halo"] = _halo_line(lat)
+        r["halo"] = cli_report.halo_line(lat)
     r["_lattice"] = lat
     return r
 
@@ -310,18 +140,18 @@ def _auto(args, t_start, comm):
                          "(within --max-seconds); run the --sweeps N it reports to checkpoint")
     if comm is not None:
         raise ValueError("--sweeps auto runs on one process; give --sweeps N under mpiexec")
-    p = _ising_params(args)
-    _check_ising_params({**p, "sweeps": 0})
+    p = cli_run.ising_params(args)
+    cli_run.check_ising_params({**p, "sweeps": 0})
     budget = AUTO_MAX_SECONDS if args.max_seconds is None else args.max_seconds
     cls = Ising2D if p["dim"] == 2 else Ising3D
-    lat = cls(_size(p["size"]), p["temperature"], J=p["coupling"], h=p["field"], algorithm=p["algorithm"],
-              rng=p["rng"], seed=p["seed"], start=p["start"], device=args.device)
+    lat = cls(cli_run.parse_size(p["size"]), p["temperature"], J=p["coupling"], h=p["field"],
+              algorithm=p["algorithm"], rng=p["rng"], seed=p["seed"], start=p["start"], device=args.device)
     s1, seconds, trust = _auto_loop(lat, p, t_start + budget, progress_arg(args))
     total = s1.n_therm + s1.every * s1.energy.size
     speed = {"flips_per_ns": lat.n_spins * total / seconds / 1e9, "sweeps": total, "seconds": seconds,
              "what": f"measurements every {s1.every} included", "ranks_text": ""}
-    r = _result(lat, s1, p, total, speed, auto={"seconds": time.perf_counter() - t_start,
-                                                "max_seconds": budget, "trust": trust})
+    r = cli_report.result(lat, s1, p, total, speed, auto={"seconds": time.perf_counter() - t_start,
+                                                          "max_seconds": budget, "trust": trust})
     r["_lattice"] = lat
     return r
 
@@ -358,8 +188,8 @@ def _auto_loop(lat, p, deadline, progress):
             n_therm, n_measure = split_run(every * len(e_all), every)
             s1 = Samples(p["temperature"], lat.n_spins, e_all[len(e_all) - n_measure:],
                          m_all[len(m_all) - n_measure:], n_therm=n_therm, every=every)
-            est, _drift, messages = _analyse(s1)
-            now = _trust(est, messages, AUTO_MARGIN)
+            est, _drift, messages = cli_report.analyse(s1)
+            now = cli_report.trust_fraction(est, messages, AUTO_MARGIN)
             trusted_since = (trusted_since or n_measure) if now >= 1.0 else None
             # the bar: three quarters for the criterion, the last quarter for the doubling
             trust = max(trust, now * (0.5 + 0.5 * min(1.0, n_measure / (2 * (trusted_since or n_measure)))))
@@ -368,208 +198,6 @@ def _auto_loop(lat, p, deadline, progress):
                 return s1, seconds, trust
             chunk = max(AUTO_FIRST, int(AUTO_GROWTH * len(e_all)))
 
-
-def _ordered_range(p, shape) -> bool:
-    """Whether Onsager's spontaneous magnetization is what this torus shows for
-    <|M|>/N: below Tc with every side at least 20 correlation lengths (the
-    finite-size correction falls off like exp(-L/xi)). Near and above Tc a
-    finite lattice's <|M|>/N is far from Onsager's M, and no exact value is
-    known for it."""
-    from ..exact import TC_2D
-    T, J = p["temperature"], p["coupling"]
-    if not T < TC_2D * J:
-        return False
-    K = J / T
-    dual = -0.5 * math.log(math.tanh(K))
-    xi = 1.0 / (2.0 * (K - dual))            # an upper bound on the correlation length
-    return min(shape) >= 20 * xi
-
-
-def _references(p, shape):
-    """{observable: [(value, name, where)]} of the exact values this lattice
-    can be compared with (the first, where there is one, is the one to judge
-    the estimate by), and {observable: note} where there is none."""
-    from ..exact import TC_2D, TC_3D, finite_lattice, onsager_energy, onsager_magnetization
-    J, h, T = p["coupling"], p["field"], p["temperature"]
-    ref, notes = {"energy": [], "abs_magnetization": [], "specific_heat": []}, {}
-    if p["dim"] == 2 and h == 0 and J > 0:
-        if shape[0] == shape[1] and shape[0] % 2 == 0 and shape[0] <= 4096:
-            fl = finite_lattice(shape[0], T, J)
-            ref["energy"].append((float(fl.energy), "exact", "on this torus"))
-            ref["specific_heat"].append((float(fl.specific_heat), "exact", "on this torus"))
-        ref["energy"].append((float(onsager_energy(T, J)), "Onsager", "(infinite lattice)"))
-        if _ordered_range(p, shape):
-            ref["abs_magnetization"].append((float(onsager_magnetization(T, J)), "Onsager",
-                                             f"(infinite lattice, Tc = {TC_2D * J:.6f}; this torus is "
-                                             f">= 20 correlation lengths wide)"))
-        else:
-            notes["abs_magnetization"] = (f"no exact value for a finite lattice at this T (Onsager's "
-                                          f"M = {float(onsager_magnetization(T, J)):.6f} holds for L -> inf; "
-                                          f"Tc = {TC_2D * J:.6f})")
-    elif p["dim"] == 3 and h == 0 and J > 0:
-        notes["abs_magnetization"] = f"3D Tc = {TC_3D * J:.6f}"
-    return ref, notes
-
-
-ESTIMATES = (("energy", "energy/N", "mean_energy"), ("abs_magnetization", "|M|/N", "abs_magnetization"),
-             ("specific_heat", "C/N", "specific_heat"), ("susceptibility", "chi", "susceptibility"))
-
-
-def _analyse(s1):
-    """({observable: estimate}, drift or None, [warning messages]) of one
-    lattice's measured series; no warning means every error can be trusted
-    (each series >= 50 tau_int long, no drift between its halves)."""
-    with warnings.catch_warnings(record=True) as record:
-        warnings.simplefilter("always")
-        est = {key: getattr(s1, method)() for key, _, method in ESTIMATES}
-        drift = s1.drift() if s1.energy.shape[-1] >= 32 else None
-    return est, drift, list(dict.fromkeys(str(w.message) for w in record))
-
-
-def _trust(est, messages, margin=1.0) -> float:
-    """How far the series is towards trustworthy errors, 0 .. 1 (1: every
-    estimate >= margin x MIN_TAUS tau_int long and no warning)."""
-    from ..stats import MIN_TAUS
-    parts = [e.n / (margin * MIN_TAUS * e.tau_int) if e.tau_int > 0 else 0.0 for e in est.values()]
-    frac = min([min(1.0, x) if math.isfinite(x) else 0.0 for x in parts] + [1.0])
-    return frac if not messages else min(frac, 0.99)
-
-
-def _single(s):
-    """The Samples of replica 0 of a run's Samples."""
-    return type(s)(float(s.temperature[0]), s.n_spins, s.energy[0], s.magnetization[0], s.n_therm, s.every,
-                   bool(s.trapped[0]))
-
-
-def _result(lat, s1, p, total, speed, comm=None, auto=None):
-    """Everything `clphys ising` reports, as one dict (printed as text or JSON)."""
-    n = s1.energy.shape[-1]
-    ref, notes = _references(p, lat.shape)
-    est, drift, messages = _analyse(s1) if n else ({}, None, [
-        "no measurements: the run is too short for any estimate (more --sweeps)"])
-    where = (f"{comm.Get_size()} MPI ranks (rank 0: {lat.device.name}; slabs of "
-             f"{'x'.join(map(str, lat.local_shape))})" if comm is not None else lat.device.name)
-    out = {"command": "ising", "device": where, "seed": p["seed"], "dim": p["dim"],
-           "shape": list(lat.shape), "temperature": p["temperature"], "coupling": p["coupling"],
-           "field": p["field"], "start": p["start"], "algorithm": lat.algorithm, "rng": lat.rng,
-           "every": s1.every, "sweeps": total, "thermalisation": s1.n_therm, "measurements": n,
-           "estimates": {}, "drift": None, "trusted": not messages, "warnings": messages,
-           "speed": speed, "auto": auto}
-    for key, est_ in est.items():
-        refs = ref.get(key, [])
-        item = {"value": est_.value, "error": est_.error, "tau_int_sweeps": est_.tau_int * s1.every,
-                "exact": [{"value": v, "what": f"{name} {where}"} for v, name, where in refs]}
-        if refs and est_.error > 0:
-            item["sigmas_from_exact"] = (est_.value - refs[0][0]) / est_.error
-        if key in notes:
-            item["note"] = notes[key]
-        out["estimates"][key] = item
-    if drift is not None and math.isfinite(drift.error):
-        out["drift"] = {"value": drift.value, "error": drift.error}
-    out["_est"], out["_drift"] = est, drift
-    return out
-
-
-def _print_text(r):
-    shape = "x".join(map(str, r["shape"]))
-    print(f"Ising {r['dim']}D {shape}, T = {r['temperature']:g}, J = {r['coupling']:g}, h = {r['field']:g}, "
-          f"{r['algorithm']}/{r['rng']}, seed {r['seed']}, {r['start']} start, on {r['device']}")
-    n, every = r["measurements"], r["every"]
-    auto = r["auto"]
-    how = (f" (--sweeps auto: trustworthy after {auto['seconds']:.1f} s; the same as --sweeps {r['sweeps']})"
-           if auto and r["trusted"] else "")
-    print(f"sweeps      {r['sweeps']}: {r['thermalisation']} thermalisation (discarded), then {n} measurements, "
-          f"one every {every} sweep{'s' if every > 1 else ''}{how}")
-    est = r["_est"]
-    for key, name, _ in ESTIMATES:
-        if key not in est:
-            continue
-        item = r["estimates"][key]
-        txt = "; ".join(f"{x['what'].split(' ', 1)[0]} {x['value']:.6f} {x['what'].split(' ', 1)[1]}"
-                        for x in item["exact"])
-        if "sigmas_from_exact" in item:
-            txt += f"; {item['sigmas_from_exact']:+.1f} sigma"
-        if "note" in item:
-            txt = "; ".join(filter(None, (txt, item["note"])))
-        print(f"{name:<11} {str(est[key]):<18} {txt}".rstrip())
-    if est:
-        e_tau, m_tau = est["energy"].tau_int, est["abs_magnetization"].tau_int
-        if math.isfinite(e_tau) and math.isfinite(m_tau):
-            print(f"tau_int     energy {e_tau * every:.3g} sweeps, |M| {m_tau * every:.3g} sweeps: the "
-                  f"measured part is {n / max(e_tau, m_tau):.3g} tau_int long (errors need >= 50)")
-    drift = r["_drift"]
-    if drift is not None and math.isfinite(drift.error):
-        print(f"drift       energy/N, second half - first half of the measured part: {drift}")
-    for msg in r["warnings"]:
-        print(f"warning: {msg}")
-    if r["warnings"] and n:
-        print(f"warning: the run is too short to be in equilibrium with trustworthy errors at "
-              f"T = {r['temperature']:g}: use more --sweeps (local updates near Tc need ~L^2.2 sweeps "
-              f"to decorrelate), or --sweeps auto")
-    if auto and not r["trusted"]:
-        print(f"warning: --max-seconds {auto['max_seconds']:g} ran out after {r['sweeps']} sweeps, before the "
-              f"errors could be trusted ({100 * auto['trust']:.0f} % of the way): give more seconds, a smaller "
-              f"lattice or a temperature farther from Tc")
-    sp = r["speed"]
-    if sp:
-        print(f"speed       {sp['flips_per_ns']:.3f} spin flips/ns{sp['ranks_text']} ({sp['sweeps']} sweeps in "
-              f"{sp['seconds']:.3f} s, {sp['what']})")
-    if r.get("halo"):
-        print(r["halo"])
-
-
-def _print_json(r):
-    import sys
-
-    from .._cli import print_json
-    for msg in r["warnings"]:
-        print(f"clphys ising: warning: {msg}", file=sys.stderr)
-    print_json({k: v for k, v in r.items() if not k.startswith("_")})
-
-
-def _speed(lat, timing, every, comm=None):
-    """The speed dict: sweeps after the first (with measurements where no pure
-    thermalisation slices were timed)."""
-    pure = timing["therm"][1:]
-    what = "thermalisation sweeps after the first"
-    if not sum(k for k, _ in pure):
-        pure = (timing["therm"] + timing["measure"])[1:]
-        what = f"after the first, measurements every {every} included"
-    sweeps, secs = sum(k for k, _ in pure), sum(t for _, t in pure)
-    if not (sweeps and secs > 0):
-        return None
-    rate = lat.n_spins * sweeps / secs / 1e9
-    ranks = "" if comm is None else f", {rate / comm.Get_size():.3f} per rank on {comm.Get_size()} ranks"
-    return {"flips_per_ns": rate, "sweeps": sweeps, "seconds": secs, "what": what, "ranks_text": ranks}
-
-
-def _halo_line(lat):
-    t = lat.halo_times
-    n = max(1, t["half-sweeps"])
-    every = "every half-sweep" if lat.halo == 1 else f"every {lat.halo // 2} sweeps"
-    return (f"halo path   rank 0, halos of {lat.halo} slabs exchanged {every}, per half-sweep: "
-            f"{1e6 * t['edge wait'] / n:.1f} us waiting for the "
-            f"edge slabs, {1e6 * t['exchange'] / n:.1f} us exchanging them (MPI), "
-            f"{1e6 * t['halo writes'] / n:.1f} us queueing the halo writes")
-
-
-def _plot_lattice(lat, sweeps, dim, temperature, path, comm=None, quiet=False):
-    from ..plotting import pyplot
-    s = lat.spins()                      # (gathered: every rank takes part)
-    if not is_root(comm):
-        return
-    plt = pyplot()
-    img = s if s.ndim == 2 else s[0]
-    fig, ax = plt.subplots(figsize=(6, 6))
-    ax.imshow(img, cmap="gray", vmin=-1, vmax=1, interpolation="nearest")
-    ax.set_title(f"{dim}D Ising {'x'.join(map(str, lat.shape))}, T = {temperature:g}, "
-                 f"{sweeps} sweeps" + (" (z = 0 slice)" if s.ndim == 3 else ""))
-    ax.set_axis_off()
-    with atomic_output(path) as tmp:
-        fig.savefig(tmp, dpi=150, bbox_inches="tight")
-    plt.close(fig)
-    if not quiet:
-        print(f"plot        {path}")
 
 
 # ------------------------------------------------------------------ binder
@@ -591,7 +219,7 @@ def cmd_binder(args) -> int:
     if scan is None:                   # another rank than 0 of a split scan
         return 0
     if args.json:
-        _binder_json(scan, args)
+        cli_report.binder_json(scan, args)
     else:
         print(scan)
     if args.plot:
@@ -620,30 +248,6 @@ def cmd_binder(args) -> int:
             print(f"plot: {args.plot}")
     return 0
 
-
-def _binder_json(scan, args):
-    import sys
-
-    from .._cli import json_value, print_json
-    from ..exact import TC_2D, TC_3D
-    from ..runtime import resolve_device
-    for msg in scan.warnings:
-        print(f"clphys binder: warning: {msg}", file=sys.stderr)
-    out = {"command": "binder", "device": resolve_device(args.device).name, "seed": args.seed,
-           "dim": scan.dim, "sizes": list(scan.sizes), "temperatures": json_value(scan.temperatures),
-           "thermalisation": scan.n_therm, "measurements": scan.n_measure, "every": scan.every,
-           "replicas": scan.replicas, "jackknife_blocks": scan.n_blocks,
-           "tau_int_sweeps": json_value(scan.tau_int)}
-    for name in ("binder", "susceptibility", "specific_heat", "energy", "abs_magnetization"):
-        out[name] = {"value": json_value(getattr(scan, name)), "error": json_value(getattr(scan, name + "_err"))}
-    out["crossings"] = [{"sizes": list(c.sizes), "status": c.status, "note": c.note,
-                         "temperature": {"value": json_value(c.temperature.value),
-                                         "error": json_value(c.temperature.error)}} for c in scan.crossings]
-    out["crossing"] = {"value": json_value(scan.crossing.value), "error": json_value(scan.crossing.error),
-                       "exact": TC_2D if scan.dim == 2 else TC_3D,
-                       "exact_what": "Onsager's Tc" if scan.dim == 2 else "3D Tc (Monte Carlo literature)"}
-    out["warnings"] = list(scan.warnings)
-    print_json(out)
 
 
 def _common(p, defaults):

@@ -28,12 +28,32 @@ SUMMARY_T = {2: (1.5, 2.0, 2.269185, 2.5, 3.0), 3: (3.5, 4.0, 4.5115, 5.0, 6.0)}
 
 
 def cmd_muca(args) -> int:
-    from ..runtime import resolve_device
-    from .engine import default_walkers
-    from .geometry import Geometry
-    from .simulation import Multicanonical
     check_outputs(args, (".npz",))
     every_s = checkpoint_every(args)
+    _check_args(args)
+    comm = getattr(args, "comm", None)
+    t_start = time.perf_counter()
+    say = (lambda *a, **k: None) if args.json else print
+    sim = _start(args, comm, say)
+    res = _iterate_and_produce(sim, args, every_s, say)
+    exact = _exact(sim, res, say)
+    temps, c, ref = _summary(sim, res, say)
+    say(f"wall        {time.perf_counter() - t_start:.3f} s in all (build and transfers included)")
+    if not is_root(comm):                 # every rank holds the result; rank 0 writes it
+        return 0
+    if args.output:
+        _write_output(args.output, sim, res, exact)
+        say(f"output      {args.output}")
+    if args.plot:
+        _plot(args.plot, sim, res, exact)
+        say(f"plot        {args.plot}")
+    if args.json:
+        _print_json(args, sim, res, exact, temps, c, ref, time.perf_counter() - t_start)
+    return 0
+
+
+def _check_args(args):
+    """ValueError for a number out of range or a checkpoint under MPI."""
     for name, value, low in (("--size", args.size, 2), ("--walkers", args.walkers, 1),
                              ("--production-blocks", args.production_blocks, 2),
                              ("--production-updates", args.production_updates, 1),
@@ -44,12 +64,18 @@ def cmd_muca(args) -> int:
                         ("--max-seconds", args.max_seconds)):
         if value is not None and not (math.isfinite(value) and value > 0):
             raise ValueError(f"{name} must be a positive number, got {value}")
-    comm = getattr(args, "comm", None)
-    if comm is not None and (args.checkpoint or args.resume):
+    if getattr(args, "comm", None) is not None and (args.checkpoint or args.resume):
         raise ValueError("--checkpoint and --resume are not supported with walkers split over MPI "
                          "ranks; run on one process to checkpoint")
-    t_start = time.perf_counter()
-    say = (lambda *a, **k: None) if args.json else print
+
+
+def _start(args, comm, say):
+    """The simulation, new or resumed, once every argument and derived default
+    has passed its check; its first line said."""
+    from ..runtime import resolve_device
+    from .engine import default_walkers
+    from .geometry import Geometry
+    from .simulation import Multicanonical
     if args.resume:
         saved = Multicanonical.peek(args.resume)          # checked before any device work
         for name, given, key in (("--size", args.size, "L"), ("--dim", args.dim, "dim"),
@@ -78,7 +104,12 @@ def cmd_muca(args) -> int:
           f"{o['per_item']} walker(s) per work item)"
           + (f", resumed from {args.resume}" + (" (in the production)" if sim.producing else "")
              if args.resume else ""), flush=True)
+    return sim
 
+
+def _iterate_and_produce(sim, args, every_s, say):
+    """The weight iteration (unless resumed in the production) and the
+    production, checkpointed every every_s seconds: the production's result."""
     kl = args.kl if args.kl is not None else (sim.kl if args.resume else 1e-4)
     path = args.checkpoint or args.resume          # a resumed run keeps saving into its file
     saver = Checkpoints(path, lambda: sim.save(path), every_s)
@@ -103,7 +134,12 @@ def cmd_muca(args) -> int:
           f"{res.round_trips:.3g} round trips per walker through the energy range "
           f"({res.therm_passages / 2:.3g} thermalising); largest error of ln g {res.max_error:.3g} "
           f"(target {res.target_error:g}{'' if res.reached else ', NOT reached'})")
-    exact = _exact(sim, res, say)
+    return res
+
+
+def _summary(sim, res, say):
+    """The canonical table at SUMMARY_T said, next to the exact finite-lattice
+    values in 2D: (temperatures, canonical estimates, exact values or None)."""
     temps = np.array(SUMMARY_T[sim.dim])
     c = res.canonical(temps)
     ref = None
@@ -117,18 +153,7 @@ def cmd_muca(args) -> int:
         if ref is not None:
             line += f" {ref.energy[i]:12.6f} {ref.specific_heat[i]:10.6f}"
         say(line)
-    say(f"wall        {time.perf_counter() - t_start:.3f} s in all (build and transfers included)")
-    if not is_root(comm):                 # every rank holds the result; rank 0 writes it
-        return 0
-    if args.output:
-        _write_output(args.output, sim, res, exact)
-        say(f"output      {args.output}")
-    if args.plot:
-        _plot(args.plot, sim, res, exact)
-        say(f"plot        {args.plot}")
-    if args.json:
-        _print_json(args, sim, res, exact, temps, c, ref, time.perf_counter() - t_start)
-    return 0
+    return temps, c, ref
 
 
 def _check_production(walkers, geom, args):

@@ -1,14 +1,12 @@
-"""``reduce_sum``: the sum of an array on the device, with the shared reduction module;
-``zeros``: a zeroed device array."""
+"""``reduce_sum``: the sum of an array on the device, with the shared reduction module."""
 
 from __future__ import annotations
 
 import numpy as np
 import pyopencl.array as cla
-from numpy.typing import DTypeLike
 
 from .._typing import ArrayLike
-from .devices import Device, DeviceSpec, fp64_missing, resolve_device
+from .devices import DeviceSpec, fp64_missing, resolve_device
 from .facts import DeviceFacts
 
 _CL_TYPES = {np.dtype(t): n for t, n in [
@@ -67,11 +65,3 @@ def reduce_sum(array: ArrayLike, device: DeviceSpec = None, accumulate: str | No
     if acc == "compensated":
         return float(np.float64(r["hi"]) + np.float64(r["lo"]))
     return float(r) if dtype.kind == "f" else int(r)
-
-
-def zeros(device: Device, shape: int | tuple[int, ...], dtype: DTypeLike) -> cla.Array:
-    """A zeroed device array. Where fills do not count as writes (Oclgrind's
-    uninitialised-value checker), the zeros are written from the host."""
-    if not device.facts.fill_initialises:
-        return cla.to_device(device.queue, np.zeros(shape, dtype))
-    return cla.zeros(device.queue, shape, dtype)

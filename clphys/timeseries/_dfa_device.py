@@ -19,16 +19,15 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
-from ..runtime import check_memory, run_sliced
+from ..runtime import check_memory, run_sliced, staging, workspace
 from . import _common, _ingest
-from . import _transfer as _xfer
 from ._dfa_finish import JACK_GROUPS
 
 BLOCK = 256             # values per block of the profile (dfa.cl)
 RUN = 64                # sliding windows: starts per run (the run kernel's work group)
 Q_BATCH = 8             # moments q reduced per pass over the segments
 INGEST_SPAN = 4096      # values per block of the input checks (_ingest.Input)
-STAGING_SLACK = 9 / 8   # staging buffers are rounded up by at most 1/8 (_transfer.capacity)
+STAGING_SLACK = 9 / 8   # staging buffers are rounded up by at most 1/8 (runtime.staging.capacity)
 # The first time-bounded slice of scales covers about this many value visits (then
 # run_sliced doubles or halves it): a few ms on a CPU, well under a ms on a GPU.
 FIRST_SLICE_VISITS = {True: 1 << 33, False: 1 << 25}      # by DeviceFacts.is_gpu
@@ -163,8 +162,8 @@ class DFAPlan:
     def _acc_array(self, shape):
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
         if self.f64:
-            return _common.work_array(self.dev, shape, np.float64)
-        return _common.work_array(self.dev, shape + (2,), np.float32)
+            return workspace.work_array(self.dev, shape, np.float64)
+        return workspace.work_array(self.dev, shape + (2,), np.float32)
 
     def _acc_host(self, arr) -> np.ndarray:
         a = arr.get() if hasattr(arr, "get") else arr
@@ -198,11 +197,11 @@ class DFAPlan:
                 marks.append((name, time.perf_counter()))
 
         prg = self.program("prep")
-        arr = lambda host: _common.device_array(dev, np.ascontiguousarray(host),  # noqa: E731
+        arr = lambda host: workspace.device_array(dev, np.ascontiguousarray(host),  # noqa: E731
                                                 blocking=False).data
         inp = _ingest.Input(dev, b, INGEST_SPAN, "float2", self.f64)
         nbytes = inp.raw_bytes()
-        with _xfer.Staged(dev, nbytes, transfer or _xfer.default(dev, nbytes)) as st:
+        with staging.Staged(dev, nbytes, transfer or staging.default(dev, nbytes)) as st:
             inp.load(st)
             exps = inp.scales(inp.check())          # ValueError at the first NaN or inf
             mark("upload and check")
@@ -210,11 +209,11 @@ class DFAPlan:
             lengths = b.lengths.astype(np.uint32)
             d_len, d_yoff, d_boff = arr(lengths), arr(self.yoff), arr(self.boff)
             nb = int(self.boff[-1])
-            Y = _common.work_array(dev, 2 * self.ny, np.float32)
+            Y = workspace.work_array(dev, 2 * self.ny, np.float32)
             mom = self._acc_array((nb, self.order + 2))
             dummy = self._acc_array(1)
             if self.integrate:
-                X = _common.work_array(dev, 2 * self.ny, np.float32)
+                X = workspace.work_array(dev, 2 * self.ny, np.float32)
                 inp.convert(X.data, self.yoff, lengths, shift)
                 tot, lev, delta = self._acc_array(nb), self._acc_array(nb), self._acc_array(E)
                 prg.dfa_block_totals(queue, (nb * self.wg,), (self.wg,), X.data, d_len, d_yoff,
@@ -237,10 +236,10 @@ class DFAPlan:
         prg, red = self.program("fluct"), self.program("reduce")
         nsc, nq, K = len(self.scales), len(self.qs), JACK_GROUPS
         co = arr(self.constants())
-        ell = _common.work_array(dev, max(1, self.ell_len), self.ell_dtype)
+        ell = workspace.work_array(dev, max(1, self.ell_len), self.ell_dtype)
         stats = self._acc_array((E, nsc, K, 5))
         qsum = self._acc_array((E, nsc, K, nq))
-        mq = _common.work_array(dev, (E, nsc, nq), self.ell_dtype)
+        mq = workspace.work_array(dev, (E, nsc, nq), self.ell_dtype)
         d_sc, d_off, d_stride = (arr(self.scales.astype(np.uint32)), arr(self.off),
                                  arr(self.stride))
         d_qs = arr(np.asarray(self.qs, dtype=self.ell_dtype))

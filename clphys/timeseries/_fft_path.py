@@ -8,10 +8,9 @@ import math
 
 import numpy as np
 
-from ..runtime import check_memory, fp64_missing, run_sliced
+from ..runtime import check_memory, fp64_missing, run_sliced, staging, workspace
 from ..runtime.memory import USABLE_FRACTION
 from . import _common, _fft, _finish, _ingest
-from . import _transfer as _xfer
 from ._pair_finish import acf_finish_device, read_rows
 from ._pair_plan import STAGING_SLACK, TooLarge, held_bytes, out_dtype, release_cached
 from ._pair_sums import staged
@@ -43,11 +42,11 @@ class FFTRows:
         rdtype = np.float64 if real == "double" else np.float32
         self.dev, self.L, self.nrows, self.rdtype = dev, L, nrows, rdtype
         self.fft = fft = _fft.FFT(dev, L // 2, nrows, real)
-        self.A = _common.work_array(dev, nrows * L, rdtype)
-        B = _common.work_array(dev, nrows * L, rdtype)
-        C = _common.work_array(dev, nrows * L, rdtype)
+        self.A = workspace.work_array(dev, nrows * L, rdtype)
+        B = workspace.work_array(dev, nrows * L, rdtype)
+        C = workspace.work_array(dev, nrows * L, rdtype)
         self.nb = -(-L // FFT_SPAN)
-        self.sums = _common.work_array(dev, 2 * nrows * self.nb, inp.acc)
+        self.sums = workspace.work_array(dev, 2 * nrows * self.nb, inp.acc)
         self.yoff = np.arange(nrows, dtype=np.uint64) * L
         inp.convert(self.A.data, self.yoff, np.full(nrows, L), centre, sums=self.sums.data)
         forward, out = fft.launches(self.A.data, B.data, C.data, -1)
@@ -132,7 +131,7 @@ def fft_run(dev, b, max_lag, form, accumulate, transfer, progress, label, errors
                 arrays = arrays + [
                     block_errors(dev, prg, th, K, nlb, bs, b.lengths, nl, odtype)
                     for th in spread]
-            res = _xfer.download_all(dev, [(a.data, np.empty((E, nl), odtype)) for a in arrays])
+            res = staging.download_all(dev, [(a.data, np.empty((E, nl), odtype)) for a in arrays])
             # no errors: NaN (errors=False: None, no array of the results' size)
             nan = np.full((E, nl), np.nan, odtype) if errors else None
             if form == "msd":
@@ -200,9 +199,9 @@ def block_errors(dev, prg, th, K, nlb, bs, lengths, nl, odtype):
     """The FFT path's errors from the blocks' estimates th (rows (e, k) of nlb lags):
     err(l) = sqrt(var_k θ_k(l) (b - l)/(T - l)) for l < b, NaN beyond (finish.cl)."""
     E = len(lengths)
-    err = _common.work_array(dev, E * nl, odtype)
+    err = workspace.work_array(dev, E * nl, odtype)
     prg.ts_block_spread(dev.queue, (-(-nl // 64) * 64, E), (64, 1), th.data, np.uint32(K),
-                        np.uint32(nlb), _common.device_array(dev, bs.astype(np.uint32), False).data,
-                        _common.device_array(dev, np.asarray(lengths, np.uint32), False).data,
+                        np.uint32(nlb), workspace.device_array(dev, bs.astype(np.uint32), False).data,
+                        workspace.device_array(dev, np.asarray(lengths, np.uint32), False).data,
                         np.uint32(nl), err.data)
     return err

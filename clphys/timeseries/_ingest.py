@@ -17,8 +17,8 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
+from ..runtime import staging, workspace
 from . import _common
-from . import _transfer as _xfer
 
 DEVICE_DTYPES = {np.dtype(np.float64): "double", np.dtype(np.float32): "float",
                  np.dtype(np.int64): "long", np.dtype(np.int32): "int"}
@@ -170,7 +170,7 @@ class Input:
     # -- small per-series arrays
 
     def small_array(self, host: np.ndarray) -> cla.Array:
-        return _common.device_array(self.dev, np.ascontiguousarray(host), blocking=False)
+        return workspace.device_array(self.dev, np.ascontiguousarray(host), blocking=False)
 
     def scaled(self, values: np.ndarray) -> np.ndarray:
         """Per-series float64 values (already scaled) as the kernels' shift_t."""
@@ -187,16 +187,16 @@ class Input:
             return int(self.b.lengths.sum()) * self.itemsize
         return (window[1] - window[0]) * self.itemsize
 
-    def load(self, st: _xfer.Staged, window=None, on_segment=None):
+    def load(self, st: staging.Staged, window=None, on_segment=None):
         """Enqueue the upload of the series (or the window (v0, v1) of the only one);
-        on_segment: see _transfer.Staged.put (the kernels may run on what has arrived)."""
+        on_segment: see staging.Staged.put (the kernels may run on what has arrived)."""
         self.window = window
         self.x = st.buffer
         self.off_dev = self.small_array(self.raw_off if window is None
                                 else np.array([-window[0]], dtype=np.int64))
         st.put(self._pieces(window), on_segment)
 
-    def begin(self, st: _xfer.Staged):
+    def begin(self, st: staging.Staged):
         """Start the host copies of a streamed load(st, on_segment=...) of the whole batch
         early, while the caller prepares the kernels (Staged.begin)."""
         st.begin(self._pieces(None), streamed=True)
@@ -222,7 +222,7 @@ class Input:
         window: `own`, the values this window is the first to hold); returns the
         per-block results (int32 (bad index, key) pairs) read back (blocking)."""
         lo, hi = self._blocks(*(own or (None, None)))
-        res = _common.work_array(self.dev, (hi - lo, 2), np.int32)
+        res = workspace.work_array(self.dev, (hi - lo, 2), np.int32)
         self.check_blocks(lo, hi, res, lo)
         return res.get()
 
@@ -259,7 +259,7 @@ class Input:
     def moments(self, shift, own=None) -> np.ndarray:
         """Per-block (Σ d, Σ d²), d = v 2^e - shift (per series), read back as float64."""
         lo, hi = self._blocks(*(own or (None, None)))
-        out = _common.work_array(self.dev, 2 * (hi - lo), self.acc)
+        out = workspace.work_array(self.dev, 2 * (hi - lo), self.acc)
         sh = self.small_array(self.scaled(shift))
         self.prg.ts_ingest_moments(self.dev.queue, ((hi - lo) * self.wg,), (self.wg,), self.x,
                                    self.off_dev.data, self.len_dev.data, self.boff_dev.data,
@@ -297,7 +297,7 @@ class Input:
             # these layouts write every block's (Σ y, Σ y²) at sums[2 b], sums[2 b + 1]:
             # room for them (the small dummy was written past its end; the Intel CPU
             # runtime, whose buffers live in the host heap, then crashed)
-            sums = _common.work_array(self.dev, 2 * int(boff[-1]), self.acc).data
+            sums = workspace.work_array(self.dev, 2 * int(boff[-1]), self.acc).data
         # the small arrays once per call, not per segment of a streamed upload; a centre
         # already on the device (a buffer: a streamed batch's) as it is
         on_device = isinstance(centre, cl.MemoryObjectHolder)
@@ -318,5 +318,5 @@ class Input:
 
     def _dummy(self) -> cl.Buffer:
         if getattr(self, "_dummy_buf", None) is None:
-            self._dummy_buf = _common.device_array(self.dev, np.zeros(4))
+            self._dummy_buf = workspace.device_array(self.dev, np.zeros(4))
         return self._dummy_buf.data

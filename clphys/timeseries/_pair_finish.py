@@ -7,8 +7,8 @@ import numpy as np
 import pyopencl.array as cla
 
 from ..progress import Progress
+from ..runtime import staging, workspace
 from . import _common, _finish, _ingest
-from . import _transfer as _xfer
 from ._pair_plan import CL_OUT, default_pair_shape, needs_maxima, out_dtype, pair_cost, pair_kind
 from ._pair_stream import finish_streamed, pair_pass
 from ._pair_sums import PairSums, concatenate_on_host, staged
@@ -57,7 +57,7 @@ def hurst_direct(dev, b, max_lag, qs, accumulate, tuning, layout, transfer, prog
                                                                         nl)
             odtype = out_dtype(b)
             prg = dev.build("timeseries/finish.cl", kinds=kinds, otype=CL_OUT[odtype])
-            out = _common.work_array(dev, 4 * len(kinds) * E * nl, odtype)
+            out = workspace.work_array(dev, 4 * len(kinds) * E * nl, odtype)
             fin = 64
             prg.ts_hurst_finish(dev.queue, (-(-nl // fin) * fin, E, len(kinds)), (fin, 1, 1),
                                 sums.data, np.uint32(E), np.uint32(run.K), np.uint32(nl),
@@ -67,7 +67,7 @@ def hurst_direct(dev, b, max_lag, qs, accumulate, tuning, layout, transfer, prog
                                 run.inp.small_array(inv).data, out.data)
             run.timeline.mark("finish kernels")
             run.read_checks()
-            return _xfer.download(dev, out.data, np.empty((4, len(kinds), E, nl), odtype))
+            return staging.download(dev, out.data, np.empty((4, len(kinds), E, nl), odtype))
 
         res = finish_streamed(run, st, False, sums if sums is not None else pair_sums(), exps,
                         finish, pair_sums)
@@ -148,8 +148,8 @@ def converted_ends(dev, run, nl):
     inp = _ingest.Input(dev, ends, run.shape.tile, "float", run.f64)
     inp.exps = np.repeat(run.inp.exps, 2)
     inp.exps_dev = inp.small_array(inp.exps)
-    y = _common.work_array(dev, 2 * nl, np.float32)
-    with _xfer.Staged(dev, inp.raw_bytes(), _xfer.Transfer()) as st:
+    y = workspace.work_array(dev, 2 * nl, np.float32)
+    with staging.Staged(dev, inp.raw_bytes(), staging.Transfer()) as st:
         inp.load(st)
         inp.convert(y.data, [0, nl], [nl, nl], np.repeat(run.centre, 2))
         dev.queue.finish()
@@ -173,13 +173,13 @@ def acf_finish_device(dev, inp, ybuf, ytype, hoff, toff, lengths, nl, cross, cst
     arr = inp.small_array
     hoff_d, toff_d = arr(np.asarray(hoff, np.uint64)), arr(np.asarray(toff, np.uint64))
     ns = arr(np.asarray(lengths, np.uint32))
-    tot = _common.work_array(dev, E * nch * 4, np.float64)
+    tot = workspace.work_array(dev, E * nch * 4, np.float64)
     yb = ybuf.data if isinstance(ybuf, cla.Array) else ybuf
     prg.ts_prefix_partial(queue, (nch * wg, E), (wg, 1), yb, hoff_d.data, toff_d.data, ns.data,
                           np.uint32(nl), tot.data)
     prg.ts_prefix_scan(queue, (E * wg,), (wg,), tot.data, np.uint32(nch))
-    out = _common.work_array(dev, E * nl, odtype)
-    err = _common.work_array(dev, E * nl, odtype)
+    out = workspace.work_array(dev, E * nl, odtype)
+    err = workspace.work_array(dev, E * nl, odtype)
     prg.ts_acf_finish(queue, (nch * wg, E), (wg, 1), yb, hoff_d.data, toff_d.data, ns.data,
                       np.uint32(nl), tot.data, cross.data if isinstance(cross, cla.Array)
                       else cross, np.uint64(cstride), np.uint32(max(nblk, 1)),
@@ -193,9 +193,9 @@ def acf_finish_device(dev, inp, ybuf, ytype, hoff, toff, lengths, nl, cross, cst
     if before_download is not None:
         before_download()
     if blocks or form == "msd":
-        return tuple(_xfer.download_all(dev, [(a.data, np.empty((E, nl), odtype))
+        return tuple(staging.download_all(dev, [(a.data, np.empty((E, nl), odtype))
                                               for a in (out, err)]))
-    return _xfer.download(dev, out.data, np.empty((E, nl), odtype)), \
+    return staging.download(dev, out.data, np.empty((E, nl), odtype)), \
         np.full((E, nl), np.nan, odtype)
 
 

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import _validate
+from ..runtime import staging, workspace
 from . import _common, _fft
-from . import _transfer as _xfer
 
 BLOCK = 256                   # values per offset block of the "blocked" layout (Hurst)
 JACK_BLOCKS = 16              # jackknife blocks of pair start times per series
-STAGING_SLACK = 9 / 8         # staging buffers are rounded up by at most 1/8 (_transfer.capacity)
+STAGING_SLACK = 9 / 8         # staging buffers are rounded up by at most 1/8 (runtime.staging.capacity)
 Q_MIN, Q_MAX = 0.01, 1000.0
 
 
@@ -90,7 +90,7 @@ def check_max_lag(max_lag) -> int:
 
 
 def check_transfer(value):
-    return None if value is None else _xfer.parse(value)
+    return None if value is None else staging.parse(value)
 
 
 def check_method(method):
@@ -177,9 +177,9 @@ class TooLarge(Exception):
 
 def held_bytes(dev) -> int:
     """Device memory held for reuse by earlier calls: staging slots and pooled arrays."""
-    return _xfer.cached_bytes(dev) + _common.pooled_bytes(dev)
+    return staging.cached_bytes(dev) + workspace.pooled_bytes(dev)
 
 
 def release_cached(dev):
-    _xfer.clear_cache(dev)
-    _common.trim_pool(dev, 0)
+    staging.clear_cache(dev)
+    workspace.trim_pool(dev, 0)

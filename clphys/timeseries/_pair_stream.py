@@ -10,10 +10,9 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from ..runtime import Device
+from ..runtime import Device, staging, workspace
 from ..runtime.memory import USABLE_FRACTION
-from . import _common, _ingest
-from . import _transfer as _xfer
+from . import _ingest
 from ._pair_plan import PairShape, Timeline, held_bytes, needs_maxima, release_cached
 
 # Streaming (PairSums.stream): the provisional scale and centre come from the first
@@ -165,7 +164,7 @@ class StreamedPass:
         job = self._pair_job(pairs)
         self.timeline.mark("stream: buffers and pair job")
         nblocks, span, item = int(inp.boff[-1]), inp.span, b.dtype.itemsize
-        checks = _common.work_array(dev, (nblocks, 2), np.int32)
+        checks = workspace.work_array(dev, (nblocks, 2), np.int32)
         blocks = np.empty((nblocks, 2), np.int32)
         state = {"blocks": 0, "tiles": 0}
 
@@ -195,7 +194,7 @@ class StreamedPass:
         # exponent) and the series' Σ y, Σ y² (the moment rows), a few bytes; else the
         # checks' blocks and the per-tile sums
         if self.f64:
-            fold = [_common.work_array(dev, 1, dtype) for dtype in (np.int32, np.int32,
+            fold = [workspace.work_array(dev, 1, dtype) for dtype in (np.int32, np.int32,
                                                                     np.float64)]
             inp.prg.ts_ingest_scale(dev.queue, (inp.wg,), (inp.wg,), inp.x, inp.off_dev.data,
                                     inp.boff_dev.data, np.uint32(0), np.uint32(1), checks.data,
@@ -265,7 +264,7 @@ class StreamedPass:
         return True
 
     def stream_batch(self, st, centred: bool, pairs) -> tuple:
-        """Upload the batch in segments (_transfer.stream_segments) and, for the rows that
+        """Upload the batch in segments (staging.stream_segments) and, for the rows that
         each one completes, enqueue their check, scale (ts_ingest_scale: the exponent and
         the scaled first value, on the device), for the autocorrelation the mean and
         centre (ts_ingest_moments, ts_ingest_centre), the conversion and the pair sums of
@@ -283,12 +282,12 @@ class StreamedPass:
         self.inp = inp = self._input()
         inp.begin(st)                           # the host copies start now
         E, nb, item = self.E, int(inp.boff[-1]), b.dtype.itemsize
-        rows_per_segment = max(1, _xfer.STREAM_SEGMENT_BYTES // (item * int(b.lengths.mean())))
+        rows_per_segment = max(1, staging.STREAM_SEGMENT_BYTES // (item * int(b.lengths.mean())))
         per_cu = BATCH_GROUPS_PER_CU[facts.is_gpu]
         want = -(-per_cu * facts.compute_units // (self.lag_blocks * min(E, rows_per_segment)))
         self.G = max(self.tpb, min(want, self.tiles))
         self.Gs = self.tpb
-        arr = lambda n, dtype: _common.work_array(dev, n, dtype)  # noqa: E731
+        arr = lambda n, dtype: workspace.work_array(dev, n, dtype)  # noqa: E731
         checks, bad, exps, first = (arr((nb, 2), np.int32), arr(E, np.int32),
                                     arr(E, np.int32), arr(E, np.float64))
         inp.exps_dev = exps

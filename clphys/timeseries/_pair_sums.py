@@ -10,10 +10,10 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from ..runtime import check_memory, items_that_fit, run_sliced, zeros
+from ..errors import DeviceError
+from ..runtime import check_memory, items_that_fit, run_sliced, staging, workspace, zeros
 from ..runtime.memory import USABLE_FRACTION
 from . import _common, _ingest
-from . import _transfer as _xfer
 from ._pair_plan import (
     BLOCK,
     JACK_BLOCKS,
@@ -233,12 +233,12 @@ class PairSums(StreamedPass):
         nvalues = int(self.ylen.sum() + self.align * self.E) if whole else \
             max(self.span(*w)[1] - self.span(*w)[0] for w in self.windows)
         try:
-            self.y = _common.work_array(dev, nvalues * self.elem // 4, np.float32)
-            self.tab = _common.work_array(dev, 2 * (-(-nvalues // BLOCK)) + 2, np.float32)
+            self.y = workspace.work_array(dev, nvalues * self.elem // 4, np.float32)
+            self.tab = workspace.work_array(dev, 2 * (-(-nvalues // BLOCK)) + 2, np.float32)
             tiles = int(inp.boff[-1]) if whole else self.tiles
-            self.tile_sums = _common.work_array(dev, 2 * tiles, inp.acc) if centred else None
+            self.tile_sums = workspace.work_array(dev, 2 * tiles, inp.acc) if centred else None
         except cl.MemoryError:
-            raise _common.DeviceError(f"{dev.name}: out of device memory") from None
+            raise DeviceError(f"{dev.name}: out of device memory") from None
         self._voff = inp.small_array(self.yoff.astype(np.uint64))
         self._nts = inp.small_array(self.b.lengths.astype(np.uint32))
         self.ns_dev = self._nts
@@ -263,7 +263,7 @@ class PairSums(StreamedPass):
             inp, E = self.inp, self.E
             boff = inp.boff_dev if len(self.windows) == 1 else \
                 inp.small_array(np.array([0, self.tiles], np.uint32))
-            rows = self.moment_rows = _common.work_array(self.dev, E * (2 + 2 * self.K),
+            rows = self.moment_rows = workspace.work_array(self.dev, E * (2 + 2 * self.K),
                                                          np.float64)
             inp.prg.ts_ingest_block_totals(self.dev.queue, (self.K * inp.wg, E), (inp.wg, 1),
                                            self.tile_sums.data, boff.data, np.uint32(self.K),
@@ -286,7 +286,7 @@ class PairSums(StreamedPass):
         dtype = _common.ACC_DTYPE[acc]
         npairs = len(pairs)
         Gs = min(self.G, tpb)                 # slot columns per block (pairs.cl's gs)
-        partial = zeroed_array(dev, npairs * self.E * K * Gs * self.nlags, dtype)
+        partial = zeros(dev, npairs * self.E * K * Gs * self.nlags, dtype, pooled=True)
         qarr = self.inp.small_array(np.asarray(qs, dtype=np.float32))
         invarr = self.inp.small_array(np.asarray(inv, dtype=np.float32)) if inv is not None \
             else qarr
@@ -329,7 +329,7 @@ class PairSums(StreamedPass):
 
     def _finish_pairs(self, job) -> cla.Array:
         """The block sums: the partial sums added over their slot columns."""
-        out = _common.work_array(self.dev, job["npairs"] * self.E * job["K"] * self.nlags,
+        out = workspace.work_array(self.dev, job["npairs"] * self.E * job["K"] * self.nlags,
                                  job["dtype"])
         fin = 64
         job["prg"].ts_pair_finish(
@@ -398,15 +398,6 @@ class PairSums(StreamedPass):
         return s[:, 0], s[:, 1], sk[..., 0], sk[..., 1]
 
 
-def zeroed_array(dev, n, dtype) -> cla.Array:
-    """A zeroed (pooled) device array; on Oclgrind written from the host (runtime.zeros)."""
-    if not dev.facts.fill_initialises:
-        return zeros(dev, n, dtype)
-    arr = _common.work_array(dev, n, dtype)
-    cl.enqueue_fill_buffer(dev.queue, arr.data, np.zeros(1, np.uint8), 0, arr.nbytes)
-    return arr
-
-
 def by_tile_size(dev, b, nlags, tuning, make, kinds=("absdiff",)):
     """sub_batches(dev, b, make), but for the series of a list whose default tiles
     differ (shorter series get smaller tiles, to keep 16 error blocks), once per tile
@@ -429,8 +420,8 @@ def by_tile_size(dev, b, nlags, tuning, make, kinds=("absdiff",)):
 
 
 def staged(dev, nbytes, transfer):
-    transfer = _xfer.default(dev, nbytes) if transfer is None else transfer
-    return _xfer.Staged(dev, nbytes, transfer)
+    transfer = staging.default(dev, nbytes) if transfer is None else transfer
+    return staging.Staged(dev, nbytes, transfer)
 
 
 def sub_batches(dev, b, make):
@@ -457,4 +448,4 @@ def concatenate_on_host(dev, arrays) -> cla.Array:
     """The device arrays one after the other in a new one, through the host (the block
     sums of separate passes, on CPUs only: memory copies either way; Oclgrind's checker
     does not follow a device-to-device copy)."""
-    return _common.device_array(dev, np.concatenate([a.get() for a in arrays]))
+    return workspace.device_array(dev, np.concatenate([a.get() for a in arrays]))

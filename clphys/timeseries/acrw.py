@@ -10,8 +10,7 @@ import pyopencl.array as cla
 from .. import _validate
 from ..progress import Progress, check_progress
 from ..rng import philox_numpy, seed_key
-from ..runtime import check_memory, items_that_fit, resolve_device, run_sliced
-from . import _common
+from ..runtime import check_memory, items_that_fit, resolve_device, run_sliced, workspace
 
 __all__ = ["acrw", "acrw_numpy", "acrw_thresholds"]
 
@@ -80,12 +79,7 @@ def acrw(n: int, phi: float, seed: int = 0, device=None, progress=None) -> np.nd
     check_progress(progress)
     dev = resolve_device(device)
     nblocks = -(-n // BLOCK)
-    what = f"an ACRW series of {n} points"
-    fixed = {"block sums": 4 * nblocks, "block offsets": 4 * nblocks}
-    piece = items_that_fit(dev, 4 * BLOCK, sum(fixed.values()), limit=min(nblocks, PIECE_BLOCKS))
-    if piece < 1:
-        check_memory(dev, {**fixed, "series piece": 4 * BLOCK}, what, "Reduce n.")
-        piece = 1
+    piece = _piece_blocks(dev, n, nblocks)
     out = np.empty(n, np.int64)             # host memory first: a MemoryError costs nothing
     k0, k1 = seed_key(seed)
     thr1, thr2 = acrw_thresholds(phi)
@@ -115,10 +109,21 @@ def acrw(n: int, phi: float, seed: int = 0, device=None, progress=None) -> np.nd
         run_sliced(nblocks, block_sums, queue, bar=bar, what="blocks (first pass)", first=first)
         starts = np.zeros(nblocks, dtype=np.int64)
         np.cumsum(sums.get()[:-1], out=starts[1:])
-        offsets = _common.device_array(dev, starts.astype(np.int32))
+        offsets = workspace.device_array(dev, starts.astype(np.int32))
         run_sliced(nblocks, fill, queue, bar=bar, what="blocks (second pass)", first=first,
                    largest=piece)
     return out
+
+
+def _piece_blocks(dev, n, nblocks):
+    """Blocks of the series written per piece: as many as fit next to the
+    per-block sums and offsets (ValueError naming them if not even one does)."""
+    fixed = {"block sums": 4 * nblocks, "block offsets": 4 * nblocks}
+    piece = items_that_fit(dev, 4 * BLOCK, sum(fixed.values()), limit=min(nblocks, PIECE_BLOCKS))
+    if piece < 1:
+        check_memory(dev, {**fixed, "series piece": 4 * BLOCK}, f"an ACRW series of {n} points", "Reduce n.")
+        piece = 1
+    return piece
 
 
 def acrw_numpy(n: int, phi: float, seed: int = 0) -> np.ndarray:

@@ -476,18 +476,28 @@ def _acrw_json(args, values):
 
 
 def add_parsers(sub) -> None:
-    def common(p, what):
-        p.add_argument("file", metavar="FILE", help=f"{what}: text/CSV file, '-' for stdin")
-        p.add_argument("--column", "-c", default=None,
-                       help="column index (0-based) or header name; needed for several columns")
-        add_device(p)
-        add_plot(p)
-        add_progress(p)
-        add_json(p)
+    _add_hurst(sub)
+    _add_acf(sub)
+    _add_pc(sub)
+    _add_dfa(sub)
+    _add_acrw(sub)
 
+
+def _series_input(p, what):
+    """FILE, --column and the options every series command has."""
+    p.add_argument("file", metavar="FILE", help=f"{what}: text/CSV file, '-' for stdin")
+    p.add_argument("--column", "-c", default=None,
+                   help="column index (0-based) or header name; needed for several columns")
+    add_device(p)
+    add_plot(p)
+    add_progress(p)
+    add_json(p)
+
+
+def _add_hurst(sub) -> None:
     p = sub.add_parser("hurst", help="Hurst exponent H(Δt) of a price series",
                        description="Structure function S_q(Δt) and local Hurst exponent H(Δt).")
-    common(p, "prices p(t)")
+    _series_input(p, "prices p(t)")
     p.add_argument("--max-lag", type=int, default=256, help="largest Δt (default 256)")
     p.add_argument("--q", type=float, default=1.0,
                    help="moment order q, 0.01 .. 1000 (default 1)")
@@ -496,9 +506,11 @@ def add_parsers(sub) -> None:
     p.set_defaults(func=cmd_hurst, cli_names={"max_lag": "--max-lag", "q": "--q",
                                               "p": "the series", "method": "--method"})
 
+
+def _add_acf(sub) -> None:
     p = sub.add_parser("acf", help="autocorrelation ρ(Δt) of a series",
                        description="Autocorrelation ρ(Δt), Δt = 0 .. max-lag.")
-    common(p, "values x(t), normally price changes (or prices with --diff)")
+    _series_input(p, "values x(t), normally price changes (or prices with --diff)")
     p.add_argument("--max-lag", type=int, default=256, help="largest Δt (default 256)")
     p.add_argument("--stationary", action="store_true",
                    help="centre on the whole series' mean (statsmodels' acf) instead of using "
@@ -509,9 +521,11 @@ def add_parsers(sub) -> None:
     p.set_defaults(func=cmd_acf, cli_names={"max_lag": "--max-lag", "x": "the series",
                                             "method": "--method"})
 
+
+def _add_pc(sub) -> None:
     p = sub.add_parser("pc", help="pattern conformity Ξ(Δt+, Δt-) of a price series",
                        description="Pattern conformity of Preis, Paul and Schneider (2008).")
-    common(p, "prices p(t)")
+    _series_input(p, "prices p(t)")
     p.add_argument("--max-past", type=int, default=20, help="longest pattern Δt- (default 20)")
     p.add_argument("--max-future", type=int, default=20, help="longest horizon Δt+ (default 20)")
     p.add_argument("--chi", type=float, default=100.0, help="weight exp(-chi Q) (default 100)")
@@ -525,10 +539,12 @@ def add_parsers(sub) -> None:
         "max_history": "--max-history", "p": "the series", "tick=None": "--tick none",
         "tick": "--tick"})
 
+
+def _add_dfa(sub) -> None:
     p = sub.add_parser("dfa", help="detrended fluctuation analysis (H), or MF-DFA (h(q), f(α))",
                        description="DFA: F(s) and its exponent H; --mf: MF-DFA, h(q) and the "
                                    "singularity spectrum f(α) (Kantelhardt et al. 2002).")
-    common(p, "values x(t): increments such as returns (or prices with --log-returns)")
+    _series_input(p, "values x(t): increments such as returns (or prices with --log-returns)")
     p.add_argument("--mf", action="store_true", help="multifractal DFA: h(q), tau(q), f(alpha)")
     p.add_argument("--order", type=int, default=None,
                    help="detrending polynomial order 0 .. 4 (default 1; 2 with --mf)")
@@ -550,6 +566,8 @@ def add_parsers(sub) -> None:
                    help="FILE holds the profile itself (no cumulative sum)")
     p.set_defaults(func=cmd_dfa)
 
+
+def _add_acrw(sub) -> None:
     p = sub.add_parser("acrw", help="write an anti-correlated random walk (synthetic prices)",
                        description="p(t) = a(t) + b(t): a steps ±1 with probability phi each, "
                                    "b in {0, 1} fresh each step; one integer per line.")

@@ -20,9 +20,8 @@ import numpy as np
 
 from .. import _validate
 from ..progress import check_progress
-from ..runtime import Device, resolve_device
+from ..runtime import Device, resolve_device, staging, workspace
 from . import _common, _ingest
-from . import _transfer as _xfer
 from ._fft_path import fft_run, hurst_fft
 from ._pair_finish import acf_direct, hurst_direct
 from ._pair_plan import (
@@ -138,7 +137,7 @@ class CorrelationPlan:
     stationary: bool = False
     pair_shape: PairShape | None = None
     layout: str | None = None
-    transfer: _xfer.Transfer | None = None
+    transfer: staging.Transfer | None = None
     stream: bool | None = None
     labels: tuple | None = None
 
@@ -240,7 +239,7 @@ def _run_hurst(plan, timeline) -> HurstResult:
         parts = by_tile_size(dev, b, max_lag, plan.pair_shape, lambda sub: hurst_direct(
             dev, sub, max_lag, qs, acc, plan.pair_shape, plan.layout, plan.transfer, progress,
             plan.stream, timeline), kinds=[pair_kind(q) for q in qs])
-    _common.trim_pool(dev)
+    workspace.trim_pool(dev)
     S, S_err, H, H_err = (join_parts([part[i] for part in parts]) for i in range(4))
     persistent = _long_memory(S, S_err, b.lengths, qs) if errors else \
         np.zeros(S.shape[:2], bool)
@@ -392,7 +391,7 @@ def _run_autocorrelation(plan, timeline) -> AutocorrelationResult:
                                       acc, plan.pair_shape, plan.transfer, progress,
                                       plan.stream, timeline)
         parts = by_tile_size(dev, b, max_lag, plan.pair_shape, run)
-    _common.trim_pool(dev)
+    workspace.trim_pool(dev)
     rho, err = (join_parts([part[i] for part in parts]) for i in range(2))
     if b.single:
         rho, err = rho[0], (None if err is None else err[0])

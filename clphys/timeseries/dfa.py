@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import _validate
 from ..progress import check_progress
-from ..runtime import Device, resolve_device
+from ..runtime import Device, resolve_device, workspace
 from . import _common, _dfa_finish, _ingest
 from ._dfa_device import DFAPlan
 
@@ -228,7 +228,7 @@ def _execute(plan: FluctuationPlan) -> dict:
     Fq, groups, zeros, counts = _by_parts(dev, b, scales, plan.order, plan.mode, qs,
                                           plan.integrate, plan.accumulate, plan.progress,
                                           plan.entry)
-    _common.trim_pool(dev)
+    workspace.trim_pool(dev)
     if np.any(qs <= 0) and zeros.sum():
         warnings.warn(f"{int(zeros.sum())} of {int(counts.sum())} segments have zero variance "
                       "(a flat stretch of the profile) and are left out of the moments q <= 0 "

@@ -1,5 +1,6 @@
-"""Moving the caller's series to the device: from pageable or pinned host memory, in
-segments whose host copy overlaps the transfer of the previous one.
+"""Moving host arrays (the time series a caller passes) to the device and results back:
+from pageable or pinned host memory, in segments whose host copy overlaps the transfer
+of the previous one.
 
 Paths (`Transfer.path`):
 
