@@ -70,10 +70,9 @@ class EnsembleCheckpoints:
             temps = check_temperatures(state["temperatures"], "state['temperatures']")
             if single and len(temps) != 1:
                 raise ValueError("state holds an ensemble; use Ensemble2D/3D.from_state")
-            from .lattice import Ensemble
-            Ensemble.__init__(self, tuple(state["shape"]), temps, J=state["J"], h=state["h"],
-                              algorithm=state["algorithm"], rng=state["rng"], seed=state["seed"],
-                              start="up", device=device, **state["options"])
+            self._init_ensemble(tuple(state["shape"]), temps, J=state["J"], h=state["h"],
+                                algorithm=state["algorithm"], rng=state["rng"], seed=state["seed"],
+                                start="up", device=device, **state["options"])
         except TypeError as exc:           # a value of another type: the state is malformed
             raise ValueError(f"state is malformed: {exc}") from None
         self.set_spins(state["spins"])
@@ -180,9 +179,8 @@ class EnsembleCheckpoints:
         options = {k: (tuple(v) if isinstance(v, list) else v) for k, v in options.items()}
         try:
             temps = check_temperatures(arrays["temperatures"])
-            from .lattice import Ensemble
-            Ensemble.__init__(self, tuple(shape), temps, J=J, h=h, algorithm=algorithm, rng=rng,
-                              seed=seed, start="up", device=device, **options)
+            self._init_ensemble(tuple(shape), temps, J=J, h=h, algorithm=algorithm, rng=rng,
+                                seed=seed, start="up", device=device, **options)
         except (ValueError, TypeError) as exc:
             raise CheckpointError(f"{where}: {exc}") from None
         fresh = self._backend.get_state()

@@ -441,6 +441,10 @@ class Ensemble(EnsembleCheckpoints):
         return (f"<{type(self).__name__} {'x'.join(map(str, self.shape))} R={self.n_replicas} "
                 f"algorithm={self.algorithm} rng={self.rng} on {self.device.name}>")
 
+    def _init_ensemble(self, *args, **kwargs) -> None:
+        """Ensemble's own __init__, for the loaders in checkpoints.py (a subclass's
+        __init__ takes other arguments)."""
+        Ensemble.__init__(self, *args, **kwargs)
 
 
 class Ensemble2D(Ensemble):

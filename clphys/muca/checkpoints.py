@@ -12,6 +12,7 @@ import numpy as np
 from ..runtime.checkpoint import CheckpointError, field, load_checkpoint, save_checkpoint
 from . import protocol as proto
 from .geometry import Geometry, groups
+from .records import PRODUCTION_KEYS, IterationRecord
 
 CHECKPOINT_KIND = "muca"
 
@@ -104,7 +105,6 @@ class MulticanonicalCheckpoints:
         return sim
 
     def _restore(self, header, arrays, p, slots):
-        from .simulation import PRODUCTION_KEYS, IterationRecord  # the module that uses this mixin
         eng = self._engine
         magnet = field(header, "magnet", bool, path=p)
         eng.configure(slots, magnet)

@@ -17,7 +17,7 @@ import math
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Any
 
 import numpy as np
@@ -31,6 +31,7 @@ from . import protocol as proto
 from .checkpoints import MulticanonicalCheckpoints
 from .engine import MAGNET_BUDGET, Engine, buffer_sizes, check_engine_memory, choose_options, default_walkers
 from .geometry import LANES, Geometry, groups
+from .records import IterationRecord
 from .result import MucaResult, make_result, max_ln_g_error
 
 TARGET_SECONDS = 0.25
@@ -46,8 +47,6 @@ PASSAGE_CAP = 200
 DEFAULT_BLOCKS = 100
 ITERATION_ROWS = 64
 DEFAULT_TARGET_ERROR = 0.02
-PRODUCTION_KEYS = ("blocks", "magnet", "done", "seconds", "therm_fixed", "updates_fixed", "therm", "updates",
-                   "check", "cap", "phase", "therm_passages", "passages", "target", "budget", "error")
 
 
 def production_args(walkers, geom, blocks=None, updates=None, therm=None, magnetization=None,
@@ -78,22 +77,6 @@ def production_args(walkers, geom, blocks=None, updates=None, therm=None, magnet
     return {"blocks": blocks, "updates": updates, "therm": therm, "magnet": magnet,
             "target_error": DEFAULT_TARGET_ERROR if target_error is None else target_error,
             "max_seconds": max_seconds}
-
-
-@dataclass(frozen=True)
-class IterationRecord:
-    """One weight iteration: the width w it used, its thermalisation and
-    recorded flips per walker, the flatness of its histogram (d_k, d_c), the
-    energies it visited, wall seconds and attempted flips (all walkers)."""
-    iteration: int
-    width: int
-    therm: int
-    updates: int
-    d_k: float
-    d_c: float
-    visited: int
-    seconds: float
-    flips: int
 
 
 class History(tuple):

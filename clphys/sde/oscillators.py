@@ -490,7 +490,8 @@ def kuramoto(n, coupling, *, kT=1.0, gamma=1.0, omega=0.0, t_end=10.0, dt=0.01, 
         samples = {k: files.pop(k, None) for k in ("times", "r", "psi")}
         args = dict(n=n, coupling=coupling, kT=kT, gamma=gamma, omega=omega, dt=dt, kernel=kernel,
                     scheme=scheme, seed=seed, dtype=dtype, t_end=t_end, initial=initial)
-        sim = check_resumed(resume, header, files, samples, args, steps, M, device)
+        sim = check_resumed(resume, header, files, samples, args, steps, M, device,
+                            Kuramoto)
     else:
         sim = Kuramoto(n, coupling, kT=kT, gamma=gamma, omega=omega, dt=dt, kernel=kernel,
                        scheme=scheme, seed=seed, dtype=dtype, initial=initial, device=device)

@@ -48,18 +48,18 @@ def _check_samples(where, samples, M, dt):
                                   f"a run sampled every {M} steps of dt = {dt} cannot have")
 
 
-def check_resumed(path, header, files, samples, args, steps, M, device):
+def check_resumed(path, header, files, samples, args, steps, M, device, kuramoto_class):
     """The Kuramoto system of a run checkpoint, checked (before any device
     work) to be the run `args` (kuramoto's arguments) describe, with its
-    samples so far."""
+    samples so far. kuramoto_class: clphys.sde.Kuramoto (passed in: its module
+    imports this one)."""
     where = f"checkpoint {os.fspath(path)!r}"
     for k, v in samples.items():
         if v is None:
             raise CheckpointError(f"{where} lacks the array {k!r}")
         if v.dtype != np.float64 or v.ndim != 1:
             raise CheckpointError(f"{where}: array {k!r} is {v.dtype} {v.shape}, expected float64 (k,)")
-    from .oscillators import Kuramoto  # the module that calls this one
-    saved, step = Kuramoto.checkpoint_arguments(header, files, path)
+    saved, step = kuramoto_class.checkpoint_arguments(header, files, path)
     coupling = (args["coupling"] if isinstance(args["coupling"], (str, bool))
                 else check.finite_array("coupling", args["coupling"], dtype=float))
     kernel = args["kernel"]
@@ -83,4 +83,4 @@ def check_resumed(path, header, files, samples, args, steps, M, device):
         raise CheckpointError(f"{where}: {len(samples['r'])} samples recorded at step {step}, "
                               f"expected {n_samples}")
     _check_samples(where, samples, M, saved["dt"])
-    return Kuramoto.from_checkpoint_parts(header, files, path, device=device)
+    return kuramoto_class.from_checkpoint_parts(header, files, path, device=device)
