@@ -265,3 +265,27 @@ def test_oclgrind_differences_are_facts():
              for i, line in enumerate(p.read_text().splitlines(), 1)
              if re.search(r"""vendor\s*[!=]=\s*["']oclgrind|["']oclgrind["']\s*[!=]=""", line)]
     assert not named, f"branch on a DeviceFacts flag, not the name: {named}"
+
+
+def test_default_prefers_the_faster_cpu_implementation(monkeypatch):
+    """With several CPU implementations registered, the default takes PoCL, then
+    Intel's runtime, then the rest (rusticl on llvmpipe is ~25x slower), whatever
+    order the ICD loader lists them in."""
+    import types
+
+    import pyopencl as cl
+
+    devices = importlib.import_module("clphys.runtime.devices")    # the module, not the function
+
+    def hit(platform, vendor):
+        p = types.SimpleNamespace(name=platform, vendor=vendor)
+        d = types.SimpleNamespace(type=cl.device_type.CPU, vendor=vendor, name=platform)
+        return p, d
+
+    listed = [hit("rusticl", "Mesa/X.org"), hit("Intel(R) OpenCL", "Intel(R) Corporation"),
+              hit("Portable Computing Language", "The pocl project")]
+    monkeypatch.setattr(devices, "_inventory", lambda: [(i, p, 0, d) for i, (p, d) in enumerate(listed)])
+    monkeypatch.delenv("CLPHYS_DEVICE", raising=False)
+    monkeypatch.delenv("PYOPENCL_CTX", raising=False)
+    names = [p.name for p, _, _ in devices.default_candidates()]
+    assert names == ["Portable Computing Language", "Intel(R) OpenCL", "rusticl"]

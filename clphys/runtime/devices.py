@@ -323,7 +323,8 @@ def _env_spec():
 def default_candidates() -> list:
     """[(platform, device, index)] the default selection considers, in order:
     the devices `CLPHYS_DEVICE` / `PYOPENCL_CTX` name, else every GPU, else
-    every CPU (simulators only where named). Not probed."""
+    every CPU, PoCL then Intel's runtime then others (simulators only where
+    named). Not probed."""
     var, spec = _env_spec()
     if spec:
         try:
@@ -333,6 +334,11 @@ def default_candidates() -> list:
     inv = [(p, d, f"{pi}:{di}") for pi, p, di, d in _inventory()]
     gpus = [h for h in inv if _is_gpu(h[0], h[1])]
     cpus = [h for h in inv if _is_cpu(h[0], h[1])]
+    # Several CPU implementations of one processor: the fastest first, whatever the
+    # loader's order (on a 2-core EPYC, 1024^2 Ising: PoCL 0.93, Intel 0.18, rusticl
+    # on llvmpipe 0.038 flips/ns, launches 29 us, 19 us and 0.6 ms).
+    cpu_order = {"pocl": 0, "intel": 1}
+    cpus.sort(key=lambda h: cpu_order.get(_vendor(h[0], h[1]), 2))
     return gpus + cpus
 
 
