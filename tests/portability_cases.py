@@ -162,6 +162,16 @@ def _hurst(dev):
     return {"S": h.S, "S_err": h.S_err, "H": h.H}
 
 
+def _dfa(dev):
+    r = ts.dfa(np.diff(_PRICES), scales=[10, 20, 40, 80], device=dev)
+    return {"F": r.F, "H": np.float64(r.H)}
+
+
+def _mfdfa(dev):
+    m = ts.mfdfa(np.diff(_PRICES), q=[-2.0, 0.0, 2.0], scales=[16, 32, 64], order=2, device=dev)
+    return {"Fq": m.Fq, "h": m.h}
+
+
 def _hurst_batch(dev):
     h = ts.hurst(_PRICES.reshape(4, -1).astype(np.float32), max_lag=32, device=dev)
     return {"S": h.S, "H": h.H}
@@ -281,6 +291,8 @@ BITS = {
 CLOSE = {
     "rng.normal": Case(_normal, atol=2e-6),
     "timeseries.hurst": Case(_hurst, rtol=2e-6, atol=1e-9),
+    "timeseries.dfa": Case(_dfa, rtol=1e-5, atol=1e-9),
+    "timeseries.mfdfa": Case(_mfdfa, rtol=1e-5, atol=1e-9),
     "timeseries.hurst.batch": Case(_hurst_batch, rtol=2e-6, atol=1e-9),
     "timeseries.hurst.fft": Case(_hurst_fft, rtol=2e-6, fp64=True),
     "timeseries.autocorrelation": Case(_acf, rtol=2e-5, atol=2e-6),
@@ -312,6 +324,7 @@ ENTRY_POINTS = {
     "clphys.ising.Ensemble3D": ["ising.3d.multispin"],
     "clphys.ising.binder_scan": ["ising.binder_scan"],
     "clphys.timeseries.hurst": ["timeseries.hurst", "timeseries.hurst.fft"],
+    "clphys.timeseries.dfa": ["timeseries.dfa"], "clphys.timeseries.mfdfa": ["timeseries.mfdfa"],
     "clphys.timeseries.autocorrelation": ["timeseries.autocorrelation", "timeseries.autocorrelation.fft"],
     "clphys.timeseries.pattern_conformity": ["timeseries.pattern_conformity",
                                             "timeseries.pattern_conformity.counts",

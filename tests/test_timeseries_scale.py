@@ -14,12 +14,12 @@ import pytest
 
 from clphys.runtime import Interrupted
 from clphys.timeseries import (
+    _fft_path,
     _ingest,
     _pair_sums,
     acrw,
     acrw_numpy,
     autocorrelation,
-    correlation,
     hurst,
     pattern,
     pattern_conformity,
@@ -377,7 +377,7 @@ def doubling_slices(monkeypatch):
 
     def run_sliced(*args, **kwargs):
         return longrun.run_sliced(*args, **dict(kwargs, target_seconds=math.inf))
-    for module in (correlation, pattern, acrw_module):
+    for module in (_pair_sums, _fft_path, pattern, acrw_module):
         monkeypatch.setattr(module, "run_sliced", run_sliced)
 
 
