@@ -163,12 +163,14 @@ def _hurst(dev):
 
 
 def _dfa(dev):
-    r = ts.dfa(np.diff(_PRICES), scales=[10, 20, 40, 80], device=dev)
+    # (scales above 256 take the kernels for long segments)
+    r = ts.dfa(np.diff(_PRICES), scales=[10, 40, 160, 640], device=dev)
     return {"F": r.F, "H": np.float64(r.H)}
 
 
 def _mfdfa(dev):
-    m = ts.mfdfa(np.diff(_PRICES), q=[-2.0, 0.0, 2.0], scales=[16, 32, 64], order=2, device=dev)
+    m = ts.mfdfa(np.diff(_PRICES), q=[-2.0, 0.0, 2.0], scales=[16, 64, 320], order=2,
+                 overlap=True, device=dev)
     return {"Fq": m.Fq, "h": m.h}
 
 

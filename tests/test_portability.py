@@ -129,10 +129,6 @@ def test_agrees_with_the_fp64_device(device, name):
             results(name, device)
         return
     got = results(name, device)
-    if name in ("timeseries.dfa", "timeseries.mfdfa") and device.facts.vendor == "mesa":
-        # Known, not yet fixed: on rusticl 22.3 (llvmpipe) every scale after the first
-        # comes back NaN (the kernels ran, for the coverage check); remove when fixed.
-        pytest.xfail("dfa/mfdfa on rusticl: NaN after the first scale (open bug)")
     for key, a in got.items():
         assert not np.isinf(a).any(), (name, key)
     ref = _fp64_reference()

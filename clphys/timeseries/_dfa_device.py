@@ -94,9 +94,13 @@ class DFAPlan:
         lim = _common.pow2_at_most(max(1, facts.local_mem // (4 * 8 * self.qb)))
         self.rwg = min(256, _common.pow2_at_most(facts.max_work_group), lim) \
             if facts.is_gpu else 1
-        self.scales_per_group = 1 if facts.is_gpu else len(self.scales)
+        # (Mesa's llvmpipe, LLVM 15, leaves a loop over scales or groups after its first
+        # pass when the inner loop's bound is the same for the whole work group: there,
+        # one scale and one group per work group)
+        one_each = facts.is_gpu or facts.vendor == "mesa"
+        self.scales_per_group = 1 if one_each else len(self.scales)
         # (CPUs: jackknife groups per work group such that there are still ~4 per core)
-        self.groups_per_item = 1 if facts.is_gpu else _common.pow2_at_most(
+        self.groups_per_item = 1 if one_each else _common.pow2_at_most(
             max(1, min(JACK_GROUPS, JACK_GROUPS * len(b) // (4 * facts.compute_units))))
         self.E = E = len(b)
         n = b.lengths
