@@ -94,9 +94,9 @@ class DFAPlan:
         lim = _common.pow2_at_most(max(1, facts.local_mem // (4 * 8 * self.qb)))
         self.rwg = min(256, _common.pow2_at_most(facts.max_work_group), lim) \
             if facts.is_gpu else 1
-        # (Mesa's llvmpipe, LLVM 15, leaves a loop over scales or groups after its first
-        # pass when the inner loop's bound is the same for the whole work group: there,
-        # one scale and one group per work group)
+        # (rusticl 22.3.6 on llvmpipe, LLVM 15, leaves a loop over scales or groups after
+        # its first pass when the inner loop's bound is the same for the whole work group:
+        # every scale after the first came back NaN; there, one of each per work group)
         one_each = facts.is_gpu or facts.vendor == "mesa"
         self.scales_per_group = 1 if one_each else len(self.scales)
         # (CPUs: jackknife groups per work group such that there are still ~4 per core)
