@@ -7,6 +7,7 @@ import pytest
 
 from clphys.ising import Ensemble2D, Ensemble3D, backends
 from clphys.ising import reference as ref
+from clphys.ising.multispin_plan import tuned
 from clphys.ising.thresholds import metropolis_thresholds
 from clphys.runtime import fake_facts, kernel_dir, launched_kernels, render
 from conftest import _KERNEL_DECL
@@ -20,8 +21,8 @@ def _thr(dim, temps, J=1.0, h=0.0):
 
 
 def _run(dev, shape, temps, n, *, algorithm, rng="philox", seed=5, J=1.0, h=0.0, **options):
-    ens = ENSEMBLE[len(shape)](shape, temps, J=J, h=h, algorithm=algorithm, rng=rng, seed=seed,
-                               device=dev, **options)
+    ens = tuned(ENSEMBLE[len(shape)], shape, temps, J=J, h=h, algorithm=algorithm, rng=rng, seed=seed,
+                device=dev, **options)
     start = ens.spins()
     ens.sweep(n)
     return ens, start
@@ -191,8 +192,8 @@ def test_oclgrind_runs_every_kernel_and_matches(device, oclgrind):
     for shape, alg, rng, opts in cases:
         out = []
         for dev in (device, oclgrind):
-            ens = ENSEMBLE[len(shape)](shape, [2.0, 3.5], algorithm=alg, rng=rng, seed=9, h=0.2,
-                                       device=dev, **opts)
+            ens = tuned(ENSEMBLE[len(shape)], shape, [2.0, 3.5], algorithm=alg, rng=rng, seed=9, h=0.2,
+                        device=dev, **opts)
             ens.set_spins(ens.spins())                   # pack / unpack
             ens.sweep(1)
             s = ens.sample(1)
