@@ -63,6 +63,7 @@ from ._backend import BackendDefaults
 from ._device import SumsReducer, check_options, check_sides, device_wg, enqueue_upload, zeroed_buffer
 from .backends import multispin_fold
 from .multispin_plan import LaunchChoice, LaunchPlanning, MultispinPlan
+from .multispin_source import kernel_params
 
 MAX_SITES = 2**32          # 32-bit compact and in-row site indices in the kernels
 threshold_structure = _thr.threshold_structure     # re-exported (older imports)
@@ -237,7 +238,8 @@ class MultispinBackend(LaunchPlanning, BackendDefaults):
             params = dict(self._params)
             if self.lanes == 1:
                 params["accept"] = self._accept
-            prg = self.dev.build("ising/multispin.cl", always=always, slots=slots, joint=joint, **params)
+            prg = self.dev.build("ising/multispin.cl", **kernel_params(always=always, slots=slots, joint=joint,
+                                                                       **params))
             if self.band and prg.ising_ms_multisweep.work_group_limit(self.dev) < self.mwg:
                 # registers cap the group: rebuild every program with the cap
                 # (a power of two) so that they stay interchangeable
@@ -414,9 +416,9 @@ def decision_counts(thresholds, words, *, spins_per_word=None, seed=0, device=No
         raise ValueError(f"words = {words} is too many for one call (at most {2**32 // cpw - items})")
     dev = resolve_device(device)
     joint = lay and (lay.k, lay.field, lay.shift, lay.cells)
-    prg = dev.build("ising/multispin.cl", dim=dim, Lx=64, Ly=2, Lz=2 if dim == 3 else 1, W=1,
-                    lanes=1, wg=None, rwg=64, always=plan.always, slots=plan.slots, joint=joint,
-                    accept="select", stats=True)
+    prg = dev.build("ising/multispin.cl", **kernel_params(
+        dim=dim, Lx=64, Ly=2, Lz=2 if dim == 3 else 1, W=1, lanes=1, wg=None, rwg=64, always=plan.always,
+        slots=plan.slots, joint=joint, accept="select", stats=True))
     R, D, gk = thr.shape[0], len(plan.slots), (lay.k if lay else 4)
     ncls = 2 * (2 * dim + 1)
     ncnt = 2 * ncls + 4 * D * gk
