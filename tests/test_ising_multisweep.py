@@ -7,7 +7,7 @@ uninitialised reads)."""
 import numpy as np
 import pytest
 
-from clphys.ising import Ensemble2D, Ensemble3D
+from clphys.ising import Ensemble2D, Ensemble3D, Ising2D
 from clphys.ising import reference as ref
 from clphys.ising.backends import multispin_fold
 from clphys.ising.multispin import MultispinBackend
@@ -80,6 +80,9 @@ def test_multisweep_sample_and_checkpoint(device):
     again = Ensemble2D.from_state(state, device=device)
     again.sweep(3)
     np.testing.assert_array_equal(again.spins(), a.spins())
+    # a state written when the launch plan was an option loads, and plans its own launches
+    older = Ensemble2D.from_state(dict(state, options={"sweeps_per_launch": 2, "band": 4}), device=device)
+    np.testing.assert_array_equal(older.sweep(3).spins(), a.spins())
 
 
 @pytest.mark.slow
@@ -138,6 +141,7 @@ def test_options_checked(device):
     for knob in ({"sweeps_per_launch": 1}, {"band": 4}):     # launch plans are internal (tuned)
         with pytest.raises(TypeError, match="unknown option"):
             Ensemble2D((64, 16), [2.0], algorithm="multispin", device=device, **knob)
+    assert not hasattr(Ising2D, "halo_times")       # a split lattice's trace is its backend's
 
 
 def _gpu_plan(shape, replicas=1):

@@ -410,18 +410,16 @@ def decision_counts(thresholds, words, *, spins_per_word=None, seed=0, device=No
     dim = (thr.shape[2] - 1) // 2
     plan = _thr.decision_plan(thr, spw)
     lay = plan.layout
-    cpw = 8 if lay is None else -(-(32 // lay.k) // 4)
+    kp = kernel_params(dim=dim, Lx=64, Ly=2, Lz=2 if dim == 3 else 1, W=1, lanes=1, wg=None, rwg=64,
+                       always=plan.always, slots=plan.slots, accept="select", stats=True,
+                       joint=lay and (lay.k, lay.field, lay.shift, lay.cells))
+    cpw, ncls, ncnt = kp["CPW"], kp["NCL"], kp["NCNT"]      # Philox calls per word, classes, counters
     iters = -(-words // items)
     if items * iters * cpw >= 2**32:
         raise ValueError(f"words = {words} is too many for one call (at most {2**32 // cpw - items})")
     dev = resolve_device(device)
-    joint = lay and (lay.k, lay.field, lay.shift, lay.cells)
-    prg = dev.build("ising/multispin.cl", **kernel_params(
-        dim=dim, Lx=64, Ly=2, Lz=2 if dim == 3 else 1, W=1, lanes=1, wg=None, rwg=64, always=plan.always,
-        slots=plan.slots, joint=joint, accept="select", stats=True))
-    R, D, gk = thr.shape[0], len(plan.slots), (lay.k if lay else 4)
-    ncls = 2 * (2 * dim + 1)
-    ncnt = 2 * ncls + 4 * D * gk
+    prg = dev.build("ising/multispin.cl", **kp)
+    R, D, gk = thr.shape[0], kp["D"], kp["GK"]
     table = cl.Buffer(dev.context, cl.mem_flags.READ_ONLY, max(4, plan.data.nbytes))
     enqueue_upload(dev.queue, table, plan.data)
     out = zeroed_buffer(dev, 4 * R * items * ncnt)
