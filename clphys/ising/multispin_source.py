@@ -4,7 +4,8 @@ only writes code; the names are the template's)."""
 
 from __future__ import annotations
 
-# the multi-sweep kernel's values (_tiles; None without a band)
+# the multi-sweep kernel's values (_tiles; None without a band: the template names
+# them either way, and renders with strict_undefined)
 TILE_NAMES = ("BT", "BH", "LOUT", "TY", "HY", "HSY", "SW", "HS", "NBANDS", "NBY", "OFF", "OFFY")
 
 
@@ -32,8 +33,8 @@ def kernel_params(*, dim, Lx, Ly, Lz, W, lanes, wg, rwg, always, slots, accept="
     return p
 
 
-
 def _words(dim, Lx, Ly, Lz, fold):
+    """The word layout: spins per row and word, words per row, folded rows."""
     S = Lx // 2                                # spins of a colour per row
     if S % 4 or (S > 32 and S % 32):
         raise ValueError("multispin.cl: Lx/2 must be a multiple of 4 up to 32, else of 32; Lx = %d" % Lx)
@@ -94,7 +95,7 @@ def _decisions(p):
         out.update(JK=JK, JF=JF, JSHIFT=JSHIFT, JCELLS=JCELLS, JNG=JNG, JGA=JGA,
                    JNA=-(-JNG // JGA),         # accumulators per word
                    CPW=-(-JNG // 4))           # Philox calls per word
-    else:
+    else:                                      # (the template names them either way)
         out.update(JK=0, JF=0, JSHIFT=0, JCELLS=0, JNG=0, JGA=0, JNA=0, CPW=NBITS // 4)
     # one word per spin in folded words: the counters of the natural rows (the
     # checkerboard's), group q of a word is group q % QS of its sub-row q / QS
