@@ -56,6 +56,7 @@ from _report import Report  # noqa: E402  (this folder is on sys.path when run a
 from clphys.exact import TC_2D, TC_3D  # noqa: E402
 from clphys.ising import Ensemble2D, Ensemble3D, backends  # noqa: E402
 from clphys.ising import reference as ref  # noqa: E402
+from clphys.ising.multispin_plan import tuned  # noqa: E402  (launch plans: sweeps_per_launch=, band=)
 from clphys.ising.thresholds import metropolis_thresholds  # noqa: E402
 
 ENSEMBLE = {2: Ensemble2D, 3: Ensemble3D}
@@ -158,7 +159,7 @@ def correctness(dev, report, quick):
         runs = [("checkerboard", {"chunks": c}, 1) for c in (False, True)]
         runs += [("multispin", dict(o, spins_per_word=m), m) for m in (1, "auto", 2) for o in ms_sets]
         for alg, opts, mode in runs:
-            ens = ENSEMBLE[dim](shape, temps[dim], algorithm=alg, seed=42, h=h, device=dev, **opts)
+            ens = tuned(ENSEMBLE[dim], shape, temps[dim], algorithm=alg, seed=42, h=h, device=dev, **opts)
             start = ens.spins()
             ens.sweep(5)
             want = ref.multispin_sweeps(start, thr, 5, seed=42, spins_per_word=mode)
@@ -237,7 +238,7 @@ class Timer:
         name = tag or f"{alg} {dim}D L={L}" + (f" R={R}" if R > 1 else "")
         try:
             backends.load(alg).check_shape((L,) * dim)
-            ens = ENSEMBLE[dim](L, np.full(R, TC[dim]), algorithm=alg, seed=1, device=self.dev, **opts)
+            ens = tuned(ENSEMBLE[dim], L, np.full(R, TC[dim]), algorithm=alg, seed=1, device=self.dev, **opts)
         except ValueError as exc:
             print(f"# {name} {label(opts)}: not applicable ({exc})", flush=True)
             self.results[(name, label(opts))] = None

@@ -93,10 +93,11 @@ def _clock(comm, fn, mine=None):
 
 def _lattice(dim, shape, comm=None, halo=None, seed=1):
     from clphys.ising import Ising2D, Ising3D
+    from clphys.ising.multispin_plan import tuned
     cls = Ising2D if dim == 2 else Ising3D
     if comm is not None:
         return cls(shape, TC[dim], seed=seed, comm=comm, halo=halo)
-    return cls(shape, TC[dim], seed=seed, sweeps_per_launch=1)
+    return tuned(cls, shape, TC[dim], seed=seed, sweeps_per_launch=1)
 
 
 def _timed_sweeps(lat, comm, seconds, repeats, mine=None):

@@ -109,7 +109,10 @@ def josephson_rate(b, n, fast, wg=None, spl=None, rng="philox", dtype="float32",
                    model=models.JOSEPHSON):
     ens = Ensemble(model, n, JOSEPHSON, DT, scheme=scheme, rng=rng, dtype=dtype,
                    fast_math=fast, initial=INIT, work_group_size=wg, device=b.dev)
-    return b.timed(lambda k: ens.run(steps=k, observables=[], steps_per_launch=spl), n), ens
+    def run(k):
+        plan = ens.plan_run(steps=k, observables=[])
+        return ens.run_plan(plan if spl is None else plan.with_steps_per_launch(spl))
+    return b.timed(run, n), ens
 
 
 def bench_josephson(b):

@@ -28,6 +28,7 @@ import numpy as np
 import clphys
 from clphys import ising, muca, rng, sde
 from clphys import timeseries as ts
+from clphys.ising.multispin_plan import tuned
 
 HASH_FILE = Path(__file__).with_name("portability_hashes.json")
 
@@ -73,8 +74,8 @@ def _lattice(lat, sweeps=10, measure=20):
 
 def _ising(algorithm, rng_name, **options):
     def run(dev):
-        return _lattice(ising.Ising2D(64, 2.3, algorithm=algorithm, rng=rng_name, seed=11,
-                                      device=dev, **options))
+        return _lattice(tuned(ising.Ising2D, 64, 2.3, algorithm=algorithm, rng=rng_name, seed=11,
+                              device=dev, **options))
     return run
 
 

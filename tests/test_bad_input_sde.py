@@ -98,8 +98,7 @@ def test_kuramoto_bad_arguments(device, name, value):
 ENSEMBLE_OK = dict(model=models.FREE_PARTICLE, n_paths=4, params={"gamma": 1.0, "kT": 1.0}, dt=0.1,
                    scheme="euler", rng="philox", seed=0, dtype="float32", fast_math=False,
                    initial=None, work_group_size=None)
-RUN_OK = dict(steps=3, sample_every=None, observables=None, histograms=None, record_paths=0,
-              steps_per_launch=None)
+RUN_OK = dict(steps=3, sample_every=None, observables=None, histograms=None, record_paths=0)
 
 
 @SETTINGS

@@ -7,6 +7,8 @@ import pytest
 
 from clphys.ising import Ensemble2D, Ensemble3D, backends
 from clphys.ising import reference as ref
+from clphys.ising.multispin_plan import tuned
+from clphys.ising.multispin_source import kernel_params
 from clphys.ising.thresholds import metropolis_thresholds
 from clphys.runtime import fake_facts, kernel_dir, launched_kernels, render
 from conftest import _KERNEL_DECL
@@ -20,8 +22,8 @@ def _thr(dim, temps, J=1.0, h=0.0):
 
 
 def _run(dev, shape, temps, n, *, algorithm, rng="philox", seed=5, J=1.0, h=0.0, **options):
-    ens = ENSEMBLE[len(shape)](shape, temps, J=J, h=h, algorithm=algorithm, rng=rng, seed=seed,
-                               device=dev, **options)
+    ens = tuned(ENSEMBLE[len(shape)], shape, temps, J=J, h=h, algorithm=algorithm, rng=rng, seed=seed,
+                device=dev, **options)
     start = ens.spins()
     ens.sweep(n)
     return ens, start
@@ -191,8 +193,8 @@ def test_oclgrind_runs_every_kernel_and_matches(device, oclgrind):
     for shape, alg, rng, opts in cases:
         out = []
         for dev in (device, oclgrind):
-            ens = ENSEMBLE[len(shape)](shape, [2.0, 3.5], algorithm=alg, rng=rng, seed=9, h=0.2,
-                                       device=dev, **opts)
+            ens = tuned(ENSEMBLE[len(shape)], shape, [2.0, 3.5], algorithm=alg, rng=rng, seed=9, h=0.2,
+                        device=dev, **opts)
             ens.set_spins(ens.spins())                   # pack / unpack
             ens.sweep(1)
             s = ens.sample(1)
@@ -224,6 +226,11 @@ def _params(name, dim):
     }[name]
 
 
+def _render(name, facts, **params):
+    """render(); multispin.cl takes the parameters its Python plan computes."""
+    return render(name, facts, **(kernel_params(**params) if name == "ising/multispin.cl" else params))
+
+
 @pytest.mark.parametrize("vendor", ["nvidia", "amd", "pocl"])
 @pytest.mark.parametrize("fp64", [True, False])
 def test_templates_render(vendor, fp64):
@@ -233,15 +240,15 @@ def test_templates_render(vendor, fp64):
     facts = fake_facts(vendor, fp64)
     for name in names:
         for dim in (2, 3):
-            src = render(name, facts, **_params(name, dim))
+            src = _render(name, facts, **_params(name, dim))
             assert "${" not in src
             if name == "ising/multispin.cl":
                 assert "ising_ms_sweep" in src and "ms_philox_lanes" in src
                 for accept in ("select", "compare"):
-                    src = render(name, facts, **dict(_params(name, dim), lanes=1, W=2, accept=accept))
+                    src = _render(name, facts, **dict(_params(name, dim), lanes=1, W=2, accept=accept))
                     assert "ising_ms_sweep" in src and "ms_philox_lanes" not in src
                 for lanes in (1, 4):       # joint decisions: 2 slots, k = 4, 4-bit fields, 128 cells
-                    src = render(name, facts, **dict(_params(name, dim), lanes=lanes, joint=(4, 4, 25, 128),
+                    src = _render(name, facts, **dict(_params(name, dim), lanes=lanes, joint=(4, 4, 25, 128),
                                                      slots=((1,), (3,)), always=tuple(
                                                          c for c in range(2 * (2 * dim + 1)) if c not in (1, 3))))
                     assert "tb[" in src and "ja0" in src
@@ -250,14 +257,14 @@ def test_templates_render(vendor, fp64):
 def test_template_rejects_bad_params():
     facts = fake_facts("nvidia")
     with pytest.raises(ValueError, match="multiple of 4"):
-        render("ising/multispin.cl", facts, **dict(_params("ising/multispin.cl", 2), Lx=12))
+        _render("ising/multispin.cl", facts, **dict(_params("ising/multispin.cl", 2), Lx=12))
     with pytest.raises(ValueError, match="lanes must be 1, 4 or 8"):
-        render("ising/multispin.cl", facts, **dict(_params("ising/multispin.cl", 2), lanes=2))
+        _render("ising/multispin.cl", facts, **dict(_params("ising/multispin.cl", 2), lanes=2))
     with pytest.raises(ValueError, match="accept must be"):
-        render("ising/multispin.cl", facts, **dict(_params("ising/multispin.cl", 2), lanes=1, accept="x"))
+        _render("ising/multispin.cl", facts, **dict(_params("ising/multispin.cl", 2), lanes=1, accept="x"))
     with pytest.raises(ValueError, match="partition"):
-        render("ising/multispin.cl", facts, **dict(_params("ising/multispin.cl", 2), always=()))
+        _render("ising/multispin.cl", facts, **dict(_params("ising/multispin.cl", 2), always=()))
     with pytest.raises(ValueError, match="joint"):       # 5 slots x 4-bit fields > 16 mask bits
-        render("ising/multispin.cl", facts, **dict(_params("ising/multispin.cl", 2), joint=(4, 4, 25, 128)))
+        _render("ising/multispin.cl", facts, **dict(_params("ising/multispin.cl", 2), joint=(4, 4, 25, 128)))
     with pytest.raises(ValueError, match="rng"):
         render("ising/checkerboard.cl", facts, **dict(_params("ising/checkerboard.cl", 2), rng="halfbit-lcg"))

@@ -7,10 +7,11 @@ uninitialised reads)."""
 import numpy as np
 import pytest
 
-from clphys.ising import Ensemble2D, Ensemble3D
+from clphys.ising import Ensemble2D, Ensemble3D, Ising2D
 from clphys.ising import reference as ref
 from clphys.ising.backends import multispin_fold
 from clphys.ising.multispin import MultispinBackend
+from clphys.ising.multispin_plan import LaunchChoice, tuned
 from clphys.ising.thresholds import metropolis_thresholds
 from clphys.runtime import fake_facts
 
@@ -50,7 +51,7 @@ def test_multisweep_matches_numpy_twin(device, shape, J, h, opts, band, yband):
     more: the twin's spins and sums, bit for bit; the one-word mode gives the
     checkerboard algorithm's spins."""
     temps = [1.9, 2.6, 4.6]
-    ens = ENSEMBLE[len(shape)](shape, temps, J=J, h=h, seed=5, device=device, **opts)
+    ens = tuned(ENSEMBLE[len(shape)], shape, temps, J=J, h=h, seed=5, device=device, **opts)
     assert (ens._backend.band, ens._backend.yband) == (band, yband)
     start = ens.spins()
     ens.sweep(5)
@@ -70,8 +71,8 @@ def test_multisweep_sample_and_checkpoint(device):
     """Measurements between multi-sweep launches and a resumed state continue
     the same chain as single launches."""
     kw = dict(seed=8, device=device)
-    a = Ensemble2D((64, 16), [2.2, 2.4], sweeps_per_launch=2, band=4, **kw)
-    b = Ensemble2D((64, 16), [2.2, 2.4], sweeps_per_launch=1, **kw)
+    a = tuned(Ensemble2D, (64, 16), [2.2, 2.4], sweeps_per_launch=2, band=4, **kw)
+    b = tuned(Ensemble2D, (64, 16), [2.2, 2.4], sweeps_per_launch=1, **kw)
     sa, sb = a.sample(3, every=3), b.sample(3, every=3)
     np.testing.assert_array_equal(sa.energy, sb.energy)
     state = a.state()
@@ -79,6 +80,9 @@ def test_multisweep_sample_and_checkpoint(device):
     again = Ensemble2D.from_state(state, device=device)
     again.sweep(3)
     np.testing.assert_array_equal(again.spins(), a.spins())
+    # a state written when the launch plan was an option loads, and plans its own launches
+    older = Ensemble2D.from_state(dict(state, options={"sweeps_per_launch": 2, "band": 4}), device=device)
+    np.testing.assert_array_equal(older.sweep(3).spins(), a.spins())
 
 
 @pytest.mark.slow
@@ -88,8 +92,8 @@ def test_multisweep_continues_the_replica_numbering(device, opts):
     """Replicas 2, 3 of an ensemble run in 3D tiles cut in y are an ensemble of
     2 with replica_offset 2 (the Philox replica index of a split ensemble)."""
     temps = [3.9, 4.3, 4.5, 5.0]
-    whole = Ensemble3D((64, 8, 6), temps, seed=6, device=device, **opts)
-    part = Ensemble3D((64, 8, 6), temps[2:], seed=6, replica_offset=2, device=device, **opts)
+    whole = tuned(Ensemble3D, (64, 8, 6), temps, seed=6, device=device, **opts)
+    part = tuned(Ensemble3D, (64, 8, 6), temps[2:], seed=6, replica_offset=2, device=device, **opts)
     assert part._backend.yband is not None
     start = whole.spins()
     whole.sweep(3)
@@ -111,7 +115,7 @@ def test_pocl_and_oclgrind_agree(device, oclgrind):
     for shape, opts in cases:
         out = []
         for dev in (device, oclgrind):
-            ens = ENSEMBLE[len(shape)](shape, [2.0, 3.5], seed=9, h=0.1, device=dev, **opts)
+            ens = tuned(ENSEMBLE[len(shape)], shape, [2.0, 3.5], seed=9, h=0.1, device=dev, **opts)
             ens.sweep(3)
             out.append(ens.spins())
         np.testing.assert_array_equal(out[0], out[1], err_msg=f"{shape} {opts}")
@@ -119,21 +123,25 @@ def test_pocl_and_oclgrind_agree(device, oclgrind):
 
 def test_options_checked(device):
     with pytest.raises(ValueError, match=r"band must be an integer or \(z planes, y rows\)"):
-        MultispinBackend.check_options({"band": (1, 2, 3)})
+        LaunchChoice(band=(1, 2, 3))
     with pytest.raises(ValueError, match="band must be >= 1"):
-        MultispinBackend.check_options({"band": (2, 0)})
+        LaunchChoice(band=(2, 0))
     with pytest.raises(ValueError, match=r"band must be an integer \(rows per band\) in 2D"):
-        Ensemble2D((64, 16), [2.0], sweeps_per_launch=2, band=(2, 2), device=device)
+        tuned(Ensemble2D, (64, 16), [2.0], sweeps_per_launch=2, band=(2, 2), device=device)
     with pytest.raises(ValueError, match="band must divide 8 and its y rows divide 6"):
-        Ensemble3D((64, 6, 8), [4.0], sweeps_per_launch=2, band=(2, 4), device=device)
+        tuned(Ensemble3D, (64, 6, 8), [4.0], sweeps_per_launch=2, band=(2, 4), device=device)
     with pytest.raises(ValueError, match="sweeps_per_launch must be >= 1"):
-        Ensemble2D(16, [2.0], sweeps_per_launch=0)
+        tuned(Ensemble2D, 16, [2.0], sweeps_per_launch=0)
     with pytest.raises(ValueError, match="band must divide 16"):
-        Ensemble2D((64, 16), [2.0], sweeps_per_launch=2, band=3, device=device)
+        tuned(Ensemble2D, (64, 16), [2.0], sweeps_per_launch=2, band=3, device=device)
     # rows of 2^21 words: a band with its 8-row halos exceeds any local memory
     with pytest.raises(ValueError, match="fits the .* bytes of local memory"):
-        Ensemble2D((2**26, 8), [2.0], sweeps_per_launch=4, device=device)
-    assert Ensemble2D((64, 16), [2.0], sweeps_per_launch=1, device=device)._backend.band is None
+        tuned(Ensemble2D, (2**26, 8), [2.0], sweeps_per_launch=4, device=device)
+    assert tuned(Ensemble2D, (64, 16), [2.0], sweeps_per_launch=1, device=device)._backend.band is None
+    for knob in ({"sweeps_per_launch": 1}, {"band": 4}):     # launch plans are internal (tuned)
+        with pytest.raises(TypeError, match="unknown option"):
+            Ensemble2D((64, 16), [2.0], algorithm="multispin", device=device, **knob)
+    assert not hasattr(Ising2D, "halo_times")       # a split lattice's trace is its backend's
 
 
 def _gpu_plan(shape, replicas=1):
@@ -142,8 +150,7 @@ def _gpu_plan(shape, replicas=1):
     be.dim, be.shape, be.R = len(shape), tuple(shape), replicas
     be.N, be.Lz, be.WR = int(np.prod(shape)), shape[-1], max(1, shape[0] // 64)
     be.plane_rows = shape[1] // multispin_fold(shape)
-    opts = {"sweeps_per_launch": None, "band": None}
-    return be._plan_launches(opts, type("Dev", (), {"facts": fake_facts("nvidia")})())
+    return be._plan_launches(LaunchChoice(), type("Dev", (), {"facts": fake_facts("nvidia")})())
 
 
 def test_gpu_plans_fill_the_device_in_3d():

@@ -15,6 +15,7 @@ from clphys.ising import reference as ref
 from clphys.ising import thresholds as th
 from clphys.ising.backends import multispin_fold
 from clphys.ising.multispin import DEFAULT_SPINS_PER_WORD, MultispinBackend, decision_counts
+from clphys.ising.multispin_plan import tuned
 from clphys.stats import jackknife
 
 ENSEMBLE = {2: Ensemble2D, 3: Ensemble3D}
@@ -171,8 +172,8 @@ def test_joint_mode_matches_numpy_twin(device, shape, J, h, opts):
     both sweep designs, several words per item, one temperature per replica
     (the plain sweep kernel: one launch per half-sweep)."""
     temps = [1.9, 2.6, 4.6]
-    ens = ENSEMBLE[len(shape)](shape, temps, J=J, h=h, seed=5, device=device, sweeps_per_launch=1,
-                               **opts)
+    ens = tuned(ENSEMBLE[len(shape)], shape, temps, J=J, h=h, seed=5, device=device, sweeps_per_launch=1,
+                **opts)
     start = ens.spins()
     ens.sweep(3)
     spw = opts.get("spins_per_word", "auto")
@@ -210,8 +211,8 @@ def test_pocl_and_oclgrind_agree(device, oclgrind):
     for shape, J, h, opts in cases:
         out = []
         for dev in (device, oclgrind):
-            ens = ENSEMBLE[len(shape)](shape, [2.0, 3.5], J=J, h=h, seed=9, device=dev,
-                                       sweeps_per_launch=1, **opts)
+            ens = tuned(ENSEMBLE[len(shape)], shape, [2.0, 3.5], J=J, h=h, seed=9, device=dev,
+                        sweeps_per_launch=1, **opts)
             ens.sweep(2)
             out.append(ens.spins())
         np.testing.assert_array_equal(out[0], out[1], err_msg=f"{shape} {opts}")

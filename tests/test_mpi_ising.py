@@ -26,7 +26,7 @@ for i, (dim, L, T, spw) in enumerate(LATTICES):
     s = lat.sample(6, every=1, n_therm=0)
     out[f"{i}.spins"], out[f"{i}.e"], out[f"{i}.m"] = lat.spins(), s.energy, s.magnetization
     out[f"{i}.E"] = np.array([lat.energy(), lat.magnetization()])
-    assert lat.local_shape[-1] < L and lat.halo_times["half-sweeps"] == 2 * 9
+    assert lat.local_shape[-1] < L and lat.ensemble.backend.halo_times["half-sweeps"] == 2 * 9
     if i == 0:
         lat.save(CKPT)
 if comm.rank == 0:
@@ -119,7 +119,7 @@ def test_deep_halos_equal_one_device(device, ranks, tmp_path):
             for n in calls:
                 lat.sweep(n)
             got[f"{{i}}.spins"], got[f"{{i}}.E"] = lat.spins(), np.array([lat.energy(), lat.magnetization()])
-            got[f"{{i}}.exchanges"] = np.array(lat.halo_times["exchanges"])
+            got[f"{{i}}.exchanges"] = np.array(lat.ensemble.backend.halo_times["exchanges"])
         # set_spins in the middle of a cycle (halos set too: a new cycle)
         lat = Ising2D(64, 2.3, seed=11, comm=comm, halo=4)
         lat.sweep(3)

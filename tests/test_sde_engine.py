@@ -29,7 +29,7 @@ def test_device_matches_numpy_twin(device, rng, scheme):
     ens = Ensemble(PENDULUM, n, {"gamma": 0.5, "s": s, "a": 0.7, "w": 2.0}, dt, scheme=scheme,
                    rng=rng, seed=5, initial={"x": 0.1}, device=device)
     ens.run(steps=7, observables=[])
-    ens.run(steps=6, observables=[], steps_per_launch=2)
+    ens.run_plan(ens.plan_run(steps=6, observables=[]).with_steps_per_launch(2))
     Z = (philox_normals(5, np.arange(2 * n), 0, 13) if rng == "philox"
          else xorshift_normals(5, 2 * n, 13))
     b = np.zeros((2, 2 * n))
@@ -65,7 +65,7 @@ def test_forcing_equals_inline_time_dependence(device):
         for scheme in ("srk2", "euler"):
             ens = Ensemble(m, 16, {"gamma": 0.5, "s": 0.3, "a": [0.7, 1.5], "w": 2.0}, 0.05,
                            scheme=scheme, seed=2, device=device)
-            ens.run(steps=30, observables=[], steps_per_launch=7)
+            ens.run_plan(ens.plan_run(steps=30, observables=[]).with_steps_per_launch(7))
             out.append(ens.values()["x"])
     assert np.allclose(out[0], out[2], atol=1e-6) and np.allclose(out[1], out[3], atol=1e-6)
     assert not np.allclose(out[0], out[1], atol=1e-3)       # the schemes do differ
@@ -326,6 +326,18 @@ def test_run_local_is_run_and_refuses_unknown_keywords(device):
     with pytest.raises(TypeError, match="sample_evry"):
         b.run_local(steps=3, sample_evry=1)
     assert b.step == 6
+
+
+def test_steps_per_launch_is_the_plans(device):
+    """The steps per kernel launch are an internal choice of the run's plan (tests
+    and benchmarks), not an argument of run(); the plan checks them."""
+    ens = Ensemble(models.FREE_PARTICLE, 8, {"gamma": 1.0, "kT": 1.0}, 0.1, seed=3, device=device)
+    with pytest.raises(TypeError, match="steps_per_launch"):
+        ens.run(steps=3, steps_per_launch=2)
+    plan = ens.plan_run(steps=3, observables=["v"])
+    with pytest.raises(ValueError, match="steps_per_launch must be >= 1"):
+        plan.with_steps_per_launch(0)
+    assert plan.with_steps_per_launch(2).spl == 2 and ens.step == 0
 
 
 def test_diverged_paths_warn_without_a_parameter_sweep(device):

@@ -157,7 +157,8 @@ def _check_progress_is_completed_work(events, steps_of):
 def test_ensemble_progress_counts_completed_steps(device, launched, small_slices):
     ens = Ensemble(models.JOSEPHSON, 32, JOSEPHSON_P, DT, initial=INIT, device=device)
     progress, seen = _check_progress_is_completed_work(launched, lambda: ens.step)
-    ens.run(steps=2000, sample_every=40, observables=["v"], progress=progress, steps_per_launch=16)
+    ens.run_plan(ens.plan_run(steps=2000, sample_every=40, observables=["v"]).with_steps_per_launch(16),
+                 progress)
     assert seen[-1] == 2000 and seen == sorted(seen) and len(seen) > 1
 
 
@@ -211,7 +212,8 @@ def test_results_do_not_depend_on_the_launch_split(device):
             st, step=16384 - 100, origin_step=16384 - 100,
             time=ens._exact_time(16384 - 100)), device=device)          # crosses a resync
         for n in pieces:
-            ens.run(steps=n, observables=[], steps_per_launch=spl)
+            plan = ens.plan_run(steps=n, observables=[])
+            ens.run_plan(plan if spl is None else plan.with_steps_per_launch(spl))
         out.append(ens.state())
     for s in out[1:]:
         assert np.array_equal(s.values, out[0].values) and np.array_equal(s.laps, out[0].laps)
@@ -230,7 +232,7 @@ def test_kuramoto_in_pieces_equals_one_run(device):
 
 def test_sample_every_one_is_scheduled_linearly_and_memory_checked_first(device, launched, monkeypatch):
     ens = Ensemble(models.BROWNIAN, 8, {"D": 1.0}, 0.01, device=device)
-    res = ens.run(steps=3000, sample_every=1, observables=["x"], steps_per_launch=64)
+    res = ens.run_plan(ens.plan_run(steps=3000, sample_every=1, observables=["x"]).with_steps_per_launch(64))
     assert res.times.shape == (3000,) and res.mean["x"].shape == (3000,)
     assert sum(name == "sde_advance" for name, _ in launched) == 3000
     # 10^15 samples: the memory check answers before any list is built or program made

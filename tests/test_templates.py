@@ -105,8 +105,10 @@ def test_no_builtin_on_512_bit_vectors():
     r.check_vector_widths("t.cl", "ulong4 p = convert_ulong4(v.lo); uint8 w = convert_uint8(q);\n"
                                   "ulong8 a = as_ulong8(b) * (ulong8)(m); uint16 c = as_uint16(a);\n"
                                   "// convert_ulong8(x)\n /* nor\n convert_double8(y) */")
-    src = render("ising/multispin.cl", fake_facts("pocl"), dim=2, Lx=16, Ly=4, Lz=1, W=1, lanes=8,
-                 wg=None, rwg=64, always=(0, 2, 4, 6, 8), slots=((1,), (3,), (5,), (7,), (9,)))
+    from clphys.ising.multispin_source import kernel_params
+    src = render("ising/multispin.cl", fake_facts("pocl"), **kernel_params(
+        dim=2, Lx=16, Ly=4, Lz=1, W=1, lanes=8, wg=None, rwg=64, always=(0, 2, 4, 6, 8),
+        slots=((1,), (3,), (5,), (7,), (9,))))
     assert "ms_philox_lanes" in src and "(ulong8)(v.s0, v.s1" in src and "convert_ulong8(" not in src
 
     log = ("warning: /root/.cache/pocl/uncached/tempfile_CINwkJ.cl:67:23: AVX vector return of "

@@ -40,77 +40,13 @@
 ## index wi = row * WR + w has counter (wi * CPW + h, r, t_lo, 2 t_hi + c),
 ## CPW = ceil(groups per word / 4), component j -> group 4h + j.
 ##
-## params: dim, Lx, Ly, Lz, W (words per work item: divides WR for lanes 4/8,
-## Ly for lanes 1), lanes (1, 4 or 8), wg (None or the work-group size), slots
-## (tuple of tuples of class ids a*(2 dim+1)+k), always (tuple of class ids),
-## rwg (sums work-group size, power of two); optional: accept ("select" or
-## "compare", lanes 1), joint (None, or (k, F, shift, cells): joint decisions,
-## slots in level order), band ((slabs, halo): add ising_ms_multisweep) with
-## mwg (its work-group size), stats (add ising_ms_accept_stats)
+## params: those of clphys.ising.multispin_source.kernel_params, which checks
+## them and computes the values derived from them (S, WR, LYF, NBITS, CPW, the
+## multi-sweep tile, ...); this template only writes the code.
 <%namespace name="philox" file="/rng/philox.cl"/>
 <%namespace name="red" file="/common/reduce.cl"/>
 <%namespace name="ic" file="/ising/common.cl"/>
 <%
-    S = Lx // 2
-    if S % 4 or (S > 32 and S % 32):
-        raise ValueError("multispin.cl: Lx/2 must be a multiple of 4 up to 32, else of 32; Lx = %d" % Lx)
-    WR = max(1, S // 32)
-    PARTIAL = S < 32
-    # folded rows (clphys.ising.backends.multispin_fold): a word holds the
-    # colour's S spins of FOLD rows y, y + LYF, ... of a z plane (LYF = Ly / FOLD)
-    FOLD = context.get("fold", 1)
-    if FOLD != 1 and (dim != 3 or S * FOLD > 32 or Ly % (2 * FOLD)):
-        raise ValueError("multispin.cl: fold %r needs 3D, Lx/2 * fold <= 32 and Ly a multiple of "
-                         "2 fold; got Lx = %d, Ly = %d" % (FOLD, Lx, Ly))
-    LYF = Ly // FOLD
-    QS = S // 4                                # Philox groups per row of a colour (Lx < 64)
-    NBITS = min(S, 32) * FOLD
-    VALID = (1 << NBITS) - 1
-    ROWS = LYF * Lz
-    if lanes not in (1, 4, 8):
-        raise ValueError("multispin.cl: lanes must be 1, 4 or 8, got %r" % (lanes,))
-    # lanes 4/8 with fewer words per row than W: an item takes RR = W / WR
-    # whole consecutive rows of one z plane (contiguous in memory)
-    ROWS_RUN = lanes > 1 and WR < W
-    RR = W // WR if ROWS_RUN else 1
-    # 3D planes of fewer rows than that: an item takes PP = RR / LYF whole
-    # consecutive z planes (rows of planes of folded rows, clphys.ising.backends.multispin_fold)
-    PLANES = ROWS_RUN and dim == 3 and RR > LYF
-    PP = RR // LYF if PLANES else 1
-    if PLANES and (RR % LYF or Lz % PP):
-        raise ValueError("multispin.cl: W = %d words are %d rows, not whole planes of %d rows "
-                         "dividing Lz = %d" % (W, RR, LYF, Lz))
-    if lanes > 1 and (W not in (1, 2, 4, 8) or (W % WR or (not PLANES and LYF % RR) if ROWS_RUN else WR % W)):
-        raise ValueError("multispin.cl: W must be 1, 2, 4 or 8 and divide the %d words per row, or "
-                         "be whole rows (W / %d dividing Ly = %d)" % (WR, WR, Ly))
-    if lanes == 1 and W not in (1, 2, 4, 8, 16, 32):
-        raise ValueError("multispin.cl: W must be 1, 2, 4, 8, 16 or 32 with lanes = 1, got %r" % (W,))
-    accept = context.get("accept", "select")
-    if accept not in ("select", "compare"):
-        raise ValueError("multispin.cl: accept must be 'select' or 'compare', got %r" % (accept,))
-    NCLS = 2 * dim + 1
-    D = len(slots)
-    covered = sorted(sum((tuple(s) for s in slots), ()) + tuple(always))
-    if covered != list(range(2 * NCLS)):
-        raise ValueError("multispin.cl: slots and always must partition the %d classes" % (2 * NCLS))
-    NP = max(0, (D - 1).bit_length())          # slot-index bit planes
-    vec = "" if W == 1 else str(W)
-    joint = context.get("joint", None)
-    if joint is not None:
-        JK, JF, JSHIFT, JCELLS = joint
-        if not D or NBITS % JK or JF < JK or D * JF > 16 or JCELLS != 1 << (32 - JSHIFT):
-            raise ValueError("multispin.cl: joint = %r does not fit %d slots and %d-bit words" % (joint, D, NBITS))
-        JNG = NBITS // JK                      # groups (one random word each) per word
-        JGA = JF // JK                         # groups per accumulator
-        JNA = -(-JNG // JGA)                   # accumulators per word
-        CPW = -(-JNG // 4)                     # Philox calls per word
-    else:
-        CPW = NBITS // 4
-        JK = JF = JSHIFT = JCELLS = JNG = JGA = JNA = 0     # (defs read every name they mention)
-    # one word per spin in folded words: the counters of the natural rows (the
-    # checkerboard's), group q of a word is group q % QS of its sub-row q / QS
-    NATG = FOLD > 1 and joint is None
-
     def goff(q):
         """Counter offset of Philox group q of a word from that of its group 0."""
         return (q // QS) * LYF * QS + q % QS if NATG else q
@@ -241,7 +177,7 @@ ${red.wg_reduce("mss_", "long", rwg, "return a + b;")}
 #define MS_VALID ${"0x%08Xu" % VALID}
 
 % if FOLD > 1:
-<% LOWS = sum(1 << (j * S) for j in range(FOLD)) %>
+
 // x, or where c holds, x rotated by a sub-row (up_fix, dn_fix: the rows above /
 // below a folded word's sub-rows across the seam). With 32-bit words a 64-bit
 // shift by a selected amount: Oclgrind mis-runs a select of a rotated word
@@ -652,12 +588,8 @@ ${pack_index()}
         dst[${"2u * (32u * w + b)" if FOLD == 1 else "(b / %du) * %du + 2u * (b %% %du)" % (S, LYF * Lx, S)}] = (word >> b) & 1u ? -1 : 1;
 }
 
-% if context.get("stats", False):
+% if stats:
 <%
-    GK = JK if joint is not None else 4            # spins per group (positions)
-    NCL = 2 * NCLS
-    NCNT = 2 * NCL + 4 * D * GK
-
     def posmask(j):
         return "0x%08Xu" % sum(1 << b for b in range(j, NBITS, GK))
 %>
@@ -721,34 +653,8 @@ ${accept_code("joint" if joint is not None else "select", "        ")}
 }
 % endif
 
-% if context.get("band"):
-<%
-    band, mwg = context.get("band"), context.get("mwg")
-    BT, BH = band                            # slabs per band, halo slabs per side
-    LOUT = Lz if dim == 3 else Ly            # slabs per lattice (z planes in 3D, rows in 2D)
-    # 3D bands may also be cut in y: tiles of TY rows with HY halo rows on each
-    # side (yband; the whole plane, no halo, by default); 2D slabs are one row
-    TY, HY = context.get("yband") or ((LYF, 0) if dim == 3 else (1, 0))
-    HSY = TY + 2 * HY                        # rows per slab in local memory
-    SW = HSY * WR                            # words per local slab and colour
-    HS = BT + 2 * BH                         # slabs in local memory
-    NBANDS = LOUT // BT
-    NBY = LYF // TY if dim == 3 else 1
-    if LOUT % BT or (BH == 0) != (BT == LOUT) or not mwg:
-        raise ValueError("multispin.cl: band %r must divide the %d slabs (halo 0 iff the band is "
-                         "the whole lattice) and mwg must be set" % (band, LOUT))
-    if dim == 3 and (LYF % TY or (HY == 0) != (TY == LYF)):
-        raise ValueError("multispin.cl: yband %r must divide the %d rows of a plane (halo 0 iff the whole side)" % ((TY, HY), LYF))
-    if dim == 2 and context.get("yband"):
-        raise ValueError("multispin.cl: yband is for 3D lattices")
-    if PLANES and BH:
-        raise ValueError("multispin.cl: runs of whole planes need the whole replica (no halo)")
-    if ROWS_RUN and (HY if dim == 3 else BH):
-        raise ValueError("multispin.cl: runs of whole rows (W > %d words per row) need rows with no "
-                         "halo: the whole replica (2D) or whole y rows (3D)" % WR)
-    OFF = LOUT * (-(-BH // LOUT)) - BH       # slab(s) = (band * BT + s + OFF) % LOUT
-    OFFY = LYF * (-(-HY // LYF)) - HY          # row(s) = (tile * TY + s + OFFY) % Ly
-%>
+% if band:
+
 // Several half-sweeps per launch (temporal blocking), same words and spins as
 // nhalf launches of ising_ms_sweep. Work group g = (replica r, band b${", y tile by" if NBY > 1 else ""}) holds
 // slabs b * ${BT} - ${BH} .. b * ${BT} + ${BT + BH - 1} (periodic; a slab is ${"a z plane" if dim == 3 else "a row"}${", rows by * %d - %d .. by * %d + %d of it" % (TY, HY, TY, TY + HY - 1) if NBY > 1 else ""}; ${SW} words per

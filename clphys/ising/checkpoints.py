@@ -17,6 +17,14 @@ from .plan import check_temperatures
 
 STATE_FORMAT = "clphys.ising/1"
 CHECKPOINT_KIND = "ising-ensemble"
+# multispin launch plans that older states and files list among the options; they
+# do not change the spins, and the loaded ensemble plans its own launches
+LAUNCH_KEYS = ("sweeps_per_launch", "band")
+
+
+def public_options(options: dict) -> dict:
+    """The saved `options` without a launch plan of an older state or file."""
+    return {k: v for k, v in options.items() if k not in LAUNCH_KEYS}
 
 
 class EnsembleCheckpoints:
@@ -72,7 +80,7 @@ class EnsembleCheckpoints:
                 raise ValueError("state holds an ensemble; use Ensemble2D/3D.from_state")
             self._init_ensemble(tuple(state["shape"]), temps, J=state["J"], h=state["h"],
                                 algorithm=state["algorithm"], rng=state["rng"], seed=state["seed"],
-                                start="up", device=device, **state["options"])
+                                start="up", device=device, **public_options(state["options"]))
         except TypeError as exc:           # a value of another type: the state is malformed
             raise ValueError(f"state is malformed: {exc}") from None
         self.set_spins(state["spins"])
@@ -176,7 +184,7 @@ class EnsembleCheckpoints:
         unexpected = sorted(set(arrays) - set(want) - {f"backend.{k}" for k in barrays} - set(extra))
         if unexpected:
             raise CheckpointError(f"{where} has unexpected arrays {unexpected}")
-        options = {k: (tuple(v) if isinstance(v, list) else v) for k, v in options.items()}
+        options = {k: (tuple(v) if isinstance(v, list) else v) for k, v in public_options(options).items()}
         try:
             temps = check_temperatures(arrays["temperatures"])
             self._init_ensemble(tuple(shape), temps, J=J, h=h, algorithm=algorithm, rng=rng,

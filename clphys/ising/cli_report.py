@@ -185,7 +185,7 @@ def sweep_speed(lat, timing, every, comm=None):
 
 
 def halo_line(lat):
-    t = lat.halo_times
+    t = lat.ensemble.backend.halo_times
     n = max(1, t["half-sweeps"])
     every = "every half-sweep" if lat.halo == 1 else f"every {lat.halo // 2} sweeps"
     return (f"halo path   rank 0, halos of {lat.halo} slabs exchanged {every}, per half-sweep: "

@@ -33,6 +33,7 @@ from . import backends
 from ._backend import IsingBackend
 from ._device import zeroed_buffer
 from .checkpoints import EnsembleCheckpoints
+from .multispin_plan import LaunchChoice
 from .plan import (
     MAX_SWEEPS,
     STARTS,
@@ -73,6 +74,9 @@ class Ensemble(EnsembleCheckpoints):
     replica 0 of this ensemble.
     """
     dim: Any = None              # 2 or 3 in Ensemble2D / Ensemble3D
+    # a multispin launch plan forced by clphys.ising.multispin_plan.tuned (tests,
+    # benchmarks); None: the backend's own choice
+    _launch: LaunchChoice | None = None
 
     def __init__(self, L, temperatures, *, J=1.0, h=0.0, algorithm=None, rng=None, seed=0,
                  start="random", device=None, replica_offset=0, comm=None, gather="root",
@@ -143,6 +147,8 @@ class Ensemble(EnsembleCheckpoints):
             raise ValueError(f"algorithm {algorithm!r} with rng {rng!r} cannot continue the replica "
                              f"numbering of another ensemble (a replica offset, or an ensemble split "
                              f"over MPI ranks): use multispin or checkerboard with rng='philox'")
+        if self._launch is not None and algorithm != "multispin":
+            raise ValueError(f"a forced launch plan is multispin's, not {algorithm!r}'s")
         if slab_size is not None:
             if algorithm != "multispin" or len(temps) != 1:
                 raise ValueError(f"a lattice split over MPI ranks runs algorithm 'multispin' (got "
@@ -165,25 +171,30 @@ class Ensemble(EnsembleCheckpoints):
             size, rank = mpi.comm_size_rank(self._slab)
             halo = halo_depth(self.shape[-1], size, self._halo, self.device.facts.is_gpu)
             local = local_shape(self.shape, size, rank, halo)
-            need = SlabBackend.device_bytes(self.device.facts, local, halo, **self.options)
+            need = SlabBackend.device_bytes(self.device.facts, local, halo, **self._backend_options)
             check_memory(self.device, need, f"rank {rank}'s share {'x'.join(map(str, local))} (with "
                          f"halos) of a {'x'.join(map(str, self.shape))} lattice",
                          "Use more ranks or a smaller lattice.")
             self._resident = need
             self._backend = SlabBackend(self._slab, self.device, self.shape, rng=self.rng, seed=self.seed,
-                                        halo=halo, **self.options)
+                                        halo=halo, **self._backend_options)
             self._settled = 0
             self._backend.start(STARTS.index(start))
             return
         self._check_memory(backend, len(self._T))
         self._backend = backend(self.device, self.shape, len(self._T), rng=self.rng, seed=self.seed,
-                                **self.options)
+                                **self._backend_options)
         if self._r0:
             self._backend.r0 = self._r0
         self._settled = 0          # sweeps since the start, set_spins or a temperature change
         self._start(start)
 
     # ------------------------------------------------------------ set-up
+    @property
+    def _backend_options(self) -> dict:
+        """The options and any forced launch plan, as the backend takes them."""
+        return self.options if self._launch is None else {**self.options, "launch": self._launch}
+
     def _thresholds(self, temps):
         uniq, index = np.unique(temps, return_inverse=True)
         table = np.stack([metropolis_thresholds(self.dim, T, self.J, self.h) for T in uniq])
@@ -191,11 +202,11 @@ class Ensemble(EnsembleCheckpoints):
 
     def _check_memory(self, backend, R):
         facts = self.device.facts
-        need = device_need(backend, facts, self.shape, R, self.rng, self.options)
+        need = device_need(backend, facts, self.shape, R, self.rng, self._backend_options)
         if fits(facts, need):
             self._resident = {k: v for k, v in need.items() if "temporary" not in k}
             return
-        fit = replicas_that_fit(backend, facts, self.shape, self.rng, self.options)
+        fit = replicas_that_fit(backend, facts, self.shape, self.rng, self._backend_options)
         size = "x".join(map(str, self.shape))
         hint = (f"use at most {fit} replicas per ensemble (split the run into several ensembles "
                 f"with different seeds)" if fit else "use a smaller lattice")

@@ -31,21 +31,19 @@ Options (None: the device's default, from its DeviceFacts):
 * ``accept`` (lanes 1): "select" (default) picks each spin's threshold from
   slot-index bit planes, then one integer compare; "compare" compares every
   word with every slot's threshold into one packed mask per slot;
-* ``wg``: work-group size; None lets the driver choose on CPUs, 128 on GPUs;
-* ``sweeps_per_launch``: 1 launches one kernel per half-sweep (or with
-  ``band``, one multi-sweep launch per sweep); m > 1 runs up to m sweeps per
-  launch (ising_ms_multisweep: a work group keeps a tile, a band of rows (2D)
-  or z planes (3D) with a halo of 2m slabs, in 3D optionally cut in y with a
-  halo of 2m rows, or a whole replica when it fits, in local memory and sweeps
-  it between barriers; the halo shrinks by one slab per half-sweep, so the
-  spins are exactly those of m sweeps of single launches). None: on GPUs
-  MULTISWEEP_SWEEPS up to MULTISWEEP_MAX_SITES sites in all (where launches,
-  not the device, set the pace), on CPUs the cheapest plan by _cpu_plan's
-  model, else 1;
-* ``band``: slabs per band of the multi-sweep kernel (a divisor of Ly in 2D,
-  Lz in 3D; the whole side: no halo), or in 3D (z planes, y rows); None: the
-  cheapest tile that fits local memory by a simple cost model (_best_tile,
-  _cpu_plan; GPUs cut in y only where no band of whole planes fits).
+* ``wg``: work-group size; None lets the driver choose on CPUs, 128 on GPUs.
+
+Launches: one per half-sweep, or several sweeps per launch (ising_ms_multisweep:
+a work group keeps a tile, a band of rows (2D) or z planes (3D) with a halo of
+2m slabs, in 3D optionally cut in y with a halo of 2m rows, or a whole replica
+when it fits, in local memory and sweeps it between barriers; the halo shrinks
+by one slab per half-sweep, so the spins are exactly those of m sweeps of
+single launches). On GPUs MULTISWEEP_SWEEPS up to MULTISWEEP_MAX_SITES sites in
+all (where launches, not the device, set the pace), on CPUs the cheapest plan
+by _cpu_plan's model, else single launches; the tile is the cheapest that fits
+local memory by a simple cost model (_best_tile, _cpu_plan; GPUs cut in y only
+where no band of whole planes fits). Tests and benchmarks force a plan through
+clphys.ising.multispin_plan.tuned (LaunchChoice).
 
 The threshold table is split on the host into classes accepted with certainty
 (threshold 2^32 - 1 in every replica) and slots of classes that share a
@@ -64,7 +62,8 @@ from . import thresholds as _thr
 from ._backend import BackendDefaults
 from ._device import SumsReducer, check_options, check_sides, device_wg, enqueue_upload, zeroed_buffer
 from .backends import multispin_fold
-from .multispin_plan import LaunchPlanning, MultispinPlan
+from .multispin_plan import LaunchChoice, LaunchPlanning, MultispinPlan
+from .multispin_source import kernel_params
 
 MAX_SITES = 2**32          # 32-bit compact and in-row site indices in the kernels
 threshold_structure = _thr.threshold_structure     # re-exported (older imports)
@@ -79,7 +78,7 @@ class MultispinBackend(LaunchPlanning, BackendDefaults):
     dims = (2, 3)
     rngs = ("philox",)
     options = {"words_per_item": None, "lanes": None, "accept": "select", "wg": None,
-               "spins_per_word": None, "sweeps_per_launch": None, "band": None}
+               "spins_per_word": None}
     # defaults by device kind (DeviceFacts.is_gpu): see the module docstring and
     # docs/ising.md "Speed" for the measurements behind them
     GPU_DEFAULTS = {"lanes": 1, "words_per_item": 4}
@@ -132,21 +131,14 @@ class MultispinBackend(LaunchPlanning, BackendDefaults):
         _validate.choice("accept", opts["accept"], ("select", "compare"))
         if opts["spins_per_word"] is not None:
             _validate.choice("spins_per_word", opts["spins_per_word"], SPINS_PER_WORD)
-        if opts["sweeps_per_launch"] is not None:
-            _validate.integer("sweeps_per_launch", opts["sweeps_per_launch"], 1, 2**16)
-        band = opts["band"]
-        if isinstance(band, (tuple, list)):
-            if len(band) != 2:
-                raise ValueError(f"band must be an integer or (z planes, y rows), got {band!r}")
-            opts["band"] = tuple(_validate.integer("band", b, 1) for b in band)
-        elif band is not None:
-            opts["band"] = _validate.integer("band", band, 1)
         return opts
 
     @classmethod
-    def device_bytes(cls, facts, shape, n_replicas, **options) -> dict:
+    def device_bytes(cls, facts, shape, n_replicas, launch: LaunchChoice | None = None, **options) -> dict:
         """{buffer: bytes} this backend allocates for n_replicas lattices of
-        `shape` (for the memory check before any device work)."""
+        `shape` (for the memory check before any device work); launch: a forced
+        launch plan (clphys.ising.multispin_plan.tuned)."""
+        launch = launch or LaunchChoice()
         words = int(np.prod(shape[1:])) * max(1, shape[0] // 64) // multispin_fold(shape)
         spins = 2 * 4 * n_replicas * words
         need = {"spins (1 bit each)": spins,
@@ -154,20 +146,22 @@ class MultispinBackend(LaunchPlanning, BackendDefaults):
                 "thresholds": 4 * n_replicas * 2 * (2 * len(shape) + 1),
                 "joint decision tables": 8 * _thr.MAX_CELLS * n_replicas}
         if (n_replicas * int(np.prod(shape)) <= cls.MULTISWEEP_MAX_SITES[facts.is_gpu]
-                or options.get("band") is not None or (options.get("sweeps_per_launch") or 1) > 1):
+                or launch.band is not None or (launch.sweeps_per_launch or 1) > 1):
             need["band copies (several sweeps per launch)"] = spins
         return need
 
-    def __init__(self, dev, shape, n_replicas, *, rng, seed, own=None, halo=1, **options):
+    def __init__(self, dev, shape, n_replicas, *, rng, seed, own=None, halo=1, launch=None, **options):
         """own (clphys.ising.slabs): the lattice is one rank's share of a lattice
         split over MPI ranks: its first `own` slabs (rows in 2D, z planes in 3D)
-        are its own, the 2 x halo slabs after them are halos; one sweep per launch."""
+        are its own, the 2 x halo slabs after them are halos; one sweep per launch.
+        launch: a LaunchChoice forced by clphys.ising.multispin_plan.tuned, or None."""
         opts = self.check_options(options)
+        launch = launch or LaunchChoice()
         if own is not None:
-            if opts["sweeps_per_launch"] not in (None, 1) or opts["band"] is not None:
+            if launch.sweeps_per_launch not in (None, 1) or launch.band is not None:
                 raise ValueError("a lattice split over MPI ranks runs one sweep per launch: "
                                  "sweeps_per_launch must be 1 (or None) and band None")
-            opts["sweeps_per_launch"] = 1
+            launch = LaunchChoice(sweeps_per_launch=1)
         defaults = self.GPU_DEFAULTS if dev.facts.is_gpu else self.CPU_DEFAULTS
         W = opts["words_per_item"] if opts["words_per_item"] is not None else defaults["words_per_item"]
         lanes = opts["lanes"] if opts["lanes"] is not None else defaults["lanes"]
@@ -195,7 +189,7 @@ class MultispinBackend(LaunchPlanning, BackendDefaults):
             raise ValueError(f"spins_per_word={self.spins_per_word} must divide the "
                              f"{self.row_bits} spins of a row word (Lx = {Lx})")
         self.lanes, self._wanted_W, self._own, self._halo = lanes, W, own, halo
-        self.sweeps_per_launch, tile = self._plan_launches(opts, dev)
+        self.sweeps_per_launch, tile = self._plan_launches(launch, dev)
         W = self._item_words(tile)
         self.band = self.yband = self.mwg = None
         if tile is not None:
@@ -244,7 +238,8 @@ class MultispinBackend(LaunchPlanning, BackendDefaults):
             params = dict(self._params)
             if self.lanes == 1:
                 params["accept"] = self._accept
-            prg = self.dev.build("ising/multispin.cl", always=always, slots=slots, joint=joint, **params)
+            prg = self.dev.build("ising/multispin.cl", **kernel_params(always=always, slots=slots, joint=joint,
+                                                                       **params))
             if self.band and prg.ising_ms_multisweep.work_group_limit(self.dev) < self.mwg:
                 # registers cap the group: rebuild every program with the cap
                 # (a power of two) so that they stay interchangeable
@@ -415,18 +410,16 @@ def decision_counts(thresholds, words, *, spins_per_word=None, seed=0, device=No
     dim = (thr.shape[2] - 1) // 2
     plan = _thr.decision_plan(thr, spw)
     lay = plan.layout
-    cpw = 8 if lay is None else -(-(32 // lay.k) // 4)
+    kp = kernel_params(dim=dim, Lx=64, Ly=2, Lz=2 if dim == 3 else 1, W=1, lanes=1, wg=None, rwg=64,
+                       always=plan.always, slots=plan.slots, accept="select", stats=True,
+                       joint=lay and (lay.k, lay.field, lay.shift, lay.cells))
+    cpw, ncls, ncnt = kp["CPW"], kp["NCL"], kp["NCNT"]      # Philox calls per word, classes, counters
     iters = -(-words // items)
     if items * iters * cpw >= 2**32:
         raise ValueError(f"words = {words} is too many for one call (at most {2**32 // cpw - items})")
     dev = resolve_device(device)
-    joint = lay and (lay.k, lay.field, lay.shift, lay.cells)
-    prg = dev.build("ising/multispin.cl", dim=dim, Lx=64, Ly=2, Lz=2 if dim == 3 else 1, W=1,
-                    lanes=1, wg=None, rwg=64, always=plan.always, slots=plan.slots, joint=joint,
-                    accept="select", stats=True)
-    R, D, gk = thr.shape[0], len(plan.slots), (lay.k if lay else 4)
-    ncls = 2 * (2 * dim + 1)
-    ncnt = 2 * ncls + 4 * D * gk
+    prg = dev.build("ising/multispin.cl", **kp)
+    R, D, gk = thr.shape[0], kp["D"], kp["GK"]
     table = cl.Buffer(dev.context, cl.mem_flags.READ_ONLY, max(4, plan.data.nbytes))
     enqueue_upload(dev.queue, table, plan.data)
     out = zeroed_buffer(dev, 4 * R * items * ncnt)

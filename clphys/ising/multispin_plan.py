@@ -8,6 +8,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .. import _validate
+
 
 @dataclass(frozen=True)
 class MultispinPlan:
@@ -34,6 +36,57 @@ class MultispinPlan:
     lanes: int
     work_group_size: int | None
     multisweep_work_group_size: int | None
+
+
+@dataclass(frozen=True)
+class LaunchChoice:
+    """A launch plan forced on the multispin backend instead of the one its cost
+    model picks for the device: the internal entry of tests and benchmarks
+    (through :func:`tuned`); results do not depend on it.
+
+    Attributes
+    ----------
+    sweeps_per_launch : int or None
+        1: one launch per half-sweep (or with `band`, one multi-sweep launch per
+        sweep); m > 1: up to m sweeps per launch of ising_ms_multisweep, a work
+        group sweeping a tile of local memory between barriers (docs/ising.md,
+        "Several sweeps per launch"); None: the cost model's choice.
+    band : int, (int, int) or None
+        Slabs per band of the multi-sweep kernel (a divisor of Ly in 2D, of Lz
+        in 3D; the whole side: no halo), or in 3D (z planes, y rows); None: the
+        cheapest tile that fits local memory.
+    """
+
+    sweeps_per_launch: int | None = None
+    band: int | tuple | None = None
+
+    def __post_init__(self):
+        if self.sweeps_per_launch is not None:
+            _validate.integer("sweeps_per_launch", self.sweeps_per_launch, 1, 2**16)
+        band = self.band
+        if isinstance(band, (tuple, list)):
+            if len(band) != 2:
+                raise ValueError(f"band must be an integer or (z planes, y rows), got {band!r}")
+            object.__setattr__(self, "band", tuple(_validate.integer("band", b, 1) for b in band))
+        elif band is not None:
+            object.__setattr__(self, "band", _validate.integer("band", band, 1))
+
+
+def tuned(cls, *args, sweeps_per_launch=None, band=None, **kwargs):
+    """``cls(*args, **kwargs)``, an Ensemble2D/3D or Ising2D/3D of algorithm
+    "multispin", with its launch plan forced (see :class:`LaunchChoice`; both
+    None: the public constructor's own choice)."""
+    launch = LaunchChoice(sweeps_per_launch, band)
+    return with_launch(cls, None if launch == LaunchChoice() else launch, *args, **kwargs)
+
+
+def with_launch(cls, launch: LaunchChoice | None, *args, **kwargs):
+    """``cls(*args, **kwargs)`` whose multispin backend takes `launch`: the
+    constructor reads it from the instance, so it is set before __init__ runs."""
+    obj = cls.__new__(cls)
+    obj._launch = launch  # noqa: SLF001 (read by the ising package's own constructors)
+    cls.__init__(obj, *args, **kwargs)
+    return obj
 
 
 class LaunchPlanning:
@@ -77,10 +130,10 @@ class LaunchPlanning:
         clphys.ising.slabs) each halo."""
         return math.gcd(self._own, self._halo) if self._halo > 1 else self._own
 
-    def _plan_launches(self, opts, dev):
+    def _plan_launches(self, launch, dev):
         """(sweeps per launch, tile of the multi-sweep kernel or None: single
         launches)."""
-        spl, band = opts["sweeps_per_launch"], opts["band"]
+        spl, band = launch.sweeps_per_launch, launch.band
         facts, gpu = dev.facts, dev.facts.is_gpu
         plain = 1, None
         if spl == 1 and band is None:
@@ -110,7 +163,7 @@ class LaunchPlanning:
         if tile is None:
             tile = self._best_tile(spl, budget, units, mwg, gpu)
         if tile is None:
-            if opts["sweeps_per_launch"] is None:
+            if launch.sweeps_per_launch is None:
                 return plain
             raise ValueError(f"sweeps_per_launch={spl}: no band of {'z planes' if self.dim == 3 else 'rows'} "
                              f"with a {2 * spl}-slab halo on each side fits the {budget} bytes of local "

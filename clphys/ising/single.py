@@ -13,14 +13,16 @@ from numpy.typing import ArrayLike
 from .. import _validate
 from ..runtime import mpi
 from ..runtime.checkpoint import CheckpointError, field, load_checkpoint
-from .checkpoints import CHECKPOINT_KIND, backend_state_problem, check_array, checked_settled
+from .checkpoints import CHECKPOINT_KIND, backend_state_problem, check_array, checked_settled, public_options
 from .lattice import Ensemble, Ensemble2D, Ensemble3D
+from .multispin_plan import LaunchChoice, with_launch
 from .samples import Samples
 
 
 class _Single:
     """One lattice: an ensemble of one replica with scalar results."""
     _ensemble: Any = None        # Ensemble2D or Ensemble3D in Ising2D / Ising3D
+    _launch: LaunchChoice | None = None     # see Ensemble._launch
 
     def __init__(self, L, T, *, J=1.0, h=0.0, algorithm=None, rng=None, seed=0, start="random",
                  device=None, comm=None, **options):
@@ -30,8 +32,8 @@ class _Single:
             T = _validate.real("T", T, minimum=0.0, strict_min=True)
             if "halo" in options:
                 raise ValueError("halo (slabs per side of a lattice split over MPI ranks) needs comm")
-        self._ens = self._ensemble(L, [T], J=J, h=h, algorithm=algorithm, rng=rng, seed=seed,
-                                   start=start, device=device, _slab_comm=comm, **options)
+        self._ens = with_launch(self._ensemble, self._launch, L, [T], J=J, h=h, algorithm=algorithm,
+                                rng=rng, seed=seed, start=start, device=device, _slab_comm=comm, **options)
 
     @property
     def ensemble(self) -> Ensemble:
@@ -50,14 +52,6 @@ class _Single:
         """Halo slabs per side of a lattice split over ranks (one exchange every
         halo / 2 sweeps; 1: every half-sweep), None on one device."""
         return self._ens.backend.h if self._ens.slab_comm is not None else None
-
-    @property
-    def halo_times(self) -> dict | None:
-        """Host seconds of the halo path of a lattice split over ranks, and the
-        half-sweeps and exchanges made (see clphys.ising.slabs), None on one
-        device."""
-        be = self._ens.backend
-        return dict(be.halo_times) if self._ens.slab_comm is not None else None
 
     shape = property(lambda self: self._ens.shape)
     J = property(lambda self: self._ens.J)
@@ -170,8 +164,7 @@ class _Single:
         check_array(where, arrays, "temperatures", np.float64, (1,))
         options = {k: (tuple(v) if isinstance(v, list) else v)
                    for k, v in field(header, "options", dict, path=path).items()}
-        for k in ("sweeps_per_launch", "band"):       # one sweep per launch over ranks
-            options.pop(k, None)
+        options = public_options(options)
         temps = arrays.get("temperatures")
         inst = cls(tuple(shape), float(temps[0]) if temps is not None and temps.size else 1.0,
                    J=field(header, "J", float, path=path), h=field(header, "h", float, path=path),

@@ -37,9 +37,10 @@ the rows of one work item at each edge of the own slabs, their staging copies
 and reads, the interior is launched, and while it runs the edge slabs go to
 the neighbouring ranks (mpi4py Isend/Irecv) and the slabs received are
 written into the halos (on the second queue, so the copies overlap the
-interior; the next half-sweep's edges wait for them). ``lat.halo_times``
-says where the host time went: waiting for the edge slabs, the exchange, and
-queueing the halo writes, and how many half-sweeps and exchanges ran;
+interior; the next half-sweep's edges wait for them). The backend's
+``halo_times`` (``lat.ensemble.backend.halo_times``) says where the host time
+went: waiting for the edge slabs, the exchange, and queueing the halo writes,
+and how many half-sweeps and exchanges ran;
 :meth:`SlabBackend.profiled` collects the (phase, event) of every launch and
 copy on profiling queues (benchmarks/bench_scaling.py's profile).
 

@@ -416,7 +416,7 @@ class Ensemble(EnsemblePlanning, EnsembleCheckpoints, EnsembleFinish):
     # ------------------------------------------------------------ running
     def run(self, t_end: float | None = None, *, steps: int | None = None, sample_every: int | None = None,
             observables: Sequence[str] | None = None, histograms: Mapping | None = None, record_paths: int = 0,
-            steps_per_launch: int | None = None, progress: bool | Callable | None = None) -> RunResult | None:
+            progress: bool | Callable | None = None) -> RunResult | None:
         """Advance to `t_end` (or by `steps` steps), recording per grid point the
         mean and variance of each observable every `sample_every` steps and at the end.
 
@@ -434,8 +434,6 @@ class Ensemble(EnsemblePlanning, EnsembleCheckpoints, EnsembleFinish):
             ``{expression: (bins, low, high)}``: counts in [low, high) over the samples.
         record_paths : int
             Record the variables of the first this-many paths of each grid point.
-        steps_per_launch : int, optional
-            Most steps per kernel launch (default: sized from the device); results do not depend on it.
         progress : None, bool or callable(done, total)
             Completed steps (work runs in slices of about a quarter second).
 
@@ -450,10 +448,24 @@ class Ensemble(EnsemblePlanning, EnsembleCheckpoints, EnsembleFinish):
             On Ctrl-C within about a second, the ensemble at its last completed step;
             ``exc.partial`` holds the samples so far (None over several ranks).
         """
+        return self.run_plan(self.plan_run(t_end, steps=steps, sample_every=sample_every,
+                                           observables=observables, histograms=histograms,
+                                           record_paths=record_paths), progress)
+
+    def plan_run(self, t_end: float | None = None, *, steps: int | None = None,
+                 sample_every: int | None = None, observables: Sequence[str] | None = None,
+                 histograms: Mapping | None = None, record_paths: int = 0) -> RunPlan:
+        """The :class:`clphys.sde.plan.RunPlan` of ``run(...)`` with these arguments,
+        checked with the memory it needs (collective with comm); :meth:`run_plan`
+        runs it. Tests and benchmarks may change its steps per kernel launch
+        (``RunPlan.with_steps_per_launch``)."""
         self._agree("run", t_end=t_end, steps=steps, sample_every=sample_every,
                     observables=observables, histograms=histograms, record_paths=record_paths)
-        plan = self._collective(self._plan, t_end, steps, sample_every, observables, histograms,
-                                record_paths, steps_per_launch)
+        return self._collective(self._plan, t_end, steps, sample_every, observables, histograms,
+                                record_paths)
+
+    def run_plan(self, plan: RunPlan, progress: bool | Callable | None = None) -> RunResult | None:
+        """Run `plan` (made by :meth:`plan_run`); see :meth:`run`."""
         if self._comm is not None:
             mpi.agree(self._comm, "run arguments", steps=plan.n_steps, sample_every=plan.M,
                       observables=plan.obs_names, histograms=repr(plan.hist_spec),
@@ -465,12 +477,12 @@ class Ensemble(EnsemblePlanning, EnsembleCheckpoints, EnsembleFinish):
     def run_local(self, t_end: float | None = None, *, steps: int | None = None,
                   sample_every: int | None = None, observables: Sequence[str] | None = None,
                   histograms: Mapping | None = None, record_paths: int = 0,
-                  steps_per_launch: int | None = None, progress: bool | Callable | None = None) -> LocalRecord:
+                  progress: bool | Callable | None = None) -> LocalRecord:
         """run() on this rank's share only, with no collective: for callers that
         run an unknown number of times per rank (time-bounded slices) and
         combine once at the end with :meth:`finish` (the Josephson sweep)."""
-        return self._advance(self._plan(t_end, steps, sample_every, observables, histograms, record_paths,
-                                        steps_per_launch), progress)
+        return self._advance(self._plan(t_end, steps, sample_every, observables, histograms, record_paths),
+                             progress)
 
     @property
     def _by_paths(self) -> bool:

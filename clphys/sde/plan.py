@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -203,7 +203,8 @@ def steps_to(t_end, t: float, dt: float, limit: int = 2**63 - 1) -> int:
 
 @dataclass
 class RunPlan:
-    """The checked arguments of one Ensemble.run."""
+    """The checked arguments of one Ensemble.run; `spl`: the most steps per kernel
+    launch (sized from the device; results do not depend on it)."""
     n_steps: int
     M: int
     obs_names: list
@@ -216,6 +217,11 @@ class RunPlan:
     spl: int
     n_samples: int
     hist_spec: dict
+
+    def with_steps_per_launch(self, steps_per_launch: int) -> RunPlan:
+        """This plan with at most `steps_per_launch` steps per kernel launch (tests
+        and benchmarks: results do not depend on it)."""
+        return replace(self, spl=check.integer("steps_per_launch", steps_per_launch, 1))
 
 
 @dataclass
@@ -249,8 +255,7 @@ class EnsemblePlanning:
     if TYPE_CHECKING:      # a mixin: the attributes are those of the class that uses it
         def __getattr__(self, name: str) -> Any: ...
 
-    def _plan(self, t_end, steps, sample_every, observables, histograms, record_paths,
-              steps_per_launch) -> "RunPlan":
+    def _plan(self, t_end, steps, sample_every, observables, histograms, record_paths) -> "RunPlan":
         """The checked arguments of a run, with its memory checked."""
         n_steps = self._steps_for(t_end, steps)
         M = n_steps if sample_every is None else check.integer("sample_every", sample_every, 1)
@@ -263,8 +268,7 @@ class EnsemblePlanning:
         if local > self.device.facts.local_mem:
             raise ValueError(f"histograms need {4 * total_bins} bytes of local memory per work group; "
                              f"{self.device.name} has {self.device.facts.local_mem}: use fewer bins")
-        spl = (self._steps_per_launch_default() if steps_per_launch is None
-               else check.integer("steps_per_launch", steps_per_launch, 1))
+        spl = self._steps_per_launch_default()
         recording = bool(obs or hist or n_record)
         # samples every M steps from now and at the end: counted, never listed
         n_samples = n_steps // M + (n_steps % M != 0) if recording else 0

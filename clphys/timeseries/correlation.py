@@ -149,40 +149,30 @@ def hurst(p, max_lag: int = 256, q=1.0, device=None, progress=None, *, method: s
     """Hurst exponent of p(t) from its q-th order structure function.
 
     S_q(Δt) = ⟨|p(t + Δt) - p(t)|^q⟩^(1/q) over the T - Δt pairs, Δt = 1 .. max_lag, and
-    the local exponent H(Δt) = Δ log S / Δ log Δt between consecutive lags.
+    H(Δt) = Δ log S / Δ log Δt (a random walk: H = 1/2; p(t) = t: 1; docs/timeseries.md).
 
     Parameters
     ----------
     p : array-like, list of array-likes, pandas Series or DataFrame
         One series (1-D), a batch (2-D, one per row; a DataFrame: its columns) or a list
         of series of any lengths; finite, each with at least max_lag + 1 points.
-    max_lag : int
-        The largest lag Δt.
-    q : float or list of float
-        Order(s) in [0.01, 1000], all in one pass; q = 1, 2 take fast paths.
-    device, progress
-        A device (None: the default); progress None, True, False or f(done, total).
-    method : {"auto", "direct", "fft"}
-        Pair sums, or S_2 by FFT (q = 2, fp64); "auto" takes the cheaper.
-    errors : bool
-        Jackknife errors over 16 blocks of pair start times (False: None).
-    nan, spacing : str
-        pandas input: "raise" or "drop" NaN; "raise" or "ignore" an uneven index.
+    max_lag, q : int, float or list of float
+        The largest lag Δt; the order(s) q in [0.01, 1000], all in one pass.
+    device, progress, method, errors, nan, spacing
+        The device (None: the default); progress None, True, False or f(done, total);
+        method "direct" (pair sums), "fft" (S_2, fp64) or "auto" (the cheaper); errors:
+        jackknife errors over 16 blocks (False: None); pandas input: nan "raise" or
+        "drop" NaN, spacing "raise" or "ignore" an uneven index.
 
     Returns
     -------
     HurstResult
-        S, H, their errors, long_memory and labels; H[..., 0] is NaN.
+        S, H (H[..., 0] is NaN), their errors, long_memory and labels.
 
     Raises
     ------
     ValueError, TypeError
         Bad input, before any device work (a NaN or inf: after the upload, by index).
-
-    Notes
-    -----
-    A random walk gives H = 1/2, p(t) = t H = 1; S agrees with float64 NumPy to ~1e-7.
-    Host and device, accuracy and error bars: docs/timeseries.md.
 
     Examples
     --------
@@ -318,7 +308,8 @@ def autocorrelation(x, max_lag: int = 256, stationary: bool = False, device=None
 
     General form (default): the Pearson correlation of the T - Δt pairs (x(t), x(t + Δt)),
     each window with its own mean and deviation; stationary=True: the sample
-    autocorrelation with the mean of the whole series (statsmodels' ``acf``).
+    autocorrelation with the mean of the whole series (statsmodels' ``acf``).  Both are
+    invariant under x → a + b x (b > 0).
 
     Parameters
     ----------
@@ -340,10 +331,6 @@ def autocorrelation(x, max_lag: int = 256, stationary: bool = False, device=None
     ------
     ValueError, TypeError
         Bad input, before any device work (NaN, inf or a constant series: after upload).
-
-    Notes
-    -----
-    Invariant under x → a + b x (b > 0); agrees with float64 NumPy to ~1e-7 absolute.
 
     Examples
     --------

@@ -266,48 +266,32 @@ def dfa(x, scales=None, order: int = 1, overlap: bool = False, integrate: bool =
         nan: str = "raise", spacing: str = "raise") -> DFAResult:
     """Detrended fluctuation analysis: the fluctuation function F(s) and its exponent H.
 
+    Fractional Gaussian noise of exponent H gives F ~ s^H (docs/timeseries.md, "DFA and MF-DFA").
+
     Parameters
     ----------
     x : array-like, list of array-likes, pandas Series or DataFrame
-        One series (1-D, float32/float64/int), a batch (2-D, one series per row), a list of
-        series of any lengths, or pandas objects (a DataFrame is a batch of its columns;
-        the labels are kept).
-    scales : array of int, optional
-        Segment lengths s, strictly increasing, >= order + 2; default one per octave from
-        10 to N/4 of the shortest series.
-    order : int
-        Degree 0 .. 4 of the polynomial fitted (least squares) in each segment.
+        One series, a batch (2-D, one per row; a DataFrame: its columns) or a list.
+    scales, order : array of int, int
+        Segment lengths s, increasing, >= order + 2 (default: octaves from 10 to N/4);
+        the degree 0 .. 4 of the polynomial fitted in each segment.
     overlap : bool
-        False: non-overlapping segments (`segments`); True: every start (sliding windows).
+        Every start (sliding windows) instead of segments.
     integrate : bool
-        True: x are increments and the profile is the cumulative sum of x - mean(x);
-        False: x is already the profile (e.g. log prices).
-    segments : {"forward", "both"}, optional
-        "forward" (default): N // s segments from the start; "both": Kantelhardt's
-        convention, those and N // s more aligned with the end.
-    fit_range : (float, float), optional
-        The scales fitted for H (inclusive); default all.
-    device, progress
-        As for :func:`clphys.timeseries.hurst`.
-    nan, spacing : str
-        pandas input: "raise" (default) or "drop" NaN; "raise" or "ignore" an index that is
-        not evenly spaced.
+        True: x are increments (e.g. returns); False: x is the profile (e.g. log prices).
+    segments, fit_range, device, progress, nan, spacing
+        "forward" (default) or "both" (from both ends, Kantelhardt's); the scales fitted
+        for H (inclusive; default all); the rest as for :func:`hurst`.
 
     Returns
     -------
     DFAResult
-        scales, F, F_err, H, H_err, fit_range, and the counts of segments per scale.
+        scales, F, F_err, H, H_err (jackknife: 16 groups of segments), fit_range, counts.
 
     Raises
     ------
     ValueError, TypeError
         Bad input, before any device work (a NaN or inf after the upload, with its index).
-
-    Notes
-    -----
-    F(s)^2 is the mean over the segments of the mean squared residual of the fit; errors:
-    delete-one-group jackknife over 16 groups of consecutive segments (docs).
-    fGn with Hurst exponent H gives F ~ s^H (fBm given with integrate=True: H + 1).
 
     Examples
     --------
@@ -356,6 +340,10 @@ def mfdfa(x, q=DEFAULT_Q, scales=None, order: int = 2, *, overlap: bool = False,
           progress=None, nan: str = "raise", spacing: str = "raise") -> MFDFAResult:
     """Multifractal DFA (Kantelhardt et al., Physica A 316, 87 (2002)).
 
+    F_q(s) = <F^2(v)^(q/2)>^(1/q) over the segments v (q = 0: exp(<ln F^2(v)> / 2)); h(q)
+    is the slope of ln F_q against ln s, alpha = dtau/dq along q.  Flat segments are left
+    out of the moments q <= 0, with a ZeroVarianceWarning.
+
     Parameters
     ----------
     x, scales, overlap, integrate, segments, fit_range, device, progress, nan, spacing
@@ -368,21 +356,13 @@ def mfdfa(x, q=DEFAULT_Q, scales=None, order: int = 2, *, overlap: bool = False,
     Returns
     -------
     MFDFAResult
-        Fq (n_q x n_scales), h, tau, alpha, f_alpha, each with its jackknife error.
+        Fq (n_q x n_scales), h, tau, alpha, f_alpha, each with its jackknife error;
+        zero_segments: the flat segments per scale.
 
     Raises
     ------
     ValueError, TypeError
         Bad input, before any device work.
-
-    Notes
-    -----
-    F_q(s) = <F^2(v)^(q/2)>^(1/q) over the segments v; q = 0 by the logarithmic average
-    exp(<ln F^2(v)> / 2).  Segments whose detrended profile is flat (F^2 at most 2^-80 of
-    the mean square of the profile there) are left out of the moments q <= 0, counted in
-    zero_segments, with a ZeroVarianceWarning.  h(q) is the slope of ln F_q against ln s;
-    alpha = dtau/dq by np.gradient along q (second-order differences; its ends
-    first-order).
 
     Examples
     --------
