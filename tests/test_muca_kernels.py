@@ -12,17 +12,22 @@ import pytest
 
 from clphys.muca import protocol
 from clphys.muca import reference as ref
-from clphys.muca.engine import Engine, choose_options, default_walkers
+from clphys.muca.engine import Engine, _local_bytes, choose_options, default_walkers, hist_flush_steps
 from clphys.muca.geometry import Geometry
 from clphys.runtime import fake_facts, render
 
-ENGINE_ONLY = ("ahead", "layout", "memory")     # options Engine takes that choose_options does not
+# options Engine takes that choose_options does not (the plan, built by the tests)
+ENGINE_ONLY = ("ahead", "layout", "memory", "hist_bits", "hist_flush", "table_recorded")
 # one work item per word (the CPU kernel): every place of lattice, codes and histogram
 VARIANTS = [dict(per_item=32, wg=8, lattice="global", table="global", hist="global"),
             dict(per_item=32, wg=4, lattice="local", table="local", hist="local"),
             dict(per_item=32, wg=2, lattice="global", table="local", hist="local", layout="pair"),
             dict(per_item=32, wg=2, lattice="local", table="global", hist="global", layout="pair", ahead=True),
-            dict(per_item=32, wg=8, lattice="global", table="local", hist="local", ahead=True)]
+            dict(per_item=32, wg=8, lattice="global", table="local", hist="local", ahead=True),
+            # 16-bit local counts, flushed every few steps (not only at the end of a launch)
+            dict(per_item=32, wg=2, lattice="global", table="local", hist="local", hist_bits=16, hist_flush=7),
+            dict(per_item=32, wg=2, lattice="local", table="local", hist="local", layout="pair", hist_bits=16,
+                 hist_flush=9, table_recorded="global", ahead=True)]
 # several work items per word, their flips combined through local memory (Oclgrind:
 # PoCL's compiler takes minutes for these loops with barriers)
 SHARED = [dict(per_item=1, wg=32, lattice="global", layout="pair", ahead=True),
@@ -105,6 +110,23 @@ def test_oclgrind_runs_every_kernel_and_matches(oclgrind):
             for magnet in (False, True):
                 keep.append(_check_against_twin(oclgrind, geom, walkers, opts, magnet=magnet, n=23,
                                                 n_skip=6))
+
+
+@pytest.mark.oclgrind
+def test_oclgrind_runs_16_bit_local_counts(oclgrind):
+    """The 16-bit local histogram flushed during the launch (before every
+    block here), one row and two rows per work group, with one and several
+    items per word (their flips combined through local memory), on Oclgrind
+    with its race and uninitialised-value checks, bit for bit against the twin."""
+    keep = []
+    geom = Geometry(2, 4)
+    flushed = dict(hist="local", hist_bits=16, hist_flush=7)
+    for walkers, slots, opts in ((45, 1, dict(per_item=1, wg=32, lattice="global", layout="row", **flushed)),
+                                 (45, 1, dict(per_item=2, wg=16, lattice="local", table="global", **flushed)),
+                                 (70, 1, VARIANTS[-1]), (200, 3, VARIANTS[-2])):
+        keep.append(_check_against_twin(oclgrind, geom, walkers, opts, magnet=False, slots=slots, n=23,
+                                        n_skip=6))
+        assert keep[-1].hist_mode == "local16"
 
 
 def test_walkers_split_over_engines_add_up(device):
@@ -206,14 +228,16 @@ def test_templates_render(vendor):
     for K in ((32,) if vendor == "pocl" else (1, 2, 32)):
         for d, L in ((2, 32), (3, 6), (2, 66)):
             for lattice in ("local", "global"):
-                for table, hist, layout in (("local", "local", "row"), ("global", "global", "pair")):
+                for table, hist, layout, bits in (("local", "local", "row", 32), ("global", "global", "pair", 32),
+                                                  ("global", "local", "pair", 16)):
                     for rec in (False, True):
                         memories = ("all", "lane0") if K < 32 and combine == "ballot" else ("all",)
                         for memory in memories:
                             cases.append(("muca/update.cl", dict(
                                 dim=d, L=L, wg=64, K=K, combine=combine if K < 32 else "none", table=table,
                                 hist=hist, record=rec, magnet=rec, hist_rows=1 + rec, trips=rec, ahead=rec,
-                                layout=layout, lattice=lattice, memory=memory)))
+                                layout=layout, lattice=lattice, memory=memory, hist_bits=bits,
+                                hist_flush=0xFFFF // (64 * K) if bits == 16 else 0)))
     cases += [("muca/common.cl", {})]
     for template, params in cases:
         src = render(template, facts, **params)
@@ -230,6 +254,10 @@ def test_templates_render(vendor):
         render("muca/update.cl", facts, K=1, combine="none", **base)
     with pytest.raises(ValueError, match="lattice must be 'global' or 'local'"):
         render("muca/update.cl", facts, K=32, combine="none", lattice="texture", **base)
+    with pytest.raises(ValueError, match="hist_flush must be 7 .. 65535"):
+        render("muca/update.cl", facts, K=32, combine="none", hist_bits=16, hist_flush=6, **base)
+    with pytest.raises(ValueError, match="hist_bits must be 32 or 16"):
+        render("muca/update.cl", facts, K=32, combine="none", hist_bits=8, **base)
     with pytest.raises(ValueError, match="L must be even"):
         render("muca/setup.cl", facts, dim=2, L=7)
     if vendor != "nvidia":
@@ -243,10 +271,16 @@ def test_kernel_plan_defaults_and_refusals():
     # beyond in global memory with two walkers per item, the first lane loading
     small, large = choose_options(nvidia, Geometry(2, 32)), choose_options(nvidia, Geometry(2, 64))
     assert small == {"wg": 128, "lattice": "local", "table": "local", "hist": "local", "per_item": 1,
-                     "combine": "ballot", "layout": "row", "memory": "all", "ahead": False}
+                     "combine": "ballot", "layout": "row", "memory": "all", "ahead": False, "hist_bits": 32,
+                     "table_recorded": "local"}
     assert large == {"wg": 128, "lattice": "global", "table": "local", "hist": "local", "per_item": 2,
-                     "combine": "ballot", "layout": "row", "memory": "lane0", "ahead": True}
+                     "combine": "ballot", "layout": "row", "memory": "lane0", "ahead": True, "hist_bits": 32,
+                     "table_recorded": "local"}
     assert choose_options(nvidia, Geometry(2, 128))["layout"] == "pair"      # 32 KiB of pair codes
+    # the caller's table stays where it was put: no room for a local histogram beside it
+    assert choose_options(nvidia, Geometry(2, 128), table="local")["hist"] == "global"
+    with pytest.raises(ValueError, match="need 96 KiB of local memory"):
+        choose_options(nvidia, Geometry(2, 128), table="local", hist="local")
     assert choose_options(nvidia, Geometry(2, 256))["table"] == "global"
     assert choose_options(pocl, Geometry(2, 8))["per_item"] == 32            # CPUs: one item per word
     assert choose_options(pocl, Geometry(2, 8))["combine"] == "none"
@@ -261,6 +295,34 @@ def test_kernel_plan_defaults_and_refusals():
         choose_options(nvidia, Geometry(2, 8), table="texture")
 
 
+@pytest.mark.parametrize("persona", ["amd-gpu", "apple-gpu", "nvidia"])
+def test_16_bit_histogram_plans_fit_the_gpus(persona):
+    """Where 32-bit local counts do not fit (AMD: 64 KiB of local memory, Apple:
+    32 KiB, NVIDIA: 48 KiB per work group), the plan counts in 16 bits, with the
+    codes of the recorded launches in global memory if need be; the recorded
+    kernel renders with its flushes and fits the device's local memory."""
+    from conftest import PERSONAS
+    facts = PERSONAS[persona] if persona in PERSONAS else fake_facts(persona)
+    want = {"amd-gpu": {(2, 64): "local", (2, 128): "global", (3, 16): "local"},
+            "apple-gpu": {(2, 64): "local", (3, 12): "global", (3, 16): "local"},
+            "nvidia": {(2, 128): "global", (3, 12): "global", (3, 16): "global", (3, 24): "global"}}[persona]
+    for (dim, L), table_recorded in want.items():
+        geom = Geometry(dim, L)
+        o = choose_options(facts, geom)
+        assert (o["hist"], o["hist_bits"], o["table_recorded"]) == ("local", 16, table_recorded), (dim, L, o)
+        assert _local_bytes(geom, o["wg"], o["table"], "local", o["combine"], layout=o["layout"],
+                            lattice=o["lattice"], per_item=o["per_item"]) > facts.local_mem   # 32 bits: no room
+        assert _local_bytes(geom, o["wg"], o["table_recorded"], "local", o["combine"], layout=o["layout"],
+                            lattice=o["lattice"], per_item=o["per_item"], hist_bits=16) <= facts.local_mem
+        flush = hist_flush_steps(o["wg"], o["per_item"])
+        src = render("muca/update.cl", facts, **geom.template(), wg=o["wg"], K=o["per_item"], combine=o["combine"],
+                     table=o["table_recorded"], hist="local", record=True, magnet=False, hist_rows=1, trips=False,
+                     ahead=o["ahead"], layout=o["layout"], lattice=o["lattice"], memory=o["memory"],
+                     hist_bits=16, hist_flush=flush)
+        assert f"if (since > {flush - 7}u)" in src and "((MU_NBINS + 1u) / 2u)" in src
+    assert choose_options(facts, Geometry(2, 256))["hist"] == "global"      # 128 KiB even in 16 bits
+
+
 def test_default_walkers_per_device_and_size():
     # GPUs: 512 per compute unit (132 SMs of an H100/H200: 67584, the fastest of
     # 33792 / 67584 / 135168 to converge 2D L = 64), 1024 beyond 4097 energy bins
@@ -268,3 +330,26 @@ def test_default_walkers_per_device_and_size():
     assert default_walkers(nvidia, Geometry(2, 64)) == 132 * 512 == 67584
     assert default_walkers(nvidia, Geometry(2, 128)) == 132 * 1024
     assert default_walkers(fake_facts("pocl"), Geometry(2, 32)) == 2 * 64
+
+
+@pytest.mark.parametrize("slots,walkers,wg", [(1, 256, 8), (3, 200, 2)], ids=["one-row", "two-rows"])
+def test_16_bit_local_counts_flush_before_they_wrap(device, slots, walkers, wg):
+    """16-bit local counts (the plan's histogram where 32-bit counts do not fit)
+    over more than 65535 counts per bin in one launch: flushed inside the launch
+    at the interval the plan derives from the work group's walkers, they give
+    the twin's counts; one work group per slot row, or straddling two rows."""
+    geom, seed, n = Geometry(2, 4), 6, 1300
+    eng = _engine(device, geom, walkers, seed, per_item=32, wg=wg, lattice="global", table="local",
+                  hist="local", hist_bits=16)
+    bins, mags = eng.randomize()
+    thr = protocol.thresholds(np.zeros(geom.nbins), geom.dim)     # canonical at T = infinity
+    eng.set_thresholds(thr)
+    eng.configure(slots, False)
+    assert eng.hist_mode == "local16"
+    eng.advance(n, 0)                        # one launch
+    eng.flush()
+    lat0 = ref.initial_lattice(geom, walkers, seed)
+    _, b, _, hist, _ = ref.update(geom, lat0, bins, mags, thr, 0, n, 0, seed, slots=slots)
+    assert hist.max() > 0xFFFF or slots > 1              # the counts of one launch pass 16 bits
+    np.testing.assert_array_equal(eng.hist, hist)
+    np.testing.assert_array_equal(eng.read_bins()[0], b)

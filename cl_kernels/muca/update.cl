@@ -26,13 +26,16 @@
 ## histogram code) each step adds the walker's energy bin to histogram slot
 ## g * slots / total of its global index g (and (bin, |M|/2) to mhist with
 ## magnet); hist="local" counts into work-group rows (its first walker's slot
-## and, with hist_rows = 2, the next) added to the global histogram once per
-## launch. trips: each walker's passages between the ends trip_lo / trip_hi
+## and, with hist_rows = 2, the next) added to the global histogram at the end
+## of the launch: hist_bits = 32-bit counts, or 16-bit ones two to a word
+## (bin b in half b & 1 of word b / 2), also added every hist_flush steps,
+## before a count can pass 65535 (the host sets hist_flush from the walkers
+## of a work group: wg K counts per step at most). trips: each walker's passages between the ends trip_lo / trip_hi
 ## of the energy range, trips[j] = passages << 2 | last end (1 low, 2 high).
 ##
 ## params: dim, L, wg, K (1, 2, 4, 8, 16, 32), combine, table ("local": the
 ## pair codes in local memory | "global"), hist ("local" | "global"), record,
-## magnet, hist_rows (1 | 2), trips, ahead
+## magnet, hist_rows (1 | 2), hist_bits (32 | 16), hist_flush, trips, ahead
 <%namespace name="philox" file="/rng/philox.cl"/>
 <%namespace name="mc" file="/muca/common.cl"/>
 <%
@@ -48,6 +51,14 @@
     if combine == "ballot" and (dev.vendor != "nvidia" or wg % 32):
         raise ValueError("muca update.cl: combine='ballot' needs an NVIDIA device and wg a multiple of 32")
     P = 32 // K                      # work items per word
+    hist_bits = context.get("hist_bits", 32)
+    hist_flush = context.get("hist_flush", 0)
+    if hist_bits not in (32, 16):
+        raise ValueError("muca update.cl: hist_bits must be 32 or 16, got %r" % (hist_bits,))
+    half = record and hist == "local" and hist_bits == 16     # 16-bit local counts
+    if half and not 7 <= hist_flush <= 0xFFFF // (wg * K):
+        raise ValueError("muca update.cl: hist_flush must be 7 .. 65535 / (wg K) = %d steps with 16-bit "
+                         "counts, got %r" % (0xFFFF // (wg * K), hist_flush))
     if wg % P:
         raise ValueError("muca update.cl: wg = %d is not a multiple of the %d work items per word" % (wg, P))
     S = 2 * dim + 1                  # words per step
@@ -76,6 +87,8 @@ ${mc.counters()}
 #define MU_CODE_SHIFT 25u
 #define MU_CODE_WORDS ((MU_NBINS * ${dim if layout == "pair" else 2 * dim + 1}u + 3u) / 4u)
 #define MU_NCLS ${2 * dim + 1}u
+// words per row of a local histogram
+#define MU_HROW ${"((MU_NBINS + 1u) / 2u)" if half else "MU_NBINS"}
 
 % if combine == "ballot":
 // the flips of a word's lanes as one word (PTX: vote over the warp)
@@ -184,7 +197,9 @@ ${planes(w)}
 % endif
 % if record:
                 if (real[v]) {
-%   if hmode == "local":
+%   if half:
+                    atomic_add(&hist_l[hrow[v] + ((uint)bin[v] >> 1)], 1u << (((uint)bin[v] & 1u) << 4));
+%   elif hmode == "local":
                     atomic_inc(&hist_l[hrow[v] + (uint)bin[v]]);
 %   else:
                     MU_COUNT(&hs[hrow[v] + (uint)bin[v]]);
@@ -214,6 +229,22 @@ ${planes(w)}
 % endfor
 </%def>
 
+## The 16-bit local counts added to the global histogram (and zeroed when `zero`).
+<%def name="add_halves(zero)">
+    for (uint r = lid; r < ${hist_rows}u * MU_HROW; r += ${wg}u) {
+        const uint c = hist_l[r];
+        if (c) {
+            const uint row = r / MU_HROW, b = 2u * (r - row * MU_HROW);
+            __global uint *const h = hs + (slot0_l + row) * MU_NBINS + b;
+            if (c & 0xFFFFu) atomic_add(h, c & 0xFFFFu);
+            if (c >> 16) atomic_add(h + 1, c >> 16);
+% if zero:
+            hist_l[r] = 0u;
+% endif
+        }
+    }
+</%def>
+
 __kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
 void muca_update(__global uint *lattice, __global int *bins, __global int *mags,
                  __global const uchar *codes, __global const uint *exact, __global const uint *desc,
@@ -236,7 +267,7 @@ void muca_update(__global uint *lattice, __global int *bins, __global int *mags,
     __local uint lat_l[MU_N * ${WPG}u];
 % endif
 % if hmode == "local":
-    __local uint hist_l[${hist_rows}u * MU_NBINS];
+    __local uint hist_l[${hist_rows}u * MU_HROW];
 % endif
 % if combine == "local":
     __local uint comb_l[2u * ${wg}u];
@@ -265,7 +296,7 @@ void muca_update(__global uint *lattice, __global int *bins, __global int *mags,
     for (uint r = lid; r < MU_CODE_WORDS; r += ${wg}u) codes_l[r] = ((__global const uint *)codes)[r];
 % endif
 % if hmode == "local":
-    for (uint r = lid; r < ${hist_rows}u * MU_NBINS; r += ${wg}u) hist_l[r] = 0u;
+    for (uint r = lid; r < ${hist_rows}u * MU_HROW; r += ${wg}u) hist_l[r] = 0u;
     const uint slot0_l = (uint)(((ulong)(offset + (uint)get_group_id(0) * ${wg * K}u) * slots) / total);
 % endif
 % if table == "local" or hmode == "local" or lattice_mode == "local":
@@ -305,7 +336,7 @@ void muca_update(__global uint *lattice, __global int *bins, __global int *mags,
 % if record:
         const uint slot = (uint)(((ulong)g * slots) / total);
 %   if hmode == "local":
-        hrow[v] = ${"0u" if hist_rows == 1 else "(slot - slot0_l) * MU_NBINS"};
+        hrow[v] = ${"0u" if hist_rows == 1 else "(slot - slot0_l) * MU_HROW"};
 %   else:
         hrow[v] = slot * MU_NBINS;
 %   endif
@@ -356,7 +387,19 @@ ${step(wn, "c == 1u ? rnd1[v] : c == 2u ? rnd2[v] : rnd3[v]", "dp[0] & 0x7FFFFFF
 % endfor
         flags = ${" | ".join("((%s >> 31) << %d)" % (dword("d", c, 0), c) for c in range(4))};
     }
+% if half:
+    uint since = i;                                  // recorded steps in the local counts
+% endif
     while (i + 4u <= n) {
+% if half:
+        if (since > ${hist_flush - 7}u) {            // this block and a ragged end of 3 could pass 65535
+            barrier(CLK_LOCAL_MEM_FENCE);
+${add_halves(True)}
+            barrier(CLK_LOCAL_MEM_FENCE);
+            since = 0u;
+        }
+        since += 4u;
+% endif
         for (uint v = 0; v < ${K}u; ++v) {
             cur0[v] = rnd0[v]; cur1[v] = rnd1[v]; cur2[v] = rnd2[v]; cur3[v] = rnd3[v];
             const uint4 r = mu_philox(mu_step_counter(t + 4u, offset + j0 + ${P}u * v, MU_TAG_ACCEPT), key);
@@ -435,7 +478,10 @@ ${step(wn, "c == 0u ? rnd0[v] : c == 1u ? rnd1[v] : rnd2[v]", "dp[0] & 0x7FFFFFF
         lattice[(size_t)site * G + word0 + w] = lat_l[r];
     }
 % endif
-% if hmode == "local":
+% if half:
+    barrier(CLK_LOCAL_MEM_FENCE);
+${add_halves(False)}
+% elif hmode == "local":
     barrier(CLK_LOCAL_MEM_FENCE);
     for (uint r = lid; r < ${hist_rows}u * MU_NBINS; r += ${wg}u) {
         const uint c = hist_l[r];

@@ -100,7 +100,8 @@ def _start(args, comm, say):
     o = sim.options
     where = sim.device.name if comm is None else f"{comm.Get_size()} MPI ranks (rank 0: {sim.device.name})"
     say(f"muca {sim.geom}, {sim.walkers} walkers, seed {sim.seed}, on {where} "
-          f"(wg {o['wg']}, lattice {o['lattice']}, table {o['table']}, histogram {o['hist']}, "
+          f"(wg {o['wg']}, lattice {o['lattice']}, table {o['table']}, histogram {o['hist']}"
+          f"{' in 16 bits' if o['hist'] == 'local' and o.get('hist_bits') == 16 else ''}, "
           f"{o['per_item']} walker(s) per work item)"
           + (f", resumed from {args.resume}" + (" (in the production)" if sim.producing else "")
              if args.resume else ""), flush=True)

@@ -29,6 +29,9 @@ LATTICE_MODES = ("local", "global")
 TABLE_MODES = ("local", "global")
 HIST_MODES = ("local", "global")
 PER_ITEM = (1, 2, 4, 8, 16, 32)
+# a 16-bit local histogram is flushed between blocks of 4 steps, with room for a
+# ragged end of 3: at least 7 steps between flushes
+MIN_FLUSH_STEPS = 7
 MAGNET_BUDGET = 64 << 20       # magnetization histograms are recorded by default up to this size
 # pip PoCL 3.0 (pthread device) corrupts its own memory once a work group uses
 # more than ~6 KiB of local memory (a plain 1600-word __local array, launched
@@ -65,21 +68,48 @@ def code_bytes(geom: Geometry, layout: str = "pair") -> int:
     return -(-geom.nbins * per_bin // 4) * 4
 
 
-def _local_bytes(geom, wg, table, hist, combine, hist_rows=1, layout="pair", lattice="global", per_item=1):
+def hist_bytes(geom: Geometry, bits: int = 32, rows: int = 1) -> int:
+    """Bytes of a local histogram: `rows` rows of 32-bit counts, or of 16-bit
+    counts two to a word."""
+    return rows * (geom.nbins if bits == 32 else (geom.nbins + 1) // 2) * 4
+
+
+def hist_flush_steps(wg: int, per_item: int) -> int:
+    """Steps between the flushes of a 16-bit local histogram inside a launch: a
+    count grows by at most the work group's walkers (wg x per_item) per step."""
+    return 0xFFFF // (wg * per_item)
+
+
+def _local_bytes(geom, wg, table, hist, combine, hist_rows=1, layout="pair", lattice="global", per_item=1,
+                 hist_bits=32):
     return ((geom.N * wg // (LANES // per_item) * 4 if lattice == "local" else 0)
             + (code_bytes(geom, layout) if table == "local" else 0)
-            + (hist_rows * geom.nbins * 4 if hist == "local" else 0)
+            + (hist_bytes(geom, hist_bits, hist_rows) if hist == "local" else 0)
             + (2 * wg * 4 if combine == "local" else 0))
+
+
+def _hist_plans(flush_steps, table, move_codes=True):
+    """(bits, table of the recorded launches) of a local histogram, best first:
+    32-bit counts, 16-bit counts (where a launch can flush them in time) with
+    the codes where the plan has them, then (move_codes) with the codes in
+    global memory."""
+    plans = [(32, table)]
+    if flush_steps >= MIN_FLUSH_STEPS:
+        plans += [(16, table)] + ([(16, "global")] if move_codes else [])
+    return list(dict.fromkeys(plans))
 
 
 def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_item=None, lattice=None) -> dict:
     """The kernel plan: work-group size, walkers per work item (per_item: 1, 2,
     4, ... 32; the 32 / per_item items of a lattice word combine their flips by
     a warp vote on NVIDIA, else through local memory), and where the pair-code
-    table and the histogram live during a launch (local memory where they fit).
-    The caller's choices, checked, else defaults from `facts`: on GPUs one
-    walker per work item (wg 128 on NVIDIA, 64 elsewhere), on CPUs one work item
-    per word of 32 walkers (wg 8). Results do not depend on any of these."""
+    table and the histogram live during a launch (local memory where they fit;
+    a histogram in 32-bit counts, else in 16-bit ones flushed during the
+    launch, if need be with the recorded launches reading the codes from
+    global memory unless the caller chose `table`). The caller's choices,
+    checked, else defaults from `facts`: on GPUs one walker per work item (wg
+    128 on NVIDIA, 64 elsewhere), on CPUs one work item per word of 32 walkers
+    (wg 8). Results do not depend on any of these."""
     if lattice is not None:
         _validate.choice("lattice", lattice, LATTICE_MODES)
     if table is not None:
@@ -87,6 +117,7 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
     if hist is not None:
         _validate.choice("hist", hist, HIST_MODES)
     room = local_room(facts)
+    table_arg = table
     if per_item is not None:
         per_item = _validate.integer("per_item", per_item)
         _validate.choice("per_item", per_item, PER_ITEM)
@@ -112,8 +143,9 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
         raise ValueError(f"wg must be a multiple of {max(step, 32 if combine == 'ballot' else 1)} with "
                          f"per_item = {per_item} ({step} work items per lattice word"
                          + (", whole warps on NVIDIA" if combine == "ballot" else "") + f"), got {wg}")
-    def need(lat, tab, lay, his):
-        return _local_bytes(geom, wg, tab, his, combine, layout=lay, lattice=lat, per_item=per_item)
+    def need(lat, tab, lay, his, bits=32):
+        return _local_bytes(geom, wg, tab, his, combine, layout=lay, lattice=lat, per_item=per_item,
+                            hist_bits=bits)
 
     # in local memory where they fit, by priority: the group's lattice words, the
     # threshold codes (one per (bin, nd) "row": fewer instructions per flip than one
@@ -125,9 +157,17 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
         table = "local" if need(lattice, "local", layout, "global") <= room else "global"
     if table == "global":
         layout = "row" if need(lattice, "global", "row", "global") <= room else "pair"
-    if hist is None:
-        hist = "local" if need(lattice, table, layout, "local") <= room else "global"
-    needed = need(lattice, table, layout, hist)
+    # a local histogram: 32-bit counts, else 16-bit ones flushed during the launch,
+    # else 16-bit ones with the recorded launches reading the codes from global memory
+    hist_bits, table_recorded = 32, table
+    if hist != "global":
+        fits = [(bits, tab) for bits, tab in _hist_plans(hist_flush_steps(wg, per_item), table, table_arg is None)
+                if need(lattice, tab, layout, "local", bits) <= room]
+        if fits:
+            hist, (hist_bits, table_recorded) = "local", fits[0]
+        elif hist is None:
+            hist = "global"
+    needed = max(need(lattice, table, layout, "global"), need(lattice, table_recorded, layout, hist, hist_bits))
     if needed > room:
         raise ValueError(f"lattice={lattice!r}, table={table!r}, hist={hist!r} with wg = {wg} need "
                          f"{format_bytes(needed)} of local "
@@ -140,7 +180,8 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
     # local memory every lane loads (the shuffle lost: 180 against 219 flips/ns at L = 32)
     lane0 = combine == "ballot" and lattice == "global"
     return {"wg": wg, "lattice": lattice, "table": table, "hist": hist, "per_item": per_item,
-            "combine": combine, "layout": layout, "memory": "lane0" if lane0 else "all", "ahead": lane0}
+            "combine": combine, "layout": layout, "memory": "lane0" if lane0 else "all", "ahead": lane0,
+            "hist_bits": hist_bits, "table_recorded": table_recorded}
 
 
 def buffer_sizes(geom: Geometry, walkers: int, slots: int = 1, magnet: bool = False) -> dict:
@@ -272,21 +313,24 @@ class Engine:
         # one local row when no work group straddles two slots (the iterations)
         aligned = self.total % slots == 0 and (self.total // slots) % span == 0 and self.offset % span == 0
         rows = 1 if slots == 1 or aligned else 2
-        hist = o["hist"]
+        hist, bits, table = o["hist"], o.get("hist_bits", 32), o.get("table_recorded", o["table"])
+        flush = o.get("hist_flush", hist_flush_steps(self.wg, self.per_item))
         if hist == "local" and self.total // slots < span:
             hist = "global"           # a work group could span three slots: count per walker
-        if hist == "local" and (_local_bytes(g, self.wg, o["table"], "local", o["combine"], rows,
-                                             o.get("layout", "pair"), o.get("lattice", "global"), self.per_item)
-                                > local_room(self.dev.facts)):
-            hist = "global"
+        if hist == "local":           # the plan's local histogram, or a narrower one for two rows
+            fits = [(b, tab) for b, tab in _hist_plans(flush, table) if b <= bits and _local_bytes(
+                g, self.wg, tab, "local", o["combine"], rows, o.get("layout", "pair"), o.get("lattice", "global"),
+                self.per_item, b) <= local_room(self.dev.facts)]
+            hist, (bits, table) = ("local", fits[0]) if fits else ("global", (32, o["table"]))
         # two programs: the thermalisation's launches (nothing counted) and the recorded ones
         self._prog = {}
         for record in (False, True):
-            key = (hist, bool(magnet), rows, bool(trips), record)
+            key = (hist, bits, table, bool(magnet), rows, bool(trips), record)
             if key not in self._programs:     # built once per engine (each iteration configures)
                 self._programs[key] = self.dev.build(
                     "muca/update.cl", **g.template(), wg=self.wg, K=self.per_item, combine=o["combine"],
-                    table=o["table"], hist=hist, record=record, magnet=bool(magnet), hist_rows=rows,
+                    table=table if record else o["table"], hist=hist, record=record, magnet=bool(magnet),
+                    hist_rows=rows, hist_bits=bits, hist_flush=flush if bits == 16 else 0,
                     trips=bool(trips), ahead=bool(o.get("ahead", True)), layout=o.get("layout", "pair"),
                     lattice=o.get("lattice", "global"), memory=o.get("memory", "all"))
             self._prog[record] = self._programs[key]
@@ -298,7 +342,7 @@ class Engine:
             self._hist_buf = self._buffer(self._hist_zero.size, np.uint32)
             self._mhist_zero = np.zeros(msize, np.uint32)
             self._mhist_buf = self._buffer(msize, np.uint32)
-        self.slots, self.magnet, self.hist_mode = slots, bool(magnet), hist
+        self.slots, self.magnet, self.hist_mode = slots, bool(magnet), hist if hist == "global" else f"local{bits}"
         self.hist = np.zeros(self.hist_shape, np.int64)
         self.moments = np.zeros((slots, g.nbins, 3), np.float64) if magnet else None
         self._since = 0
