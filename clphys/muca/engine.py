@@ -99,6 +99,22 @@ def _hist_plans(flush_steps, table, move_codes=True):
     return list(dict.fromkeys(plans))
 
 
+def _checked_choices(facts, wg, table, hist, per_item, lattice):
+    """The caller's plan choices checked (None: the plan's default); returns wg, per_item."""
+    if lattice is not None:
+        _validate.choice("lattice", lattice, LATTICE_MODES)
+    if table is not None:
+        _validate.choice("table", table, TABLE_MODES)
+    if hist is not None:
+        _validate.choice("hist", hist, HIST_MODES)
+    if per_item is not None:
+        per_item = _validate.integer("per_item", per_item)
+        _validate.choice("per_item", per_item, PER_ITEM)
+    if wg is not None:
+        wg = _validate.integer("wg", wg, 1, facts.max_work_group)
+    return wg, per_item
+
+
 def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_item=None, lattice=None) -> dict:
     """The kernel plan: work-group size, walkers per work item (per_item: 1, 2,
     4, ... 32; the 32 / per_item items of a lattice word combine their flips by
@@ -110,19 +126,9 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
     checked, else defaults from `facts`: on GPUs one walker per work item (wg
     128 on NVIDIA, 64 elsewhere), on CPUs one work item per word of 32 walkers
     (wg 8). Results do not depend on any of these."""
-    if lattice is not None:
-        _validate.choice("lattice", lattice, LATTICE_MODES)
-    if table is not None:
-        _validate.choice("table", table, TABLE_MODES)
-    if hist is not None:
-        _validate.choice("hist", hist, HIST_MODES)
+    wg, per_item = _checked_choices(facts, wg, table, hist, per_item, lattice)
     room = local_room(facts)
     table_arg = table
-    if per_item is not None:
-        per_item = _validate.integer("per_item", per_item)
-        _validate.choice("per_item", per_item, PER_ITEM)
-    if wg is not None:
-        wg = _validate.integer("wg", wg, 1, facts.max_work_group)
     if per_item is None:
         # GPUs: one walker per work item where the lattices fit local memory, else two
         # (NVIDIA, global lattice: two walkers per item, the word's first lane loading
