@@ -53,16 +53,16 @@
     pf = "ib%dx%d%s_" % (W, H, rng[0])  # helper names carry the variant: Oclgrind mixes up same-named helpers of two programs
     joint = context.get("joint", None)
     if joint is not None:
-        JK, JF, JSHIFT, JCELLS = joint
+        GROUP_SPINS, FIELD_BITS, TABLE_SHIFT, TABLE_CELLS = joint
         always, slots = context["always"], context["slots"]
         D = len(slots)
-        if rng != "philox" or not D or BW % JK or JF < JK or D * JF > 16:
+        if rng != "philox" or not D or BW % GROUP_SPINS or FIELD_BITS < GROUP_SPINS or D * FIELD_BITS > 16:
             raise ValueError("blocks.cl: joint = %r needs rng philox, slots and %d-bit words" % (joint, BW))
-        JG = BW // JK                    # groups (one random word each) per plane word
-        JGA = JF // JK                   # groups per accumulator
-        JNA = -(-JG // JGA)              # accumulators per plane word
-        JC = BW // (4 * JK)              # Philox calls per plane word (0: one call spans 2+ words)
-        pf = pf[:-1] + "j%d_" % JK
+        GROUPS_PER_WORD = BW // GROUP_SPINS  # groups (one random word each) per plane word
+        GROUPS_PER_ACC = FIELD_BITS // GROUP_SPINS  # groups per accumulator
+        ACCS_PER_WORD = -(-GROUPS_PER_WORD // GROUPS_PER_ACC)  # accumulators per plane word
+        CALLS_PER_WORD = BW // (4 * GROUP_SPINS)  # Philox calls per plane word (0: one call spans 2+ words)
+        pf = pf[:-1] + "j%d_" % GROUP_SPINS
 
     def bmask(classes, u):
         """Bits of plane word u whose class (a, k) is in `classes` (a = 1: spin -1 = dn)."""
@@ -83,15 +83,15 @@
     def jdecode(x, g, ind):
         """Adds group g's mask, decoded from random word x, to its accumulator."""
         return "%s{ const uint2 e = tb[%s >> %du]; ja%d += (%s < e.x ? e.y : e.y >> 16) << %d; }" % (
-            ind, x, JSHIFT, g // JGA, x, (g % JGA) * JK)
+            ind, x, TABLE_SHIFT, g // GROUPS_PER_ACC, x, (g % GROUPS_PER_ACC) * GROUP_SPINS)
 
     def jplanes(lev):
         """The level-lev plane (one bit per site of the plane word) from the accumulators."""
         parts = []
-        for a in range(JNA):
-            acc = "(ja%d >> %d)" % (a, (lev - 1) * JF) if lev > 1 else "ja%d" % a
-            part = "(%s & 0x%Xu)" % (acc, (1 << (JGA * JK)) - 1)
-            parts.append(part if a == 0 else "(%s << %d)" % (part, a * JGA * JK))
+        for a in range(ACCS_PER_WORD):
+            acc = "(ja%d >> %d)" % (a, (lev - 1) * FIELD_BITS) if lev > 1 else "ja%d" % a
+            part = "(%s & 0x%Xu)" % (acc, (1 << (GROUPS_PER_ACC * GROUP_SPINS)) - 1)
+            parts.append(part if a == 0 else "(%s << %d)" % (part, a * GROUPS_PER_ACC * GROUP_SPINS))
         return " | ".join(parts)
 %>
 % if rng == "philox":
@@ -342,9 +342,9 @@ ${pass_body(c, sites)}
             dn_${u} = ~w;
         }
         {
-            uint ${", ".join("ja%d = 0u" % a for a in range(JNA))};
-%   if JC:
-%     for h in range(JC):
+            uint ${", ".join("ja%d = 0u" % a for a in range(ACCS_PER_WORD))};
+%   if CALLS_PER_WORD:
+%     for h in range(CALLS_PER_WORD):
             {
                 const uint4 v = ${pf}philox((uint4)(jrow_${u} + ${h}u, (uint)pass_${c}, (uint)(pass_${c} >> 32), rep), key);
 %       for e, x in enumerate("xyzw"):
@@ -354,9 +354,9 @@ ${jdecode("v." + x, 4 * h + e, "                ")}
 %     endfor
 %   else:
             {
-                // this word's groups are components je .. je + ${JG - 1} of one call
+                // this word's groups are components je .. je + ${GROUPS_PER_WORD - 1} of one call
                 const uint4 v = ${pf}philox((uint4)(jrow_${u}, (uint)pass_${c}, (uint)(pass_${c} >> 32), rep), key);
-%     for g in range(JG):
+%     for g in range(GROUPS_PER_WORD):
                 const uint x${g} = je_${u} + ${g}u == 0u ? v.x : je_${u} + ${g}u == 1u ? v.y : je_${u} + ${g}u == 2u ? v.z : v.w;
 ${jdecode("x%d" % g, g, "                ")}
 %     endfor
@@ -419,7 +419,7 @@ ${tile_coords()}
 ${tile_offsets()}
 % if joint is not None:
     // joint decisions: `thresholds` holds the replica alias tables
-    __global const uint2 *tb = (__global const uint2 *)thresholds + rep * ${JCELLS}u;
+    __global const uint2 *tb = (__global const uint2 *)thresholds + rep * ${TABLE_CELLS}u;
     barrier(CLK_LOCAL_MEM_FENCE);           // the tile is loaded
 % for c in range(2):
 %   for u in range(P):
@@ -427,12 +427,12 @@ ${tile_offsets()}
 %   endfor
 % endfor
     const uint2 key = (uint2)(key0, key1);
-    const uint calls = ntx * ${HW}u / ${4 * JK}u;          // Philox calls per lattice row
+    const uint calls = ntx * ${HW}u / ${4 * GROUP_SPINS}u;          // Philox calls per lattice row
 % for u in range(P):
     const uint lab_${u} = tx * ${HW}u + ((lid + ${u * IPG}u) % NWR) * BW;   // label of bit 0
-    const uint jrow_${u} = (ty * ${H}u + (lid + ${u * IPG}u) / NWR) * calls + lab_${u} / ${4 * JK}u;
-%   if not JC:
-    const uint je_${u} = (lab_${u} / ${JK}u) & 3u;
+    const uint jrow_${u} = (ty * ${H}u + (lid + ${u * IPG}u) / NWR) * calls + lab_${u} / ${4 * GROUP_SPINS}u;
+%   if not CALLS_PER_WORD:
+    const uint je_${u} = (lab_${u} / ${GROUP_SPINS}u) & 3u;
 %   endif
 % endfor
     for (uint t = 0; t < inner; ++t) {

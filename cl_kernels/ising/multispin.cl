@@ -37,11 +37,11 @@
 ## F / k consecutive groups are added into one accumulator (shifted by k bits
 ## each; the alias bits above bit 15 never reach the fields, D F <= 16), then
 ## each level's plane is cut out of the accumulators. The Philox call h of word
-## index wi = row * WR + w has counter (wi * CPW + h, r, t_lo, 2 t_hi + c),
-## CPW = ceil(groups per word / 4), component j -> group 4h + j.
+## index wi = row * WR + w has counter (wi * CALLS_PER_WORD + h, r, t_lo, 2 t_hi + c),
+## CALLS_PER_WORD = ceil(groups per word / 4), component j -> group 4h + j.
 ##
 ## params: those of clphys.ising.multispin_source.kernel_params, which checks
-## them and computes the values derived from them (S, WR, LYF, NBITS, CPW, the
+## them and computes the values derived from them (S, WR, FOLDED_LY, NBITS, CALLS_PER_WORD, the
 ## multi-sweep tile, ...); this template only writes the code.
 <%namespace name="philox" file="/rng/philox.cl"/>
 <%namespace name="red" file="/common/reduce.cl"/>
@@ -49,7 +49,7 @@
 <%
     def goff(q):
         """Counter offset of Philox group q of a word from that of its group 0."""
-        return (q // QS) * LYF * QS + q % QS if NATG else q
+        return (q // QS) * FOLDED_LY * QS + q % QS if NATURAL_COUNTERS else q
 
     def up_fix(x, first):
         """The word x of the row above, rotated where the row is the first of its
@@ -60,26 +60,26 @@
     def dn_fix(x, last):
         return x if FOLD == 1 else "MS_ROTDN_IF(%s, %s)" % (x, last)
     # Philox vector width of the lanes 4/8 design: joint words need only
-    # W * CPW calls per item, so fewer lanes than `lanes` where that is less
+    # W * CALLS_PER_WORD calls per item, so fewer lanes than `lanes` where that is less
     VL = lanes
     if joint is not None and lanes > 1:
-        VL = min(lanes, max(2, 1 << ((W * CPW).bit_length() - 1)))
+        VL = min(lanes, max(2, 1 << ((W * CALLS_PER_WORD).bit_length() - 1)))
 
     def joint_decode(x, g, ind):
         """Adds the mask of group g, decoded from random word x, to its accumulator
         (+ rather than |: the fields never overlap, and it can be one multiply-add)."""
         return "%s{ const uint2 e = tb[%s >> %du]; ja%d += (%s < e.x ? e.y : e.y >> 16) << %d; }" % (
-            ind, x, JSHIFT, g // JGA, x, (g % JGA) * JK)
+            ind, x, TABLE_SHIFT, g // GROUPS_PER_ACC, x, (g % GROUPS_PER_ACC) * GROUP_SPINS)
 
     def joint_flip(ind):
         """flip |= the spins whose level-l bit is set, per level l (slot l - 1)."""
         out = []
         for lev in range(1, D + 1):
             parts = []
-            for a in range(JNA):
-                acc = "(ja%d >> %d)" % (a, (lev - 1) * JF) if lev > 1 else "ja%d" % a
-                part = "(%s & 0x%Xu)" % (acc, (1 << (JGA * JK)) - 1)
-                parts.append(part if a == 0 else "(%s << %d)" % (part, a * JGA * JK))
+            for a in range(ACCS_PER_WORD):
+                acc = "(ja%d >> %d)" % (a, (lev - 1) * FIELD_BITS) if lev > 1 else "ja%d" % a
+                part = "(%s & 0x%Xu)" % (acc, (1 << (GROUPS_PER_ACC * GROUP_SPINS)) - 1)
+                parts.append(part if a == 0 else "(%s << %d)" % (part, a * GROUPS_PER_ACC * GROUP_SPINS))
             out.append("flip |= (%s) & (%s);" % (mask_of(slots[lev - 1]), " | ".join(parts)))
         return "\n".join(ind + line for line in out)
 
@@ -89,12 +89,12 @@
         ending in `flip |= ...`. mode: select | compare."""
         out = []
         if mode == "joint":
-            out.append("uint %s;" % ", ".join("ja%d = 0u" % a for a in range(JNA)))
-            for h in range(CPW):
+            out.append("uint %s;" % ", ".join("ja%d = 0u" % a for a in range(ACCS_PER_WORD)))
+            for h in range(CALLS_PER_WORD):
                 out.append("{")
                 out.append("    const uint4 v = ms_philox((uint4)(g0 + %du, rg, t_lo, c3), key);" % h)
                 for j, x in enumerate(("v.x", "v.y", "v.z", "v.w")):
-                    if 4 * h + j < JNG:
+                    if 4 * h + j < GROUPS_PER_WORD:
                         out.append(joint_decode(x, 4 * h + j, "    "))
                 out.append("}")
             out.extend(joint_flip("").split("\n"))
@@ -161,7 +161,7 @@
         hi = select(b - 1, base + (1 << b), j)
         return "select(%s, %s, P%dv << (MSB - %du))" % (lo, hi, b, j)
 %>
-${ic.lattice("MS_", dim, Lx, LYF, Lz)}
+${ic.lattice("MS_", dim, Lx, FOLDED_LY, Lz)}
 ${philox.philox4x32_10("ms_")}
 % if lanes > 1:
 ${ic.philox_lanes("ms_", VL)}
@@ -257,12 +257,12 @@ inline uint ms_horizontal(uint c, uint cm, uint cp, uint odd)
     const uint next = oc[w0 + ${W}u == MS_WR ? 0u : w0 + ${W}u];
 % endif
 % if joint is not None:
-    // the run's ${W * CPW} Philox calls, ${VL} at a time: lane q of batch b is
-    // call b * ${VL} + q, i.e. call h of word w0 + (b * ${VL} + q) / ${CPW}
-<%   NB = -(-(W * CPW) // VL) %>
+    // the run's ${W * CALLS_PER_WORD} Philox calls, ${VL} at a time: lane q of batch b is
+    // call b * ${VL} + q, i.e. call h of word w0 + (b * ${VL} + q) / ${CALLS_PER_WORD}
+<%   NB = -(-(W * CALLS_PER_WORD) // VL) %>
 %   for b in range(NB):
     uint${VL} jx${b}, jy${b}, jz${b}, jw${b};
-    ms_philox_lanes((uint${VL})((row * MS_WR + w0) * ${CPW}u + gshift + ${b * VL}u) + LANE, rg, t_lo,
+    ms_philox_lanes((uint${VL})((row * MS_WR + w0) * ${CALLS_PER_WORD}u + gshift + ${b * VL}u) + LANE, rg, t_lo,
                     t_hi * 2u + colour, key, &jx${b}, &jy${b}, &jz${b}, &jw${b});
 %   endfor
 % endif
@@ -277,14 +277,14 @@ inline uint ms_horizontal(uint c, uint cm, uint cp, uint odd)
 %   if ROWS_RUN:
 <%
         rk, wk = divmod(k, WR)
-        pk, yk = divmod(rk, LYF)          # plane and row of a PLANES run (pk 0 otherwise)
+        pk, yk = divmod(rk, FOLDED_LY)    # plane and row of a PLANES run (pk 0 otherwise)
         rotup = (lambda x: up_fix(x, "true"))
         rotdn = (lambda x: dn_fix(x, "true"))
         if PLANES:
-            u = comp("c_v", k - WR) if yk else rotup(comp("c_v", k + (LYF - 1) * WR))
-            d = comp("c_v", k + WR) if yk < LYF - 1 else rotdn(comp("c_v", k - (LYF - 1) * WR))
-            f = comp("c_v", k - LYF * WR) if pk else "%s[%d]" % (fr, rk * WR + wk)
-            bb = comp("c_v", k + LYF * WR) if pk < PP - 1 else "%s[%d]" % (bk, yk * WR + wk)
+            u = comp("c_v", k - WR) if yk else rotup(comp("c_v", k + (FOLDED_LY - 1) * WR))
+            d = comp("c_v", k + WR) if yk < FOLDED_LY - 1 else rotdn(comp("c_v", k - (FOLDED_LY - 1) * WR))
+            f = comp("c_v", k - FOLDED_LY * WR) if pk else "%s[%d]" % (fr, rk * WR + wk)
+            bb = comp("c_v", k + FOLDED_LY * WR) if pk < PP - 1 else "%s[%d]" % (bk, yk * WR + wk)
         else:
             u = "u_first%d" % wk if rk == 0 else comp("c_v", k - WR)
             d = "d_last%d" % wk if rk == RR - 1 else comp("c_v", k + WR)
@@ -307,11 +307,11 @@ inline uint ms_horizontal(uint c, uint cm, uint cp, uint odd)
 %   endif
         uint flip = ${mask_of(always)};
 %   if D and joint is not None:
-        uint ${", ".join("ja%d = 0u" % a for a in range(JNA))};
-%     for h in range(CPW):
-<%      b, q = divmod(k * CPW + h, VL) %>
+        uint ${", ".join("ja%d = 0u" % a for a in range(ACCS_PER_WORD))};
+%     for h in range(CALLS_PER_WORD):
+<%      b, q = divmod(k * CALLS_PER_WORD + h, VL) %>
 %       for j, x in enumerate("xyzw"):
-%         if 4 * h + j < JNG:
+%         if 4 * h + j < GROUPS_PER_WORD:
 ${joint_decode("j%s%d.s%d" % (x, b, q), 4 * h + j, "        ")}
 %         endif
 %       endfor
@@ -324,13 +324,13 @@ ${joint_flip("        ")}
         // Lane q of Philox batch h is group g0 + ${lanes}h + q = bits 4q..4q+3 of
         // the batch's ${4 * lanes} bits; component j is bit 4q + j. Lane shifts
         // move that bit to the MSB (select) or pick it (accept bits).
-        const uint g0 = gshift + ${"(row + z * %du + %du) * %du" % (Ly - LYF, k + (k // LYF) * (Ly - LYF), QS) if NATG else "(row + %du) * (MS_S / 4u)" % k if PARTIAL else "row * (MS_S / 4u) + (w0 + %du) * 8u" % k};
+        const uint g0 = gshift + ${"(row + z * %du + %du) * %du" % (Ly - FOLDED_LY, k + (k // FOLDED_LY) * (Ly - FOLDED_LY), QS) if NATURAL_COUNTERS else "(row + %du) * (MS_S / 4u)" % k if PARTIAL else "row * (MS_S / 4u) + (w0 + %du) * 8u" % k};
         uint acc = 0u;
 %     for h in range(8 // lanes):
 %       if 4 * lanes * h < NBITS:
         {
             uint${lanes} vx, vy, vz, vw;
-            ms_philox_lanes(${"(uint%d)(g0) + (uint%d)(%s)" % (lanes, lanes, ", ".join("%du" % goff(lanes * h + q) for q in range(lanes))) if NATG else "(uint%d)(g0 + %du) + LANE" % (lanes, lanes * h)}, rg, t_lo, t_hi * 2u + colour, key,
+            ms_philox_lanes(${"(uint%d)(g0) + (uint%d)(%s)" % (lanes, lanes, ", ".join("%du" % goff(lanes * h + q) for q in range(lanes))) if NATURAL_COUNTERS else "(uint%d)(g0 + %du) + LANE" % (lanes, lanes * h)}, rg, t_lo, t_hi * 2u + colour, key,
                             &vx, &vy, &vz, &vw);
 %         for b in range(NP):
             const uint${lanes} P${b}v = (uint${lanes})(P${b} >> ${4 * lanes * h});
@@ -379,7 +379,7 @@ ${joint_flip("        ")}
 ## replica `rep`'s thresholds: the joint-decision table tb, or one threshold th<i> per class
 <%def name="thresholds(rep)">
 % if joint is not None:
-    __global const uint2 *tb = (__global const uint2 *)thr + ${rep} * ${JCELLS}u;
+    __global const uint2 *tb = (__global const uint2 *)thr + ${rep} * ${TABLE_CELLS}u;
 % else:
 %   for i in range(D):
     const uint th${i} = thr[${rep} * ${D}u + ${i}u];
@@ -389,7 +389,7 @@ ${joint_flip("        ")}
 ## gshift: the counter of local row 0 were the item's rows' global rows linear in local rows
 <%def name="global_shift(row)">
     const uint gx = ${row} + gfirst + (${row} >= gsplit ? grows - MS_ROWS % grows : 0u);
-    const uint gshift = (gx - (gx / grows) * grows - ${row}) * MS_WR * ${CPW}u;
+    const uint gshift = (gx - (gx / grows) * grows - ${row}) * MS_WR * ${CALLS_PER_WORD}u;
 </%def>
 % if wg:
 __kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
@@ -425,11 +425,11 @@ ${global_shift("row0")}    __global uint *me = own + (r * MS_ROWS + row0) * MS_W
     __global const uint *pm = pl + (w == 0u ? (int)MS_WR - 1 : -1);
     __global const uint *pp = pl + (w + 1u == MS_WR ? 1 - (int)MS_WR : 1);
 %   endif
-    // first Philox counter of the word (CPW calls per word)
-% if NATG:
-    uint g0 = (row0 + z * ${Ly - LYF}u) * ${QS}u + gshift;
+    // first Philox counter of the word (CALLS_PER_WORD calls per word)
+% if NATURAL_COUNTERS:
+    uint g0 = (row0 + z * ${Ly - FOLDED_LY}u) * ${QS}u + gshift;
 % else:
-    uint g0 = (row0 * MS_WR + w) * ${CPW}u + gshift;
+    uint g0 = (row0 * MS_WR + w) * ${CALLS_PER_WORD}u + gshift;
 % endif
 ${thresholds("r")}
     const uint2 key = (uint2)(k0, k1);
@@ -451,7 +451,7 @@ ${thresholds("r")}
         MS_COUNT(s, c, hn, u, d, ${"f" if dim == 3 else "0u"}, ${"b" if dim == 3 else "0u"})
         uint flip = ${mask_of(always)};
 %   if D and joint is not None:
-        // joint: one random word per group of ${JK} spins, decoded by a table
+        // joint: one random word per group of ${GROUP_SPINS} spins, decoded by a table
         // lookup into level masks (see the header)
 ${accept_code("joint", "        ")}
 %   elif D:
@@ -464,7 +464,7 @@ ${accept_code(accept, "        ")}
         u = c;
         c = d;
         odd ^= 1u;
-        g0 += ${"%du" % QS if NATG else "MS_WR * %du" % CPW};
+        g0 += ${"%du" % QS if NATURAL_COUNTERS else "MS_WR * %du" % CALLS_PER_WORD};
     }
 }
 % else:
@@ -560,8 +560,8 @@ void ising_ms_sums(__global const uint *s0, __global const uint *s1, __global lo
     const uint rw = (uint)(idx - (size_t)r * (MS_ROWS * MS_WR)), row = rw / MS_WR, w = rw - row * MS_WR;
     const uint z = row / MS_LY, odd = (c + (row - z * MS_LY) + z) & 1u;
 % if FOLD > 1:
-    // sub-row j of a folded word: natural row z Ly + y + j ${LYF}
-    const size_t row_start = (size_t)r * ${Lx * Ly * Lz}u + (size_t)(row + z * ${Ly - LYF}u) * MS_LX + odd;
+    // sub-row j of a folded word: natural row z Ly + y + j ${FOLDED_LY}
+    const size_t row_start = (size_t)r * ${Lx * Ly * Lz}u + (size_t)(row + z * ${Ly - FOLDED_LY}u) * MS_LX + odd;
 % else:
     const size_t row_start = (size_t)r * MS_N + (size_t)row * MS_LX + odd;
 % endif
@@ -574,7 +574,7 @@ ${pack_index()}
     __global const char *src = nat + row_start;
     uint word = 0u;
     for (uint b = 0; b < ${NBITS}u; ++b)
-        word |= (uint)(src[${"2u * (32u * w + b)" if FOLD == 1 else "(b / %du) * %du + 2u * (b %% %du)" % (S, LYF * Lx, S)}] < 0) << b;
+        word |= (uint)(src[${"2u * (32u * w + b)" if FOLD == 1 else "(b / %du) * %du + 2u * (b %% %du)" % (S, FOLDED_LY * Lx, S)}] < 0) << b;
     (c ? s1 : s0)[idx] = word;
 }
 
@@ -585,7 +585,7 @@ ${pack_index()}
     __global char *dst = nat + row_start;
     const uint word = (c ? s1 : s0)[idx];
     for (uint b = 0; b < ${NBITS}u; ++b)
-        dst[${"2u * (32u * w + b)" if FOLD == 1 else "(b / %du) * %du + 2u * (b %% %du)" % (S, LYF * Lx, S)}] = (word >> b) & 1u ? -1 : 1;
+        dst[${"2u * (32u * w + b)" if FOLD == 1 else "(b / %du) * %du + 2u * (b %% %du)" % (S, FOLDED_LY * Lx, S)}] = (word >> b) & 1u ? -1 : 1;
 }
 
 % if stats:
@@ -597,7 +597,7 @@ ${pack_index()}
 // replica r = get_global_id(1) draws `iters` sets of one spin word and 2 dim
 // neighbour words (Philox counters (i, it, 0xFFFFFFFF, 0xFFFFFFFC + call)),
 // decides them with the replica's table and decision counters
-// ((i * iters + it) * CPW + h, r, 0, 0), and counts accepts and proposals per
+// ((i * iters + it) * CALLS_PER_WORD + h, r, 0, 0), and counts accepts and proposals per
 // class (a * NCLS + k), then per (level l, position j in its group), then
 // accepted pairs at positions j, j + 1 of one group with the same level:
 // counts[(r * items + i) * ${NCNT} + ...] =
@@ -618,7 +618,7 @@ ${thresholds("r")}
         const uint s = a.x;
         MS_COUNT(s, a.y, a.z, a.w, b.x, b.y, b.z)
         uint flip = ${mask_of(always)};
-        const uint g0 = (i * iters + it) * ${CPW}u;
+        const uint g0 = (i * iters + it) * ${CALLS_PER_WORD}u;
 %   if D:
 ${accept_code("joint" if joint is not None else "select", "        ")}
 %   endif
@@ -761,7 +761,7 @@ ${lanes_run("me", "oc", "up", "dn", "fr", "bk")}
 %     endif
             MS_COUNT(s, c, hn, u, d, ${"f" if dim == 3 else "0u"}, ${"b" if dim == 3 else "0u"})
             uint flip = ${mask_of(always)};
-            const uint g0 = ${"(z * %du + y) * %du" % (Ly, QS) if NATG else "((z * MS_LY + y) * MS_WR + w) * %du" % CPW};
+            const uint g0 = ${"(z * %du + y) * %du" % (Ly, QS) if NATURAL_COUNTERS else "((z * MS_LY + y) * MS_WR + w) * %du" % CALLS_PER_WORD};
 %     if D:
 ${accept_code("joint" if joint is not None else accept, "            ")}
 %     endif

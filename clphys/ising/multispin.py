@@ -413,7 +413,7 @@ def decision_counts(thresholds, words, *, spins_per_word=None, seed=0, device=No
     kp = kernel_params(dim=dim, Lx=64, Ly=2, Lz=2 if dim == 3 else 1, W=1, lanes=1, wg=None, rwg=64,
                        always=plan.always, slots=plan.slots, accept="select", stats=True,
                        joint=lay and (lay.k, lay.field, lay.shift, lay.cells))
-    cpw, ncls, ncnt = kp["CPW"], kp["NCL"], kp["NCNT"]      # Philox calls per word, classes, counters
+    cpw, ncls, ncnt = kp["CALLS_PER_WORD"], kp["NCL"], kp["NCNT"]  # Philox calls, classes, counters
     iters = -(-words // items)
     if items * iters * cpw >= 2**32:
         raise ValueError(f"words = {words} is too many for one call (at most {2**32 // cpw - items})")

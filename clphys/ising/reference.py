@@ -130,7 +130,7 @@ def multispin_sweeps(spins, thresholds, n=1, *, seed=0, sweep=0, spins_per_word=
     rows y, y + Ly/k', ... of a z plane share word row z Ly/k' + y mod Ly/k',
     row y + j Ly/k' in bits j Lx/2 ..); the k spins of group g = b // k share the word of
     Philox call h = g // 4 (component g % 4) with counter
-    ((row * WR + w) * CPW + h, r, t mod 2^32, 2 (t div 2^32) + colour), and
+    ((row * WR + w) * CALLS_PER_WORD + h, r, t mod 2^32, 2 (t div 2^32) + colour), and
     spin b % k of the group is accepted iff its region, decoded through the
     replica's table, is >= the level of its class.
     """
@@ -152,10 +152,10 @@ def multispin_sweeps(spins, thresholds, n=1, *, seed=0, sweep=0, spins_per_word=
     if lay is not None:
         b = i % 32
         if fold > 1:
-            Ly, LYF = shape[1], shape[1] // fold
+            Ly, FOLDED_LY = shape[1], shape[1] // fold
             y, z = row % Ly, row // Ly
-            b = (y // LYF) * S + i
-            row = z * LYF + y % LYF
+            b = (y // FOLDED_LY) * S + i
+            row = z * FOLDED_LY + y % FOLDED_LY
         group = b // lay.k
         cpw = -(-(row_bits // lay.k) // 4)
         call = (row * WR + i // 32) * cpw + group // 4
