@@ -283,16 +283,6 @@ _WORKERS_RAN: set[str] = set()
 _WORKERS_ON: dict[str, set[str]] = {}
 
 
-# Tests that take minutes on CI's two cores (PoCL compiling the multicanonical GPU
-# plan's programs): collected first, so that one worker starts them while the other
-# works through the rest, instead of one worker finishing with them alone.
-RUN_FIRST = ("test_portability_gpus.py::test_same_bits_on_gpu_personas[amd-gpu-muca.run]",)
-
-
-def pytest_collection_modifyitems(config, items):
-    items.sort(key=lambda item: not item.nodeid.endswith(RUN_FIRST))
-
-
 def pytest_testnodedown(node, error):
     out = getattr(node, "workeroutput", {})
     _WORKERS_RAN.update(out.get("oclgrind_kernels", ()))
