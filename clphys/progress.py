@@ -63,7 +63,8 @@ class Progress:
         self._min = 0.0 if progress is True else min_seconds
         self._shown = False
         self._history = [(0.0, 0)]       # (seconds, done) of recent updates
-        self._measured = [0.0, 0]        # seconds and units of the slices measured
+        self._measured = (0.0, 0)        # seconds and number of the slices measured
+        self._unit_seconds = float("inf")  # the fastest measured slice's seconds per unit
         self._seen = 0                   # units done at the last slice reported
         self._judged = False             # the long-run check was made
         self.updated = time.monotonic()    # time.monotonic() of the last update()
@@ -104,20 +105,24 @@ class Progress:
     def judge(self, device_name: str, seconds: float, first: bool) -> None:
         """After a slice of work on a CPU device that took `seconds` (`first`: the first
         of its pass, which may include building the kernels: not measured): once WARN_AFTER
-        seconds of slices are measured, LongRunWarning if the job's estimate exceeds
-        LONG_RUN_SECONDS."""
+        seconds of at least two slices are measured, LongRunWarning if the job's estimate
+        exceeds LONG_RUN_SECONDS.
+
+        The estimate takes the fastest slice's time per unit: a later slice can still
+        include compiling (PoCL compiles a kernel for each new launch shape when it first
+        runs), and a small slice pays the launches' overhead; neither makes work faster."""
         units, self._seen = self.done - self._seen, self.done
         if self._judged or self.done >= self.total:
             return
-        if not first:
-            self._measured[0] += seconds
-            self._measured[1] += units
-        spent, counted = self._measured
-        if spent < WARN_AFTER or counted <= 0:
+        if not first and units > 0:
+            self._measured = (self._measured[0] + seconds, self._measured[1] + 1)
+            self._unit_seconds = min(self._unit_seconds, seconds / units)
+        spent, slices = self._measured
+        if spent < WARN_AFTER or slices < 2:
             return
         self._judged = True
         now = time.perf_counter() - self._start
-        total = now + (self.total - self.done) * spent / counted
+        total = now + (self.total - self.done) * self._unit_seconds
         if total > LONG_RUN_SECONDS:
             what = self.label or "this run"
             warnings.warn(f"{what}: about {_duration(total)} on {device_name} (a CPU device; "

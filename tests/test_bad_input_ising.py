@@ -70,6 +70,12 @@ def test_ensemble_constructors(name, value, cls):
     _clean(lambda: cls(L, temps, device=NOWHERE, **kw))
 
 
+def test_the_base_ensemble_names_its_subclasses():
+    from clphys.ising import Ensemble
+    with pytest.raises(TypeError, match="create one of those"):
+        Ensemble(8, [2.0], device=NOWHERE)
+
+
 TAKEN = {"L", "T", "J", "h", "algorithm", "rng", "seed", "start", "device"}
 
 

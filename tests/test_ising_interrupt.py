@@ -71,3 +71,37 @@ def test_ctrl_c_on_binder_writes_nothing(device, tmp_path):
     _one_line(res.stderr, r"clphys binder: interrupted after \d+ of \d+ spin updates of the scan; "
                           r"(sizes [\d, ]+ were complete; )?nothing written")
     assert res.stdout == "" and list(tmp_path.iterdir()) == []
+
+
+_THREAD_MASKS = r"""
+import os, re, sys, threading
+import clphys
+
+def blocked():
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        status = open(f"/proc/self/task/{tid}/status").read()
+        out[int(tid)] = bool(int(re.search(r"SigBlk:\s*(\w+)", status).group(1), 16) & 2)
+    return out
+
+before = blocked()
+clphys.device(sys.argv[1]).queue.finish()
+after = blocked()
+new = sorted(t for t in after if t not in before)
+print(after[threading.get_native_id()], len(new), all(after[t] for t in new))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_the_runtimes_threads_hold_ctrl_c_back(device):
+    """OpenCL runtimes start worker threads with the context, and PoCL's run
+    the system linker when a kernel is first launched: a Ctrl-C to the process
+    group killed that linker mid-link and PoCL aborted.  The threads the runtime
+    starts inherit a mask with SIGINT blocked; the main thread keeps it open."""
+    import subprocess
+    out = subprocess.run([sys.executable, "-c", _THREAD_MASKS, device.facts.index], capture_output=True,
+                         text=True, check=True).stdout.split()
+    main_blocked, new, all_blocked = out[0] == "True", int(out[1]), out[2] == "True"
+    assert not main_blocked and all_blocked, out
+    if device.facts.vendor == "pocl":
+        assert new > 0, out

@@ -100,22 +100,27 @@ def test_long_cpu_runs_warn_once_with_the_estimate(monkeypatch):
     monkeypatch.setattr(pr.time, "perf_counter", clock)
     monkeypatch.setattr(pr.time, "monotonic", clock)
 
-    def job(total, per_slice, slices, cpu=True):
+    def job(total, per_slice, slices, cpu=True, late_build=None):
         bar = pr.Progress(total, progress=False, label="a job")
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
             for k in range(slices):
                 # each pass's first slice builds its kernels (5 s): not counted
                 first = k % 10 == 0
-                clock.now += per_slice + 5.0 * first
+                # PoCL may compile a kernel in a later slice too (a new launch shape)
+                seconds = per_slice + 5.0 * first + 2.5 * (k == late_build)
+                clock.now += seconds
                 bar.update(1)
-                pr.observe_slice("some CPU", cpu, per_slice + 5.0 * first, first)
+                pr.observe_slice("some CPU", cpu, seconds, first)
         bar.close()
         return [str(w.message) for w in seen if w.category is pr.LongRunWarning]
 
     found = job(1000, 0.25, 20)         # 1000 slices of 0.25 s: ~250 s
     assert len(found) == 1 and "a job: about 4 minutes on some CPU" in found[0], found
+    found = job(1000, 0.25, 20, late_build=1)
+    assert len(found) == 1 and "a job: about 4 minutes on some CPU" in found[0], found
     assert job(100, 0.25, 20) == []     # 25 s
+    assert job(100, 0.25, 20, late_build=1) == []
     assert job(1000, 0.25, 20, cpu=False) == []
 
 

@@ -81,6 +81,8 @@ class Ensemble(EnsembleCheckpoints):
     def __init__(self, L, temperatures, *, J=1.0, h=0.0, algorithm=None, rng=None, seed=0,
                  start="random", device=None, replica_offset=0, comm=None, gather="root",
                  _slab_comm=None, **options):
+        if self.dim is None:
+            raise TypeError("Ensemble is the base of Ensemble2D and Ensemble3D: create one of those")
         self._comm, self._gather, self._slab = None, "root", None
         self._T_all, self._r0 = None, 0
         if _slab_comm is not None:          # one lattice split over ranks (Ising2D/3D(comm=))

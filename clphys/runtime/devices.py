@@ -26,13 +26,16 @@ whose LLVM does not know CPUs newer than itself ("unknown target CPU").
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import glob
 import hashlib
 import os
 import re
 import shutil
+import signal
 import subprocess
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Union
@@ -108,9 +111,30 @@ def _facts(platform: cl.Platform, dev: cl.Device, index: str, ctx=None) -> Devic
         driver=str(dev.driver_version).strip(), index=index))
 
 
+@contextlib.contextmanager
+def _sigint_held_back():
+    """SIGINT blocked in this thread for the block's duration.
+
+    OpenCL runtimes start their worker threads when their platform or context is
+    created; a thread inherits its creator's signal mask, and so does a process it
+    spawns.  PoCL's workers run the system linker when a kernel is first launched:
+    with SIGINT blocked there, Ctrl-C (sent to the whole process group) no longer
+    kills that linker mid-link, which PoCL answers with abort(); the interrupt
+    reaches Python's handler in the main thread as usual."""
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def _platforms():
     try:
-        return cl.get_platforms()
+        with _sigint_held_back():
+            return cl.get_platforms()
     except cl.Error:       # the ICD loader found no platform at all
         return []
 
@@ -386,8 +410,9 @@ class Device:
     def __init__(self, platform: cl.Platform, cl_device: cl.Device, index: str):
         self.platform = platform
         self.cl_device = cl_device
-        self.context = cl.Context([cl_device])
-        self.queue = cl.CommandQueue(self.context)
+        with _sigint_held_back():                # the runtime's threads: see there
+            self.context = cl.Context([cl_device])
+            self.queue = cl.CommandQueue(self.context)
         self.facts = _facts(platform, cl_device, index, self.context)
         self.programs: dict[tuple, Program] = {}    # (cache id, source hash, options), see render.py
         self.cache_dir = rank_cache_dir()   # each MPI rank its own binary cache; else PyOpenCL's
