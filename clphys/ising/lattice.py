@@ -79,26 +79,8 @@ class Ensemble(EnsembleCheckpoints):
     _launch: LaunchChoice | None = None
 
     def __init__(self, L, temperatures, *, J=1.0, h=0.0, algorithm=None, rng=None, seed=0,
-                 start="random", device=None, replica_offset=0, comm=None, gather="root",
-                 _slab_comm=None, **options):
-        if self.dim is None:
-            raise TypeError("Ensemble is the base of Ensemble2D and Ensemble3D: create one of those")
-        self._comm, self._gather, self._slab = None, "root", None
-        self._T_all, self._r0 = None, 0
-        if _slab_comm is not None:          # one lattice split over ranks (Ising2D/3D(comm=))
-            mpi.comm_size_rank(_slab_comm)
-            options = dict(options)
-            halo = options.pop("halo", None)        # how deep the halos are, not physics: not saved
-            args = (L, temperatures, J, h, algorithm, rng, seed, start, replica_offset, options)
-            backend = mpi.all_ok(_slab_comm, self._check_args, *args, slab_size=_slab_comm.Get_size(),
-                                 halo=halo)
-            mpi.agree(_slab_comm, "lattice parameters", L=list(self.shape), T=self._T.tolist(), J=self.J,
-                      h=self.h, algorithm=self.algorithm, rng=self.rng, seed=self.seed, start=start,
-                      options=repr(sorted(self.options.items())), halo=self._halo)
-            self._slab = _slab_comm
-            mpi.all_ok(_slab_comm, self._open, backend, device, start)
-            self._backend.exchange_halos()      # every rank has its spins: no one waits for a failed one
-            return
+                 start="random", device=None, replica_offset=0, comm=None, gather="root", **options):
+        self._blank()
         if comm is None:
             self._setup(L, temperatures, J, h, algorithm, rng, seed, start, device, replica_offset,
                         options)
@@ -122,6 +104,32 @@ class Ensemble(EnsembleCheckpoints):
         self._comm, self._gather, self._T_all = comm, gather, temps
         mpi.all_ok(comm, self._setup, L, temps[first:first + count], J, h, algorithm, rng, seed,
                    start, device, first, options)
+
+    def _blank(self):
+        if self.dim is None:
+            raise TypeError("Ensemble is the base of Ensemble2D and Ensemble3D: create one of those")
+        self._comm, self._gather, self._slab = None, "root", None
+        self._T_all, self._r0 = None, 0
+
+    @classmethod
+    def _split_lattice(cls, comm, launch, L, temperatures, *, J, h, algorithm, rng, seed, start, device,
+                       **options):
+        """One lattice split over the ranks of `comm` (``Ising2D/3D(comm=)``), with the
+        multispin launch plan `launch` (None: the backend's choice)."""
+        self = cls.__new__(cls)
+        self._launch = launch
+        self._blank()
+        mpi.comm_size_rank(comm)
+        halo = options.pop("halo", None)        # how deep the halos are, not physics: not saved
+        args = (L, temperatures, J, h, algorithm, rng, seed, start, 0, options)
+        backend = mpi.all_ok(comm, self._check_args, *args, slab_size=comm.Get_size(), halo=halo)
+        mpi.agree(comm, "lattice parameters", L=list(self.shape), T=self._T.tolist(), J=self.J,
+                  h=self.h, algorithm=self.algorithm, rng=self.rng, seed=self.seed, start=start,
+                  options=repr(sorted(self.options.items())), halo=self._halo)
+        self._slab = comm
+        mpi.all_ok(comm, self._open, backend, device, start)
+        self._backend.exchange_halos()      # every rank has its spins: no one waits for a failed one
+        return self
 
     def _setup(self, L, temperatures, J, h, algorithm, rng, seed, start, device, replica_offset,
                options):

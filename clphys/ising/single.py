@@ -32,8 +32,9 @@ class _Single:
             T = _validate.real("T", T, minimum=0.0, strict_min=True)
             if "halo" in options:
                 raise ValueError("halo (slabs per side of a lattice split over MPI ranks) needs comm")
-        self._ens = with_launch(self._ensemble, self._launch, L, [T], J=J, h=h, algorithm=algorithm,
-                                rng=rng, seed=seed, start=start, device=device, _slab_comm=comm, **options)
+        kw = dict(J=J, h=h, algorithm=algorithm, rng=rng, seed=seed, start=start, device=device, **options)
+        self._ens = (with_launch(self._ensemble, self._launch, L, [T], **kw) if comm is None else
+                     self._ensemble._split_lattice(comm, self._launch, L, [T], **kw))  # noqa: SLF001
 
     @property
     def ensemble(self) -> Ensemble:
