@@ -435,8 +435,8 @@ def test_3d_canonical_averages_against_ising3d(device, L):
 
 # ------------------------------------------------------------------ defaults and flags (issue 27, 30)
 def test_blocks_default_follows_walkers(device):
-    """The production's blocks default to min(100, walkers): 64 and 16 walkers
-    run; one walker is refused before any device work, naming the default."""
+    """The production's blocks default to min(100, walkers) for walker counts
+    that are no multiple of 50 * 1024: 64 and 16 walkers run; one walker is refused before any device work, naming the default."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         res = muca.run(4, walkers=64, seed=0, device=device, updates=200)
@@ -447,6 +447,25 @@ def test_blocks_default_follows_walkers(device):
         muca.run(4, walkers=1, seed=0, device="no such device")     # checked before the device
     with pytest.raises(ValueError, match="blocks must be <= 16"):
         muca.run(4, walkers=16, blocks=17, device="no such device")
+
+
+def test_default_blocks_keep_work_groups_whole():
+    """Where the walkers allow it, the default groups are multiples of 1024 walkers
+    (100 down to 50 of them), else min(100, walkers): at 2D L = 128 on an NVIDIA
+    GPU's 48 KiB the production then keeps the iterations' 16-bit local histogram,
+    where 100 groups split work groups and needed the global one."""
+    from clphys.muca.engine import choose_options, default_walkers, hist_flush_steps, histogram_plan
+    from clphys.muca.geometry import Geometry
+    from clphys.muca.simulation import default_blocks
+    from clphys.runtime.facts import fake_facts
+    walkers = [1, 16, 64, 100_000, 102_400, 135_168, 67_584, 53_248, 106_496]
+    assert [default_blocks(w) for w in walkers] == [1, 16, 64, 100, 100, 66, 66, 52, 52]
+    facts, geom = fake_facts("nvidia"), Geometry(2, 128)
+    o, W = choose_options(facts, geom), default_walkers(facts, geom)
+    plan = lambda slots: histogram_plan(facts, geom, o, o["wg"], o["per_item"],     # noqa: E731
+                                        hist_flush_steps(o["wg"], o["per_item"]), W, 0, slots)
+    assert W == 135_168 and plan(1)[:2] == ("local", 16)
+    assert plan(100)[0] == "global" and plan(default_blocks(W)) == plan(1)
 
 
 def test_short_production_is_flagged_not_infinite(device):

@@ -190,6 +190,28 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
             "hist_bits": hist_bits, "table_recorded": table_recorded}
 
 
+def histogram_plan(facts, geom: Geometry, options: dict, wg: int, per_item: int, flush: int, total: int,
+                   offset: int, slots: int) -> tuple:
+    """(hist, bits, table, rows) of launches that count `slots` groups of `total`
+    walkers, this engine's from walker `offset` on: the plan's local histogram
+    with one row when no work group straddles two groups (every iteration), else
+    two rows, in 16 bits or with the codes in global memory where 32-bit rows do
+    not fit, else the global histogram."""
+    o = options
+    span = wg * per_item                 # walkers of one work group
+    aligned = total % slots == 0 and (total // slots) % span == 0 and offset % span == 0
+    rows = 1 if slots == 1 or aligned else 2
+    hist, bits, table = o["hist"], o.get("hist_bits", 32), o.get("table_recorded", o["table"])
+    if hist == "local" and total // slots < span:
+        hist = "global"           # a work group could span three slots: count per walker
+    if hist == "local":
+        fits = [(b, tab) for b, tab in _hist_plans(flush, table) if b <= bits and _local_bytes(
+            geom, wg, tab, "local", o["combine"], rows, o.get("layout", "pair"), o.get("lattice", "global"),
+            per_item, b) <= local_room(facts)]
+        hist, (bits, table) = ("local", fits[0]) if fits else ("global", (32, o["table"]))
+    return hist, bits, table, rows
+
+
 def buffer_sizes(geom: Geometry, walkers: int, slots: int = 1, magnet: bool = False) -> dict:
     """Bytes of every device buffer an engine allocates."""
     sizes = {"lattices": geom.N * (groups(walkers) + 32) * 4, "energies": walkers * 4, "magnetizations": walkers * 4,
@@ -315,19 +337,9 @@ class Engine:
         `trip_range` (see reset_passages)."""
         g = self.geom
         o = self.options
-        span = self.wg * self.per_item                 # walkers of one work group
-        # one local row when no work group straddles two slots (the iterations)
-        aligned = self.total % slots == 0 and (self.total // slots) % span == 0 and self.offset % span == 0
-        rows = 1 if slots == 1 or aligned else 2
-        hist, bits, table = o["hist"], o.get("hist_bits", 32), o.get("table_recorded", o["table"])
         flush = o.get("hist_flush", hist_flush_steps(self.wg, self.per_item))
-        if hist == "local" and self.total // slots < span:
-            hist = "global"           # a work group could span three slots: count per walker
-        if hist == "local":           # the plan's local histogram, or a narrower one for two rows
-            fits = [(b, tab) for b, tab in _hist_plans(flush, table) if b <= bits and _local_bytes(
-                g, self.wg, tab, "local", o["combine"], rows, o.get("layout", "pair"), o.get("lattice", "global"),
-                self.per_item, b) <= local_room(self.dev.facts)]
-            hist, (bits, table) = ("local", fits[0]) if fits else ("global", (32, o["table"]))
+        hist, bits, table, rows = histogram_plan(self.dev.facts, g, o, self.wg, self.per_item, flush,
+                                                 self.total, self.offset, slots)
         # two programs: the thermalisation's launches (nothing counted) and the recorded ones
         self._prog = {}
         for record in (False, True):

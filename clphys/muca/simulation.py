@@ -45,8 +45,30 @@ TARGET_SECONDS = 0.25
 THERM_PASSAGES = 0.5
 PASSAGE_CAP = 200
 DEFAULT_BLOCKS = 100
+# walkers that every work group's walkers (wg * per_item, powers of two) divide
+BLOCK_ALIGN = 1024
 ITERATION_ROWS = 64
 DEFAULT_TARGET_ERROR = 0.02
+
+
+def default_blocks(walkers: int) -> int:
+    """The production's groups of walkers by default.
+
+    The most from DEFAULT_BLOCKS down to half of it whose groups are whole
+    multiples of BLOCK_ALIGN walkers, else min(DEFAULT_BLOCKS, walkers).
+
+    Groups of whole work groups let each launch count into one local histogram
+    row; a work group that straddles two groups needs two rows, which at 2D
+    L = 128 no longer fit an NVIDIA GPU's 48 KiB, so the production fell back to a
+    global histogram (recorded launches 47 against 186 flips/ns on the H200,
+    docs/muca.md). The rule depends on the walker count alone, so a seed gives
+    the same run on every device.
+    """
+    walkers = int(walkers)
+    for blocks in range(DEFAULT_BLOCKS, DEFAULT_BLOCKS // 2 - 1, -1):
+        if walkers % (blocks * BLOCK_ALIGN) == 0:
+            return blocks
+    return min(DEFAULT_BLOCKS, walkers)
 
 
 def production_args(walkers, geom, blocks=None, updates=None, therm=None, magnetization=None,
@@ -54,7 +76,7 @@ def production_args(walkers, geom, blocks=None, updates=None, therm=None, magnet
     """The production's arguments for `walkers` walkers of `geom`, checked and
     with their defaults (no device work): what produce() and run() check first."""
     if blocks is None:
-        blocks = min(DEFAULT_BLOCKS, int(walkers))
+        blocks = default_blocks(walkers)
         if blocks < 2:
             raise ValueError(f"blocks: the default min({DEFAULT_BLOCKS}, walkers) = {blocks} is below 2: the "
                              f"production's errors need at least 2 groups of walkers; use walkers >= 2")
@@ -359,9 +381,10 @@ class Multicanonical(MulticanonicalCheckpoints):
           PASSAGE_CAP * width^2 flips per walker; `updates`: exactly that many
           recorded flips per walker instead.
 
-        The walkers form `blocks` (default min(100, walkers)) groups of
-        consecutive walkers, independent chains whose histograms give the
-        jackknife errors. magnetization: record (E, |M|) histograms for
+        The walkers form `blocks` groups of consecutive walkers, independent
+        chains whose histograms give the jackknife errors; by default the most
+        groups from 100 down to 50 that are multiples of 1024 walkers each, else
+        min(100, walkers) (see default_blocks). magnetization: record (E, |M|) histograms for
         canonical() (default: when they take at most 64 MiB). progress: a bar
         in round trips and the error against its target. The result says
         whether the target was reached (`reached`); a RuntimeWarning says when
