@@ -86,8 +86,10 @@ class Progress:
                 self._last, self._shown = now, True
                 frac = self.done / self.total
                 bar = "#" * int(30 * frac)
+                left = self.left()
+                left_text = f"{left:6.1f}s" if left < 120 else f"{_duration(left):>7}"
                 sys.stderr.write(f"\r{self.label} [{bar:<30}] {100 * frac:5.1f}% "
-                                 f"{now:6.1f}s elapsed, {self.left():6.1f}s left")
+                                 f"{now:6.1f}s elapsed, {left_text} left")
                 sys.stderr.flush()
 
     def left(self) -> float:
