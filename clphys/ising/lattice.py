@@ -106,6 +106,7 @@ class Ensemble(EnsembleCheckpoints):
                    start, device, first, options)
 
     def _blank(self):
+        """No MPI split yet; refuses the base class."""
         if self.dim is None:
             raise TypeError("Ensemble is the base of Ensemble2D and Ensemble3D: create one of those")
         self._comm, self._gather, self._slab = None, "root", None

@@ -328,7 +328,7 @@ def add_parsers(sub):
                         "then uses the last weights")
     p.add_argument("--production-blocks", type=int, default=None,
                    help="groups of walkers for the jackknife errors (default: the most from 100 down to 50 "
-                        "that are multiples of 1024 walkers each, else min(100, walkers))")
+                        "that each hold a multiple of 1024 walkers, else min(100, walkers))")
     p.add_argument("--production-updates", type=int, default=None,
                    help="recorded flips per walker in the production (default: until the largest error of "
                         "ln g reaches --target-error, after thermalising to half a passage per walker)")

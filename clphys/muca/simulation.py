@@ -54,8 +54,8 @@ DEFAULT_TARGET_ERROR = 0.02
 def default_blocks(walkers: int) -> int:
     """The production's groups of walkers by default.
 
-    The most from DEFAULT_BLOCKS down to half of it whose groups are whole
-    multiples of BLOCK_ALIGN walkers, else min(DEFAULT_BLOCKS, walkers).
+    The most from DEFAULT_BLOCKS down to half of it whose groups each hold a
+    multiple of BLOCK_ALIGN walkers, else min(DEFAULT_BLOCKS, walkers).
 
     Groups of whole work groups let each launch count into one local histogram
     row; a work group that straddles two groups needs two rows, which at 2D
@@ -383,12 +383,12 @@ class Multicanonical(MulticanonicalCheckpoints):
 
         The walkers form `blocks` groups of consecutive walkers, independent
         chains whose histograms give the jackknife errors; by default the most
-        groups from 100 down to 50 that are multiples of 1024 walkers each, else
-        min(100, walkers) (see default_blocks). magnetization: record (E, |M|) histograms for
-        canonical() (default: when they take at most 64 MiB). progress: a bar
-        in round trips and the error against its target. The result says
-        whether the target was reached (`reached`); a RuntimeWarning says when
-        it was not or the thermalisation ended short. Ctrl-C raises
+        groups from 100 down to 50 that each hold a multiple of 1024 walkers,
+        else min(100, walkers) (see default_blocks). magnetization: record
+        (E, |M|) histograms for canonical() (default: when they take at most
+        64 MiB). progress: a bar in round trips and the error against its
+        target. The result says whether the target was reached (`reached`); a
+        RuntimeWarning says when it was not or the thermalisation ended short. Ctrl-C raises
         clphys.runtime.Interrupted; save() and a later produce() continue the
         run bit for bit.
         """
