@@ -23,7 +23,7 @@ from clphys.sde import Ensemble, Kuramoto, Model, josephson, kuramoto, models
 # a value silently cast to inf or NaN on the way is a failure too
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
 
-SETTINGS = settings(max_examples=40, deadline=None,
+SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 CLPHYS_DIR = os.path.dirname(os.path.abspath(__import__("clphys").__file__))
 

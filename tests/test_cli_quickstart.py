@@ -120,3 +120,30 @@ def test_ctrl_c_on_sweeps_auto(device, tmp_path):
     assert re.fullmatch(r"clphys ising: interrupted after \d+ of \d+ sweeps; nothing written \(--sweeps auto "
                         r"keeps no state: --sweeps N with --checkpoint FILE does\)", last), last
     assert res.stdout == "" and list(tmp_path.iterdir()) == []
+
+
+def test_ctrl_c_while_auto_analyses_a_chunk(device, monkeypatch):
+    """Ctrl-C while --sweeps auto analyses its series between chunks stops there
+    with the count made (it used to escape as a bare "interrupted")."""
+    import os
+    import signal
+
+    import pytest
+
+    from clphys.ising import Ising2D
+    from clphys.ising import cli as ising_cli
+    from clphys.runtime import Interrupted
+    real = ising_cli.cli_report.analyse
+
+    def analyse_then_ctrl_c(samples):
+        os.kill(os.getpid(), signal.SIGINT)        # as if the user pressed Ctrl-C now
+        return real(samples)
+    monkeypatch.setattr(ising_cli.cli_report, "analyse", analyse_then_ctrl_c)
+    lat = Ising2D(16, 2.269, seed=1, device=device)
+    with pytest.raises(Interrupted) as exc:
+        ising_cli._auto_loop(lat, {"every": 1, "temperature": 2.269}, time.perf_counter() + 600, False)
+    made = ising_cli.AUTO_FIRST
+    then = max(ising_cli.AUTO_FIRST, int(ising_cli.AUTO_GROWTH * made))
+    assert str(exc.value) == f"interrupted after {made} of {made + then} sweeps"
+    assert exc.value.kept.startswith("nothing written")
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

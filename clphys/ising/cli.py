@@ -27,7 +27,7 @@ from .._cli import (
 from ..progress import Progress
 from ..runtime import Interrupted, run_sliced
 from ..runtime.files import atomic_output
-from ..runtime.longrun import Checkpoints
+from ..runtime.longrun import Checkpoints, interrupt_deferred
 from . import cli_report, cli_run
 from .cli_run import ISING_DEFAULTS
 
@@ -166,7 +166,10 @@ def _auto_loop(lat, p, deadline, progress):
     energy, mag = [], []
     seconds, rate, trust, chunk, steps = 0.0, None, 0.0, AUTO_FIRST, 1000
     trusted_since = None           # measurements when the criterion last became true
-    with Progress(steps, progress, label="ising: trustworthy errors") as bar, warnings.catch_warnings():
+    kept = "nothing written (--sweeps auto keeps no state: --sweeps N with --checkpoint FILE does)"
+    # Ctrl-C between chunks (while the series are analysed) stops after that chunk too
+    with Progress(steps, progress, label="ising: trustworthy errors") as bar, warnings.catch_warnings(), \
+            interrupt_deferred() as pending:
         # the budget bounds the run: the CPU long-run estimate would only repeat it
         warnings.simplefilter("ignore", LongRunWarning)
         while True:
@@ -178,7 +181,7 @@ def _auto_loop(lat, p, deadline, progress):
             except Interrupted as exc:
                 made = every * sum(len(e) for e in energy)
                 stop = Interrupted(made + exc.done, made + exc.total, "sweeps")
-                stop.kept = "nothing written (--sweeps auto keeps no state: --sweeps N with --checkpoint FILE does)"
+                stop.kept = kept
                 raise stop from None
             seconds += time.perf_counter() - c0
             rate = chunk * every / max(time.perf_counter() - c0, 1e-9)
@@ -197,6 +200,11 @@ def _auto_loop(lat, p, deadline, progress):
             if (trusted_since and n_measure >= 2 * trusted_since) or time.perf_counter() >= deadline:
                 return s1, seconds, trust
             chunk = max(AUTO_FIRST, int(AUTO_GROWTH * len(e_all)))
+            if pending():               # as if stopped at the start of the next chunk
+                made = every * len(e_all)
+                stop = Interrupted(made, made + every * chunk, "sweeps")
+                stop.kept = kept
+                raise stop
 
 
 
