@@ -166,7 +166,11 @@ def _auto_loop(lat, p, deadline, progress):
     energy, mag = [], []
     seconds, rate, trust, chunk, steps = 0.0, None, 0.0, AUTO_FIRST, 1000
     trusted_since = None           # measurements when the criterion last became true
-    kept = "nothing written (--sweeps auto keeps no state: --sweeps N with --checkpoint FILE does)"
+
+    def stopped(done, total):
+        stop = Interrupted(done, total, "sweeps")
+        stop.kept = "nothing written (--sweeps auto keeps no state: --sweeps N with --checkpoint FILE does)"
+        return stop
     # Ctrl-C between chunks (while the series are analysed) stops after that chunk too
     with Progress(steps, progress, label="ising: trustworthy errors") as bar, warnings.catch_warnings(), \
             interrupt_deferred() as pending:
@@ -180,9 +184,7 @@ def _auto_loop(lat, p, deadline, progress):
                 s = lat.sample(chunk, every=every, n_therm=0, progress=False)
             except Interrupted as exc:
                 made = every * sum(len(e) for e in energy)
-                stop = Interrupted(made + exc.done, made + exc.total, "sweeps")
-                stop.kept = kept
-                raise stop from None
+                raise stopped(made + exc.done, made + exc.total) from None
             seconds += time.perf_counter() - c0
             rate = chunk * every / max(time.perf_counter() - c0, 1e-9)
             energy.append(s.energy)
@@ -202,9 +204,7 @@ def _auto_loop(lat, p, deadline, progress):
             chunk = max(AUTO_FIRST, int(AUTO_GROWTH * len(e_all)))
             if pending():               # as if stopped at the start of the next chunk
                 made = every * len(e_all)
-                stop = Interrupted(made, made + every * chunk, "sweeps")
-                stop.kept = kept
-                raise stop
+                raise stopped(made, made + every * chunk)
 
 
 
