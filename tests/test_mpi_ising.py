@@ -155,11 +155,14 @@ def test_halo_depth_is_checked():
         check_halo(2.0, 64, 3)
     with pytest.raises(ValueError, match="cannot be split"):
         check_halo(2, 4, 3)
-    # the device's default, at most a quarter of the thinnest share, else 1 (14 planes
-    # over 3 ranks: 6, 4, 4; 40 over 2: 20 each)
-    assert halo_depth(32768, 2, None, True) == 16 and halo_depth(64, 2, None, False) == 4
-    assert halo_depth(40, 2, None, True) == 4 and halo_depth(14, 3, None, True) == 1
-    assert halo_depth(14, 3, 2, True) == 2
+    # the device's default, on GPUs deeper by dimension within 1/16 of the thinnest
+    # share, at most a quarter of it, else 1 (14 planes over 3 ranks: 6, 4, 4; 40 over
+    # 2: 20 each)
+    assert halo_depth(65536, 2, None, True, 2) == 64 and halo_depth(1024, 2, None, True, 3) == 32
+    assert halo_depth(768, 2, None, True, 2) == 24 and halo_depth(256, 2, None, True, 2) == 16
+    assert halo_depth(65536, 2, None, False, 2) == 4 and halo_depth(64, 2, None, False, 3) == 4
+    assert halo_depth(40, 2, None, True, 2) == 4 and halo_depth(14, 3, None, True, 3) == 1
+    assert halo_depth(14, 3, 2, True, 3) == 2 and halo_depth(65536, 2, 8, True, 2) == 8
     with pytest.raises(ValueError, match="needs comm"):
         Ising2D(16, 2.3, halo=2)
 

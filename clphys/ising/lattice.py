@@ -180,7 +180,7 @@ class Ensemble(EnsembleCheckpoints):
         if self._slab is not None:
             from .slabs import SlabBackend, halo_depth, local_shape
             size, rank = mpi.comm_size_rank(self._slab)
-            halo = halo_depth(self.shape[-1], size, self._halo, self.device.facts.is_gpu)
+            halo = halo_depth(self.shape[-1], size, self._halo, self.device.facts.is_gpu, len(self.shape))
             local = local_shape(self.shape, size, rank, halo)
             need = SlabBackend.device_bytes(self.device.facts, local, halo, **self._backend_options)
             check_memory(self.device, need, f"rank {rank}'s share {'x'.join(map(str, local))} (with "

@@ -73,10 +73,16 @@ from .multispin import MultispinBackend
 __all__ = ["SlabBackend", "slab_shares", "check_halo", "halo_depth"]
 
 # Default halo depth by DeviceFacts.is_gpu: on GPUs an exchange (a host chain
-# of ~60-90 us, benchmarks/RESULTS.md "MPI scaling") every 8 sweeps, while the
-# redundant halo rows cost ~h / own of a sweep; on CPUs (PoCL) launches are
+# of ~60-90 us, benchmarks/RESULTS.md "MPI scaling") every h / 2 sweeps, while
+# the redundant halo rows cost ~h / own of a sweep; on CPUs (PoCL) launches are
 # cheap next to the sweep of the rows, so shallower halos.
 DEFAULT_HALO = {True: 16, False: 4}
+# Deeper halos on GPUs where they stay within 1/16 of the share (at most ~6 %
+# redundant slabs), by dimension: on 4 H200s (docs/mpi.md, "Speed") 2D weak
+# 32768^2 per GPU went from 93.3 % (h = 16) to 98.7 % (h = 64) per GPU, 3D
+# 512^3 from 49.3 % to 57.8 % (h = 32; a 3D slab is a plane of 2^18 sites,
+# whose redundant updates cost more than a 2D row's).
+DEEP_HALO = {2: 64, 3: 32}
 
 
 def slab_shares(n_slabs: int, size: int) -> list:
@@ -104,16 +110,23 @@ def check_halo(halo, n_slabs: int, size: int):
     return halo
 
 
-def halo_depth(n_slabs: int, size: int, halo, is_gpu: bool) -> int:
+def halo_depth(n_slabs: int, size: int, halo, is_gpu: bool, dim: int) -> int:
     """Halo slabs per side: `halo` if given (check_halo), else DEFAULT_HALO
-    for the device kind, at most a quarter of the thinnest share (even; the
-    redundant halo updates then cost at most ~1/4 of a sweep), and 1 (an
-    exchange per half-sweep) for shares thinner than 8 slabs."""
+    for the device kind, on GPUs deeper up to DEEP_HALO[dim] while the halo
+    stays within 1/16 of the thinnest share; at most a quarter of that share
+    (even; the redundant halo updates then cost at most ~1/4 of a sweep), and 1
+    (an exchange per half-sweep) for shares thinner than 8 slabs."""
     halo = check_halo(halo, n_slabs, size)
     if halo is not None:
         return halo
-    deepest = min(n for _, n in slab_shares(n_slabs, size)) // 4 // 2 * 2
-    return min(DEFAULT_HALO[is_gpu], deepest) if deepest >= 2 else 1
+    thinnest = min(n for _, n in slab_shares(n_slabs, size))
+    deepest = thinnest // 4 // 2 * 2
+    if deepest < 2:
+        return 1
+    default = DEFAULT_HALO[is_gpu]
+    if is_gpu:
+        default = max(default, min(DEEP_HALO[dim], thinnest // 16 // 2 * 2))
+    return min(default, deepest)
 
 
 def local_shape(shape, size: int, rank: int, halo: int) -> tuple:
