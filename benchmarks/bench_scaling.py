@@ -34,9 +34,10 @@ model and its rank count; the table last):
   small Josephson sweep --small-seconds, and the large one, 100 x 1024 x 2000):
   seconds and speed-up on k ranks, and "compute": the slowest rank's share run
   alone (no MPI), so that call - compute is what distributing costs;
-* muca: the same walkers (k x one device's default) and iterations on one
-  device and on k ranks: seconds per iteration, speed-up, and whether the
-  log weights are equal bit for bit;
+* muca: the same walkers (k x one device's default, or k x
+  --muca-walkers-per-rank) and iterations on one device and on k ranks:
+  seconds per iteration, speed-up, and whether the log weights are equal bit
+  for bit;
 * peer: cuIsingModel (built from a copy of --peer with its Makefile.cuda13)
   weak and strong 2D on 1 .. k GPUs.
 """
@@ -347,7 +348,7 @@ def worker_muca(a):
     for L in a.muca:
         t0 = time.perf_counter()
         if a.mode == "alone":
-            walkers = Multicanonical(L).walkers * a.muca_ranks
+            walkers = (a.muca_walkers_per_rank or Multicanonical(L).walkers) * a.muca_ranks
             m = Multicanonical(L, walkers=walkers)
         else:
             walkers = a.muca_walkers[str(L)]
@@ -506,8 +507,9 @@ def muca(d, a, counts):
     if not a.muca or counts[-1] == 1:
         return
     k = counts[-1]
+    per_rank = ["--muca-walkers-per-rank", a.muca_walkers_per_rank] if a.muca_walkers_per_rank else []
     base = d.run(1, "muca", "--mode", "alone", "--muca", *a.muca, "--muca-ranks", k,
-                 "--muca-seconds", a.muca_seconds)
+                 "--muca-seconds", a.muca_seconds, *per_rank)
     if not base:
         return
     walkers = json.dumps({str(r["L"]): r["walkers"] for r in base})
@@ -619,6 +621,8 @@ def main():
     ap.add_argument("--muca", type=int, nargs="*", default=None, help="muca L (default 64 128; quick 8)")
     ap.add_argument("--muca-seconds", type=float, default=None,
                     help="iterations of one device up to about this many seconds (default 20; quick 2)")
+    ap.add_argument("--muca-walkers-per-rank", type=int, default=None,
+                    help="muca walkers per rank (default: one device's default; one device runs k times as many)")
     ap.add_argument("--parts", nargs="+", default=["check", "lattices", "sweeps", "muca", "peer"],
                     help="what to measure, in this order (default all)")
     ap.add_argument("--peer", default=None, help="cuIsingModel's folder: its cuIsing run, or where there "
