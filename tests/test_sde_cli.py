@@ -42,6 +42,17 @@ def test_josephson_cli_single_point_and_errors(device, tmp_path, capsys):
     assert main(["sde"]) == 2
 
 
+def test_josephson_cli_says_when_paths_diverged(device, capsys):
+    # a friction this large makes the explicit scheme blow up at the first steps
+    rc = main(["sde", "josephson", "--gamma", "0.9,1e23", "--paths", "4", "--periods", "2",
+               "--steps-per-period", "5", "--quiet", "--device", device.facts.index])
+    captured = capsys.readouterr()
+    assert rc == 3, captured.err
+    assert "paths diverged" in captured.err
+    assert main(["sde", "josephson", "--gamma", "0.9", "--paths", "4", "--periods", "2",
+                 "--steps-per-period", "5", "--quiet", "--device", device.facts.index]) == 0
+
+
 def test_kuramoto_cli(device, tmp_path, capsys):
     png = tmp_path / "r.png"
     rc = main(["sde", "kuramoto", "--n", "256", "--coupling", "4", "--noise", "1", "--t-end", "2",

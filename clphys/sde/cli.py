@@ -19,6 +19,7 @@ import warnings
 import numpy as np
 
 from .._cli import (
+    EXIT_UNTRUSTED,
     add_checkpoint,
     add_device,
     add_json,
@@ -68,7 +69,8 @@ def add_parsers(sub):
                                       "+ sqrt(2 gamma kT) xi. Values: a number, LOW:HIGH:COUNT or a list. "
                                       "Cost: grid points x paths x periods x steps per period time "
                                       "steps (the defaults: 2e8; ~1 s on an H100, ~1 min on PoCL with "
-                                      "2 CPU cores).")
+                                      "2 CPU cores). Exit status 3 when paths diverged at some point "
+                                      "(its <<v>> is not finite: use more steps per period).")
     j.add_argument("--a", type=parse_values, default=4.2, help="drive amplitude (default 4.2)")
     j.add_argument("--f", type=parse_values, default=0.1, help="bias force (default 0.1)")
     j.add_argument("--kT", type=parse_values, default=0.001, help="temperature (default 0.001)")
@@ -192,7 +194,8 @@ def cmd_josephson(args) -> int:
                     "paths": res.n_paths, "periods": res.periods, "scheme": args.scheme, "rng": args.rng,
                     "dtype": args.dtype, "v": {"value": json_value(res.v), "error": json_value(res.v_err)},
                     "exact": None})
-    return 0
+    # paths that diverged leave <<v>> or its error not finite (the run warned which)
+    return 0 if np.all(np.isfinite(res.v)) and np.all(np.isfinite(res.v_err)) else EXIT_UNTRUSTED
 
 
 def _device_name(args):
