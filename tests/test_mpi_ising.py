@@ -84,12 +84,13 @@ def test_split_lattice_equals_one_device(device, ranks, tmp_path):
 
 # deep halos: (dim, shape, T, spins_per_word, halo, sweep() calls); uneven shares on 3 and 4
 # ranks (64 rows: 22, 22, 20; 14 planes: 6, 4, 4 and 4, 4, 4, 2; 16 planes: 6, 6, 4; 30 planes:
-# 10 each and 8, 8, 8, 6), cycles of k = halo / 2 sweeps ending inside a call and continuing
-# across calls, 1 and 2 sweeps of the next cycle run ahead during an exchange, shares of fewer
-# than 2 halo slabs (the edge slabs overlap), and halo = 1 (an exchange per half-sweep)
+# 10 each and 8, 8, 8, 6; 48 planes: 24, 16 or 12 each), cycles of k = halo / 2 sweeps ending
+# inside a call and continuing across calls, 1 to 5 sweeps of the next cycle run ahead during
+# an exchange (3D shares count as large here: SlabBackend.AHEAD_LARGE), shares of fewer than 2
+# halo slabs (the edge slabs overlap), and halo = 1 (an exchange per half-sweep)
 DEEP = [(2, 64, 2.3, 1, 2, (3, 2)), (2, 64, 2.3, "auto", 8, (5, 6)), (2, 64, 2.3, 1, 1, (2,)),
         (3, (16, 8, 14), 4.4, 1, 2, (3,)), (3, (16, 8, 16), 4.4, "auto", 4, (3, 2)),
-        (3, (16, 8, 30), 4.4, 1, 6, (4, 13))]
+        (3, (16, 8, 30), 4.4, 1, 6, (4, 13)), (3, (16, 8, 48), 4.4, 1, 12, (7, 9))]
 
 
 def _deep_single(dim, shape, T, spw, calls, device):
@@ -111,6 +112,8 @@ def test_deep_halos_equal_one_device(device, ranks, tmp_path):
         import numpy as np
         from mpi4py import MPI
         from clphys.ising import Ising2D, Ising3D
+        from clphys.ising.slabs import SlabBackend
+        SlabBackend.AHEAD_LARGE_SITES = 0
         comm = MPI.COMM_WORLD
         got = {{}}
         for i, (dim, shape, T, spw, halo, calls) in enumerate({DEEP!r}):
@@ -120,6 +123,7 @@ def test_deep_halos_equal_one_device(device, ranks, tmp_path):
                 lat.sweep(n)
             got[f"{{i}}.spins"], got[f"{{i}}.E"] = lat.spins(), np.array([lat.energy(), lat.magnetization()])
             got[f"{{i}}.exchanges"] = np.array(lat.ensemble.backend.halo_times["exchanges"])
+            got[f"{{i}}.ahead"] = np.array(lat.ensemble.backend._ahead)
         # set_spins in the middle of a cycle (halos set too: a new cycle)
         lat = Ising2D(64, 2.3, seed=11, comm=comm, halo=4)
         lat.sweep(3)
@@ -138,6 +142,8 @@ def test_deep_halos_equal_one_device(device, ranks, tmp_path):
         # one exchange per cycle of halo / 2 sweeps (h = 1: per half-sweep)
         want = 2 * sum(calls) if halo == 1 else sum(calls) // (halo // 2)
         assert int(got[f"{i}.exchanges"]) == want, (i, halo)
+    # the last lattice's sweeps ahead: all but one of a cycle's 6, within 2 * ahead < own / 2
+    assert int(got[f"{len(DEEP) - 1}.ahead"]) == {2: 5, 3: 3, 4: 2}[ranks]
     one = Ising2D(64, 2.3, seed=11, device=device)
     one.sweep(3)
     one.set_spins(np.where(np.random.default_rng(2).random((64, 64)) < 0.5, 1, -1))
