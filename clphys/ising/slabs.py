@@ -426,11 +426,10 @@ class SlabBackend(BackendDefaults):
     def _most_ahead(self):
         """Sweeps of the next cycle whose interiors can run during an exchange:
         up to AHEAD (AHEAD_LARGE for large 3D shares), short of a whole cycle,
-        while their interiors are not empty on any rank (the same on every
-        rank: collective)."""
+        while their interiors are not empty on any rank (the least over the
+        ranks: collective)."""
         from mpi4py import MPI
-        own_sites = self.own * int(np.prod(self.shape[:-1]))
-        large = self.dim == 3 and self.comm.allreduce(own_sites, op=MPI.MIN) >= self.AHEAD_LARGE_SITES
+        large = self.dim == 3 and self.own * int(np.prod(self.shape[:-1])) >= self.AHEAD_LARGE_SITES
         ahead = min(self.AHEAD_LARGE if large else self.AHEAD, self.k - 1)
         while ahead and self._interior(2 * ahead)[1] <= self._interior(2 * ahead)[0]:
             ahead -= 1
