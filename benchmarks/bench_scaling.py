@@ -33,7 +33,9 @@ model and its rank count; the table last):
 * sweeps (their size calibrated so that one device takes --sweep-seconds, the
   small Josephson sweep --small-seconds, and the large one, 100 x 1024 x 2000):
   seconds and speed-up on k ranks, and "compute": the slowest rank's share run
-  alone (no MPI), so that call - compute is what distributing costs;
+  alone (no MPI), so that call - compute is what distributing costs; the
+  "-wide" Josephson and Ensemble3D sweeps have 4 times the paths or replicas,
+  so that each of 4 GPUs gets as many as one GPU alone has in the narrow ones;
 * muca: the same walkers (k x one device's default, or k x
   --muca-walkers-per-rank) and iterations on one device and on k ranks:
   seconds per iteration, speed-up, and whether the log weights are equal bit
@@ -281,6 +283,9 @@ def _sweeps(a):
     return {
         "josephson": ("josephson 100 points x {} paths x {{}} periods".format(256 if q else 8192),
                       josephson(100, 256 if q else 8192), 2, a.sweep_seconds),
+        # the same sweeps with 4 times the paths or replicas: shares that fill a GPU each
+        "josephson-wide": ("josephson 100 points x {} paths x {{}} periods".format(1024 if q else 32768),
+                           josephson(100, 1024 if q else 32768), 2, a.sweep_seconds),
         "josephson-small": ("josephson 256 points x {} paths x {{}} periods".format(64 if q else 1024),
                             josephson(256, 64 if q else 1024), 2, a.small_seconds),
         "josephson-issue": ("josephson 100 points x {} paths x {{}} periods".format(16 if q else 1024),
@@ -294,6 +299,9 @@ def _sweeps(a):
             10, a.sweep_seconds),
         "ensemble3d": ("Ensemble3D L={} x {} replicas, {{}} measurements every 10".format(
             16 if q else 64, 16 if q else 256), ensemble(Ensemble3D, 16 if q else 64, 16 if q else 256),
+            10, a.sweep_seconds),
+        "ensemble3d-wide": ("Ensemble3D L={} x {} replicas, {{}} measurements every 10".format(
+            16 if q else 64, 64 if q else 1024), ensemble(Ensemble3D, 16 if q else 64, 64 if q else 1024),
             10, a.sweep_seconds),
     }
 
