@@ -115,6 +115,44 @@ def test_tables_for_any_nested_thresholds(values, k):
     assert not np.any(th.marginal_errors(levels, lay))
 
 
+def _balance_exactly(up, frac, base, k, rounds=64):
+    """th._balance_marginals with every tied candidate's cost in exact integers
+    (the library ranks them in floating point first)."""
+    one, A, fr = 1 << 40, th._events(base, k), np.array(frac, dtype=np.int64)
+    E = A.T @ (up * one - fr)
+    cost = lambda E: (int(np.abs(E).max()), sum(int(x) ** 2 for x in E))  # noqa: E731
+    best = cost(E)
+    for _ in range(rounds):
+        ins, outs = np.flatnonzero(up), np.flatnonzero(~up & (fr > 0))
+        if not len(ins) or not len(outs):
+            break
+        options = sorted((cost(E - one * (A[a] - A[b])), a, b) for a in ins for b in outs)
+        c, o_in, o_out = options[0]
+        if c >= best:
+            break
+        up[o_in], up[o_out] = False, True
+        E, best = E - one * (A[o_in] - A[o_out]), c
+    return up
+
+
+@pytest.mark.parametrize("dim, T, k", [(2, 2.269, 4), (2, 1.0, 2), (3, 4.5115, 4), (3, 3.0, 2), (3, 9.0, 4)])
+def test_balanced_rounding_is_the_exact_optimum(dim, T, k):
+    """The rounding of the joint outcome counts picks, in every exchange, the
+    pair an exact search over all pairs picks (cost in exact integers)."""
+    levels = [int(np.ceil(np.exp(-4 * d / T) * 2**32)) - 1 for d in range(1, dim + 1)]
+    P = [1 << 32] + [t + 1 for t in levels] + [0]
+    Q = [P[r] - P[r + 1] for r in range(len(P) - 1)]
+    base, shift = len(Q), 32 * (k - 1)
+    exact = [int(np.prod([Q[(o // base**j) % base] for j in range(k)], dtype=object)) for o in range(base**k)]
+    low = (1 << shift) - 1
+    missing = (1 << 32) - sum(e >> shift for e in exact)
+    up = np.zeros(len(exact), dtype=bool)
+    up[sorted(range(len(exact)), key=lambda o: (-(exact[o] & low), o))[:missing]] = True
+    frac = [(e & low) >> (shift - 40) if shift > 40 else (e & low) << (40 - shift) for e in exact]
+    assert np.array_equal(th._balance_marginals(up.copy(), frac, base, k),
+                          _balance_exactly(up.copy(), frac, base, k))
+
+
 def test_decode_words_matches_table_semantics():
     """decode_words (the twin's decoder) gives region vectors with the
     probabilities of the table: all words of 8 cells, exactly."""
