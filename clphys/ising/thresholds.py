@@ -251,6 +251,8 @@ def _balance_marginals(up, frac, base, k, rounds=64):
     of the marginal deviations E, in integer units of 2^-40 (deterministic)."""
     one = 1 << 40
     A = _events(base, k)
+    columns = A.shape[1]
+    sets = A @ (np.int64(1) << np.arange(columns, dtype=np.int64))     # each outcome's columns as bits
     fr = np.array(frac, dtype=np.int64)
     E = A.T @ (up * one - fr)
     cost = lambda E: (int(np.abs(E).max()), int((E.astype(object) ** 2).sum()))
@@ -259,23 +261,37 @@ def _balance_marginals(up, frac, base, k, rounds=64):
         ins, outs = np.flatnonzero(up), np.flatnonzero(~up & (fr > 0))
         if not len(ins) or not len(outs):
             break
-        trial = E[None, None, :] - one * (A[ins][:, None, :] - A[outs][None, :, :])
-        worst = np.abs(trial).max(axis=2)
-        i, j = np.unravel_index(np.argmin(worst), worst.shape)
-        cands = np.argwhere(worst == worst[i, j])
+        # moving a unit from outcome i to o takes `one` from the columns only i
+        # has and adds it to those only o has: max |E| after each move from the
+        # largest |E - one|, |E + one| and |E| over those sets of columns
+        s_in, s_out = sets[ins][:, None], sets[outs][None, :]
+        worst = np.maximum(np.maximum(_largest_over_sets(np.abs(E - one))[s_in & ~s_out],
+                                      _largest_over_sets(np.abs(E + one))[s_out & ~s_in]),
+                           _largest_over_sets(np.abs(E))[~(s_in ^ s_out) & ((1 << columns) - 1)])
+        cands = np.argwhere(worst == worst.min())
+        trial = E[None, :] - one * (A[ins[cands[:, 0]]] - A[outs[cands[:, 1]]])
         if len(cands) > 1:
             # the candidates share max |E|; the exact sums of squares are needed
             # only near the smallest, found in floating point (relative error
             # < 1e-13 at these sizes, far inside the margin)
-            sq = np.square(trial[cands[:, 0], cands[:, 1]].astype(np.float64)).sum(axis=1)
-            cands = cands[sq <= sq.min() * (1 + 1e-9)]
-        options = sorted((cost(trial[a, b]), ins[a], outs[b]) for a, b in cands)
+            sq = np.square(trial.astype(np.float64)).sum(axis=1)
+            near = np.flatnonzero(sq <= sq.min() * (1 + 1e-9))
+            cands, trial = cands[near], trial[near]
+        options = sorted((cost(t), ins[a], outs[b]) for t, (a, b) in zip(trial, cands))
         c, o_in, o_out = options[0]
         if c >= best:
             break
         up[o_in], up[o_out] = False, True
         E, best = E - one * (A[o_in] - A[o_out]), c
     return up
+
+
+def _largest_over_sets(values):
+    """Table over every set S of the columns (bit c: column c) of max(values[S]), 0 for none."""
+    table = np.zeros(1 << len(values), dtype=np.int64)
+    for c, v in enumerate(values):
+        table[1 << c:2 << c] = np.maximum(table[:1 << c], v)
+    return table
 
 
 def outcome_masks(layout: JointLayout) -> np.ndarray:
