@@ -320,12 +320,7 @@ def worker_sweeps(a):
         if a.mode == "alone":
             knob = smallest
             if target is not None:
-                while True:
-                    t = _clock(comm, lambda run=run, knob=knob: run(knob, None))
-                    if t > 0.1 * target:
-                        break
-                    knob = int(knob * min(16, max(2, 0.2 * target / max(t, 1e-6))))
-                knob = max(smallest, round(knob * target / t))
+                knob = _calibrate(comm, run, smallest, target)
             times = [_clock(comm, lambda run=run, knob=knob: run(knob, None)) for _ in range(a.repeats if target is None
                                                                         or target < 1 else 1)]
             out = {"name": name, "label": label.format(knob), "knob": knob, "ranks": 1,
@@ -340,6 +335,23 @@ def worker_sweeps(a):
                    "compute": None if name == "binder" else statistics.median(alone)}
         if comm.Get_rank() == 0:
             _say({**out, **_facts()})
+
+
+def _calibrate(comm, run, smallest, target):
+    """The knob whose run takes about `target` seconds on one device: from the
+    time per unit of the knob between two sizes, so that a fixed cost (set-up,
+    planning) is not taken for work that grows with the knob."""
+    knob = smallest
+    t = _clock(comm, lambda: run(knob, None))
+    while True:
+        bigger = int(knob * min(16, max(2, 0.2 * target / max(t, 1e-6))))
+        t2 = _clock(comm, lambda bigger=bigger: run(bigger, None))
+        per = (t2 - t) / (bigger - knob)
+        if t2 > 0.1 * target and per > 0 and t2 - t > 0.05 * t2:
+            return max(smallest, round(bigger + (target - t2) / per))
+        if t2 > 2 * target:
+            return bigger
+        knob, t = bigger, t2
 
 
 def knob_is_long(a, name):
