@@ -153,6 +153,24 @@ def test_balanced_rounding_is_the_exact_optimum(dim, T, k):
                           _balance_exactly(up.copy(), frac, base, k))
 
 
+def test_joint_tables_built_once_per_process(monkeypatch):
+    """The shared cache returns the tables a fresh build gives, builds each
+    (layout, thresholds) once, and keeps only the most recent SHARED_TABLES."""
+    lay = th.joint_layout(3, 4)
+    rows = np.array([[np.ceil(np.exp(-4 * d / T) * 2**32) - 1 for d in (1, 2, 3)] for T in (3.9, 4.2, 4.5, 4.8)],
+                    dtype=np.uint32)
+    fresh = th.joint_tables(rows, lay, cache={})
+    monkeypatch.setattr(th, "_shared_tables", type(th._shared_tables)())
+    monkeypatch.setattr(th, "SHARED_TABLES", 3)
+    built = []
+    real = th.joint_table
+    monkeypatch.setattr(th, "joint_table", lambda row, layout: built.append(row.tobytes()) or real(row, layout))
+    assert np.array_equal(th.joint_tables(rows[:2], lay), fresh[:2])
+    assert np.array_equal(th.joint_tables(rows, lay), fresh)       # rows 0, 1 kept: 2 builds more
+    assert len(built) == 4 and len(th._shared_tables) == 3          # row 0 (least recent) dropped
+    assert np.array_equal(th.joint_tables(rows[1:], lay), fresh[1:]) and len(built) == 4
+
+
 def test_decode_words_matches_table_semantics():
     """decode_words (the twin's decoder) gives region vectors with the
     probabilities of the table: all words of 8 cells, exactly."""

@@ -261,7 +261,7 @@ class BlocksBackend(BackendDefaults):
         ctx, mf = dev.context, cl.mem_flags
         self._spins = cl.Buffer(ctx, mf.READ_WRITE, nbytes)
         self._thr = cl.Buffer(ctx, mf.READ_ONLY, R * 10 * 4)
-        self._joint_prg, self._tables, self._plan = {}, {}, None
+        self._joint_prg, self._plan = {}, None
         # joint decisions: k must divide a plane word's bits and Lx / 8 (calls per row)
         self._row_bits = math.gcd(g["BW"], Lx // 8)
         self._partial = cl.Buffer(ctx, mf.READ_WRITE, R * self._tiles * 16)
@@ -329,7 +329,7 @@ class BlocksBackend(BackendDefaults):
         self._sweep_prg = self._prg
         data = thr
         if self.spins_per_word != 1:
-            plan = _thr.decision_plan(thr, self.spins_per_word, self._row_bits, self._tables)
+            plan = _thr.decision_plan(thr, self.spins_per_word, self._row_bits)
             if plan.layout is not None:
                 lay = plan.layout
                 self._sweep_prg = self._joint_program(plan.always, plan.slots,

@@ -213,7 +213,6 @@ class MultispinBackend(LaunchPlanning, BackendDefaults):
         self._accept = opts["accept"]
         self._programs = {}
         self._launchers = {}          # kernel instances by (program, name, variant)
-        self._tables = {}             # joint tables by (layout, thresholds of a replica)
         # pack/unpack/sums come from the smallest variant (no slots)
         self.prg = self._program(tuple(range(2 * (2 * self.dim + 1))), (), None)
         nbytes = 4 * n_replicas * self.words
@@ -282,7 +281,7 @@ class MultispinBackend(LaunchPlanning, BackendDefaults):
         thr = np.ascontiguousarray(thresholds, dtype=np.uint32)
         key = thr.tobytes()
         if key != self._thr_key:
-            plan = _thr.decision_plan(thr, self.spins_per_word, self.row_bits, self._tables)
+            plan = _thr.decision_plan(thr, self.spins_per_word, self.row_bits)
             always, slots, table = plan.always, plan.slots, plan.data
             joint = plan.layout and (plan.layout.k, plan.layout.field, plan.layout.shift,
                                      plan.layout.cells)

@@ -15,6 +15,8 @@ decision on every device.
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import numpy as np
 
 from .. import _validate
@@ -83,6 +85,11 @@ DEFAULT_SPINS_PER_WORD = "auto"
 JOINT_SPINS = (2, 4, 8)          # spins per word the kernels support (powers of two)
 MAX_CELLS = 256                  # largest table (outcomes (D + 1)^k; 2 KB per replica)
 MASK_BITS = 16                   # mask bits per outcome in a table entry
+# Joint tables are pure functions of (layout, a replica's thresholds) and take
+# ms each on the host: built ones are kept for every later ensemble in the
+# process (binder_scan's sizes, repeated runs), the most recent SHARED_TABLES.
+SHARED_TABLES = 8192             # ~2 KB each
+_shared_tables: OrderedDict = OrderedDict()
 
 
 class JointLayout:
@@ -354,14 +361,20 @@ def joint_table(level_thresholds, layout: JointLayout) -> np.ndarray:
 
 def joint_tables(level_thresholds, layout: JointLayout, cache: dict | None = None) -> np.ndarray:
     """(R, cells, 2) uint32: joint_table of every replica's row of
-    `level_thresholds` (R, D); rows already in `cache` are not rebuilt."""
+    `level_thresholds` (R, D); rows already in `cache` (default: the
+    process's most recent SHARED_TABLES tables) are not rebuilt."""
     t = np.asarray(level_thresholds, dtype=np.uint32)
-    cache = {} if cache is None else cache
+    shared = cache is None
+    cache = _shared_tables if shared else cache
     out = np.empty((t.shape[0], layout.cells, 2), dtype=np.uint32)
     for r, row in enumerate(t):
         key = (layout.key(), row.tobytes())
         if key not in cache:
             cache[key] = joint_table(row, layout)
+            if shared and len(cache) > SHARED_TABLES:
+                cache.popitem(last=False)
+        elif shared:
+            cache.move_to_end(key)
         out[r] = cache[key]
     return out
 
