@@ -364,18 +364,18 @@ def joint_tables(level_thresholds, layout: JointLayout, cache: dict | None = Non
     `level_thresholds` (R, D); rows already in `cache` (default: the
     process's most recent SHARED_TABLES tables) are not rebuilt."""
     t = np.asarray(level_thresholds, dtype=np.uint32)
-    shared = cache is None
-    cache = _shared_tables if shared else cache
+    shared = _shared_tables
+    tables: dict = shared if cache is None else cache
     out = np.empty((t.shape[0], layout.cells, 2), dtype=np.uint32)
     for r, row in enumerate(t):
         key = (layout.key(), row.tobytes())
-        if key not in cache:
-            cache[key] = joint_table(row, layout)
-            if shared and len(cache) > SHARED_TABLES:
-                cache.popitem(last=False)
-        elif shared:
-            cache.move_to_end(key)
-        out[r] = cache[key]
+        if key not in tables:
+            tables[key] = joint_table(row, layout)
+            if tables is shared and len(shared) > SHARED_TABLES:
+                shared.popitem(last=False)
+        elif tables is shared:
+            shared.move_to_end(key)
+        out[r] = tables[key]
     return out
 
 
