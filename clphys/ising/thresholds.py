@@ -369,13 +369,14 @@ def joint_tables(level_thresholds, layout: JointLayout, cache: dict | None = Non
     out = np.empty((t.shape[0], layout.cells, 2), dtype=np.uint32)
     for r, row in enumerate(t):
         key = (layout.key(), row.tobytes())
-        if key not in tables:
-            tables[key] = joint_table(row, layout)
+        table = tables.get(key)
+        if table is None:
+            table = tables[key] = joint_table(row, layout)
             if tables is shared and len(shared) > SHARED_TABLES:
                 shared.popitem(last=False)
         elif tables is shared:
             shared.move_to_end(key)
-        out[r] = tables[key]
+        out[r] = table
     return out
 
 
