@@ -142,3 +142,23 @@ def test_an_unknown_results_file_is_refused(tmp_path):
                                          (True, "yes")])
 def test_values_are_shown_as_recorded(value, text):
     assert make_results.fmt(value) == text
+
+
+@pytest.mark.parametrize("fixed, per, smallest, want", [(1.0, 0.01, 10, None), (0.0, 0.002, 2, None),
+                                                         (0.3, 1e-6, 32, None), (9.0, 0.01, 10, 10)])
+def test_sweep_calibration_separates_a_fixed_cost(monkeypatch, fixed, per, smallest, want):
+    """bench_scaling sizes a sweep so that it takes the target time although
+    part of that time (set-up) does not grow with the knob."""
+    import bench_scaling
+    last = {}
+
+    def clock(comm, fn, mine=None):
+        fn()
+        return fixed + per * last["knob"]
+
+    monkeypatch.setattr(bench_scaling, "_clock", clock)
+    knob = bench_scaling._calibrate(None, lambda k, comm: last.update(knob=k), smallest, 5.0)
+    if want is None:
+        assert abs(fixed + per * knob - 5.0) < 0.01 * 5.0
+    else:
+        assert knob == want
