@@ -140,15 +140,7 @@ def test_balanced_rounding_is_the_exact_optimum(dim, T, k):
     """The rounding of the joint outcome counts picks, in every exchange, the
     pair an exact search over all pairs picks (cost in exact integers)."""
     levels = [int(np.ceil(np.exp(-4 * d / T) * 2**32)) - 1 for d in range(1, dim + 1)]
-    P = [1 << 32] + [t + 1 for t in levels] + [0]
-    Q = [P[r] - P[r + 1] for r in range(len(P) - 1)]
-    base, shift = len(Q), 32 * (k - 1)
-    exact = [int(np.prod([Q[(o // base**j) % base] for j in range(k)], dtype=object)) for o in range(base**k)]
-    low = (1 << shift) - 1
-    missing = (1 << 32) - sum(e >> shift for e in exact)
-    up = np.zeros(len(exact), dtype=bool)
-    up[sorted(range(len(exact)), key=lambda o: (-(exact[o] & low), o))[:missing]] = True
-    frac = [(e & low) >> (shift - 40) if shift > 40 else (e & low) << (40 - shift) for e in exact]
+    _, up, frac, base, _ = th._largest_remainders(levels, k)
     assert np.array_equal(th._balance_marginals(up.copy(), frac, base, k),
                           _balance_exactly(up.copy(), frac, base, k))
 

@@ -181,6 +181,19 @@ def outcome_counts(level_thresholds, k) -> list[int]:
     lower the largest marginal deviation (see marginal_errors), then single
     moves that make every marginal exact (_repair_marginals; for some small
     probabilities a count is then within two units)."""
+    exact, up, frac, base, shift = _largest_remainders(level_thresholds, k)
+    if k > 1:
+        up = _balance_marginals(up, frac, base, k)
+    counts = [(e >> shift) + int(u) for e, u in zip(exact, up)]
+    if k > 1:
+        _repair_marginals(counts, exact, shift, [int(t) + 1 for t in level_thresholds], base, k)
+    return counts
+
+
+def _largest_remainders(level_thresholds, k):
+    """The start of outcome_counts' rounding: (exact weights x 2^(32 (k - 1)),
+    which outcomes are rounded up by largest remainders, the remainders in
+    units of 2^-40, D + 1, 32 (k - 1))."""
     P = [1 << 32] + [int(t) + 1 for t in level_thresholds] + [0]
     Q = [P[r] - P[r + 1] for r in range(len(P) - 1)]             # region weights, sum 2^32
     if min(Q) < 0:
@@ -194,19 +207,13 @@ def outcome_counts(level_thresholds, k) -> list[int]:
             prod *= Q[x % base]
             x //= base
         exact.append(prod)
-    counts = [e >> shift for e in exact]
-    missing = (1 << 32) - sum(counts)
+    missing = (1 << 32) - sum(e >> shift for e in exact)
     low = (1 << shift) - 1
     rem = sorted(range(len(exact)), key=lambda o: (-(exact[o] & low), o))
     up = np.zeros(len(exact), dtype=bool)
     up[rem[:missing]] = True
-    if k > 1:
-        up = _balance_marginals(up, [(e & low) >> (shift - 40) if shift > 40 else (e & low) << (40 - shift)
-                                     for e in exact], base, k)
-    counts = [c + int(u) for c, u in zip(counts, up)]
-    if k > 1:
-        _repair_marginals(counts, exact, shift, P[1:-1], base, k)
-    return counts
+    frac = [(e & low) >> (shift - 40) if shift > 40 else (e & low) << (40 - shift) for e in exact]
+    return exact, up, frac, base, shift
 
 
 def _repair_marginals(counts, exact, shift, wants, base, k):
