@@ -9,11 +9,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
+import tempfile
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -288,6 +290,39 @@ def source_program(context: cl.Context, source: str) -> cl.Program:
     return cl.Program(cl._cl._Program(context, source))  # noqa: SLF001
 
 
+@contextlib.contextmanager
+def _one_builder_per_source(device: Device, digest: str) -> Iterator[None]:
+    """Hold a host-wide lock named by the source's hash while PoCL builds it.
+
+    PoCL's disk cache of kernels fails a build (BUILD_PROGRAM_FAILURE, empty
+    log) when processes on one host build the same source at once, as the ranks
+    of an MPI job do: each replaces the cached program.bc and one finds it
+    gone. Builders of one source take turns (the later ones then read the
+    cache); other sources mostly build side by side.
+    """
+    try:
+        import fcntl
+    except ImportError:         # not POSIX: no lock
+        fcntl = None            # type: ignore[assignment]
+    if device.facts.vendor != "pocl" or fcntl is None:
+        yield
+        return
+    # 256 lock files at most: two sources sharing one only wait for each other
+    folder = os.path.join(tempfile.gettempdir(), f"clphys-build-locks-{os.getuid()}")
+    try:
+        os.makedirs(folder, exist_ok=True)
+        handle = open(os.path.join(folder, digest[:2]), "a")  # noqa: SIM115 (held across the yield)
+    except OSError:             # an unwritable temp directory: build unlocked
+        yield
+        return
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def build(device: Device, template: str, options: Iterable[str] = (), **params: object) -> Program:
     """Render `template` for `device` and build it, once per (device, source,
     options).
@@ -303,7 +338,7 @@ def build(device: Device, template: str, options: Iterable[str] = (), **params: 
                 cl_prg = cl.Program(device.context, source)
             else:
                 cl_prg = source_program(device.context, source)
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), _one_builder_per_source(device, digest):
                 if not os.environ.get("PYOPENCL_COMPILER_OUTPUT"):
                     # Intel's CPU runtime logs every build ("Compilation started ..."):
                     # no warning on every command; PYOPENCL_COMPILER_OUTPUT=1 shows the logs.
