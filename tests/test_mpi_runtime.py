@@ -78,3 +78,62 @@ def test_info_under_mpiexec_lists_every_rank(device):
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("devices of the 2 MPI ranks") == 1
     assert "rank 0 of 2" in r.stdout and "rank 1 of 2" in r.stdout
+
+
+def test_a_rank_kept_waiting_says_where_and_why(monkeypatch, capsys):
+    """The ranks meet in a polled barrier before they compare a call's arguments: a
+    rank kept waiting WAIT_NOTICE_S says once on stderr where it waits; Ctrl-C stops
+    the wait (a blocking collective would ignore it until the others came)."""
+    import _thread
+    import threading
+    import time
+
+    from clphys.runtime import mpi
+
+    class Comm:                     # another rank arrives after `late` seconds
+        def __init__(self, late):
+            self.late = late
+
+        def Ibarrier(self):
+            start = time.monotonic()
+            return type("Request", (), {"Test": lambda _: time.monotonic() - start >= self.late})()
+
+        def Get_rank(self):
+            return 1
+
+        def Get_size(self):
+            return 3
+
+    monkeypatch.setattr(mpi, "WAIT_NOTICE_S", 0.05)
+    mpi._meet(Comm(0.3), "energy()")          # noqa: SLF001
+    err = capsys.readouterr().err
+    assert err.count("clphys: MPI rank 1 of 3 has waited") == 1 and "at energy() (called from " in err
+    assert f"{__file__}, line" in err
+    assert "every rank must make the same clphys calls" in err
+    monkeypatch.setattr(mpi, "WAIT_NOTICE_S", 60.0)
+    mpi._meet(Comm(0.0), "energy()")          # noqa: SLF001
+    assert capsys.readouterr().err == ""
+    threading.Timer(0.2, _thread.interrupt_main).start()
+    with pytest.raises(KeyboardInterrupt):
+        mpi._meet(Comm(float("inf")), "energy()")  # noqa: SLF001
+
+
+def test_a_late_rank_is_reported_under_mpiexec(device):
+    """A rank that reaches energy() late: the one waiting says so on stderr, naming
+    the call; both then go on and agree on the energy."""
+    r = run_mpi(2, """
+        import time
+        from mpi4py import MPI
+        from clphys.ising import Ising2D
+        from clphys.runtime import mpi
+        mpi.WAIT_NOTICE_S = 0.5
+        comm = MPI.COMM_WORLD
+        lat = Ising2D(16, 2.3, seed=3, comm=comm)
+        if comm.rank == 1:
+            time.sleep(3)
+        say(f"E {lat.energy()}")
+    """, device, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("has waited") == 1 and "MPI rank 0 of 2" in r.stderr
+    assert "sums() calls (called from <string>, line 14)" in r.stderr    # lat.energy(), after the 3-line preamble
+    assert len(set(line for line in r.stdout.splitlines() if line.startswith("E "))) == 1

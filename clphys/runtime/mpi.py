@@ -19,6 +19,9 @@ communicator (``comm=``). What is shared by every distributed domain lives here:
   rank, or a ValueError on every rank instead of a hang.
 * :func:`all_ok` -- run a check on every rank and raise on every rank if it
   failed on any (a bad input on one rank is an error everywhere, no hang).
+* Before comparing, the ranks meet in a polled barrier: a rank kept waiting
+  for ``WAIT_NOTICE_S`` seconds (a rank that skipped the call, or stopped) says
+  so on stderr, and Ctrl-C ends the wait (a blocking collective ignores it).
 * :func:`split` -- the contiguous share of n items of one rank.
 """
 
@@ -28,6 +31,9 @@ import hashlib
 import json
 import os
 import socket
+import sys
+import time
+import traceback
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -36,7 +42,7 @@ import numpy as np
 T = TypeVar("T")
 
 __all__ = ["launcher_ranks", "local_rank", "rank_cache_dir", "agree", "check_call", "all_ok",
-           "split", "require_mpi4py", "comm_size_rank", "digest"]
+           "split", "require_mpi4py", "comm_size_rank", "digest", "WAIT_NOTICE_S"]
 
 # (rank, size, local rank) variables of Open MPI, MPICH/Hydra (and Intel MPI), PMIx, Slurm.
 _RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
@@ -109,10 +115,46 @@ def _plain(value):
     return repr(value)
 
 
+WAIT_NOTICE_S = 60.0
+
+
+def _meet(comm: Any, where: str) -> None:
+    """Return once every rank has reached `where`. The wait polls a non-blocking
+    barrier, sleeping between polls: Ctrl-C stops it, and a rank kept waiting
+    WAIT_NOTICE_S seconds says once on stderr where it waits and why it may hang."""
+    if not hasattr(comm, "Ibarrier"):
+        return
+    request = comm.Ibarrier()
+    start = time.monotonic()
+    noticed = False
+    while not request.Test():
+        waited = time.monotonic() - start
+        if waited > 1e-3:               # the usual case, all ranks there, never sleeps
+            time.sleep(min(0.01, waited / 10))
+        if not noticed and waited >= WAIT_NOTICE_S:
+            noticed = True
+            sys.stderr.write(f"clphys: MPI rank {comm.Get_rank()} of {comm.Get_size()} has waited "
+                             f"{waited:.0f} s for the other ranks at {where}{_caller()}, and waits on. A rank "
+                             "that skipped this call or stopped leaves the job hanging here: every "
+                             "rank must make the same clphys calls in the same order.\n")
+            sys.stderr.flush()
+
+
+def _caller() -> str:
+    """' (called from FILE, line N)': the innermost frame outside clphys, i.e. the
+    user's call that waits; '' if there is none."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for frame in reversed(traceback.extract_stack()):
+        if not os.path.abspath(frame.filename).startswith(package + os.sep):
+            return f" (called from {frame.filename}, line {frame.lineno})"
+    return ""
+
+
 def agree(comm: Any, what: str = "parameters", **params: object) -> None:
     """ValueError on every rank unless every rank passed the same `params`
     (compared as JSON; call it before the first collective of a job)."""
     mine = json.dumps(params, sort_keys=True, default=_plain)
+    _meet(comm, f"the check of {what}")
     everyone = comm.allgather(mine)
     bad = [r for r, p in enumerate(everyone) if p != everyone[0]]
     if bad:
@@ -152,6 +194,8 @@ def all_ok(comm: Any, check: Callable[..., T], *args: object, **kwargs: object) 
         result = check(*args, **kwargs)
     except (ValueError, TypeError, ImportError, OSError, RuntimeError) as exc:
         error = (type(exc).__name__, str(exc))
+    name = getattr(check, "__qualname__", "<check>")
+    _meet(comm, "a check of the arguments" if "<" in name else f"the check {name}()")
     errors = comm.allgather(error)
     for rank, err in enumerate(errors):
         if err is not None:
