@@ -126,9 +126,9 @@ def test_a_late_rank_is_reported_under_mpiexec(device):
         from mpi4py import MPI
         from clphys.ising import Ising2D
         from clphys.runtime import mpi
-        mpi.WAIT_NOTICE_S = 0.5
         comm = MPI.COMM_WORLD
         lat = Ising2D(16, 2.3, seed=3, comm=comm)
+        mpi.WAIT_NOTICE_S = 0.5         # after the constructor: ranks may build at their own pace
         if comm.rank == 1:
             time.sleep(3)
         say(f"E {lat.energy()}")
