@@ -205,42 +205,49 @@ def test_suite_fails_loudly_for_a_named_broken_device(device):
     assert r.returncode == 1 and f"test device {spec!r} cannot be used" in out, out
 
 
-def test_pocl_builds_of_one_source_take_turns_across_processes(device, monkeypatch):
+def test_pocl_builds_of_one_source_take_turns_across_processes(device, monkeypatch, tmp_path):
     """PoCL's kernel cache loses a build when processes (MPI ranks) build the same
-    source at once: during a PoCL build the host-wide lock of that source is held,
-    so a second process would wait; other runtimes build unlocked."""
+    source at once: during a PoCL build (render.build and the usability probe) the
+    host-wide lock of that source is held, so a second process would wait; other
+    runtimes build unlocked. (The locks go to tmp_path: no other process takes them.)"""
     import fcntl
+    import hashlib
+
+    import pyopencl as cl
     render = sys.modules["clphys.runtime.render"]
+    devices = sys.modules["clphys.runtime.devices"]
+    monkeypatch.setattr(render, "_build_lock_folder", lambda: str(tmp_path))
+
+    def held_by_another(source):
+        with open(tmp_path / hashlib.sha256(source.encode()).hexdigest()[:2], "a") as other:
+            try:
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)    # another open file: another holder
+            except BlockingIOError:
+                return True
+            fcntl.flock(other, fcntl.LOCK_UN)
+            return False
+
+    with render.one_builder_per_source("pocl", "a source"):
+        assert held_by_another("a source")
+    assert not held_by_another("a source")                          # released
+    with render.one_builder_per_source("intel", "a source"):
+        assert not held_by_another("a source")
+
     held = []
 
     class ProbingProgram:
         def __init__(self, context, source):
-            import hashlib
-            self.digest = hashlib.sha256(source.encode()).hexdigest()
+            self.source = source
 
         def build(self, options=(), cache_dir=None):
-            folder = os.path.join(render.tempfile.gettempdir(), f"clphys-build-locks-{os.getuid()}")
-            with open(os.path.join(folder, self.digest[:2]), "a") as other:   # another open file: another holder
-                try:
-                    fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    held.append(True)
-                else:
-                    fcntl.flock(other, fcntl.LOCK_UN)
-                    held.append(False)
+            held.append(held_by_another(self.source))
             raise cl.RuntimeError("probe: no program")
 
-    import pyopencl as cl
-    os.makedirs(os.path.join(render.tempfile.gettempdir(), f"clphys-build-locks-{os.getuid()}"), exist_ok=True)
     monkeypatch.setattr(render.cl, "Program", ProbingProgram)
-    monkeypatch.setattr(render, "source_program", lambda context, source: ProbingProgram(context, source))
+    monkeypatch.setattr(render, "source_program", ProbingProgram)
     monkeypatch.setattr(device, "programs", {})
     with pytest.raises(clphys.BuildError, match="probe: no program"):
         render.build(device, "rng/generate.cl", generator="philox", output="words")
-    assert held == [device.facts.vendor == "pocl"]
-    # released after the build, also a failed one
-    digest = render._rendered_source(device.facts, "rng/generate.cl",  # noqa: SLF001
-                                     {"generator": "philox", "output": "words"})[1]
-    folder = os.path.join(render.tempfile.gettempdir(), f"clphys-build-locks-{os.getuid()}")
-    with open(os.path.join(folder, digest[:2]), "a") as other:
-        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    with pytest.raises(cl.RuntimeError, match="probe: no program"):
+        devices._try_build(device)        # noqa: SLF001
+    assert held == [device.facts.vendor == "pocl"] * 2

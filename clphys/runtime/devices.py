@@ -45,7 +45,7 @@ import pyopencl as cl
 from ..errors import DeviceError, Fp64Error
 from .facts import DeviceFacts, fake_facts, with_vendor_flags
 from .mpi import local_rank, rank_cache_dir
-from .render import Program, build, source_program
+from .render import Program, build, one_builder_per_source, source_program
 
 __all__ = ["DeviceFacts", "Device", "DeviceSpec", "DeviceStatus", "devices", "device", "current_device",
            "resolve_device", "survey", "test_devices", "default_candidates", "nvidia_icd_hint",
@@ -91,7 +91,9 @@ def _wg_multiple(dev: cl.Device, ctx: cl.Context | None) -> int:
         return 1
     try:
         ctx = ctx or cl.Context([dev])
-        prg = cl.Program(ctx, "__kernel void probe(__global int *x) { x[0] = 0; }").build()
+        source = "__kernel void probe(__global int *x) { x[0] = 0; }"
+        with one_builder_per_source(_vendor(platform=dev.platform, dev=dev), source):
+            prg = cl.Program(ctx, source).build()
         return int(prg.probe.get_work_group_info(
             cl.kernel_work_group_info.PREFERRED_WORK_GROUP_SIZE_MULTIPLE, dev))
     except cl.Error:
@@ -224,7 +226,8 @@ def _try_build(device: "Device") -> None:
         # kernels checked later (false reports).
         source_program(device.context, _PROBE_SOURCE).build()
         return
-    prg = cl.Program(device.context, _PROBE_SOURCE).build()
+    with one_builder_per_source(device.facts.vendor, _PROBE_SOURCE):
+        prg = cl.Program(device.context, _PROBE_SOURCE).build()
     buf = cl.Buffer(device.context, cl.mem_flags.WRITE_ONLY, 4)
     prg.clphys_probe(device.queue, (1,), None, buf)
     out = np.zeros(1, np.int32)

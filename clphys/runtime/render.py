@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from .devices import Device
 
 __all__ = ["kernel_dir", "render", "build", "Program", "launched_kernels", "kernels_launched_on",
-           "template_names", "source_program"]
+           "template_names", "source_program", "one_builder_per_source"]
 
 
 def kernel_dir() -> Path:
@@ -290,9 +290,16 @@ def source_program(context: cl.Context, source: str) -> cl.Program:
     return cl.Program(cl._cl._Program(context, source))  # noqa: SLF001
 
 
+def _build_lock_folder() -> str:
+    """Where the build locks live: 256 files at most (named by the first two hex
+    digits of a source's hash; two sources sharing one only wait for each other)."""
+    return os.path.join(tempfile.gettempdir(), f"clphys-build-locks-{os.getuid()}")
+
+
 @contextlib.contextmanager
-def _one_builder_per_source(device: Device, digest: str) -> Iterator[None]:
-    """Hold a host-wide lock named by the source's hash while PoCL builds it.
+def one_builder_per_source(vendor: str, source: str) -> Iterator[None]:
+    """Hold a host-wide lock named by the source's hash while PoCL (`vendor`
+    "pocl") builds it.
 
     PoCL's disk cache of kernels fails a build (BUILD_PROGRAM_FAILURE, empty
     log) when processes on one host build the same source at once, as the ranks
@@ -304,11 +311,11 @@ def _one_builder_per_source(device: Device, digest: str) -> Iterator[None]:
         import fcntl
     except ImportError:         # not POSIX: no lock
         fcntl = None            # type: ignore[assignment]
-    if device.facts.vendor != "pocl" or fcntl is None:
+    if vendor != "pocl" or fcntl is None:
         yield
         return
-    # 256 lock files at most: two sources sharing one only wait for each other
-    folder = os.path.join(tempfile.gettempdir(), f"clphys-build-locks-{os.getuid()}")
+    digest = hashlib.sha256(source.encode()).hexdigest()
+    folder = _build_lock_folder()
     try:
         os.makedirs(folder, exist_ok=True)
         handle = open(os.path.join(folder, digest[:2]), "a")  # noqa: SIM115 (held across the yield)
@@ -338,7 +345,7 @@ def build(device: Device, template: str, options: Iterable[str] = (), **params: 
                 cl_prg = cl.Program(device.context, source)
             else:
                 cl_prg = source_program(device.context, source)
-            with warnings.catch_warnings(), _one_builder_per_source(device, digest):
+            with warnings.catch_warnings(), one_builder_per_source(device.facts.vendor, source):
                 if not os.environ.get("PYOPENCL_COMPILER_OUTPUT"):
                     # Intel's CPU runtime logs every build ("Compilation started ..."):
                     # no warning on every command; PYOPENCL_COMPILER_OUTPUT=1 shows the logs.
