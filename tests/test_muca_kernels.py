@@ -287,6 +287,8 @@ def test_kernel_plan_defaults_and_refusals():
     assert choose_options(amd, Geometry(2, 64))["combine"] == "local"        # other GPUs: local memory
     with pytest.raises(ValueError, match="PoCL: a safe cap"):
         choose_options(pocl, Geometry(2, 32), lattice="local")
+    with pytest.raises(ValueError, match="per_item = 2 is not supported on PoCL"):
+        choose_options(pocl, Geometry(2, 8), per_item=2)                    # a launch never finishes
     with pytest.raises(ValueError, match="per_item must be one of"):
         choose_options(nvidia, Geometry(2, 8), per_item=3)
     with pytest.raises(ValueError, match="wg must be a multiple of 32"):

@@ -141,6 +141,11 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
             if facts.vendor == "nvidia" and lattice != "local" and (lattice == "global" or small > room):
                 per_item = 2
     combine = "none" if per_item == LANES else ("ballot" if facts.vendor == "nvidia" else "local")
+    if combine == "local" and facts.vendor == "pocl":
+        # PoCL 3.0 never finishes a launch of the update whose items share words
+        # through work-group barriers (Intel's CPU runtime and Oclgrind run it)
+        raise ValueError(f"per_item = {per_item} is not supported on PoCL (its launches do not finish); "
+                         f"use per_item = {LANES} (one work item per lattice word, the default there)")
     step = LANES // per_item                    # work items per word: wg must hold whole words
     if wg is None:
         wg = 128 if facts.vendor == "nvidia" else (64 if facts.is_gpu else 8)
