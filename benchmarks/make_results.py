@@ -10,7 +10,8 @@ file; it is shown under the device that measured it, so an older GPU's figure
 gives way to a newer GPU's run of the same workload. Figures of one workload from
 one run share a table row, and rows that differ in one word of the workload
 (L=64, L=128) share one; each run (date, driver, command, where the figure was
-first written down) is listed once under its device's table.
+first written down) is listed once under its device's table. Records marked
+"superseded" (the code they measured is gone) stay in the files but not in the table.
 """
 
 from __future__ import annotations
@@ -233,7 +234,9 @@ def render(results_dir=HERE / "results"):
         if domain not in files:
             continue
         # correctness checks a benchmark makes before timing stay in the JSON lines only
-        records = [r for r in read_jsonl(files[domain]) if not r["workload"].startswith("check ")]
+        # a record whose code is gone says so ("superseded": why); it stays in the file
+        records = [r for r in read_jsonl(files[domain])
+                   if not r["workload"].startswith("check ") and not r.get("superseded")]
         lines += [f"## {title} (`benchmarks/{script}`)", about, ""]
         multi_rank = any(r["ranks"] != 1 for r in records)
         devices = {}

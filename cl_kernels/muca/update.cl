@@ -149,7 +149,11 @@ inline uint mu_bcast(uint v)
 <%def name="step(w, word_of, off)">
         {
 ${planes(w)}
-            uint flip = 0u;
+            // every walker's decision first, then the rare exact comparisons, then the
+            // flips: the walkers' table loads overlap (no branch or vote between them)
+            uint flip = 0u, word_[${K}], idx_[${K}];
+            int d_[${K}];
+            bool acc_[${K}], tie_[${K}];
             for (uint v = 0; v < ${K}u; ++v) {
                 const uint sh = q + ${P}u * v;
                 const uint word = ${word_of};
@@ -162,18 +166,32 @@ ${planes(w)}
                 // a pair's restricted move: up (lo -> lo + |d|) if code & 1, else down
                 const bool restricted = d != 0 && (code & 1u) == (uint)(d > 0);
                 const uint wq = word >> MU_CODE_SHIFT, qq = code >> 1;
-                bool acc = !restricted || wq < qq;
-                if (restricted && wq == qq)                     // about 1 in 128 restricted moves
-                    acc = word <= ex[pidx];
+                acc_[v] = !restricted || wq < qq;
+                tie_[v] = restricted && wq == qq;               // about 1 in 128 restricted moves
+                idx_[v] = pidx;
 % else:
                 // the top byte of thr[bin, k] (columns by nd = 2 dim - k)
                 const uint ridx = (uint)bin[v] * MU_NCLS + nd;
                 const uint top = (uint)CODE(ridx) << 24;
-                bool acc = word < top;
-                if ((word ^ top) < 0x1000000u)                  // the same top byte: 1 in 256 moves
-                    acc = word <= ex[ridx];
+                // a flip that keeps the energy (d = 0) is always accepted; else the same top
+                // byte (1 in 256 moves) needs the exact threshold
+                acc_[v] = word < top || d == 0;
+                tie_[v] = (word ^ top) < 0x1000000u && d != 0;
+                idx_[v] = ridx;
 % endif
-                acc = acc && real[v];
+                word_[v] = word;
+                d_[v] = d;
+            }
+            bool any_tie = false;                               // one branch for the item's walkers
+            for (uint v = 0; v < ${K}u; ++v) any_tie |= tie_[v];
+            if (any_tie) {
+                for (uint v = 0; v < ${K}u; ++v)
+                    acc_[v] = tie_[v] ? word_[v] <= ex[idx_[v]] : acc_[v];
+            }
+            for (uint v = 0; v < ${K}u; ++v) {
+                const uint sh = q + ${P}u * v;
+                const int d = d_[v];
+                const bool acc = acc_[v] && real[v];
 % if combine == "ballot":
                 const uint votes = mu_ballot(acc);
 %   if P == 32:
