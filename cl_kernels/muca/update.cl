@@ -169,7 +169,7 @@ ${planes(w)}
                 int d_[1];
                 bool acc_[1], tie_[1];
 % endif
-              { // the decision
+                {   // the decision
                 const uint sh = q + ${P}u * v;
                 const uint word = ${word_of};
                 const uint nd = ((s0 >> sh) & 1u) | (((s1 >> sh) & 1u) << 1) | (((s2 >> sh) & 1u) << 2);
@@ -196,7 +196,7 @@ ${planes(w)}
 % endif
                 word_[${i}] = word;
                 d_[${i}] = d;
-              }
+                }
 % if phased:
             }
             bool any_tie = false;                               // one branch for the item's walkers
