@@ -69,3 +69,27 @@ def test_walkers_that_do_not_split_fail_on_every_rank(device):
         mine = [l for l in lines if l.startswith(name + " ")]
         assert sorted(l.split()[1] for l in mine) == ["0", "1", "2"], (name, r.stdout)
         assert all(text in l for l in mine), (name, mine)
+
+
+def test_a_time_budget_ends_every_rank_at_the_same_step(device):
+    """max_seconds over 2 ranks whose clocks differ (rank 1 starts its
+    production later): the ranks agree on the slice where the budget ends each
+    phase, so both return the same steps, inside the first check."""
+    r = run_mpi(2, """
+        import time, warnings
+        from mpi4py import MPI
+        from clphys import muca
+        comm = MPI.COMM_WORLD
+        sim = muca.Multicanonical(32, walkers=1024, seed=3, comm=comm)
+        time.sleep(0.03 * comm.rank)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            res = sim.produce(blocks=8, magnetization=False, max_seconds=0.05, progress=False)
+        say(f"steps {comm.rank} {res.therm} {res.updates} {max(64, sim.geom.full_width ** 2 // 4)}")
+    """, device, timeout=240)
+    assert r.returncode == 0, r.stderr[-3000:]
+    steps = sorted(l.split()[1:] for l in r.stdout.splitlines() if l.startswith("steps "))
+    assert [s[0] for s in steps] == ["0", "1"], r.stdout
+    (_, therm, updates, check), (_, therm1, updates1, _) = [tuple(map(int, s)) for s in steps]
+    assert (therm, updates) == (therm1, updates1)
+    assert 0 < therm and 0 < updates and therm + updates < check // 2

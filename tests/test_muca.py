@@ -373,6 +373,21 @@ def test_production_stops_at_the_requested_error(device):
     assert not budget.reached and budget.max_error > 1e-4 and budget.updates > 0
 
 
+def test_a_time_budget_ends_the_production_inside_a_check(device):
+    """max_seconds is looked at after every launch slice, not only at the
+    error checks: at 2D L = 32 a check is 2^18 flips per walker (seconds on a
+    CPU), and a budget of 0.05 s ends the thermalisation and then the recording
+    after a slice or two each, well inside the first check (before, the run
+    went on to the end of a check in both phases: at least two checks)."""
+    sim = Multicanonical(32, walkers=1024, seed=3, device=device)
+    check = max(64, sim.geom.full_width ** 2 // 4)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = sim.produce(blocks=8, magnetization=False, max_seconds=0.05)
+    assert 0 < res.therm and 0 < res.updates and res.therm + res.updates < check // 2
+    assert not res.reached and any("above the target" in str(c.message) for c in caught)
+
+
 @pytest.mark.slow
 def test_errors_are_honest_over_seeds(device):
     """2D L = 8 with Beale's weights, 8 seeds of the default production: the

@@ -311,15 +311,18 @@ class Multicanonical(MulticanonicalCheckpoints):
         state["done"] += n
 
     def _run_phase(self, state, progress=False, label="", n=None):
-        """The rest of the phase (or its next n steps) in time-bounded slices."""
+        """The rest of the phase (or its next n steps) in time-bounded slices,
+        ending early once a production's time budget (state["budget"]) is spent."""
         total = state["therm"] + state["updates"]
         t0 = time.perf_counter()
         start = state["done"]
+        budget = state.get("budget", 0.0)
+        spent = (lambda: state["seconds"] + time.perf_counter() - t0 >= budget) if budget > 0 else None
         try:
             run_sliced(total - start if n is None else n, lambda s, n: self._advance(state, n),
                        self._engine.queue,
                        progress=progress, label=label, what="steps per walker",
-                       target_seconds=TARGET_SECONDS, first=self._slice, comm=self._comm)
+                       target_seconds=TARGET_SECONDS, first=self._slice, comm=self._comm, until=spent)
         finally:
             elapsed = time.perf_counter() - t0
             state["seconds"] += elapsed
@@ -376,8 +379,9 @@ class Multicanonical(MulticanonicalCheckpoints):
         * recording until the largest jackknife error of ln g over the visited
           energies is <= target_error (default DEFAULT_TARGET_ERROR), checked
           every `check` flips per walker (fixed by the size: a seed gives the
-          same run), or until max_seconds of production (a wall-clock budget:
-          then the run depends on the device's speed), or the cap of
+          same run), or until max_seconds of production (a wall-clock budget,
+          looked at after every launch slice of ~TARGET_SECONDS: then the run
+          depends on the device's speed), or the cap of
           PASSAGE_CAP * width^2 flips per walker; `updates`: exactly that many
           recorded flips per walker instead.
 
@@ -505,6 +509,8 @@ class Multicanonical(MulticanonicalCheckpoints):
                 p = self.mean_passages()
                 prod["passages"] = p
                 late = prod["budget"] > 0 and prod["seconds"] >= prod["budget"]
+                if self._comm is not None:            # the ranks' clocks differ: one verdict
+                    late = any(self._comm.allgather(late))
                 if prod["phase"] == "therm":
                     if prod["done"] >= prod["therm"] or (not prod["therm_fixed"] and p >= THERM_PASSAGES) or late:
                         prod["therm"], prod["therm_passages"], prod["phase"] = prod["done"], p, "record"

@@ -100,15 +100,18 @@ class interrupt_deferred:
 
 def run_sliced(total: int, advance, queue, *, progress=None, label: str = "", what: str = "",
                target_seconds: float = 0.25, first: int = 1, largest: int | None = None,
-               bar: Progress | None = None, comm=None) -> int:
+               bar: Progress | None = None, comm=None, until=None) -> int:
     """Do `total` units of work: ``advance(start, n)`` enqueues units
     [start, start + n); after each call the queue is finished.
+    `until`: a callable asked after every slice; when it returns True the
+    work stops there (a time budget).
 
     The slice size starts at `first` units and is doubled or halved so a slice
     takes about `target_seconds`; `largest` caps it (e.g. a buffer's capacity).
     `progress` is as everywhere (None, bool or a callable(done, total)); pass
-    `bar` instead to count into an enclosing :class:`Progress`. Returns
-    `total`; raises :class:`Interrupted` with the completed count on Ctrl-C.
+    `bar` instead to count into an enclosing :class:`Progress`. Returns the
+    units done (`total` unless `until` ended the work); raises
+    :class:`Interrupted` with the completed count on Ctrl-C.
 
     comm (an mpi4py communicator, for work whose slices talk to other ranks):
     every rank takes the same slices (sized by the slowest rank's time) and
@@ -141,11 +144,15 @@ def run_sliced(total: int, advance, queue, *, progress=None, label: str = "", wh
                 meter.update(n)
                 observe_slice(device_name, on_cpu, elapsed, done == n)
                 stop = pending()
-                if comm is not None:
-                    views = comm.allgather((elapsed, bool(stop)))
+                halt = until is not None and bool(until())
+                if comm is not None:             # every rank stops after the same slice
+                    views = comm.allgather((elapsed, bool(stop), halt))
                     elapsed, stop = max(v[0] for v in views), any(v[1] for v in views)
+                    halt = any(v[2] for v in views)
                 if stop:
                     raise Interrupted(done, total, what)
+                if halt:
+                    break
                 if elapsed < 0.5 * target_seconds and n == size:
                     size *= 2
                 elif elapsed > 2 * target_seconds and size > 1:
@@ -153,7 +160,7 @@ def run_sliced(total: int, advance, queue, *, progress=None, label: str = "", wh
         finally:
             if own:
                 meter.close()
-    return total
+    return done
 
 
 class Checkpoints:
