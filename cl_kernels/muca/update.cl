@@ -405,7 +405,8 @@ ${step(wn, "c == 1u ? rnd1[v] : c == 2u ? rnd2[v] : rnd3[v]", "dp[0] & 0x7FFFFFF
     cw = [["c%d_%d" % (c, a) for a in range(S)] for c in range(4)]
     nw = [["n%d_%d" % (c, a) for a in range(S)] for c in range(4)]
 %>
-    // whole blocks: the descriptors of one block are S uint4 (MU_SPAN words per step)
+    // whole blocks: the descriptors of one block are S uint4 (MU_SPAN words per step; a
+    // block starts at a multiple of 4 steps, so they are 16-byte aligned)
     uint ${" = 0u, ".join(sum(cw, []))} = 0u;
 % if ahead:
     uint ${" = 0u, ".join(sum(nw, []))} = 0u;
@@ -415,7 +416,7 @@ ${step(wn, "c == 1u ? rnd1[v] : c == 2u ? rnd2[v] : rnd3[v]", "dp[0] & 0x7FFFFFF
         ${sync}
         __global const uint *const dp = desc + (size_t)(i + doff) * MU_SPAN;
 % for k in range(S):
-        const uint4 d${k} = vload4(${k}, dp);
+        const uint4 d${k} = ((__global const uint4 *)dp)[${k}];
 % endfor
 % for c in range(4):
 %   for a in range(S):
@@ -448,7 +449,7 @@ ${add_halves(True)}
         if (i + 8u <= n) {                            // the next block's words, loaded now
             __global const uint *const dp = desc + (size_t)(i + 4u + doff) * MU_SPAN;
 %   for k in range(S):
-            const uint4 e${k} = vload4(${k}, dp);
+            const uint4 e${k} = ((__global const uint4 *)dp)[${k}];
 %   endfor
 %   for c in range(4):
 %     for a in range(S):
@@ -479,7 +480,7 @@ ${step(cw[c], "cur%d[v]" % c, "off%d" % c)}
         if (i + 4u <= n) {
             __global const uint *const dp = desc + (size_t)(i + doff) * MU_SPAN;
 %   for k in range(S):
-            const uint4 d${k} = vload4(${k}, dp);
+            const uint4 d${k} = ((__global const uint4 *)dp)[${k}];
 %   endfor
 %   for c in range(4):
 %     for a in range(S):
