@@ -283,6 +283,66 @@ ${planes(w)}
     }
 </%def>
 
+## One whole block of 4 steps on the words `cur` (offsets co, reload flags cf); with
+## ahead, the next block's words go to `nxt` (no, nf) during it, else to `cur` after it.
+<%def name="whole_block(cur, co, cf, nxt, no, nf)">
+% if half:
+        if (since > ${hist_flush - 7}u) {            // this block and a ragged end of 3 could pass 65535
+            barrier(CLK_LOCAL_MEM_FENCE);
+${add_halves(True)}
+            barrier(CLK_LOCAL_MEM_FENCE);
+            since = 0u;
+        }
+        since += 4u;
+% endif
+        for (uint v = 0; v < ${K}u; ++v) {
+            cur0[v] = rnd0[v]; cur1[v] = rnd1[v]; cur2[v] = rnd2[v]; cur3[v] = rnd3[v];
+            const uint4 r = mu_philox(mu_step_counter(t + 4u, offset + j0 + ${P}u * v, MU_TAG_ACCEPT), key);
+            rnd0[v] = r.x; rnd1[v] = r.y; rnd2[v] = r.z; rnd3[v] = r.w;
+        }
+% if ahead:
+        if (i + 8u <= n) {                            // the next block's words, loaded now
+            __global const uint *const dp = desc + (size_t)(i + 4u + doff) * MU_SPAN;
+%   for k in range(S):
+            const uint4 e${k} = ((__global const uint4 *)dp)[${k}];
+%   endfor
+%   for c in range(4):
+%     for a in range(S):
+            ${nxt[c][a]} = LD(${dword("e", c, a) + (" & 0x7FFFFFFFu" if a == 0 else "")});
+%     endfor
+            ${no[c]} = ${dword("e", c, 0)} & 0x7FFFFFFFu;
+%   endfor
+            ${nf} = ${" | ".join("((%s >> 31) << %d)" % (dword("e", c, 0), c) for c in range(4))};
+        }
+% endif
+% for c in range(4):
+        if (${cf} & ${1 << c}u) {                    // a site flipped since these words were loaded
+            ${sync}
+            __global const uint *const dp = desc + (size_t)(i + ${c}u + doff) * MU_SPAN;
+${load_step(cur[c], "dp")}
+        }
+${step(cur[c], "cur%d[v]" % c, co[c])}
+% endfor
+        ${sync}
+        i += 4u;
+        t += 4u;
+% if not ahead:
+        if (i + 4u <= n) {
+            __global const uint *const dp = desc + (size_t)(i + doff) * MU_SPAN;
+%   for k in range(S):
+            const uint4 d${k} = ((__global const uint4 *)dp)[${k}];
+%   endfor
+%   for c in range(4):
+%     for a in range(S):
+            ${cur[c][a]} = LD(${dword("d", c, a) + (" & 0x7FFFFFFFu" if a == 0 else "")});
+%     endfor
+            ${co[c]} = ${dword("d", c, 0)} & 0x7FFFFFFFu;
+%   endfor
+            ${cf} = ${" | ".join("((%s >> 31) << %d)" % (dword("d", c, 0), c) for c in range(4))};
+        }
+% endif
+</%def>
+
 __kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
 void muca_update(__global uint *lattice, __global int *bins, __global int *mags,
                  __global const uchar *codes, __global const uint *exact, __global const uint *desc,
@@ -429,67 +489,26 @@ ${step(wn, "c == 1u ? rnd1[v] : c == 2u ? rnd2[v] : rnd3[v]", "dp[0] & 0x7FFFFFF
 % if half:
     uint since = i;                                  // recorded steps in the local counts
 % endif
+<%
+    offs, noffs = ["off%d" % c for c in range(4)], ["noff%d" % c for c in range(4)]
+    # 2D: two blocks per pass with the word sets swapped, no copies between blocks (H200:
+    # +2-6 % at L = 64 and 128 with 135168 walkers, even at 67584). 3D copies instead: its
+    # longer blocks, doubled, ran the recorded launches 29 % slower.
+    swap = ahead and dim == 2
+%>\
+% if ahead:
+    uint ${" = 0u, ".join(noffs)} = 0u, nflags = 0u;
+% endif
     while (i + 4u <= n) {
-% if half:
-        if (since > ${hist_flush - 7}u) {            // this block and a ragged end of 3 could pass 65535
-            barrier(CLK_LOCAL_MEM_FENCE);
-${add_halves(True)}
-            barrier(CLK_LOCAL_MEM_FENCE);
-            since = 0u;
-        }
-        since += 4u;
-% endif
-        for (uint v = 0; v < ${K}u; ++v) {
-            cur0[v] = rnd0[v]; cur1[v] = rnd1[v]; cur2[v] = rnd2[v]; cur3[v] = rnd3[v];
-            const uint4 r = mu_philox(mu_step_counter(t + 4u, offset + j0 + ${P}u * v, MU_TAG_ACCEPT), key);
-            rnd0[v] = r.x; rnd1[v] = r.y; rnd2[v] = r.z; rnd3[v] = r.w;
-        }
-% if ahead:
-        uint noff0 = 0u, noff1 = 0u, noff2 = 0u, noff3 = 0u, nflags = 0u;
-        if (i + 8u <= n) {                            // the next block's words, loaded now
-            __global const uint *const dp = desc + (size_t)(i + 4u + doff) * MU_SPAN;
-%   for k in range(S):
-            const uint4 e${k} = ((__global const uint4 *)dp)[${k}];
-%   endfor
-%   for c in range(4):
-%     for a in range(S):
-            ${nw[c][a]} = LD(${dword("e", c, a) + (" & 0x7FFFFFFFu" if a == 0 else "")});
-%     endfor
-            noff${c} = ${dword("e", c, 0)} & 0x7FFFFFFFu;
-%   endfor
-            nflags = ${" | ".join("((%s >> 31) << %d)" % (dword("e", c, 0), c) for c in range(4))};
-        }
-% endif
-% for c in range(4):
-        if (flags & ${1 << c}u) {                    // a site flipped since these words were loaded
-            ${sync}
-            __global const uint *const dp = desc + (size_t)(i + ${c}u + doff) * MU_SPAN;
-${load_step(cw[c], "dp")}
-        }
-${step(cw[c], "cur%d[v]" % c, "off%d" % c)}
-% endfor
-        ${sync}
-        i += 4u;
-        t += 4u;
-% if ahead:
+${whole_block(cw, offs, "flags", nw, noffs, "nflags")}
+% if swap:
+        if (i + 4u > n) break;
+${whole_block(nw, noffs, "nflags", cw, offs, "flags")}
+% elif ahead:
 %   for c in range(4):
         ${"; ".join("%s = %s" % (cw[c][a], nw[c][a]) for a in range(S))};
 %   endfor
-        off0 = noff0; off1 = noff1; off2 = noff2; off3 = noff3; flags = nflags;
-% else:
-        if (i + 4u <= n) {
-            __global const uint *const dp = desc + (size_t)(i + doff) * MU_SPAN;
-%   for k in range(S):
-            const uint4 d${k} = ((__global const uint4 *)dp)[${k}];
-%   endfor
-%   for c in range(4):
-%     for a in range(S):
-            ${cw[c][a]} = LD(${dword("d", c, a) + (" & 0x7FFFFFFFu" if a == 0 else "")});
-%     endfor
-            off${c} = ${dword("d", c, 0)} & 0x7FFFFFFFu;
-%   endfor
-            flags = ${" | ".join("((%s >> 31) << %d)" % (dword("d", c, 0), c) for c in range(4))};
-        }
+        ${"; ".join("%s = %s" % (o, no) for o, no in zip(offs, noffs))}; flags = nflags;
 % endif
     }
     for (uint c = 0; i < n; ++c, ++i, ++t) {         // the ragged end (rnd: its block's words)
