@@ -40,8 +40,9 @@ MAGNET_BUDGET = 64 << 20       # magnetization histograms are recorded by defaul
 POCL_LOCAL_BUDGET = 4096
 # walkers per compute unit by default (Multicanonical(walkers=None), docs/muca.md
 # "Walkers"): GPUs 512 up to BINS_FEW energy bins (2D L = 64 on an H200 converged in
-# 21.2 s with 512 per SM, 25.9 s with 1024, 36.4 s with 256), 1024 beyond (the
-# iteration's recorded flips, which do not grow with W, dominate there); CPUs 64
+# 16.7 s with 512 per SM, 25.0-27.7 s with 256 and 45.6 s with 384; L = 32 in 1.40 s
+# with 512, 1.51-6.65 s with 256 to 64), 1024 beyond (the recorded flips, which do
+# not grow with W, dominate there, and the kernel runs 1.5x faster at 1024); CPUs 64
 GPU_WALKERS_PER_UNIT = 512
 GPU_WALKERS_PER_UNIT_LARGE = 1024
 BINS_FEW = 4097
