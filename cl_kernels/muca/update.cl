@@ -283,6 +283,22 @@ ${planes(w)}
     }
 </%def>
 
+## Loads a whole block's descriptors (S uint4 from descriptor slot i0, a multiple of
+## 4, so 16-byte aligned) and its 4 steps' words into names w, offsets offs, flags fl.
+<%def name="load_block(i0, w, offs, fl)">
+            __global const uint4 *const dq = (__global const uint4 *)(desc + (size_t)(${i0}) * MU_SPAN);
+%   for k in range(S):
+            const uint4 d${k} = dq[${k}];
+%   endfor
+%   for c in range(4):
+%     for a in range(S):
+            ${w[c][a]} = LD(${dword("d", c, a) + (" & 0x7FFFFFFFu" if a == 0 else "")});
+%     endfor
+            ${offs[c]} = ${dword("d", c, 0)} & 0x7FFFFFFFu;
+%   endfor
+            ${fl} = ${" | ".join("((%s >> 31) << %d)" % (dword("d", c, 0), c) for c in range(4))};
+</%def>
+
 ## One whole block of 4 steps on the words `cur` (offsets co, reload flags cf); with
 ## ahead, the next block's words go to `nxt` (no, nf) during it, else to `cur` after it.
 <%def name="whole_block(cur, co, cf, nxt, no, nf)">
@@ -302,17 +318,7 @@ ${add_halves(True)}
         }
 % if ahead:
         if (i + 8u <= n) {                            // the next block's words, loaded now
-            __global const uint *const dp = desc + (size_t)(i + 4u + doff) * MU_SPAN;
-%   for k in range(S):
-            const uint4 e${k} = ((__global const uint4 *)dp)[${k}];
-%   endfor
-%   for c in range(4):
-%     for a in range(S):
-            ${nxt[c][a]} = LD(${dword("e", c, a) + (" & 0x7FFFFFFFu" if a == 0 else "")});
-%     endfor
-            ${no[c]} = ${dword("e", c, 0)} & 0x7FFFFFFFu;
-%   endfor
-            ${nf} = ${" | ".join("((%s >> 31) << %d)" % (dword("e", c, 0), c) for c in range(4))};
+${load_block("i + 4u + doff", nxt, no, nf)}
         }
 % endif
 % for c in range(4):
@@ -328,17 +334,7 @@ ${step(cur[c], "cur%d[v]" % c, co[c])}
         t += 4u;
 % if not ahead:
         if (i + 4u <= n) {
-            __global const uint *const dp = desc + (size_t)(i + doff) * MU_SPAN;
-%   for k in range(S):
-            const uint4 d${k} = ((__global const uint4 *)dp)[${k}];
-%   endfor
-%   for c in range(4):
-%     for a in range(S):
-            ${cur[c][a]} = LD(${dword("d", c, a) + (" & 0x7FFFFFFFu" if a == 0 else "")});
-%     endfor
-            ${co[c]} = ${dword("d", c, 0)} & 0x7FFFFFFFu;
-%   endfor
-            ${cf} = ${" | ".join("((%s >> 31) << %d)" % (dword("d", c, 0), c) for c in range(4))};
+${load_block("i + doff", cur, co, cf)}
         }
 % endif
 </%def>
@@ -465,8 +461,7 @@ ${step(wn, "c == 1u ? rnd1[v] : c == 2u ? rnd2[v] : rnd3[v]", "dp[0] & 0x7FFFFFF
     cw = [["c%d_%d" % (c, a) for a in range(S)] for c in range(4)]
     nw = [["n%d_%d" % (c, a) for a in range(S)] for c in range(4)]
 %>
-    // whole blocks: the descriptors of one block are S uint4 (MU_SPAN words per step; a
-    // block starts at a multiple of 4 steps, so they are 16-byte aligned)
+    // whole blocks (load_block)
     uint ${" = 0u, ".join(sum(cw, []))} = 0u;
 % if ahead:
     uint ${" = 0u, ".join(sum(nw, []))} = 0u;
@@ -474,17 +469,7 @@ ${step(wn, "c == 1u ? rnd1[v] : c == 2u ? rnd2[v] : rnd3[v]", "dp[0] & 0x7FFFFFF
     uint off0 = 0u, off1 = 0u, off2 = 0u, off3 = 0u, flags = 0u;
     if (i + 4u <= n) {
         ${sync}
-        __global const uint *const dp = desc + (size_t)(i + doff) * MU_SPAN;
-% for k in range(S):
-        const uint4 d${k} = ((__global const uint4 *)dp)[${k}];
-% endfor
-% for c in range(4):
-%   for a in range(S):
-        ${cw[c][a]} = LD(${dword("d", c, a) + (" & 0x7FFFFFFFu" if a == 0 else "")});
-%   endfor
-        off${c} = ${dword("d", c, 0)} & 0x7FFFFFFFu;
-% endfor
-        flags = ${" | ".join("((%s >> 31) << %d)" % (dword("d", c, 0), c) for c in range(4))};
+${load_block("i + doff", cw, ["off%d" % c for c in range(4)], "flags")}
     }
 % if half:
     uint since = i;                                  // recorded steps in the local counts
