@@ -17,7 +17,7 @@ from clphys.muca.geometry import Geometry
 from clphys.runtime import fake_facts, render
 
 # options Engine takes that choose_options does not (the plan, built by the tests)
-ENGINE_ONLY = ("ahead", "layout", "memory", "hist_bits", "hist_flush", "table_recorded")
+ENGINE_ONLY = ("ahead", "layout", "hist_bits", "hist_flush", "table_recorded")
 # one work item per word (the CPU kernel): every place of lattice, codes and histogram
 VARIANTS = [dict(per_item=32, wg=8, lattice="global", table="global", hist="global"),
             dict(per_item=32, wg=4, lattice="local", table="local", hist="local"),
@@ -231,13 +231,11 @@ def test_templates_render(vendor):
                 for table, hist, layout, bits in (("local", "local", "row", 32), ("global", "global", "pair", 32),
                                                   ("global", "local", "pair", 16)):
                     for rec in (False, True):
-                        memories = ("all", "lane0") if K < 32 and combine == "ballot" else ("all",)
-                        for memory in memories:
-                            cases.append(("muca/update.cl", dict(
-                                dim=d, L=L, wg=64, K=K, combine=combine if K < 32 else "none", table=table,
-                                hist=hist, record=rec, magnet=rec, hist_rows=1 + rec, trips=rec, ahead=rec,
-                                layout=layout, lattice=lattice, memory=memory, hist_bits=bits,
-                                hist_flush=0xFFFF // (64 * K) if bits == 16 else 0)))
+                        cases.append(("muca/update.cl", dict(
+                            dim=d, L=L, wg=64, K=K, combine=combine if K < 32 else "none", table=table,
+                            hist=hist, record=rec, magnet=rec, hist_rows=1 + rec, trips=rec, ahead=rec,
+                            layout=layout, lattice=lattice, hist_bits=bits,
+                            hist_flush=0xFFFF // (64 * K) if bits == 16 else 0)))
     cases += [("muca/common.cl", {})]
     for template, params in cases:
         src = render(template, facts, **params)
@@ -268,13 +266,13 @@ def test_templates_render(vendor):
 def test_kernel_plan_defaults_and_refusals():
     nvidia, pocl, amd = fake_facts("nvidia"), fake_facts("pocl"), fake_facts("amd")
     # NVIDIA: the lattices in local memory up to 2D L = 32 (one walker per item),
-    # beyond in global memory with two walkers per item, the first lane loading
+    # beyond in global memory with two walkers per item, the next block's words loaded ahead
     small, large = choose_options(nvidia, Geometry(2, 32)), choose_options(nvidia, Geometry(2, 64))
     assert small == {"wg": 128, "lattice": "local", "table": "local", "hist": "local", "per_item": 1,
-                     "combine": "ballot", "layout": "row", "memory": "all", "ahead": False, "hist_bits": 32,
+                     "combine": "ballot", "layout": "row", "ahead": False, "hist_bits": 32,
                      "table_recorded": "local"}
     assert large == {"wg": 128, "lattice": "global", "table": "local", "hist": "local", "per_item": 2,
-                     "combine": "ballot", "layout": "row", "memory": "lane0", "ahead": True, "hist_bits": 32,
+                     "combine": "ballot", "layout": "row", "ahead": True, "hist_bits": 32,
                      "table_recorded": "local"}
     assert choose_options(nvidia, Geometry(2, 128))["layout"] == "pair"      # 32 KiB of pair codes
     # the caller's table stays where it was put: no room for a local histogram beside it
@@ -319,7 +317,7 @@ def test_16_bit_histogram_plans_fit_the_gpus(persona):
         flush = hist_flush_steps(o["wg"], o["per_item"])
         src = render("muca/update.cl", facts, **geom.template(), wg=o["wg"], K=o["per_item"], combine=o["combine"],
                      table=o["table_recorded"], hist="local", record=True, magnet=False, hist_rows=1, trips=False,
-                     ahead=o["ahead"], layout=o["layout"], lattice=o["lattice"], memory=o["memory"],
+                     ahead=o["ahead"], layout=o["layout"], lattice=o["lattice"],
                      hist_bits=16, hist_flush=flush)
         assert f"if (since > {flush - 7}u)" in src and "((MU_NBINS + 1u) / 2u)" in src
     assert choose_options(facts, Geometry(2, 256))["hist"] == "global"      # 128 KiB even in 16 bits

@@ -63,10 +63,7 @@
         raise ValueError("muca update.cl: wg = %d is not a multiple of the %d work items per word" % (wg, P))
     S = 2 * dim + 1                  # words per step
     hmode = hist if record else "none"
-    memory = context.get("memory", "all")           # ballot: "lane0" = the word's first lane loads and stores
     layout = context.get("layout", "pair")          # threshold codes per pair of bins | per (bin, nd) "row"
-    if memory not in ("all", "lane0") or (memory == "lane0" and combine != "ballot"):
-        raise ValueError("muca update.cl: memory must be 'all' or, with combine='ballot', 'lane0'; got %r" % (memory,))
     lattice_mode = context.get("lattice", "global")   # "local": the group's words copied in for the launch
     if lattice_mode not in ("global", "local"):
         raise ValueError("muca update.cl: lattice must be 'global' or 'local', got %r" % (lattice_mode,))
@@ -74,8 +71,6 @@
     if layout not in ("pair", "row"):
         raise ValueError("muca update.cl: layout must be 'pair' or 'row', got %r" % (layout,))
     sync = {"none": "", "ballot": "MU_WARP_SYNC();", "local": "barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);"}[combine]
-    if memory == "lane0":
-        sync = ""                                    # one work item reads and writes each word
     comps = "xyzw"
     def dword(prefix, c, a):
         k = c * S + a
@@ -101,18 +96,6 @@ inline uint mu_ballot(uint p)
 }
 // the word's stores visible to the warp's later loads (PTX memory model)
 #define MU_WARP_SYNC() asm volatile("bar.warp.sync 0xffffffff;" ::: "memory")
-% endif
-% if memory == "lane0":
-// the word's first item loads it and hands it to the others of its word
-inline uint mu_bcast(uint v)
-{
-    uint r;
-    asm volatile("shfl.sync.idx.b32 %0, %1, 0, ${hex(((32 - P) << 8) | 31)}, 0xffffffff;" : "=r"(r) : "r"(v));
-    return r;
-}
-#define LD(o) mu_bcast(writer ? LAT(o) : 0u)
-% else:
-#define LD(o) LAT(o)
 % endif
 // the word at byte offset o (a descriptor's: site * words per site * 4) from this item's word of site 0
 % if lattice_mode == "local":
@@ -158,6 +141,11 @@ ${planes(w)}
     i = "v" if phased else "0"
 %>\
             uint flip = 0u;
+% if P >= 4:
+            // the walkers' nd, 3 bits each at bit P v (P >= 4: they do not overlap)
+            const uint M = ${hex(sum(1 << (P * v) for v in range(K)))}u;
+            const uint nds = ((s0 >> q) & M) | (((s1 >> q) & M) << 1) | (((s2 >> q) & M) << 2);
+% endif
 % if phased:
             uint word_[${K}], idx_[${K}];
             int d_[${K}];
@@ -170,9 +158,13 @@ ${planes(w)}
                 bool acc_[1], tie_[1];
 % endif
                 {   // the decision
-                const uint sh = q + ${P}u * v;
                 const uint word = ${word_of};
+% if P >= 4:
+                const uint nd = (nds >> (${P}u * v)) & 7u;
+% else:
+                const uint sh = q + ${P}u * v;
                 const uint nd = ((s0 >> sh) & 1u) | (((s1 >> sh) & 1u) << 1) | (((s2 >> sh) & 1u) << 2);
+% endif
                 const int d = MU_DIM - (int)nd;                 // bins moved by the flip
 % if layout == "pair":
                 // the pair (lo, lo + |d|) (a walker past W has only down spins: d = dim, lo = 0)
@@ -187,11 +179,11 @@ ${planes(w)}
 % else:
                 // the top byte of thr[bin, k] (columns by nd = 2 dim - k)
                 const uint ridx = (uint)bin[v] * MU_NCLS + nd;
-                const uint top = (uint)CODE(ridx) << 24;
+                const uint top = CODE(ridx), wq = word >> 24;
                 // a flip that keeps the energy (d = 0) is always accepted; else the same top
                 // byte (1 in 256 moves) needs the exact threshold
-                acc_[${i}] = word < top || d == 0;
-                tie_[${i}] = (word ^ top) < 0x1000000u && d != 0;
+                acc_[${i}] = wq < top || d == 0;
+                tie_[${i}] = wq == top && d != 0;
                 idx_[${i}] = ridx;
 % endif
                 word_[${i}] = word;
@@ -263,7 +255,7 @@ ${planes(w)}
 ## Loads the S words of step slot `slot` (descriptor words dp) into names w.
 <%def name="load_step(w, dp)">
 % for a in range(S):
-            ${w[a]} = LD(${"%s[0] & 0x7FFFFFFFu" % dp if a == 0 else "%s[%d]" % (dp, a)});
+            ${w[a]} = LAT(${"%s[0] & 0x7FFFFFFFu" % dp if a == 0 else "%s[%d]" % (dp, a)});
 % endfor
 </%def>
 
@@ -292,7 +284,7 @@ ${planes(w)}
 %   endfor
 %   for c in range(4):
 %     for a in range(S):
-            ${w[c][a]} = LD(${dword("d", c, a) + (" & 0x7FFFFFFFu" if a == 0 else "")});
+            ${w[c][a]} = LAT(${dword("d", c, a) + (" & 0x7FFFFFFFu" if a == 0 else "")});
 %     endfor
             ${offs[c]} = ${dword("d", c, 0)} & 0x7FFFFFFFu;
 %   endfor

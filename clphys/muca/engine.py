@@ -187,12 +187,12 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
                          f"{format_bytes(room)}"
                          + (" (PoCL: a safe cap, see POCL_LOCAL_BUDGET)" if facts.vendor == "pocl" else "")
                          + ": choose 'global' for some of them or a smaller wg")
-    # NVIDIA, lattice in global memory: the word's first lane loads and stores it and hands
-    # it over by a shuffle, the next block's words loaded during this one (ahead); in
-    # local memory every lane loads (the shuffle lost: 180 against 219 flips/ns at L = 32)
-    lane0 = combine == "ballot" and lattice == "global"
+    # NVIDIA, lattice in global memory: the next block's words loaded during this one
+    # (ahead), by every lane of the word (H200, 2D L = 64: 264 against 240 flips/ns for the
+    # word's first lane loading and handing it over by a shuffle, which waited for the load)
+    ahead = combine == "ballot" and lattice == "global"
     return {"wg": wg, "lattice": lattice, "table": table, "hist": hist, "per_item": per_item,
-            "combine": combine, "layout": layout, "memory": "lane0" if lane0 else "all", "ahead": lane0,
+            "combine": combine, "layout": layout, "ahead": ahead,
             "hist_bits": hist_bits, "table_recorded": table_recorded}
 
 
@@ -356,7 +356,7 @@ class Engine:
                     table=table if record else o["table"], hist=hist, record=record, magnet=bool(magnet),
                     hist_rows=rows, hist_bits=bits, hist_flush=flush if bits == 16 else 0,
                     trips=bool(trips), ahead=bool(o.get("ahead", True)), layout=o.get("layout", "pair"),
-                    lattice=o.get("lattice", "global"), memory=o.get("memory", "all"))
+                    lattice=o.get("lattice", "global"))
             self._prog[record] = self._programs[key]
         self.trips = bool(trips)
         self.hist_shape = (slots, g.nbins)
