@@ -71,8 +71,8 @@ def code_bytes(geom: Geometry, layout: str = "pair") -> int:
 
 def hist_bytes(geom: Geometry, bits: int = 32, rows: int = 1) -> int:
     """Bytes of a local histogram: `rows` rows of 32-bit counts, or of 16-bit
-    counts two to a word."""
-    return rows * (geom.nbins if bits == 32 else (geom.nbins + 1) // 2) * 4
+    counts two to a word, and a spare word (the counts of walkers past W)."""
+    return (rows * (geom.nbins if bits == 32 else (geom.nbins + 1) // 2) + 1) * 4
 
 
 def hist_flush_steps(wg: int, per_item: int) -> int:
