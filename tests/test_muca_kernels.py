@@ -88,8 +88,9 @@ def _check_against_twin(dev, geom, walkers, opts, *, magnet, t0=5, n=37, n_skip=
     return eng
 
 
+# (2D L = 6, 128 walkers: whole work groups of walkers for wg 2 and 4, the kernel without the checks)
 CASES = [(Geometry(2, 4), 13), (Geometry(2, 6), 70), (Geometry(3, 4), 40), (Geometry(2, 34), 5),
-         (Geometry(3, 2), 7)]
+         (Geometry(3, 2), 7), (Geometry(2, 6), 128)]
 
 
 @pytest.mark.parametrize("geom,walkers", CASES, ids=[f"{g.dim}d-L{g.L}-W{w}" for g, w in CASES])
@@ -105,9 +106,9 @@ def test_oclgrind_runs_every_kernel_and_matches(oclgrind):
     kept alive: Oclgrind's checker confuses the shadow state of freed buffers
     with later ones (see conftest.py)."""
     keep = []
-    for geom, walkers in ((Geometry(2, 4), 45), (Geometry(3, 2), 7)):
+    for geom, walkers in ((Geometry(2, 4), 45), (Geometry(3, 2), 7), (Geometry(2, 4), 64)):
         for opts in SHARED + VARIANTS[:2]:
-            for magnet in (False, True):
+            for magnet in ((False, True) if walkers != 64 else (True,)):    # 64: every group whole
                 keep.append(_check_against_twin(oclgrind, geom, walkers, opts, magnet=magnet, n=23,
                                                 n_skip=6))
 

@@ -35,7 +35,8 @@
 ##
 ## params: dim, L, wg, K (1, 2, 4, 8, 16, 32), combine, table ("local": the
 ## pair codes in local memory | "global"), hist ("local" | "global"), record,
-## magnet, hist_rows (1 | 2), hist_bits (32 | 16), hist_flush, trips, ahead
+## magnet, hist_rows (1 | 2), hist_bits (32 | 16), hist_flush, trips, ahead, full (every
+## item's walkers below W)
 <%namespace name="philox" file="/rng/philox.cl"/>
 <%namespace name="mc" file="/muca/common.cl"/>
 <%
@@ -66,6 +67,8 @@
     # 2D: walkers past W count into a spare word after the local rows, not behind a branch
     # (H200, 2D L = 64: recorded 216 -> 267 flips/ns); 3D keeps the branch (L = 16: 253 -> 179)
     spare = hmode == "local" and dim == 2
+    # every item's walkers below W (W a multiple of wg K): no walker to leave out anywhere
+    full = bool(context.get("full", False))
     layout = context.get("layout", "pair")          # threshold codes per pair of bins | per (bin, nd) "row"
     lattice_mode = context.get("lattice", "global")   # "local": the group's words copied in for the launch
     if lattice_mode not in ("global", "local"):
@@ -417,7 +420,7 @@ void muca_update(__global uint *lattice, __global int *bins, __global int *mags,
 % endif
     for (uint v = 0; v < ${K}u; ++v) {
         const uint j = j0 + ${P}u * v, g = offset + j;
-        real[v] = j < W;
+        real[v] = ${"true" if full else "j < W"};
         const uint jj = real[v] ? j : 0u;
         bin[v] = real[v] ? bins[jj] : 0;
 % if magnet:

@@ -356,7 +356,7 @@ class Engine:
                     table=table if record else o["table"], hist=hist, record=record, magnet=bool(magnet),
                     hist_rows=rows, hist_bits=bits, hist_flush=flush if bits == 16 else 0,
                     trips=bool(trips), ahead=bool(o.get("ahead", True)), layout=o.get("layout", "pair"),
-                    lattice=o.get("lattice", "global"))
+                    lattice=o.get("lattice", "global"), full=self.W % (self.wg * self.per_item) == 0)
             self._prog[record] = self._programs[key]
         self.trips = bool(trips)
         self.hist_shape = (slots, g.nbins)
