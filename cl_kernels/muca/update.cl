@@ -242,21 +242,16 @@ ${planes(w)}
                 }
 % endif
 % if record:
-%   if not spare:
-                if (real[v]) {
-%   endif
+<% counted = "" if spare else "if (real[v]) " %>\
 %   if half:
-                atomic_add(&hist_l[hrow[v] + ((uint)bin[v] >> 1)], 1u << (((uint)bin[v] & 1u) << 4));
+                ${counted}atomic_add(&hist_l[hrow[v] + ((uint)bin[v] >> 1)], 1u << (((uint)bin[v] & 1u) << 4));
 %   elif hmode == "local":
-                atomic_inc(&hist_l[hrow[v] + (uint)bin[v]]);
+                ${counted}atomic_inc(&hist_l[hrow[v] + (uint)bin[v]]);
 %   else:
-                MU_COUNT(&hs[hrow[v] + (uint)bin[v]]);
+                ${counted}MU_COUNT(&hs[hrow[v] + (uint)bin[v]]);
 %   endif
 %   if magnet:
-                ${"if (real[v]) " if spare else ""}MU_COUNT(&mhs[(size_t)(mrow[v] + (uint)bin[v]) * MU_NM + (uint)abs(m[v]) / 2u]);
-%   endif
-%   if not spare:
-                }
+                if (real[v]) MU_COUNT(&mhs[(size_t)(mrow[v] + (uint)bin[v]) * MU_NM + (uint)abs(m[v]) / 2u]);
 %   endif
 % endif
             }

@@ -132,8 +132,8 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
     table_arg = table
     if per_item is None:
         # GPUs: one walker per work item where the lattices fit local memory, else two
-        # (NVIDIA, global lattice: two walkers per item, the word's first lane loading
-        # and storing it, ran 249 against 212 flips/ns at 2D L = 64 on an H200)
+        # (NVIDIA, global lattice: two walkers per item ran 234 / 205 flips/ns against
+        # 208 / 206 for one at 2D L = 64 on an H200, unrecorded / recorded)
         per_item = LANES
         if facts.is_gpu:
             per_item = 1
