@@ -476,10 +476,10 @@ def test_default_blocks_keep_work_groups_whole():
     walkers = [1, 16, 64, 100_000, 102_400, 135_168, 67_584, 53_248, 106_496]
     assert [default_blocks(w) for w in walkers] == [1, 16, 64, 100, 100, 66, 66, 52, 52]
     facts, geom = fake_facts("nvidia"), Geometry(2, 128)
-    o, W = choose_options(facts, geom), default_walkers(facts, geom)
+    o, W = choose_options(facts, geom), default_walkers(facts)
     plan = lambda slots: histogram_plan(facts, geom, o, o["wg"], o["per_item"],     # noqa: E731
                                         hist_flush_steps(o["wg"], o["per_item"]), W, 0, slots)
-    assert W == 135_168 and plan(1)[:2] == ("local", 16)
+    assert W == 67_584 and plan(1)[:2] == ("local", 16)
     assert plan(100)[0] == "global" and plan(default_blocks(W)) == plan(1)
 
 

@@ -39,22 +39,21 @@ MAGNET_BUDGET = 64 << 20       # magnetization histograms are recorded by defaul
 # stay well below that on PoCL.
 POCL_LOCAL_BUDGET = 4096
 # walkers per compute unit by default (Multicanonical(walkers=None), docs/muca.md
-# "Walkers"): GPUs 512 up to BINS_FEW energy bins (2D L = 64 on an H200 converged in
-# 16.7 s with 512 per SM, 25.0-27.7 s with 256 and 45.6 s with 384; L = 32 in 1.40 s
-# with 512, 1.51-6.65 s with 256 to 64), 1024 beyond (the recorded flips, which do
-# not grow with W, dominate there, and the kernel runs 1.5x faster at 1024); CPUs 64
+# "Walkers"): GPUs 512, the fastest to converge wherever measured on an H200 (2D L =
+# 64: 16.7 s against 25.0-27.7 s with 256 and 45.6 s with 384; L = 32: 1.40 s
+# against 1.51-6.65 s with 256 to 64; L = 128: 280 s against 370 s with 1024, and not
+# converged in 285 s with 384): each walker thermalises 30 w flips per iteration, so
+# the work grows with W faster than the kernel's rate does; CPUs 64
 GPU_WALKERS_PER_UNIT = 512
-GPU_WALKERS_PER_UNIT_LARGE = 1024
-BINS_FEW = 4097
 CPU_WALKERS_PER_UNIT = 64
 
 
-def default_walkers(facts, geom: Geometry | None = None) -> int:
-    """Walkers by default, per device and size (see GPU_WALKERS_PER_UNIT)."""
-    if not facts.is_gpu:
-        return int(facts.compute_units) * CPU_WALKERS_PER_UNIT
-    large = geom is not None and geom.nbins > BINS_FEW
-    return int(facts.compute_units) * (GPU_WALKERS_PER_UNIT_LARGE if large else GPU_WALKERS_PER_UNIT)
+def default_walkers(facts) -> int:
+    """Walkers by default on a device: per compute unit GPU_WALKERS_PER_UNIT
+    (whatever the size: the fastest to converge at every size measured) or
+    CPU_WALKERS_PER_UNIT."""
+    per_unit = GPU_WALKERS_PER_UNIT if facts.is_gpu else CPU_WALKERS_PER_UNIT
+    return int(facts.compute_units) * per_unit
 
 
 def local_room(facts):
