@@ -36,7 +36,8 @@ def test_every_line_has_the_required_fields(path):
 def test_results_md_is_the_generated_table():
     text = (BENCH / "RESULTS.md").read_text()
     assert text == make_results.render(), "run: python benchmarks/make_results.py"
-    assert text.count("\n") <= 300
+    # current figures only (superseded records stay out): a table, not a diary
+    assert text.count("\n") <= 320
 
 
 def test_a_report_writes_lines_that_read_back(tmp_path, capsys):
