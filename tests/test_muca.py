@@ -253,6 +253,38 @@ def test_checkpoint_errors(device, tmp_path):
         Multicanonical.load(tmp_path / "short.npz", device=device)
 
 
+def test_checkpoint_without_magnetization_stores_no_magnetization_arrays(device, tmp_path):
+    """Without (E, |M|) histograms a checkpoint holds none (they were zeros of
+    bins x |M| bins: 537 MB at 2D L = 128); one of that earlier layout loads and
+    goes on as the new one does."""
+    ref = Multicanonical(8, walkers=64, seed=3, device=device)
+    ref.iterate(max_iterations=2, progress=False)
+    path = tmp_path / "new.npz"
+    ref.save(path)
+    with np.load(path) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    assert arrays["moments"].shape == (0, ref.geom.nbins, 3)
+    assert arrays["pending_mhist"].shape == (0, ref.geom.nbins, ref.geom.nm)
+    header = json.loads(arrays.pop("__header__").tobytes())
+    header.pop(ck.DIGESTS)
+    assert header.pop("mslots") == 0
+    slots = header["slots"]
+    arrays["moments"] = np.zeros((slots, header["nbins"], 3))
+    arrays["pending_mhist"] = np.zeros((slots, header["nbins"], header["nm"]), np.uint32)
+    for name in ("moments", "pending_mhist"):
+        header["arrays"][name]["shape"] = list(arrays[name].shape)
+    ck._write(tmp_path / "old.npz", header, arrays)
+    runs = [Multicanonical.load(tmp_path / name, device=device) for name in ("new.npz", "old.npz")]
+    for sim in runs:
+        sim.iterate(max_iterations=2, progress=False)
+    assert _records(runs[0]) == _records(runs[1])
+    np.testing.assert_array_equal(runs[0].walker_state()[0], runs[1].walker_state()[0])
+    header["mslots"] = 1 if slots != 1 else 2             # neither 0 nor slots
+    ck._write(tmp_path / "bad.npz", header, arrays)
+    with pytest.raises(CheckpointError, match="shape|mslots"):
+        Multicanonical.load(tmp_path / "bad.npz", device=device)
+
+
 # ------------------------------------------------------------------ API and bad input
 def test_run_and_history(device):
     with pytest.warns(RuntimeWarning, match="producing with the last weights"):

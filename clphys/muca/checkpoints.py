@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..runtime.checkpoint import CheckpointError, field, load_checkpoint, save_checkpoint
+from ..runtime.checkpoint import CheckpointError, check_arrays, field, load_checkpoint, save_checkpoint
 from . import protocol as proto
 from .geometry import Geometry, groups
 from .records import PRODUCTION_KEYS, IterationRecord
@@ -39,7 +39,7 @@ class MulticanonicalCheckpoints:
         g = self.geom
         header = {"dim": g.dim, "L": g.L, "walkers": self.walkers, "seed": self.seed,
                   "sites": g.N, "groups": eng.G, "nbins": g.nbins, "nm": g.nm, "slots": eng.slots,
-                  "magnet": eng.magnet, "since": since, "t": eng.t, "width": int(self.width),
+                  "magnet": eng.magnet, "mslots": eng.slots if eng.magnet else 0, "since": since, "t": eng.t, "width": int(self.width),
                   "u": self._u, "kl": self._kl, "applied": self._applied,
                   "protocol": {f.name: getattr(self.protocol, f.name) for f in fields(self.protocol)},
                   "options": self.options, "iteration": self._iter, "production": self._prod,
@@ -48,9 +48,10 @@ class MulticanonicalCheckpoints:
                   "last_hist": (self._last_hist if self._last_hist is not None
                                 else np.zeros(g.nbins, np.int64)),
                   "hist": eng.hist, "pending_hist": pend_hist,
-                  "moments": eng.moments if eng.magnet else np.zeros((eng.slots, g.nbins, 3)),
-                  "pending_mhist": (pend_mhist if eng.magnet
-                                    else np.zeros((eng.slots, g.nbins, g.nm), np.uint32)),
+                  # no (E, |M|) arrays without magnetization: they would be zeros of
+                  # bins x |M| bins (2D L = 128: 537 MB, L = 256: 8.6 GB)
+                  "moments": eng.moments if eng.magnet else np.zeros((0, g.nbins, 3)),
+                  "pending_mhist": pend_mhist if eng.magnet else np.zeros((0, g.nbins, g.nm), np.uint32),
                   "history": np.array([astuple(r) for r in self._history], np.float64).reshape(-1, 9),
                   "passages": eng.read_passages()}
         save_checkpoint(path, CHECKPOINT_KIND, header, arrays)
@@ -83,10 +84,17 @@ class MulticanonicalCheckpoints:
                 "mags": ("int32", ("walkers",)), "log_weights": ("float64", ("nbins",)),
                 "last_hist": ("int64", ("nbins",)), "hist": ("int64", ("slots", "nbins")),
                 "pending_hist": ("uint32", ("slots", "nbins")),
-                "moments": ("float64", ("slots", "nbins", 3)),
-                "pending_mhist": ("uint32", ("slots", "nbins", "nm")),
+                "moments": ("float64", ("mslots", "nbins", 3)),
+                "pending_mhist": ("uint32", ("mslots", "nbins", "nm")),
                 "history": ("float64", (None, 9)), "passages": ("uint32", ("walkers",))}
-        header, arrays = load_checkpoint(path, CHECKPOINT_KIND, spec)
+        header, arrays = load_checkpoint(path, CHECKPOINT_KIND)
+        if isinstance(header.get("slots"), int) and "mslots" not in header:
+            header["mslots"] = header["slots"]         # written before 2026-11-29: zeros when not magnet
+        check_arrays(p, header, arrays, spec)
+        magnet = field(header, "magnet", bool, path=p)
+        if field(header, "mslots", int, path=p) not in ((header["slots"],) if magnet else (0, header["slots"])):
+            raise CheckpointError(f"checkpoint {p!r}: mslots = {header['mslots']} does not match slots = "
+                                  f"{header['slots']} and magnet = {magnet}")
         for name, want in (("sites", geom.N), ("groups", groups(walkers)), ("nbins", geom.nbins), ("nm", geom.nm)):
             if field(header, name, int, path=p) != want:
                 raise CheckpointError(f"checkpoint {p!r}: {name} = {header[name]} does not match {geom}")
@@ -162,6 +170,8 @@ def _check_saved_meaning(header, arrays, geom, protocol, p):
         if bad.any():
             raise CheckpointError(f"{where}: array {name!r} holds {int(bad.sum())} negative or NaN values")
     m = arrays["moments"]
+    if not len(m):
+        m = np.zeros(arrays["hist"].shape + (3,))     # none stored: no magnetization
     if not np.isfinite(m).all():
         raise CheckpointError(f"{where}: array 'moments' holds values that are not finite")
     # sums over the recorded counts of |m|, |m|^2, |m|^4 with 0 <= |m| <= 1
