@@ -28,6 +28,7 @@ import hashlib
 import json
 import math
 import pickle
+import warnings
 import zipfile
 
 import numpy as np
@@ -100,7 +101,10 @@ def _write_original(kind, path, device):
     elif kind == "muca":
         sim = Multicanonical(4, walkers=16, seed=1, device=device)
         sim.iterate(max_iterations=2, progress=False)
-        sim.save(path)
+        with warnings.catch_warnings():     # a production this short warns that it is
+            warnings.simplefilter("ignore", RuntimeWarning)
+            sim.produce(blocks=2, therm=10, updates=20, magnetization=True, progress=False)
+        sim.save(path)                      # with the (E, |M|) arrays of the production
 
 
 def _contents(path):
