@@ -39,7 +39,8 @@ class MulticanonicalCheckpoints:
         g = self.geom
         header = {"dim": g.dim, "L": g.L, "walkers": self.walkers, "seed": self.seed,
                   "sites": g.N, "groups": eng.G, "nbins": g.nbins, "nm": g.nm, "slots": eng.slots,
-                  "magnet": eng.magnet, "mslots": eng.slots if eng.magnet else 0, "since": since, "t": eng.t, "width": int(self.width),
+                  "magnet": eng.magnet, "mslots": eng.slots if eng.magnet else 0,
+                  "since": since, "t": eng.t, "width": int(self.width),
                   "u": self._u, "kl": self._kl, "applied": self._applied,
                   "protocol": {f.name: getattr(self.protocol, f.name) for f in fields(self.protocol)},
                   "options": self.options, "iteration": self._iter, "production": self._prod,
