@@ -170,15 +170,13 @@ def _check_saved_meaning(header, arrays, geom, protocol, p):
         bad = ~(arrays[name] >= 0)              # NaN too
         if bad.any():
             raise CheckpointError(f"{where}: array {name!r} holds {int(bad.sum())} negative or NaN values")
-    m = arrays["moments"]
-    if not len(m):
-        m = np.zeros(arrays["hist"].shape + (3,))     # none stored: no magnetization
+    m = arrays["moments"]                        # empty when no magnetization was recorded
     if not np.isfinite(m).all():
         raise CheckpointError(f"{where}: array 'moments' holds values that are not finite")
     # sums over the recorded counts of |m|, |m|^2, |m|^4 with 0 <= |m| <= 1
     slack = 1.0 + 1e-9
-    if np.any(m[..., 0] > arrays["hist"] * slack) or np.any(m[..., 1] > m[..., 0] * slack) or \
-            np.any(m[..., 2] > m[..., 1] * slack):
+    if len(m) and (np.any(m[..., 0] > arrays["hist"] * slack) or np.any(m[..., 1] > m[..., 0] * slack)
+                   or np.any(m[..., 2] > m[..., 1] * slack)):
         raise CheckpointError(f"{where}: array 'moments' is not the moments of |m| <= 1 of the counts in 'hist'")
     rows = arrays["history"]
     ints = rows[:, [0, 1, 2, 3, 6, 8]]
