@@ -54,6 +54,16 @@ def test_a_report_writes_lines_that_read_back(tmp_path, capsys):
     assert capsys.readouterr().out.count("\n") == 2                  # printed as well
 
 
+def test_the_command_names_its_device_and_its_mpi_launch(monkeypatch):
+    for k in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", "PYOPENCL_CTX"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("CLPHYS_DEVICE", "nvidia")
+    argv = ["bench.py", "--sizes3d", ""]
+    assert _report.command_line(argv) == "CLPHYS_DEVICE=nvidia python bench.py --sizes3d ''"
+    monkeypatch.setenv("PMI_SIZE", "2")
+    assert _report.command_line(argv) == "mpiexec -n 2 CLPHYS_DEVICE=nvidia python bench.py --sizes3d ''"
+
+
 @pytest.mark.parametrize("change, message", [
     ({"ranks": 0}, "ranks"), ({"value": "fast"}, "value"), ({"date": "yesterday"}, "ISO"),
     ({"peer": {"value": 1.0}}, "peer"), ({"workload": ""}, "workload")])
