@@ -324,11 +324,15 @@ def test_16_bit_histogram_plans_fit_the_gpus(persona):
     assert choose_options(facts, Geometry(2, 256))["hist"] == "global"      # 128 KiB even in 16 bits
 
 
-def test_default_walkers_per_device():
+def test_default_walkers_per_device_and_size():
     # GPUs: 512 per compute unit (132 SMs of an H100/H200: 67584), the fastest to
-    # converge of those measured at 2D L = 32, 64 and 128; CPUs 64
-    assert default_walkers(fake_facts("nvidia")) == 132 * 512 == 67584
-    assert default_walkers(fake_facts("pocl")) == 2 * 64
+    # converge measured at 2D L = 32 and 64 and in 3D; 1024 from 2D L = 128 on,
+    # where 512 left two seeds of three oscillating; CPUs 64 at every size
+    gpu, cpu = fake_facts("nvidia"), fake_facts("pocl")
+    assert default_walkers(gpu) == default_walkers(gpu, Geometry(2, 64)) == 132 * 512 == 67584
+    assert default_walkers(gpu, Geometry(2, 128)) == default_walkers(gpu, Geometry(2, 256)) == 135168
+    assert default_walkers(gpu, Geometry(3, 32)) == 67584
+    assert default_walkers(cpu) == default_walkers(cpu, Geometry(2, 128)) == 2 * 64
 
 
 @pytest.mark.parametrize("slots,walkers,wg", [(1, 256, 8), (3, 200, 2)], ids=["one-row", "two-rows"])

@@ -89,7 +89,7 @@ def _start(args, comm, say):
             raise ValueError("--size is required (or --resume FILE)")
         geom = Geometry.checked(args.size, args.dim or 2)
         dev = resolve_device(args.device)
-        walkers = args.walkers or default_walkers(dev.facts) * (comm.Get_size() if comm is not None else 1)
+        walkers = args.walkers or default_walkers(dev.facts, geom) * (comm.Get_size() if comm is not None else 1)
         _cpu_warning(dev, geom, walkers)
     _check_production(walkers, geom, args)                # every derived default, before any kernel
     if args.resume:
@@ -319,7 +319,8 @@ def add_parsers(sub):
     p.add_argument("--dim", type=int, choices=(2, 3), default=None, help="lattice dimension (default 2)")
     p.add_argument("--size", "-L", type=int, default=None, help="linear size L (even)")
     p.add_argument("--walkers", type=int, default=None,
-                   help="parallel walkers (default: 512 per compute unit on a GPU, 64 per core on a CPU; docs/muca.md \"Walkers\")")
+                   help="parallel walkers (default: per compute unit of a GPU 512, 1024 for 2D L >= 128; "
+                        "64 per core on a CPU; docs/muca.md \"Walkers\")")
     p.add_argument("--seed", type=int, default=None, help="random seed (default 0)")
     p.add_argument("--kl", type=float, default=None,
                    help="stop the weight iteration when d_k < KL (default 1e-4, or the checkpoint's)")

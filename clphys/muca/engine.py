@@ -39,20 +39,30 @@ MAGNET_BUDGET = 64 << 20       # magnetization histograms are recorded by defaul
 # stay well below that on PoCL.
 POCL_LOCAL_BUDGET = 4096
 # walkers per compute unit by default (Multicanonical(walkers=None), docs/muca.md
-# "Walkers"): GPUs 512, the fastest to converge wherever measured on an H200 (2D L =
-# 64: 16.7 s against 25.0-27.7 s with 256 and 45.6 s with 384; L = 32: 1.40 s
-# against 1.51-6.65 s with 256 to 64; L = 128: 280 s against 370 s with 1024, and not
-# converged in 285 s with 384): each walker thermalises 30 w flips per iteration, so
-# the work grows with W faster than the kernel's rate does; CPUs 64
+# "Walkers"), measured to convergence on an H200: GPUs 512 up to 2D L = 64 and in
+# 3D (2D L = 64: 11.5-21.2 s over 3 seeds against 15.9-16.7 s with 1024, 25.0-27.7 s
+# with 256; L = 32: 1.40 s against 1.51-6.65 s with 256 to 64; 3D L = 24: 3 seeds in
+# 254-300 s), and 1024 from 2D L = 128 on, where 512 converged for one seed of three
+# (280 s) and 1024 for all three (367-370 s): more walkers per iteration damp the
+# weights' oscillation there. Each walker thermalises 30 w flips per iteration, so
+# below that size the work grows with W faster than the kernel's rate. CPUs 64.
 GPU_WALKERS_PER_UNIT = 512
+GPU_WALKERS_PER_UNIT_LARGE_2D = 1024
+LARGE_2D = 128
 CPU_WALKERS_PER_UNIT = 64
 
 
-def default_walkers(facts) -> int:
-    """Walkers by default on a device: per compute unit GPU_WALKERS_PER_UNIT
-    (whatever the size: the fastest to converge at every size measured) or
-    CPU_WALKERS_PER_UNIT."""
-    per_unit = GPU_WALKERS_PER_UNIT if facts.is_gpu else CPU_WALKERS_PER_UNIT
+def default_walkers(facts, geom: Geometry | None = None) -> int:
+    """Walkers by default on a device, per compute unit: on a GPU
+    GPU_WALKERS_PER_UNIT, or GPU_WALKERS_PER_UNIT_LARGE_2D for a 2D geometry of
+    L >= LARGE_2D (each the fastest to converge over the seeds measured at its
+    sizes); on a CPU CPU_WALKERS_PER_UNIT."""
+    if not facts.is_gpu:
+        per_unit = CPU_WALKERS_PER_UNIT
+    elif geom is not None and geom.dim == 2 and geom.L >= LARGE_2D:
+        per_unit = GPU_WALKERS_PER_UNIT_LARGE_2D
+    else:
+        per_unit = GPU_WALKERS_PER_UNIT
     return int(facts.compute_units) * per_unit
 
 

@@ -124,7 +124,7 @@ class Multicanonical(MulticanonicalCheckpoints):
     of multicanonical weights.
 
     L: even, >= 2; dim: 2 or 3; walkers: default engine.default_walkers (per
-    compute unit, docs/muca.md "Walkers"); seed: 64-bit.
+    compute unit and size, docs/muca.md "Walkers"); seed: 64-bit.
     Protocol (Gross et al. 2018): f_therm, z, factor, growth, min_width.
     Kernel options (results do not depend on them): wg (work-group size),
     table and hist ("local" or "global": where the threshold codes and the
@@ -176,7 +176,7 @@ class Multicanonical(MulticanonicalCheckpoints):
         self.device = dev
         self.options = choose_options(dev.facts, self.geom, *options)
         if walkers is None:
-            walkers = default_walkers(dev.facts) * (ranks or 1)
+            walkers = default_walkers(dev.facts, self.geom) * (ranks or 1)
         if ranks is not None:
             return walkers
         self.walkers = walkers
@@ -569,7 +569,7 @@ def run(L: int, dim: int = 2, walkers: int | None = None, seed: int = 0, device:
     if walkers is not None:
         walkers = _validate.integer("walkers", walkers, 1, 2**31 - 1)
     geom = Geometry.checked(L, dim)
-    count = walkers if walkers is not None else default_walkers(resolve_device(device).facts)
+    count = walkers if walkers is not None else default_walkers(resolve_device(device).facts, geom)
     production_args(count, geom, blocks, updates, None, magnetization, target_error, max_seconds)
     _validate.real("kl", kl, 0.0, strict_min=True)
     if max_iterations is not None:
