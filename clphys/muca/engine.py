@@ -43,9 +43,9 @@ POCL_LOCAL_BUDGET = 4096
 # 3D (2D L = 64: 11.5-21.2 s over 3 seeds against 15.9-16.7 s with 1024, 25.0-27.7 s
 # with 256; L = 32: 1.40 s against 1.51-6.65 s with 256 to 64; 3D L = 24: 3 seeds in
 # 254-300 s), and 1024 from 2D L = 128 on, where 512 converged for one seed of three
-# (280 s) and 1024 for all three (367-370 s): more walkers per iteration damp the
-# weights' oscillation there. Each walker thermalises 30 w flips per iteration, so
-# below that size the work grows with W faster than the kernel's rate. CPUs 64.
+# (280 s; the others' weights oscillated) and 1024 for all three (367-370 s); L =
+# 256 follows L = 128 unmeasured. Each walker thermalises 30 w flips per iteration,
+# so below that size the work grows with W faster than the kernel's rate. CPUs 64.
 GPU_WALKERS_PER_UNIT = 512
 GPU_WALKERS_PER_UNIT_LARGE_2D = 1024
 LARGE_2D = 128
