@@ -17,7 +17,7 @@ from clphys.muca.geometry import Geometry
 from clphys.runtime import fake_facts, render
 
 # options Engine takes that choose_options does not (the plan, built by the tests)
-ENGINE_ONLY = ("ahead", "layout", "hist_bits", "hist_flush", "table_recorded")
+ENGINE_ONLY = ("ahead", "layout", "hist_bits", "hist_flush", "table_recorded", "runs")
 # one work item per word (the CPU kernel): every place of lattice, codes and histogram
 VARIANTS = [dict(per_item=32, wg=8, lattice="global", table="global", hist="global"),
             dict(per_item=32, wg=4, lattice="local", table="local", hist="local"),
@@ -27,13 +27,20 @@ VARIANTS = [dict(per_item=32, wg=8, lattice="global", table="global", hist="glob
             # 16-bit local counts, flushed every few steps (not only at the end of a launch)
             dict(per_item=32, wg=2, lattice="global", table="local", hist="local", hist_bits=16, hist_flush=7),
             dict(per_item=32, wg=2, lattice="local", table="local", hist="local", layout="pair", hist_bits=16,
-                 hist_flush=9, table_recorded="global", ahead=True)]
+                 hist_flush=9, table_recorded="global", ahead=True),
+            # runs: a walker's steps in one bin counted at once (global, 32-bit and 16-bit local)
+            dict(per_item=32, wg=8, lattice="global", table="global", hist="global", runs=True),
+            dict(per_item=32, wg=4, lattice="local", table="local", hist="local", runs=True),
+            dict(per_item=32, wg=2, lattice="global", table="local", hist="local", hist_bits=16, hist_flush=7,
+                 runs=True)]
 # several work items per word, their flips combined through local memory (Oclgrind:
 # PoCL's compiler takes minutes for these loops with barriers)
 SHARED = [dict(per_item=1, wg=32, lattice="global", layout="pair", ahead=True),
           dict(per_item=1, wg=64, lattice="local", hist="global"),
           dict(per_item=4, wg=16, lattice="global", table="global", layout="row"),
-          dict(per_item=2, wg=32, lattice="local", layout="pair", ahead=True)]
+          dict(per_item=2, wg=32, lattice="local", layout="pair", ahead=True),
+          dict(per_item=2, wg=32, lattice="global", hist="global", ahead=True, runs=True),
+          dict(per_item=2, wg=32, lattice="global", hist="local", hist_bits=16, hist_flush=9, ahead=True, runs=True)]
 
 
 def _engine(dev, geom, walkers, seed, offset=0, total=None, **opts):
@@ -124,7 +131,7 @@ def test_oclgrind_runs_16_bit_local_counts(oclgrind):
     flushed = dict(hist="local", hist_bits=16, hist_flush=7)
     for walkers, slots, opts in ((45, 1, dict(per_item=1, wg=32, lattice="global", layout="row", **flushed)),
                                  (45, 1, dict(per_item=2, wg=16, lattice="local", table="global", **flushed)),
-                                 (70, 1, VARIANTS[-1]), (200, 3, VARIANTS[-2])):
+                                 (70, 1, VARIANTS[6]), (200, 3, VARIANTS[5]), (200, 3, VARIANTS[-1])):
         keep.append(_check_against_twin(oclgrind, geom, walkers, opts, magnet=False, slots=slots, n=23,
                                         n_skip=6))
         assert keep[-1].hist_mode == "local16"

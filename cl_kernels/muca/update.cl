@@ -64,6 +64,8 @@
         raise ValueError("muca update.cl: wg = %d is not a multiple of the %d work items per word" % (wg, P))
     S = 2 * dim + 1                  # words per step
     hmode = hist if record else "none"
+    # runs: a walker's steps in one bin are counted at once, when it leaves the bin
+    runs = bool(context.get("runs", False)) and hmode != "none"
     # 2D: walkers past W count into a spare word after the local rows, not behind a branch
     # (H200, 2D L = 64: recorded 216 -> 267 flips/ns); 3D keeps the branch (L = 16: 253 -> 179)
     spare = hmode == "local" and dim == 2
@@ -241,7 +243,18 @@ ${planes(w)}
                         tr[v] = (((tr[v] >> 2) + ((tr[v] & 3u) != 0u)) << 2) | end;
                 }
 % endif
-% if record:
+% if runs:
+<% counted = "" if spare else "if (real[v]) " %>\
+                if (bin[v] != run_bin[v]) {
+                    ${counted}${add_run("v")}
+                    run_bin[v] = bin[v];
+                    run_n[v] = 0u;
+                }
+                ++run_n[v];
+%   if magnet:
+                if (real[v]) MU_COUNT(&mhs[(size_t)(mrow[v] + (uint)bin[v]) * MU_NM + (uint)abs(m[v]) / 2u]);
+%   endif
+% elif record:
 <% counted = "" if spare else "if (real[v]) " %>\
 %   if half:
                 ${counted}atomic_add(&hist_l[hrow[v] + ((uint)bin[v] >> 1)], 1u << (((uint)bin[v] & 1u) << 4));
@@ -271,6 +284,25 @@ ${planes(w)}
 <%def name="load_step(w, dp)">
             const uint8 rw = mu_reload(${dp}, mine);
             ${"; ".join("%s = rw.s%d" % (w[a], a) for a in range(S))};
+</%def>
+
+## Walker v's run (run_n steps in bin run_bin) added to its histogram row.
+<%def name="add_run(v)">\
+% if half:
+atomic_add(&hist_l[hrow[${v}] + ((uint)run_bin[${v}] >> 1)], run_n[${v}] << (((uint)run_bin[${v}] & 1u) << 4));\
+% elif hmode == "local":
+atomic_add(&hist_l[hrow[${v}] + (uint)run_bin[${v}]], run_n[${v}]);\
+% else:
+atomic_add(&hs[hrow[${v}] + (uint)run_bin[${v}]], run_n[${v}]);\
+% endif
+</%def>
+
+## Every walker's open run added and restarted (before local counts are read).
+<%def name="close_runs()">
+        for (uint v = 0; v < ${K}u; ++v) {
+            if (${"" if spare else "real[v] && "}run_n[v] != 0u) ${add_run("v")}
+            run_n[v] = 0u;
+        }
 </%def>
 
 ## The 16-bit local counts added to the global histogram (and zeroed when `zero`).
@@ -310,6 +342,9 @@ ${planes(w)}
 <%def name="whole_block(cur, co, cf, nxt, no, nf)">
 % if half:
         if (since > ${hist_flush - 7}u) {            // this block and a ragged end of 3 could pass 65535
+% if runs:
+${close_runs()}
+% endif
             barrier(CLK_LOCAL_MEM_FENCE);
 ${add_halves(True)}
             barrier(CLK_LOCAL_MEM_FENCE);
@@ -417,6 +452,10 @@ void muca_update(__global uint *lattice, __global int *bins, __global int *mags,
 % endif
 % if record:
     uint hrow[${K}];
+%   if runs:
+    int run_bin[${K}];
+    uint run_n[${K}];
+%   endif
 %   if magnet:
     uint mrow[${K}];
 %   endif
@@ -442,6 +481,10 @@ void muca_update(__global uint *lattice, __global int *bins, __global int *mags,
 %   endif
 %   if magnet:
         mrow[v] = slot * MU_NBINS;
+%   endif
+%   if runs:
+        run_bin[v] = bin[v];
+        run_n[v] = 0u;
 %   endif
 % endif
         const uint4 r = mu_philox(mu_step_counter(t, g, MU_TAG_ACCEPT), key);
@@ -508,6 +551,9 @@ ${whole_block(nw, noffs, "nflags", cw, offs, "flags")}
 ${load_step(wn, "dp")}
 ${step(wn, "c == 0u ? rnd0[v] : c == 1u ? rnd1[v] : rnd2[v]", "dp[0] & 0x7FFFFFFFu")}
     }
+% if runs:
+${close_runs()}
+% endif
     for (uint v = 0; v < ${K}u; ++v) {
         if (real[v]) {
             const uint j = j0 + ${P}u * v;

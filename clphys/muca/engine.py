@@ -355,17 +355,23 @@ class Engine:
         flush = o.get("hist_flush", hist_flush_steps(self.wg, self.per_item))
         hist, bits, table, rows = histogram_plan(self.dev.facts, g, o, self.wg, self.per_item, flush,
                                                  self.total, self.offset, slots)
+        # a histogram in global memory: a walker's steps in one bin added by one atomic when
+        # it leaves the bin (H200, 2D L = 256: 33 -> 51-58 recorded flips/ns; 3D L = 32: 43-46
+        # -> 57-60; PoCL on 2 cores: 2-3 % faster); with local counts the extra registers
+        # cost more than the atomics they save (H200, 2D L = 64: 357 -> 301)
+        runs = bool(o.get("runs", hist == "global"))
         # two programs: the thermalisation's launches (nothing counted) and the recorded ones
         self._prog = {}
         for record in (False, True):
-            key = (hist, bits, table, bool(magnet), rows, bool(trips), record)
+            key = (hist, bits, table, bool(magnet), rows, bool(trips), record, runs)
             if key not in self._programs:     # built once per engine (each iteration configures)
                 self._programs[key] = self.dev.build(
                     "muca/update.cl", **g.template(), wg=self.wg, K=self.per_item, combine=o["combine"],
                     table=table if record else o["table"], hist=hist, record=record, magnet=bool(magnet),
                     hist_rows=rows, hist_bits=bits, hist_flush=flush if bits == 16 else 0,
                     trips=bool(trips), ahead=bool(o.get("ahead", True)), layout=o.get("layout", "pair"),
-                    lattice=o.get("lattice", "global"), full=self.W % (self.wg * self.per_item) == 0)
+                    lattice=o.get("lattice", "global"), full=self.W % (self.wg * self.per_item) == 0,
+                    runs=runs)
             self._prog[record] = self._programs[key]
         self.trips = bool(trips)
         self.hist_shape = (slots, g.nbins)
