@@ -216,6 +216,10 @@ def test_checkpoint_resumes_bit_for_bit(device, tmp_path):
         sim.produce(blocks=8)
     assert 0 < sim._prod["done"] < sim._prod["therm"] + sim._prod["updates"]
     assert sim._prod["phase"] == "therm"                 # inside the passage-driven thermalisation
+    progress = sim.production_progress
+    assert progress["phase"] == "therm" and progress["flips_per_walker"] == sim._prod["done"]
+    assert progress["therm_flips_per_walker"] is None and progress["max_error"] is None
+    assert 0 <= progress["passages"] < 0.5 and progress["seconds"] > 0
     sim.save(path)
     sim = Multicanonical.load(path, device=device, wg=2, lattice="global")   # other kernel options
     res = sim.produce(blocks=8)
@@ -224,6 +228,7 @@ def test_checkpoint_resumes_bit_for_bit(device, tmp_path):
     np.testing.assert_array_equal(res.ln_g, ref_res.ln_g)
     assert (res.therm, res.updates, res.passages) == (ref_res.therm, ref_res.updates, ref_res.passages)
     np.testing.assert_array_equal(sim.walker_state()[0], ref.walker_state()[0])
+    assert sim.production_progress is None
 
 
 def test_checkpoint_errors(device, tmp_path):

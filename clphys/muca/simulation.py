@@ -365,6 +365,20 @@ class Multicanonical(MulticanonicalCheckpoints):
         """A production run was interrupted (produce() continues it)."""
         return self._prod is not None
 
+    @property
+    def production_progress(self) -> dict | None:
+        """Where an interrupted production stands (None without one): `phase`
+        ("therm" or "record"), `flips_per_walker` done, `passages` per walker
+        so far, `therm_flips_per_walker` (None while thermalising),
+        `max_error` of ln g at the last check (None before one) and
+        `seconds` spent."""
+        p = self._prod
+        if p is None:
+            return None
+        return {"phase": p["phase"], "flips_per_walker": int(p["done"]), "passages": float(p["passages"]),
+                "therm_flips_per_walker": None if p["phase"] == "therm" else int(p["therm"]),
+                "max_error": float(p["error"]) if p["error"] > 0 else None, "seconds": float(p["seconds"])}
+
     def produce(self, blocks: int | None = None, updates: int | None = None, therm: int | None = None,
                 magnetization: bool | None = None, progress: bool | Callable | None = None, *,
                 target_error: float | None = None, max_seconds: float | None = None) -> MucaResult:
