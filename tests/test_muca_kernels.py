@@ -282,6 +282,15 @@ def test_kernel_plan_defaults_and_refusals():
     assert large == {"wg": 128, "lattice": "global", "table": "local", "hist": "local", "per_item": 2,
                      "combine": "ballot", "layout": "row", "ahead": True, "hist_bits": 32,
                      "table_recorded": "local"}
+    # four walkers per item from 2048 per SM at 2D L <= 64 (132 SMs); the caller's choice stays
+    crowded = 2048 * nvidia.compute_units
+    assert choose_options(nvidia, Geometry(2, 64), walkers=crowded - 32)["per_item"] == 2
+    assert choose_options(nvidia, Geometry(2, 64), walkers=crowded)["per_item"] == 4
+    assert choose_options(nvidia, Geometry(2, 64), walkers=crowded, per_item=2)["per_item"] == 2
+    assert choose_options(nvidia, Geometry(2, 128), walkers=crowded)["per_item"] == 2
+    assert choose_options(nvidia, Geometry(3, 16), walkers=crowded)["per_item"] == 2
+    assert choose_options(nvidia, Geometry(2, 32), walkers=crowded)["per_item"] == 1   # local lattice
+    assert choose_options(amd, Geometry(2, 64), walkers=crowded)["per_item"] == 1
     assert choose_options(nvidia, Geometry(2, 128))["layout"] == "pair"      # 32 KiB of pair codes
     # the caller's table stays where it was put: no room for a local histogram beside it
     assert choose_options(nvidia, Geometry(2, 128), table="local")["hist"] == "global"

@@ -125,8 +125,10 @@ def _checked_choices(facts, wg, table, hist, per_item, lattice):
     return wg, per_item
 
 
-def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_item=None, lattice=None) -> dict:
-    """The kernel plan: work-group size, walkers per work item (per_item: 1, 2,
+def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_item=None, lattice=None,
+                   walkers=None) -> dict:
+    """The kernel plan for `walkers` on this device (None: the default count):
+    work-group size, walkers per work item (per_item: 1, 2,
     4, ... 32; the 32 / per_item items of a lattice word combine their flips by
     a warp vote on NVIDIA, else through local memory), and where the pair-code
     table and the histogram live during a launch (local memory where they fit;
@@ -150,6 +152,12 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
                                  lattice="local", per_item=1)
             if facts.vendor == "nvidia" and lattice != "local" and (lattice == "global" or small > room):
                 per_item = 2
+                # 2D L <= 64 with >= 2048 walkers per SM: four per item, more steps in flight per
+                # item (H200, L = 64: 435 / 410 against 388 / 363 flips/ns at 2048 per SM, 447 /
+                # 422 against 390 / 376 at 4096; at 512-1024 per SM four lose 11-26 %, at L = 128
+                # they tie, in 3D L = 16 recorded they lose 17 %)
+                if geom.dim == 2 and geom.L <= 64 and (walkers or 0) >= 2048 * facts.compute_units:
+                    per_item = 4
     combine = "none" if per_item == LANES else ("ballot" if facts.vendor == "nvidia" else "local")
     if combine == "local" and facts.vendor == "pocl":
         # PoCL 3.0 never finishes a launch of the update whose items share words

@@ -174,7 +174,8 @@ class Multicanonical(MulticanonicalCheckpoints):
             walkers = _validate.integer("walkers", walkers, 1, 2**31 - 1)
         dev = resolve_device(device)
         self.device = dev
-        self.options = choose_options(dev.facts, self.geom, *options)
+        self._plan_choices = options
+        self.options = choose_options(dev.facts, self.geom, *options)     # checked before the walkers
         if walkers is None:
             walkers = default_walkers(dev.facts, self.geom) * (ranks or 1)
         if ranks is not None:
@@ -185,6 +186,7 @@ class Multicanonical(MulticanonicalCheckpoints):
     def _open(self, count, first):
         """The engine of walkers first .. first + count - 1 of self.walkers."""
         check_engine_memory(self.device, self.geom, count)
+        self.options = choose_options(self.device.facts, self.geom, *self._plan_choices, walkers=count)
         self._engine = Engine(self.device, self.geom, count, self.seed, offset=first, total=self.walkers,
                               options=self.options, comm=self._comm)
         self._engine.randomize()
