@@ -243,25 +243,17 @@ ${planes(w)}
                         tr[v] = (((tr[v] >> 2) + ((tr[v] & 3u) != 0u)) << 2) | end;
                 }
 % endif
-% if runs:
+% if record:
 <% counted = "" if spare else "if (real[v]) " %>\
+%   if runs:
                 if (bin[v] != run_bin[v]) {
-                    ${counted}${add_run("v")}
+                    ${counted}${count("v", "run_bin[v]", "run_n[v]")}
                     run_bin[v] = bin[v];
                     run_n[v] = 0u;
                 }
                 ++run_n[v];
-%   if magnet:
-                if (real[v]) MU_COUNT(&mhs[(size_t)(mrow[v] + (uint)bin[v]) * MU_NM + (uint)abs(m[v]) / 2u]);
-%   endif
-% elif record:
-<% counted = "" if spare else "if (real[v]) " %>\
-%   if half:
-                ${counted}atomic_add(&hist_l[hrow[v] + ((uint)bin[v] >> 1)], 1u << (((uint)bin[v] & 1u) << 4));
-%   elif hmode == "local":
-                ${counted}atomic_inc(&hist_l[hrow[v] + (uint)bin[v]]);
 %   else:
-                ${counted}MU_COUNT(&hs[hrow[v] + (uint)bin[v]]);
+                ${counted}${count("v", "bin[v]", "1u")}
 %   endif
 %   if magnet:
                 if (real[v]) MU_COUNT(&mhs[(size_t)(mrow[v] + (uint)bin[v]) * MU_NM + (uint)abs(m[v]) / 2u]);
@@ -286,21 +278,21 @@ ${planes(w)}
             ${"; ".join("%s = rw.s%d" % (w[a], a) for a in range(S))};
 </%def>
 
-## Walker v's run (run_n steps in bin run_bin) added to its histogram row.
-<%def name="add_run(v)">\
+## n steps of walker v in bin b added to its histogram row (one step: an increment).
+<%def name="count(v, b, n)">\
 % if half:
-atomic_add(&hist_l[hrow[${v}] + ((uint)run_bin[${v}] >> 1)], run_n[${v}] << (((uint)run_bin[${v}] & 1u) << 4));\
-% elif hmode == "local":
-atomic_add(&hist_l[hrow[${v}] + (uint)run_bin[${v}]], run_n[${v}]);\
+atomic_add(&hist_l[hrow[${v}] + ((uint)${b} >> 1)], ${n} << (((uint)${b} & 1u) << 4));\
+% elif n == "1u":
+${"atomic_inc" if hmode == "local" else "MU_COUNT"}(&${"hist_l" if hmode == "local" else "hs"}[hrow[${v}] + (uint)${b}]);\
 % else:
-atomic_add(&hs[hrow[${v}] + (uint)run_bin[${v}]], run_n[${v}]);\
+atomic_add(&${"hist_l" if hmode == "local" else "hs"}[hrow[${v}] + (uint)${b}], ${n});\
 % endif
 </%def>
 
 ## Every walker's open run added and restarted (before local counts are read).
 <%def name="close_runs()">
         for (uint v = 0; v < ${K}u; ++v) {
-            if (${"" if spare else "real[v] && "}run_n[v] != 0u) ${add_run("v")}
+            if (${"" if spare else "real[v] && "}run_n[v] != 0u) ${count("v", "run_bin[v]", "run_n[v]")}
             run_n[v] = 0u;
         }
 </%def>
