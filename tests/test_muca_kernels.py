@@ -12,12 +12,20 @@ import pytest
 
 from clphys.muca import protocol
 from clphys.muca import reference as ref
-from clphys.muca.engine import Engine, _local_bytes, choose_options, default_walkers, hist_flush_steps
+from clphys.muca.engine import (
+    WINDOW_BINS,
+    Engine,
+    _local_bytes,
+    choose_options,
+    default_walkers,
+    hist_flush_steps,
+    window_plan,
+)
 from clphys.muca.geometry import Geometry
 from clphys.runtime import fake_facts, render
 
 # options Engine takes that choose_options does not (the plan, built by the tests)
-ENGINE_ONLY = ("ahead", "layout", "hist_bits", "hist_flush", "table_recorded", "runs")
+ENGINE_ONLY = ("ahead", "layout", "hist_bits", "hist_flush", "table_recorded", "runs", "window", "window_flush")
 # one work item per word (the CPU kernel): every place of lattice, codes and histogram
 VARIANTS = [dict(per_item=32, wg=8, lattice="global", table="global", hist="global"),
             dict(per_item=32, wg=4, lattice="local", table="local", hist="local"),
@@ -32,7 +40,12 @@ VARIANTS = [dict(per_item=32, wg=8, lattice="global", table="global", hist="glob
             dict(per_item=32, wg=8, lattice="global", table="global", hist="global", runs=True),
             dict(per_item=32, wg=4, lattice="local", table="local", hist="local", runs=True),
             dict(per_item=32, wg=2, lattice="global", table="local", hist="local", hist_bits=16, hist_flush=7,
-                 runs=True)]
+                 runs=True),
+            # windows: each walker's counts in a few bins of local memory around its bin, moved every
+            # few steps; steps outside count in the global histogram
+            dict(per_item=32, wg=8, lattice="global", table="global", hist="global", window=8, window_flush=4),
+            dict(per_item=32, wg=4, lattice="local", table="local", hist="global", window=12, window_flush=8,
+                 ahead=True)]
 # several work items per word, their flips combined through local memory (Oclgrind:
 # PoCL's compiler takes minutes for these loops with barriers)
 SHARED = [dict(per_item=1, wg=32, lattice="global", layout="pair", ahead=True),
@@ -40,7 +53,8 @@ SHARED = [dict(per_item=1, wg=32, lattice="global", layout="pair", ahead=True),
           dict(per_item=4, wg=16, lattice="global", table="global", layout="row"),
           dict(per_item=2, wg=32, lattice="local", layout="pair", ahead=True),
           dict(per_item=2, wg=32, lattice="global", hist="global", ahead=True, runs=True),
-          dict(per_item=2, wg=32, lattice="global", hist="local", hist_bits=16, hist_flush=9, ahead=True, runs=True)]
+          dict(per_item=2, wg=32, lattice="global", hist="local", hist_bits=16, hist_flush=9, ahead=True, runs=True),
+          dict(per_item=2, wg=32, lattice="global", hist="global", ahead=True, window=8, window_flush=4)]
 
 
 def _engine(dev, geom, walkers, seed, offset=0, total=None, **opts):
@@ -131,7 +145,7 @@ def test_oclgrind_runs_16_bit_local_counts(oclgrind):
     flushed = dict(hist="local", hist_bits=16, hist_flush=7)
     for walkers, slots, opts in ((45, 1, dict(per_item=1, wg=32, lattice="global", layout="row", **flushed)),
                                  (45, 1, dict(per_item=2, wg=16, lattice="local", table="global", **flushed)),
-                                 (70, 1, VARIANTS[6]), (200, 3, VARIANTS[5]), (200, 3, VARIANTS[-1])):
+                                 (70, 1, VARIANTS[6]), (200, 3, VARIANTS[5]), (200, 3, VARIANTS[9])):   # 9: with runs
         keep.append(_check_against_twin(oclgrind, geom, walkers, opts, magnet=False, slots=slots, n=23,
                                         n_skip=6))
         assert keep[-1].hist_mode == "local16"
@@ -338,6 +352,32 @@ def test_16_bit_histogram_plans_fit_the_gpus(persona):
                      hist_bits=16, hist_flush=flush)
         assert f"if (since > {flush - 7}u)" in src and "((MU_NBINS + 1u) / 2u)" in src
     assert choose_options(facts, Geometry(2, 256))["hist"] == "global"      # 128 KiB even in 16 bits
+
+
+def test_windows_where_the_histogram_is_global():
+    """Each walker's local window is planned on GPUs where the histogram must be
+    global (2D L = 256, 3D L = 32) and the window fits beside the plan's local
+    memory; nowhere else, and the template refuses windows it cannot count."""
+    nvidia, pocl = fake_facts("nvidia"), fake_facts("pocl")
+    for geom in (Geometry(2, 256), Geometry(3, 32)):
+        o = choose_options(nvidia, geom)
+        assert o["hist"] == "global"
+        assert window_plan(nvidia, geom, o, o["wg"], o["per_item"], "global") == WINDOW_BINS
+        assert window_plan(nvidia, geom, dict(o, window=0), o["wg"], o["per_item"], "global") == 0
+        c = choose_options(pocl, geom)
+        assert window_plan(pocl, geom, c, c["wg"], c["per_item"], c["hist"]) == 0     # CPUs: runs
+    o = choose_options(nvidia, Geometry(2, 64))
+    assert window_plan(nvidia, Geometry(2, 64), o, o["wg"], o["per_item"], o["hist"]) == 0   # local counts
+    # 2D L = 128 forced global: its 32 KiB of codes in local memory leave no room for 24 KiB of windows
+    o = choose_options(nvidia, Geometry(2, 128), hist="global")
+    assert o["table"] == "local" and window_plan(nvidia, Geometry(2, 128), o, o["wg"], o["per_item"], "global") == 0
+    base = dict(dim=2, L=8, wg=8, K=32, combine="none", table="global", hist="global", record=True,
+                magnet=False, hist_rows=1, trips=False, ahead=False)
+    for bad in (dict(window=7, window_flush=8), dict(window=8, window_flush=3),
+                dict(window=8, window_flush=65528), dict(window=8, window_flush=8, runs=True)):
+        with pytest.raises(ValueError, match="window must be even"):
+            render("muca/update.cl", pocl, **base, **bad)
+    assert "win_l" in render("muca/update.cl", pocl, **base, window=8, window_flush=8)
 
 
 def test_default_walkers_per_device_and_size():

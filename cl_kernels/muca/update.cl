@@ -30,7 +30,12 @@
 ## of the launch: hist_bits = 32-bit counts, or 16-bit ones two to a word
 ## (bin b in half b & 1 of word b / 2), also added every hist_flush steps,
 ## before a count can pass 65535 (the host sets hist_flush from the walkers
-## of a work group: wg K counts per step at most). trips: each walker's passages between the ends trip_lo / trip_hi
+## of a work group: wg K counts per step at most). window (hist="global", bins, even;
+## 0: none): each walker counts into its own window of that many bins in local
+## memory (16-bit counts, two to a word, no atomics), centred on its bin and
+## added to the global histogram every window_flush steps and at the end; a
+## step outside the window counts in the global histogram at once.
+## trips: each walker's passages between the ends trip_lo / trip_hi
 ## of the energy range, trips[j] = passages << 2 | last end (1 low, 2 high).
 ##
 ## params: dim, L, wg, K (1, 2, 4, 8, 16, 32), combine, table ("local": the
@@ -66,6 +71,12 @@
     hmode = hist if record else "none"
     # runs: a walker's steps in one bin are counted at once, when it leaves the bin
     runs = bool(context.get("runs", False)) and hmode != "none"
+    win = int(context.get("window", 0)) if hmode == "global" else 0
+    win_flush = int(context.get("window_flush", 0))
+    if win and (win % 2 or runs or not 4 <= win_flush <= 0xFFFF - 8):
+        raise ValueError("muca update.cl: window must be even, without runs, with window_flush 4 .. 65527 "
+                         "steps, got window=%r, window_flush=%r, runs=%r" % (win, win_flush, runs))
+    NW = wg * K                      # walkers of a work group (a window's words are NW apart)
     # 2D: walkers past W count into a spare word after the local rows, not behind a branch
     # (H200, 2D L = 64: recorded 216 -> 267 flips/ns); 3D keeps the branch (L = 16: 253 -> 179)
     spare = hmode == "local" and dim == 2
@@ -280,7 +291,9 @@ ${planes(w)}
 
 ## n steps of walker v in bin b added to its histogram row (one step: an increment).
 <%def name="count(v, b, n)">\
-% if half:
+% if win:
+{ const uint o_ = (uint)(${b} - base[${v}]); if (o_ < ${win}u) win_l[(o_ >> 1) * ${NW}u + ${v} * ${wg}u + lid] += ${n} << ((o_ & 1u) << 4); else MU_COUNT(&hs[hrow[${v}] + (uint)${b}]); }\
+% elif half:
 atomic_add(&hist_l[hrow[${v}] + ((uint)${b} >> 1)], ${n} << (((uint)${b} & 1u) << 4));\
 % elif n == "1u":
 ${"atomic_inc" if hmode == "local" else "MU_COUNT"}(&${"hist_l" if hmode == "local" else "hs"}[hrow[${v}] + (uint)${b}]);\
@@ -294,6 +307,26 @@ atomic_add(&${"hist_l" if hmode == "local" else "hs"}[hrow[${v}] + (uint)${b}], 
         for (uint v = 0; v < ${K}u; ++v) {
             if (${"" if spare else "real[v] && "}run_n[v] != 0u) ${count("v", "run_bin[v]", "run_n[v]")}
             run_n[v] = 0u;
+        }
+</%def>
+
+## Every walker's window added to the global histogram and zeroed; with `recentre`,
+## the window moves to be centred on the walker's bin (inside the energy range).
+<%def name="flush_windows(recentre)">
+        for (uint v = 0; v < ${K}u; ++v) {
+            __local uint *const wv = win_l + v * ${wg}u + lid;
+            __global uint *const h = hs + hrow[v] + (uint)base[v];
+            for (uint o = 0; o < ${win // 2}u; ++o) {
+                const uint c = wv[o * ${NW}u];
+                if (c) {
+                    if (c & 0xFFFFu) atomic_add(h + 2u * o, c & 0xFFFFu);
+                    if (c >> 16) atomic_add(h + 2u * o + 1u, c >> 16);
+                    wv[o * ${NW}u] = 0u;
+                }
+            }
+% if recentre:
+            base[v] = clamp(bin[v] - ${win // 2}, 0, (int)MU_NBINS - ${win});
+% endif
         }
 </%def>
 
@@ -343,6 +376,13 @@ ${add_halves(True)}
             since = 0u;
         }
         since += 4u;
+% endif
+% if win:
+        if (since_w >= ${win_flush}u) {
+${flush_windows(True)}
+            since_w = 0u;
+        }
+        since_w += 4u;
 % endif
         for (uint v = 0; v < ${K}u; ++v) {
             cur0[v] = rnd0[v]; cur1[v] = rnd1[v]; cur2[v] = rnd2[v]; cur3[v] = rnd3[v];
@@ -394,6 +434,9 @@ void muca_update(__global uint *lattice, __global int *bins, __global int *mags,
 % endif
 % if hmode == "local":
     __local uint hist_l[${hist_rows}u * MU_HROW + 1u];
+% endif
+% if win:
+    __local uint win_l[${win // 2}u * ${NW}u];
 % endif
 % if combine == "local":
     __local uint comb_l[2u * ${wg}u];
@@ -448,6 +491,9 @@ void muca_update(__global uint *lattice, __global int *bins, __global int *mags,
     int run_bin[${K}];
     uint run_n[${K}];
 %   endif
+%   if win:
+    int base[${K}];
+%   endif
 %   if magnet:
     uint mrow[${K}];
 %   endif
@@ -477,6 +523,10 @@ void muca_update(__global uint *lattice, __global int *bins, __global int *mags,
 %   if runs:
         run_bin[v] = bin[v];
         run_n[v] = 0u;
+%   endif
+%   if win:
+        base[v] = clamp(bin[v] - ${win // 2}, 0, (int)MU_NBINS - ${win});
+        for (uint o = 0; o < ${win // 2}u; ++o) win_l[o * ${NW}u + v * ${wg}u + lid] = 0u;
 %   endif
 % endif
         const uint4 r = mu_philox(mu_step_counter(t, g, MU_TAG_ACCEPT), key);
@@ -515,6 +565,9 @@ ${load_block("i + doff", cw, ["off%d" % c for c in range(4)], "flags")}
 % if half:
     uint since = i;                                  // recorded steps in the local counts
 % endif
+% if win:
+    uint since_w = i;                                // steps counted in the windows
+% endif
 <%
     offs, noffs = ["off%d" % c for c in range(4)], ["noff%d" % c for c in range(4)]
     # 2D: two blocks per pass with the word sets swapped, no copies between blocks (H200:
@@ -545,6 +598,9 @@ ${step(wn, "c == 0u ? rnd0[v] : c == 1u ? rnd1[v] : rnd2[v]", "dp[0] & 0x7FFFFFF
     }
 % if runs:
 ${close_runs()}
+% endif
+% if win:
+${flush_windows(False)}
 % endif
     for (uint v = 0; v < ${K}u; ++v) {
         if (real[v]) {

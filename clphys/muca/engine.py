@@ -84,6 +84,31 @@ def hist_bytes(geom: Geometry, bits: int = 32, rows: int = 1) -> int:
     return (rows * (geom.nbins if bits == 32 else (geom.nbins + 1) // 2) + 1) * 4
 
 
+# A global histogram counted through per-walker windows in local memory: bins
+# per window and steps between their flushes (a walker moves ~15 bins in 256 steps)
+WINDOW_BINS = 48
+WINDOW_FLUSH_STEPS = 256
+
+
+def window_plan(facts, geom: Geometry, options: dict, wg: int, per_item: int, hist: str) -> int:
+    """Bins of each walker's local window for a launch that counts into the
+    global histogram (0: none): on GPUs, where the window fits beside what the
+    plan keeps in local memory and the range holds it."""
+    if "window" in options:
+        return int(options["window"])
+    if hist != "global" or not facts.is_gpu or geom.nbins < 2 * WINDOW_BINS:
+        return 0
+    used = _local_bytes(geom, wg, options.get("table_recorded", options["table"]), "global", options["combine"],
+                        layout=options.get("layout", "pair"), lattice=options.get("lattice", "global"),
+                        per_item=per_item)
+    return WINDOW_BINS if used + window_bytes(WINDOW_BINS, wg, per_item) <= local_room(facts) else 0
+
+
+def window_bytes(bins: int, wg: int, per_item: int) -> int:
+    """Bytes of a work group's windows: 16-bit counts, two to a word, per walker."""
+    return bins // 2 * wg * per_item * 4
+
+
 def hist_flush_steps(wg: int, per_item: int) -> int:
     """Steps between the flushes of a 16-bit local histogram inside a launch: a
     count grows by at most the work group's walkers (wg x per_item) per step."""
@@ -363,15 +388,17 @@ class Engine:
         flush = o.get("hist_flush", hist_flush_steps(self.wg, self.per_item))
         hist, bits, table, rows = histogram_plan(self.dev.facts, g, o, self.wg, self.per_item, flush,
                                                  self.total, self.offset, slots)
-        # a histogram in global memory: a walker's steps in one bin added by one atomic when
-        # it leaves the bin (H200, 2D L = 256: 33 -> 51-58 recorded flips/ns; 3D L = 32: 43-46
-        # -> 57-60; PoCL on 2 cores: 2-3 % faster); with local counts the extra registers
-        # cost more than the atomics they save (H200, 2D L = 64: 357 -> 301)
-        runs = bool(o.get("runs", hist == "global"))
+        window = window_plan(self.dev.facts, g, o, self.wg, self.per_item, hist)
+        # a histogram in global memory without windows: a walker's steps in one bin added by
+        # one atomic when it leaves the bin (H200, 2D L = 256: 33 -> 51-58 recorded flips/ns;
+        # 3D L = 32: 43-46 -> 57-60; PoCL on 2 cores: 2-3 % faster); with local counts the
+        # extra registers cost more than the atomics they save (H200, 2D L = 64: 357 -> 301)
+        runs = bool(o.get("runs", hist == "global" and not window))
+        window_flush = int(o.get("window_flush", WINDOW_FLUSH_STEPS))
         # two programs: the thermalisation's launches (nothing counted) and the recorded ones
         self._prog = {}
         for record in (False, True):
-            key = (hist, bits, table, bool(magnet), rows, bool(trips), record, runs)
+            key = (hist, bits, table, bool(magnet), rows, bool(trips), record, runs, window, window_flush)
             if key not in self._programs:     # built once per engine (each iteration configures)
                 self._programs[key] = self.dev.build(
                     "muca/update.cl", **g.template(), wg=self.wg, K=self.per_item, combine=o["combine"],
@@ -379,7 +406,7 @@ class Engine:
                     hist_rows=rows, hist_bits=bits, hist_flush=flush if bits == 16 else 0,
                     trips=bool(trips), ahead=bool(o.get("ahead", True)), layout=o.get("layout", "pair"),
                     lattice=o.get("lattice", "global"), full=self.W % (self.wg * self.per_item) == 0,
-                    runs=runs)
+                    runs=runs, window=window, window_flush=window_flush)
             self._prog[record] = self._programs[key]
         self.trips = bool(trips)
         self.hist_shape = (slots, g.nbins)
@@ -389,7 +416,8 @@ class Engine:
             self._hist_buf = self._buffer(self._hist_zero.size, np.uint32)
             self._mhist_zero = np.zeros(msize, np.uint32)
             self._mhist_buf = self._buffer(msize, np.uint32)
-        self.slots, self.magnet, self.hist_mode = slots, bool(magnet), hist if hist == "global" else f"local{bits}"
+        self.slots, self.magnet = slots, bool(magnet)
+        self.hist_mode = f"window{window}" if window else hist if hist == "global" else f"local{bits}"
         self.hist = np.zeros(self.hist_shape, np.int64)
         self.moments = np.zeros((slots, g.nbins, 3), np.float64) if magnet else None
         self._since = 0
