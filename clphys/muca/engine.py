@@ -85,7 +85,9 @@ def hist_bytes(geom: Geometry, bits: int = 32, rows: int = 1) -> int:
 
 
 # A global histogram counted through per-walker windows in local memory: bins
-# per window and steps between their flushes (a walker moves ~15 bins in 256 steps)
+# per window and steps between their flushes (H200, recorded flips/ns against runs
+# only: 2D L = 256 68 -> 146, 3D L = 32 47 -> 98; 32-64 bins every 128-512 steps
+# within -10 to +4 %)
 WINDOW_BINS = 48
 WINDOW_FLUSH_STEPS = 256
 
