@@ -292,7 +292,7 @@ ${planes(w)}
 ## n steps of walker v in bin b added to its histogram row (one step: an increment).
 <%def name="count(v, b, n)">\
 % if win:
-{ const uint o_ = (uint)(${b} - base[${v}]); if (o_ < ${win}u) win_l[(o_ >> 1) * ${NW}u + ${v} * ${wg}u + lid] += ${n} << ((o_ & 1u) << 4); else MU_COUNT(&hs[hrow[${v}] + (uint)${b}]); }\
+{ const uint o_ = (uint)(${b} - base[${v}]); if (o_ < ${win}u) ${win_word(v, "o_ >> 1")} += ${n} << ((o_ & 1u) << 4); else MU_COUNT(&hs[hrow[${v}] + (uint)${b}]); }\
 % elif half:
 atomic_add(&hist_l[hrow[${v}] + ((uint)${b} >> 1)], ${n} << (((uint)${b} & 1u) << 4));\
 % elif n == "1u":
@@ -310,18 +310,25 @@ atomic_add(&${"hist_l" if hmode == "local" else "hs"}[hrow[${v}] + (uint)${b}], 
         }
 </%def>
 
+## Word k of walker v's window (the walkers' words side by side: a warp's lanes in different banks).
+<%def name="win_word(v, k)">win_l[(${k}) * ${NW}u + ${v} * ${wg}u + lid]</%def>
+
+## A word of two 16-bit counts c added to the global counts at h and h + 1.
+<%def name="add_pair(h, c)">
+            if (${c} & 0xFFFFu) atomic_add(${h}, ${c} & 0xFFFFu);
+            if (${c} >> 16) atomic_add(${h} + 1u, ${c} >> 16);
+</%def>
+
 ## Every walker's window added to the global histogram and zeroed; with `recentre`,
 ## the window moves to be centred on the walker's bin (inside the energy range).
 <%def name="flush_windows(recentre)">
         for (uint v = 0; v < ${K}u; ++v) {
-            __local uint *const wv = win_l + v * ${wg}u + lid;
             __global uint *const h = hs + hrow[v] + (uint)base[v];
             for (uint o = 0; o < ${win // 2}u; ++o) {
-                const uint c = wv[o * ${NW}u];
+                const uint c = ${win_word("v", "o")};
                 if (c) {
-                    if (c & 0xFFFFu) atomic_add(h + 2u * o, c & 0xFFFFu);
-                    if (c >> 16) atomic_add(h + 2u * o + 1u, c >> 16);
-                    wv[o * ${NW}u] = 0u;
+${add_pair("h + 2u * o", "c")}
+                    ${win_word("v", "o")} = 0u;
                 }
             }
 % if recentre:
@@ -337,8 +344,7 @@ atomic_add(&${"hist_l" if hmode == "local" else "hs"}[hrow[${v}] + (uint)${b}], 
         if (c) {
             const uint row = r / MU_HROW, b = 2u * (r - row * MU_HROW);
             __global uint *const h = hs + (slot0_l + row) * MU_NBINS + b;
-            if (c & 0xFFFFu) atomic_add(h, c & 0xFFFFu);
-            if (c >> 16) atomic_add(h + 1, c >> 16);
+${add_pair("h", "c")}
 % if zero:
             hist_l[r] = 0u;
 % endif
@@ -526,7 +532,7 @@ void muca_update(__global uint *lattice, __global int *bins, __global int *mags,
 %   endif
 %   if win:
         base[v] = clamp(bin[v] - ${win // 2}, 0, (int)MU_NBINS - ${win});
-        for (uint o = 0; o < ${win // 2}u; ++o) win_l[o * ${NW}u + v * ${wg}u + lid] = 0u;
+        for (uint o = 0; o < ${win // 2}u; ++o) ${win_word("v", "o")} = 0u;
 %   endif
 % endif
         const uint4 r = mu_philox(mu_step_counter(t, g, MU_TAG_ACCEPT), key);
