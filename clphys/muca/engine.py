@@ -165,6 +165,7 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
     checked, else defaults from `facts`: on GPUs one walker per work item (wg
     128 on NVIDIA, 64 elsewhere), on CPUs one work item per word of 32 walkers
     (wg 8). Results do not depend on any of these."""
+    wg_chosen = wg is not None
     wg, per_item = _checked_choices(facts, wg, table, hist, per_item, lattice)
     room = local_room(facts)
     table_arg = table
@@ -211,6 +212,10 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
     layout = "row" if need(lattice, "local", "row", "global") <= room else "pair"
     if table is None:
         table = "local" if need(lattice, "local", layout, "global") <= room else "global"
+        # NVIDIA: row codes read from global memory (through L1) beat pair codes in local
+        # memory (H200, 2D L = 128: 357 / 281 against 307 / 256 flips/ns unrecorded / recorded)
+        if layout == "pair" and facts.vendor == "nvidia":
+            table = "global"
     if table == "global":
         layout = "row" if need(lattice, "global", "row", "global") <= room else "pair"
     # a local histogram: 32-bit counts, else 16-bit ones flushed during the launch,
@@ -223,6 +228,13 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
             hist, (hist_bits, table_recorded) = "local", fits[0]
         elif hist is None:
             hist = "global"
+    # NVIDIA 2D, codes in global memory beside 16-bit local counts (L = 128): work groups of
+    # 256 items (H200: 366 / 308 against 361 / 286 flips/ns with 128, not analysed; 3D L = 24
+    # 177 / 159 against 185 / 161)
+    if (not wg_chosen and facts.vendor == "nvidia" and geom.dim == 2 and table == "global" and hist == "local"
+            and hist_bits == 16
+            and facts.max_work_group >= 256 and hist_flush_steps(256, per_item) >= MIN_FLUSH_STEPS):
+        wg = 256
     needed = max(need(lattice, table, layout, "global"), need(lattice, table_recorded, layout, hist, hist_bits))
     if needed > room:
         raise ValueError(f"lattice={lattice!r}, table={table!r}, hist={hist!r} with wg = {wg} need "
