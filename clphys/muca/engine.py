@@ -232,9 +232,8 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
     # 256 items (H200: 366 / 308 against 361 / 286 flips/ns with 128, not analysed; 3D L = 24
     # 177 / 159 against 185 / 161)
     if (not wg_chosen and facts.vendor == "nvidia" and geom.dim == 2 and table == "global" and hist == "local"
-            and hist_bits == 16
-            and facts.max_work_group >= 256 and hist_flush_steps(256, per_item) >= MIN_FLUSH_STEPS):
-        wg = 256
+            and hist_bits == 16 and facts.max_work_group >= 256):
+        wg = 256        # 16-bit counts are flushed every 65535 // (256 per_item) >= 7 steps: always in time
     needed = max(need(lattice, table, layout, "global"), need(lattice, table_recorded, layout, hist, hist_bits))
     if needed > room:
         raise ValueError(f"lattice={lattice!r}, table={table!r}, hist={hist!r} with wg = {wg} need "
