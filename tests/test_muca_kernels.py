@@ -185,6 +185,7 @@ def test_flushes_at_the_count_limit_lose_nothing(device):
         eng.randomize()
         eng.set_thresholds(thr)
         eng.configure(2, True)
+        assert eng.limit == (2**32 - 1) // 3     # a slot's count grows by its 3 walkers per step
         eng.limit = 7                        # flush every 7 recorded steps
         skip = 3
         for n in pieces:
@@ -296,12 +297,14 @@ def test_kernel_plan_defaults_and_refusals():
     assert large == {"wg": 128, "lattice": "global", "table": "local", "hist": "local", "per_item": 2,
                      "combine": "ballot", "layout": "row", "ahead": True, "hist_bits": 32,
                      "table_recorded": "local"}
-    # four walkers per item from 2048 per SM at 2D L <= 64 (132 SMs); the caller's choice stays
+    # four walkers per item from 2048 per SM at 2D L <= 128 (132 SMs); the caller's choice stays
     crowded = 2048 * nvidia.compute_units
     assert choose_options(nvidia, Geometry(2, 64), walkers=crowded - 32)["per_item"] == 2
     assert choose_options(nvidia, Geometry(2, 64), walkers=crowded)["per_item"] == 4
     assert choose_options(nvidia, Geometry(2, 64), walkers=crowded, per_item=2)["per_item"] == 2
-    assert choose_options(nvidia, Geometry(2, 128), walkers=crowded)["per_item"] == 2
+    crowded_128 = choose_options(nvidia, Geometry(2, 128), walkers=crowded)
+    assert (crowded_128["per_item"], crowded_128["wg"], crowded_128["hist_bits"]) == (4, 256, 16)
+    assert choose_options(nvidia, Geometry(2, 256), walkers=crowded)["per_item"] == 2
     assert choose_options(nvidia, Geometry(3, 16), walkers=crowded)["per_item"] == 2
     assert choose_options(nvidia, Geometry(2, 32), walkers=crowded)["per_item"] == 1   # local lattice
     assert choose_options(amd, Geometry(2, 64), walkers=crowded)["per_item"] == 1

@@ -7,7 +7,8 @@ global step t only, so engines over disjoint walker ranges (e.g. MPI ranks)
 give histograms that add up to those of one engine with all walkers.
 Histograms are counted in 32 bits on the device and added into 64-bit host
 totals at deterministic points (every `limit` recorded steps, limit =
-(2^32 - 1) // total, so no count can wrap), and whenever the caller reads them.
+(2^32 - 1) // (the most walkers of one histogram slot), so no count can wrap),
+and whenever the caller reads them.
 """
 
 from __future__ import annotations
@@ -180,11 +181,11 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
                                  lattice="local", per_item=1)
             if facts.vendor == "nvidia" and lattice != "local" and (lattice == "global" or small > room):
                 per_item = 2
-                # 2D L <= 64 with >= 2048 walkers per SM: four per item, more steps in flight per
+                # 2D L <= 128 with >= 2048 walkers per SM: four per item, more steps in flight per
                 # item (H200, L = 64: 435 / 410 against 388 / 363 flips/ns at 2048 per SM, 447 /
-                # 422 against 390 / 376 at 4096; at 512-1024 per SM four lose 11-26 %, at L = 128
-                # they tie, in 3D L = 16 recorded they lose 17 %)
-                if geom.dim == 2 and geom.L <= 64 and (walkers or 0) >= 2048 * facts.compute_units:
+                # 422 against 390 / 376 at 4096; L = 128 with work groups of 256: 439 / 351 against
+                # 363 / 289; at 512-1024 per SM four lose 11-26 %, in 3D L = 16 recorded 17 %)
+                if geom.dim == 2 and geom.L <= 128 and (walkers or 0) >= 2048 * facts.compute_units:
                     per_item = 4
     combine = "none" if per_item == LANES else ("ballot" if facts.vendor == "nvidia" else "local")
     if combine == "local" and facts.vendor == "pocl":
@@ -325,9 +326,6 @@ class Engine:
         self.passages = self._buffer(walkers, np.uint32)
         self.trip_range = (0, geom.nbins - 1)
         self.sites = self._buffer((SITES_CAP + 4) * (2 * geom.dim + 1), np.uint32)
-        # recorded steps between flushes: fixed by the whole ensemble (every engine
-        # flushes at the same steps, and the counts summed over them cannot wrap)
-        self.limit = (2**32 - 1) // self.total
         self.t = 0
         self._hist_buf = self._mhist_buf = None
         self._programs: dict[tuple, Any] = {}        # built programs by their template options
@@ -430,6 +428,11 @@ class Engine:
             self._mhist_zero = np.zeros(msize, np.uint32)
             self._mhist_buf = self._buffer(msize, np.uint32)
         self.slots, self.magnet = slots, bool(magnet)
+        # recorded steps between flushes, fixed by the whole ensemble (every engine flushes
+        # at the same steps): a count of one slot grows by at most its walkers per step, so
+        # the counts summed over the ranks cannot wrap (64 slots at 2D L = 256 on an H200:
+        # recorded 147 -> 211 flips/ns against a limit from all the walkers)
+        self.limit = (2**32 - 1) // -(-self.total // slots)
         self.hist_mode = f"window{window}" if window else hist if hist == "global" else f"local{bits}"
         self.hist = np.zeros(self.hist_shape, np.int64)
         self.moments = np.zeros((slots, g.nbins, 3), np.float64) if magnet else None
