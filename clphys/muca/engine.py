@@ -87,8 +87,8 @@ def hist_bytes(geom: Geometry, bits: int = 32, rows: int = 1) -> int:
 
 # A global histogram counted through per-walker windows in local memory: bins
 # per window and steps between their flushes (H200, recorded flips/ns against runs
-# only: 2D L = 256 68 -> 146, 3D L = 32 47 -> 98; 32-64 bins every 128-512 steps
-# within -10 to +4 %)
+# only in one A/B: 2D L = 256 68 -> 146, 3D L = 32 47 -> 98, since 224 / 124 with the
+# flush limit per slot; 32-64 bins every 128-512 steps within -10 to +4 %)
 WINDOW_BINS = 48
 WINDOW_FLUSH_STEPS = 256
 
