@@ -44,14 +44,15 @@ def now() -> str:
 
 
 def command_line(argv=None) -> str:
-    """The command as run: ``mpiexec -n R`` under an MPI launcher of R > 1
-    ranks, the device variables set, ``python`` and the arguments."""
+    """The command as run, to paste into a shell: the device variables set,
+    ``mpiexec -n R`` under an MPI launcher of R > 1 ranks (the ranks inherit
+    the variables), ``python`` and the arguments."""
     from clphys.runtime.mpi import launcher_ranks
     argv = sys.argv if argv is None else argv
     ranks = launcher_ranks()
     launch = [] if ranks is None else ["mpiexec", "-n", str(ranks[1])]
     env = [f"{k}={shlex.quote(os.environ[k])}" for k in DEVICE_VARIABLES if os.environ.get(k)]
-    return " ".join([*launch, *env, "python", *map(shlex.quote, argv)])
+    return " ".join([*env, *launch, "python", *map(shlex.quote, argv)])
 
 
 def problems(rec) -> list[str]:

@@ -61,7 +61,7 @@ def test_the_command_names_its_device_and_its_mpi_launch(monkeypatch):
     argv = ["bench.py", "--sizes3d", ""]
     assert _report.command_line(argv) == "CLPHYS_DEVICE=nvidia python bench.py --sizes3d ''"
     monkeypatch.setenv("PMI_SIZE", "2")
-    assert _report.command_line(argv) == "mpiexec -n 2 CLPHYS_DEVICE=nvidia python bench.py --sizes3d ''"
+    assert _report.command_line(argv) == "CLPHYS_DEVICE=nvidia mpiexec -n 2 python bench.py --sizes3d ''"
 
 
 @pytest.mark.parametrize("change, message", [
