@@ -294,18 +294,23 @@ ${planes(w)}
 % if win:
 ## a local atomic whose result is unused does not wait for the word's load, a += does (H200,
 ## 2D L = 256: 212 -> 218-226 recorded flips/ns); the window is the walker's own: no contention
-{ const uint o_ = (uint)(${b} - base[${v}]); if (o_ < ${win}u) atomic_add(&${win_word(v, "o_ >> 1")}, ${n} << ((o_ & 1u) << 4)); else ${global_add(v, b, n)} }\
+{ const uint o_ = (uint)(${b} - base[${v}]); if (o_ < ${win}u) atomic_add(&${win_word(v, "o_ >> 1")}, ${n} << ((o_ & 1u) << 4)); else ${row_add(v, b, n)} }\
 % elif half:
 atomic_add(&hist_l[hrow[${v}] + ((uint)${b} >> 1)], ${n} << (((uint)${b} & 1u) << 4));\
-% elif n == "1u":
-${"atomic_inc" if hmode == "local" else "MU_COUNT"}(&${"hist_l" if hmode == "local" else "hs"}[hrow[${v}] + (uint)${b}]);\
 % else:
-atomic_add(&${"hist_l" if hmode == "local" else "hs"}[hrow[${v}] + (uint)${b}], ${n});\
+${row_add(v, b, n)}\
 % endif
 </%def>
 
-## n steps added to walker v's row of the global histogram at bin b.
-<%def name="global_add(v, b, n)">${"MU_COUNT(&hs[hrow[%s] + (uint)%s]);" % (v, b) if n == "1u" else "atomic_add(&hs[hrow[%s] + (uint)%s], %s);" % (v, b, n)}</%def>
+## n steps added to walker v's row of 32-bit counts (local or global) at bin b.
+<%def name="row_add(v, b, n)">\
+<% h = "&%s[hrow[%s] + (uint)%s]" % ("hist_l" if hmode == "local" else "hs", v, b) %>\
+% if n == "1u":
+${"atomic_inc" if hmode == "local" else "MU_COUNT"}(${h});\
+% else:
+atomic_add(${h}, ${n});\
+% endif
+</%def>
 
 ## Every walker's open run added and restarted (before local counts are read).
 <%def name="close_runs()">
