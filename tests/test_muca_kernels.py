@@ -71,7 +71,8 @@ def _random_thresholds(geom, seed=1):
     return protocol.thresholds(np.random.default_rng(seed).normal(0.0, 1.5, geom.nbins), geom.dim)
 
 
-def _check_against_twin(dev, geom, walkers, opts, *, magnet, t0=5, n=37, n_skip=10, slots=None, seed=11):
+def _check_against_twin(dev, geom, walkers, opts, *, magnet, t0=5, n=37, n_skip=10, slots=None, seed=11,
+                        thr=None):
     slots = slots or (3 if magnet else 1)       # one slot: the iterations' one-row local histogram
     eng = _engine(dev, geom, walkers, seed, **opts)
     bins, mags = eng.randomize()
@@ -80,7 +81,7 @@ def _check_against_twin(dev, geom, walkers, opts, *, magnet, t0=5, n=37, n_skip=
     want_bins, want_mags = ref.measure(geom, lat0, walkers)
     np.testing.assert_array_equal(bins, want_bins)
     np.testing.assert_array_equal(mags, want_mags)
-    thr = _random_thresholds(geom)
+    thr = _random_thresholds(geom) if thr is None else thr
     eng.set_thresholds(thr)
     eng.configure(slots, magnet, magnet)
     trip_range = (geom.nbins // 2 - 1, geom.nbins // 2 + 1)     # ends the walkers reach in n steps
@@ -118,6 +119,22 @@ CASES = [(Geometry(2, 4), 13), (Geometry(2, 6), 70), (Geometry(3, 4), 40), (Geom
 @pytest.mark.parametrize("opts", VARIANTS, ids=lambda o: "-".join(f"{k}{v}" for k, v in o.items()))
 def test_engine_matches_numpy_twin(device, geom, walkers, opts):
     _check_against_twin(device, geom, walkers, opts, magnet=(walkers % 2 == 1))
+
+
+def test_window_counts_at_the_flush_limit(device):
+    """A window's 8-bit counts hold window_flush + 6 steps of one walker in one
+    bin: walkers held in their bins (moves into every bin but each third one
+    all but forbidden) count up to 247 + 6 steps per bin and window, and the
+    histogram still equals the twin's."""
+    geom, walkers = Geometry(2, 6), 70
+    ln_w = np.where(np.arange(geom.nbins) % 3 == 0, 0.0, -1000.0)
+    opts = dict(per_item=32, wg=8, lattice="global", table="global", hist="global", window=8, window_flush=247)
+    eng = _check_against_twin(device, geom, walkers, opts, magnet=False, n=900, n_skip=100,
+                              thr=protocol.thresholds(ln_w, geom.dim))
+    assert eng.hist_mode == "window8"
+    bins, _ = eng.read_bins()
+    assert np.all(bins % 3 == 0)                              # every walker held
+    assert np.all(eng.hist[0, np.unique(bins)] >= 800)        # 800 steps each, 3 flushes at most
 
 
 @pytest.mark.slow
@@ -379,11 +396,11 @@ def test_windows_where_the_histogram_is_global():
     assert o["layout"] == "pair" and window_plan(nvidia, Geometry(2, 128), o, o["wg"], o["per_item"], "global") == 0
     base = dict(dim=2, L=8, wg=8, K=32, combine="none", table="global", hist="global", record=True,
                 magnet=False, hist_rows=1, trips=False, ahead=False)
-    for bad in (dict(window=7, window_flush=8), dict(window=8, window_flush=3),
-                dict(window=8, window_flush=65528), dict(window=8, window_flush=8, runs=True)):
-        with pytest.raises(ValueError, match="window must be even"):
+    for bad in (dict(window=7, window_flush=8), dict(window=6, window_flush=8), dict(window=8, window_flush=3),
+                dict(window=8, window_flush=248), dict(window=8, window_flush=8, runs=True)):
+        with pytest.raises(ValueError, match="window must be a multiple of 4"):
             render("muca/update.cl", pocl, **base, **bad)
-    assert "win_l" in render("muca/update.cl", pocl, **base, window=8, window_flush=8)
+    assert "win_l" in render("muca/update.cl", pocl, **base, window=8, window_flush=247)
 
 
 def test_default_walkers_per_device_and_size():

@@ -30,11 +30,11 @@
 ## of the launch: hist_bits = 32-bit counts, or 16-bit ones two to a word
 ## (bin b in half b & 1 of word b / 2), also added every hist_flush steps,
 ## before a count can pass 65535 (the host sets hist_flush from the walkers
-## of a work group: wg K counts per step at most). window (hist="global", bins, even;
-## 0: none): each walker counts into its own window of that many bins in local
-## memory (16-bit counts, two to a word, no atomics), centred on its bin and
-## added to the global histogram every window_flush steps and at the end; a
-## step outside the window counts in the global histogram at once.
+## of a work group: wg K counts per step at most). window (hist="global", bins, a
+## multiple of 4; 0: none): each walker counts into its own window of that many bins
+## in local memory (8-bit counts, four to a word), centred on its bin and added to
+## the global histogram every window_flush steps and at the end; a step outside
+## the window counts in the global histogram at once.
 ## trips: each walker's passages between the ends trip_lo / trip_hi
 ## of the energy range, trips[j] = passages << 2 | last end (1 low, 2 high).
 ##
@@ -73,9 +73,11 @@
     runs = bool(context.get("runs", False)) and hmode != "none"
     win = int(context.get("window", 0)) if hmode == "global" else 0
     win_flush = int(context.get("window_flush", 0))
-    if win and (win % 2 or runs or not 4 <= win_flush <= 0xFFFF - 8):
-        raise ValueError("muca update.cl: window must be even, without runs, with window_flush 4 .. 65527 "
-                         "steps, got window=%r, window_flush=%r, runs=%r" % (win, win_flush, runs))
+    # a window's 8-bit count holds at most window_flush + 6 steps (a block past the flush
+    # check and a ragged end of 3)
+    if win and (win % 4 or runs or not 4 <= win_flush <= 0xFF - 8):
+        raise ValueError("muca update.cl: window must be a multiple of 4, without runs, with window_flush "
+                         "4 .. 247 steps, got window=%r, window_flush=%r, runs=%r" % (win, win_flush, runs))
     NW = wg * K                      # walkers of a work group (a window's words are NW apart)
     # 2D: walkers past W count into a spare word after the local rows, not behind a branch
     # (H200, 2D L = 64: recorded 216 -> 267 flips/ns); 3D keeps the branch (L = 16: 253 -> 179)
@@ -294,7 +296,7 @@ ${planes(w)}
 % if win:
 ## a local atomic whose result is unused does not wait for the word's load, a += does (H200,
 ## 2D L = 256: 212 -> 218-226 recorded flips/ns); the window is the walker's own: no contention
-{ const uint o_ = (uint)(${b} - base[${v}]); if (o_ < ${win}u) atomic_add(&${win_word(v, "o_ >> 1")}, ${n} << ((o_ & 1u) << 4)); else ${row_add(v, b, n)} }\
+{ const uint o_ = (uint)(${b} - base[${v}]); if (o_ < ${win}u) atomic_add(&${win_word(v, "o_ >> 2")}, ${n} << ((o_ & 3u) << 3)); else ${row_add(v, b, n)} }\
 % elif half:
 atomic_add(&hist_l[hrow[${v}] + ((uint)${b} >> 1)], ${n} << (((uint)${b} & 1u) << 4));\
 % else:
@@ -334,10 +336,13 @@ atomic_add(${h}, ${n});\
 <%def name="flush_windows(recentre)">
         for (uint v = 0; v < ${K}u; ++v) {
             __global uint *const h = hs + hrow[v] + (uint)base[v];
-            for (uint o = 0; o < ${win // 2}u; ++o) {
+            for (uint o = 0; o < ${win // 4}u; ++o) {
                 const uint c = ${win_word("v", "o")};
                 if (c) {
-${add_pair("h + 2u * o", "c")}
+                    for (uint k = 0; k < 4u; ++k) {
+                        const uint ck = (c >> (8u * k)) & 0xFFu;
+                        if (ck) atomic_add(h + 4u * o + k, ck);
+                    }
                     ${win_word("v", "o")} = 0u;
                 }
             }
@@ -452,7 +457,7 @@ void muca_update(__global uint *lattice, __global int *bins, __global int *mags,
     __local uint hist_l[${hist_rows}u * MU_HROW + 1u];
 % endif
 % if win:
-    __local uint win_l[${win // 2}u * ${NW}u];
+    __local uint win_l[${win // 4}u * ${NW}u];
 % endif
 % if combine == "local":
     __local uint comb_l[2u * ${wg}u];
@@ -542,7 +547,7 @@ void muca_update(__global uint *lattice, __global int *bins, __global int *mags,
 %   endif
 %   if win:
         base[v] = clamp(bin[v] - ${win // 2}, 0, (int)MU_NBINS - ${win});
-        for (uint o = 0; o < ${win // 2}u; ++o) ${win_word("v", "o")} = 0u;
+        for (uint o = 0; o < ${win // 4}u; ++o) ${win_word("v", "o")} = 0u;
 %   endif
 % endif
         const uint4 r = mu_philox(mu_step_counter(t, g, MU_TAG_ACCEPT), key);

@@ -88,9 +88,12 @@ def hist_bytes(geom: Geometry, bits: int = 32, rows: int = 1) -> int:
 # A global histogram counted through per-walker windows in local memory: bins
 # per window and steps between their flushes (H200, recorded flips/ns against runs
 # only in one A/B: 2D L = 256 68 -> 146, 3D L = 32 47 -> 98, since 224 / 124 with the
-# flush limit per slot; 32-64 bins every 128-512 steps within -10 to +4 %)
-WINDOW_BINS = 48
-WINDOW_FLUSH_STEPS = 256
+# flush limit per slot). 8-bit counts (at most 247 steps between flushes) give twice
+# the bins of 16-bit ones in the same memory: 96 bins 239-243 / 129-130 against 48
+# 16-bit bins 219-225 / 115-125; 48, 64, 128 8-bit bins 220, 225, 217 at L = 256, 96
+# 16-bit bins (twice the memory) 110
+WINDOW_BINS = 96
+WINDOW_FLUSH_STEPS = 244
 
 
 def window_plan(facts, geom: Geometry, options: dict, wg: int, per_item: int, hist: str) -> int:
@@ -108,8 +111,8 @@ def window_plan(facts, geom: Geometry, options: dict, wg: int, per_item: int, hi
 
 
 def window_bytes(bins: int, wg: int, per_item: int) -> int:
-    """Bytes of a work group's windows: 16-bit counts, two to a word, per walker."""
-    return bins // 2 * wg * per_item * 4
+    """Bytes of a work group's windows: 8-bit counts, four to a word, per walker."""
+    return bins // 4 * wg * per_item * 4
 
 
 def hist_flush_steps(wg: int, per_item: int) -> int:
