@@ -325,10 +325,12 @@ atomic_add(${h}, ${n});\
 ## Word k of walker v's window (the walkers' words side by side: a warp's lanes in different banks).
 <%def name="win_word(v, k)">win_l[(${k}) * ${NW}u + ${v} * ${wg}u + lid]</%def>
 
-## A word of two 16-bit counts c added to the global counts at h and h + 1.
-<%def name="add_pair(h, c)">
-            if (${c} & 0xFFFFu) atomic_add(${h}, ${c} & 0xFFFFu);
-            if (${c} >> 16) atomic_add(${h} + 1u, ${c} >> 16);
+## A word c of 32 / bits counts of `bits` bits each (count k in bits k bits and up) added to the global counts at h + k.
+<%def name="add_packed(h, c, bits)">
+% for k in range(32 // bits):
+<% part = "((%s >> %du) & 0x%Xu)" % (c, bits * k, (1 << bits) - 1) %>\
+            if (${part}) atomic_add(${h} + ${k}u, ${part});
+% endfor
 </%def>
 
 ## Every walker's window added to the global histogram and zeroed; with `recentre`,
@@ -339,10 +341,7 @@ atomic_add(${h}, ${n});\
             for (uint o = 0; o < ${win // 4}u; ++o) {
                 const uint c = ${win_word("v", "o")};
                 if (c) {
-                    for (uint k = 0; k < 4u; ++k) {
-                        const uint ck = (c >> (8u * k)) & 0xFFu;
-                        if (ck) atomic_add(h + 4u * o + k, ck);
-                    }
+${add_packed("h + 4u * o", "c", 8)}
                     ${win_word("v", "o")} = 0u;
                 }
             }
@@ -359,7 +358,7 @@ atomic_add(${h}, ${n});\
         if (c) {
             const uint row = r / MU_HROW, b = 2u * (r - row * MU_HROW);
             __global uint *const h = hs + (slot0_l + row) * MU_NBINS + b;
-${add_pair("h", "c")}
+${add_packed("h", "c", 16)}
 % if zero:
             hist_l[r] = 0u;
 % endif
