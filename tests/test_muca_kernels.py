@@ -25,7 +25,11 @@ from clphys.muca.geometry import Geometry
 from clphys.runtime import fake_facts, render
 
 # options Engine takes that choose_options does not (the plan, built by the tests)
-ENGINE_ONLY = ("ahead", "layout", "hist_bits", "hist_flush", "table_recorded", "runs", "window", "window_flush")
+ENGINE_ONLY = ("ahead", "layout", "hist_bits", "hist_flush", "table_recorded", "runs", "window", "window_flush",
+               "nd_first", "desc_ahead", "early_recorded")
+# the next block's loads ordered after this block's nd (nd_first) and from descriptors loaded a block
+# earlier (desc_ahead), in the thermalisation's and the recorded launches
+EARLY = dict(ahead=True, nd_first=True, desc_ahead=True, early_recorded=True)
 # one work item per word (the CPU kernel): every place of lattice, codes and histogram
 VARIANTS = [dict(per_item=32, wg=8, lattice="global", table="global", hist="global"),
             dict(per_item=32, wg=4, lattice="local", table="local", hist="local"),
@@ -45,7 +49,12 @@ VARIANTS = [dict(per_item=32, wg=8, lattice="global", table="global", hist="glob
             # few steps; steps outside count in the global histogram
             dict(per_item=32, wg=8, lattice="global", table="global", hist="global", window=8, window_flush=4),
             dict(per_item=32, wg=4, lattice="local", table="local", hist="global", window=12, window_flush=8,
-                 ahead=True)]
+                 ahead=True),
+            dict(per_item=32, wg=8, lattice="global", table="global", hist="global", **EARLY),
+            dict(per_item=32, wg=2, lattice="global", table="local", hist="local", hist_bits=16, hist_flush=7,
+                 **dict(EARLY, nd_first=False)),
+            dict(per_item=32, wg=4, lattice="global", table="local", hist="global", window=12, window_flush=8,
+                 **dict(EARLY, desc_ahead=False))]
 # several work items per word, their flips combined through local memory (Oclgrind:
 # PoCL's compiler takes minutes for these loops with barriers)
 SHARED = [dict(per_item=1, wg=32, lattice="global", layout="pair", ahead=True),
@@ -54,7 +63,11 @@ SHARED = [dict(per_item=1, wg=32, lattice="global", layout="pair", ahead=True),
           dict(per_item=2, wg=32, lattice="local", layout="pair", ahead=True),
           dict(per_item=2, wg=32, lattice="global", hist="global", ahead=True, runs=True),
           dict(per_item=2, wg=32, lattice="global", hist="local", hist_bits=16, hist_flush=9, ahead=True, runs=True),
-          dict(per_item=2, wg=32, lattice="global", hist="global", ahead=True, window=8, window_flush=4)]
+          dict(per_item=2, wg=32, lattice="global", hist="global", ahead=True, window=8, window_flush=4),
+          # the nd packed (P = 32 / per_item >= 4 items per word) and as planes (P = 2)
+          dict(per_item=2, wg=32, lattice="global", hist="local", hist_bits=16, hist_flush=9, **EARLY),
+          dict(per_item=8, wg=8, lattice="global", table="global", layout="row", **EARLY),
+          dict(per_item=16, wg=4, lattice="global", hist="global", **EARLY)]
 
 
 def _engine(dev, geom, walkers, seed, offset=0, total=None, **opts):
@@ -274,6 +287,7 @@ def test_templates_render(vendor):
                         cases.append(("muca/update.cl", dict(
                             dim=d, L=L, wg=64, K=K, combine=combine if K < 32 else "none", table=table,
                             hist=hist, record=rec, magnet=rec, hist_rows=1 + rec, trips=rec, ahead=rec,
+                            nd_first=rec and d == 2, desc_ahead=rec,
                             layout=layout, lattice=lattice, hist_bits=bits,
                             hist_flush=0xFFFF // (64 * K) if bits == 16 else 0)))
     cases += [("muca/common.cl", {})]
@@ -296,6 +310,8 @@ def test_templates_render(vendor):
         render("muca/update.cl", facts, K=32, combine="none", hist_bits=16, hist_flush=6, **base)
     with pytest.raises(ValueError, match="hist_bits must be 32 or 16"):
         render("muca/update.cl", facts, K=32, combine="none", hist_bits=8, **base)
+    with pytest.raises(ValueError, match="nd_first and desc_ahead go with ahead"):
+        render("muca/update.cl", facts, K=32, combine="none", desc_ahead=True, **base)
     with pytest.raises(ValueError, match="L must be even"):
         render("muca/setup.cl", facts, dim=2, L=7)
     if vendor != "nvidia":
@@ -310,10 +326,16 @@ def test_kernel_plan_defaults_and_refusals():
     small, large = choose_options(nvidia, Geometry(2, 32)), choose_options(nvidia, Geometry(2, 64))
     assert small == {"wg": 128, "lattice": "local", "table": "local", "hist": "local", "per_item": 1,
                      "combine": "ballot", "layout": "row", "ahead": False, "hist_bits": 32,
-                     "table_recorded": "local"}
+                     "table_recorded": "local", "desc_ahead": False, "nd_first": False, "early_recorded": False}
     assert large == {"wg": 128, "lattice": "global", "table": "local", "hist": "local", "per_item": 2,
                      "combine": "ballot", "layout": "row", "ahead": True, "hist_bits": 32,
-                     "table_recorded": "local"}
+                     "table_recorded": "local", "desc_ahead": True, "nd_first": True, "early_recorded": True}
+    # the recorded launches order their loads so up to 512 walkers per SM (the default below 2D
+    # L = 128); with more, the registers those orders take would halve the resident warps
+    assert not choose_options(nvidia, Geometry(2, 128))["early_recorded"]      # 1024 per SM
+    assert choose_options(nvidia, Geometry(2, 128), walkers=512 * nvidia.compute_units)["early_recorded"]
+    assert choose_options(nvidia, Geometry(3, 16))["nd_first"] is False        # 3D: desc_ahead alone
+    assert choose_options(nvidia, Geometry(3, 16))["desc_ahead"]
     # four walkers per item from 2048 per SM at 2D L <= 128 (132 SMs); the caller's choice stays
     crowded = 2048 * nvidia.compute_units
     assert choose_options(nvidia, Geometry(2, 64), walkers=crowded - 32)["per_item"] == 2

@@ -250,9 +250,20 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
     # (ahead), by every lane of the word (H200, 2D L = 64: 264 against 240 flips/ns for the
     # word's first lane loading and handing it over by a shuffle, which waited for the load)
     ahead = combine == "ballot" and lattice == "global"
+    # with ahead, the step descriptors loaded a block before the words (desc_ahead) and, in
+    # 2D, every step's nd computed before the next block's loads (nd_first): a warp then
+    # does not wait for loads it just issued (H200, unrecorded, both / desc_ahead / neither:
+    # 2D L = 128 at 512 walkers per SM 305 / 275 / 226 flips/ns, at 1024 393 / 387 / 366,
+    # L = 64 at 512 312 / 306 / 292; 3D L = 16 at 512 223 / 258 / 238). The recorded
+    # launches take them up to 512 walkers per compute unit (2D L = 128 240 against 198,
+    # 3D L = 16 242 against 208); at 1024 their registers halve the resident warps
+    # (2D L = 128 242 against 305, L = 256 166 against 242)
+    per_unit = (walkers or default_walkers(facts, geom)) / max(1, facts.compute_units)
     return {"wg": wg, "lattice": lattice, "table": table, "hist": hist, "per_item": per_item,
             "combine": combine, "layout": layout, "ahead": ahead,
-            "hist_bits": hist_bits, "table_recorded": table_recorded}
+            "hist_bits": hist_bits, "table_recorded": table_recorded,
+            "desc_ahead": ahead, "nd_first": ahead and geom.dim == 2,
+            "early_recorded": ahead and per_unit <= 512}
 
 
 def histogram_plan(facts, geom: Geometry, options: dict, wg: int, per_item: int, flush: int, total: int,
@@ -419,6 +430,8 @@ class Engine:
                     table=table if record else o["table"], hist=hist, record=record, magnet=bool(magnet),
                     hist_rows=rows, hist_bits=bits, hist_flush=flush if bits == 16 else 0,
                     trips=bool(trips), ahead=bool(o.get("ahead", True)), layout=o.get("layout", "pair"),
+                    nd_first=bool(o.get("nd_first")) and (not record or bool(o.get("early_recorded"))),
+                    desc_ahead=bool(o.get("desc_ahead")) and (not record or bool(o.get("early_recorded"))),
                     lattice=o.get("lattice", "global"), full=self.W % (self.wg * self.per_item) == 0,
                     runs=runs, window=window, window_flush=window_flush)
             self._prog[record] = self._programs[key]
