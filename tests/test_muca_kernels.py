@@ -26,10 +26,10 @@ from clphys.runtime import fake_facts, render
 
 # options Engine takes that choose_options does not (the plan, built by the tests)
 ENGINE_ONLY = ("ahead", "layout", "hist_bits", "hist_flush", "table_recorded", "runs", "window", "window_flush",
-               "nd_first", "desc_ahead", "early_recorded")
+               "nd_first", "desc_ahead")
 # the next block's loads ordered after this block's nd (nd_first) and from descriptors loaded a block
 # earlier (desc_ahead), in the thermalisation's and the recorded launches
-EARLY = dict(ahead=True, nd_first=True, desc_ahead=True, early_recorded=True)
+EARLY = dict(ahead=True, nd_first="all", desc_ahead="all")
 # one work item per word (the CPU kernel): every place of lattice, codes and histogram
 VARIANTS = [dict(per_item=32, wg=8, lattice="global", table="global", hist="global"),
             dict(per_item=32, wg=4, lattice="local", table="local", hist="local"),
@@ -52,9 +52,9 @@ VARIANTS = [dict(per_item=32, wg=8, lattice="global", table="global", hist="glob
                  ahead=True),
             dict(per_item=32, wg=8, lattice="global", table="global", hist="global", **EARLY),
             dict(per_item=32, wg=2, lattice="global", table="local", hist="local", hist_bits=16, hist_flush=7,
-                 **dict(EARLY, nd_first=False)),
+                 **dict(EARLY, nd_first="none")),
             dict(per_item=32, wg=4, lattice="global", table="local", hist="global", window=12, window_flush=8,
-                 **dict(EARLY, desc_ahead=False))]
+                 **dict(EARLY, desc_ahead="recorded"))]
 # several work items per word, their flips combined through local memory (Oclgrind:
 # PoCL's compiler takes minutes for these loops with barriers)
 SHARED = [dict(per_item=1, wg=32, lattice="global", layout="pair", ahead=True),
@@ -326,16 +326,22 @@ def test_kernel_plan_defaults_and_refusals():
     small, large = choose_options(nvidia, Geometry(2, 32)), choose_options(nvidia, Geometry(2, 64))
     assert small == {"wg": 128, "lattice": "local", "table": "local", "hist": "local", "per_item": 1,
                      "combine": "ballot", "layout": "row", "ahead": False, "hist_bits": 32,
-                     "table_recorded": "local", "desc_ahead": False, "nd_first": False, "early_recorded": False}
+                     "table_recorded": "local", "desc_ahead": "none", "nd_first": "none"}
     assert large == {"wg": 128, "lattice": "global", "table": "local", "hist": "local", "per_item": 2,
                      "combine": "ballot", "layout": "row", "ahead": True, "hist_bits": 32,
-                     "table_recorded": "local", "desc_ahead": True, "nd_first": True, "early_recorded": True}
-    # the recorded launches order their loads so up to 512 walkers per SM (the default below 2D
-    # L = 128); with more, the registers those orders take would halve the resident warps
-    assert not choose_options(nvidia, Geometry(2, 128))["early_recorded"]      # 1024 per SM
-    assert choose_options(nvidia, Geometry(2, 128), walkers=512 * nvidia.compute_units)["early_recorded"]
-    assert choose_options(nvidia, Geometry(3, 16))["nd_first"] is False        # 3D: desc_ahead alone
-    assert choose_options(nvidia, Geometry(3, 16))["desc_ahead"]
+                     "table_recorded": "local", "desc_ahead": "all", "nd_first": "all"}
+    # the loads ordered in the launches where the registers they take leave the warps resident:
+    # 2D every launch up to 512 walkers per SM, the unrecorded ones up to 1024; 3D up to 512
+    # (nd_first only in the recorded ones)
+    def early(geom, per_sm):
+        plan = choose_options(nvidia, geom, walkers=per_sm * nvidia.compute_units)
+        return plan["desc_ahead"], plan["nd_first"]
+    assert early(Geometry(2, 128), 512) == ("all", "all")
+    assert early(Geometry(2, 128), 1024) == ("unrecorded", "unrecorded")
+    assert early(Geometry(2, 128), 2048) == early(Geometry(2, 64), 2048) == ("none", "none")
+    assert early(Geometry(3, 16), 512) == ("all", "recorded")
+    assert early(Geometry(3, 16), 1024) == ("none", "none")
+    assert choose_options(nvidia, Geometry(2, 128))["desc_ahead"] == "unrecorded"     # default: 1024 per SM
     # four walkers per item from 2048 per SM at 2D L <= 128 (132 SMs); the caller's choice stays
     crowded = 2048 * nvidia.compute_units
     assert choose_options(nvidia, Geometry(2, 64), walkers=crowded - 32)["per_item"] == 2

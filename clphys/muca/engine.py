@@ -250,20 +250,27 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
     # (ahead), by every lane of the word (H200, 2D L = 64: 264 against 240 flips/ns for the
     # word's first lane loading and handing it over by a shuffle, which waited for the load)
     ahead = combine == "ballot" and lattice == "global"
-    # with ahead, the step descriptors loaded a block before the words (desc_ahead) and, in
-    # 2D, every step's nd computed before the next block's loads (nd_first): a warp then
-    # does not wait for loads it just issued (H200, unrecorded, both / desc_ahead / neither:
-    # 2D L = 128 at 512 walkers per SM 305 / 275 / 226 flips/ns, at 1024 393 / 387 / 366,
-    # L = 64 at 512 312 / 306 / 292; 3D L = 16 at 512 223 / 258 / 238). The recorded
-    # launches take them up to 512 walkers per compute unit (2D L = 128 240 against 198,
-    # 3D L = 16 242 against 208); at 1024 their registers halve the resident warps
-    # (2D L = 128 242 against 305, L = 256 166 against 242)
+    # with ahead, the step descriptors loaded a block before the words (desc_ahead) and
+    # every step's nd computed before the next block's loads (nd_first): a warp then does
+    # not wait for loads it just issued. Which launches ("unrecorded", "recorded", "all"
+    # or "none") take them, by what they did on an H200 (flips/ns, both / desc_ahead /
+    # neither): 2D, unrecorded, L = 128 at 512 walkers per SM 305 / 275 / 226, at 1024
+    # 393 / 387 / 366, L = 64 at 512 312 / 306 / 292; recorded, L = 128 at 512 240 / 228 /
+    # 198, at 1024 242 / 230 / 305. 3D L = 16 at 512: unrecorded 223 / 258 / 238, recorded
+    # 242 / 229 / 208; at 1024 (desc_ahead) 244 against 301. With more registers than the
+    # resident warps leave (recorded at 1024 per SM, every launch at 2048: 2D L = 128 375 /
+    # 350 against 439 / 358) they lose.
     per_unit = (walkers or default_walkers(facts, geom)) / max(1, facts.compute_units)
+    if not ahead or per_unit > (1024 if geom.dim == 2 else 512):
+        desc_ahead = nd_first = "none"
+    elif geom.dim == 2:
+        desc_ahead = nd_first = "all" if per_unit <= 512 else "unrecorded"
+    else:
+        desc_ahead, nd_first = "all", "recorded"
     return {"wg": wg, "lattice": lattice, "table": table, "hist": hist, "per_item": per_item,
             "combine": combine, "layout": layout, "ahead": ahead,
             "hist_bits": hist_bits, "table_recorded": table_recorded,
-            "desc_ahead": ahead, "nd_first": ahead and geom.dim == 2,
-            "early_recorded": ahead and per_unit <= 512}
+            "desc_ahead": desc_ahead, "nd_first": nd_first}
 
 
 def histogram_plan(facts, geom: Geometry, options: dict, wg: int, per_item: int, flush: int, total: int,
@@ -423,6 +430,7 @@ class Engine:
         # two programs: the thermalisation's launches (nothing counted) and the recorded ones
         self._prog = {}
         for record in (False, True):
+            launch = "recorded" if record else "unrecorded"
             key = (hist, bits, table, bool(magnet), rows, bool(trips), record, runs, window, window_flush)
             if key not in self._programs:     # built once per engine (each iteration configures)
                 self._programs[key] = self.dev.build(
@@ -430,8 +438,8 @@ class Engine:
                     table=table if record else o["table"], hist=hist, record=record, magnet=bool(magnet),
                     hist_rows=rows, hist_bits=bits, hist_flush=flush if bits == 16 else 0,
                     trips=bool(trips), ahead=bool(o.get("ahead", True)), layout=o.get("layout", "pair"),
-                    nd_first=bool(o.get("nd_first")) and (not record or bool(o.get("early_recorded"))),
-                    desc_ahead=bool(o.get("desc_ahead")) and (not record or bool(o.get("early_recorded"))),
+                    nd_first=o.get("nd_first", "none") in ("all", launch),
+                    desc_ahead=o.get("desc_ahead", "none") in ("all", launch),
                     lattice=o.get("lattice", "global"), full=self.W % (self.wg * self.per_item) == 0,
                     runs=runs, window=window, window_flush=window_flush)
             self._prog[record] = self._programs[key]
