@@ -406,15 +406,16 @@ ${planes(w)}
             }
 </%def>
 
-## The 4 steps' words of the block whose descriptors are in D0.. into names w, offsets offs, flags fl.
-<%def name="load_words(w, offs, fl)">
+## The 4 steps' words of the block whose descriptors are in uint4 names <d>0.. into names w,
+## offsets offs, flags fl.
+<%def name="load_words(w, offs, fl, d='D')">
 %   for c in range(4):
 %     for a in range(S):
-            ${w[c][a]} = LAT(${dword("D", c, a) + (" & 0x7FFFFFFFu" if a == 0 else "")});
+            ${w[c][a]} = LAT(${dword(d, c, a) + (" & 0x7FFFFFFFu" if a == 0 else "")});
 %     endfor
-            ${offs[c]} = ${dword("D", c, 0)} & 0x7FFFFFFFu;
+            ${offs[c]} = ${dword(d, c, 0)} & 0x7FFFFFFFu;
 %   endfor
-            ${fl} = ${" | ".join("((%s >> 31) << %d)" % (dword("D", c, 0), c) for c in range(4))};
+            ${fl} = ${" | ".join("((%s >> 31) << %d)" % (dword(d, c, 0), c) for c in range(4))};
 </%def>
 
 ## Loads a whole block's descriptors (S uint4 from descriptor slot i0, a multiple of
@@ -424,13 +425,7 @@ ${planes(w)}
 %   for k in range(S):
             const uint4 d${k} = dq[${k}];
 %   endfor
-%   for c in range(4):
-%     for a in range(S):
-            ${w[c][a]} = LAT(${dword("d", c, a) + (" & 0x7FFFFFFFu" if a == 0 else "")});
-%     endfor
-            ${offs[c]} = ${dword("d", c, 0)} & 0x7FFFFFFFu;
-%   endfor
-            ${fl} = ${" | ".join("((%s >> 31) << %d)" % (dword("d", c, 0), c) for c in range(4))};
+${load_words(w, offs, fl, "d")}
 </%def>
 
 ## One whole block of 4 steps on the words `cur` (offsets co, reload flags cf); with
