@@ -165,10 +165,12 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
     table and the histogram live during a launch (local memory where they fit;
     a histogram in 32-bit counts, else in 16-bit ones flushed during the
     launch, if need be with the recorded launches reading the codes from
-    global memory unless the caller chose `table`). The caller's choices,
-    checked, else defaults from `facts`: on GPUs one walker per work item (wg
-    128 on NVIDIA, 64 elsewhere), on CPUs one work item per word of 32 walkers
-    (wg 8). Results do not depend on any of these."""
+    global memory unless the caller chose `table`), and in which launches
+    ("unrecorded", "recorded", "all", "none") the loads are ordered so that a
+    warp does not wait for the ones it just issued (desc_ahead, nd_first). The
+    caller's choices, checked, else defaults from `facts`: on GPUs one walker
+    per work item (wg 128 on NVIDIA, 64 elsewhere), on CPUs one work item per
+    word of 32 walkers (wg 8). Results do not depend on any of these."""
     wg_chosen = wg is not None
     wg, per_item = _checked_choices(facts, wg, table, hist, per_item, lattice)
     room = local_room(facts)
