@@ -172,6 +172,9 @@ __attribute__((noinline)) uint8 mu_reload(__global const uint *dp, ${"__local" i
         {
 % if c is None:
 ${planes(w)}
+%   if P >= 4:
+            const uint nds = ${pack_nds()};
+%   endif
 % elif P >= 4:
             const uint nds = nds${c};
 % else:
@@ -186,9 +189,6 @@ ${planes(w)}
     i = "v" if phased else "0"
 %>\
             uint flip = 0u;
-% if P >= 4 and c is None:
-            const uint nds = ${pack_nds()};
-% endif
 % if phased:
             uint word_[${K}], idx_[${K}];
             int d_[${K}];
