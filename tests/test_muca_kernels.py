@@ -331,12 +331,14 @@ def test_kernel_plan_defaults_and_refusals():
                      "combine": "ballot", "layout": "row", "ahead": True, "hist_bits": 32,
                      "table_recorded": "local", "desc_ahead": "all", "nd_first": "all"}
     # the loads ordered in the launches where the registers they take leave the warps resident:
-    # 2D every launch up to 512 walkers per SM, the unrecorded ones up to 1024; 3D up to 512
-    # (nd_first only in the recorded ones)
+    # 2D every launch up to 512 walkers per SM (768 up to L = 64), the unrecorded ones up to
+    # 1024; 3D up to 512 (nd_first only in the recorded ones)
     def early(geom, per_sm):
         plan = choose_options(nvidia, geom, walkers=per_sm * nvidia.compute_units)
         return plan["desc_ahead"], plan["nd_first"]
     assert early(Geometry(2, 128), 512) == ("all", "all")
+    assert early(Geometry(2, 64), 768) == ("all", "all")
+    assert early(Geometry(2, 64), 1024) == early(Geometry(2, 128), 768) == ("unrecorded", "unrecorded")
     assert early(Geometry(2, 128), 1024) == ("unrecorded", "unrecorded")
     assert early(Geometry(2, 128), 2048) == early(Geometry(2, 64), 2048) == ("none", "none")
     assert early(Geometry(3, 16), 512) == ("all", "recorded")
@@ -433,10 +435,12 @@ def test_windows_where_the_histogram_is_global():
 
 def test_default_walkers_per_device_and_size():
     # GPUs: 512 per compute unit (132 SMs of an H100/H200: 67584), the fastest to
-    # converge measured at 2D L = 32 and 64 and in 3D; 1024 from 2D L = 128 on,
-    # where 512 left two seeds of three oscillating; CPUs 64 at every size
+    # converge measured at 2D L = 32 and in 3D; 768 at 2D L = 64, where 512 sent two
+    # seeds of eight to a slower branch; 1024 from 2D L = 128 on, where 512 left two
+    # seeds of three oscillating; CPUs 64 at every size
     gpu, cpu = fake_facts("nvidia"), fake_facts("pocl")
-    assert default_walkers(gpu) == default_walkers(gpu, Geometry(2, 64)) == 132 * 512 == 67584
+    assert default_walkers(gpu) == default_walkers(gpu, Geometry(2, 32)) == 132 * 512 == 67584
+    assert default_walkers(gpu, Geometry(2, 64)) == default_walkers(gpu, Geometry(2, 126)) == 132 * 768
     assert default_walkers(gpu, Geometry(2, 128)) == default_walkers(gpu, Geometry(2, 256)) == 135168
     assert default_walkers(gpu, Geometry(3, 32)) == 67584
     assert default_walkers(cpu) == default_walkers(cpu, Geometry(2, 128)) == 2 * 64

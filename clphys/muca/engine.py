@@ -40,30 +40,30 @@ MAGNET_BUDGET = 64 << 20       # magnetization histograms are recorded by defaul
 # stay well below that on PoCL.
 POCL_LOCAL_BUDGET = 4096
 # walkers per compute unit by default (Multicanonical(walkers=None), docs/muca.md
-# "Walkers"), measured to convergence on an H200: GPUs 512 up to 2D L = 64 and in
-# 3D (2D L = 64: 11.5-21.2 s over 3 seeds against 15.9-16.7 s with 1024, 25.0-27.7 s
-# with 256; L = 32: 1.40 s against 1.51-6.65 s with 256 to 64; 3D L = 24: 3 seeds in
-# 254-300 s), and 1024 from 2D L = 128 on, where 512 converged for one seed of three
-# (280 s; the others' weights oscillated) and 1024 for all three (367-370 s); L =
-# 256 follows L = 128 unmeasured. Each walker thermalises 30 w flips per iteration,
-# so below that size the work grows with W faster than the kernel's rate. CPUs 64.
+# "Walkers"), measured to convergence on an H200: GPUs 512 in 3D and in 2D up to L =
+# 32 (L = 32: 1.40 s against 1.51-6.65 s with 256 to 64; 3D L = 24: 3 seeds in 254-300
+# s); 768 in 2D from L = 64 (L = 64: 12.9-13.1 s for 6 seeds, all at 305 iterations,
+# against 10.9-20.3 s with 512, where 2 seeds of 8 need 311-313 iterations, 15.9-16.7
+# s with 1024 and 23 s with 640); 1024 from 2D L = 128, where 512 converged for one
+# seed of three (280 s; the others' weights oscillated) and 1024 for all three (367-370
+# s); L = 256 follows L = 128 unmeasured. Each walker thermalises 30 w flips per
+# iteration, so the work grows with W faster than the kernel's rate. CPUs 64.
 GPU_WALKERS_PER_UNIT = 512
-GPU_WALKERS_PER_UNIT_LARGE_2D = 1024
-LARGE_2D = 128
+GPU_WALKERS_PER_UNIT_2D = ((128, 1024), (64, 768))      # (from L, walkers per unit), largest L first
 CPU_WALKERS_PER_UNIT = 64
 
 
 def default_walkers(facts, geom: Geometry | None = None) -> int:
     """Walkers by default on a device, per compute unit: on a GPU
-    GPU_WALKERS_PER_UNIT, or GPU_WALKERS_PER_UNIT_LARGE_2D for a 2D geometry of
-    L >= LARGE_2D (each the fastest to converge over the seeds measured at its
-    sizes); on a CPU CPU_WALKERS_PER_UNIT."""
+    GPU_WALKERS_PER_UNIT, or for a 2D geometry the count of
+    GPU_WALKERS_PER_UNIT_2D for its L (each the fastest to converge over the
+    seeds measured at its sizes); on a CPU CPU_WALKERS_PER_UNIT."""
     if not facts.is_gpu:
         per_unit = CPU_WALKERS_PER_UNIT
-    elif geom is not None and geom.dim == 2 and geom.L >= LARGE_2D:
-        per_unit = GPU_WALKERS_PER_UNIT_LARGE_2D
     else:
         per_unit = GPU_WALKERS_PER_UNIT
+        if geom is not None and geom.dim == 2:
+            per_unit = next((n for L, n in GPU_WALKERS_PER_UNIT_2D if geom.L >= L), per_unit)
     return int(facts.compute_units) * per_unit
 
 
@@ -261,12 +261,14 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
     # 198, at 1024 242 / 230 / 305. 3D L = 16 at 512: unrecorded 223 / 258 / 238, recorded
     # 242 / 229 / 208; at 1024 (desc_ahead) 244 against 301. With more registers than the
     # resident warps leave (recorded at 1024 per SM, every launch at 2048: 2D L = 128 375 /
-    # 350 against 439 / 358) they lose.
+    # 350 against 439 / 358) they lose. At 768 per SM: L = 64 recorded 349 against 319
+    # (every seed converged in 12.9-13.1 s against 13.6-13.7 s), L = 128 186 against 231.
     per_unit = (walkers or default_walkers(facts, geom)) / max(1, facts.compute_units)
     if not ahead or per_unit > (1024 if geom.dim == 2 else 512):
         desc_ahead = nd_first = "none"
     elif geom.dim == 2:
-        desc_ahead = nd_first = "all" if per_unit <= 512 else "unrecorded"
+        every = per_unit <= (768 if geom.L <= 64 else 512)
+        desc_ahead = nd_first = "all" if every else "unrecorded"
     else:
         desc_ahead, nd_first = "all", "recorded"
     return {"wg": wg, "lattice": lattice, "table": table, "hist": hist, "per_item": per_item,
