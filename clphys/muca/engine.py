@@ -40,16 +40,17 @@ MAGNET_BUDGET = 64 << 20       # magnetization histograms are recorded by defaul
 # stay well below that on PoCL.
 POCL_LOCAL_BUDGET = 4096
 # walkers per compute unit by default (Multicanonical(walkers=None), docs/muca.md
-# "Walkers"), measured to convergence on an H200: GPUs 512 in 3D and in 2D up to L =
-# 32 (L = 32: 1.40 s against 1.51-6.65 s with 256 to 64; 3D L = 24: 3 seeds in 254-300
-# s); 768 in 2D from L = 64 (L = 64: 12.9-13.1 s for 6 seeds, all at 305 iterations,
-# against 10.9-20.3 s with 512, where 2 seeds of 8 need 311-313 iterations, 15.9-16.7
-# s with 1024 and 23 s with 640); 1024 from 2D L = 128, where 512 converged for one
-# seed of three (280 s; the others' weights oscillated) and 1024 for all three (367-370
-# s); L = 256 follows L = 128 unmeasured. Each walker thermalises 30 w flips per
-# iteration, so the work grows with W faster than the kernel's rate. CPUs 64.
+# "Walkers"), measured on an H200: GPUs 512 in 3D and in 2D up to L = 64 (L = 32: 1.40
+# s to converge against 1.51-6.65 s with 256 to 64; 3D L = 24: 3 seeds in 254-300 s;
+# 2D L = 64: 6 seeds of 8 in 10.9-11.9 s and 2 in ~20 s, against 12.9-13.2 s for every
+# seed with 768, 15.9-16.7 s with 1024, 23 s with 640; seed 0 converged and produced in
+# 115 s against 134 s with 768, whose slower chains thermalise the production longer),
+# and 1024 from 2D L = 128 on, where 512 converged for one seed of three (280 s; the
+# others' weights oscillated) and 1024 for all three (367-370 s); L = 256 follows L =
+# 128 unmeasured. Each walker thermalises 30 w flips per iteration, so the work grows
+# with W faster than the kernel's rate. CPUs 64.
 GPU_WALKERS_PER_UNIT = 512
-GPU_WALKERS_PER_UNIT_2D = ((128, 1024), (64, 768))      # (from L, walkers per unit), largest L first
+GPU_WALKERS_PER_UNIT_2D = ((128, 1024),)      # (from L, walkers per unit), largest L first
 CPU_WALKERS_PER_UNIT = 64
 
 
@@ -262,7 +263,7 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
     # 242 / 229 / 208; at 1024 (desc_ahead) 244 against 301. With more registers than the
     # resident warps leave (recorded at 1024 per SM, every launch at 2048: 2D L = 128 375 /
     # 350 against 439 / 358) they lose. At 768 per SM: L = 64 recorded 349 against 319
-    # (every seed converged in 12.9-13.1 s against 13.6-13.7 s), L = 128 186 against 231.
+    # (every seed converged in 12.9-13.2 s against 13.6-13.7 s), L = 128 186 against 231.
     per_unit = (walkers or default_walkers(facts, geom)) / max(1, facts.compute_units)
     if not ahead or per_unit > (1024 if geom.dim == 2 else 512):
         desc_ahead = nd_first = "none"
