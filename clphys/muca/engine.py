@@ -50,21 +50,22 @@ POCL_LOCAL_BUDGET = 4096
 # 128 unmeasured. Each walker thermalises 30 w flips per iteration, so the work grows
 # with W faster than the kernel's rate. CPUs 64.
 GPU_WALKERS_PER_UNIT = 512
-GPU_WALKERS_PER_UNIT_2D = ((128, 1024),)      # (from L, walkers per unit), largest L first
+GPU_WALKERS_PER_UNIT_LARGE_2D = 1024
+LARGE_2D = 128
 CPU_WALKERS_PER_UNIT = 64
 
 
 def default_walkers(facts, geom: Geometry | None = None) -> int:
     """Walkers by default on a device, per compute unit: on a GPU
-    GPU_WALKERS_PER_UNIT, or for a 2D geometry the count of
-    GPU_WALKERS_PER_UNIT_2D for its L (each the fastest to converge over the
-    seeds measured at its sizes); on a CPU CPU_WALKERS_PER_UNIT."""
+    GPU_WALKERS_PER_UNIT, or GPU_WALKERS_PER_UNIT_LARGE_2D for a 2D geometry of
+    L >= LARGE_2D (each the fastest over the seeds measured at its sizes); on a
+    CPU CPU_WALKERS_PER_UNIT."""
     if not facts.is_gpu:
         per_unit = CPU_WALKERS_PER_UNIT
+    elif geom is not None and geom.dim == 2 and geom.L >= LARGE_2D:
+        per_unit = GPU_WALKERS_PER_UNIT_LARGE_2D
     else:
         per_unit = GPU_WALKERS_PER_UNIT
-        if geom is not None and geom.dim == 2:
-            per_unit = next((n for L, n in GPU_WALKERS_PER_UNIT_2D if geom.L >= L), per_unit)
     return int(facts.compute_units) * per_unit
 
 
