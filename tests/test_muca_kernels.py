@@ -25,8 +25,8 @@ from clphys.muca.geometry import Geometry
 from clphys.runtime import fake_facts, render
 
 # options Engine takes that choose_options does not (the plan, built by the tests)
-ENGINE_ONLY = ("ahead", "layout", "hist_bits", "hist_flush", "table_recorded", "runs", "window", "window_flush",
-               "nd_first", "desc_ahead")
+ENGINE_ONLY = ("ahead", "layout", "layout_recorded", "hist_bits", "hist_flush", "table_recorded", "runs", "window",
+               "window_flush", "nd_first", "desc_ahead")
 # the next block's loads ordered after this block's nd (nd_first) and from descriptors loaded a block
 # earlier (desc_ahead), in the thermalisation's and the recorded launches
 EARLY = dict(ahead=True, nd_first="all", desc_ahead="all")
@@ -54,7 +54,12 @@ VARIANTS = [dict(per_item=32, wg=8, lattice="global", table="global", hist="glob
             dict(per_item=32, wg=2, lattice="global", table="local", hist="local", hist_bits=16, hist_flush=7,
                  **dict(EARLY, nd_first="none")),
             dict(per_item=32, wg=4, lattice="global", table="local", hist="global", window=12, window_flush=8,
-                 **dict(EARLY, desc_ahead="recorded"))]
+                 **dict(EARLY, desc_ahead="recorded")),
+            # 16-bit row codes (local, global), in every launch or in the unrecorded ones only
+            dict(per_item=32, wg=4, lattice="global", table="local", hist="local", layout="row16"),
+            dict(per_item=32, wg=8, lattice="local", table="global", hist="global", layout="row16", ahead=True),
+            dict(per_item=32, wg=2, lattice="global", table="local", hist="local", hist_bits=16, hist_flush=7,
+                 layout="row16", layout_recorded="row", table_recorded="global", **EARLY)]
 # several work items per word, their flips combined through local memory (Oclgrind:
 # PoCL's compiler takes minutes for these loops with barriers)
 SHARED = [dict(per_item=1, wg=32, lattice="global", layout="pair", ahead=True),
@@ -67,7 +72,9 @@ SHARED = [dict(per_item=1, wg=32, lattice="global", layout="pair", ahead=True),
           # the nd packed (P = 32 / per_item >= 4 items per word) and as planes (P = 2)
           dict(per_item=2, wg=32, lattice="global", hist="local", hist_bits=16, hist_flush=9, **EARLY),
           dict(per_item=8, wg=8, lattice="global", table="global", layout="row", **EARLY),
-          dict(per_item=16, wg=4, lattice="global", hist="global", **EARLY)]
+          dict(per_item=16, wg=4, lattice="global", hist="global", **EARLY),
+          dict(per_item=2, wg=32, lattice="global", table="local", layout="row16", layout_recorded="row", **EARLY),
+          dict(per_item=4, wg=16, lattice="global", table="global", layout="row16")]
 
 
 def _engine(dev, geom, walkers, seed, offset=0, total=None, **opts):
@@ -244,7 +251,7 @@ def test_thresholds_realise_the_metropolis_probabilities():
 
 @pytest.mark.parametrize("dim", [2, 3])
 def test_threshold_codes_decide_as_the_thresholds(dim):
-    """Both code tables (one byte per pair of bins, or per (bin, nd)) with their
+    """The code tables (one byte per pair of bins, one or two bytes per (bin, nd)) with their
     exact fallback accept exactly the words thr[b, k] accepts: words at and
     next to every threshold, and random ones."""
     geom = Geometry(dim, 4)
@@ -252,6 +259,8 @@ def test_threshold_codes_decide_as_the_thresholds(dim):
     thr = protocol.thresholds(rng.normal(0.0, 2.0, geom.nbins), dim)
     pcodes, pexact = protocol.pair_codes(thr, dim)
     rcodes, rexact = protocol.row_codes(thr, dim)
+    r16codes, r16exact = protocol.row_codes(thr, dim, bits=16)
+    assert r16codes.dtype == np.uint16 and np.array_equal(r16exact, rexact)
     b, k = np.meshgrid(np.arange(geom.nbins), np.arange(2 * dim + 1), indexing="ij")
     d = k - dim
     ok = (b + d >= 0) & (b + d < geom.nbins)              # moves inside the range
@@ -271,6 +280,11 @@ def test_threshold_codes_decide_as_the_thresholds(dim):
         rtop = rcodes[ridx].astype(np.uint32) << 24
         row = (w < rtop) | (((w ^ rtop) < (1 << 24)) & (w <= rexact[ridx]))
         np.testing.assert_array_equal(row, want)
+        top16 = r16codes[ridx].astype(np.uint32)
+        row16 = ((w >> 16) < top16) | (((w >> 16) == top16) & (w <= r16exact[ridx]))
+        np.testing.assert_array_equal(row16, want)
+    with pytest.raises(ValueError, match="bits must be 8 or 16"):
+        protocol.row_codes(thr, dim, bits=12)
 
 
 @pytest.mark.parametrize("vendor", ["nvidia", "amd", "pocl"])
@@ -282,7 +296,7 @@ def test_templates_render(vendor):
         for d, L in ((2, 32), (3, 6), (2, 66)):
             for lattice in ("local", "global"):
                 for table, hist, layout, bits in (("local", "local", "row", 32), ("global", "global", "pair", 32),
-                                                  ("global", "local", "pair", 16)):
+                                                  ("global", "local", "pair", 16), ("local", "global", "row16", 32)):
                     for rec in (False, True):
                         cases.append(("muca/update.cl", dict(
                             dim=d, L=L, wg=64, K=K, combine=combine if K < 32 else "none", table=table,

@@ -45,7 +45,7 @@
 ## params: dim, L, wg, K (1, 2, 4, 8, 16, 32), combine, table ("local": the
 ## pair codes in local memory | "global"), hist ("local" | "global"), record,
 ## magnet, hist_rows (1 | 2), hist_bits (32 | 16), hist_flush, trips, ahead, nd_first,
-## desc_ahead, full (every item's walkers below W)
+## desc_ahead, full (every item's walkers below W), layout ("pair" | "row" | "row16")
 <%namespace name="philox" file="/rng/philox.cl"/>
 <%namespace name="mc" file="/muca/common.cl"/>
 <%
@@ -92,13 +92,17 @@
     spare = hmode == "local" and dim == 2
     # every item's walkers below W (W a multiple of wg K): no walker to leave out anywhere
     full = bool(context.get("full", False))
-    layout = context.get("layout", "pair")          # threshold codes per pair of bins | per (bin, nd) "row"
+    # threshold codes: a byte per pair of bins ("pair"), per (bin, nd) ("row"), or 16 bits per (bin, nd)
+    # ("row16": the exact thresholds read in 1 of 65536 moves instead of 1 of 256)
+    layout = context.get("layout", "pair")
     lattice_mode = context.get("lattice", "global")   # "local": the group's words copied in for the launch
     if lattice_mode not in ("global", "local"):
         raise ValueError("muca update.cl: lattice must be 'global' or 'local', got %r" % (lattice_mode,))
     WPG = wg // P                                   # lattice words of one work group
-    if layout not in ("pair", "row"):
-        raise ValueError("muca update.cl: layout must be 'pair' or 'row', got %r" % (layout,))
+    if layout not in ("pair", "row", "row16"):
+        raise ValueError("muca update.cl: layout must be 'pair', 'row' or 'row16', got %r" % (layout,))
+    code_bits = 16 if layout == "row16" else 8
+    code_type = "ushort" if layout == "row16" else "uchar"
     sync = {"none": "", "ballot": "MU_WARP_SYNC();", "local": "barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);"}[combine]
     comps = "xyzw"
     def dword(prefix, c, a):
@@ -109,7 +113,7 @@ ${mc.geometry(dim, L)}\
 ${philox.philox4x32_10("mu_")}\
 ${mc.counters()}
 #define MU_CODE_SHIFT 25u
-#define MU_CODE_WORDS ((MU_NBINS * ${dim if layout == "pair" else 2 * dim + 1}u + 3u) / 4u)
+#define MU_CODE_WORDS ((MU_NBINS * ${dim if layout == "pair" else (2 * dim + 1) * code_bits // 8}u + 3u) / 4u)
 #define MU_NCLS ${2 * dim + 1}u
 // words per row of a local histogram
 #define MU_HROW ${"((MU_NBINS + 1u) / 2u)" if half else "MU_NBINS"}
@@ -144,9 +148,9 @@ __attribute__((noinline)) uint8 mu_reload(__global const uint *dp, ${"__local" i
 }
 #define MU_COUNT(p) atomic_inc(p)
 % if table == "local":
-#define CODE(p) ((__local const uchar *)codes_l)[p]
+#define CODE(p) ((__local const ${code_type} *)codes_l)[p]
 % else:
-#define CODE(p) codes[p]
+#define CODE(p) ((__global const ${code_type} *)codes)[p]
 % endif
 
 ## Neighbour planes of one step from the words w0 (site) and w1.. (neighbours):
@@ -220,11 +224,11 @@ ${planes(w)}
                 tie_[${i}] = restricted && wq == qq;          // about 1 in 128 restricted moves
                 idx_[${i}] = pidx;
 % else:
-                // the top byte of thr[bin, k] (columns by nd = 2 dim - k)
+                // the top byte (row16: 16 bits) of thr[bin, k] (columns by nd = 2 dim - k)
                 const uint ridx = (uint)bin[v] * MU_NCLS + nd;
-                const uint top = CODE(ridx), wq = word >> 24;
+                const uint top = CODE(ridx), wq = word >> ${32 - code_bits}u;
                 // a flip that keeps the energy (d = 0) is always accepted; else the same top
-                // byte (1 in 256 moves) needs the exact threshold
+                // bits (1 in 256 moves, row16 1 in 65536) need the exact threshold
                 acc_[${i}] = wq < top || d == 0;
                 tie_[${i}] = wq == top && d != 0;
                 idx_[${i}] = ridx;

@@ -75,9 +75,10 @@ def local_room(facts):
 
 
 def code_bytes(geom: Geometry, layout: str = "pair") -> int:
-    """Bytes of the threshold-code table: one byte per pair of bins ("pair") or
-    per (bin, nd) ("row"), padded to words (protocol.pair_codes, row_codes)."""
-    per_bin = geom.dim if layout == "pair" else geom.ncls
+    """Bytes of the threshold-code table: one byte per pair of bins ("pair"), per
+    (bin, nd) ("row") or two per (bin, nd) ("row16"), padded to words
+    (protocol.pair_codes, row_codes)."""
+    per_bin = {"pair": geom.dim, "row": geom.ncls, "row16": 2 * geom.ncls}[layout]
     return -(-geom.nbins * per_bin // 4) * 4
 
 
@@ -107,9 +108,14 @@ def window_plan(facts, geom: Geometry, options: dict, wg: int, per_item: int, hi
     if hist != "global" or not facts.is_gpu or geom.nbins < 2 * WINDOW_BINS:
         return 0
     used = _local_bytes(geom, wg, options.get("table_recorded", options["table"]), "global", options["combine"],
-                        layout=options.get("layout", "pair"), lattice=options.get("lattice", "global"),
+                        layout=recorded_layout(options), lattice=options.get("lattice", "global"),
                         per_item=per_item)
     return WINDOW_BINS if used + window_bytes(WINDOW_BINS, wg, per_item) <= local_room(facts) else 0
+
+
+def recorded_layout(options: dict) -> str:
+    """The code layout of the recorded launches ("layout_recorded", else the plan's)."""
+    return options.get("layout_recorded", options.get("layout", "pair"))
 
 
 def window_bytes(bins: int, wg: int, per_item: int) -> int:
@@ -295,14 +301,14 @@ def histogram_plan(facts, geom: Geometry, options: dict, wg: int, per_item: int,
         hist = "global"           # a work group could span three slots: count per walker
     if hist == "local":
         fits = [(b, tab) for b, tab in _hist_plans(flush, table) if b <= bits and _local_bytes(
-            geom, wg, tab, "local", o["combine"], rows, o.get("layout", "pair"), o.get("lattice", "global"),
+            geom, wg, tab, "local", o["combine"], rows, recorded_layout(o), o.get("lattice", "global"),
             per_item, b) <= local_room(facts)]
         hist, (bits, table) = ("local", fits[0]) if fits else ("global", (32, o["table"]))
     return hist, bits, table, rows
 
 
 def buffer_sizes(geom: Geometry, walkers: int, slots: int = 1, magnet: bool = False) -> dict:
-    """Bytes of every device buffer an engine allocates."""
+    """Bytes of every device buffer an engine of the plan's code layouts ("row", "pair") allocates."""
     sizes = {"lattices": geom.N * (groups(walkers) + 32) * 4, "energies": walkers * 4, "magnetizations": walkers * 4,
              "thresholds": code_bytes(geom, "row") + geom.nbins * geom.ncls * 4,
              "sites": (SITES_CAP + 4) * (2 * geom.dim + 1) * 4,
@@ -348,7 +354,14 @@ class Engine:
         self.lattice = self._buffer(geom.N * self.Gp, np.uint32)
         self.bins = self._buffer(walkers, np.int32)
         self.mags = self._buffer(walkers, np.int32)
-        self.codes = self._buffer(code_bytes(geom, "row") // 4, np.uint32)
+        layouts = (self.options.get("layout", "pair"), recorded_layout(self.options))
+        if layouts[0] != layouts[1] and "pair" in layouts:
+            raise ValueError(f"the recorded launches' code layout may differ from the others' only between "
+                             f"'row' and 'row16' (one exact table), got {layouts}")
+        # the codes of the unrecorded and the recorded launches (the same buffer where they agree)
+        self.codes = self._buffer(code_bytes(geom, layouts[0]) // 4, np.uint32)
+        self.codes_recorded = (self.codes if layouts[0] == layouts[1]
+                               else self._buffer(code_bytes(geom, layouts[1]) // 4, np.uint32))
         self.exact = self._buffer(geom.nbins * geom.ncls, np.uint32)
         self.passages = self._buffer(walkers, np.uint32)
         self.trip_range = (0, geom.nbins - 1)
@@ -404,15 +417,20 @@ class Engine:
         return bins, mags
 
     def set_thresholds(self, thr):
-        """The acceptance table thr[bin, k] (protocol.thresholds), as pair codes."""
+        """The acceptance table thr[bin, k] (protocol.thresholds), as the codes of
+        each launch's layout and the exact thresholds."""
         thr = np.ascontiguousarray(thr, dtype=np.uint32)
         if thr.shape != (self.geom.nbins, self.geom.ncls):
             raise ValueError(f"thresholds must have shape {(self.geom.nbins, self.geom.ncls)}, got {thr.shape}")
-        layout = self.options.get("layout", "pair")
-        codes, exact = (protocol.pair_codes if layout == "pair" else protocol.row_codes)(thr, self.geom.dim)
-        padded = np.zeros(code_bytes(self.geom, layout), np.uint8)
-        padded[:codes.size] = codes
-        cl.enqueue_copy(self.queue, self.codes, padded)
+        targets = [(self.codes, self.options.get("layout", "pair"))]
+        if self.codes_recorded is not self.codes:
+            targets.append((self.codes_recorded, recorded_layout(self.options)))
+        for buf, layout in targets:
+            codes, exact = (protocol.pair_codes(thr, self.geom.dim) if layout == "pair" else
+                            protocol.row_codes(thr, self.geom.dim, 16 if layout == "row16" else 8))
+            padded = np.zeros(code_bytes(self.geom, layout), np.uint8)
+            padded[:codes.nbytes] = codes.view(np.uint8)
+            cl.enqueue_copy(self.queue, buf, padded)
         cl.enqueue_copy(self.queue, self.exact, exact, is_blocking=True)
 
     # ----------------------------------------------------------- histograms
@@ -438,12 +456,21 @@ class Engine:
         for record in (False, True):
             launch = "recorded" if record else "unrecorded"
             key = (hist, bits, table, bool(magnet), rows, bool(trips), record, runs, window, window_flush)
+            layout = recorded_layout(o) if record else o.get("layout", "pair")
             if key not in self._programs:     # built once per engine (each iteration configures)
+                tab = table if record else o["table"]
+                used = _local_bytes(g, self.wg, tab, hist if record else "global", o["combine"], rows, layout,
+                                    o.get("lattice", "global"), self.per_item, bits) + (
+                    window_bytes(window, self.wg, self.per_item) if record and window else 0)
+                if used > local_room(self.dev.facts):
+                    raise ValueError(f"the {launch} launches of {o} need {format_bytes(used)} of local memory "
+                                     f"per work group for {g}; {self.dev.facts.name or 'the device'} allows "
+                                     f"{format_bytes(local_room(self.dev.facts))}")
                 self._programs[key] = self.dev.build(
                     "muca/update.cl", **g.template(), wg=self.wg, K=self.per_item, combine=o["combine"],
-                    table=table if record else o["table"], hist=hist, record=record, magnet=bool(magnet),
+                    table=tab, hist=hist, record=record, magnet=bool(magnet),
                     hist_rows=rows, hist_bits=bits, hist_flush=flush if bits == 16 else 0,
-                    trips=bool(trips), ahead=bool(o.get("ahead", True)), layout=o.get("layout", "pair"),
+                    trips=bool(trips), ahead=bool(o.get("ahead", True)), layout=layout,
                     nd_first=o.get("nd_first", "none") in ("all", launch),
                     desc_ahead=o.get("desc_ahead", "none") in ("all", launch),
                     lattice=o.get("lattice", "global"), full=self.W % (self.wg * self.per_item) == 0,
@@ -557,7 +584,8 @@ class Engine:
         self._setup.muca_sites(self.queue, *self._small(blocks), self.sites, lo, hi, np.uint32(n), k0, k1,
                                np.uint32(stride))
         self._prog[record].muca_update(
-            self.queue, (self._items(),), (self.wg,), self.lattice, self.bins, self.mags, self.codes,
+            self.queue, (self._items(),), (self.wg,), self.lattice, self.bins, self.mags,
+            self.codes_recorded if record else self.codes,
             self.exact, self.sites, self._hist_buf, self._mhist_buf, self.passages, np.uint32(n), lo, hi,
             k0, k1, np.uint32(self.W), np.uint32(self.offset), np.uint32(self.slots), np.uint32(self.total),
             np.int32(self.trip_range[0]), np.int32(self.trip_range[1]), np.uint32(self.Gp))

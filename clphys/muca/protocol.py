@@ -138,11 +138,15 @@ def pair_codes(thr, dim):
     return codes.reshape(-1), exact.reshape(-1)
 
 
-def row_codes(thr, dim):
+def row_codes(thr, dim, bits=8):
     """The threshold table as one code per (bin, nd), nd = 2 dim - k the
-    neighbours that differ from the spin: codes (uint8) = thr >> 24 and exact
-    (uint32) = thr, both (nbins, 2 dim + 1) with columns by nd. A move with word
-    w is accepted iff w >> 24 < code, or (w >> 24 == code and w <= exact): the
-    decisions of `thr` bit for bit, the exact table read in 1 of 256 moves."""
+    neighbours that differ from the spin: codes = the top `bits` (8: uint8, 16:
+    uint16) of thr and exact (uint32) = thr, both (nbins, 2 dim + 1) with
+    columns by nd. A move with word w is accepted iff w >> (32 - bits) < code,
+    or (w >> (32 - bits) == code and w <= exact): the decisions of `thr` bit for
+    bit, the exact table read in 1 of 2^bits moves."""
+    if bits not in (8, 16):
+        raise ValueError(f"bits must be 8 or 16, got {bits!r}")
     exact = np.ascontiguousarray(np.asarray(thr, dtype=np.uint32)[:, ::-1])
-    return (exact >> 24).astype(np.uint8).reshape(-1), exact.reshape(-1)
+    codes = (exact >> (32 - bits)).astype(np.uint8 if bits == 8 else np.uint16)
+    return codes.reshape(-1), exact.reshape(-1)
