@@ -400,12 +400,13 @@ ${planes(w)}
         }
 </%def>
 
-## A block's S descriptor words (uint4, from slot i0, a multiple of 4) into D0.. (desc_ahead).
-<%def name="load_desc(i0)">
+## A block's S descriptor words (uint4, from slot i0, a multiple of 4, so 16-byte aligned)
+## into uint4 names <d>0.. (D: desc_ahead's, declared before).
+<%def name="load_desc(i0, d='D')">
             {
                 __global const uint4 *const dq = (__global const uint4 *)(desc + (size_t)(${i0}) * MU_SPAN);
 %   for k in range(S):
-                D${k} = dq[${k}];
+                ${d}${k} = dq[${k}];
 %   endfor
             }
 </%def>
@@ -422,13 +423,11 @@ ${planes(w)}
             ${fl} = ${" | ".join("((%s >> 31) << %d)" % (dword(d, c, 0), c) for c in range(4))};
 </%def>
 
-## Loads a whole block's descriptors (S uint4 from descriptor slot i0, a multiple of
-## 4, so 16-byte aligned) and its 4 steps' words into names w, offsets offs, flags fl.
+## Loads a whole block's descriptors (from descriptor slot i0) and its 4 steps' words
+## into names w, offsets offs, flags fl.
 <%def name="load_block(i0, w, offs, fl)">
-            __global const uint4 *const dq = (__global const uint4 *)(desc + (size_t)(${i0}) * MU_SPAN);
-%   for k in range(S):
-            const uint4 d${k} = dq[${k}];
-%   endfor
+            uint4 ${", ".join("d%d" % k for k in range(S))};
+${load_desc(i0, "d")}
 ${load_words(w, offs, fl, "d")}
 </%def>
 

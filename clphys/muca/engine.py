@@ -137,6 +137,15 @@ def _local_bytes(geom, wg, table, hist, combine, hist_rows=1, layout="pair", lat
             + (2 * wg * 4 if combine == "local" else 0))
 
 
+def _check_local(facts, geom, needed, what, hint=""):
+    """ValueError unless `needed` bytes of local memory per work group fit the device."""
+    room = local_room(facts)
+    if needed > room:
+        raise ValueError(f"{what} need {format_bytes(needed)} of local memory per work group for {geom}; "
+                         f"{facts.name or 'the device'} allows {format_bytes(room)}"
+                         + (" (PoCL: a safe cap, see POCL_LOCAL_BUDGET)" if facts.vendor == "pocl" else "") + hint)
+
+
 def _hist_plans(flush_steps, table, move_codes=True):
     """(bits, table of the recorded launches) of a local histogram, best first:
     32-bit counts, 16-bit counts (where a launch can flush them in time) with
@@ -249,13 +258,8 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
             and hist_bits == 16 and facts.max_work_group >= 256):
         wg = 256        # 16-bit counts are flushed every 65535 // (256 per_item) >= 7 steps: always in time
     needed = max(need(lattice, table, layout, "global"), need(lattice, table_recorded, layout, hist, hist_bits))
-    if needed > room:
-        raise ValueError(f"lattice={lattice!r}, table={table!r}, hist={hist!r} with wg = {wg} need "
-                         f"{format_bytes(needed)} of local "
-                         f"memory per work group for {geom}; {facts.name or 'the device'} allows "
-                         f"{format_bytes(room)}"
-                         + (" (PoCL: a safe cap, see POCL_LOCAL_BUDGET)" if facts.vendor == "pocl" else "")
-                         + ": choose 'global' for some of them or a smaller wg")
+    _check_local(facts, geom, needed, f"lattice={lattice!r}, table={table!r}, hist={hist!r} with wg = {wg}",
+                 ": choose 'global' for some of them or a smaller wg")
     # NVIDIA, lattice in global memory: the next block's words loaded during this one
     # (ahead), by every lane of the word (H200, 2D L = 64: 264 against 240 flips/ns for the
     # word's first lane loading and handing it over by a shuffle, which waited for the load)
@@ -456,16 +460,13 @@ class Engine:
         for record in (False, True):
             launch = "recorded" if record else "unrecorded"
             key = (hist, bits, table, bool(magnet), rows, bool(trips), record, runs, window, window_flush)
-            layout = recorded_layout(o) if record else o.get("layout", "pair")
             if key not in self._programs:     # built once per engine (each iteration configures)
+                layout = recorded_layout(o) if record else o.get("layout", "pair")
                 tab = table if record else o["table"]
                 used = _local_bytes(g, self.wg, tab, hist if record else "global", o["combine"], rows, layout,
                                     o.get("lattice", "global"), self.per_item, bits) + (
                     window_bytes(window, self.wg, self.per_item) if record and window else 0)
-                if used > local_room(self.dev.facts):
-                    raise ValueError(f"the {launch} launches of {o} need {format_bytes(used)} of local memory "
-                                     f"per work group for {g}; {self.dev.facts.name or 'the device'} allows "
-                                     f"{format_bytes(local_room(self.dev.facts))}")
+                _check_local(self.dev.facts, g, used, f"the {launch} launches of {o}")
                 self._programs[key] = self.dev.build(
                     "muca/update.cl", **g.template(), wg=self.wg, K=self.per_item, combine=o["combine"],
                     table=tab, hist=hist, record=record, magnet=bool(magnet),
