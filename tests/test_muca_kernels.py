@@ -342,7 +342,8 @@ def test_kernel_plan_defaults_and_refusals():
                      "combine": "ballot", "layout": "row", "ahead": False, "hist_bits": 32,
                      "table_recorded": "local", "desc_ahead": "none", "nd_first": "none"}
     assert large == {"wg": 128, "lattice": "global", "table": "local", "hist": "local", "per_item": 2,
-                     "combine": "ballot", "layout": "row", "ahead": True, "hist_bits": 32,
+                     "combine": "ballot", "layout": "row16", "layout_recorded": "row", "ahead": True,
+                     "hist_bits": 32,
                      "table_recorded": "local", "desc_ahead": "all", "nd_first": "all"}
     # the loads ordered in the launches where the registers they take leave the warps resident:
     # 2D every launch up to 512 walkers per SM (768 up to L = 64), the unrecorded ones up to

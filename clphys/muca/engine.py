@@ -178,8 +178,10 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
     """The kernel plan for `walkers` on this device (None: the default count):
     work-group size, walkers per work item (per_item: 1, 2,
     4, ... 32; the 32 / per_item items of a lattice word combine their flips by
-    a warp vote on NVIDIA, else through local memory), and where the pair-code
-    table and the histogram live during a launch (local memory where they fit;
+    a warp vote on NVIDIA, else through local memory), the layout of the
+    threshold codes (per pair of bins, per row in 8 bits, or in 16 bits in the
+    unrecorded launches: "layout", "layout_recorded"), where the codes
+    and the histogram live during a launch (local memory where they fit;
     a histogram in 32-bit counts, else in 16-bit ones flushed during the
     launch, if need be with the recorded launches reading the codes from
     global memory unless the caller chose `table`), and in which launches
@@ -257,7 +259,18 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
     if (not wg_chosen and facts.vendor == "nvidia" and geom.dim == 2 and table == "global" and hist == "local"
             and hist_bits == 16 and facts.max_work_group >= 256):
         wg = 256        # 16-bit counts are flushed every 65535 // (256 per_item) >= 7 steps: always in time
-    needed = max(need(lattice, table, layout, "global"), need(lattice, table_recorded, layout, hist, hist_bits))
+    # NVIDIA 2D, lattice in global memory, codes in local memory: 16-bit codes in the unrecorded
+    # launches where they fit (the exact threshold read in 1 of 65536 moves instead of 1 of 256;
+    # H200, L = 64: 346 against 311 flips/ns at 512 walkers per SM, 386 against 369 at 768). The
+    # recorded launches keep 8-bit ones beside their counts (16-bit there: 271 against 290, 318
+    # against 350); with the codes in global memory (L = 128, 256) 16 bits gain nothing (390 / 300
+    # against 393 / 305, 359 / 224 against 369 / 233)
+    layout_recorded = layout
+    if (facts.vendor == "nvidia" and geom.dim == 2 and lattice == "global" and table == "local"
+            and layout == "row" and need(lattice, "local", "row16", "global") <= room):
+        layout = "row16"
+    needed = max(need(lattice, table, layout, "global"),
+                 need(lattice, table_recorded, layout_recorded, hist, hist_bits))
     _check_local(facts, geom, needed, f"lattice={lattice!r}, table={table!r}, hist={hist!r} with wg = {wg}",
                  ": choose 'global' for some of them or a smaller wg")
     # NVIDIA, lattice in global memory: the next block's words loaded during this one
@@ -286,7 +299,8 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
     return {"wg": wg, "lattice": lattice, "table": table, "hist": hist, "per_item": per_item,
             "combine": combine, "layout": layout, "ahead": ahead,
             "hist_bits": hist_bits, "table_recorded": table_recorded,
-            "desc_ahead": desc_ahead, "nd_first": nd_first}
+            "desc_ahead": desc_ahead, "nd_first": nd_first,
+            **({"layout_recorded": layout_recorded} if layout_recorded != layout else {})}
 
 
 def histogram_plan(facts, geom: Geometry, options: dict, wg: int, per_item: int, flush: int, total: int,
@@ -312,9 +326,10 @@ def histogram_plan(facts, geom: Geometry, options: dict, wg: int, per_item: int,
 
 
 def buffer_sizes(geom: Geometry, walkers: int, slots: int = 1, magnet: bool = False) -> dict:
-    """Bytes of every device buffer an engine of the plan's code layouts ("row", "pair") allocates."""
+    """Bytes of every device buffer an engine allocates, with the most its codes take (16-bit
+    row codes for the unrecorded launches beside 8-bit ones for the recorded)."""
     sizes = {"lattices": geom.N * (groups(walkers) + 32) * 4, "energies": walkers * 4, "magnetizations": walkers * 4,
-             "thresholds": code_bytes(geom, "row") + geom.nbins * geom.ncls * 4,
+             "thresholds": code_bytes(geom, "row16") + code_bytes(geom, "row") + geom.nbins * geom.ncls * 4,
              "sites": (SITES_CAP + 4) * (2 * geom.dim + 1) * 4,
              "histograms": slots * geom.nbins * 4, "passages": walkers * 4}
     if magnet:
