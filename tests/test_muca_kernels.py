@@ -336,7 +336,8 @@ def test_templates_render(vendor):
 def test_kernel_plan_defaults_and_refusals():
     nvidia, pocl, amd = fake_facts("nvidia"), fake_facts("pocl"), fake_facts("amd")
     # NVIDIA: the lattices in local memory up to 2D L = 32 (one walker per item),
-    # beyond in global memory with two walkers per item, the next block's words loaded ahead
+    # beyond in global memory with two walkers per item, the next block's words loaded ahead,
+    # 16-bit codes in the unrecorded launches (8-bit ones in the recorded, beside the counts)
     small, large = choose_options(nvidia, Geometry(2, 32)), choose_options(nvidia, Geometry(2, 64))
     assert small == {"wg": 128, "lattice": "local", "table": "local", "hist": "local", "per_item": 1,
                      "combine": "ballot", "layout": "row", "ahead": False, "hist_bits": 32,
