@@ -445,8 +445,7 @@ class Engine:
         if self.codes_recorded is not self.codes:
             targets.append((self.codes_recorded, recorded_layout(self.options)))
         for buf, layout in targets:
-            codes, exact = (protocol.pair_codes(thr, self.geom.dim) if layout == "pair" else
-                            protocol.row_codes(thr, self.geom.dim, 16 if layout == "row16" else 8))
+            codes, exact = protocol.layout_codes(thr, self.geom.dim, layout)
             padded = np.zeros(code_bytes(self.geom, layout), np.uint8)
             padded[:codes.nbytes] = codes.view(np.uint8)
             cl.enqueue_copy(self.queue, buf, padded)

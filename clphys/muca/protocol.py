@@ -150,3 +150,11 @@ def row_codes(thr, dim, bits=8):
     exact = np.ascontiguousarray(np.asarray(thr, dtype=np.uint32)[:, ::-1])
     codes = (exact >> (32 - bits)).astype(np.uint8 if bits == 8 else np.uint16)
     return codes.reshape(-1), exact.reshape(-1)
+
+
+def layout_codes(thr, dim, layout):
+    """(codes, exact) of `thr` in a kernel's code layout: "pair" (pair_codes),
+    "row" or "row16" (row_codes in 8 or 16 bits)."""
+    if layout == "pair":
+        return pair_codes(thr, dim)
+    return row_codes(thr, dim, 16 if layout == "row16" else 8)
