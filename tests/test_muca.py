@@ -97,6 +97,30 @@ def test_2d_l8_density_of_states_and_reweighting(device):
     assert isinstance(scalar.energy, float) and scalar.energy == pytest.approx(c.energy[0], rel=1e-12)
 
 
+@pytest.mark.slow
+def test_symmetric_run_samples_half_the_range_and_mirrors_it(device):
+    """symmetric=True: the walkers stay at E <= 0 (bin `top`), the iteration's
+    width is at most half the range, and ln g over the whole range, mirrored,
+    agrees with Beale's (2D L = 8) within Z sigma, as do <E>/N and C/N."""
+    sim = Multicanonical(8, walkers=1024, seed=3, device=device, symmetric=True)
+    assert sim.top == 32 and sim.geom.energies()[sim.top] == 0
+    sim.iterate(kl=1e-4)
+    assert sim.converged and sim.history.width.max() <= sim.top
+    res = sim.produce(blocks=32)
+    assert res.symmetric and res.moments is None and res.therm_passages >= 0.5
+    assert sim.walker_state()[1].max() <= sim.top
+    E, ln_g = density_of_states(8)
+    np.testing.assert_array_equal(res.energies, E)
+    np.testing.assert_array_equal(res.ln_g, res.ln_g[::-1])
+    np.testing.assert_array_equal(res.ln_g_err, res.ln_g_err[::-1])
+    _assert_within(res.ln_g, res.ln_g_err, ln_g, "ln g, L=8, symmetric", 0.1)
+    assert res.histogram[res.energies <= 0].sum() == res.walkers * res.updates
+    c = res.canonical([2.0, 2.5, 10.0])
+    exact = finite_lattice(8, [2.0, 2.5, 10.0])
+    _assert_within(c.energy, c.energy_err, exact.energy, "<E>/N, L=8, symmetric", 0.03)
+    _assert_within(c.specific_heat, c.specific_heat_err, exact.specific_heat, "C/N, L=8, symmetric", 0.06)
+
+
 def test_exact_weights_give_a_flat_histogram(device):
     """ln W = -ln g (Beale): every accessible energy is visited equally often
     (tests the update without the iteration)."""
@@ -231,6 +255,28 @@ def test_checkpoint_resumes_bit_for_bit(device, tmp_path):
     assert sim.production_progress is None
 
 
+@pytest.mark.slow
+def test_symmetric_checkpoint_resumes_bit_for_bit(device, tmp_path):
+    ref = Multicanonical(6, walkers=64, seed=5, device=device, symmetric=True)
+    ref.iterate(kl=1e-3)
+    ref_res = ref.produce(blocks=8)
+    sim = Multicanonical(6, walkers=64, seed=5, device=device, symmetric=True)
+    sim.iterate(kl=1e-3)
+    sim._slice = 50                            # small first slices: stop inside the production
+    _interrupt_on_call(sim, 3)
+    with pytest.raises(Interrupted):
+        sim.produce(blocks=8)
+    assert sim._prod["phase"] == "therm"
+    path = tmp_path / "muca.npz"
+    sim.save(path)
+    sim = Multicanonical.load(path, device=device)
+    assert sim.symmetric and sim.top == ref.top
+    res = sim.produce(blocks=8)
+    assert res.symmetric
+    np.testing.assert_array_equal(res.block_histograms, ref_res.block_histograms)
+    assert (res.therm, res.updates, res.passages) == (ref_res.therm, ref_res.updates, ref_res.passages)
+
+
 def test_checkpoint_errors(device, tmp_path):
     sim = Multicanonical(4, walkers=16, seed=1, device=device)
     path = tmp_path / "a.npz"
@@ -312,10 +358,22 @@ def test_run_and_history(device):
     (dict(L=4, lattice="texture"), ValueError, "lattice must be one of"),
     (dict(L=64, walkers=2**31 - 1), ValueError, r"must stay below 2\^29"),
     (dict(L=4, per_item=3), ValueError, "per_item must be one of"),
+    (dict(L=4, symmetric="yes"), TypeError, "symmetric must be True or False"),
 ])
 def test_bad_input_before_device_work(device, kwargs, error, match):
     with pytest.raises(error, match=match):
         Multicanonical(device=device, **kwargs)
+
+
+def test_symmetric_refuses_magnetization_before_device_work(device):
+    with pytest.raises(ValueError, match="magnetization=True needs the whole energy range"):
+        muca.run(4, walkers=32, device=device, symmetric=True, magnetization=True)
+    with pytest.raises(TypeError, match="symmetric must be True or False"):
+        muca.run(4, walkers=32, device=device, symmetric=1)
+    sim = Multicanonical(4, walkers=32, seed=1, device=device, symmetric=True)
+    with pytest.raises(ValueError, match="magnetization=True needs the whole energy range"):
+        sim.produce(blocks=4, magnetization=True)
+    assert sim.steps == 0
 
 
 def test_bad_arguments_of_the_methods(device):
@@ -467,17 +525,18 @@ def _canonical_3d(device, L, temps, replicas=16, sweeps=20000):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("L", [4, 6])
-def test_3d_canonical_averages_against_ising3d(device, L):
+@pytest.mark.parametrize("L,symmetric", [(4, False), (6, False), (4, True)])
+def test_3d_canonical_averages_against_ising3d(device, L, symmetric):
     """3D L = 4 and 6: <E>/N and C/N at T = 4.5115 and 4.0 by reweighting the
     multicanonical production agree with long canonical runs of Ensemble3D (an
     independent method of the library) within 4 combined sigma. Weights from a
     loose iteration (d_k < 1e-3): any weights that cover the range give unbiased
     reweighted averages."""
     temps = [4.5115, 4.0]
-    sim = Multicanonical(L, dim=3, walkers=256, seed=2, device=device)
+    sim = Multicanonical(L, dim=3, walkers=256, seed=2, device=device, symmetric=symmetric)
     sim.iterate(kl=1e-3)
     res = sim.produce(blocks=32, magnetization=False, target_error=0.05)
+    assert res.symmetric == symmetric
     c = res.canonical(temps)
     for i, (e, de, cv, dcv) in enumerate(_canonical_3d(device, L, temps)):
         _assert_within(c.energy[i], np.hypot(c.energy_err[i], de), e, f"<E>/N 3D L={L}", 0.02)

@@ -42,6 +42,19 @@ def test_muca_command_2d(device, capsys, tmp_path):
     assert png.stat().st_size > 10_000
 
 
+def test_muca_command_symmetric(device, capsys, tmp_path):
+    out = tmp_path / "dos.npz"
+    assert main(["muca", "--size", "4", "--walkers", "128", "--production-blocks", "16", "--seed", "1",
+                 "--symmetric", "--device", _spec(device), "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "muca 2D L = 4 (E <= 0, ln g mirrored), 128 walkers, seed 1" in text
+    assert re.search(r"iterations\s+\d+ \(converged, d_k = \S+ < 0.0001\), width \d+/8", text)
+    assert float(re.search(r"max \|ln g - ln g_exact\| / error = (\S+)", text).group(1)) < 4.0
+    with np.load(out) as r:
+        np.testing.assert_array_equal(r["energies"], density_of_states(4)[0])
+        np.testing.assert_array_equal(r["ln_g"], r["ln_g"][::-1])
+
+
 @pytest.mark.slow
 def test_muca_command_3d(device, capsys):
     assert main(["muca", "--dim", "3", "--size", "2", "--walkers", "64", "--production-blocks", "8",

@@ -44,6 +44,7 @@ class MulticanonicalCheckpoints:
                   "u": self._u, "kl": self._kl, "applied": self._applied,
                   "protocol": {f.name: getattr(self.protocol, f.name) for f in fields(self.protocol)},
                   "options": self.options, "iteration": self._iter, "production": self._prod,
+                  "symmetric": self.symmetric,
                   "algorithm": "parallel multicanonical, walker-sliced lattice, Philox4x32-10"}
         arrays = {"lattice": lattice, "bins": bins, "mags": mags, "log_weights": self.log_weights,
                   "last_hist": (self._last_hist if self._last_hist is not None
@@ -59,14 +60,15 @@ class MulticanonicalCheckpoints:
 
     @staticmethod
     def peek(path: str | os.PathLike) -> dict:
-        """{L, dim, walkers, seed} of the checkpoint at `path`, checked, without
-        touching a device."""
+        """{L, dim, walkers, seed, symmetric} of the checkpoint at `path`,
+        checked, without touching a device."""
         header, _ = load_checkpoint(path, CHECKPOINT_KIND)
         p = str(path)
         out = {"L": field(header, "L", int, minimum=2, path=p),
                "dim": field(header, "dim", int, choices=(2, 3), path=p),
                "walkers": field(header, "walkers", int, minimum=1, path=p),
-               "seed": field(header, "seed", int, minimum=0, path=p)}
+               "seed": field(header, "seed", int, minimum=0, path=p),
+               "symmetric": field(header, "symmetric", bool, path=p) if "symmetric" in header else False}
         try:
             Geometry.checked(out["L"], out["dim"])
         except ValueError as exc:
@@ -105,9 +107,10 @@ class MulticanonicalCheckpoints:
             protocol = proto.Protocol.checked(**prot)
         except (TypeError, ValueError) as exc:
             raise CheckpointError(f"checkpoint {p!r}: protocol: {exc}") from None
+        symmetric = info["symmetric"]
         _check_saved_meaning(header, arrays, geom, protocol, p)
         try:
-            sim = cls(L, dim, walkers, seed, device, **prot, **options)
+            sim = cls(L, dim, walkers, seed, device, **prot, symmetric=symmetric, **options)
         except (TypeError, ValueError) as exc:
             raise CheckpointError(f"checkpoint {p!r}: {exc}") from None
         sim._restore(header, arrays, p, slots)
@@ -151,9 +154,9 @@ class MulticanonicalCheckpoints:
             if magnet:
                 eng.moments[...] = arrays["moments"]
             eng.set_pending(arrays["pending_hist"], arrays["pending_mhist"], since)
-            eng.reset_passages(0, self.geom.nbins - 1, arrays["passages"])
+            eng.reset_passages(0, self.top, arrays["passages"])
         if self._iter is not None or self._prod is not None:
-            eng.set_thresholds(proto.thresholds(self.log_weights, self.dim))
+            eng.set_thresholds(self._thresholds())
 
 
 def _check_saved_meaning(header, arrays, geom, protocol, p):

@@ -83,6 +83,9 @@ def _start(args, comm, say):
             if given is not None and given != saved[key]:
                 raise ValueError(f"{name} {given} does not match the checkpoint {args.resume!r} "
                                  f"({saved[key]}); leave it out or start a new run")
+        if args.symmetric and not saved["symmetric"]:
+            raise ValueError(f"--symmetric: the checkpoint {args.resume!r} samples the whole energy range; "
+                             f"leave it out or start a new run")
         geom, walkers = Geometry.checked(saved["L"], saved["dim"]), saved["walkers"]
     else:
         if args.size is None:
@@ -96,10 +99,11 @@ def _start(args, comm, say):
         sim = Multicanonical.load(args.resume, device=args.device)
     else:
         sim = Multicanonical(args.size, dim=args.dim or 2, walkers=args.walkers, seed=args.seed or 0,
-                             device=args.device, comm=comm)
+                             device=args.device, symmetric=args.symmetric, comm=comm)
     o = sim.options
     where = sim.device.name if comm is None else f"{comm.Get_size()} MPI ranks (rank 0: {sim.device.name})"
-    say(f"muca {sim.geom}, {sim.walkers} walkers, seed {sim.seed}, on {where} "
+    say(f"muca {sim.geom}{' (E <= 0, ln g mirrored)' if sim.symmetric else ''}, {sim.walkers} walkers, "
+        f"seed {sim.seed}, on {where} "
           f"(wg {o['wg']}, lattice {o['lattice']}, table {o['table']}, histogram {o['hist']}"
           f"{' in 16 bits' if o['hist'] == 'local' and o.get('hist_bits') == 16 else ''}, "
           f"{o['per_item']} walker(s) per work item)"
@@ -123,7 +127,7 @@ def _iterate_and_produce(sim, args, every_s, say):
         it_seconds, it_flips = float(h.seconds.sum()), int(h.flips.sum())
         state = (f"converged, d_k = {h.d_k[-1]:.3g} < {sim.kl:g}" if sim.converged
                  else f"NOT converged, d_k = {h.d_k[-1]:.3g} >= {sim.kl:g}")
-        say(f"iterations  {len(h)} ({state}), width {h.width[-1]}/{sim.geom.full_width}")
+        say(f"iterations  {len(h)} ({state}), width {h.width[-1]}/{sim.top}")
         say(f"time        {it_seconds:.3f} s for {it_flips:.4g} attempted flips: "
               f"{it_flips / max(it_seconds, 1e-12) / 1e9:.3f} flips/ns (iteration phase)", flush=True)
         res = sim.produce(blocks=args.production_blocks, updates=args.production_updates,
@@ -338,6 +342,9 @@ def add_parsers(sub):
                         "(default 0.02)")
     p.add_argument("--max-seconds", type=float, default=None,
                    help="stop the production after this many seconds, whatever its error (default: none)")
+    p.add_argument("--symmetric", action="store_true",
+                   help="sample E <= 0 only and mirror ln g (g(-E) = g(E)): passages about four times "
+                        "shorter; no magnetizations")
     add_device(p)
     add_progress(p)
     add_plot(p, "draw ln g(E), its deviation from the exact one and C(T)")

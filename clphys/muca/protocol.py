@@ -93,6 +93,18 @@ def update_weights(log_w, hist):
     return out
 
 
+WALL = 1e4      # ln W falls by this per bin above a symmetric run's top bin
+
+
+def walled(log_w, top):
+    """ln W with a wall above bin `top` (a copy): ln W(top + k) = ln W(top) -
+    WALL k, so that a move above `top` has a threshold of 0 (p < 2^-32, as for
+    any p that small) and a walker that made one moves straight back down."""
+    out = np.array(log_w, dtype=np.float64)
+    out[top + 1:] = out[top] - WALL * np.arange(1, len(out) - top)
+    return out
+
+
 def thresholds(log_w, dim):
     """uint32 table thr[b, k] (shape (nbins, 2 dim + 1)): a flip from bin b with
     k neighbours equal to the spin goes to bin b + k - dim and is accepted iff

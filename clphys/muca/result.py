@@ -59,7 +59,10 @@ class MucaResult:
     target_error, max_error: the production's target for the largest error of
     ln g and that largest error (inf where an energy was seen by one group of
     walkers only, whose error is then inf too); `reached` says whether it met
-    the target. ln_g is finite wherever an energy was recorded.
+    the target. ln_g is finite wherever an energy was recorded. symmetric: the
+    run sampled E <= 0 (Multicanonical(symmetric=True)); every array above
+    E = 0 is then the mirror image of the one below, and the passages are
+    between the lowest energy and 0.
     """
     dim: int
     L: int
@@ -81,6 +84,7 @@ class MucaResult:
     passages: float = float("nan")
     target_error: float = float("nan")
     max_error: float = float("nan")
+    symmetric: bool = False
 
     @property
     def N(self):
@@ -199,7 +203,7 @@ def max_ln_g_error(geom, log_w_all, block_hist) -> float:
 
 def make_result(geom, log_w_all, block_hist, block_moments, *, walkers, therm, updates,
                 converged, iterations, seconds, therm_passages=float("nan"),
-                passages=float("nan"), target_error=float("nan")) -> MucaResult:
+                passages=float("nan"), target_error=float("nan"), symmetric=False) -> MucaResult:
     """MucaResult from the per-block histograms over all bins."""
     total = block_hist.sum(axis=0)
     seen = np.nonzero(total > 0)[0]
@@ -213,4 +217,4 @@ def make_result(geom, log_w_all, block_hist, block_moments, *, walkers, therm, u
                       block_histograms=H.astype(np.int64), moments=moments, converged=converged,
                       iterations=iterations, seconds=seconds, therm_passages=float(therm_passages),
                       passages=float(passages), target_error=float(target_error),
-                      max_error=float(np.max(err)) if seen.size >= 2 else float("inf"))
+                      max_error=float(np.max(err)) if seen.size >= 2 else float("inf"), symmetric=symmetric)

@@ -72,7 +72,7 @@ def default_blocks(walkers: int) -> int:
 
 
 def production_args(walkers, geom, blocks=None, updates=None, therm=None, magnetization=None,
-                    target_error=None, max_seconds=None) -> dict:
+                    target_error=None, max_seconds=None, symmetric=False) -> dict:
     """The production's arguments for `walkers` walkers of `geom`, checked and
     with their defaults (no device work): what produce() and run() check first."""
     if blocks is None:
@@ -91,11 +91,14 @@ def production_args(walkers, geom, blocks=None, updates=None, therm=None, magnet
     if max_seconds is not None:
         max_seconds = _validate.real("max_seconds", max_seconds, 0.0, strict_min=True)
     if magnetization is None:
-        magnet = buffer_sizes(geom, 1, blocks, True)["magnetization histograms"] <= MAGNET_BUDGET
+        magnet = not symmetric and buffer_sizes(geom, 1, blocks, True)["magnetization histograms"] <= MAGNET_BUDGET
     elif isinstance(magnetization, (bool, np.bool_)):
         magnet = bool(magnetization)
     else:
         raise TypeError(f"magnetization must be True, False or None, got {magnetization!r}")
+    if magnet and symmetric:
+        raise ValueError("magnetization=True needs the whole energy range: a symmetric run samples E <= 0, "
+                         "and the magnetizations above E = 0 are not the mirror image of those below")
     return {"blocks": blocks, "updates": updates, "therm": therm, "magnet": magnet,
             "target_error": DEFAULT_TARGET_ERROR if target_error is None else target_error,
             "max_seconds": max_seconds}
@@ -133,6 +136,15 @@ class Multicanonical(MulticanonicalCheckpoints):
     (walkers per work item: 1, 2, 4, ... 32); defaults from choose_options
     (clphys/muca/engine.py).
 
+    symmetric: sample E <= 0 only, and take ln g(-E) = ln g(E) (exact: the
+    periodic lattices of even L are bipartite, and flipping one sublattice
+    maps E to -E). A wall in the weights keeps the walkers at E <= 0, so the
+    energy range, and with it the widths of the weight iteration and the
+    passages of the production, is half as wide: the walkers' passages are
+    about four times shorter. The production's ln g and canonical energies
+    cover every energy (the sampled half mirrored); magnetizations are not
+    recorded (a sublattice flip does not map M to M).
+
     comm (an mpi4py communicator): a collective construction; the walkers
     (default: as many as each rank's device would take) are split over the
     ranks in whole lattice words of 32, each keeping the Philox stream of its
@@ -145,8 +157,11 @@ class Multicanonical(MulticanonicalCheckpoints):
 
     def __init__(self, L, dim=2, walkers=None, seed=0, device=None, *, f_therm=30.0, z=2.25,
                  factor=6.0, growth=1.1, min_width=10, wg=None, lattice=None, table=None, hist=None,
-                 per_item=None, comm=None):
+                 per_item=None, symmetric=False, comm=None):
         self._comm = comm
+        if not isinstance(symmetric, (bool, np.bool_)):
+            raise TypeError(f"symmetric must be True or False, got {symmetric!r}")
+        self.symmetric = bool(symmetric)
         protocol = (f_therm, z, factor, growth, min_width)
         options = (wg, table, hist, per_item, lattice)
         if comm is None:
@@ -155,7 +170,8 @@ class Multicanonical(MulticanonicalCheckpoints):
         size, rank = mpi.comm_size_rank(comm)
         total = mpi.all_ok(comm, self._setup, L, dim, walkers, seed, device, protocol, options, size)
         mpi.agree(comm, "multicanonical parameters", L=self.geom.L, dim=self.geom.dim, walkers=total,
-                  seed=self.seed, protocol=repr(self.protocol), options=repr(self.options))
+                  seed=self.seed, protocol=repr(self.protocol), options=repr(self.options),
+                  symmetric=self.symmetric)
         words = groups(total)
         if words < size:                 # (the same on every rank: no one is left waiting)
             raise ValueError(f"{total} walkers cannot be split over {size} MPI ranks: each rank needs at "
@@ -209,6 +225,37 @@ class Multicanonical(MulticanonicalCheckpoints):
     @property
     def dim(self) -> int:
         return self.geom.dim
+
+    @property
+    def top(self) -> int:
+        """The highest bin the walkers sample: that of E = 0 if symmetric, else
+        the last (bin 0 is the ground state, so this is also the full width)."""
+        return (self.geom.nbins - 1) // 2 if self.symmetric else self.geom.nbins - 1
+
+    def _thresholds(self):
+        log_w = proto.walled(self.log_weights, self.top) if self.symmetric else self.log_weights
+        return proto.thresholds(log_w, self.dim)
+
+    def _sampled(self, hist):
+        """`hist` (..., bins) without counts above the top bin (a walker that
+        crossed the wall, with probability 2^-32 per move)."""
+        if not self.symmetric:
+            return hist
+        out = np.array(hist)
+        out[..., self.top + 1:] = 0
+        return out
+
+    def _mirrored(self, log_w, block_hist):
+        """(ln W, histograms) over every bin: above E = 0 the mirror image of
+        below (symmetric), so that ln g, its errors and reweighting see the
+        whole range."""
+        if not self.symmetric:
+            return log_w, block_hist
+        top = self.top
+        log_w, block_hist = np.array(log_w, np.float64), np.array(block_hist)
+        log_w[top + 1:] = log_w[top - 1::-1]
+        block_hist[..., top + 1:] = block_hist[..., top - 1::-1]
+        return log_w, block_hist
 
     @property
     def history(self) -> History:
@@ -274,7 +321,7 @@ class Multicanonical(MulticanonicalCheckpoints):
             raise ValueError("a production run is in progress: finish it with produce() first")
         if self._comm is not None and self._comm.Get_rank():
             progress = False
-        report = _line_reporter(progress, self.geom.full_width)
+        report = _line_reporter(progress, self.top)
         done = 0
         with interrupt_deferred() as pending:
             while max_iterations is None or done < max_iterations:
@@ -298,12 +345,12 @@ class Multicanonical(MulticanonicalCheckpoints):
         return self.history
 
     def _start_iteration(self):
-        therm, updates, u = self.protocol.plan(self.width, self.geom.full_width, self.walkers, self._u)
+        therm, updates, u = self.protocol.plan(self.width, self.top, self.walkers, self._u)
         # a histogram in global memory: ITERATION_ROWS rows (walker groups), summed
         # after the iteration (atomics of all walkers on one row contend)
         rows = ITERATION_ROWS if self._engine.options["hist"] == "global" else 1
         self._engine.configure(min(rows, self.walkers), False)
-        self._engine.set_thresholds(proto.thresholds(self.log_weights, self.dim))
+        self._engine.set_thresholds(self._thresholds())
         self._iter = {"therm": therm, "updates": updates, "u": u, "done": 0, "seconds": 0.0}
 
     def _advance(self, state, n):
@@ -339,7 +386,7 @@ class Multicanonical(MulticanonicalCheckpoints):
         it = self._iter
         t0 = time.perf_counter()
         self._engine.flush()
-        hist = self._reduce(self._engine.hist.sum(axis=0))
+        hist = self._sampled(self._reduce(self._engine.hist.sum(axis=0)))
         record = IterationRecord(
             iteration=len(self._history) + 1, width=int(self.width), therm=it["therm"],
             updates=it["updates"], d_k=proto.kullback_leibler(hist), d_c=proto.chebyshev(hist),
@@ -418,7 +465,7 @@ class Multicanonical(MulticanonicalCheckpoints):
         if self._iter is not None:
             raise ValueError("an iteration was interrupted: finish it with iterate() first")
         plan = production_args(self.walkers, self.geom, blocks, updates, therm, magnetization,
-                               target_error, max_seconds)
+                               target_error, max_seconds, self.symmetric)
         if self._prod is None:
             self._start_production(plan)
         else:
@@ -430,14 +477,14 @@ class Multicanonical(MulticanonicalCheckpoints):
         t0 = time.perf_counter()
         eng = self._engine
         eng.flush()
-        block_hist = self._reduce(eng.hist)
+        log_w, block_hist = self._mirrored(self.log_weights, self._sampled(self._reduce(eng.hist)))
         moments = self._reduce(eng.moments) if eng.magnet else None
-        result = make_result(self.geom, self.log_weights, block_hist, moments, walkers=self.walkers,
+        result = make_result(self.geom, log_w, block_hist, moments, walkers=self.walkers,
                              therm=prod["therm"], updates=prod["updates"], converged=self.converged,
                              iterations=len(self._history),
                              seconds=prod["seconds"] + time.perf_counter() - t0,
                              therm_passages=prod["therm_passages"], passages=prod["passages"],
-                             target_error=prod["target"])
+                             target_error=prod["target"], symmetric=self.symmetric)
         self._prod = None
         self._warn_short(result)
         return result
@@ -463,12 +510,11 @@ class Multicanonical(MulticanonicalCheckpoints):
         if not self._applied and not self.converged:
             self._apply(self._last_hist)    # stopped early: use the newest weights, as cudamuca
         eng = self._engine
-        g = self.geom
         eng.configure(plan["blocks"], plan["magnet"], trips=True)
-        eng.reset_passages(0, g.nbins - 1)  # passages between the lowest and the highest energy
+        eng.reset_passages(0, self.top)     # passages between the lowest and the highest energy sampled
         eng.measure()                       # magnetizations are tracked only while recorded
-        eng.set_thresholds(proto.thresholds(self.log_weights, self.dim))
-        w = float(g.full_width)
+        eng.set_thresholds(self._thresholds())
+        w = float(self.top)
         cap = max(64, int(PASSAGE_CAP * w * w))
         therm, updates = plan["therm"], plan["updates"]
         self._prod = {"blocks": plan["blocks"], "magnet": plan["magnet"], "done": 0, "seconds": 0.0,
@@ -506,7 +552,7 @@ class Multicanonical(MulticanonicalCheckpoints):
         """The largest jackknife error of ln g over the energies recorded so far."""
         eng = self._engine
         eng.flush()
-        return max_ln_g_error(self.geom, self.log_weights, self._reduce(eng.hist))
+        return max_ln_g_error(self.geom, *self._mirrored(self.log_weights, self._sampled(self._reduce(eng.hist))))
 
     def _run_production(self, progress):
         """Rounds of `check` steps (to the next multiple: the same steps on
@@ -577,7 +623,7 @@ def _line_reporter(progress, full_width):
 def run(L: int, dim: int = 2, walkers: int | None = None, seed: int = 0, device: Any = None, *, kl: float = 1e-4,
         max_iterations: int | None = None, blocks: int | None = None, updates: int | None = None,
         magnetization: bool | None = None, target_error: float | None = None, max_seconds: float | None = None,
-        progress: bool | Callable | None = None, **options: Any) -> MucaResult:
+        progress: bool | Callable | None = None, symmetric: bool = False, **options: Any) -> MucaResult:
     """Iterate the weights to d_k < kl, then a production run: the result
     (see Multicanonical, iterate and produce for the arguments; every argument
     is checked before any device work). Warns if max_iterations ran out before
@@ -586,12 +632,14 @@ def run(L: int, dim: int = 2, walkers: int | None = None, seed: int = 0, device:
         walkers = _validate.integer("walkers", walkers, 1, 2**31 - 1)
     geom = Geometry.checked(L, dim)
     count = walkers if walkers is not None else default_walkers(resolve_device(device).facts, geom)
-    production_args(count, geom, blocks, updates, None, magnetization, target_error, max_seconds)
+    if not isinstance(symmetric, (bool, np.bool_)):
+        raise TypeError(f"symmetric must be True or False, got {symmetric!r}")
+    production_args(count, geom, blocks, updates, None, magnetization, target_error, max_seconds, symmetric)
     _validate.real("kl", kl, 0.0, strict_min=True)
     if max_iterations is not None:
         _validate.integer("max_iterations", max_iterations, 0)
     check_progress(progress)
-    sim = Multicanonical(L, dim, walkers, seed, device, **options)
+    sim = Multicanonical(L, dim, walkers, seed, device, symmetric=symmetric, **options)
     sim.iterate(kl=kl, max_iterations=max_iterations, progress=progress)
     if not sim.converged:
         import warnings
