@@ -43,6 +43,9 @@ TARGET_SECONDS = 0.25
 # most PASSAGE_CAP * width^2 flips per walker (a passage took 5-15 width^2 at
 # L = 8 .. 32 with exact weights)
 THERM_PASSAGES = 0.5
+# symmetric runs: passages through half the range, twice as many (at 2D L = 64
+# half a passage left ln g of one seed in four biased by up to 14 sigma)
+THERM_PASSAGES_SYMMETRIC = 1.0
 PASSAGE_CAP = 200
 DEFAULT_BLOCKS = 100
 # walkers that every work group's walkers (wg * per_item, powers of two) divide
@@ -232,6 +235,11 @@ class Multicanonical(MulticanonicalCheckpoints):
         the last (bin 0 is the ground state, so this is also the full width)."""
         return (self.geom.nbins - 1) // 2 if self.symmetric else self.geom.nbins - 1
 
+    @property
+    def therm_passages(self) -> float:
+        """Passages per walker that the production's thermalisation waits for."""
+        return THERM_PASSAGES_SYMMETRIC if self.symmetric else THERM_PASSAGES
+
     def _thresholds(self):
         log_w = proto.walled(self.log_weights, self.top) if self.symmetric else self.log_weights
         return proto.thresholds(log_w, self.dim)
@@ -345,7 +353,11 @@ class Multicanonical(MulticanonicalCheckpoints):
         return self.history
 
     def _start_iteration(self):
-        therm, updates, u = self.protocol.plan(self.width, self.top, self.walkers, self._u)
+        # symmetric: the widths of the mirrored range, so that each iteration
+        # thermalises and records as long as one over the whole range (with half
+        # of them the weights diverged at 2D L = 128)
+        k = 2 if self.symmetric else 1
+        therm, updates, u = self.protocol.plan(k * self.width, k * self.top, self.walkers, self._u)
         # a histogram in global memory: ITERATION_ROWS rows (walker groups), summed
         # after the iteration (atomics of all walkers on one row contend)
         rows = ITERATION_ROWS if self._engine.options["hist"] == "global" else 1
@@ -491,9 +503,9 @@ class Multicanonical(MulticanonicalCheckpoints):
 
     def _warn_short(self, res):
         short = []
-        if res.therm_passages < THERM_PASSAGES:
+        if res.therm_passages < self.therm_passages:
             short.append(f"the thermalisation under the final weights made {res.therm_passages:.2f} passages "
-                         f"per walker through the energy range (wanted {THERM_PASSAGES}): ln g may be biased "
+                         f"per walker through the energy range (wanted {self.therm_passages}): ln g may be biased "
                          f"by more than its errors")
         if not res.reached:
             short.append(f"the largest error of ln g is {res.max_error:.3g}, above the target "
@@ -574,9 +586,9 @@ class Multicanonical(MulticanonicalCheckpoints):
                 if self._comm is not None:            # the ranks' clocks differ: one verdict
                     late = any(self._comm.allgather(late))
                 if prod["phase"] == "therm":
-                    if prod["done"] >= prod["therm"] or (not prod["therm_fixed"] and p >= THERM_PASSAGES) or late:
+                    if prod["done"] >= prod["therm"] or (not prod["therm_fixed"] and p >= self.therm_passages) or late:
                         prod["therm"], prod["therm_passages"], prod["phase"] = prod["done"], p, "record"
-                    done = 300 * min(1.0, p / THERM_PASSAGES)
+                    done = 300 * min(1.0, p / self.therm_passages)
                 else:
                     rec = prod["done"] - prod["therm"]
                     if prod["updates_fixed"]:
