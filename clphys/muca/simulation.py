@@ -306,7 +306,7 @@ class Multicanonical(MulticanonicalCheckpoints):
         return self._engine.read_lattice(), bins, mags
 
     def __repr__(self):
-        return (f"<Multicanonical {self.geom}, {self.walkers} walkers, seed {self.seed}, "
+        return (f"<Multicanonical {self.geom}{', E <= 0' if self.symmetric else ''}, {self.walkers} walkers, seed {self.seed}, "
                 f"{len(self._history)} iterations, on {self.device.name}>")
 
     # ------------------------------------------------------------ the weight iteration
