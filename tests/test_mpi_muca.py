@@ -93,3 +93,31 @@ def test_a_time_budget_ends_every_rank_at_the_same_step(device):
     (_, therm, updates, check), (_, therm1, updates1, _) = [tuple(map(int, s)) for s in steps]
     assert (therm, updates) == (therm1, updates1)
     assert 0 < therm and 0 < updates and therm + updates < check // 2
+
+
+SYMMETRIC_RUN = """
+import numpy as np
+from mpi4py import MPI
+from clphys import muca
+comm = MPI.COMM_WORLD
+sim = muca.Multicanonical(comm=comm, symmetric=True, **ARGS)
+h = sim.iterate(kl=1e-3, max_iterations=4, progress=False)
+res = sim.produce(blocks=4, progress=False)
+np.savez(OUT + f".{comm.rank}.npz", width=h.width, log_w=sim.log_weights, ln_g=res.ln_g,
+         block_histograms=res.block_histograms, passages=[res.therm_passages, res.passages])
+"""
+
+
+def test_symmetric_split_walkers_equal_one_device(device, tmp_path):
+    out = str(tmp_path / "muca")
+    r = run_mpi(2, f"ARGS = {ARGS!r}\nOUT = {out!r}\n" + SYMMETRIC_RUN, device)
+    assert r.returncode == 0, r.stderr[-4000:]
+    sim = muca.Multicanonical(device=device, symmetric=True, **ARGS)
+    h = sim.iterate(kl=1e-3, max_iterations=4, progress=False)
+    res = sim.produce(blocks=4, progress=False)
+    want = {"width": h.width, "log_w": sim.log_weights, "ln_g": res.ln_g,
+            "block_histograms": res.block_histograms, "passages": [res.therm_passages, res.passages]}
+    for rank in range(2):
+        got = dict(np.load(f"{out}.{rank}.npz"))
+        differ = [k for k in want if not np.array_equal(got[k], want[k])]
+        assert not differ, f"rank {rank} differs from one device: {differ}"

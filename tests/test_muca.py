@@ -159,6 +159,16 @@ def test_3d_l2_against_enumeration(device):
     _assert_within(c.abs_magnetization, c.abs_magnetization_err, m_exact, "<|m|> 3D", 0.05)
 
 
+def test_3d_l2_symmetric_against_enumeration(device):
+    """3D L = 2 (g(E) from all 2^8 states): the E <= 0 half mirrored."""
+    sim = Multicanonical(2, dim=3, walkers=128, seed=1, device=device, symmetric=True)
+    sim.iterate(kl=1e-4)
+    res = sim.produce(blocks=32)
+    E, g = np.unique(_enumerate_3d(2)[0], return_counts=True)
+    np.testing.assert_array_equal(res.energies, E)
+    _assert_within(res.ln_g, res.ln_g_err, np.log(g), "ln g, 3D L=2, symmetric", 0.1)
+
+
 @pytest.mark.slow
 def test_3d_l4_low_energy_counts(device):
     """3D L = 4 (64 spins, no enumeration): the exact degeneracies next to the
