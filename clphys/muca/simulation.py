@@ -141,12 +141,14 @@ class Multicanonical(MulticanonicalCheckpoints):
 
     symmetric: sample E <= 0 only, and take ln g(-E) = ln g(E) (exact: the
     periodic lattices of even L are bipartite, and flipping one sublattice
-    maps E to -E). A wall in the weights keeps the walkers at E <= 0, so the
-    energy range, and with it the widths of the weight iteration and the
-    passages of the production, is half as wide: the walkers' passages are
-    about four times shorter. The production's ln g and canonical energies
-    cover every energy (the sampled half mirrored); magnetizations are not
-    recorded (a sublattice flip does not map M to M).
+    maps E to -E). A wall in the weights keeps the walkers at E <= 0, so a
+    passage (ground state to E = 0) is about four times shorter than one
+    through the whole range. Each iteration is planned as one over the
+    mirrored range, and the production thermalises to
+    THERM_PASSAGES_SYMMETRIC (1.0) passages. The production's ln g and
+    canonical energies cover every energy (the sampled half mirrored);
+    magnetizations are not recorded (a sublattice flip does not map M to M).
+    Measured on a GPU at 2D L = 64 only (docs/muca.md, "Symmetric runs").
 
     comm (an mpi4py communicator): a collective construction; the walkers
     (default: as many as each rank's device would take) are split over the
@@ -446,7 +448,7 @@ class Multicanonical(MulticanonicalCheckpoints):
         """A production run with the current weights: ln g(E) with errors.
 
         * thermalisation under these weights, once, not recorded: until the
-          walkers made THERM_PASSAGES (0.5) passages through the energy range
+          walkers made THERM_PASSAGES (0.5; symmetric: 1.0) passages through the energy range
           each on average (a passage: from one end to the other; a round trip
           is two), counted on the device (`therm`: that many flips per walker
           instead). The iteration leaves the walkers in the distribution of its
