@@ -41,6 +41,12 @@ def real(name: str, value: object, minimum: float | None = None, maximum: float 
     return value
 
 
+def boolean(name: str, value: object) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
 def choice(name: str, value: T, allowed: Collection) -> T:
     try:       # an array compares elementwise, an unhashable value may raise: neither is a choice
         ok = bool(value in allowed) and not (isinstance(value, bool) and not any(

@@ -164,9 +164,7 @@ class Multicanonical(MulticanonicalCheckpoints):
                  factor=6.0, growth=1.1, min_width=10, wg=None, lattice=None, table=None, hist=None,
                  per_item=None, symmetric=False, comm=None):
         self._comm = comm
-        if not isinstance(symmetric, (bool, np.bool_)):
-            raise TypeError(f"symmetric must be True or False, got {symmetric!r}")
-        self.symmetric = bool(symmetric)
+        self.symmetric = _validate.boolean("symmetric", symmetric)
         protocol = (f_therm, z, factor, growth, min_width)
         options = (wg, table, hist, per_item, lattice)
         if comm is None:
@@ -255,10 +253,11 @@ class Multicanonical(MulticanonicalCheckpoints):
         out[..., self.top + 1:] = 0
         return out
 
-    def _mirrored(self, log_w, block_hist):
-        """(ln W, histograms) over every bin: above E = 0 the mirror image of
-        below (symmetric), so that ln g, its errors and reweighting see the
-        whole range."""
+    def _production_histograms(self):
+        """(ln W, the blocks' histograms) over every bin; symmetric: above E = 0
+        the mirror image of below (which also drops the counts above the wall),
+        so that ln g, its errors and reweighting see the whole range."""
+        log_w, block_hist = self.log_weights, self._reduce(self._engine.hist)
         if not self.symmetric:
             return log_w, block_hist
         top = self.top
@@ -491,7 +490,7 @@ class Multicanonical(MulticanonicalCheckpoints):
         t0 = time.perf_counter()
         eng = self._engine
         eng.flush()
-        log_w, block_hist = self._mirrored(self.log_weights, self._sampled(self._reduce(eng.hist)))
+        log_w, block_hist = self._production_histograms()
         moments = self._reduce(eng.moments) if eng.magnet else None
         result = make_result(self.geom, log_w, block_hist, moments, walkers=self.walkers,
                              therm=prod["therm"], updates=prod["updates"], converged=self.converged,
@@ -566,7 +565,7 @@ class Multicanonical(MulticanonicalCheckpoints):
         """The largest jackknife error of ln g over the energies recorded so far."""
         eng = self._engine
         eng.flush()
-        return max_ln_g_error(self.geom, *self._mirrored(self.log_weights, self._sampled(self._reduce(eng.hist))))
+        return max_ln_g_error(self.geom, *self._production_histograms())
 
     def _run_production(self, progress):
         """Rounds of `check` steps (to the next multiple: the same steps on
@@ -646,8 +645,7 @@ def run(L: int, dim: int = 2, walkers: int | None = None, seed: int = 0, device:
         walkers = _validate.integer("walkers", walkers, 1, 2**31 - 1)
     geom = Geometry.checked(L, dim)
     count = walkers if walkers is not None else default_walkers(resolve_device(device).facts, geom)
-    if not isinstance(symmetric, (bool, np.bool_)):
-        raise TypeError(f"symmetric must be True or False, got {symmetric!r}")
+    symmetric = _validate.boolean("symmetric", symmetric)
     production_args(count, geom, blocks, updates, None, magnetization, target_error, max_seconds, symmetric)
     _validate.real("kl", kl, 0.0, strict_min=True)
     if max_iterations is not None:

@@ -98,9 +98,7 @@ def check_method(method):
 
 
 def check_errors(errors):
-    if not isinstance(errors, (bool, np.bool_)):
-        raise TypeError(f"errors must be True or False, got {errors!r}")
-    return bool(errors)
+    return _validate.boolean("errors", errors)
 
 
 def check_qs(q):

@@ -350,8 +350,7 @@ def plan_autocorrelation(x, max_lag=256, stationary=False, device=None, progress
     max_lag = check_max_lag(max_lag)
     values, labels = _common.labelled(x, "x", nan, spacing)
     b = _ingest.batch("x", values, max_lag + 1, f"max_lag + 1 with max_lag = {max_lag}")
-    if not isinstance(stationary, (bool, np.bool_)):
-        raise TypeError(f"stationary must be True or False, got {stationary!r}")
+    _validate.boolean("stationary", stationary)
     check_progress(progress)
     method = check_method(method)
     errors = check_errors(errors)

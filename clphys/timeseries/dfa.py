@@ -155,12 +155,6 @@ def _qs(q) -> np.ndarray:
     return arr
 
 
-def _bool(name, value) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False, got {value!r}")
-    return bool(value)
-
-
 def _mode(segments, overlap: bool) -> str:
     if overlap:
         if segments is not None:
@@ -209,7 +203,7 @@ def _plan(entry, x, qs, scales, order, overlap, integrate, segments, fit_range, 
           progress, nan, spacing, accumulate) -> FluctuationPlan:
     """The checks and choices shared by dfa() and mfdfa()."""
     order = _validate.integer("order", order, 0, 4)
-    overlap, integrate = _bool("overlap", overlap), _bool("integrate", integrate)
+    overlap, integrate = _validate.boolean("overlap", overlap), _validate.boolean("integrate", integrate)
     mode = _mode(segments, overlap)
     check_progress(progress)
     values, labels = _common.labelled(x, "x", nan, spacing)
