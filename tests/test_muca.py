@@ -477,6 +477,30 @@ def test_production_stops_at_the_requested_error(device):
     assert not budget.reached and budget.max_error > 1e-4 and budget.updates > 0
 
 
+def test_production_progress_has_a_bar_for_each_phase(device):
+    """The production reports the thermalisation, then the recording, each from
+    0 to 1000 in what ends the phase: flips when its length is given, else the
+    passages and (target / error)^2, which grow like the flips."""
+    seen = []
+
+    def report(done, total):
+        seen.append((done, total))
+
+    sim = Multicanonical(4, walkers=64, seed=6, device=device)
+    check = max(64, sim.geom.full_width ** 2 // 4)
+    sim.produce(blocks=8, therm=3 * check, updates=2 * check, progress=report)
+    assert seen == [(333, 1000), (666, 1000), (1000, 1000), (500, 1000), (1000, 1000)]
+
+    seen.clear()
+    sim = Multicanonical(4, walkers=256, seed=6, device=device)
+    sim.iterate(kl=1e-3)
+    res = sim.produce(blocks=16, magnetization=False, target_error=0.03, progress=report)
+    assert res.reached and res.therm_passages >= 0.5
+    back = [i for i in range(1, len(seen)) if seen[i][0] < seen[i - 1][0]]
+    assert len(back) == 1 and seen[back[0] - 1][0] == 1000 and seen[-1][0] == 1000
+    assert seen[back[0]][0] < 1000 and {t for _, t in seen} == {1000}
+
+
 def test_a_time_budget_ends_the_production_inside_a_check(device):
     """max_seconds is looked at after every launch slice, not only at the
     error checks: at 2D L = 32 a check is 2^18 flips per walker (seconds on a

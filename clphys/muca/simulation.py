@@ -468,8 +468,10 @@ class Multicanonical(MulticanonicalCheckpoints):
         groups from 100 down to 50 that each hold a multiple of 1024 walkers,
         else min(100, walkers) (see default_blocks). magnetization: record
         (E, |M|) histograms for canonical() (default: when they take at most
-        64 MiB). progress: a bar in round trips and the error against its
-        target. The result says whether the target was reached (`reached`); a
+        64 MiB). progress: a bar for the thermalisation (its passages against
+        THERM_PASSAGES), then one for the recording ((target / error)^2, which
+        grows like the recorded flips), each from 0 to 1000 for a callable:
+        their times left hold where the phase's work is even. The result says whether the target was reached (`reached`); a
         RuntimeWarning says when it was not or the thermalisation ended short. Ctrl-C raises
         clphys.runtime.Interrupted; save() and a later produce() continue the
         run bit for bit.
@@ -573,11 +575,10 @@ class Multicanonical(MulticanonicalCheckpoints):
         """Rounds of `check` steps (to the next multiple: the same steps on
         resume), deciding after each where the thermalisation and the recording end."""
         prod = self._prod
-        bar = Progress(1000, progress, label="muca production")
-        shown = 0
+        bars = _PhaseBars(progress)
         # Ctrl-C between the slices (in a check) is acted on after the check: the
         # histograms are never left half flushed
-        with interrupt_deferred() as pending, bar:
+        with interrupt_deferred() as pending, bars:
             while prod["phase"] != "done":
                 end = prod["therm"] if prod["phase"] == "therm" else prod["therm"] + prod["updates"]
                 n = min(end, (prod["done"] // prod["check"] + 1) * prod["check"]) - prod["done"]
@@ -589,34 +590,68 @@ class Multicanonical(MulticanonicalCheckpoints):
                 if self._comm is not None:            # the ranks' clocks differ: one verdict
                     late = any(self._comm.allgather(late))
                 if prod["phase"] == "therm":
-                    if prod["done"] >= prod["therm"] or (not prod["therm_fixed"] and p >= self.therm_passages) or late:
+                    ended = (prod["done"] >= prod["therm"] or late
+                             or (not prod["therm_fixed"] and p >= self.therm_passages))
+                    # the bar in what ends the phase: passages (flips, for a fixed length)
+                    part = (prod["done"] / max(1, prod["therm"]) if prod["therm_fixed"]
+                            else p / self.therm_passages)
+                    bars.show("therm", part, f"muca production, thermalisation: {p:.2f} of "
+                                             f"{self.therm_passages:g} passages per walker")
+                    if ended:
                         prod["therm"], prod["therm_passages"], prod["phase"] = prod["done"], p, "record"
-                    done = 300 * min(1.0, p / self.therm_passages)
                 else:
                     rec = prod["done"] - prod["therm"]
                     if prod["updates_fixed"]:
                         stop = rec >= prod["updates"]
-                        done = 300 + 700 * rec / max(1, prod["updates"])
+                        part = rec / max(1, prod["updates"])
                     else:
                         err = self._current_error()
                         prod["error"] = err if math.isfinite(err) else -1.0
                         stop = err <= prod["target"] or rec >= prod["cap"] or (late and rec > 0)
-                        done = 300 + 700 * (min(1.0, (prod["target"] / err) ** 2) if err > 0 else 1.0)
+                        # the squared error falls like 1 / (recorded flips)
+                        part = (prod["target"] / err) ** 2 if err > 0 else 1.0
                     if stop:
                         prod["updates"], prod["phase"] = rec, "done"
-                        done = 1000
-                bar.label = (f"muca production: {p / 2:.2f} round trips per walker"
-                             + (f", error {prod['error']:.2g} (target {prod['target']:g})"
-                                if prod["error"] > 0 else ""))
-                if int(done) > shown:
-                    bar.update(int(done) - shown)
-                    shown = int(done)
+                        part = 1.0
+                    bars.show("record", part, f"muca production, recording: {p / 2:.2f} round trips per walker"
+                                              + (f", error {prod['error']:.2g} (target {prod['target']:g})"
+                                                 if prod["error"] > 0 else ""))
                 stop = prod["phase"] != "done" and pending()
                 if self._comm is not None:            # every rank stops after the same check
                     stop = any(self._comm.allgather(bool(stop)))
                 if stop:
                     raise Interrupted(prod["done"], prod["therm"] + prod["updates"],
                                       "steps per walker of the production")
+
+
+class _PhaseBars:
+    """The production's progress: a bar of 1000 units for each phase in turn,
+    filled to the fraction of the phase done."""
+
+    def __init__(self, progress):
+        self.progress, self.phase, self.bar, self.shown = progress, None, None, 0
+
+    def show(self, phase, fraction, label):
+        if phase != self.phase:
+            self.close()
+            self.phase, self.bar, self.shown = phase, Progress(1000, self.progress, label=label), 0
+        self.bar.label = label
+        done = int(1000 * min(1.0, fraction))
+        if done > self.shown:
+            self.bar.update(done - self.shown)
+            self.shown = done
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
 
 
 def _line_reporter(progress, full_width):
