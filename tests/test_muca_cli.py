@@ -75,6 +75,9 @@ def test_muca_command_3d(device, capsys):
     (["--size", "4", "--max-seconds", "-3"], "--max-seconds must be a positive number"),
     (["--size", "4", "-o", "result.txt"], "must end in one of .npz"),
     (["--resume", "none.npz"], "does not exist"),
+    (["--size", "4", "--weights", "none.npz"], "--weights 'none.npz' does not exist"),
+    (["--size", "4", "--weights", "w.npy", "--kl", "1e-3"], "--weights skips the weight iteration"),
+    (["--resume", "ck.npz", "--weights", "w.npy"], "--weights: a resumed run goes on with the weights"),
 ])
 def test_muca_command_bad_input(device, capsys, tmp_path, monkeypatch, args, message):
     """Refused with exit 2 and the flag's name, before any walker is built."""
@@ -86,6 +89,47 @@ def test_muca_command_bad_input(device, capsys, tmp_path, monkeypatch, args, mes
     monkeypatch.chdir(tmp_path)
     assert main(["muca", *args, "--device", _spec(device)]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_muca_command_produces_with_given_weights(device, capsys, tmp_path):
+    """--weights: no iteration; the production samples with the weights given
+    (Beale's -ln g as .npy, or an -o output's) and agrees with Beale."""
+    E, ln_g = density_of_states(4)
+    bins = np.arange(-32, 33, 4)
+    w = tmp_path / "beale.npy"
+    np.save(w, np.interp(bins, E, -ln_g))
+    out, again = tmp_path / "out.npz", tmp_path / "again.npz"
+    common = ["--size", "4", "--walkers", "256", "--production-blocks", "32", "--device", _spec(device)]
+    assert main(["muca", *common, "--weights", str(w), "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert f"iterations  none: the weights of {w}" in text and "iteration phase" not in text
+    assert float(re.search(r"max \|ln g - ln g_exact\| / error = (\S+)", text).group(1)) < 4.0
+    with np.load(out) as r:
+        np.testing.assert_allclose(r["log_weights"] - r["log_weights"][0], -(ln_g - ln_g[0]), atol=1e-12)
+        assert r["history"].shape == (0,)
+    assert main(["muca", *common, "--seed", "1", "--weights", str(out), "-o", str(again)]) == 0
+    with np.load(out) as r, np.load(again) as r2:
+        np.testing.assert_array_equal(r2["log_weights"], r["log_weights"])
+
+
+def test_muca_command_refuses_weights_that_do_not_fit(device, capsys, tmp_path, monkeypatch):
+    """--weights of another lattice, of the wrong length or not NumPy's:
+    exit 2 with the reason, before any walker is built."""
+    from clphys.muca import simulation
+    np.savez(tmp_path / "l6.npz", log_weights=np.zeros(37), energies=np.arange(-72, 73, 4), L=6, dim=2)
+    np.save(tmp_path / "short.npy", np.zeros(5))
+    np.save(tmp_path / "nan.npy", np.full(17, np.nan))
+    (tmp_path / "text.npy").write_text("not numbers")
+
+    def never(*a, **k):
+        raise AssertionError("Multicanonical built before --weights was checked")
+    monkeypatch.setattr(simulation.Multicanonical, "__init__", never)
+    for name, message in (("l6.npz", "is for L = 6, not 4"),
+                          ("short.npy", "must hold 17 finite numbers (one per energy of 2D L = 4), got shape (5,)"),
+                          ("nan.npy", "must hold 17 finite numbers"),
+                          ("text.npy", "is not a NumPy .npz or .npy file")):
+        assert main(["muca", "--size", "4", "--weights", str(tmp_path / name), "--device", _spec(device)]) == 2
+        assert message in capsys.readouterr().err, name
 
 
 def test_default_production_blocks_follow_walkers(device, capsys):

@@ -64,6 +64,10 @@ def _check_args(args):
                         ("--max-seconds", args.max_seconds)):
         if value is not None and not (math.isfinite(value) and value > 0):
             raise ValueError(f"{name} must be a positive number, got {value}")
+    if args.weights and args.resume:
+        raise ValueError("--weights: a resumed run goes on with the weights of its checkpoint; leave one out")
+    if args.weights and (args.kl is not None or args.max_iterations is not None):
+        raise ValueError("--weights skips the weight iteration: leave out --kl and --max-iterations")
     if getattr(args, "comm", None) is not None and (args.checkpoint or args.resume):
         raise ValueError("--checkpoint and --resume are not supported with walkers split over MPI "
                          "ranks; run on one process to checkpoint")
@@ -91,6 +95,7 @@ def _start(args, comm, say):
         if args.size is None:
             raise ValueError("--size is required (or --resume FILE)")
         geom = Geometry.checked(args.size, args.dim or 2)
+        weights = _load_weights(args.weights, geom) if args.weights else None
         dev = resolve_device(args.device)
         walkers = args.walkers or default_walkers(dev.facts, geom) * (comm.Get_size() if comm is not None else 1)
         _cpu_warning(dev, geom, walkers)
@@ -100,6 +105,8 @@ def _start(args, comm, say):
     else:
         sim = Multicanonical(args.size, dim=args.dim or 2, walkers=args.walkers, seed=args.seed or 0,
                              device=args.device, symmetric=args.symmetric, comm=comm)
+        if weights is not None:
+            sim.set_log_weights(weights)
     o = sim.options
     where = sim.device.name if comm is None else f"{comm.Get_size()} MPI ranks (rank 0: {sim.device.name})"
     say(f"muca {sim.geom}{' (E <= 0, ln g mirrored)' if sim.symmetric else ''}, {sim.walkers} walkers, "
@@ -108,8 +115,42 @@ def _start(args, comm, say):
           f"{' in 16 bits' if o['hist'] == 'local' and o.get('hist_bits') == 16 else ''}, "
           f"{o['per_item']} walker(s) per work item)"
           + (f", resumed from {args.resume}" + (" (in the production)" if sim.producing else "")
-             if args.resume else ""), flush=True)
+             if args.resume else "") + (f", the weights of {args.weights}" if args.weights else ""),
+        flush=True)
     return sim
+
+
+def _load_weights(path, geom):
+    """The log weights in `path` (an -o output's log_weights, or a .npy array),
+    checked against the lattice before any device work."""
+    import os
+    if not os.path.isfile(path):
+        raise ValueError(f"--weights {path!r} does not exist")
+    try:
+        data = np.load(path)                      # no pickles: allow_pickle stays False
+    except (OSError, EOFError, ValueError):
+        raise ValueError(f"--weights {path!r} is not a NumPy .npz or .npy file") from None
+    if isinstance(data, np.ndarray):
+        w = data
+    else:
+        with data:
+            if "log_weights" not in data:
+                raise ValueError(f"--weights {path!r} has no log_weights (use an -o output or a .npy)")
+            for key, value in (("dim", geom.dim), ("L", geom.L)):
+                if key in data and int(data[key]) != value:
+                    raise ValueError(f"--weights {path!r} is for {key} = {int(data[key])}, not {value}")
+            w = np.array(data["log_weights"])
+            if "energies" in data and data["energies"].shape == w.shape:
+                # an output holds them over the energies seen: onto every bin (the
+                # empty ones next to the ground states are never entered)
+                e = np.array(data["energies"])
+                if not np.all(np.isin(e, geom.energies())) or not np.all(np.isfinite(w)):
+                    raise ValueError(f"--weights {path!r}: energies or log_weights not those of {geom}")
+                w = np.interp(geom.energies(), e, w)
+    if w.shape != (geom.nbins,) or not np.issubdtype(w.dtype, np.number) or not np.all(np.isfinite(w)):
+        raise ValueError(f"--weights {path!r} must hold {geom.nbins} finite numbers (one per energy of "
+                         f"{geom}), got shape {w.shape}")
+    return w.astype(np.float64)
 
 
 def _iterate_and_produce(sim, args, every_s, say):
@@ -119,17 +160,20 @@ def _iterate_and_produce(sim, args, every_s, say):
     path = args.checkpoint or args.resume          # a resumed run keeps saving into its file
     saver = Checkpoints(path, lambda: sim.save(path), every_s)
     with saver:
-        if not sim.producing:          # a resumed production continues without iterating
+        if not sim.producing and not args.weights:   # a resumed production goes on without iterating
             sim.iterate(kl=kl, max_iterations=args.max_iterations, progress=args.progress,
                         callback=saver.maybe)
             saver.write()
         h = sim.history
-        it_seconds, it_flips = float(h.seconds.sum()), int(h.flips.sum())
-        state = (f"converged, d_k = {h.d_k[-1]:.3g} < {sim.kl:g}" if sim.converged
-                 else f"NOT converged, d_k = {h.d_k[-1]:.3g} >= {sim.kl:g}")
-        say(f"iterations  {len(h)} ({state}), width {h.width[-1]}/{sim.top}")
-        say(f"time        {it_seconds:.3f} s for {it_flips:.4g} attempted flips: "
-              f"{it_flips / max(it_seconds, 1e-12) / 1e9:.3f} flips/ns (iteration phase)", flush=True)
+        if len(h):
+            it_seconds, it_flips = float(h.seconds.sum()), int(h.flips.sum())
+            state = (f"converged, d_k = {h.d_k[-1]:.3g} < {sim.kl:g}" if sim.converged
+                     else f"NOT converged, d_k = {h.d_k[-1]:.3g} >= {sim.kl:g}")
+            say(f"iterations  {len(h)} ({state}), width {h.width[-1]}/{sim.top}")
+            say(f"time        {it_seconds:.3f} s for {it_flips:.4g} attempted flips: "
+                f"{it_flips / max(it_seconds, 1e-12) / 1e9:.3f} flips/ns (iteration phase)", flush=True)
+        else:
+            say(f"iterations  none: the weights of {args.weights or 'the checkpoint'}", flush=True)
         res = sim.produce(blocks=args.production_blocks, updates=args.production_updates,
                           progress=args.progress, target_error=args.target_error,
                           max_seconds=args.max_seconds)
@@ -210,7 +254,7 @@ def _print_json(args, sim, res, exact, temps, c, ref, wall):
     from .._cli import json_value, print_json
     h = sim.history
     warns = []
-    if not sim.converged:
+    if len(h) and not sim.converged:
         warns.append(f"the weight iteration did not converge (d_k = {h.d_k[-1]:.3g} >= {sim.kl:g})")
     if not res.reached:
         warns.append(f"the production did not reach the target error {res.target_error:g} of ln g "
@@ -219,7 +263,7 @@ def _print_json(args, sim, res, exact, temps, c, ref, wall):
         print(f"clphys muca: warning: {msg}", file=sys.stderr)
     out = {"command": "muca", "device": sim.device.name, "seed": sim.seed, "dim": sim.dim, "L": sim.L,
            "walkers": sim.walkers, "iterations": len(h), "converged": bool(sim.converged),
-           "d_k": json_value(h.d_k[-1]), "kl": sim.kl,
+           "d_k": json_value(h.d_k[-1]) if len(h) else None, "kl": sim.kl, "weights": args.weights,
            "production": {"blocks": res.blocks, "updates": res.updates, "therm": res.therm,
                           "seconds": res.seconds, "flips_per_ns": res.flips / max(res.seconds, 1e-12) / 1e9,
                           "round_trips": json_value(res.round_trips), "max_error": json_value(res.max_error),
@@ -311,7 +355,8 @@ def _plot(path, sim, res, exact):
     ax.set_xlabel("T")
     ax.set_ylabel("C / N")
     ax.legend()
-    fig.suptitle(f"multicanonical {sim.geom}, {sim.walkers} walkers, {len(sim.history)} iterations")
+    fig.suptitle(f"multicanonical {sim.geom}, {sim.walkers} walkers, "
+                 + (f"{len(sim.history)} iterations" if len(sim.history) else "given weights"))
     with atomic_output(path) as tmp:
         fig.savefig(tmp, dpi=120, bbox_inches="tight")
     plt.close(fig)
@@ -336,7 +381,8 @@ def add_parsers(sub):
                         "that each hold a multiple of 1024 walkers, else min(100, walkers))")
     p.add_argument("--production-updates", type=int, default=None,
                    help="recorded flips per walker in the production (default: until the largest error of "
-                        "ln g reaches --target-error, after thermalising to half a passage per walker)")
+                        "ln g reaches --target-error, after thermalising to half a passage per walker, "
+                        "one with --symmetric)")
     p.add_argument("--target-error", type=float, default=None,
                    help="stop the production when the largest jackknife error of ln g is below this "
                         "(default 0.02)")
@@ -345,6 +391,9 @@ def add_parsers(sub):
     p.add_argument("--symmetric", action="store_true",
                    help="sample E <= 0 only and mirror ln g (g(-E) = g(E)): passages about four times "
                         "shorter; no magnetizations")
+    p.add_argument("--weights", metavar="FILE", default=None,
+                   help="produce with these log weights, without the weight iteration: an -o output "
+                        "(.npz, its log_weights) or a .npy with one per energy, -dim N .. dim N in steps of 4")
     add_device(p)
     add_progress(p)
     add_plot(p, "draw ln g(E), its deviation from the exact one and C(T)")
