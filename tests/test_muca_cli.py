@@ -120,14 +120,19 @@ def test_muca_command_refuses_weights_that_do_not_fit(device, capsys, tmp_path, 
     np.save(tmp_path / "short.npy", np.zeros(5))
     np.save(tmp_path / "nan.npy", np.full(17, np.nan))
     (tmp_path / "text.npy").write_text("not numbers")
+    np.save(tmp_path / "words.npy", np.array(["a"] * 17))
+    np.savez(tmp_path / "odd.npz", log_weights=np.zeros(15), energies=np.arange(15) * 3)
 
     def never(*a, **k):
         raise AssertionError("Multicanonical built before --weights was checked")
     monkeypatch.setattr(simulation.Multicanonical, "__init__", never)
     for name, message in (("l6.npz", "is for L = 6, not 4"),
-                          ("short.npy", "must hold 17 finite numbers (one per energy of 2D L = 4), got shape (5,)"),
+                          ("short.npy", "must hold 17 finite numbers (one per energy of 2D L = 4), got float64 "
+                                        "of shape (5,)"),
                           ("nan.npy", "must hold 17 finite numbers"),
-                          ("text.npy", "is not a NumPy .npz or .npy file")):
+                          ("text.npy", "is not a NumPy .npz or .npy file"),
+                          ("words.npy", "got <U1 of shape (17,)"),
+                          ("odd.npz", "its energies or log_weights are not those of an output")):
         assert main(["muca", "--size", "4", "--weights", str(tmp_path / name), "--device", _spec(device)]) == 2
         assert message in capsys.readouterr().err, name
 

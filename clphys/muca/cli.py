@@ -130,6 +130,10 @@ def _load_weights(path, geom):
         data = np.load(path)                      # no pickles: allow_pickle stays False
     except (OSError, EOFError, ValueError):
         raise ValueError(f"--weights {path!r} is not a NumPy .npz or .npy file") from None
+    def real(x):
+        return np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer)
+
+    bad = f"--weights {path!r} must hold {geom.nbins} finite numbers (one per energy of {geom})"
     if isinstance(data, np.ndarray):
         w = data
     else:
@@ -140,16 +144,16 @@ def _load_weights(path, geom):
                 if key in data and int(data[key]) != value:
                     raise ValueError(f"--weights {path!r} is for {key} = {int(data[key])}, not {value}")
             w = np.array(data["log_weights"])
-            if "energies" in data and data["energies"].shape == w.shape:
-                # an output holds them over the energies seen: onto every bin (the
-                # empty ones next to the ground states are never entered)
-                e = np.array(data["energies"])
-                if not np.all(np.isin(e, geom.energies())) or not np.all(np.isfinite(w)):
-                    raise ValueError(f"--weights {path!r}: energies or log_weights not those of {geom}")
-                w = np.interp(geom.energies(), e, w)
-    if w.shape != (geom.nbins,) or not np.issubdtype(w.dtype, np.number) or not np.all(np.isfinite(w)):
-        raise ValueError(f"--weights {path!r} must hold {geom.nbins} finite numbers (one per energy of "
-                         f"{geom}), got shape {w.shape}")
+            e = np.array(data["energies"]) if "energies" in data else None
+        if e is not None and e.shape == w.shape and w.ndim == 1:
+            # an output holds them over the energies seen: onto every bin (the
+            # empty ones next to the ground states are never entered)
+            if not (real(e) and real(w) and np.all(np.isin(e, geom.energies())) and np.all(np.diff(e) > 0)
+                    and np.all(np.isfinite(w))):
+                raise ValueError(bad + ": its energies or log_weights are not those of an output")
+            w = np.interp(geom.energies(), e, w)
+    if w.shape != (geom.nbins,) or not real(w) or not np.all(np.isfinite(w)):
+        raise ValueError(bad + f", got {w.dtype} of shape {w.shape}")
     return w.astype(np.float64)
 
 
