@@ -48,6 +48,7 @@ def test_muca_command_symmetric(device, capsys, tmp_path):
                  "--symmetric", "--device", _spec(device), "-o", str(out)]) == 0
     text = capsys.readouterr().out
     assert "muca 2D L = 4 (E <= 0, ln g mirrored), 128 walkers, seed 1" in text
+    assert "round trips per walker between the ground state and E = 0" in text
     assert re.search(r"iterations\s+\d+ \(converged, d_k = \S+ < 0.0001\), width \d+/8", text)
     assert float(re.search(r"max \|ln g - ln g_exact\| / error = (\S+)", text).group(1)) < 4.0
     with np.load(out) as r:

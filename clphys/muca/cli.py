@@ -160,6 +160,7 @@ def _load_weights(path, geom):
 def _iterate_and_produce(sim, args, every_s, say):
     """The weight iteration (unless resumed in the production) and the
     production, checkpointed every every_s seconds: the production's result."""
+    from .result import passage_span
     kl = args.kl if args.kl is not None else (sim.kl if args.resume else 1e-4)
     path = args.checkpoint or args.resume          # a resumed run keeps saving into its file
     saver = Checkpoints(path, lambda: sim.save(path), every_s)
@@ -184,7 +185,7 @@ def _iterate_and_produce(sim, args, every_s, say):
     say(f"production  {res.blocks} blocks of walkers, {res.updates} recorded flips per walker "
           f"(+{res.therm} thermalisation), {res.seconds:.3f} s, "
           f"{res.flips / max(res.seconds, 1e-12) / 1e9:.3f} flips/ns, d_c = {res.chebyshev:.3f}; "
-          f"{res.round_trips:.3g} round trips per walker through the energy range "
+          f"{res.round_trips:.3g} round trips per walker {passage_span(res.symmetric)} "
           f"({res.therm_passages / 2:.3g} thermalising); largest error of ln g {res.max_error:.3g} "
           f"(target {res.target_error:g}{'' if res.reached else ', NOT reached'})")
     return res

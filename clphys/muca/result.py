@@ -169,7 +169,7 @@ class MucaResult:
     def __str__(self):
         lines = [f"multicanonical {self.dim}D L = {self.L}: {self.walkers} walkers, {self.blocks} blocks, "
                  f"{self.therm} + {self.updates} recorded flips per walker ({self.passages:.2f} passages "
-                 f"through the energy range), {len(self.energies)} energies",
+                 f"{passage_span(self.symmetric)}), {len(self.energies)} energies",
                  f"{'E':>8} {'ln g(E)':>14} {'error':>10}"]
         for E, v, e in zip(self.energies, self.ln_g, self.ln_g_err):
             lines.append(f"{int(E):8d} {v:14.6f} {e:10.2e}")
@@ -199,6 +199,11 @@ def max_ln_g_error(geom, log_w_all, block_hist) -> float:
         return float("inf")
     _, err = ln_g_blocks(geom, np.asarray(log_w_all, np.float64)[seen], block_hist[:, seen])
     return float(np.max(err))
+
+
+def passage_span(symmetric: bool) -> str:
+    """Where a passage goes, in words (symmetric: E <= 0 sampled)."""
+    return "between the ground state and E = 0" if symmetric else "through the energy range"
 
 
 def make_result(geom, log_w_all, block_hist, block_moments, *, walkers, therm, updates,

@@ -32,7 +32,7 @@ from .checkpoints import MulticanonicalCheckpoints
 from .engine import MAGNET_BUDGET, Engine, buffer_sizes, check_engine_memory, choose_options, default_walkers
 from .geometry import LANES, Geometry, groups
 from .records import IterationRecord
-from .result import MucaResult, make_result, max_ln_g_error
+from .result import MucaResult, make_result, max_ln_g_error, passage_span
 
 TARGET_SECONDS = 0.25
 # The production (docs/muca.md, Production): thermalise once under the final
@@ -510,8 +510,8 @@ class Multicanonical(MulticanonicalCheckpoints):
         short = []
         if res.therm_passages < self.therm_passages:
             short.append(f"the thermalisation under the final weights made {res.therm_passages:.2f} passages "
-                         f"per walker through the energy range (wanted {self.therm_passages}): ln g may be biased "
-                         f"by more than its errors")
+                         f"per walker {passage_span(self.symmetric)} (wanted {self.therm_passages}): ln g may be "
+                         f"biased by more than its errors")
         if not res.reached:
             short.append(f"the largest error of ln g is {res.max_error:.3g}, above the target "
                          f"{res.target_error:g}" + (" (some energies were seen by one group of walkers only: "
