@@ -470,8 +470,9 @@ class Multicanonical(MulticanonicalCheckpoints):
         (E, |M|) histograms for canonical() (default: when they take at most
         64 MiB). progress: a bar for the thermalisation (its passages against
         THERM_PASSAGES), then one for the recording ((target / error)^2, which
-        grows like the recorded flips), each from 0 to 1000 for a callable:
-        their times left hold where the phase's work is even. The result says whether the target was reached (`reached`); a
+        grows like the recorded flips), each from 0 to 1000 for a callable; both
+        grow about linearly with the flips, so each bar's time left is a fair
+        estimate. The result says whether the target was reached (`reached`); a
         RuntimeWarning says when it was not or the thermalisation ended short. Ctrl-C raises
         clphys.runtime.Interrupted; save() and a later produce() continue the
         run bit for bit.
