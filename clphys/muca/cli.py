@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 
+from .. import _validate
 from .._cli import (
     add_checkpoint,
     add_device,
@@ -130,10 +131,14 @@ def _load_weights(path, geom):
         data = np.load(path)                      # no pickles: allow_pickle stays False
     except (OSError, EOFError, ValueError):
         raise ValueError(f"--weights {path!r} is not a NumPy .npz or .npy file") from None
-    def real(x):
-        return np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer)
-
     bad = f"--weights {path!r} must hold {geom.nbins} finite numbers (one per energy of {geom})"
+
+    def numbers(x, why):
+        try:
+            return _validate.finite_array("--weights", x, ndim=1, dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError(bad + why(x)) from None
+
     if isinstance(data, np.ndarray):
         w = data
     else:
@@ -148,13 +153,15 @@ def _load_weights(path, geom):
         if e is not None and e.shape == w.shape and w.ndim == 1:
             # an output holds them over the energies seen: onto every bin (the
             # empty ones next to the ground states are never entered)
-            if not (real(e) and real(w) and np.all(np.isin(e, geom.energies())) and np.all(np.diff(e) > 0)
-                    and np.all(np.isfinite(w))):
-                raise ValueError(bad + ": its energies or log_weights are not those of an output")
+            output = ": its energies or log_weights are not those of an output"
+            e, w = numbers(e, lambda _: output), numbers(w, lambda _: output)
+            if not (np.all(np.isin(e, geom.energies())) and np.all(np.diff(e) > 0)):
+                raise ValueError(bad + output)
             w = np.interp(geom.energies(), e, w)
-    if w.shape != (geom.nbins,) or not real(w) or not np.all(np.isfinite(w)):
+    w = numbers(w, lambda x: f", got {x.dtype} of shape {x.shape}")
+    if w.shape != (geom.nbins,):
         raise ValueError(bad + f", got {w.dtype} of shape {w.shape}")
-    return w.astype(np.float64)
+    return w
 
 
 def _iterate_and_produce(sim, args, every_s, say):

@@ -13,6 +13,7 @@ with the state consistent, and save()/load() resume bit for bit.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 import time
@@ -579,7 +580,7 @@ class Multicanonical(MulticanonicalCheckpoints):
         bars = _PhaseBars(progress)
         # Ctrl-C between the slices (in a check) is acted on after the check: the
         # histograms are never left half flushed
-        with interrupt_deferred() as pending, bars:
+        with interrupt_deferred() as pending, contextlib.closing(bars):
             while prod["phase"] != "done":
                 end = prod["therm"] if prod["phase"] == "therm" else prod["therm"] + prod["updates"]
                 n = min(end, (prod["done"] // prod["check"] + 1) * prod["check"]) - prod["done"]
@@ -646,13 +647,6 @@ class _PhaseBars:
         if self.bar is not None:
             self.bar.close()
             self.bar = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
 
 
 def _line_reporter(progress, full_width):
