@@ -371,6 +371,16 @@ def test_kernel_plan_defaults_and_refusals():
     assert choose_options(nvidia, Geometry(3, 16), walkers=crowded)["per_item"] == 2
     assert choose_options(nvidia, Geometry(2, 32), walkers=crowded)["per_item"] == 1   # local lattice
     assert choose_options(amd, Geometry(2, 64), walkers=crowded)["per_item"] == 1
+    # few walkers (<= 128 per SM) at 2D L = 128: one per item in work groups of 64, every SM busy
+    few = 128 * nvidia.compute_units
+    plan = choose_options(nvidia, Geometry(2, 128), walkers=few)
+    assert (plan["per_item"], plan["wg"], plan["lattice"], plan["hist"]) == (1, 64, "global", "local")
+    assert choose_options(nvidia, Geometry(2, 64), walkers=few)["per_item"] == 2
+    assert choose_options(nvidia, Geometry(2, 256), walkers=few)["per_item"] == 2
+    assert choose_options(nvidia, Geometry(2, 128), walkers=few + 32)["per_item"] == 2
+    assert choose_options(nvidia, Geometry(2, 128), walkers=few, wg=128)["wg"] == 128
+    assert choose_options(nvidia, Geometry(2, 128), walkers=few, per_item=2)["per_item"] == 2
+    assert choose_options(nvidia, Geometry(3, 16), walkers=few)["per_item"] == 2
     # 80 KiB of row codes: in global memory (faster on NVIDIA than 32 KiB of pair codes in local)
     plan = choose_options(nvidia, Geometry(2, 128))
     assert (plan["table"], plan["layout"], plan["hist"], plan["hist_bits"], plan["wg"]) == ("global", "row", "local", 16, 256)

@@ -53,6 +53,10 @@ GPU_WALKERS_PER_UNIT = 512
 GPU_WALKERS_PER_UNIT_LARGE_2D = 1024
 LARGE_2D = 128
 CPU_WALKERS_PER_UNIT = 64
+# NVIDIA 2D L = 128: at most this many walkers per SM (e.g. a production with given weights,
+# which is one thermalisation per chain) take one walker per work item in work groups of 64
+# (measured there only; at L = 256 that plan would count into windows, untried on a GPU)
+FEW_PER_UNIT, FEW_L = 128, 128
 
 
 def default_walkers(facts, geom: Geometry | None = None) -> int:
@@ -194,6 +198,8 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
     wg, per_item = _checked_choices(facts, wg, table, hist, per_item, lattice)
     room = local_room(facts)
     table_arg = table
+    few = (facts.vendor == "nvidia" and geom.dim == 2 and geom.L == FEW_L and walkers is not None
+           and walkers <= FEW_PER_UNIT * facts.compute_units)
     if per_item is None:
         # GPUs: one walker per work item where the lattices fit local memory, else two
         # (NVIDIA, global lattice: two walkers per item ran 234 / 205 flips/ns against
@@ -203,7 +209,11 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
             per_item = 1
             small = _local_bytes(geom, wg or (128 if facts.vendor == "nvidia" else 64), "global", "global", "none",
                                  lattice="local", per_item=1)
-            if facts.vendor == "nvidia" and lattice != "local" and (lattice == "global" or small > room):
+            # ... unless the walkers are few: one walker per item keeps four warps per SM (one per
+            # scheduler) where two per item would leave two (H200, 2D L = 128, 128 walkers per SM:
+            # a chain ran 4.48e6 flips/s with one per item, 3.84e6 with two)
+            if (facts.vendor == "nvidia" and lattice != "local" and (lattice == "global" or small > room)
+                    and not few):
                 per_item = 2
                 # 2D L <= 128 with >= 2048 walkers per SM: four per item, more steps in flight per
                 # item (H200, L = 64: 435 / 410 against 388 / 363 flips/ns at 2048 per SM, 447 /
@@ -220,6 +230,8 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
     step = LANES // per_item                    # work items per word: wg must hold whole words
     if wg is None:
         wg = 128 if facts.vendor == "nvidia" else (64 if facts.is_gpu else 8)
+        if few and per_item == 1:
+            wg = 64         # the few walkers spread over every SM (the rate above: 4.33e6 with 32)
         wg = max(step, min(wg, facts.max_work_group) // step * step)
     if wg % step or (combine == "ballot" and wg % 32):
         raise ValueError(f"wg must be a multiple of {max(step, 32 if combine == 'ballot' else 1)} with "
@@ -256,8 +268,8 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
     # NVIDIA 2D, codes in global memory beside 16-bit local counts (L = 128): work groups of
     # 256 items (H200: 366 / 308 against 361 / 286 flips/ns with 128, not analysed; 3D L = 24
     # 177 / 159 against 185 / 161)
-    if (not wg_chosen and facts.vendor == "nvidia" and geom.dim == 2 and table == "global" and hist == "local"
-            and hist_bits == 16 and facts.max_work_group >= 256):
+    if (not wg_chosen and not few and facts.vendor == "nvidia" and geom.dim == 2 and table == "global"
+            and hist == "local" and hist_bits == 16 and facts.max_work_group >= 256):
         wg = 256        # 16-bit counts are flushed every 65535 // (256 per_item) >= 7 steps: always in time
     # NVIDIA 2D, lattice in global memory, codes in local memory: 16-bit codes in the unrecorded
     # launches where they fit (the exact threshold read in 1 of 65536 moves instead of 1 of 256;
