@@ -45,7 +45,9 @@ def test_split_commands_print_once_and_equal_one_process(device, capsys):
                  ["sde", "josephson", "--a", "4.0:4.4:3", "--paths", "64", "--periods", "4",
                   "--steps-per-period", "10", "--bins", "4"],
                  ["muca", "--size", "4", "--walkers", "64", "--max-iterations", "3", "--production-blocks",
-                  "2", "--production-updates", "20", "--seed", "1"]):
+                  "2", "--production-updates", "20", "--seed", "1"],
+                 ["muca", "--size", "4", "--walkers", "64", "--production-walkers", "96", "--max-iterations",
+                  "3", "--production-blocks", "2", "--production-updates", "20", "--seed", "1"]):
         r = run_cli(2, argv, device)
         assert r.returncode == 0, (argv, r.stderr[-3000:])
         single = _single(argv, device, capsys)
@@ -64,6 +66,8 @@ def test_unsplit_commands_and_bad_input_exit_2_once(device):
     assert r.stderr.count("cannot be split over 3 MPI ranks") == 1, r.stderr
     r = run_cli(2, ["muca", "--size", "4", "--checkpoint", "x.npz"], device)
     assert r.returncode == 2 and r.stderr.count("not supported with walkers split over MPI") == 1
+    r = run_cli(3, ["muca", "--size", "4", "--walkers", "128", "--production-walkers", "64"], device)
+    assert r.returncode == 2 and r.stderr.count("--production-walkers 64 cannot be split over 3 MPI ranks") == 1
 
 
 def test_ctrl_c_stops_every_rank_and_keeps_the_state(device, tmp_path):

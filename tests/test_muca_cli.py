@@ -79,6 +79,11 @@ def test_muca_command_3d(device, capsys):
     (["--size", "4", "--weights", "none.npz"], "--weights 'none.npz' does not exist"),
     (["--size", "4", "--weights", "w.npy", "--kl", "1e-3"], "--weights skips the weight iteration"),
     (["--resume", "ck.npz", "--weights", "w.npy"], "--weights: a resumed run goes on with the weights"),
+    (["--size", "4", "--production-walkers", "1"], "--production-walkers must be >= 2"),
+    (["--size", "4", "--walkers", "64", "--production-walkers", "32", "--production-blocks", "50"],
+     "--production-blocks must be <= the walkers (32), got 50"),
+    (["--size", "4", "--weights", "w.npy", "--production-walkers", "64"], "leave out --production-walkers"),
+    (["--size", "256", "--production-walkers", "2100000"], "use fewer walkers"),
 ])
 def test_muca_command_bad_input(device, capsys, tmp_path, monkeypatch, args, message):
     """Refused with exit 2 and the flag's name, before any walker is built."""
@@ -111,6 +116,40 @@ def test_muca_command_produces_with_given_weights(device, capsys, tmp_path):
     assert main(["muca", *common, "--seed", "1", "--weights", str(out), "-o", str(again)]) == 0
     with np.load(out) as r, np.load(again) as r2:
         np.testing.assert_array_equal(r2["log_weights"], r["log_weights"])
+
+
+@pytest.mark.parametrize("stop", [[], ["--max-iterations", "3"]])
+def test_muca_command_produces_with_other_walkers(device, capsys, tmp_path, stop):
+    """--production-walkers: the iteration at --walkers, then the production
+    at the other count on new lattices, with the weights the production of the
+    iterating walkers would have used (the last histogram applied where the
+    iteration stopped early): the bits of the same steps through the API."""
+    from clphys.muca import Multicanonical
+    out = tmp_path / "out.npz"
+    assert main(["muca", "--size", "4", "--walkers", "256", "--seed", "3", "--production-walkers", "96",
+                 "--production-blocks", "12", *stop, "--device", _spec(device), "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "muca 2D L = 4, 256 walkers, seed 3" in text and "; the production at 96 walkers, from new" in text
+    sim = Multicanonical(4, walkers=256, seed=3, device=device)
+    sim.iterate(max_iterations=int(stop[1]) if stop else None)
+    prod = Multicanonical(4, walkers=96, seed=3, device=device)
+    prod.set_log_weights(sim.production_weights())
+    res = prod.produce(blocks=12)
+    with np.load(out) as r:
+        assert (int(r["walkers"]), int(r["iteration_walkers"])) == (96, 256)
+        assert r["history"].shape == (len(sim.history), 9)
+        assert r["histogram"].sum() == 96 * r["updates"]
+        for key in ("energies", "ln_g", "ln_g_err", "log_weights", "block_histograms"):
+            np.testing.assert_array_equal(r[key], getattr(res, key))
+    if stop:        # the iterating walkers' own production starts from the same weights
+        whole = Multicanonical(4, walkers=256, seed=3, device=device)
+        whole.iterate(max_iterations=3)
+        assert not whole.converged
+        with pytest.warns(RuntimeWarning, match="above the target"):
+            short = whole.produce(blocks=12, updates=10)
+        np.testing.assert_array_equal(short.log_weights, res.log_weights)
+    else:
+        assert float(re.search(r"max \|ln g - ln g_exact\| / error = (\S+)", text).group(1)) < 4.0
 
 
 def test_muca_command_refuses_weights_that_do_not_fit(device, capsys, tmp_path, monkeypatch):
@@ -208,10 +247,13 @@ def test_ctrl_c_checkpoint_and_resume(device, tmp_path, capsys):
                                       b["history"][:, [0, 1, 2, 3, 4, 5, 6, 8]])
 
 
-def test_ctrl_c_in_the_production_and_resume(device, tmp_path, capsys):
+@pytest.mark.parametrize("walkers", [["--walkers", "256"], ["--walkers", "128", "--production-walkers", "256"]])
+def test_ctrl_c_in_the_production_and_resume(device, tmp_path, capsys, walkers):
     """Ctrl-C while the production runs writes the checkpoint; --resume
-    continues the production (no iteration) to the bits of an uninterrupted run."""
-    common = ["--size", "4", "--walkers", "256", "--seed", "2", "--kl", "1e-3",
+    continues the production (no iteration) to the bits of an uninterrupted
+    run. With --production-walkers the checkpoint holds the production's
+    walkers, and the same command line with --resume goes on."""
+    common = ["--size", "4", *walkers, "--seed", "2", "--kl", "1e-3",
               "--production-blocks", "8", "--production-updates", "600000"]
     ref = tmp_path / "ref.npz"
     assert main(["muca", *common, "--device", _spec(device), "-o", str(ref)]) == 0
@@ -223,10 +265,12 @@ def test_ctrl_c_in_the_production_and_resume(device, tmp_path, capsys):
     assert res.returncode == 130, res.stderr[-2000:]
     assert f"state saved in {ck}: continue with --resume {ck}" in res.stderr
     assert "muca iteration" not in res.stderr.split("muca production")[-1]
-    done = start_cli(["muca", "--resume", str(ck), "--production-blocks", "8",
-                      "--production-updates", "600000", "-o", str(out)], device, cwd=tmp_path).wait()
+    again = common if "--production-walkers" in walkers else common[-4:]
+    done = start_cli(["muca", *again, "--resume", str(ck), "-o", str(out)], device, cwd=tmp_path).wait()
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "(in the production)" in done.stdout and "muca iteration" not in done.stderr
+    assert "256 walkers" in done.stdout and "(in the production)" in done.stdout
+    assert "muca iteration" not in done.stderr
     with np.load(ref) as a, np.load(out) as b:
+        assert int(b["walkers"]) == 256
         for key in ("energies", "ln_g", "ln_g_err", "block_histograms", "log_weights"):
             np.testing.assert_array_equal(a[key], b[key])

@@ -60,15 +60,16 @@ class MulticanonicalCheckpoints:
 
     @staticmethod
     def peek(path: str | os.PathLike) -> dict:
-        """{L, dim, walkers, seed, symmetric} of the checkpoint at `path`,
-        checked, without touching a device."""
+        """{L, dim, walkers, seed, symmetric, producing} of the checkpoint at
+        `path`, checked, without touching a device."""
         header, _ = load_checkpoint(path, CHECKPOINT_KIND)
         p = str(path)
         out = {"L": field(header, "L", int, minimum=2, path=p),
                "dim": field(header, "dim", int, choices=(2, 3), path=p),
                "walkers": field(header, "walkers", int, minimum=1, path=p),
                "seed": field(header, "seed", int, minimum=0, path=p),
-               "symmetric": field(header, "symmetric", bool, path=p) if "symmetric" in header else False}
+               "symmetric": field(header, "symmetric", bool, path=p) if "symmetric" in header else False,
+               "producing": header.get("production") is not None}
         try:
             Geometry.checked(out["L"], out["dim"])
         except ValueError as exc:

@@ -3,6 +3,7 @@ the density of states against the exact one (2D) and canonical averages."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 
@@ -36,7 +37,7 @@ def cmd_muca(args) -> int:
     t_start = time.perf_counter()
     say = (lambda *a, **k: None) if args.json else print
     sim = _start(args, comm, say)
-    res = _iterate_and_produce(sim, args, every_s, say)
+    sim, res = _iterate_and_produce(sim, args, every_s, say)
     exact = _exact(sim, res, say)
     temps, c, ref = _summary(sim, res, say)
     say(f"wall        {time.perf_counter() - t_start:.3f} s in all (build and transfers included)")
@@ -58,7 +59,8 @@ def _check_args(args):
     for name, value, low in (("--size", args.size, 2), ("--walkers", args.walkers, 1),
                              ("--production-blocks", args.production_blocks, 2),
                              ("--production-updates", args.production_updates, 1),
-                             ("--max-iterations", args.max_iterations, 0)):
+                             ("--max-iterations", args.max_iterations, 0),
+                             ("--production-walkers", args.production_walkers, 2)):
         if value is not None and value < low:
             raise ValueError(f"{name} must be >= {low}, got {value}")
     for name, value in (("--kl", args.kl), ("--target-error", args.target_error),
@@ -69,6 +71,9 @@ def _check_args(args):
         raise ValueError("--weights: a resumed run goes on with the weights of its checkpoint; leave one out")
     if args.weights and (args.kl is not None or args.max_iterations is not None):
         raise ValueError("--weights skips the weight iteration: leave out --kl and --max-iterations")
+    if args.weights and args.production_walkers is not None:
+        raise ValueError("--weights skips the weight iteration: its walkers are the production's "
+                         "(--walkers), leave out --production-walkers")
     if getattr(args, "comm", None) is not None and (args.checkpoint or args.resume):
         raise ValueError("--checkpoint and --resume are not supported with walkers split over MPI "
                          "ranks; run on one process to checkpoint")
@@ -78,13 +83,17 @@ def _start(args, comm, say):
     """The simulation, new or resumed, once every argument and derived default
     has passed its check; its first line said."""
     from ..runtime import resolve_device
-    from .engine import default_walkers
-    from .geometry import Geometry
+    from .engine import check_engine_memory, default_walkers
+    from .geometry import LANES, Geometry, groups
     from .simulation import Multicanonical
     if args.resume:
         saved = Multicanonical.peek(args.resume)          # checked before any device work
+        # a checkpoint of the production holds the production's walkers
+        given_walkers = (("--production-walkers", args.production_walkers)
+                         if saved["producing"] and args.production_walkers is not None
+                         else ("--walkers", args.walkers))
         for name, given, key in (("--size", args.size, "L"), ("--dim", args.dim, "dim"),
-                                 ("--seed", args.seed, "seed"), ("--walkers", args.walkers, "walkers")):
+                                 ("--seed", args.seed, "seed"), (*given_walkers, "walkers")):
             if given is not None and given != saved[key]:
                 raise ValueError(f"{name} {given} does not match the checkpoint {args.resume!r} "
                                  f"({saved[key]}); leave it out or start a new run")
@@ -92,6 +101,7 @@ def _start(args, comm, say):
             raise ValueError(f"--symmetric: the checkpoint {args.resume!r} samples the whole energy range; "
                              f"leave it out or start a new run")
         geom, walkers = Geometry.checked(saved["L"], saved["dim"]), saved["walkers"]
+        dev = resolve_device(args.device)
     else:
         if args.size is None:
             raise ValueError("--size is required (or --resume FILE)")
@@ -100,7 +110,13 @@ def _start(args, comm, say):
         dev = resolve_device(args.device)
         walkers = args.walkers or default_walkers(dev.facts, geom) * (comm.Get_size() if comm is not None else 1)
         _cpu_warning(dev, geom, walkers)
-    _check_production(walkers, geom, args)                # every derived default, before any kernel
+    producers = args.production_walkers if args.production_walkers is not None else walkers
+    _check_production(producers, geom, args)              # every derived default, before any kernel
+    if producers != walkers:                              # the production's walkers fit too
+        check_engine_memory(dev, geom, producers)
+        if comm is not None and groups(producers) < comm.Get_size():
+            raise ValueError(f"--production-walkers {producers} cannot be split over {comm.Get_size()} MPI "
+                             f"ranks: each rank needs at least one lattice word of {LANES} walkers")
     if args.resume:
         sim = Multicanonical.load(args.resume, device=args.device)
     else:
@@ -166,22 +182,29 @@ def _load_weights(path, geom):
 
 def _iterate_and_produce(sim, args, every_s, say):
     """The weight iteration (unless resumed in the production) and the
-    production, checkpointed every every_s seconds: the production's result."""
+    production (on a new simulation with --production-walkers), checkpointed
+    every every_s seconds: (the simulation that iterated, the production's
+    result)."""
     from .result import passage_span
     kl = args.kl if args.kl is not None else (sim.kl if args.resume else 1e-4)
     path = args.checkpoint or args.resume          # a resumed run keeps saving into its file
-    saver = Checkpoints(path, lambda: sim.save(path), every_s)
+    saving = [sim]                                 # the simulation a checkpoint holds
+    saver = Checkpoints(path, lambda: saving[0].save(path), every_s)
     with saver:
+        iterated = sim
         if not sim.producing and not args.weights:   # a resumed production goes on without iterating
             sim.iterate(kl=kl, max_iterations=args.max_iterations, progress=args.progress,
                         callback=saver.maybe)
             saver.write()
-        h = sim.history
+            if args.production_walkers is not None:
+                sim = saving[0] = _producer(sim, args.production_walkers, getattr(args, "comm", None))
+        h = iterated.history
         if len(h):
             it_seconds, it_flips = float(h.seconds.sum()), int(h.flips.sum())
-            state = (f"converged, d_k = {h.d_k[-1]:.3g} < {sim.kl:g}" if sim.converged
-                     else f"NOT converged, d_k = {h.d_k[-1]:.3g} >= {sim.kl:g}")
-            say(f"iterations  {len(h)} ({state}), width {h.width[-1]}/{sim.top}")
+            state = (f"converged, d_k = {h.d_k[-1]:.3g} < {iterated.kl:g}" if iterated.converged
+                     else f"NOT converged, d_k = {h.d_k[-1]:.3g} >= {iterated.kl:g}")
+            say(f"iterations  {len(h)} ({state}), width {h.width[-1]}/{sim.top}"
+                + (f"; the production at {sim.walkers} walkers, from new lattices" if sim is not iterated else ""))
             say(f"time        {it_seconds:.3f} s for {it_flips:.4g} attempted flips: "
                 f"{it_flips / max(it_seconds, 1e-12) / 1e9:.3f} flips/ns (iteration phase)", flush=True)
         else:
@@ -195,7 +218,18 @@ def _iterate_and_produce(sim, args, every_s, say):
           f"{res.round_trips:.3g} round trips per walker {passage_span(res.symmetric)} "
           f"({res.therm_passages / 2:.3g} thermalising); largest error of ln g {res.max_error:.3g} "
           f"(target {res.target_error:g}{'' if res.reached else ', NOT reached'})")
-    return res
+    # the result says how the weights were made
+    return iterated, dataclasses.replace(res, converged=iterated.converged, iterations=len(iterated.history))
+
+
+def _producer(sim, walkers, comm):
+    """A simulation of `walkers` walkers on new lattices (split over the ranks
+    of `comm` as the iteration's), with the weights of `sim`."""
+    from .simulation import Multicanonical
+    new = Multicanonical(sim.L, dim=sim.dim, walkers=walkers, seed=sim.seed, device=sim.device,
+                         symmetric=sim.symmetric, comm=comm)
+    new.set_log_weights(sim.production_weights())
+    return new
 
 
 def _summary(sim, res, say):
@@ -276,8 +310,8 @@ def _print_json(args, sim, res, exact, temps, c, ref, wall):
     out = {"command": "muca", "device": sim.device.name, "seed": sim.seed, "dim": sim.dim, "L": sim.L,
            "walkers": sim.walkers, "iterations": len(h), "converged": bool(sim.converged),
            "d_k": json_value(h.d_k[-1]) if len(h) else None, "kl": sim.kl, "weights": args.weights,
-           "production": {"blocks": res.blocks, "updates": res.updates, "therm": res.therm,
-                          "seconds": res.seconds, "flips_per_ns": res.flips / max(res.seconds, 1e-12) / 1e9,
+           "production": {"walkers": res.walkers, "blocks": res.blocks, "updates": res.updates,
+                          "therm": res.therm, "seconds": res.seconds, "flips_per_ns": res.flips / max(res.seconds, 1e-12) / 1e9,
                           "round_trips": json_value(res.round_trips), "max_error": json_value(res.max_error),
                           "target_error": res.target_error, "reached": bool(res.reached)},
            "energies": json_value(res.energies), "ln_g": {"value": json_value(res.ln_g),
@@ -322,7 +356,8 @@ def _write_output(path, sim, res, exact):
                   specific_heat=c.specific_heat, specific_heat_err=c.specific_heat_err,
                   history=np.array([[r.iteration, r.width, r.therm, r.updates, r.d_k, r.d_c, r.visited,
                                      r.seconds, r.flips] for r in sim.history]),
-                  dim=sim.dim, L=sim.L, walkers=sim.walkers, seed=sim.seed, therm=res.therm,
+                  dim=sim.dim, L=sim.L, walkers=res.walkers, iteration_walkers=sim.walkers, seed=sim.seed,
+                  therm=res.therm,
                   updates=res.updates)
     if exact is not None:
         arrays["ln_g_exact"] = exact[0]
@@ -368,6 +403,7 @@ def _plot(path, sim, res, exact):
     ax.set_ylabel("C / N")
     ax.legend()
     fig.suptitle(f"multicanonical {sim.geom}, {sim.walkers} walkers, "
+                 + (f"the production {res.walkers}, " if res.walkers != sim.walkers else "")
                  + (f"{len(sim.history)} iterations" if len(sim.history) else "given weights"))
     with atomic_output(path) as tmp:
         fig.savefig(tmp, dpi=120, bbox_inches="tight")
@@ -403,6 +439,11 @@ def add_parsers(sub):
     p.add_argument("--symmetric", action="store_true",
                    help="sample E <= 0 only and mirror ln g (g(-E) = g(E)): passages about four times "
                         "shorter; no magnetizations")
+    p.add_argument("--production-walkers", type=int, default=None,
+                   help="produce with this many walkers, on new lattices, with the converged weights "
+                        "(the production is one thermalisation per walker, which runs faster with few: "
+                        "on an H200 at 2D L = 128, 16896 thermalised in 22 minutes, the default 135168 "
+                        "would take ~35; docs/muca.md \"Production\")")
     p.add_argument("--weights", metavar="FILE", default=None,
                    help="produce with these log weights, without the weight iteration: an -o output "
                         "(.npz, its log_weights) or a .npy with one per energy, -dim N .. dim N in steps of 4")

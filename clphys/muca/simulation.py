@@ -524,10 +524,18 @@ class Multicanonical(MulticanonicalCheckpoints):
             warnings.warn(f"multicanonical {self.geom}: " + "; ".join(short) + " (a longer production: "
                           "therm=None, updates=None, a larger max_seconds)", RuntimeWarning, stacklevel=3)
 
-    def _start_production(self, plan):
-        check_engine_memory(self.device, self.geom, self._engine.W, plan["blocks"], plan["magnet"])
+    def production_weights(self) -> np.ndarray:
+        """The log weights a production would use now (a copy): the last
+        iteration's histogram applied first where the iteration stopped before it
+        converged, as cudamuca does. For a production with other walkers:
+        ``Multicanonical(L, walkers=n).set_log_weights(sim.production_weights())``."""
         if not self._applied and not self.converged:
             self._apply(self._last_hist)    # stopped early: use the newest weights, as cudamuca
+        return self.log_weights.copy()
+
+    def _start_production(self, plan):
+        check_engine_memory(self.device, self.geom, self._engine.W, plan["blocks"], plan["magnet"])
+        self.production_weights()
         eng = self._engine
         eng.configure(plan["blocks"], plan["magnet"], trips=True)
         eng.reset_passages(0, self.top)     # passages between the lowest and the highest energy sampled
