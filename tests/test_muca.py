@@ -359,6 +359,34 @@ def test_run_and_history(device):
     assert "d_k" in str(hist) and "Multicanonical 2D L = 4" in repr(sim)
 
 
+def test_production_on_other_walkers(device):
+    """for_production / run(production_walkers=): new walkers on new lattices
+    with the weights the iterating walkers' production would have used, the
+    bits of the same steps spelled out; bad counts refused before device work."""
+    sim = Multicanonical(4, walkers=256, seed=3, device=device)
+    sim.iterate(max_iterations=3, progress=False)
+    ref = Multicanonical(4, walkers=96, seed=3, device=device)
+    ref.set_log_weights(sim.production_weights())
+    few = sim.for_production(96)
+    assert (few.walkers, few.seed, few.symmetric, len(few.history)) == (96, 3, False, 0)
+    want = ref.produce(blocks=12, updates=4000)
+    with pytest.warns(RuntimeWarning, match="producing with the last weights"):
+        res = muca.run(4, walkers=256, seed=3, device=device, max_iterations=3, production_walkers=96,
+                       blocks=12, updates=4000)
+    got = few.produce(blocks=12, updates=4000)
+    for r in (res, got):
+        assert r.walkers == 96 and r.histogram.sum() == 96 * 4000
+        np.testing.assert_array_equal(r.ln_g, want.ln_g)
+        np.testing.assert_array_equal(r.log_weights, want.log_weights)
+    assert (res.converged, res.iterations) == (False, 3)
+    with pytest.raises(ValueError, match="production_walkers must be >= 1"):
+        muca.run(4, walkers=16, production_walkers=0, device="no such device")
+    with pytest.raises(ValueError, match="blocks must be <= 8"):
+        muca.run(4, walkers=16, production_walkers=8, blocks=12, device="no such device")
+    with pytest.raises(ValueError, match=r"must stay below 2\^29"):
+        sim.for_production(2**31 - 1)
+
+
 @pytest.mark.parametrize("kwargs,error,match", [
     (dict(L=5), ValueError, "even"), (dict(L=0), ValueError, "L must be >= 2"),
     (dict(L=4, dim=4), ValueError, "dim"), (dict(L=4.0), TypeError, "integer"),

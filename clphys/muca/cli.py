@@ -197,7 +197,7 @@ def _iterate_and_produce(sim, args, every_s, say):
                         callback=saver.maybe)
             saver.write()
             if args.production_walkers is not None:
-                sim = saving[0] = _producer(sim, args.production_walkers, getattr(args, "comm", None))
+                sim = saving[0] = sim.for_production(args.production_walkers)
         h = iterated.history
         if len(h):
             it_seconds, it_flips = float(h.seconds.sum()), int(h.flips.sum())
@@ -220,16 +220,6 @@ def _iterate_and_produce(sim, args, every_s, say):
           f"(target {res.target_error:g}{'' if res.reached else ', NOT reached'})")
     # the result says how the weights were made
     return iterated, dataclasses.replace(res, converged=iterated.converged, iterations=len(iterated.history))
-
-
-def _producer(sim, walkers, comm):
-    """A simulation of `walkers` walkers on new lattices (split over the ranks
-    of `comm` as the iteration's), with the weights of `sim`."""
-    from .simulation import Multicanonical
-    new = Multicanonical(sim.L, dim=sim.dim, walkers=walkers, seed=sim.seed, device=sim.device,
-                         symmetric=sim.symmetric, comm=comm)
-    new.set_log_weights(sim.production_weights())
-    return new
 
 
 def _summary(sim, res, say):
