@@ -525,20 +525,39 @@ class Multicanonical(MulticanonicalCheckpoints):
                           "therm=None, updates=None, a larger max_seconds)", RuntimeWarning, stacklevel=3)
 
     def production_weights(self) -> np.ndarray:
-        """The log weights a production would use now (a copy): the last
-        iteration's histogram applied first where the iteration stopped before it
-        converged, as cudamuca does. For a production with other walkers:
-        ``Multicanonical(L, walkers=n).set_log_weights(sim.production_weights())``."""
+        """The log weights a production would use now.
+
+        Where the iteration stopped before it converged, its last histogram is
+        applied first, as cudamuca does (the simulation keeps them).
+
+        Returns
+        -------
+        numpy.ndarray
+            ln W(E), one per bin of `energies` (a copy).
+        """
         if not self._applied and not self.converged:
             self._apply(self._last_hist)    # stopped early: use the newest weights, as cudamuca
         return self.log_weights.copy()
 
     def for_production(self, walkers: int) -> Multicanonical:
-        """A new simulation of `walkers` walkers (on new lattices, split over
-        the same MPI ranks, with the kernel plan for that count) holding this
-        one's production_weights(), to produce with: the production is one
-        thermalisation per walker, and fewer walkers make faster chains (2D L =
-        128 on an H200: 16896 thermalised in ~22 minutes, 135168 would take ~35)."""
+        """A new simulation of other walkers with this one's weights, to produce with.
+
+        The production is one thermalisation per walker, and fewer walkers make
+        faster chains (2D L = 128 on an H200: 16896 walkers thermalised in ~22
+        minutes, the default 135168 would take ~35).
+
+        Parameters
+        ----------
+        walkers : int
+            Walkers of the new simulation, on new lattices, split over the same
+            MPI ranks, with the kernel plan for that count; checked against the
+            device's memory before any device work.
+
+        Returns
+        -------
+        Multicanonical
+            The same size, seed, protocol and range, holding production_weights().
+        """
         walkers = _validate.integer("walkers", walkers, 1, 2**31 - 1)
         if self._comm is None:
             check_engine_memory(self.device, self.geom, walkers)        # before any device work
