@@ -113,9 +113,10 @@ def _start(args, comm, say):
     producers = args.production_walkers if args.production_walkers is not None else walkers
     _check_production(producers, geom, args)              # every derived default, before any kernel
     if producers != walkers:                              # the production's walkers fit too
-        check_engine_memory(dev, geom, producers)
-        if comm is not None and groups(producers) < comm.Get_size():
-            raise ValueError(f"--production-walkers {producers} cannot be split over {comm.Get_size()} MPI "
+        ranks = 1 if comm is None else comm.Get_size()
+        check_engine_memory(dev, geom, LANES * -(-groups(producers) // ranks))    # a rank's share
+        if groups(producers) < ranks:
+            raise ValueError(f"--production-walkers {producers} cannot be split over {ranks} MPI "
                              f"ranks: each rank needs at least one lattice word of {LANES} walkers")
     if args.resume:
         sim = Multicanonical.load(args.resume, device=args.device)
