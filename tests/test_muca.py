@@ -385,6 +385,12 @@ def test_production_on_other_walkers(device):
         muca.run(4, walkers=16, production_walkers=8, blocks=12, device="no such device")
     with pytest.raises(ValueError, match=r"must stay below 2\^29"):
         sim.for_production(2**31 - 1)
+    sim._slice = 8                                  # small slices: Ctrl-C inside an iteration
+    _interrupt_on_call(sim, 2)
+    with pytest.raises(Interrupted):
+        sim.iterate(max_iterations=1, progress=False)
+    with pytest.raises(ValueError, match="an iteration was interrupted"):
+        sim.for_production(96)
 
 
 @pytest.mark.parametrize("kwargs,error,match", [

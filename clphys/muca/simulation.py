@@ -534,7 +534,14 @@ class Multicanonical(MulticanonicalCheckpoints):
         -------
         numpy.ndarray
             ln W(E), one per bin of `energies` (a copy).
+
+        Raises
+        ------
+        ValueError
+            An iteration was interrupted (as produce()).
         """
+        if self._iter is not None:
+            raise ValueError("an iteration was interrupted: finish it with iterate() first")
         if not self._applied and not self.converged:
             self._apply(self._last_hist)    # stopped early: use the newest weights, as cudamuca
         return self.log_weights.copy()
