@@ -430,7 +430,7 @@ def add_parsers(sub):
     p.add_argument("--symmetric", action="store_true",
                    help="sample E <= 0 only and mirror ln g (g(-E) = g(E)): passages about four times "
                         "shorter; no magnetizations")
-    p.add_argument("--production-walkers", type=int, default=None,
+    p.add_argument("--production-walkers", type=int, default=None, metavar="N",
                    help="produce with this many walkers, on new lattices, with the converged weights "
                         "(the production is one thermalisation per walker, which runs faster with few: "
                         "on an H200 at 2D L = 128, 16896 thermalised in 22 minutes, the default 135168 "
