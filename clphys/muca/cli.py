@@ -83,9 +83,9 @@ def _start(args, comm, say):
     """The simulation, new or resumed, once every argument and derived default
     has passed its check; its first line said."""
     from ..runtime import resolve_device
-    from .engine import check_engine_memory, default_walkers
-    from .geometry import LANES, Geometry, groups
-    from .simulation import Multicanonical
+    from .engine import default_walkers
+    from .geometry import Geometry
+    from .simulation import Multicanonical, check_walkers
     if args.resume:
         saved = Multicanonical.peek(args.resume)          # checked before any device work
         # a checkpoint of the production holds the production's walkers
@@ -113,11 +113,7 @@ def _start(args, comm, say):
     producers = args.production_walkers if args.production_walkers is not None else walkers
     _check_production(producers, geom, args)              # every derived default, before any kernel
     if producers != walkers:                              # the production's walkers fit too
-        ranks = 1 if comm is None else comm.Get_size()
-        check_engine_memory(dev, geom, LANES * -(-groups(producers) // ranks))    # a rank's share
-        if groups(producers) < ranks:
-            raise ValueError(f"--production-walkers {producers} cannot be split over {ranks} MPI "
-                             f"ranks: each rank needs at least one lattice word of {LANES} walkers")
+        check_walkers(dev, geom, producers, 1 if comm is None else comm.Get_size(), "--production-walkers")
     if args.resume:
         sim = Multicanonical.load(args.resume, device=args.device)
     else:

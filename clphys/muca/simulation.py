@@ -178,11 +178,8 @@ class Multicanonical(MulticanonicalCheckpoints):
         mpi.agree(comm, "multicanonical parameters", L=self.geom.L, dim=self.geom.dim, walkers=total,
                   seed=self.seed, protocol=repr(self.protocol), options=repr(self.options),
                   symmetric=self.symmetric)
-        words = groups(total)
-        if words < size:                 # (the same on every rank: no one is left waiting)
-            raise ValueError(f"{total} walkers cannot be split over {size} MPI ranks: each rank needs at "
-                             f"least one lattice word of {LANES} walkers (use >= {LANES * (size - 1) + 1})")
-        first, count = mpi.split(words, size, rank)
+        check_split(total, size)         # (the same on every rank: no one is left waiting)
+        first, count = mpi.split(groups(total), size, rank)
         self.walkers = total
         mpi.all_ok(comm, self._open, min(LANES * count, total - LANES * first), LANES * first)
 
@@ -542,9 +539,12 @@ class Multicanonical(MulticanonicalCheckpoints):
         """
         if self._iter is not None:
             raise ValueError("an iteration was interrupted: finish it with iterate() first")
+        self._apply_pending()
+        return self.log_weights.copy()
+
+    def _apply_pending(self):
         if not self._applied and not self.converged:
             self._apply(self._last_hist)    # stopped early: use the newest weights, as cudamuca
-        return self.log_weights.copy()
 
     def for_production(self, walkers: int) -> Multicanonical:
         """A new simulation of other walkers with this one's weights, to produce with.
@@ -566,8 +566,7 @@ class Multicanonical(MulticanonicalCheckpoints):
             The same size, seed, protocol and range, holding production_weights().
         """
         walkers = _validate.integer("walkers", walkers, 1, 2**31 - 1)
-        if self._comm is None:
-            check_engine_memory(self.device, self.geom, walkers)        # before any device work
+        check_walkers(self.device, self.geom, walkers, mpi.comm_size_rank(self._comm)[0] if self._comm else 1)
         new = Multicanonical(self.L, self.dim, walkers, self.seed, self.device, symmetric=self.symmetric,
                              comm=self._comm, **asdict(self.protocol))
         new.set_log_weights(self.production_weights())
@@ -575,7 +574,7 @@ class Multicanonical(MulticanonicalCheckpoints):
 
     def _start_production(self, plan):
         check_engine_memory(self.device, self.geom, self._engine.W, plan["blocks"], plan["magnet"])
-        self.production_weights()
+        self._apply_pending()
         eng = self._engine
         eng.configure(plan["blocks"], plan["magnet"], trips=True)
         eng.reset_passages(0, self.top)     # passages between the lowest and the highest energy sampled
@@ -713,6 +712,22 @@ def _line_reporter(progress, full_width):
     return line
 
 
+def check_split(walkers: int, ranks: int, name: str = "") -> None:
+    """ValueError unless every one of `ranks` MPI ranks gets a lattice word of the
+    walkers (`name`: the argument that gave them, for the message)."""
+    if groups(walkers) < ranks:
+        raise ValueError(f"{name + ' ' if name else ''}{walkers}{'' if name else ' walkers'} cannot be split "
+                         f"over {ranks} MPI ranks: each rank needs at least one lattice word of {LANES} "
+                         f"walkers (use >= {LANES * (ranks - 1) + 1})")
+
+
+def check_walkers(device, geom: Geometry, walkers: int, ranks: int = 1, name: str = "") -> None:
+    """ValueError unless `walkers` split over `ranks` ranks give each a word and
+    fit the device (a rank's largest share), before any device work."""
+    check_split(walkers, ranks, name)
+    check_engine_memory(device, geom, LANES * -(-groups(walkers) // ranks))
+
+
 def run(L: int, dim: int = 2, walkers: int | None = None, seed: int = 0, device: Any = None, *, kl: float = 1e-4,
         max_iterations: int | None = None, blocks: int | None = None, updates: int | None = None,
         magnetization: bool | None = None, target_error: float | None = None, max_seconds: float | None = None,
@@ -733,7 +748,8 @@ def run(L: int, dim: int = 2, walkers: int | None = None, seed: int = 0, device:
     symmetric = _validate.boolean("symmetric", symmetric)
     production_args(count, geom, blocks, updates, None, magnetization, target_error, max_seconds, symmetric)
     if production_walkers is not None:
-        check_engine_memory(resolve_device(device), geom, count)
+        comm = options.get("comm")
+        check_walkers(resolve_device(device), geom, count, mpi.comm_size_rank(comm)[0] if comm else 1)
     _validate.real("kl", kl, 0.0, strict_min=True)
     if max_iterations is not None:
         _validate.integer("max_iterations", max_iterations, 0)
