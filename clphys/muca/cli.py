@@ -113,7 +113,7 @@ def _start(args, comm, say):
     producers = args.production_walkers if args.production_walkers is not None else walkers
     _check_production(producers, geom, args)              # every derived default, before any kernel
     if producers != walkers:                              # the production's walkers fit too
-        check_walkers(dev, geom, producers, 1 if comm is None else comm.Get_size(), "--production-walkers")
+        check_walkers(dev, geom, producers, comm, "--production-walkers")
     if args.resume:
         sim = Multicanonical.load(args.resume, device=args.device)
     else:
@@ -429,8 +429,8 @@ def add_parsers(sub):
     p.add_argument("--production-walkers", type=int, default=None, metavar="N",
                    help="produce with this many walkers, on new lattices, with the converged weights "
                         "(the production is one thermalisation per walker, which runs faster with few: "
-                        "on an H200 at 2D L = 128, 16896 thermalised in 22 minutes, the default 135168 "
-                        "would take ~35; docs/muca.md \"Production\")")
+                        "on an H200 at 2D L = 128, 16896 produced in 32 minutes, the default 135168 "
+                        "would take ~37; docs/muca.md \"Production\")")
     p.add_argument("--weights", metavar="FILE", default=None,
                    help="produce with these log weights, without the weight iteration: an -o output "
                         "(.npz, its log_weights) or a .npy with one per energy, -dim N .. dim N in steps of 4")
