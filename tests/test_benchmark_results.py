@@ -37,8 +37,8 @@ def test_results_md_is_the_generated_table():
     text = (BENCH / "RESULTS.md").read_text()
     assert text == make_results.render(), "run: python benchmarks/make_results.py"
     # current figures only (superseded records stay out): a table, not a diary
-    # (the symmetric multicanonical runs add a row per size)
-    assert text.count("\n") <= 340
+    # (the symmetric multicanonical runs add a row per size, the runs on two GPUs a few)
+    assert text.count("\n") <= 345
 
 
 def test_a_report_writes_lines_that_read_back(tmp_path, capsys):

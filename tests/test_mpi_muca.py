@@ -121,3 +121,25 @@ def test_symmetric_split_walkers_equal_one_device(device, tmp_path):
         got = dict(np.load(f"{out}.{rank}.npz"))
         differ = [k for k in want if not np.array_equal(got[k], want[k])]
         assert not differ, f"rank {rank} differs from one device: {differ}"
+
+
+def test_the_default_walkers_count_every_rank(device):
+    """walkers=None over 2 ranks: default_walkers for 2 devices, in the
+    constructor and in run()'s checks (more blocks than one device's walkers)."""
+    r = run_mpi(2, """
+        import warnings
+        from mpi4py import MPI
+        from clphys import muca
+        comm = MPI.COMM_WORLD
+        sim = muca.Multicanonical(4, comm=comm)
+        one, two = (muca.default_walkers(sim.device.facts, sim.geom, n) for n in (1, 2))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            res = muca.run(4, comm=comm, max_iterations=1, blocks=one + 32, max_seconds=0.05, progress=False)
+        say(f"walkers {comm.rank} {sim.walkers} {one} {two} {len(res.block_histograms)}")
+    """, device, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = sorted(l.split()[1:] for l in r.stdout.splitlines() if l.startswith("walkers "))
+    assert [g[0] for g in got] == ["0", "1"], r.stdout
+    for _, walkers, one, two, blocks in got:
+        assert int(walkers) == int(two) == 2 * int(one) and int(blocks) == int(one) + 32

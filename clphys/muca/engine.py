@@ -53,24 +53,30 @@ GPU_WALKERS_PER_UNIT = 512
 GPU_WALKERS_PER_UNIT_LARGE_2D = 1024
 LARGE_2D = 128
 CPU_WALKERS_PER_UNIT = 64
+# On several ranks every GPU takes GPU_WALKERS_PER_UNIT, also from 2D L = 128 on: two
+# H200s with 512 per SM each (135168 walkers in all, one H200's count, the same
+# iterations) converged 2D L = 128 with E <= 0 in 183-185 s (2 seeds) against 291 s
+# with 1024 each, and the whole range in 200 s; 2D L = 64 in 5.7-10.1 s (8 seeds).
+# On 4 GPUs (270336 in all) unmeasured.
 # NVIDIA 2D L = 128: at most this many walkers per SM (e.g. a production with given weights,
 # which is one thermalisation per chain) take one walker per work item in work groups of 64
 # (measured there only; at L = 256 that plan would count into windows, untried on a GPU)
 FEW_PER_UNIT, FEW_L = 128, 128
 
 
-def default_walkers(facts, geom: Geometry | None = None) -> int:
-    """Walkers by default on a device, per compute unit: on a GPU
-    GPU_WALKERS_PER_UNIT, or GPU_WALKERS_PER_UNIT_LARGE_2D for a 2D geometry of
-    L >= LARGE_2D (each the fastest over the seeds measured at its sizes); on a
-    CPU CPU_WALKERS_PER_UNIT."""
+def default_walkers(facts, geom: Geometry | None = None, ranks: int = 1) -> int:
+    """Walkers by default over `ranks` devices like `facts`, per compute unit of
+    each: on a GPU GPU_WALKERS_PER_UNIT, or on one rank
+    GPU_WALKERS_PER_UNIT_LARGE_2D for a 2D geometry of L >= LARGE_2D (each the
+    fastest over the seeds measured at its sizes and rank count); on a CPU
+    CPU_WALKERS_PER_UNIT."""
     if not facts.is_gpu:
         per_unit = CPU_WALKERS_PER_UNIT
-    elif geom is not None and geom.dim == 2 and geom.L >= LARGE_2D:
+    elif ranks == 1 and geom is not None and geom.dim == 2 and geom.L >= LARGE_2D:
         per_unit = GPU_WALKERS_PER_UNIT_LARGE_2D
     else:
         per_unit = GPU_WALKERS_PER_UNIT
-    return int(facts.compute_units) * per_unit
+    return int(facts.compute_units) * per_unit * ranks
 
 
 def local_room(facts):

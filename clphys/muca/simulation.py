@@ -131,7 +131,7 @@ class Multicanonical(MulticanonicalCheckpoints):
     of multicanonical weights.
 
     L: even, >= 2; dim: 2 or 3; walkers: default engine.default_walkers (per
-    compute unit and size, docs/muca.md "Walkers"); seed: 64-bit.
+    compute unit, size and rank count, docs/muca.md "Walkers"); seed: 64-bit.
     Protocol (Gross et al. 2018): f_therm, z, factor, growth, min_width.
     Kernel options (results do not depend on them): wg (work-group size),
     table and hist ("local" or "global": where the threshold codes and the
@@ -196,7 +196,7 @@ class Multicanonical(MulticanonicalCheckpoints):
         self._plan_choices = options
         self.options = choose_options(dev.facts, self.geom, *options)     # checked before the walkers
         if walkers is None:
-            walkers = default_walkers(dev.facts, self.geom) * (ranks or 1)
+            walkers = default_walkers(dev.facts, self.geom, ranks or 1)
         if ranks is not None:
             return walkers
         self.walkers = walkers
@@ -721,11 +721,16 @@ def check_split(walkers: int, ranks: int, name: str = "") -> None:
                          f"walkers (use >= {LANES * (ranks - 1) + 1})")
 
 
+def rank_count(comm: Any) -> int:
+    """The ranks of `comm` (None: one process)."""
+    return mpi.comm_size_rank(comm)[0] if comm else 1
+
+
 def check_walkers(device, geom: Geometry, walkers: int, comm: Any = None, name: str = "") -> None:
     """ValueError unless `walkers` split over the ranks of `comm` (None: one
     process) give each a word and fit the device (a rank's largest share),
     before any device work."""
-    ranks = mpi.comm_size_rank(comm)[0] if comm else 1
+    ranks = rank_count(comm)
     check_split(walkers, ranks, name)
     check_engine_memory(device, geom, LANES * -(-groups(walkers) // ranks))
 
@@ -744,7 +749,8 @@ def run(L: int, dim: int = 2, walkers: int | None = None, seed: int = 0, device:
     if walkers is not None:
         walkers = _validate.integer("walkers", walkers, 1, 2**31 - 1)
     geom = Geometry.checked(L, dim)
-    count = walkers if walkers is not None else default_walkers(resolve_device(device).facts, geom)
+    count = (walkers if walkers is not None
+             else default_walkers(resolve_device(device).facts, geom, rank_count(options.get("comm"))))
     if production_walkers is not None:
         count = _validate.integer("production_walkers", production_walkers, 1, 2**31 - 1)
     symmetric = _validate.boolean("symmetric", symmetric)
