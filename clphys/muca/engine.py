@@ -56,7 +56,7 @@ CPU_WALKERS_PER_UNIT = 64
 # On several ranks every GPU takes GPU_WALKERS_PER_UNIT, also from 2D L = 128 on: two
 # H200s with 512 per SM each (135168 walkers in all, one H200's count, the same
 # iterations) converged 2D L = 128 with E <= 0 in 183-185 s (2 seeds) against 291 s
-# with 1024 each, and the whole range in 200 s; 2D L = 64 in 5.7-10.1 s (8 seeds).
+# with 1024 each, the whole range in 198-200 s (3 seeds); 2D L = 64 in 5.7-10.1 s (8 seeds).
 # On 4 GPUs (270336 in all) unmeasured.
 # NVIDIA 2D L = 128: at most this many walkers per SM (e.g. a production with given weights,
 # which is one thermalisation per chain) take one walker per work item in work groups of 64
