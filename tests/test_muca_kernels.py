@@ -473,6 +473,8 @@ def test_default_walkers_per_device_and_size():
     assert default_walkers(gpu, Geometry(2, 128), ranks=2) == default_walkers(gpu, Geometry(2, 64), ranks=2) == 135168
     assert default_walkers(gpu, Geometry(3, 16), ranks=4) == 4 * 67584
     assert default_walkers(cpu, Geometry(2, 128), ranks=3) == 3 * 2 * 64
+    with pytest.raises(ValueError, match="ranks must be >= 1"):
+        default_walkers(gpu, ranks=0)
 
 
 @pytest.mark.parametrize("slots,walkers,wg", [(1, 256, 8), (3, 200, 2)], ids=["one-row", "two-rows"])

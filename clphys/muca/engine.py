@@ -70,6 +70,7 @@ def default_walkers(facts, geom: Geometry | None = None, ranks: int = 1) -> int:
     GPU_WALKERS_PER_UNIT_LARGE_2D for a 2D geometry of L >= LARGE_2D (each the
     fastest over the seeds measured at its sizes and rank count); on a CPU
     CPU_WALKERS_PER_UNIT."""
+    ranks = _validate.integer("ranks", ranks, 1)
     if not facts.is_gpu:
         per_unit = CPU_WALKERS_PER_UNIT
     elif ranks == 1 and geom is not None and geom.dim == 2 and geom.L >= LARGE_2D:
