@@ -463,7 +463,7 @@ def test_default_walkers_per_device_and_size():
     # GPUs: 512 per compute unit (132 SMs of an H100/H200: 67584), the fastest measured
     # at 2D L = 32 and 64 and in 3D; 1024 from 2D L = 128 on, where 512 left two seeds
     # of three oscillating, except on several ranks (512 per SM each: two H200s then hold
-    # one H200's count and converged faster); CPUs 64 at every size
+    # one H200's count and converged faster) and for E <= 0; CPUs 64 at every size
     gpu, cpu = fake_facts("nvidia"), fake_facts("pocl")
     assert default_walkers(gpu) == default_walkers(gpu, Geometry(2, 64)) == 132 * 512 == 67584
     assert default_walkers(gpu, Geometry(2, 126)) == 67584
@@ -473,6 +473,7 @@ def test_default_walkers_per_device_and_size():
     assert default_walkers(gpu, Geometry(2, 128), ranks=2) == default_walkers(gpu, Geometry(2, 64), ranks=2) == 135168
     assert default_walkers(gpu, Geometry(3, 16), ranks=4) == 4 * 67584
     assert default_walkers(cpu, Geometry(2, 128), ranks=3) == 3 * 2 * 64
+    assert default_walkers(gpu, Geometry(2, 128), symmetric=True) == 67584    # half the bins
     with pytest.raises(ValueError, match="ranks must be >= 1"):
         default_walkers(gpu, ranks=0)
 

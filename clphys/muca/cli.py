@@ -108,7 +108,7 @@ def _start(args, comm, say):
         geom = Geometry.checked(args.size, args.dim or 2)
         weights = _load_weights(args.weights, geom) if args.weights else None
         dev = resolve_device(args.device)
-        walkers = args.walkers or default_walkers(dev.facts, geom, rank_count(comm))
+        walkers = args.walkers or default_walkers(dev.facts, geom, rank_count(comm), bool(args.symmetric))
         _cpu_warning(dev, geom, walkers)
     producers = args.production_walkers if args.production_walkers is not None else walkers
     _check_production(producers, geom, args)              # every derived default, before any kernel
@@ -403,8 +403,8 @@ def add_parsers(sub):
     p.add_argument("--dim", type=int, choices=(2, 3), default=None, help="lattice dimension (default 2)")
     p.add_argument("--size", "-L", type=int, default=None, help="linear size L (even)")
     p.add_argument("--walkers", type=int, default=None,
-                   help="parallel walkers in all (default: per compute unit of each GPU 512, 1024 for 2D L >= 128 "
-                        "on one GPU; 64 per core on a CPU; docs/muca.md \"Walkers\")")
+                   help="parallel walkers in all (default: per compute unit of each GPU 512, 1024 for the whole "
+                        "range of 2D L >= 128 on one GPU; 64 per core on a CPU; docs/muca.md \"Walkers\")")
     p.add_argument("--seed", type=int, default=None, help="random seed (default 0)")
     p.add_argument("--kl", type=float, default=None,
                    help="stop the weight iteration when d_k < KL (default 1e-4, or the checkpoint's)")

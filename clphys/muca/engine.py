@@ -57,23 +57,26 @@ CPU_WALKERS_PER_UNIT = 64
 # H200s with 512 per SM each (135168 walkers in all, one H200's count, the same
 # iterations) converged 2D L = 128 with E <= 0 in 183-185 s (2 seeds) against 291 s
 # with 1024 each, the whole range in 198-200 s (3 seeds); 2D L = 64 in 5.7-10.1 s (8 seeds).
-# On 4 GPUs (270336 in all) unmeasured.
+# On 4 GPUs (270336 in all) unmeasured. A symmetric run (E <= 0: half the bins, so twice the
+# walkers per bin) takes GPU_WALKERS_PER_UNIT on one H200 too: 2D L = 128 converged in
+# 195-197 s (seeds 1, 2, the two that oscillated over the whole range at this count; seed
+# 0 unmeasured) at 871 iterations against 278-282 s (seeds 0-2, 878 iterations) with 1024.
 # NVIDIA 2D L = 128: at most this many walkers per SM (e.g. a production with given weights,
 # which is one thermalisation per chain) take one walker per work item in work groups of 64
 # (measured there only; at L = 256 that plan would count into windows, untried on a GPU)
 FEW_PER_UNIT, FEW_L = 128, 128
 
 
-def default_walkers(facts, geom: Geometry | None = None, ranks: int = 1) -> int:
+def default_walkers(facts, geom: Geometry | None = None, ranks: int = 1, symmetric: bool = False) -> int:
     """Walkers by default over `ranks` devices like `facts`, per compute unit of
-    each: on a GPU GPU_WALKERS_PER_UNIT, or on one rank
-    GPU_WALKERS_PER_UNIT_LARGE_2D for a 2D geometry of L >= LARGE_2D (each the
-    fastest over the seeds measured at its sizes and rank count); on a CPU
-    CPU_WALKERS_PER_UNIT."""
+    each: on a GPU GPU_WALKERS_PER_UNIT, or GPU_WALKERS_PER_UNIT_LARGE_2D on one
+    rank for the whole energy range (not `symmetric`) of a 2D geometry of L >=
+    LARGE_2D (each the fastest over the seeds measured at its sizes, range and
+    rank count); on a CPU CPU_WALKERS_PER_UNIT."""
     ranks = _validate.integer("ranks", ranks, 1)
     if not facts.is_gpu:
         per_unit = CPU_WALKERS_PER_UNIT
-    elif ranks == 1 and geom is not None and geom.dim == 2 and geom.L >= LARGE_2D:
+    elif ranks == 1 and not symmetric and geom is not None and geom.dim == 2 and geom.L >= LARGE_2D:
         per_unit = GPU_WALKERS_PER_UNIT_LARGE_2D
     else:
         per_unit = GPU_WALKERS_PER_UNIT

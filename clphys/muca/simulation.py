@@ -196,7 +196,7 @@ class Multicanonical(MulticanonicalCheckpoints):
         self._plan_choices = options
         self.options = choose_options(dev.facts, self.geom, *options)     # checked before the walkers
         if walkers is None:
-            walkers = default_walkers(dev.facts, self.geom, ranks or 1)
+            walkers = default_walkers(dev.facts, self.geom, ranks or 1, self.symmetric)
         if ranks is not None:
             return walkers
         self.walkers = walkers
@@ -749,11 +749,11 @@ def run(L: int, dim: int = 2, walkers: int | None = None, seed: int = 0, device:
     if walkers is not None:
         walkers = _validate.integer("walkers", walkers, 1, 2**31 - 1)
     geom = Geometry.checked(L, dim)
+    symmetric = _validate.boolean("symmetric", symmetric)
     count = (walkers if walkers is not None
-             else default_walkers(resolve_device(device).facts, geom, rank_count(options.get("comm"))))
+             else default_walkers(resolve_device(device).facts, geom, rank_count(options.get("comm")), symmetric))
     if production_walkers is not None:
         count = _validate.integer("production_walkers", production_walkers, 1, 2**31 - 1)
-    symmetric = _validate.boolean("symmetric", symmetric)
     production_args(count, geom, blocks, updates, None, magnetization, target_error, max_seconds, symmetric)
     if production_walkers is not None:
         check_walkers(resolve_device(device), geom, count, options.get("comm"))
