@@ -108,7 +108,7 @@ def _start(args, comm, say):
         geom = Geometry.checked(args.size, args.dim or 2)
         weights = _load_weights(args.weights, geom) if args.weights else None
         dev = resolve_device(args.device)
-        walkers = args.walkers or default_walkers(dev.facts, geom, rank_count(comm), bool(args.symmetric))
+        walkers = args.walkers or default_walkers(dev.facts, geom, rank_count(comm), args.symmetric)
         _cpu_warning(dev, geom, walkers)
     producers = args.production_walkers if args.production_walkers is not None else walkers
     _check_production(producers, geom, args)              # every derived default, before any kernel
