@@ -371,10 +371,23 @@ def test_kernel_plan_defaults_and_refusals():
     assert choose_options(nvidia, Geometry(3, 16), walkers=crowded)["per_item"] == 2
     assert choose_options(nvidia, Geometry(2, 32), walkers=crowded)["per_item"] == 1   # local lattice
     assert choose_options(amd, Geometry(2, 64), walkers=crowded)["per_item"] == 1
-    # few walkers (<= 128 per SM) at 2D L = 128: one per item in work groups of 64, every SM busy
+    # few walkers (<= 128 per SM) at 2D L = 128: one per item
     few = 128 * nvidia.compute_units
     plan = choose_options(nvidia, Geometry(2, 128), walkers=few)
-    assert (plan["per_item"], plan["wg"], plan["lattice"], plan["hist"]) == (1, 64, "global", "local")
+    assert (plan["per_item"], plan["wg"], plan["lattice"], plan["hist"]) == (1, 128, "global", "local")
+    # work groups no larger than leaves every compute unit one (unless the caller chose them)
+    def groups(facts, geom, walkers, **choices):
+        plan = choose_options(facts, geom, walkers=walkers, **choices)
+        return plan["wg"], plan["per_item"], -(-walkers // (plan["wg"] * plan["per_item"]))
+    units = nvidia.compute_units
+    assert groups(nvidia, Geometry(2, 128), 512 * units) == (256, 2, units)
+    assert groups(nvidia, Geometry(2, 128), 256 * units) == (128, 2, units)
+    assert groups(nvidia, Geometry(2, 128), 256 * units, wg=256) == (256, 2, units // 2)
+    assert groups(nvidia, Geometry(2, 128), 64 * units) == (64, 1, units)
+    assert groups(nvidia, Geometry(2, 64), 128 * units) == (64, 2, units)
+    assert groups(nvidia, Geometry(2, 64), 8 * units)[:2] == (32, 2)                  # whole warps
+    assert groups(amd, Geometry(2, 64), 32 * units) == (32, 1, units)
+    assert groups(pocl, Geometry(2, 8), 64)[0] == 8                                   # CPUs: as chosen
     assert choose_options(nvidia, Geometry(2, 64), walkers=few)["per_item"] == 2
     assert choose_options(nvidia, Geometry(2, 256), walkers=few)["per_item"] == 2
     assert choose_options(nvidia, Geometry(2, 128), walkers=few + 32)["per_item"] == 2

@@ -62,8 +62,8 @@ CPU_WALKERS_PER_UNIT = 64
 # 195-197 s (seeds 1, 2, the two that oscillated over the whole range at this count; seed
 # 0 unmeasured) at 871 iterations against 278-282 s (seeds 0-2, 878 iterations) with 1024.
 # NVIDIA 2D L = 128: at most this many walkers per SM (e.g. a production with given weights,
-# which is one thermalisation per chain) take one walker per work item in work groups of 64
-# (measured there only; at L = 256 that plan would count into windows, untried on a GPU)
+# which is one thermalisation per chain) take one walker per work item (measured there only;
+# at L = 256 that plan would count into windows, untried on a GPU)
 FEW_PER_UNIT, FEW_L = 128, 128
 
 
@@ -202,8 +202,10 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
     ("unrecorded", "recorded", "all", "none") the loads are ordered so that a
     warp does not wait for the ones it just issued (desc_ahead, nd_first). The
     caller's choices, checked, else defaults from `facts`: on GPUs one walker
-    per work item (wg 128 on NVIDIA, 64 elsewhere), on CPUs one work item per
-    word of 32 walkers (wg 8). Results do not depend on any of these."""
+    per work item (wg 128 on NVIDIA, 64 elsewhere, smaller where the walkers
+    would otherwise leave a compute unit without a work group), on CPUs one
+    work item per word of 32 walkers (wg 8). Results do not depend on any of
+    these."""
     wg_chosen = wg is not None
     wg, per_item = _checked_choices(facts, wg, table, hist, per_item, lattice)
     room = local_room(facts)
@@ -240,8 +242,6 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
     step = LANES // per_item                    # work items per word: wg must hold whole words
     if wg is None:
         wg = 128 if facts.vendor == "nvidia" else (64 if facts.is_gpu else 8)
-        if few and per_item == 1:
-            wg = 64         # the few walkers spread over every SM (the rate above: 4.33e6 with 32)
         wg = max(step, min(wg, facts.max_work_group) // step * step)
     if wg % step or (combine == "ballot" and wg % 32):
         raise ValueError(f"wg must be a multiple of {max(step, 32 if combine == 'ballot' else 1)} with "
@@ -278,9 +278,17 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
     # NVIDIA 2D, codes in global memory beside 16-bit local counts (L = 128): work groups of
     # 256 items (H200: 366 / 308 against 361 / 286 flips/ns with 128, not analysed; 3D L = 24
     # 177 / 159 against 185 / 161)
-    if (not wg_chosen and not few and facts.vendor == "nvidia" and geom.dim == 2 and table == "global"
-            and hist == "local" and hist_bits == 16 and facts.max_work_group >= 256):
+    def every_unit_busy(size):
+        return walkers is None or walkers >= size * per_item * facts.compute_units
+    if (not wg_chosen and facts.vendor == "nvidia" and geom.dim == 2 and table == "global"
+            and hist == "local" and hist_bits == 16 and facts.max_work_group >= 256 and every_unit_busy(256)):
         wg = 256        # 16-bit counts are flushed every 65535 // (256 per_item) >= 7 steps: always in time
+    # GPUs: work groups no larger than leaves every compute unit one (H200, 2D L = 128 at 256
+    # walkers per SM: 174 / 124 flips/ns with 128 items, 154 / 120 with 256, half the SMs idle;
+    # at 128 per SM, one walker per item, 94 / 76 with 128 items against 89 / 54 with 64)
+    whole = max(step, 32 if combine == "ballot" else 1)
+    while not wg_chosen and facts.is_gpu and wg // 2 % whole == 0 and wg > whole and not every_unit_busy(wg):
+        wg //= 2
     # NVIDIA 2D, lattice in global memory, codes in local memory: 16-bit codes in the unrecorded
     # launches where they fit (the exact threshold read in 1 of 65536 moves instead of 1 of 256;
     # H200, L = 64: 346 against 311 flips/ns at 512 walkers per SM, 386 against 369 at 768). The
