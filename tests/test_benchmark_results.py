@@ -38,7 +38,7 @@ def test_results_md_is_the_generated_table():
     assert text == make_results.render(), "run: python benchmarks/make_results.py"
     # current figures only (superseded records stay out): a table, not a diary
     # (the symmetric multicanonical runs add a row per size, the runs on two GPUs a few)
-    assert text.count("\n") <= 345
+    assert text.count("\n") <= 350
 
 
 def test_a_report_writes_lines_that_read_back(tmp_path, capsys):

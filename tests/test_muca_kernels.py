@@ -375,7 +375,8 @@ def test_kernel_plan_defaults_and_refusals():
     few = 128 * nvidia.compute_units
     plan = choose_options(nvidia, Geometry(2, 128), walkers=few)
     assert (plan["per_item"], plan["wg"], plan["lattice"], plan["hist"]) == (1, 128, "global", "local")
-    # work groups no larger than leaves every compute unit one (unless the caller chose them)
+    # smaller work groups where they leave fewer walkers on the busiest compute unit (unless
+    # the caller chose them)
     def groups(facts, geom, walkers, **choices):
         plan = choose_options(facts, geom, walkers=walkers, **choices)
         return plan["wg"], plan["per_item"], -(-walkers // (plan["wg"] * plan["per_item"]))
@@ -383,10 +384,11 @@ def test_kernel_plan_defaults_and_refusals():
     assert groups(nvidia, Geometry(2, 128), 512 * units) == (256, 2, units)
     assert groups(nvidia, Geometry(2, 128), 256 * units) == (128, 2, units)
     assert groups(nvidia, Geometry(2, 128), 256 * units, wg=256) == (256, 2, units // 2)
+    assert groups(nvidia, Geometry(2, 128), 384 * units) == (256, 2, 3 * units // 4)  # 512 at most either way
     assert groups(nvidia, Geometry(2, 128), 64 * units) == (64, 1, units)
     assert groups(nvidia, Geometry(2, 64), 128 * units) == (64, 2, units)
     assert groups(nvidia, Geometry(2, 64), 8 * units)[:2] == (32, 2)                  # whole warps
-    assert groups(amd, Geometry(2, 64), 32 * units) == (32, 1, units)
+    assert groups(amd, Geometry(2, 64), 32 * amd.compute_units) == (32, 1, amd.compute_units)
     assert groups(pocl, Geometry(2, 8), 64)[0] == 8                                   # CPUs: as chosen
     assert choose_options(nvidia, Geometry(2, 64), walkers=few)["per_item"] == 2
     assert choose_options(nvidia, Geometry(2, 256), walkers=few)["per_item"] == 2

@@ -56,11 +56,11 @@ CPU_WALKERS_PER_UNIT = 64
 # On several ranks every GPU takes GPU_WALKERS_PER_UNIT, also from 2D L = 128 on: two
 # H200s with 512 per SM each (135168 walkers in all, one H200's count, the same
 # iterations) converged 2D L = 128 with E <= 0 in 183-185 s (2 seeds) against 291 s
-# with 1024 each, the whole range in 198-200 s (3 seeds); 2D L = 64 in 5.7-10.1 s (8 seeds).
-# On 4 GPUs (270336 in all) unmeasured. A symmetric run (E <= 0: half the bins, so twice the
-# walkers per bin) takes GPU_WALKERS_PER_UNIT on one H200 too: 2D L = 128 converged in
-# 195-197 s (seeds 1, 2, the two that oscillated over the whole range at this count; seed
-# 0 unmeasured) at 871 iterations against 278-282 s (seeds 0-2, 878 iterations) with 1024.
+# with 1024 each (and in 184-185 s with 256 each), the whole range in 198-200 s (3 seeds);
+# 2D L = 64 in 5.7-10.1 s (8 seeds). On 4 GPUs (270336 in all) unmeasured. A symmetric run
+# (E <= 0: half the bins, so twice the walkers per bin) takes GPU_WALKERS_PER_UNIT on one
+# H200 too: 2D L = 128 converged in 195-198 s (seeds 0-2; seeds 1 and 2 oscillated over the
+# whole range at this count) at 871 iterations against 278-282 s (878 iterations) with 1024.
 # NVIDIA 2D L = 128: at most this many walkers per SM (e.g. a production with given weights,
 # which is one thermalisation per chain) take one walker per work item (measured there only;
 # at L = 256 that plan would count into windows, untried on a GPU)
@@ -278,16 +278,24 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
     # NVIDIA 2D, codes in global memory beside 16-bit local counts (L = 128): work groups of
     # 256 items (H200: 366 / 308 against 361 / 286 flips/ns with 128, not analysed; 3D L = 24
     # 177 / 159 against 185 / 161)
-    def every_unit_busy(size):
-        return walkers is None or walkers >= size * per_item * facts.compute_units
+    def groups(size):
+        return -(-walkers // (size * per_item))
+    def busiest(size):
+        """The walkers of the busiest compute unit with work groups of `size` items."""
+        return -(-groups(size) // facts.compute_units) * size * per_item
     if (not wg_chosen and facts.vendor == "nvidia" and geom.dim == 2 and table == "global"
-            and hist == "local" and hist_bits == 16 and facts.max_work_group >= 256 and every_unit_busy(256)):
+            and hist == "local" and hist_bits == 16 and facts.max_work_group >= 256
+            and (walkers is None or busiest(256) <= busiest(wg))):
         wg = 256        # 16-bit counts are flushed every 65535 // (256 per_item) >= 7 steps: always in time
-    # GPUs: work groups no larger than leaves every compute unit one (H200, 2D L = 128 at 256
-    # walkers per SM: 174 / 124 flips/ns with 128 items, 154 / 120 with 256, half the SMs idle;
-    # at 128 per SM, one walker per item, 94 / 76 with 128 items against 89 / 54 with 64)
+    # GPUs: smaller work groups where the walkers would leave a compute unit without one
+    # and the busiest unit would hold fewer
+    # (H200, 2D L = 128 at 256 walkers per SM: 175 / 125 flips/ns with 128 items, 153 / 121
+    # with 256; at 128 per SM, one walker per item, 93 / 77 with 128 against 82 / 76 with 256
+    # and 89 / 54 with 64: smaller groups than needed lose in the recorded launches; at 384 per
+    # SM, 256 items, 99 groups, 229 / 179 against 218 / 158 with 128, 512 at most either way)
     whole = max(step, 32 if combine == "ballot" else 1)
-    while not wg_chosen and facts.is_gpu and wg // 2 % whole == 0 and wg > whole and not every_unit_busy(wg):
+    while (not wg_chosen and facts.is_gpu and walkers is not None and wg > whole and wg // 2 % whole == 0
+           and groups(wg) < facts.compute_units and busiest(wg // 2) < busiest(wg)):
         wg //= 2
     # NVIDIA 2D, lattice in global memory, codes in local memory: 16-bit codes in the unrecorded
     # launches where they fit (the exact threshold read in 1 of 65536 moves instead of 1 of 256;
