@@ -385,6 +385,7 @@ def test_kernel_plan_defaults_and_refusals():
     assert groups(nvidia, Geometry(2, 128), 256 * units) == (128, 2, units)
     assert groups(nvidia, Geometry(2, 128), 256 * units, wg=256) == (256, 2, units // 2)
     assert groups(nvidia, Geometry(2, 128), 384 * units) == (256, 2, 3 * units // 4)  # 512 at most either way
+    assert groups(nvidia, Geometry(2, 128), 768 * units) == (128, 2, 3 * units)       # 768, not 1024
     assert groups(nvidia, Geometry(2, 128), 64 * units) == (64, 1, units)
     assert groups(nvidia, Geometry(2, 64), 128 * units) == (64, 2, units)
     assert groups(nvidia, Geometry(2, 64), 8 * units)[:2] == (32, 2)                  # whole warps

@@ -275,14 +275,15 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
             hist, (hist_bits, table_recorded) = "local", fits[0]
         elif hist is None:
             hist = "global"
-    # NVIDIA 2D, codes in global memory beside 16-bit local counts (L = 128): work groups of
-    # 256 items (H200: 366 / 308 against 361 / 286 flips/ns with 128, not analysed; 3D L = 24
-    # 177 / 159 against 185 / 161)
-    def groups(size):
+    def work_groups(size):
         return -(-walkers // (size * per_item))
     def busiest(size):
         """The walkers of the busiest compute unit with work groups of `size` items."""
-        return -(-groups(size) // facts.compute_units) * size * per_item
+        return -(-work_groups(size) // facts.compute_units) * size * per_item
+    # NVIDIA 2D, codes in global memory beside 16-bit local counts (L = 128): work groups of
+    # 256 items (H200: 366 / 308 against 361 / 286 flips/ns with 128, not analysed; 3D L = 24
+    # 177 / 159 against 185 / 161) unless they leave more walkers on the busiest SM (768 per
+    # SM: 299 / 230 against 357 / 243 with 128)
     if (not wg_chosen and facts.vendor == "nvidia" and geom.dim == 2 and table == "global"
             and hist == "local" and hist_bits == 16 and facts.max_work_group >= 256
             and (walkers is None or busiest(256) <= busiest(wg))):
@@ -295,7 +296,7 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
     # SM, 256 items, 99 groups, 229 / 179 against 218 / 158 with 128, 512 at most either way)
     whole = max(step, 32 if combine == "ballot" else 1)
     while (not wg_chosen and facts.is_gpu and walkers is not None and wg > whole and wg // 2 % whole == 0
-           and groups(wg) < facts.compute_units and busiest(wg // 2) < busiest(wg)):
+           and work_groups(wg) < facts.compute_units and busiest(wg // 2) < busiest(wg)):
         wg //= 2
     # NVIDIA 2D, lattice in global memory, codes in local memory: 16-bit codes in the unrecorded
     # launches where they fit (the exact threshold read in 1 of 65536 moves instead of 1 of 256;
