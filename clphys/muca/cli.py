@@ -82,10 +82,10 @@ def _check_args(args):
 def _start(args, comm, say):
     """The simulation, new or resumed, once every argument and derived default
     has passed its check; its first line said."""
-    from ..runtime import resolve_device
+    from ..runtime import mpi, resolve_device
     from .engine import default_walkers
     from .geometry import Geometry
-    from .simulation import Multicanonical, check_walkers, rank_count
+    from .simulation import Multicanonical, check_walkers
     if args.resume:
         saved = Multicanonical.peek(args.resume)          # checked before any device work
         # a checkpoint of the production holds the production's walkers
@@ -108,7 +108,7 @@ def _start(args, comm, say):
         geom = Geometry.checked(args.size, args.dim or 2)
         weights = _load_weights(args.weights, geom) if args.weights else None
         dev = resolve_device(args.device)
-        walkers = args.walkers or default_walkers(dev.facts, geom, rank_count(comm), args.symmetric)
+        walkers = args.walkers or default_walkers(dev.facts, geom, mpi.comm_size(comm), args.symmetric)
         _cpu_warning(dev, geom, walkers)
     producers = args.production_walkers if args.production_walkers is not None else walkers
     _check_production(producers, geom, args)              # every derived default, before any kernel

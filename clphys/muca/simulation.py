@@ -721,16 +721,11 @@ def check_split(walkers: int, ranks: int, name: str = "") -> None:
                          f"walkers (use >= {LANES * (ranks - 1) + 1})")
 
 
-def rank_count(comm: Any) -> int:
-    """The ranks of `comm` (None: one process)."""
-    return mpi.comm_size_rank(comm)[0] if comm else 1
-
-
 def check_walkers(device, geom: Geometry, walkers: int, comm: Any = None, name: str = "") -> None:
     """ValueError unless `walkers` split over the ranks of `comm` (None: one
     process) give each a word and fit the device (a rank's largest share),
     before any device work."""
-    ranks = rank_count(comm)
+    ranks = mpi.comm_size(comm)
     check_split(walkers, ranks, name)
     check_engine_memory(device, geom, LANES * -(-groups(walkers) // ranks))
 
@@ -751,7 +746,7 @@ def run(L: int, dim: int = 2, walkers: int | None = None, seed: int = 0, device:
     geom = Geometry.checked(L, dim)
     symmetric = _validate.boolean("symmetric", symmetric)
     count = (walkers if walkers is not None
-             else default_walkers(resolve_device(device).facts, geom, rank_count(options.get("comm")), symmetric))
+             else default_walkers(resolve_device(device).facts, geom, mpi.comm_size(options.get("comm")), symmetric))
     if production_walkers is not None:
         count = _validate.integer("production_walkers", production_walkers, 1, 2**31 - 1)
     production_args(count, geom, blocks, updates, None, magnetization, target_error, max_seconds, symmetric)

@@ -107,6 +107,11 @@ def comm_size_rank(comm: Any) -> tuple[int, int]:
     return comm.Get_size(), comm.Get_rank()
 
 
+def comm_size(comm: Any) -> int:
+    """The ranks of an mpi4py communicator, 1 for None (one process)."""
+    return 1 if comm is None else comm_size_rank(comm)[0]
+
+
 def _plain(value):
     """JSON for what json does not know: NumPy scalars and arrays as Python numbers and
     lists (np.int64(100) agrees with 100), anything else by its repr."""
