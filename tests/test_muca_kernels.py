@@ -309,6 +309,11 @@ def test_templates_render(vendor):
         src = render(template, facts, **params)
         assert src.count("{") == src.count("}") and "${" not in src and "<%" not in src
         assert ("vote.sync.ballot" in src) == (params.get("combine") == "ballot")
+        # two walkers per item with the warp vote: a word's flips by one byte permute
+        assert ("mu_prmt(votes_" in src) == (params.get("combine") == "ballot" and params.get("K") == 2)
+        # 16-bit codes leave a flip that keeps the energy to the exact path; 8-bit ones accept it at once
+        if params.get("layout") in ("row", "row16"):
+            assert ("wq < top || d == 0" in src) == (params["layout"] == "row")
         assert "double" not in re.sub(r"//[^\n]*", "", src)
         for name in re.findall(r"__kernel\s+(?:__attribute__\s*\(\(.*?\)\)\s*)?void\s+(\S+)\s*\(", src, re.S):
             assert re.fullmatch(r"muca_\w+", name)
