@@ -311,6 +311,8 @@ def test_templates_render(vendor):
         assert ("vote.sync.ballot" in src) == (params.get("combine") == "ballot")
         # two walkers per item with the warp vote: a word's flips by one byte permute
         assert ("mu_prmt(votes_" in src) == (params.get("combine") == "ballot" and params.get("K") == 2)
+        # and a walker's new bin by an explicit select
+        assert ("= mu_selp(bin[v] + d, bin[v]" in src) == (params.get("combine") == "ballot")
         # 16-bit codes leave a flip that keeps the energy to the exact path; 8-bit ones accept it at once
         if params.get("layout") in ("row", "row16"):
             assert ("wq < top || d == 0" in src) == (params["layout"] == "row")
