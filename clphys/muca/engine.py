@@ -42,7 +42,7 @@ POCL_LOCAL_BUDGET = 4096
 # walkers per compute unit by default (Multicanonical(walkers=None), docs/muca.md
 # "Walkers"), measured on an H200: GPUs 512 in 3D and in 2D up to L = 64 (L = 32: 1.40
 # s to converge against 1.51-6.65 s with 256 to 64; 3D L = 24: 3 seeds in 254-300 s;
-# 2D L = 64: 6 seeds of 8 in 9.6-10.1 s and 2 in 16-18 s, against 11.7-11.8 s for every
+# 2D L = 64: 6 seeds of 8 in 9.6-10.1 s and 2 in 16-18 s, against 11.6-11.7 s for every
 # seed with 768 (about the same mean), 15.9-16.7 s with 1024, 23 s with 640 (the last two
 # with an older kernel); seed 0 converged and produced in
 # 115 s against 134 s with 768, whose slower chains thermalise the production longer),
