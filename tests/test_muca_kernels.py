@@ -354,14 +354,14 @@ def test_kernel_plan_defaults_and_refusals():
                      "hist_bits": 32,
                      "table_recorded": "local", "desc_ahead": "all", "nd_first": "all"}
     # the loads ordered in the launches where the registers they take leave the warps resident:
-    # 2D every launch up to 512 walkers per SM (768 up to L = 64), the unrecorded ones up to
+    # 2D every launch up to 512 walkers per SM (1024 up to L = 64), the unrecorded ones up to
     # 1024; 3D up to 512 (nd_first only in the recorded ones)
     def early(geom, per_sm):
         plan = choose_options(nvidia, geom, walkers=per_sm * nvidia.compute_units)
         return plan["desc_ahead"], plan["nd_first"]
     assert early(Geometry(2, 128), 512) == ("all", "all")
-    assert early(Geometry(2, 64), 768) == ("all", "all")
-    assert early(Geometry(2, 64), 1024) == early(Geometry(2, 128), 768) == ("unrecorded", "unrecorded")
+    assert early(Geometry(2, 64), 768) == early(Geometry(2, 64), 1024) == ("all", "all")
+    assert early(Geometry(2, 128), 768) == ("unrecorded", "unrecorded")
     assert early(Geometry(2, 128), 1024) == ("unrecorded", "unrecorded")
     assert early(Geometry(2, 128), 2048) == early(Geometry(2, 64), 2048) == ("none", "none")
     assert early(Geometry(3, 16), 512) == ("all", "recorded")
