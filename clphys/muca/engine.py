@@ -328,8 +328,8 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
     # resident warps leave (recorded at 1024 per SM, every launch at 2048: 2D L = 128 375 /
     # 350 against 439 / 358) they lose. At 768 per SM: L = 64 recorded 349 against 319
     # (every seed converged in 12.9-13.2 s against 13.6-13.7 s), L = 128 186 against 231.
-    # At 1024 per SM the recorded kernel takes 126 registers at L = 64 (396 against 378) and
-    # 170 at L = 128 (260 against 314; the driver ignores -cl-nv-maxrregcount).
+    # At 1024 per SM the recorded kernel takes 126 registers at L = 64 (396 against 378; L = 48
+    # unmeasured) and 170 at L = 128 (260 against 314; the driver ignores -cl-nv-maxrregcount).
     per_unit = (walkers or default_walkers(facts, geom)) / max(1, facts.compute_units)
     if not ahead or per_unit > (1024 if geom.dim == 2 else 512):
         desc_ahead = nd_first = "none"
