@@ -26,7 +26,7 @@ from clphys.runtime import fake_facts, render
 
 # options Engine takes that choose_options does not (the plan, built by the tests)
 ENGINE_ONLY = ("ahead", "layout", "layout_recorded", "hist_bits", "hist_flush", "table_recorded", "runs", "window",
-               "window_flush", "nd_first", "desc_ahead")
+               "window_flush", "nd_first", "desc_ahead", "wg_recorded")
 # the next block's loads ordered after this block's nd (nd_first) and from descriptors loaded a block
 # earlier (desc_ahead), in the thermalisation's and the recorded launches
 EARLY = dict(ahead=True, nd_first="all", desc_ahead="all")
@@ -59,7 +59,10 @@ VARIANTS = [dict(per_item=32, wg=8, lattice="global", table="global", hist="glob
             dict(per_item=32, wg=4, lattice="global", table="local", hist="local", layout="row16"),
             dict(per_item=32, wg=8, lattice="local", table="global", hist="global", layout="row16", ahead=True),
             dict(per_item=32, wg=2, lattice="global", table="local", hist="local", hist_bits=16, hist_flush=7,
-                 layout="row16", layout_recorded="row", table_recorded="global", **EARLY)]
+                 layout="row16", layout_recorded="row", table_recorded="global", **EARLY),
+            # the recorded launches in larger work groups than the others (16-bit local counts)
+            dict(per_item=32, wg=2, wg_recorded=8, lattice="global", table="global", hist="local", hist_bits=16,
+                 hist_flush=7, ahead=True)]
 # several work items per word, their flips combined through local memory (Oclgrind:
 # PoCL's compiler takes minutes for these loops with barriers)
 SHARED = [dict(per_item=1, wg=32, lattice="global", layout="pair", ahead=True),
@@ -74,7 +77,9 @@ SHARED = [dict(per_item=1, wg=32, lattice="global", layout="pair", ahead=True),
           dict(per_item=8, wg=8, lattice="global", table="global", layout="row", **EARLY),
           dict(per_item=16, wg=4, lattice="global", hist="global", **EARLY),
           dict(per_item=2, wg=32, lattice="global", table="local", layout="row16", layout_recorded="row", **EARLY),
-          dict(per_item=4, wg=16, lattice="global", table="global", layout="row16")]
+          dict(per_item=4, wg=16, lattice="global", table="global", layout="row16"),
+          dict(per_item=2, wg=16, wg_recorded=32, lattice="global", table="global", hist="local", hist_bits=16,
+               hist_flush=9, ahead=True)]
 
 
 def _engine(dev, geom, walkers, seed, offset=0, total=None, **opts):
@@ -408,6 +413,16 @@ def test_kernel_plan_defaults_and_refusals():
     plan = choose_options(nvidia, Geometry(2, 128))
     assert (plan["table"], plan["layout"], plan["hist"], plan["hist_bits"], plan["wg"]) == ("global", "row", "local", 16, 256)
     assert choose_options(nvidia, Geometry(2, 128), wg=128)["wg"] == 128
+    # ... and the recorded launches in work groups of 512 at 1024 walkers per SM (L1 room for the
+    # codes beside the counts), unless the caller chose wg
+    def recorded_wg(geom, per_sm, **choices):
+        plan = choose_options(nvidia, geom, walkers=per_sm * nvidia.compute_units, **choices)
+        return plan["wg"], plan.get("wg_recorded", plan["wg"])
+    assert recorded_wg(Geometry(2, 128), 1024) == (256, 512)
+    assert recorded_wg(Geometry(2, 128), 512) == recorded_wg(Geometry(2, 128), 1024, wg=256) == (256, 256)
+    assert recorded_wg(Geometry(2, 128), 2048) == (256, 256)                   # four walkers per item
+    assert recorded_wg(Geometry(2, 64), 1024) == (128, 128)                    # codes in local memory
+    assert recorded_wg(Geometry(2, 256), 1024)[1] == recorded_wg(Geometry(2, 256), 1024)[0]   # windows
     # the caller's table stays where it was put: no room for a local histogram beside it
     assert choose_options(nvidia, Geometry(2, 128), table="local")["hist"] == "global"
     with pytest.raises(ValueError, match="need 96 KiB of local memory"):
@@ -522,3 +537,30 @@ def test_16_bit_local_counts_flush_before_they_wrap(device, slots, walkers, wg):
     assert hist.max() > 0xFFFF or slots > 1              # the counts of one launch pass 16 bits
     np.testing.assert_array_equal(eng.hist, hist)
     np.testing.assert_array_equal(eng.read_bins()[0], b)
+
+
+@pytest.mark.parametrize("dim, L", [(2, 8), (3, 4)])
+def test_bench_spread_start_covers_the_range(device, dim, L):
+    """bench_muca's "spread" kernel rates start the walkers over the whole energy
+    range: the device measures the energies the host meant (the walker-sliced
+    layout), roughly evenly over [-dim N, dim N], lanes past W stay empty."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from bench_muca import spread_lattice
+    geom, walkers = Geometry(dim, L), 2048 + 5
+    lattice = spread_lattice(geom, walkers)
+    assert lattice.shape == (geom.N, 65) and not np.any(lattice[:, -1] >> 5)
+    spins = (lattice[:, :, None] >> np.arange(32, dtype=np.uint32)) & 1
+    spins = 2 * spins.reshape(geom.N, -1)[:, :walkers].astype(np.int64) - 1
+    cube = spins.reshape((L,) * dim + (walkers,))
+    energy = -sum((cube * np.roll(cube, 1, axis=a)).sum(axis=tuple(range(dim))) for a in range(dim))
+    eng = Engine(device, geom, walkers, 1, options=choose_options(device.facts, geom, walkers=walkers))
+    eng.write_lattice(lattice)
+    bins, _ = eng.measure()
+    np.testing.assert_array_equal(bins, (energy - geom.e_min) // 4)
+    x = energy / (dim * geom.N)                       # in [-1, 1]
+    assert x.min() < -0.85 and x.max() > 0.85
+    # expected a quarter of the walkers per quarter of the range; 8 sigma of 2048 draws is 0.08
+    quarters = np.histogram(x, bins=[-1, -0.5, 0, 0.5, 1])[0] / walkers
+    assert np.all(np.abs(quarters - 0.25) < 0.08), quarters

@@ -122,10 +122,11 @@ def _start(args, comm, say):
         if weights is not None:
             sim.set_log_weights(weights)
     o = sim.options
+    wg = f"{o['wg']}" + (f" ({o['wg_recorded']} recording)" if "wg_recorded" in o else "")
     where = sim.device.name if comm is None else f"{comm.Get_size()} MPI ranks (rank 0: {sim.device.name})"
     say(f"muca {sim.geom}{' (E <= 0, ln g mirrored)' if sim.symmetric else ''}, {sim.walkers} walkers, "
         f"seed {sim.seed}, on {where} "
-          f"(wg {o['wg']}, lattice {o['lattice']}, table {o['table']}, histogram {o['hist']}"
+          f"(wg {wg}, lattice {o['lattice']}, table {o['table']}, histogram {o['hist']}"
           f"{' in 16 bits' if o['hist'] == 'local' and o.get('hist_bits') == 16 else ''}, "
           f"{o['per_item']} walker(s) per work item)"
           + (f", resumed from {args.resume}" + (" (in the production)" if sim.producing else "")

@@ -13,6 +13,7 @@ and whenever the caller reads them.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -289,6 +290,17 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
             and hist == "local" and hist_bits == 16 and facts.max_work_group >= 256
             and (walkers is None or busiest(256) <= busiest(wg))):
         wg = 256        # 16-bit counts are flushed every 65535 // (256 per_item) >= 7 steps: always in time
+    # NVIDIA 2D, codes in global memory beside 16-bit local counts, 1024 walkers per SM (L =
+    # 128): the recorded launches in work groups of 512. The driver sizes local memory for the
+    # work groups an SM could hold by their items (8 of 256, 4 of 512) and leaves L1 the rest:
+    # ~24 KB beside 8 x 33 KB of counts, ~124 KB beside 4 (H200, a pointer chase), room for
+    # the 82 KB of codes that walkers spread over the range use (H200, such walkers, recorded
+    # 298 against 279 flips/ns; the unrecorded launches, no local memory, lose: 374 against 395)
+    wg_recorded = wg
+    if (not wg_chosen and facts.vendor == "nvidia" and geom.dim == 2 and table == "global" and hist == "local"
+            and hist_bits == 16 and per_item == 2 and wg == 256 and facts.max_work_group >= 512
+            and walkers is not None and walkers >= 1024 * facts.compute_units and busiest(512) <= busiest(wg)):
+        wg_recorded = 512   # <= 128 registers per item: the recorded kernel there takes 120-123
     # GPUs: smaller work groups where the walkers would leave a compute unit without one
     # and the busiest unit would hold fewer
     # (H200, 2D L = 128 at 256 walkers per SM: 175 / 125 flips/ns with 128 items, 153 / 121
@@ -342,7 +354,8 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
             "combine": combine, "layout": layout, "ahead": ahead,
             "hist_bits": hist_bits, "table_recorded": table_recorded,
             "desc_ahead": desc_ahead, "nd_first": nd_first,
-            **({"layout_recorded": layout_recorded} if layout_recorded != layout else {})}
+            **({"layout_recorded": layout_recorded} if layout_recorded != layout else {}),
+            **({"wg_recorded": wg_recorded} if wg_recorded != wg else {})}
 
 
 def histogram_plan(facts, geom: Geometry, options: dict, wg: int, per_item: int, flush: int, total: int,
@@ -400,14 +413,16 @@ class Engine:
             raise ValueError(f"offset must be a multiple of {LANES} (whole lattice words), got {offset}")
         self.dev, self.geom, self.W = dev, geom, walkers
         self.G = groups(walkers)
-        # the lattice padded to whole work groups (words of no walker): every work item has its word
-        per_group = options["wg"] // (LANES // options["per_item"])
+        # the lattice padded to whole work groups of both launches (words of no walker): every
+        # work item has its word
+        self.wg = options["wg"]
+        self.wg_recorded = options.get("wg_recorded", self.wg)
+        per_group = math.lcm(self.wg, self.wg_recorded) // (LANES // options["per_item"])
         self.Gp = -(-self.G // per_group) * per_group
         self.comm = comm                 # engines of the other walkers (MPI ranks): counts are summed
         self.offset = offset
         self.total = walkers if total is None else total
         self.options = dict(options)
-        self.wg = options["wg"]
         self.per_item = options["per_item"]
         self.key = seed_key(seed)
         self.seed = seed
@@ -501,10 +516,11 @@ class Engine:
         `trip_range` (see reset_passages)."""
         g = self.geom
         o = self.options
-        flush = o.get("hist_flush", hist_flush_steps(self.wg, self.per_item))
-        hist, bits, table, rows = histogram_plan(self.dev.facts, g, o, self.wg, self.per_item, flush,
+        wg_rec = self.wg_recorded           # the histogram is counted in the recorded launches
+        flush = o.get("hist_flush", hist_flush_steps(wg_rec, self.per_item))
+        hist, bits, table, rows = histogram_plan(self.dev.facts, g, o, wg_rec, self.per_item, flush,
                                                  self.total, self.offset, slots)
-        window = window_plan(self.dev.facts, g, o, self.wg, self.per_item, hist)
+        window = window_plan(self.dev.facts, g, o, wg_rec, self.per_item, hist)
         # a histogram in global memory without windows: a walker's steps in one bin added by
         # one atomic when it leaves the bin (H200, 2D L = 256: 33 -> 51-58 recorded flips/ns;
         # 3D L = 32: 43-46 -> 57-60; PoCL on 2 cores: 2-3 % faster); with local counts the
@@ -515,22 +531,23 @@ class Engine:
         self._prog = {}
         for record in (False, True):
             launch = "recorded" if record else "unrecorded"
+            wg = wg_rec if record else self.wg
             key = (hist, bits, table, bool(magnet), rows, bool(trips), record, runs, window, window_flush)
             if key not in self._programs:     # built once per engine (each iteration configures)
                 layout = recorded_layout(o) if record else o.get("layout", "pair")
                 tab = table if record else o["table"]
-                used = _local_bytes(g, self.wg, tab, hist if record else "global", o["combine"], rows, layout,
+                used = _local_bytes(g, wg, tab, hist if record else "global", o["combine"], rows, layout,
                                     o.get("lattice", "global"), self.per_item, bits) + (
-                    window_bytes(window, self.wg, self.per_item) if record and window else 0)
+                    window_bytes(window, wg, self.per_item) if record and window else 0)
                 _check_local(self.dev.facts, g, used, f"the {launch} launches of {o}")
                 self._programs[key] = self.dev.build(
-                    "muca/update.cl", **g.template(), wg=self.wg, K=self.per_item, combine=o["combine"],
+                    "muca/update.cl", **g.template(), wg=wg, K=self.per_item, combine=o["combine"],
                     table=tab, hist=hist, record=record, magnet=bool(magnet),
                     hist_rows=rows, hist_bits=bits, hist_flush=flush if bits == 16 else 0,
                     trips=bool(trips), ahead=bool(o.get("ahead", True)), layout=layout,
                     nd_first=o.get("nd_first", "none") in ("all", launch),
                     desc_ahead=o.get("desc_ahead", "none") in ("all", launch),
-                    lattice=o.get("lattice", "global"), full=self.W % (self.wg * self.per_item) == 0,
+                    lattice=o.get("lattice", "global"), full=self.W == self.Gp * LANES,
                     runs=runs, window=window, window_flush=window_flush)
             self._prog[record] = self._programs[key]
         self.trips = bool(trips)
@@ -637,11 +654,12 @@ class Engine:
         lo, hi = np.uint32(t & 0xFFFFFFFF), np.uint32(t >> 32)
         k0, k1 = np.uint32(self.key[0]), np.uint32(self.key[1])
         blocks = ((t + n - 1) >> 2) - (t >> 2) + 1
-        stride = 4 * (self.wg // (LANES // self.per_item) if self.options.get("lattice") == "local" else self.Gp)
+        wg = self.wg_recorded if record else self.wg
+        stride = 4 * (wg // (LANES // self.per_item) if self.options.get("lattice") == "local" else self.Gp)
         self._setup.muca_sites(self.queue, *self._small(blocks), self.sites, lo, hi, np.uint32(n), k0, k1,
                                np.uint32(stride))
         self._prog[record].muca_update(
-            self.queue, (self._items(),), (self.wg,), self.lattice, self.bins, self.mags,
+            self.queue, (self._items(),), (wg,), self.lattice, self.bins, self.mags,
             self.codes_recorded if record else self.codes,
             self.exact, self.sites, self._hist_buf, self._mhist_buf, self.passages, np.uint32(n), lo, hi,
             k0, k1, np.uint32(self.W), np.uint32(self.offset), np.uint32(self.slots), np.uint32(self.total),
