@@ -192,7 +192,8 @@ def _checked_choices(facts, wg, table, hist, per_item, lattice):
 def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_item=None, lattice=None,
                    walkers=None) -> dict:
     """The kernel plan for `walkers` on this device (None: the default count):
-    work-group size, walkers per work item (per_item: 1, 2,
+    work-group size (the recorded launches' own where it differs:
+    "wg_recorded"), walkers per work item (per_item: 1, 2,
     4, ... 32; the 32 / per_item items of a lattice word combine their flips by
     a warp vote on NVIDIA, else through local memory), the layout of the
     threshold codes (per pair of bins, per row in 8 bits, or in 16 bits in the
