@@ -294,7 +294,7 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
     # NVIDIA 2D, codes in global memory beside 16-bit local counts, 1024 walkers per SM (L =
     # 128): the recorded launches in work groups of 512. The driver sizes local memory for the
     # work groups an SM could hold by their items (8 of 256, 4 of 512) and leaves L1 the rest:
-    # ~24 KB beside 8 x 33 KB of counts, ~124 KB beside 4 (H200, a pointer chase), room for
+    # ~24 KB beside 8 x 33 KB of counts (H200, a pointer chase), by that rule ~124 KB beside 4, room for
     # the 82 KB of codes that walkers spread over the range use (H200, such walkers, recorded
     # 298 against 279 flips/ns; the unrecorded launches, no local memory, lose: 374 against 395)
     wg_recorded = wg
