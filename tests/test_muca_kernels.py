@@ -551,15 +551,12 @@ def test_bench_spread_start_covers_the_range(device, dim, L):
     geom, walkers = Geometry(dim, L), 2048 + 5
     lattice = spread_lattice(geom, walkers)
     assert lattice.shape == (geom.N, 65) and not np.any(lattice[:, -1] >> 5)
-    spins = (lattice[:, :, None] >> np.arange(32, dtype=np.uint32)) & 1
-    spins = 2 * spins.reshape(geom.N, -1)[:, :walkers].astype(np.int64) - 1
-    cube = spins.reshape((L,) * dim + (walkers,))
-    energy = -sum((cube * np.roll(cube, 1, axis=a)).sum(axis=tuple(range(dim))) for a in range(dim))
+    want, _ = ref.measure(geom, lattice, walkers)
     eng = Engine(device, geom, walkers, 1, options=choose_options(device.facts, geom, walkers=walkers))
     eng.write_lattice(lattice)
     bins, _ = eng.measure()
-    np.testing.assert_array_equal(bins, (energy - geom.e_min) // 4)
-    x = energy / (dim * geom.N)                       # in [-1, 1]
+    np.testing.assert_array_equal(bins, want)
+    x = geom.energies(want) / (dim * geom.N)          # in [-1, 1]
     assert x.min() < -0.85 and x.max() > 0.85
     # expected a quarter of the walkers per quarter of the range; 8 sigma of 2048 draws is 0.08
     quarters = np.histogram(x, bins=[-1, -0.5, 0, 0.5, 1])[0] / walkers
