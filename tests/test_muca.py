@@ -212,6 +212,31 @@ def test_same_seed_same_bits_for_every_kernel_variant(device):
     assert _records(diff) != _records(sim)
 
 
+def test_covered_iterations_count_one_step_in_four(device):
+    """While the range widens an iteration's histogram counts every recorded
+    step; once it is covered, the steps t that are multiples of COUNT_EVERY
+    (the histogram totals say so, walkers x counted steps)."""
+    from clphys.muca.simulation import COUNT_EVERY
+    sim = Multicanonical(4, walkers=64, seed=3, device=device)
+    finish, seen = sim._finish_iteration, []
+
+    def recorded():
+        covered = sim.width >= sim.top
+        rec = finish()
+        eng = sim._engine
+        steps = range(eng.t - rec.updates, eng.t)
+        seen.append((covered, eng.every, int(eng.hist.sum()), sum(t % eng.every == 0 for t in steps)))
+        return rec
+
+    sim._finish_iteration = recorded
+    sim.iterate()
+    assert sim.converged
+    assert {covered for covered, *_ in seen} == {False, True}
+    for covered, every, total, counted in seen:
+        assert every == (COUNT_EVERY if covered else 1)
+        assert total == 64 * counted
+
+
 def _interrupt_on_call(sim, call):
     """SIGINT to ourselves on the call-th launch slice: run_sliced stops after it."""
     real = sim._engine.advance

@@ -97,7 +97,7 @@ def _random_thresholds(geom, seed=1):
 
 
 def _check_against_twin(dev, geom, walkers, opts, *, magnet, t0=5, n=37, n_skip=10, slots=None, seed=11,
-                        thr=None):
+                        thr=None, every=1):
     slots = slots or (3 if magnet else 1)       # one slot: the iterations' one-row local histogram
     eng = _engine(dev, geom, walkers, seed, **opts)
     bins, mags = eng.randomize()
@@ -108,7 +108,7 @@ def _check_against_twin(dev, geom, walkers, opts, *, magnet, t0=5, n=37, n_skip=
     np.testing.assert_array_equal(mags, want_mags)
     thr = _random_thresholds(geom) if thr is None else thr
     eng.set_thresholds(thr)
-    eng.configure(slots, magnet, magnet)
+    eng.configure(slots, magnet, magnet, every=every)
     trip_range = (geom.nbins // 2 - 1, geom.nbins // 2 + 1)     # ends the walkers reach in n steps
     state0 = ((np.arange(walkers, dtype=np.uint32) * 5) << 2) | (np.arange(walkers, dtype=np.uint32) % 3)
     eng.reset_passages(*trip_range, state0)
@@ -116,7 +116,7 @@ def _check_against_twin(dev, geom, walkers, opts, *, magnet, t0=5, n=37, n_skip=
     eng.advance(n, n_skip)
     eng.flush()
     lat, b, m, hist, mhist, *passages = ref.update(
-        geom, lat0, want_bins, want_mags, thr, t0, n, n_skip, seed, slots=slots, magnet=magnet,
+        geom, lat0, want_bins, want_mags, thr, t0, n, n_skip, seed, slots=slots, magnet=magnet, every=every,
         **(dict(passages=state0, trip_range=trip_range) if magnet else {}))
     if magnet:
         got = eng.read_passages()
@@ -126,7 +126,8 @@ def _check_against_twin(dev, geom, walkers, opts, *, magnet, t0=5, n=37, n_skip=
     got_b, got_m = eng.read_bins()
     np.testing.assert_array_equal(got_b, b)
     np.testing.assert_array_equal(eng.hist, hist)
-    assert eng.hist.sum() == walkers * (n - n_skip)          # no lost counts
+    counted = sum(t % every == 0 for t in range(t0 + n_skip, t0 + n))
+    assert eng.hist.sum() == walkers * counted               # no lost counts
     if magnet:
         np.testing.assert_array_equal(got_m, m)
         am = 2.0 * np.arange(geom.nm) / geom.N
@@ -146,20 +147,37 @@ def test_engine_matches_numpy_twin(device, geom, walkers, opts):
     _check_against_twin(device, geom, walkers, opts, magnet=(walkers % 2 == 1))
 
 
-def test_window_counts_at_the_flush_limit(device):
-    """A window's 8-bit counts hold window_flush + 6 steps of one walker in one
-    bin: walkers held in their bins (moves into every bin but each third one
-    all but forbidden) count up to 247 + 6 steps per bin and window, and the
-    histogram still equals the twin's."""
+# every place of the histogram (local 32-bit, 16-bit flushed, global with runs, windows) and the
+# ordered loads, counting 1 in 2 or 4 steps
+THINNED = [VARIANTS[i] for i in (1, 5, 7, 9, 10, 14, 18)]
+
+
+@pytest.mark.parametrize("every", [2, 4])
+@pytest.mark.parametrize("opts", THINNED, ids=lambda o: "-".join(f"{k}{v}" for k, v in o.items()))
+def test_counting_every_few_steps_matches_the_twin(device, opts, every):
+    """Recorded launches that count a walker's bin at the steps t that are
+    multiples of `every` (ragged starts and ends of a launch, whole blocks)
+    give the twin's lattices, bins, passages and histograms."""
+    for geom, walkers in ((Geometry(2, 6), 70), (Geometry(3, 4), 13)):
+        _check_against_twin(device, geom, walkers, opts, magnet=(walkers % 2 == 1), t0=7, n=45, every=every)
+
+
+@pytest.mark.parametrize("every", [1, 4])
+def test_window_counts_at_the_flush_limit(device, every):
+    """A window's 8-bit counts hold the counted ones of window_flush + 6 steps
+    of one walker in one bin (window_flush = 247 `every` steps): walkers held
+    in their bins (moves into every bin but each third one all but forbidden)
+    count up to 247 + 6 counted steps per bin and window, and the histogram
+    still equals the twin's."""
     geom, walkers = Geometry(2, 6), 70
     ln_w = np.where(np.arange(geom.nbins) % 3 == 0, 0.0, -1000.0)
     opts = dict(per_item=32, wg=8, lattice="global", table="global", hist="global", window=8, window_flush=247)
-    eng = _check_against_twin(device, geom, walkers, opts, magnet=False, n=900, n_skip=100,
-                              thr=protocol.thresholds(ln_w, geom.dim))
+    eng = _check_against_twin(device, geom, walkers, opts, magnet=False, n=900 * every, n_skip=100 * every,
+                              thr=protocol.thresholds(ln_w, geom.dim), every=every)
     assert eng.hist_mode == "window8"
     bins, _ = eng.read_bins()
     assert np.all(bins % 3 == 0)                              # every walker held
-    assert np.all(eng.hist[0, np.unique(bins)] >= 800)        # 800 steps each, 3 flushes at most
+    assert np.all(eng.hist[0, np.unique(bins)] >= 800)        # 800 counted steps each, 3 flushes at most
 
 
 @pytest.mark.slow
@@ -332,8 +350,26 @@ def test_templates_render(vendor):
         render("muca/update.cl", facts, K=1, combine="none", **base)
     with pytest.raises(ValueError, match="lattice must be 'global' or 'local'"):
         render("muca/update.cl", facts, K=32, combine="none", lattice="texture", **base)
-    with pytest.raises(ValueError, match="hist_flush must be 7 .. 65535"):
+    with pytest.raises(ValueError, match="hist_flush must be 7 .. every 65535"):
         render("muca/update.cl", facts, K=32, combine="none", hist_bits=16, hist_flush=6, **base)
+    # counting 1 step in `every`: the flush intervals of the 16-bit rows and of the windows
+    # grow with it (a count grows by at most a group's walkers, or 1 per window, per counted step)
+    cap = 0xFFFF // (64 * 32)
+    render("muca/update.cl", facts, K=32, combine="none", hist_bits=16, hist_flush=4 * cap, every=4, **base)
+    with pytest.raises(ValueError, match="hist_flush must be 7 .. every 65535"):
+        render("muca/update.cl", facts, K=32, combine="none", hist_bits=16, hist_flush=4 * cap + 1, every=4,
+               **base)
+    windowed = dict(base, hist="global", hist_rows=1, window=8)
+    render("muca/update.cl", facts, K=32, combine="none", window_flush=4 * 255 - 8, every=4, **windowed)
+    for flush, every in ((248, 1), (4 * 255 - 7, 4)):
+        with pytest.raises(ValueError, match="window_flush 4 .. 255 every - 8"):
+            render("muca/update.cl", facts, K=32, combine="none", window_flush=flush, every=every, **windowed)
+    with pytest.raises(ValueError, match="every must be 1, 2 or 4"):
+        render("muca/update.cl", facts, K=32, combine="none", every=3, **base)
+    # whole blocks count their first step only, the ragged start and end the steps t % 4 == 0
+    every_step, every_4 = (render("muca/update.cl", facts, K=32, combine="none", every=e, **base) for e in (1, 4))
+    assert every_4.count("atomic_inc(&hist_l") < every_step.count("atomic_inc(&hist_l")
+    assert "(c & 3u) == 0u" in every_4 and "(c & 3u) == 0u" not in every_step
     with pytest.raises(ValueError, match="hist_bits must be 32 or 16"):
         render("muca/update.cl", facts, K=32, combine="none", hist_bits=8, **base)
     with pytest.raises(ValueError, match="nd_first and desc_ahead go with ahead"):
@@ -516,24 +552,26 @@ def test_default_walkers_per_device_and_size():
         default_walkers(gpu, ranks=0)
 
 
+@pytest.mark.parametrize("every", [1, 4])
 @pytest.mark.parametrize("slots,walkers,wg", [(1, 256, 8), (3, 200, 2)], ids=["one-row", "two-rows"])
-def test_16_bit_local_counts_flush_before_they_wrap(device, slots, walkers, wg):
+def test_16_bit_local_counts_flush_before_they_wrap(device, slots, walkers, wg, every):
     """16-bit local counts (the plan's histogram where 32-bit counts do not fit)
     over more than 65535 counts per bin in one launch: flushed inside the launch
-    at the interval the plan derives from the work group's walkers, they give
-    the twin's counts; one work group per slot row, or straddling two rows."""
-    geom, seed, n = Geometry(2, 4), 6, 1300
+    at the interval the plan derives from the work group's walkers (`every`
+    times longer when 1 step in `every` is counted), they give the twin's
+    counts; one work group per slot row, or straddling two rows."""
+    geom, seed, n = Geometry(2, 4), 6, 1300 * every
     eng = _engine(device, geom, walkers, seed, per_item=32, wg=wg, lattice="global", table="local",
                   hist="local", hist_bits=16)
     bins, mags = eng.randomize()
     thr = protocol.thresholds(np.zeros(geom.nbins), geom.dim)     # canonical at T = infinity
     eng.set_thresholds(thr)
-    eng.configure(slots, False)
+    eng.configure(slots, False, every=every)
     assert eng.hist_mode == "local16"
     eng.advance(n, 0)                        # one launch
     eng.flush()
     lat0 = ref.initial_lattice(geom, walkers, seed)
-    _, b, _, hist, _ = ref.update(geom, lat0, bins, mags, thr, 0, n, 0, seed, slots=slots)
+    _, b, _, hist, _ = ref.update(geom, lat0, bins, mags, thr, 0, n, 0, seed, slots=slots, every=every)
     assert hist.max() > 0xFFFF or slots > 1              # the counts of one launch pass 16 bits
     np.testing.assert_array_equal(eng.hist, hist)
     np.testing.assert_array_equal(eng.read_bins()[0], b)

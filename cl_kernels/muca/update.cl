@@ -39,6 +39,10 @@
 ## computes every step's nd of a block from its words before the next block's loads
 ## are issued, and desc_ahead loads the step descriptors a block before the words they
 ## address (both: the same walkers and histograms).
+## every (record; 1, 2 or 4): a walker's bin is counted at the steps t that are
+## multiples of `every` only (a walker's bin changes by at most dim per step and
+## its histogram's autocorrelation time is far longer, so 1 in 4 steps holds the
+## same information; the counting is what the recorded launches pay for).
 ## trips: each walker's passages between the ends trip_lo / trip_hi
 ## of the energy range, trips[j] = passages << 2 | last end (1 low, 2 high).
 ##
@@ -80,9 +84,13 @@
     if hist_bits not in (32, 16):
         raise ValueError("muca update.cl: hist_bits must be 32 or 16, got %r" % (hist_bits,))
     half = record and hist == "local" and hist_bits == 16     # 16-bit local counts
-    if half and not 7 <= hist_flush <= 0xFFFF // (wg * K):
-        raise ValueError("muca update.cl: hist_flush must be 7 .. 65535 / (wg K) = %d steps with 16-bit "
-                         "counts, got %r" % (0xFFFF // (wg * K), hist_flush))
+    every = int(context.get("every", 1))
+    if every not in (1, 2, 4):
+        raise ValueError("muca update.cl: every must be 1, 2 or 4, got %r" % (every,))
+    # a count grows by at most wg K in `every` steps
+    if half and not 7 <= hist_flush <= every * (0xFFFF // (wg * K)):
+        raise ValueError("muca update.cl: hist_flush must be 7 .. every 65535 / (wg K) = %d steps with 16-bit "
+                         "counts, got %r" % (every * (0xFFFF // (wg * K)), hist_flush))
     if wg % P:
         raise ValueError("muca update.cl: wg = %d is not a multiple of the %d work items per word" % (wg, P))
     S = 2 * dim + 1                  # words per step
@@ -91,11 +99,12 @@
     runs = bool(context.get("runs", False)) and hmode != "none"
     win = int(context.get("window", 0)) if hmode == "global" else 0
     win_flush = int(context.get("window_flush", 0))
-    # a window's 8-bit count holds at most window_flush + 6 steps (a block past the flush
-    # check and a ragged end of 3)
-    if win and (win % 4 or runs or not 4 <= win_flush <= 0xFF - 8):
+    # a window's 8-bit count holds the counted ones of at most window_flush + 6 steps (a block
+    # past the flush check and a ragged end of 3)
+    if win and (win % 4 or runs or not 4 <= win_flush <= every * 0xFF - 8):
         raise ValueError("muca update.cl: window must be a multiple of 4, without runs, with window_flush "
-                         "4 .. 247 steps, got window=%r, window_flush=%r, runs=%r" % (win, win_flush, runs))
+                         "4 .. 255 every - 8 = %d steps, got window=%r, window_flush=%r, runs=%r"
+                         % (every * 0xFF - 8, win, win_flush, runs))
     NW = wg * K                      # walkers of a work group (a window's words are NW apart)
     # 2D: walkers past W count into a spare word after the local rows, not behind a branch
     # (H200, 2D L = 64: recorded 216 -> 267 flips/ns); 3D keeps the branch (L = 16: 253 -> 179)
@@ -115,6 +124,9 @@
     code_type = "ushort" if layout == "row16" else "uchar"
     sync = {"none": "", "ballot": "MU_WARP_SYNC();", "local": "barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);"}[combine]
     comps = "xyzw"
+    # the ragged start and end of a launch: step t counted iff t % every == 0 (whole blocks
+    # start at multiples of 4: their step c is counted iff c % every == 0)
+    ragged_tally = "1" if every == 1 else "(c & %du) == 0u" % (every - 1)
     def dword(prefix, c, a):
         k = c * S + a
         return "%s%d.%s" % (prefix, k // 4, comps[k % 4])
@@ -196,7 +208,7 @@ __attribute__((noinline)) uint8 mu_reload(__global const uint *dp, ${"__local" i
 
 ## One step: words w (names), acceptance word of walker i = word_of(i), store at
 ## `off`; updates the walkers' state and stores the site's new word.
-<%def name="step(w, word_of, off, c=None)">
+<%def name="step(w, word_of, off, c=None, tally='1')">
         {
 % if c is None:
 ${planes(w)}
@@ -313,8 +325,11 @@ ${planes(w)}
                         tr[v] = (((tr[v] >> 2) + ((tr[v] & 3u) != 0u)) << 2) | end;
                 }
 % endif
-% if record:
+% if record and tally != "0":
 <% counted = "" if spare else "if (real[v]) " %>\
+%   if tally != "1":
+                if (${tally}) {
+%   endif
 %   if runs:
                 if (bin[v] != run_bin[v]) {
                     ${counted}${count("v", "run_bin[v]", "run_n[v]")}
@@ -327,6 +342,9 @@ ${planes(w)}
 %   endif
 %   if magnet:
                 if (real[v]) MU_COUNT(&mhs[(size_t)(mrow[v] + (uint)bin[v]) * MU_NM + (uint)abs(m[v]) / 2u]);
+%   endif
+%   if tally != "1":
+                }
 %   endif
 % endif
             }
@@ -532,7 +550,7 @@ ${load_step(cur[c], "desc + (size_t)(i + %du + doff) * MU_SPAN" % c)}
 ${nd_of(cur[c], c)}
 % endif
         }
-${step(cur[c], "cur%d[v]" % c, co[c], c if nd_first else None)}
+${step(cur[c], "cur%d[v]" % c, co[c], c if nd_first else None, "0" if c % every else "1")}
 % endfor
         ${sync}
         i += 4u;
@@ -679,7 +697,7 @@ void muca_update(__global uint *lattice, __global int *bins, __global int *mags,
         __global const uint *const dp = desc + (size_t)(i + doff) * MU_SPAN;
         ${sync}
 ${load_step(wn, "dp")}
-${step(wn, "c == 1u ? rnd1[v] : c == 2u ? rnd2[v] : rnd3[v]", "dp[0] & 0x7FFFFFFFu")}
+${step(wn, "c == 1u ? rnd1[v] : c == 2u ? rnd2[v] : rnd3[v]", "dp[0] & 0x7FFFFFFFu", tally=ragged_tally)}
     }
     if (doff != 0u) {
         for (uint v = 0; v < ${K}u; ++v) {
@@ -747,7 +765,7 @@ ${whole_block(nw, noffs, "nflags", cw, offs, "flags")}
         __global const uint *const dp = desc + (size_t)(i + doff) * MU_SPAN;
         ${sync}
 ${load_step(wn, "dp")}
-${step(wn, "c == 0u ? rnd0[v] : c == 1u ? rnd1[v] : rnd2[v]", "dp[0] & 0x7FFFFFFFu")}
+${step(wn, "c == 0u ? rnd0[v] : c == 1u ? rnd1[v] : rnd2[v]", "dp[0] & 0x7FFFFFFFu", tally=ragged_tally)}
     }
 % if runs:
 ${close_runs()}

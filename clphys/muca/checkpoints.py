@@ -120,7 +120,8 @@ class MulticanonicalCheckpoints:
     def _restore(self, header, arrays, p, slots):
         eng = self._engine
         magnet = field(header, "magnet", bool, path=p)
-        eng.configure(slots, magnet)
+        self.width = header["width"]
+        eng.configure(slots, magnet, every=self._iteration_every())
         eng.t = field(header, "t", int, minimum=0, path=p)
         eng.write_lattice(arrays["lattice"])
         bins, mags = eng.measure()

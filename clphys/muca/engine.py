@@ -510,11 +510,14 @@ class Engine:
         cl.enqueue_copy(self.queue, self.exact, exact, is_blocking=True)
 
     # ----------------------------------------------------------- histograms
-    def configure(self, slots: int, magnet: bool, trips: bool = False):
+    def configure(self, slots: int, magnet: bool, trips: bool = False, every: int = 1):
         """Start new histograms: `slots` groups of walkers (jackknife blocks), and
         (E, |M|) histograms if `magnet`. Totals restart at zero. With `trips`,
         the launches also count each walker's passages between the ends of
-        `trip_range` (see reset_passages)."""
+        `trip_range` (see reset_passages). `every` (1, 2 or 4): the recorded
+        launches count a walker's bin at the steps t that are multiples of it."""
+        if every not in (1, 2, 4):
+            raise ValueError(f"every must be 1, 2 or 4, got {every!r}")
         g = self.geom
         o = self.options
         wg_rec = self.wg_recorded           # the histogram is counted in the recorded launches
@@ -527,13 +530,15 @@ class Engine:
         # 3D L = 32: 43-46 -> 57-60; PoCL on 2 cores: 2-3 % faster); with local counts the
         # extra registers cost more than the atomics they save (H200, 2D L = 64: 357 -> 301)
         runs = bool(o.get("runs", hist == "global" and not window))
-        window_flush = int(o.get("window_flush", WINDOW_FLUSH_STEPS))
+        # the windows' and 16-bit rows' flush intervals, `every` times longer when 1 step in
+        # `every` is counted
+        window_flush = int(o.get("window_flush", WINDOW_FLUSH_STEPS)) * every
         # two programs: the thermalisation's launches (nothing counted) and the recorded ones
         self._prog = {}
         for record in (False, True):
             launch = "recorded" if record else "unrecorded"
             wg = wg_rec if record else self.wg
-            key = (hist, bits, table, bool(magnet), rows, bool(trips), record, runs, window, window_flush)
+            key = (hist, bits, table, bool(magnet), rows, bool(trips), record, runs, window, window_flush, every)
             if key not in self._programs:     # built once per engine (each iteration configures)
                 layout = recorded_layout(o) if record else o.get("layout", "pair")
                 tab = table if record else o["table"]
@@ -544,12 +549,12 @@ class Engine:
                 self._programs[key] = self.dev.build(
                     "muca/update.cl", **g.template(), wg=wg, K=self.per_item, combine=o["combine"],
                     table=tab, hist=hist, record=record, magnet=bool(magnet),
-                    hist_rows=rows, hist_bits=bits, hist_flush=flush if bits == 16 else 0,
+                    hist_rows=rows, hist_bits=bits, hist_flush=flush * every if bits == 16 else 0,
                     trips=bool(trips), ahead=bool(o.get("ahead", True)), layout=layout,
                     nd_first=o.get("nd_first", "none") in ("all", launch),
                     desc_ahead=o.get("desc_ahead", "none") in ("all", launch),
                     lattice=o.get("lattice", "global"), full=self.W == self.Gp * LANES,
-                    runs=runs, window=window, window_flush=window_flush)
+                    runs=runs, window=window, window_flush=window_flush, every=every if record else 1)
             self._prog[record] = self._programs[key]
         self.trips = bool(trips)
         self.hist_shape = (slots, g.nbins)
@@ -561,10 +566,11 @@ class Engine:
             self._mhist_buf = self._buffer(msize, np.uint32)
         self.slots, self.magnet = slots, bool(magnet)
         # recorded steps between flushes, fixed by the whole ensemble (every engine flushes
-        # at the same steps): a count of one slot grows by at most its walkers per step, so
-        # the counts summed over the ranks cannot wrap (64 slots at 2D L = 256 on an H200:
-        # recorded 147 -> 211 flips/ns against a limit from all the walkers)
-        self.limit = (2**32 - 1) // -(-self.total // slots)
+        # at the same steps): a count of one slot grows by at most its walkers per counted
+        # step (1 in `every`), so the counts summed over the ranks cannot wrap (64 slots at
+        # 2D L = 256 on an H200: recorded 147 -> 211 flips/ns against a limit from all the walkers)
+        self.limit = (2**32 - 1) // -(-self.total // slots) * every
+        self.every = every
         self.hist_mode = f"window{window}" if window else hist if hist == "global" else f"local{bits}"
         self.hist = np.zeros(self.hist_shape, np.int64)
         self.moments = np.zeros((slots, g.nbins, 3), np.float64) if magnet else None

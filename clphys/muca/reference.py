@@ -74,13 +74,14 @@ def sites(geom: Geometry, t0: int, n: int, seed: int) -> np.ndarray:
 
 
 def update(geom: Geometry, lattice, bins, mags, thr, t0, n, n_skip, seed, *, offset=0,
-           slots=1, total=None, magnet=False, passages=None, trip_range=None):
+           slots=1, total=None, magnet=False, passages=None, trip_range=None, every=1):
     """Do steps t0 .. t0 + n - 1 on (copies of) the walkers (len(bins) of them,
     global indices from `offset`); returns (lattice, bins, mags,
     hist[slots, nbins], mhist[slots, nbins, nm] or None) with int64 counts, and
     the passage words when `passages` (per walker: passages << 2 | last end,
     Engine.read_passages) is given with trip_range (lo, hi). Walker g counts
-    into slot g * slots // total (total: all walkers, default these). A flip
+    into slot g * slots // total (total: all walkers, default these) at the
+    recorded steps t that are multiples of `every`. A flip
     from bin b with k neighbours equal to the spin goes to b + k - dim and is
     accepted iff the walker's word <= thr[b, k] (protocol.thresholds)."""
     lat = np.array(lattice, dtype=np.uint32)
@@ -120,7 +121,7 @@ def update(geom: Geometry, lattice, bins, mags, thr, t0, n, n_skip, seed, *, off
             end = np.where(b <= lo, 1, np.where(b >= hi, 2, 0))
             new = (end != 0) & (end != (tr & 3))
             tr = np.where(new, (((tr >> 2) + ((tr & 3) != 0)) << 2) | end, tr)
-        if i >= n_skip:
+        if i >= n_skip and t % every == 0:
             np.add.at(hist, (slot, b), 1)
             if mhist is not None:       # (magnet)
                 np.add.at(mhist, (slot, b, np.abs(m) // 2), 1)

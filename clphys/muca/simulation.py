@@ -52,6 +52,9 @@ DEFAULT_BLOCKS = 100
 # walkers that every work group's walkers (wg * per_item, powers of two) divide
 BLOCK_ALIGN = 1024
 ITERATION_ROWS = 64
+# once an iteration's range is covered, its histogram counts a walker's bin at
+# every COUNT_EVERY-th step (docs/muca.md, "Counting 1 step in 4")
+COUNT_EVERY = 4
 DEFAULT_TARGET_ERROR = 0.02
 
 
@@ -362,9 +365,13 @@ class Multicanonical(MulticanonicalCheckpoints):
         # a histogram in global memory: ITERATION_ROWS rows (walker groups), summed
         # after the iteration (atomics of all walkers on one row contend)
         rows = ITERATION_ROWS if self._engine.options["hist"] == "global" else 1
-        self._engine.configure(min(rows, self.walkers), False)
+        self._engine.configure(min(rows, self.walkers), False, every=self._iteration_every())
         self._engine.set_thresholds(self._thresholds())
         self._iter = {"therm": therm, "updates": updates, "u": u, "done": 0, "seconds": 0.0}
+
+    def _iteration_every(self):
+        """Steps per counted step of the next iteration's histogram."""
+        return COUNT_EVERY if self.width >= self.top else 1
 
     def _advance(self, state, n):
         """Enqueue n more steps of the running phase (thermalisation first)."""
