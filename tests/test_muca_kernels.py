@@ -203,11 +203,14 @@ def test_oclgrind_runs_16_bit_local_counts(oclgrind):
     keep = []
     geom = Geometry(2, 4)
     flushed = dict(hist="local", hist_bits=16, hist_flush=7)
-    for walkers, slots, opts in ((45, 1, dict(per_item=1, wg=32, lattice="global", layout="row", **flushed)),
-                                 (45, 1, dict(per_item=2, wg=16, lattice="local", table="global", **flushed)),
-                                 (70, 1, VARIANTS[6]), (200, 3, VARIANTS[5]), (200, 3, VARIANTS[9])):   # 9: with runs
-        keep.append(_check_against_twin(oclgrind, geom, walkers, opts, magnet=False, slots=slots, n=23,
-                                        n_skip=6))
+    # (every: 1 step in 4 counted, the flushes 4 times further apart)
+    for walkers, slots, opts, every in (
+            (45, 1, dict(per_item=1, wg=32, lattice="global", layout="row", **flushed), 1),
+            (45, 1, dict(per_item=2, wg=16, lattice="local", table="global", **flushed), 1),
+            (45, 1, dict(per_item=2, wg=16, lattice="global", table="global", **flushed, **EARLY), 4),
+            (70, 1, VARIANTS[6], 1), (200, 3, VARIANTS[5], 1), (200, 3, VARIANTS[9], 1)):   # 9: with runs
+        keep.append(_check_against_twin(oclgrind, geom, walkers, opts, magnet=False, slots=slots,
+                                        n=23 if every == 1 else 61, n_skip=6, every=every))
         assert keep[-1].hist_mode == "local16"
 
 
