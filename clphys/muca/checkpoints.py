@@ -120,7 +120,7 @@ class MulticanonicalCheckpoints:
     def _restore(self, header, arrays, p, slots):
         eng = self._engine
         magnet = field(header, "magnet", bool, path=p)
-        self.width = header["width"]
+        self.width = header["width"]         # (the iteration's width says how it counts)
         eng.configure(slots, magnet, every=self._iteration_every())
         eng.t = field(header, "t", int, minimum=0, path=p)
         eng.write_lattice(arrays["lattice"])
@@ -138,7 +138,6 @@ class MulticanonicalCheckpoints:
         if not np.all(np.isfinite(w)):
             raise CheckpointError(f"checkpoint {p!r}: log_weights are not all finite")
         self.log_weights = w.copy()
-        self.width = header["width"]
         self._u = float(header["u"])
         self._kl = float(header["kl"])
         self._applied = field(header, "applied", bool, path=p)

@@ -53,7 +53,7 @@ DEFAULT_BLOCKS = 100
 BLOCK_ALIGN = 1024
 ITERATION_ROWS = 64
 # once an iteration's range is covered, its histogram counts a walker's bin at
-# every COUNT_EVERY-th step (docs/muca.md, "Counting 1 step in 4")
+# every COUNT_EVERY-th step (docs/muca.md, The method)
 COUNT_EVERY = 4
 DEFAULT_TARGET_ERROR = 0.02
 
