@@ -23,14 +23,14 @@
 ## its words after the flips before it.
 ##
 ## With record (a compile-time choice: the thermalisation's launches carry no
-## histogram code) each step adds the walker's energy bin to histogram slot
-## g * slots / total of its global index g (and (bin, |M|/2) to mhist with
-## magnet); hist="local" counts into work-group rows (its first walker's slot
+## histogram code) each counted step (see every) adds the walker's energy bin
+## to histogram slot g * slots / total of its global index g (and (bin, |M|/2)
+## to mhist with magnet); hist="local" counts into work-group rows (its first walker's slot
 ## and, with hist_rows = 2, the next) added to the global histogram at the end
 ## of the launch: hist_bits = 32-bit counts, or 16-bit ones two to a word
 ## (bin b in half b & 1 of word b / 2), also added every hist_flush steps,
 ## before a count can pass 65535 (the host sets hist_flush from the walkers
-## of a work group: wg K counts per step at most). window (hist="global", bins, a
+## of a work group: wg K counts per counted step at most). window (hist="global", bins, a
 ## multiple of 4; 0: none): each walker counts into its own window of that many bins
 ## in local memory (8-bit counts, four to a word), centred on its bin and added to
 ## the global histogram every window_flush steps and at the end; a step outside
