@@ -538,13 +538,16 @@ def test_windows_where_the_histogram_is_global():
 
 def test_default_walkers_per_device_and_size():
     # GPUs: 512 per compute unit (132 SMs of an H100/H200: 67584), the fastest measured
-    # at 2D L = 32 and 64 and in 3D; 1024 from 2D L = 128 on, where 512 left two seeds
-    # of three oscillating, except on several ranks (512 per SM each: two H200s then hold
-    # one H200's count and converged faster) and for E <= 0; CPUs 64 at every size
+    # at 2D L = 32 and in 3D; for the whole range of 2D on one rank 768 from L = 64 (every
+    # seed converged in about the same time, where 512 left two of eight ~1.7x slower)
+    # and 1024 from L = 128 (512 left two seeds of three oscillating), but 512 per SM on
+    # each of several ranks (two H200s then hold one H200's count and converged faster)
+    # and for E <= 0; CPUs 64 at every size
     gpu, cpu = fake_facts("nvidia"), fake_facts("pocl")
-    assert default_walkers(gpu) == default_walkers(gpu, Geometry(2, 64)) == 132 * 512 == 67584
-    assert default_walkers(gpu, Geometry(2, 126)) == 67584
+    assert default_walkers(gpu) == default_walkers(gpu, Geometry(2, 62)) == 132 * 512 == 67584
+    assert default_walkers(gpu, Geometry(2, 64)) == default_walkers(gpu, Geometry(2, 126)) == 132 * 768 == 101376
     assert default_walkers(gpu, Geometry(2, 128)) == default_walkers(gpu, Geometry(2, 256)) == 135168
+    assert default_walkers(gpu, Geometry(2, 64), symmetric=True) == default_walkers(gpu, Geometry(3, 64)) == 67584
     assert default_walkers(gpu, Geometry(3, 32)) == 67584
     assert default_walkers(cpu) == default_walkers(cpu, Geometry(2, 128)) == 2 * 64
     assert default_walkers(gpu, Geometry(2, 128), ranks=2) == default_walkers(gpu, Geometry(2, 64), ranks=2) == 135168

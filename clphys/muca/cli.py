@@ -404,8 +404,9 @@ def add_parsers(sub):
     p.add_argument("--dim", type=int, choices=(2, 3), default=None, help="lattice dimension (default 2)")
     p.add_argument("--size", "-L", type=int, default=None, help="linear size L (even)")
     p.add_argument("--walkers", type=int, default=None,
-                   help="parallel walkers in all (default: per compute unit of each GPU 512, 1024 for the whole "
-                        "range of 2D L >= 128 on one GPU; 64 per core on a CPU; docs/muca.md \"Walkers\")")
+                   help="parallel walkers in all (default: per compute unit of each GPU 512; for the whole "
+                        "range of 2D on one GPU 768 from L = 64, 1024 from L = 128; 64 per core on a CPU; "
+                        "docs/muca.md \"Walkers\")")
     p.add_argument("--seed", type=int, default=None, help="random seed (default 0)")
     p.add_argument("--kl", type=float, default=None,
                    help="stop the weight iteration when d_k < KL (default 1e-4, or the checkpoint's)")

@@ -41,19 +41,20 @@ MAGNET_BUDGET = 64 << 20       # magnetization histograms are recorded by defaul
 # stay well below that on PoCL.
 POCL_LOCAL_BUDGET = 4096
 # walkers per compute unit by default (Multicanonical(walkers=None), docs/muca.md
-# "Walkers"), measured on an H200: GPUs 512 in 3D and in 2D up to L = 64 (L = 32: 1.40
-# s to converge against 1.51-6.65 s with 256 to 64; 3D L = 24: 3 seeds in 254-300 s;
-# 2D L = 64: 6 seeds of 8 in 9.6-10.1 s and 2 in 16-18 s, against 11.6-11.7 s for every
-# seed with 768 (about the same mean), 15.9-16.7 s with 1024, 23 s with 640 (the last two
-# with an older kernel); seed 0 converged and produced in
-# 115 s against 134 s with 768, whose slower chains thermalise the production longer),
-# and 1024 from 2D L = 128 on, where 512 converged for one seed of three (280 s; the
-# others' weights oscillated) and 1024 for all three (367-370 s); L = 256 follows L =
-# 128 unmeasured. Each walker thermalises 30 w flips per iteration, so the work grows
-# with W faster than the kernel's rate. CPUs 64.
+# "Walkers"), each the count that converged fastest over the seeds measured on an
+# H200: GPUs 512 in 3D and in 2D up to L = 32 (L = 32: 1.40 s to converge against
+# 1.51-6.65 s with 256 to 64; 3D L = 24: 3 seeds in 254-300 s); 768 at 2D L = 64
+# (counting 1 step in 4 once the range is covered, one call: 11.2-11.7 s for seeds 1-6,
+# 7.0 s for seed 7, 13.1 s for seed 0 building the programs, mean 11.2 s, against
+# 9.5-10.0 s for 6 seeds and 16.8-16.9 s for 2 at 512, mean 11.5 s; 512 produces
+# faster, 94 against 113 s for seed 0, as its chains run faster); 1024 from 2D L = 128
+# on, where 512 converged for one seed of three (280 s; the others' weights oscillated)
+# and 1024 for all three (367-370 s); L = 256 follows L = 128 unmeasured. Each walker
+# thermalises 30 w flips per iteration, so the work grows with W faster than the
+# kernel's rate. CPUs 64.
 GPU_WALKERS_PER_UNIT = 512
-GPU_WALKERS_PER_UNIT_LARGE_2D = 1024
-LARGE_2D = 128
+GPU_WALKERS_PER_UNIT_MID_2D, MID_2D = 768, 64
+GPU_WALKERS_PER_UNIT_LARGE_2D, LARGE_2D = 1024, 128
 CPU_WALKERS_PER_UNIT = 64
 # On several ranks every GPU takes GPU_WALKERS_PER_UNIT, also from 2D L = 128 on: two
 # H200s with 512 per SM each (135168 walkers in all, one H200's count, the same
@@ -71,15 +72,19 @@ FEW_PER_UNIT, FEW_L = 128, 128
 
 def default_walkers(facts, geom: Geometry | None = None, ranks: int = 1, symmetric: bool = False) -> int:
     """Walkers by default over `ranks` devices like `facts`, per compute unit of
-    each: on a GPU GPU_WALKERS_PER_UNIT, or GPU_WALKERS_PER_UNIT_LARGE_2D on one
-    rank for the whole energy range (not `symmetric`) of a 2D geometry of L >=
-    LARGE_2D (each the fastest over the seeds measured at its sizes, range and
-    rank count); on a CPU CPU_WALKERS_PER_UNIT."""
+    each: on a GPU GPU_WALKERS_PER_UNIT, except on one rank for the whole energy
+    range (not `symmetric`) of a 2D geometry: GPU_WALKERS_PER_UNIT_MID_2D from L =
+    MID_2D and GPU_WALKERS_PER_UNIT_LARGE_2D from L = LARGE_2D on (each the fastest
+    to converge over the seeds measured at its sizes, range and rank count); on a
+    CPU CPU_WALKERS_PER_UNIT."""
     ranks = _validate.integer("ranks", ranks, 1)
+    whole_2d_L = geom.L if ranks == 1 and not symmetric and geom is not None and geom.dim == 2 else 0
     if not facts.is_gpu:
         per_unit = CPU_WALKERS_PER_UNIT
-    elif ranks == 1 and not symmetric and geom is not None and geom.dim == 2 and geom.L >= LARGE_2D:
+    elif whole_2d_L >= LARGE_2D:
         per_unit = GPU_WALKERS_PER_UNIT_LARGE_2D
+    elif whole_2d_L >= MID_2D:
+        per_unit = GPU_WALKERS_PER_UNIT_MID_2D
     else:
         per_unit = GPU_WALKERS_PER_UNIT
     return int(facts.compute_units) * per_unit * ranks
