@@ -38,8 +38,9 @@ def test_results_md_is_the_generated_table():
     assert text == make_results.render(), "run: python benchmarks/make_results.py"
     # current figures only (superseded records stay out): a table, not a diary
     # (the symmetric multicanonical runs add a row per size, the runs on two GPUs a few, the
-    # kernel rates from walkers spread over the range a row per row of random starts)
-    assert text.count("\n") <= 365
+    # kernel rates from walkers spread over the range a row per row of random starts, a
+    # first run from empty caches one)
+    assert text.count("\n") <= 370
 
 
 def test_a_report_writes_lines_that_read_back(tmp_path, capsys):
