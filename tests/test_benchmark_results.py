@@ -38,8 +38,8 @@ def test_results_md_is_the_generated_table():
     assert text == make_results.render(), "run: python benchmarks/make_results.py"
     # current figures only (superseded records stay out): a table, not a diary
     # (the symmetric multicanonical runs add a row per size, the runs on two GPUs a few, the
-    # kernel rates from walkers spread over the range a row per row of random starts, a
-    # first run from empty caches one)
+    # kernel rates from walkers spread over the range a row per row of random starts, the
+    # first run from empty caches a row)
     assert text.count("\n") <= 370
 
 

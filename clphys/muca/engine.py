@@ -49,10 +49,10 @@ POCL_LOCAL_BUDGET = 4096
 # 9.5-10.0 s for 6 seeds and 16.8-16.9 s for 2 at 512, mean 11.5 s; 512 produces
 # faster, 94 against 113 s for seed 0, as its chains run faster); 1024 from 2D L = 128
 # on, where 512 converged for one seed of three (280 s; the others' weights oscillated)
-# and 1024 for all three (367-370 s; with the current kernel 252-258 s, and 768 272 s for
-# seed 1, seed 0 not in 276 s); L = 256 follows L = 128 unmeasured. Each walker
-# thermalises 30 w flips per iteration, so the work grows with W faster than the
-# kernel's rate. CPUs 64.
+# and 1024 for all three (367-370 s; with the current kernel 252-258 s, while 768 took
+# 272 s for seed 1 and had not converged seed 0 in 276 s); L = 256 follows L = 128
+# unmeasured. Each walker thermalises 30 w flips per iteration, so the work grows with
+# W faster than the kernel's rate. CPUs 64.
 GPU_WALKERS_PER_UNIT = 512
 GPU_WALKERS_PER_UNIT_MID_2D, MID_2D = 768, 64
 GPU_WALKERS_PER_UNIT_LARGE_2D, LARGE_2D = 1024, 128
