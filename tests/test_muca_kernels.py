@@ -62,7 +62,12 @@ VARIANTS = [dict(per_item=32, wg=8, lattice="global", table="global", hist="glob
                  layout="row16", layout_recorded="row", table_recorded="global", **EARLY),
             # the recorded launches in larger work groups than the others (16-bit local counts)
             dict(per_item=32, wg=2, wg_recorded=8, lattice="global", table="global", hist="local", hist_bits=16,
-                 hist_flush=7, ahead=True)]
+                 hist_flush=7, ahead=True),
+            # 16-bit codes in the recorded launches only, beside 16-bit local counts; in every launch
+            # with the global histogram counted by runs
+            dict(per_item=32, wg=4, lattice="global", table="global", hist="local", hist_bits=16, hist_flush=7,
+                 layout="row", layout_recorded="row16", **EARLY),
+            dict(per_item=32, wg=8, lattice="global", table="global", hist="global", layout="row16", runs=True)]
 # several work items per word, their flips combined through local memory (Oclgrind:
 # PoCL's compiler takes minutes for these loops with barriers)
 SHARED = [dict(per_item=1, wg=32, lattice="global", layout="pair", ahead=True),
@@ -79,7 +84,9 @@ SHARED = [dict(per_item=1, wg=32, lattice="global", layout="pair", ahead=True),
           dict(per_item=2, wg=32, lattice="global", table="local", layout="row16", layout_recorded="row", **EARLY),
           dict(per_item=4, wg=16, lattice="global", table="global", layout="row16"),
           dict(per_item=2, wg=16, wg_recorded=32, lattice="global", table="global", hist="local", hist_bits=16,
-               hist_flush=9, ahead=True)]
+               hist_flush=9, ahead=True),
+          dict(per_item=2, wg=32, lattice="global", table="global", hist="global", layout="row16", runs=True,
+               **EARLY)]
 
 
 def _engine(dev, geom, walkers, seed, offset=0, total=None, **opts):
@@ -398,19 +405,33 @@ def test_kernel_plan_defaults_and_refusals():
                      "hist_bits": 32,
                      "table_recorded": "local", "desc_ahead": "all", "nd_first": "all"}
     # the loads ordered in the launches where the registers they take leave the warps resident:
-    # 2D every launch up to 512 walkers per SM (1024 up to L = 64), the unrecorded ones up to
-    # 1024; 3D up to 512 (nd_first only in the recorded ones)
+    # 2D every launch up to 512 walkers per SM (1024 up to L = 64 and with the recorded
+    # launches in work groups of 512), the unrecorded ones up to 1024; 3D up to 512 (nd_first
+    # only in the recorded ones)
     def early(geom, per_sm):
         plan = choose_options(nvidia, geom, walkers=per_sm * nvidia.compute_units)
         return plan["desc_ahead"], plan["nd_first"]
     assert early(Geometry(2, 128), 512) == ("all", "all")
     assert early(Geometry(2, 64), 768) == early(Geometry(2, 64), 1024) == ("all", "all")
     assert early(Geometry(2, 128), 768) == ("unrecorded", "unrecorded")
-    assert early(Geometry(2, 128), 1024) == ("unrecorded", "unrecorded")
+    assert early(Geometry(2, 128), 1024) == ("all", "all")             # recorded in groups of 512
+    assert early(Geometry(2, 256), 1024) == ("unrecorded", "unrecorded")
     assert early(Geometry(2, 128), 2048) == early(Geometry(2, 64), 2048) == ("none", "none")
     assert early(Geometry(3, 16), 512) == ("all", "recorded")
     assert early(Geometry(3, 16), 1024) == ("none", "none")
-    assert choose_options(nvidia, Geometry(2, 128))["desc_ahead"] == "unrecorded"     # default: 1024 per SM
+    assert early(Geometry(2, 128), 1024) == early(Geometry(2, 128), 512)     # the default: 1024 per SM
+    # codes in global memory: 16-bit ones in the recorded launches at 2D L = 128 (1024 per SM),
+    # in the unrecorded ones at 2D L = 256, in both in 3D; 8-bit ones elsewhere
+    def layouts(geom, **choices):
+        plan = choose_options(nvidia, geom, **{"walkers": default_walkers(nvidia, geom), **choices})
+        return plan["layout"], plan.get("layout_recorded", plan["layout"])
+    assert layouts(Geometry(2, 128)) == ("row", "row16")
+    assert layouts(Geometry(2, 128), walkers=512 * nvidia.compute_units) == ("row", "row")
+    assert layouts(Geometry(2, 256)) == ("row16", "row")
+    assert layouts(Geometry(3, 24)) == layouts(Geometry(3, 32)) == ("row16", "row16")
+    assert layouts(Geometry(3, 16)) == ("row", "row")              # the unrecorded codes in local memory
+    amd_256 = choose_options(amd, Geometry(2, 256))             # measured on NVIDIA only
+    assert amd_256["table"] == "global" and amd_256["layout"] == "row" and "layout_recorded" not in amd_256
     # four walkers per item from 2048 per SM at 2D L <= 128 (132 SMs); the caller's choice stays
     crowded = 2048 * nvidia.compute_units
     assert choose_options(nvidia, Geometry(2, 64), walkers=crowded - 32)["per_item"] == 2
@@ -512,14 +533,18 @@ def test_16_bit_histogram_plans_fit_the_gpus(persona):
 
 def test_windows_where_the_histogram_is_global():
     """Each walker's local window is planned on GPUs where the histogram must be
-    global (2D L = 256, 3D L = 32) and the window fits beside the plan's local
-    memory; nowhere else, and the template refuses windows it cannot count."""
+    global in 2D (L = 256) and the window fits beside the plan's local memory;
+    nowhere else (3D L = 32 counts runs), and the template refuses windows it
+    cannot count."""
     nvidia, pocl = fake_facts("nvidia"), fake_facts("pocl")
     for geom in (Geometry(2, 256), Geometry(3, 32)):
         o = choose_options(nvidia, geom)
         assert o["hist"] == "global"
-        assert window_plan(nvidia, geom, o, o["wg"], o["per_item"], "global") == WINDOW_BINS
+        # 2D only: in 3D (L = 32) each walker's runs in one bin are added to global memory
+        want = WINDOW_BINS if geom.dim == 2 else 0
+        assert window_plan(nvidia, geom, o, o["wg"], o["per_item"], "global") == want
         assert window_plan(nvidia, geom, dict(o, window=0), o["wg"], o["per_item"], "global") == 0
+        assert window_plan(nvidia, geom, dict(o, window=8), o["wg"], o["per_item"], "global") == 8
         c = choose_options(pocl, geom)
         assert window_plan(pocl, geom, c, c["wg"], c["per_item"], c["hist"]) == 0     # CPUs: runs
     o = choose_options(nvidia, Geometry(2, 64))

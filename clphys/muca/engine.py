@@ -49,7 +49,7 @@ POCL_LOCAL_BUDGET = 4096
 # 9.5-10.0 s for 6 seeds and 16.8-16.9 s for 2 at 512, mean 11.5 s; 512 produces
 # faster, 94 against 113 s for seed 0, as its chains run faster); 1024 from 2D L = 128
 # on, where 512 converged for one seed of three (280 s; the others' weights oscillated)
-# and 1024 for all three (367-370 s; with the current kernel 252-258 s, while 768 took
+# and 1024 for all three (367-370 s; 252-258 s with a later kernel, while 768 took
 # 272 s for seed 1 and had not converged seed 0 in 276 s); L = 256 follows L = 128
 # unmeasured. Each walker thermalises 30 w flips per iteration, so the work grows with
 # W faster than the kernel's rate. CPUs 64.
@@ -127,7 +127,10 @@ def window_plan(facts, geom: Geometry, options: dict, wg: int, per_item: int, hi
     plan keeps in local memory and the range holds it."""
     if "window" in options:
         return int(options["window"])
-    if hist != "global" or not facts.is_gpu or geom.nbins < 2 * WINDOW_BINS:
+    # not in 3D: at L = 32 (H200, the walkers spread, recorded flips/ns counting 1 step in 4 /
+    # every step) each count added to global memory when the walker leaves its bin ran 200 / 138
+    # against 151 / 129 with the windows, whose local memory takes L1 from the codes
+    if hist != "global" or not facts.is_gpu or geom.nbins < 2 * WINDOW_BINS or geom.dim == 3:
         return 0
     used = _local_bytes(geom, wg, options.get("table_recorded", options["table"]), "global", options["combine"],
                         layout=recorded_layout(options), lattice=options.get("lattice", "global"),
@@ -328,6 +331,21 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
     if (facts.vendor == "nvidia" and geom.dim == 2 and lattice == "global" and table == "local"
             and layout == "row" and need(lattice, "local", "row16", "global") <= room):
         layout = "row16"
+    # NVIDIA, codes read from global memory through L1 (2D L >= 128, 3D L >= 24): 16-bit codes
+    # (the exact threshold read in 1 of 65536 moves, not 1 of 256) in the launches where they
+    # gained with the walkers spread over the range, as in a run (H200, unrecorded / recorded
+    # counting 1 step in 4 / every step, flips/ns): 2D L = 256 in the unrecorded launches, 337 /
+    # 244 / 215 against 300 / 240 / 218; 2D L = 128 in the recorded ones (with the loads ordered,
+    # below) 396 / 384 / 326 against 397 / 372 / 310 (in both: unrecorded 365); 3D in both,
+    # L = 32 (no windows) 205 / 191 / 158 against 202 / 200 / 138, L = 24 213 / 236 / 217
+    # against 210 / 230 / 211
+    if facts.vendor == "nvidia" and table == table_recorded == "global" and layout == "row":
+        if geom.dim == 3:
+            layout = layout_recorded = "row16"
+        elif hist == "global":
+            layout = "row16"
+        elif wg_recorded == 512:
+            layout_recorded = "row16"
     needed = max(need(lattice, table, layout, "global"),
                  need(lattice, table_recorded, layout_recorded, hist, hist_bits))
     _check_local(facts, geom, needed, f"lattice={lattice!r}, table={table!r}, hist={hist!r} with wg = {wg}",
@@ -353,7 +371,9 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
     if not ahead or per_unit > (1024 if geom.dim == 2 else 512):
         desc_ahead = nd_first = "none"
     elif geom.dim == 2:
-        every = per_unit <= (1024 if geom.L <= 64 else 512)
+        # the recorded launches in work groups of 512 (2D L = 128 at 1024 per SM), counting 1
+        # step in 4 / every step, spread: 372 / 310 against 344 / 295 (8-bit codes)
+        every = per_unit <= (1024 if geom.L <= 64 else 512) or wg_recorded == 512
         desc_ahead = nd_first = "all" if every else "unrecorded"
     else:
         desc_ahead, nd_first = "all", "recorded"
