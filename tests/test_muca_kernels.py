@@ -414,12 +414,11 @@ def test_kernel_plan_defaults_and_refusals():
     assert early(Geometry(2, 128), 512) == ("all", "all")
     assert early(Geometry(2, 64), 768) == early(Geometry(2, 64), 1024) == ("all", "all")
     assert early(Geometry(2, 128), 768) == ("unrecorded", "unrecorded")
-    assert early(Geometry(2, 128), 1024) == ("all", "all")             # recorded in groups of 512
+    assert early(Geometry(2, 128), 1024) == ("all", "all")     # the default; recorded in groups of 512
     assert early(Geometry(2, 256), 1024) == ("unrecorded", "unrecorded")
     assert early(Geometry(2, 128), 2048) == early(Geometry(2, 64), 2048) == ("none", "none")
     assert early(Geometry(3, 16), 512) == ("all", "recorded")
     assert early(Geometry(3, 16), 1024) == ("none", "none")
-    assert early(Geometry(2, 128), 1024) == early(Geometry(2, 128), 512)     # the default: 1024 per SM
     # codes in global memory: 16-bit ones in the recorded launches at 2D L = 128 (1024 per SM),
     # in the unrecorded ones at 2D L = 256, in both in 3D; 8-bit ones elsewhere
     def layouts(geom, **choices):
