@@ -373,8 +373,8 @@ def choose_options(facts, geom: Geometry, wg=None, table=None, hist=None, per_it
     elif geom.dim == 2:
         # the recorded launches in work groups of 512 (2D L = 128 at 1024 per SM), counting 1
         # step in 4 / every step, spread: 372 / 310 against 344 / 295 (8-bit codes)
-        every = per_unit <= (1024 if geom.L <= 64 else 512) or wg_recorded == 512
-        desc_ahead = nd_first = "all" if every else "unrecorded"
+        both_launches = per_unit <= (1024 if geom.L <= 64 else 512) or wg_recorded == 512
+        desc_ahead = nd_first = "all" if both_launches else "unrecorded"
     else:
         desc_ahead, nd_first = "all", "recorded"
     return {"wg": wg, "lattice": lattice, "table": table, "hist": hist, "per_item": per_item,
