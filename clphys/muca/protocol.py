@@ -9,11 +9,12 @@ dE = 4, at least `min_width`) and W the number of walkers:
   range is not fully covered, then u <- growth * u each iteration;
 * H(E) = the histogram of all walkers; d_k = sum P ln(P / Q) over the visited
   bins (P = H / sum H, Q = 1 / number of visited bins) and d_c = max |H / m - 1|
-  (m the mean over visited bins); stop when d_k < kl (weights unchanged);
+  (m the mean over visited bins); stop when d_k < kl and H spans the widest
+  range so far (weights unchanged; an empty H has d_k = 0);
 * else the width grows to the range of bins with H > 1 and ln W(E) -= ln H(E)
   on the visited bins inside it.
 
-This is the published code's rule (cudamuca). Q is 1 / (visited bins) rather
+This is the published code's rule (cudamuca), the span added. Q is 1 / (visited bins) rather
 than 1 / w: in 2D the two forbidden energies +-(2N - 4) lie inside the range,
 and with Q = 1 / w a perfectly flat histogram would have d_k = ln((N + 1) /
 (N - 1)) ~ 2 / N, above 1e-4 for L >= 16, so the iteration would never stop.

@@ -281,7 +281,12 @@ class Multicanonical(MulticanonicalCheckpoints):
     @property
     def converged(self) -> bool:
         """The last iteration met the d_k bound of the last iterate() call."""
-        return bool(self._history) and not self._applied and self._history[-1].d_k < self._kl
+        if not self._history or self._applied or self._history[-1].d_k >= self._kl:
+            return False
+        # an empty or one-bin histogram has d_k = 0 (1 recorded step of 4 counted,
+        # e.g. 2D L = 8 with 67584 walkers): flat only if it spans the range reached
+        rng = proto.covered_range(self._last_hist)
+        return rng is not None and rng[1] - rng[0] >= min(self.width, self.top)
 
     @property
     def kl(self) -> float:
@@ -339,7 +344,7 @@ class Multicanonical(MulticanonicalCheckpoints):
             while max_iterations is None or done < max_iterations:
                 if self._iter is None:
                     if not self._applied:
-                        if self._history[-1].d_k < self._kl:
+                        if self.converged:
                             break
                         self._apply(self._last_hist)
                     self._start_iteration()
