@@ -280,7 +280,8 @@ class Multicanonical(MulticanonicalCheckpoints):
 
     @property
     def converged(self) -> bool:
-        """The last iteration met the d_k bound of the last iterate() call."""
+        """The last iteration met the d_k bound of the last iterate() call, its
+        histogram spanning the range reached."""
         if not self._history or self._applied or self._history[-1].d_k >= self._kl:
             return False
         # an empty or one-bin histogram has d_k = 0 (1 recorded step of 4 counted,
