@@ -14,10 +14,11 @@ dE = 4, at least `min_width`) and W the number of walkers:
 * else the width grows to the range of bins with H > 1 and ln W(E) -= ln H(E)
   on the visited bins inside it.
 
-This is the published code's rule (cudamuca), the span added. Q is 1 / (visited bins) rather
-than 1 / w: in 2D the two forbidden energies +-(2N - 4) lie inside the range,
-and with Q = 1 / w a perfectly flat histogram would have d_k = ln((N + 1) /
-(N - 1)) ~ 2 / N, above 1e-4 for L >= 16, so the iteration would never stop.
+This is the published code's rule (cudamuca), the span added. Q is 1 /
+(visited bins) rather than 1 / w: in 2D the two forbidden energies +-(2N - 4)
+lie inside the range, and with Q = 1 / w a perfectly flat histogram would have
+d_k = ln((N + 1) / (N - 1)) ~ 2 / N, above 1e-4 for L >= 16, so the iteration
+would never stop.
 """
 
 from __future__ import annotations
@@ -79,6 +80,13 @@ def covered_range(hist):
     """(first, last) bins with more than one count, or None."""
     idx = np.nonzero(np.asarray(hist) > 1)[0]
     return (int(idx[0]), int(idx[-1])) if idx.size else None
+
+
+def spans(hist, width):
+    """`hist` covers at least `width` bins (an empty or one-bin histogram,
+    whose d_k is 0, spans none)."""
+    rng = covered_range(hist)
+    return rng is not None and rng[1] - rng[0] >= width
 
 
 def update_weights(log_w, hist):

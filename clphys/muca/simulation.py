@@ -284,10 +284,9 @@ class Multicanonical(MulticanonicalCheckpoints):
         histogram spanning the range reached."""
         if not self._history or self._applied or self._history[-1].d_k >= self._kl:
             return False
-        # an empty or one-bin histogram has d_k = 0 (1 recorded step of 4 counted,
-        # e.g. 2D L = 8 with 67584 walkers): flat only if it spans the range reached
-        rng = proto.covered_range(self._last_hist)
-        return rng is not None and rng[1] - rng[0] >= min(self.width, self.top)
+        # an empty histogram has d_k = 0 (1 recorded step of 4 counted, e.g. 2D
+        # L = 8 with 67584 walkers): flat only if it spans the range reached
+        return proto.spans(self._last_hist, min(self.width, self.top))
 
     @property
     def kl(self) -> float:
