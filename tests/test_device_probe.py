@@ -6,8 +6,10 @@ injected (tests/fake_unknown_cpu.py), so no broken device is needed."""
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
+import pyopencl as cl
 import pytest
 
 import clphys
@@ -53,6 +55,30 @@ def test_import_probes_nothing():
 def test_usable_devices_pass_the_probe(device, fresh_probes):
     st = {s.facts.index: s for s in clphys.runtime.survey()}
     assert st[device.facts.index].usable and st[device.facts.index].reason == ""
+
+
+def test_the_probe_hides_a_build_log_unless_asked(device, fresh_probes, monkeypatch):
+    """NVIDIA's driver logs the probe's build: PyOpenCL's warning about the log
+    must not greet every first use (PYOPENCL_COMPILER_OUTPUT=1 still shows it)."""
+    real_build = cl.Program.build
+
+    def logging_build(self, *args, **kwargs):
+        built = real_build(self, *args, **kwargs)
+        warnings.warn("Non-empty compiler output encountered.", cl.CompilerWarning, stacklevel=2)
+        return built
+
+    monkeypatch.setattr(cl.Program, "build", logging_build)
+    for asked in (False, True):
+        if asked:
+            monkeypatch.setenv("PYOPENCL_COMPILER_OUTPUT", "1")
+        else:
+            monkeypatch.delenv("PYOPENCL_COMPILER_OUTPUT", raising=False)
+        monkeypatch.setattr(devices_module, "_verdicts", {})
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            assert any(s.usable for s in clphys.runtime.survey())
+        shown = [w for w in seen if issubclass(w.category, cl.CompilerWarning)]
+        assert bool(shown) == asked, (asked, [str(w.message) for w in seen])
 
 
 def test_unknown_cpu_is_reported_and_skipped(unknown_cpu):

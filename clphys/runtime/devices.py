@@ -45,7 +45,7 @@ import pyopencl as cl
 from ..errors import DeviceError, Fp64Error
 from .facts import DeviceFacts, fake_facts, with_vendor_flags
 from .mpi import local_rank, rank_cache_dir
-from .render import Program, build, one_builder_per_source, source_program
+from .render import Program, build, one_builder_per_source, quiet_compiler, source_program
 
 __all__ = ["DeviceFacts", "Device", "DeviceSpec", "DeviceStatus", "devices", "device", "current_device",
            "resolve_device", "survey", "test_devices", "default_candidates", "nvidia_icd_hint",
@@ -92,7 +92,7 @@ def _wg_multiple(dev: cl.Device, ctx: cl.Context | None) -> int:
     try:
         ctx = ctx or cl.Context([dev])
         source = "__kernel void probe(__global int *x) { x[0] = 0; }"
-        with one_builder_per_source(_vendor(platform=dev.platform, dev=dev), source):
+        with quiet_compiler(), one_builder_per_source(_vendor(platform=dev.platform, dev=dev), source):
             prg = cl.Program(ctx, source).build()
         return int(prg.probe.get_work_group_info(
             cl.kernel_work_group_info.PREFERRED_WORK_GROUP_SIZE_MULTIPLE, dev))
@@ -224,9 +224,10 @@ def _try_build(device: "Device") -> None:
         # A checking simulator: built like render.build builds for it (from source),
         # not run: anything else disturbs its uninitialised-value checker for the
         # kernels checked later (false reports).
-        source_program(device.context, _PROBE_SOURCE).build()
+        with quiet_compiler():
+            source_program(device.context, _PROBE_SOURCE).build()
         return
-    with one_builder_per_source(device.facts.vendor, _PROBE_SOURCE):
+    with quiet_compiler(), one_builder_per_source(device.facts.vendor, _PROBE_SOURCE):
         prg = cl.Program(device.context, _PROBE_SOURCE).build()
     buf = cl.Buffer(device.context, cl.mem_flags.WRITE_ONLY, 4)
     prg.clphys_probe(device.queue, (1,), None, buf)

@@ -290,6 +290,18 @@ def source_program(context: cl.Context, source: str) -> cl.Program:
     return cl.Program(cl._cl._Program(context, source))  # noqa: SLF001
 
 
+@contextlib.contextmanager
+def quiet_compiler() -> Iterator[None]:
+    """Hide PyOpenCL's CompilerWarning about a successful build's log, unless
+    PYOPENCL_COMPILER_OUTPUT is set (then the logs are shown): Intel's CPU
+    runtime logs every build ("Compilation started ...") and NVIDIA's driver the
+    device probe's, so the warning would follow every first command."""
+    with warnings.catch_warnings():
+        if not os.environ.get("PYOPENCL_COMPILER_OUTPUT"):
+            warnings.simplefilter("ignore", cl.CompilerWarning)
+        yield
+
+
 def _build_lock_folder() -> str:
     """Where the build locks live: 256 files at most (named by the first two hex
     digits of a source's hash; two sources sharing one only wait for each other)."""
@@ -345,11 +357,7 @@ def build(device: Device, template: str, options: Iterable[str] = (), **params: 
                 cl_prg = cl.Program(device.context, source)
             else:
                 cl_prg = source_program(device.context, source)
-            with warnings.catch_warnings(), one_builder_per_source(device.facts.vendor, source):
-                if not os.environ.get("PYOPENCL_COMPILER_OUTPUT"):
-                    # Intel's CPU runtime logs every build ("Compilation started ..."):
-                    # no warning on every command; PYOPENCL_COMPILER_OUTPUT=1 shows the logs.
-                    warnings.simplefilter("ignore", cl.CompilerWarning)
+            with quiet_compiler(), one_builder_per_source(device.facts.vendor, source):
                 if device.cache_dir and device.facts.binary_cache:
                     cl_prg.build(options=list(options), cache_dir=device.cache_dir)
                 else:
