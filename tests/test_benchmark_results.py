@@ -39,8 +39,9 @@ def test_results_md_is_the_generated_table():
     # current figures only (superseded records stay out): a table, not a diary
     # (the symmetric multicanonical runs add a row per size, the runs on two GPUs a few, the
     # kernel rates from walkers spread over the range a row per row of random starts, the
-    # first run from empty caches a row, a production on other walkers than the iteration's a row)
-    assert text.count("\n") <= 372
+    # first run from empty caches a row, a production on other walkers than the iteration's a row,
+    # a production that takes several calls a row while it runs)
+    assert text.count("\n") <= 375
 
 
 def test_a_report_writes_lines_that_read_back(tmp_path, capsys):
