@@ -176,6 +176,20 @@ def test_sample_matches_direct_measurement(device):
     assert calls[-1] == (4, 4)
 
 
+def test_slices_do_not_run_on_from_thermalisation_into_measurements(device):
+    """A measured sweep costs about ten thermalisation sweeps on a small lattice: a
+    slice sized on the one must end where the other begins (or Ctrl-C waits for it)."""
+    ens = Ensemble2D(16, [2.2, 2.6], seed=1, device=device)
+    run = ens.plan_run(50, 2, 3000)
+    steps, real_step = [], run.step
+    run.step = lambda n: (steps.append((run.done, n)), real_step(n))
+    calls = []
+    run.run(progress=lambda d, t: calls.append((d, t)))
+    assert all(start + n <= 3000 or start >= 3000 for start, n in steps), steps
+    assert sum(n for _, n in steps) == 3100 and calls[-1] == (3100, 3100)
+    assert run.measured == 50
+
+
 def test_temperature_change_does_not_recompile(device):
     lat = Ising2D(64, 2.0, device=device)
     lat.sweep(1)
